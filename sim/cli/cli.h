@@ -1,0 +1,18 @@
+/* cli: the subcommands of dlsim. Each takes the arguments after its name and returns the exit
+ * code: 0 success, 1 the simulation failed, 2 bad input or usage. */
+#ifndef DLSIM_CLI_H
+#define DLSIM_CLI_H
+
+#include <glib.h>
+#include <stdbool.h>
+
+int cli_run(int argc, char **argv);
+int cli_validate(int argc, char **argv);
+
+/* Prints "dlsim: error: ..." and returns the exit code that fits the error. */
+int cli_fail(GError *err);
+/* Parses options against `entries` ("summary" is the --help line); on error prints it and
+ * returns false with the exit code in `code`. */
+bool cli_parse(const GOptionEntry *entries, const char *summary, int *argc, char ***argv, int *code);
+
+#endif

@@ -1,0 +1,55 @@
+/* dlsim run -c CLUSTER -w WORKLOAD [--engine des|analytic] [--json] [--trace FILE] [--set K=V]... */
+#include "cli/cli.h"
+#include "pipeline/pipeline.h"
+
+#include <stdio.h>
+
+int cli_run(int argc, char **argv)
+{
+  g_autofree char *cluster = NULL, *workload = NULL, *engine = NULL, *trace = NULL;
+  g_auto(GStrv) sets = NULL;
+  gboolean json = FALSE;
+  GOptionEntry entries[] = {
+      {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &cluster, "Cluster file or preset name", "CLUSTER"},
+      {"workload", 'w', 0, G_OPTION_ARG_FILENAME, &workload, "Workload file or preset name", "WORKLOAD"},
+      {"engine", 'e', 0, G_OPTION_ARG_STRING, &engine, "des (default) or analytic", "ENGINE"},
+      {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON (keys of SCHEMA.md)", NULL},
+      {"trace", 't', 0, G_OPTION_ARG_FILENAME, &trace, "Write a Chrome/Perfetto trace", "FILE"},
+      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Override a key: --set parallel.dp=8", "KEY=VALUE"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  int code = 0;
+  if (!cli_parse(entries, "- simulate one training step", &argc, &argv, &code))
+    return code;
+  if (argc > 1) {
+    fprintf(stderr, "dlsim: error: unexpected argument '%s' (see dlsim run --help)\n", argv[1]);
+    return 2;
+  }
+  if (!cluster || !workload) {
+    fprintf(stderr, "dlsim: error: dlsim run needs -c CLUSTER and -w WORKLOAD (see dlsim run --help)\n");
+    return 2;
+  }
+  GError *err = NULL;
+  eng_kind kind = ENG_DES;
+  if (engine && !eng_kind_parse(engine, &kind, &err))
+    return cli_fail(err);
+  pipe_run run;
+  if (!pipe_simulate(cluster, workload, sets, kind, trace != NULL, &run, &err)) {
+    pipe_clear(&run);
+    return cli_fail(err);
+  }
+  rep_run rep;
+  pipe_report_of(&run, &rep);
+  if (json) {
+    cJSON *j = rep_run_json(&rep);
+    rep_json_print(stdout, j);
+    cJSON_Delete(j);
+  } else {
+    rep_run_text(stdout, &rep);
+  }
+  if (trace && !rep_trace_write(trace, run.program, &run.result, &err)) {
+    pipe_clear(&run);
+    return cli_fail(err);
+  }
+  pipe_clear(&run);
+  return 0;
+}

@@ -1,0 +1,235 @@
+/* config: YAML cluster / model / workload files -> typed structs in SI units.
+ *
+ * Files are read with libyaml into a tree that keeps every node's file:line:column, `--set`
+ * overrides are applied to that tree, and the tree is then decoded against a schema, so that
+ * every error (unknown key, wrong type, missing key, inconsistent sizes) can name where it is.
+ * All errors are reported through GError in the CFG_ERROR domain; the CLI exits 2 on them. */
+#ifndef DLSIM_CONFIG_H
+#define DLSIM_CONFIG_H
+
+#include <glib.h>
+#include <stdbool.h>
+
+#define CFG_ERROR (cfg_error_quark())
+GQuark cfg_error_quark(void);
+typedef enum {
+  CFG_ERROR_INPUT,       /* bad file, key, value or combination: exit 2 */
+  CFG_ERROR_UNSUPPORTED, /* well-formed but not simulated by this version: exit 2 */
+  CFG_ERROR_RUNTIME,     /* the simulation itself failed: exit 1 */
+} cfg_error_code;
+
+/* ---- document trees ---------------------------------------------------------------------- */
+
+typedef struct cfg_doc cfg_doc;
+
+/* Loads one YAML document. The file must hold a mapping. */
+cfg_doc *cfg_doc_load(const char *path, GError **err);
+/* Parses YAML text; `origin` names it in error messages. */
+cfg_doc *cfg_doc_parse(const char *text, const char *origin, GError **err);
+void cfg_doc_free(cfg_doc *doc);
+/* "file:line:col" of the value at a dotted path (or of its closest existing parent). */
+char *cfg_doc_where(const cfg_doc *doc, const char *path);
+const char *cfg_doc_file(const cfg_doc *doc);
+
+/* ---- enums --------------------------------------------------------------------------------- */
+
+typedef enum { CFG_FP32, CFG_TF32, CFG_BF16, CFG_FP16, CFG_FP8, CFG_INT8, CFG_INT4, CFG_NDTYPES } cfg_dtype;
+const char *cfg_dtype_name(cfg_dtype dtype);
+double cfg_dtype_bytes(cfg_dtype dtype);
+
+typedef enum { CFG_INTRA_NVSWITCH, CFG_INTRA_NVLINK_RING, CFG_INTRA_PCIE } cfg_intra_kind;
+typedef enum { CFG_TOPO_FAT_TREE, CFG_TOPO_RAIL_OPTIMIZED } cfg_topology;
+typedef enum { CFG_MODEL_TRANSFORMER, CFG_MODEL_MOE_TRANSFORMER, CFG_MODEL_CNN } cfg_model_kind;
+typedef enum { CFG_ACT_GELU, CFG_ACT_SWIGLU } cfg_activation;
+typedef enum { CFG_OPT_ADAM, CFG_OPT_SGD } cfg_optimizer;
+typedef enum { CFG_RECOMPUTE_NONE, CFG_RECOMPUTE_SELECTIVE, CFG_RECOMPUTE_FULL } cfg_recompute;
+typedef enum { CFG_SCHED_GPIPE, CFG_SCHED_1F1B, CFG_SCHED_INTERLEAVED } cfg_schedule;
+typedef enum { CFG_OFFLOAD_NONE, CFG_OFFLOAD_CPU, CFG_OFFLOAD_NVME } cfg_offload;
+typedef enum { CFG_DIM_TP, CFG_DIM_CP, CFG_DIM_PP, CFG_DIM_DP, CFG_NDIMS } cfg_dim;
+typedef enum { CFG_SCHEDULER_CONTINUOUS, CFG_SCHEDULER_STATIC } cfg_scheduler;
+typedef enum { CFG_ARRIVAL_POISSON, CFG_ARRIVAL_GAMMA, CFG_ARRIVAL_UNIFORM } cfg_arrival;
+
+/* ---- calibration (fitted efficiency tables; gpu.calibration points at a file of these) ------ */
+
+typedef enum {
+  CFG_KCLASS_GEMM,
+  CFG_KCLASS_CONV,
+  CFG_KCLASS_ATTENTION,
+  CFG_KCLASS_ELEMENTWISE,
+  CFG_KCLASS_OPTIMIZER,
+  CFG_KCLASS_OTHER,
+  CFG_NKCLASSES
+} cfg_kernel_class;
+const char *cfg_kernel_class_name(cfg_kernel_class k);
+
+typedef struct {
+  double flops_efficiency[CFG_NKCLASSES]; /* fraction of peak FLOP/s reached, per kernel class */
+  double memory_efficiency;               /* fraction of HBM bandwidth reached by streaming kernels */
+  double launch_overhead;                 /* seconds added to every kernel */
+  double comm_overhead;                   /* seconds added to every collective (framework + launch) */
+  char *source;                           /* where the numbers come from */
+} cfg_efficiency;
+
+/* ---- cluster ------------------------------------------------------------------------------ */
+
+typedef struct {
+  char *name;
+  double memory;            /* bytes */
+  double memory_bandwidth;  /* bytes/s */
+  double flops[CFG_NDTYPES];/* peak FLOP/s, NAN when the GPU has no such unit */
+  char *calibration;        /* resolved path or NULL */
+  cfg_efficiency efficiency;/* defaults <- calibration file <- inline gpu.efficiency */
+} cfg_gpu;
+
+typedef struct {
+  cfg_intra_kind kind;
+  double bandwidth; /* per GPU, per direction, bytes/s */
+  double latency;   /* seconds, GPU to GPU */
+} cfg_intra;
+
+typedef struct {
+  int count;
+  int gpus_per_node;
+  cfg_intra intra;
+  int nics_per_node;
+  double host_memory;
+  double nvme;
+} cfg_node_spec;
+
+typedef struct {
+  char *name;
+  double latency;          /* per switch traversal, seconds */
+  int nodes_per_switch;    /* nodes below one switch of this tier; the top tier spans all */
+  double oversubscription; /* downlink / uplink capacity of this tier's switches */
+} cfg_tier;
+
+typedef struct {
+  cfg_topology topology;
+  double nic_bandwidth; /* per NIC, per direction, bytes/s */
+  cfg_tier *tiers;
+  int ntiers;
+} cfg_network;
+
+typedef struct {
+  char *name;
+  cfg_gpu gpu;
+  cfg_node_spec node;
+  cfg_network network;
+  cfg_doc *doc; /* for error positions in later cross-checks */
+} cfg_cluster;
+
+/* ---- model --------------------------------------------------------------------------------- */
+
+typedef struct {
+  int experts, top_k, expert_ffn_hidden, shared_experts, every;
+} cfg_moe;
+
+typedef struct {
+  cfg_model_kind kind;
+  char *name;
+  int layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len;
+  cfg_activation activation;
+  int tied_embeddings; /* 0/1 */
+  cfg_moe moe;
+  char *preset;        /* cnn: resnet50, ... */
+  int image_size;      /* cnn input resolution */
+  int num_classes;
+} cfg_model;
+
+/* ---- workloads ----------------------------------------------------------------------------- */
+
+typedef struct {
+  int global_batch, micro_batch;
+  cfg_dtype dtype;
+  cfg_optimizer optimizer;
+  cfg_recompute recompute;
+  int flash_attention; /* 0/1 */
+} cfg_training;
+
+typedef struct {
+  int tp, pp, dp, cp, ep;
+  int sequence_parallel; /* 0/1 */
+  cfg_schedule schedule;
+  int virtual_stages;
+  int zero;
+  cfg_offload offload;
+  cfg_dim placement[CFG_NDIMS];
+  int nplacement;
+  double gradient_bucket; /* bytes */
+} cfg_parallel;
+
+typedef struct {
+  double rate; /* requests/s */
+  cfg_arrival arrival;
+  int count, prompt_tokens, output_tokens, seed;
+} cfg_requests;
+
+typedef struct {
+  cfg_dtype dtype;
+  int tp, pp, ep, max_batch;
+  cfg_scheduler scheduler;
+  cfg_requests requests;
+} cfg_serving;
+
+typedef struct {
+  char *algorithm; /* "auto" or an algorithm name understood by the collectives module */
+} cfg_collectives;
+
+typedef struct {
+  cfg_model model;
+  int has_training, has_serving;
+  cfg_training training;
+  cfg_parallel parallel;
+  cfg_serving serving;
+  cfg_collectives collectives;
+  cfg_doc *doc;
+} cfg_workload;
+
+/* ---- loading ------------------------------------------------------------------------------ */
+
+/* A `--set PATH=VALUE` override. */
+typedef struct {
+  char *path;
+  char *value;
+} cfg_override;
+
+/* Resolves a name to a file: an existing path, or a preset under configs/<kind>/NAME.yaml. */
+char *cfg_resolve(const char *name, const char *kind, const char *relative_to);
+/* The data directory (configs/, validation/): $DLSIM_DATA_DIR or the build-time default. */
+const char *cfg_data_dir(void);
+
+/* Loads a cluster and a workload (either may be NULL), applying overrides to whichever file
+ * owns each path, then decodes and validates both. */
+bool cfg_load(const char *cluster_path, const char *workload_path, const cfg_override *sets,
+              size_t nsets, cfg_cluster **cluster, cfg_workload **workload, GError **err);
+/* Parses "a.b.c=value" into an override. */
+bool cfg_override_parse(const char *text, cfg_override *out, GError **err);
+void cfg_override_clear(cfg_override *o);
+
+/* ---- validation cases (validation/cases/NAME.yaml) --------------------------------------- */
+
+typedef enum { CFG_CASE_FIT, CFG_CASE_CHECK } cfg_case_role;
+
+typedef struct {
+  char *name;
+  cfg_case_role role;   /* fit: the model was tuned on it; check: it was not */
+  char *source;         /* where the measured number comes from */
+  char *notes;
+  char *cluster, *workload; /* resolved paths */
+  char **set;           /* overrides, "key=value" */
+  char **ratio_to;      /* when set: the metric is this case / the same case with these overrides */
+  int engine;           /* 0 analytic, 1 des */
+  char *metric;         /* a key of `dlsim run --json` such as samples_per_s */
+  double measured;
+  double tolerance;     /* a check passes when |error| <= tolerance */
+} cfg_case;
+
+bool cfg_case_load(const char *path, cfg_case *out, GError **err);
+void cfg_case_clear(cfg_case *c);
+
+void cfg_cluster_free(cfg_cluster *c);
+void cfg_workload_free(cfg_workload *w);
+
+int cfg_cluster_gpus(const cfg_cluster *c);
+
+#endif

@@ -1,0 +1,604 @@
+/* Loading: presets, model grafting, --set routing, decoding, defaults and cross-checks. */
+#include "config/config_internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+const char *cfg_data_dir(void)
+{
+  const char *env = g_getenv("DLSIM_DATA_DIR");
+  return env && *env ? env : DLSIM_DATA_DIR;
+}
+
+char *cfg_resolve(const char *name, const char *kind, const char *relative_to)
+{
+  if (g_file_test(name, G_FILE_TEST_IS_REGULAR))
+    return g_strdup(name);
+  g_autofree char *file = g_str_has_suffix(name, ".yaml") ? g_strdup(name)
+                                                          : g_strdup_printf("%s.yaml", name);
+  if (relative_to) {
+    g_autofree char *dir = g_path_get_dirname(relative_to);
+    char *cands[] = {g_build_filename(dir, file, NULL),
+                     g_build_filename(dir, "..", kind, file, NULL)};
+    for (size_t i = 0; i < G_N_ELEMENTS(cands); i++) {
+      if (g_file_test(cands[i], G_FILE_TEST_IS_REGULAR)) {
+        for (size_t j = 0; j < G_N_ELEMENTS(cands); j++)
+          if (j != i)
+            g_free(cands[j]);
+        return cands[i];
+      }
+    }
+    for (size_t i = 0; i < G_N_ELEMENTS(cands); i++)
+      g_free(cands[i]);
+  }
+  char *preset = g_build_filename(cfg_data_dir(), "configs", kind, file, NULL);
+  if (g_file_test(preset, G_FILE_TEST_IS_REGULAR))
+    return preset;
+  g_free(preset);
+  return NULL;
+}
+
+static int cfg_compare_names(gconstpointer a, gconstpointer b)
+{
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *cfg_presets_list(const char *kind)
+{
+  g_autofree char *dir = g_build_filename(cfg_data_dir(), "configs", kind, NULL);
+  GDir *d = g_dir_open(dir, 0, NULL);
+  if (!d)
+    return g_strdup("none");
+  GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+  const char *e;
+  while ((e = g_dir_read_name(d)))
+    if (g_str_has_suffix(e, ".yaml"))
+      g_ptr_array_add(names, g_strndup(e, strlen(e) - 5));
+  g_dir_close(d);
+  g_ptr_array_sort(names, cfg_compare_names);
+  GString *out = g_string_new(NULL);
+  for (guint i = 0; i < names->len; i++)
+    g_string_append_printf(out, "%s%s", i ? ", " : "", (char *)g_ptr_array_index(names, i));
+  g_ptr_array_free(names, TRUE);
+  return g_string_free(out, FALSE);
+}
+
+static cfg_doc *cfg_load_named(const char *name, const char *kind, GError **err)
+{
+  g_autofree char *path = cfg_resolve(name, kind, NULL);
+  if (!path) {
+    g_autofree char *list = cfg_presets_list(kind);
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                "%s: no such file, and no preset of that name in configs/%s (presets: %s)", name,
+                kind, list);
+    return NULL;
+  }
+  return cfg_doc_load(path, err);
+}
+
+/* Replaces `model: NAME` by the mapping of the model file it names. */
+static bool cfg_graft_model(cfg_doc *doc, GError **err)
+{
+  cfg_pair *p = cfg_map_find(doc->root, "model");
+  if (!p || p->value->kind != CFG_NODE_SCALAR)
+    return true;
+  const cfg_node *ref = p->value;
+  g_autofree char *path = cfg_resolve(ref->scalar, "models", ref->line ? ref->file : NULL);
+  if (!path) {
+    g_autofree char *list = cfg_presets_list("models");
+    cfg_set_error_node(err, ref, "model: no model file '%s' (presets: %s)", ref->scalar, list);
+    return false;
+  }
+  g_autofree char *text = NULL;
+  if (!g_file_get_contents(path, &text, NULL, NULL)) {
+    cfg_set_error_node(err, ref, "model: cannot read '%s'", path);
+    return false;
+  }
+  cfg_node *model = cfg_tree_parse(doc, text, path, err);
+  if (!model)
+    return false;
+  if (!cfg_map_get(model, "name")) {
+    g_autofree char *base = g_path_get_basename(path);
+    if (g_str_has_suffix(base, ".yaml"))
+      base[strlen(base) - 5] = '\0';
+    cfg_node *n = cfg_node_new(CFG_NODE_SCALAR, model->file, 0, 0);
+    n->scalar = g_strdup(base);
+    cfg_map_put(model, "name", n);
+  }
+  cfg_node_free(p->value);
+  p->value = model;
+  return true;
+}
+
+bool cfg_override_parse(const char *text, cfg_override *out, GError **err)
+{
+  const char *eq = strchr(text, '=');
+  if (!eq || eq == text || !eq[1]) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                "--set %s: expected KEY=VALUE, as in --set parallel.tp=4", text);
+    return false;
+  }
+  out->path = g_strstrip(g_strndup(text, (gsize)(eq - text)));
+  out->value = g_strstrip(g_strdup(eq + 1));
+  return true;
+}
+
+void cfg_override_clear(cfg_override *o)
+{
+  g_clear_pointer(&o->path, g_free);
+  g_clear_pointer(&o->value, g_free);
+}
+
+/* Routes an override to the cluster or the workload by its first key. */
+static bool cfg_apply_override(cfg_doc *cluster, cfg_doc *workload, const cfg_override *o,
+                               GError **err)
+{
+  const char *path = o->path;
+  g_autofree char *first = g_strdup(path);
+  char *dot = strpbrk(first, ".[");
+  if (dot)
+    *dot = '\0';
+  cfg_doc *target = NULL;
+  const cfg_schema *schema = NULL;
+  if (strcmp(first, "cluster") == 0 && dot) {
+    target = cluster, schema = &cfg_schema_cluster, path += strlen("cluster.");
+  } else if (strcmp(first, "workload") == 0 && dot) {
+    target = workload, schema = &cfg_schema_workload, path += strlen("workload.");
+  } else if (cfg_schema_has_key(&cfg_schema_cluster, first)) {
+    target = cluster, schema = &cfg_schema_cluster;
+  } else if (cfg_schema_has_key(&cfg_schema_workload, first)) {
+    target = workload, schema = &cfg_schema_workload;
+  } else {
+    const char *keys[] = {"name", "gpu", "node", "network", "model", "training",
+                          "parallel", "serving", "collectives"};
+    const char *near = cfg_closest(first, keys, G_N_ELEMENTS(keys));
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                "--set %s: unknown key '%s'%s%s%s (cluster keys: name, gpu, node, network; "
+                "workload keys: model, training, parallel, serving, collectives)",
+                o->path, first, near ? " (did you mean '" : "", near ? near : "",
+                near ? "'?)" : "");
+    return false;
+  }
+  if (!target) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--set %s: this command has no %s file",
+                o->path, schema == &cfg_schema_cluster ? "cluster" : "workload");
+    return false;
+  }
+  if (!cfg_schema_check_path(schema, path, err))
+    return false;
+  return cfg_tree_set(target, path, o->value, err);
+}
+
+/* ---- defaults and checks ------------------------------------------------------------------ */
+
+static bool cfg_fail(GError **err, const cfg_doc *doc, const char *path, const char *fmt, ...)
+    G_GNUC_PRINTF(4, 5);
+static bool cfg_fail(GError **err, const cfg_doc *doc, const char *path, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  g_autofree char *where = cfg_doc_where(doc, path);
+  g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s: %s", where, msg);
+  return false;
+}
+
+#define CFG_DEFAULT_INT(v, d)                                                                     \
+  do {                                                                                            \
+    if ((int)(v) == CFG_UNSET_INT)                                                                \
+      (v) = (d);                                                                                  \
+  } while (0)
+#define CFG_DEFAULT_QTY(v, d)                                                                     \
+  do {                                                                                            \
+    if (isnan(v))                                                                                 \
+      (v) = (d);                                                                                  \
+  } while (0)
+
+void cfg_efficiency_defaults(cfg_efficiency *e)
+{
+  /* Uncalibrated guesses, used only where no calibration file says better (README: limits). */
+  static const double flops[CFG_NKCLASSES] = {0.75, 0.60, 0.55, 0.50, 0.50, 0.50};
+  for (int k = 0; k < CFG_NKCLASSES; k++)
+    CFG_DEFAULT_QTY(e->flops_efficiency[k], flops[k]);
+  CFG_DEFAULT_QTY(e->memory_efficiency, 0.80);
+  CFG_DEFAULT_QTY(e->launch_overhead, 2e-6);
+  CFG_DEFAULT_QTY(e->comm_overhead, 10e-6);
+  if (!e->source)
+    e->source = g_strdup("dlsim defaults (not calibrated)");
+}
+
+/* Fills the unset values of `dst` from `src`. */
+static void cfg_efficiency_merge(cfg_efficiency *dst, const cfg_efficiency *src)
+{
+  for (int k = 0; k < CFG_NKCLASSES; k++)
+    CFG_DEFAULT_QTY(dst->flops_efficiency[k], src->flops_efficiency[k]);
+  CFG_DEFAULT_QTY(dst->memory_efficiency, src->memory_efficiency);
+  CFG_DEFAULT_QTY(dst->launch_overhead, src->launch_overhead);
+  CFG_DEFAULT_QTY(dst->comm_overhead, src->comm_overhead);
+  if (!dst->source && src->source)
+    dst->source = g_strdup(src->source);
+}
+
+static bool cfg_cluster_check(cfg_cluster *c, GError **err)
+{
+  const cfg_doc *d = c->doc;
+  if (!c->name)
+    c->name = g_strdup("cluster");
+  if (!c->gpu.name)
+    c->gpu.name = g_strdup("gpu");
+  if (isnan(c->gpu.memory) || c->gpu.memory <= 0)
+    return cfg_fail(err, d, "gpu", "gpu: missing required key 'memory' (for example 80GiB)");
+  if (isnan(c->gpu.memory_bandwidth) || c->gpu.memory_bandwidth <= 0)
+    return cfg_fail(err, d, "gpu",
+                    "gpu: missing required key 'memory_bandwidth' (for example 3.35TB/s)");
+  bool any_flops = false;
+  for (int k = 0; k < CFG_NDTYPES; k++)
+    any_flops |= !isnan(c->gpu.flops[k]) && c->gpu.flops[k] > 0;
+  if (!any_flops)
+    return cfg_fail(err, d, "gpu",
+                    "gpu: missing required key 'flops' (for example {bf16: 989TFLOPS})");
+  if (c->gpu.calibration) {
+    cfg_efficiency file;
+    cfg_schema_efficiency.init(&file);
+    GError *inner = NULL;
+    if (!cfg_efficiency_load(c->gpu.calibration, &file, &inner)) {
+      g_autofree char *where = cfg_doc_where(d, "gpu.calibration");
+      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s: gpu.calibration: %s", where,
+                  inner->message);
+      g_error_free(inner);
+      g_free(file.source);
+      return false;
+    }
+    cfg_efficiency_merge(&c->gpu.efficiency, &file);
+    g_free(file.source);
+  }
+  cfg_efficiency_defaults(&c->gpu.efficiency);
+
+  cfg_node_spec *n = &c->node;
+  CFG_DEFAULT_INT(n->count, 1);
+  if (n->gpus_per_node == CFG_UNSET_INT)
+    return cfg_fail(err, d, "node", "node: missing required key 'gpus_per_node'");
+  CFG_DEFAULT_INT(n->intra.kind, CFG_INTRA_NVSWITCH);
+  if (n->gpus_per_node > 1 && isnan(n->intra.bandwidth))
+    return cfg_fail(err, d, "node",
+                    "node.intra: missing required key 'bandwidth' (the node has %d GPUs)",
+                    n->gpus_per_node);
+  CFG_DEFAULT_QTY(n->intra.bandwidth, 0);
+  CFG_DEFAULT_QTY(n->intra.latency, 1e-6);
+  if (n->gpus_per_node > 1 && n->intra.bandwidth <= 0)
+    return cfg_fail(err, d, "node.intra.bandwidth", "node.intra.bandwidth: must be > 0");
+  CFG_DEFAULT_INT(n->nics_per_node, n->count > 1 ? n->gpus_per_node : 0);
+  CFG_DEFAULT_QTY(n->host_memory, 0);
+  CFG_DEFAULT_QTY(n->nvme, 0);
+
+  cfg_network *net = &c->network;
+  CFG_DEFAULT_INT(net->topology, CFG_TOPO_FAT_TREE);
+  if (n->count > 1) {
+    if (isnan(net->nic_bandwidth) || net->nic_bandwidth <= 0)
+      return cfg_fail(err, d, "network",
+                      "network: missing required key 'nic_bandwidth' (the cluster has %d nodes)",
+                      n->count);
+    if (n->nics_per_node < 1)
+      return cfg_fail(err, d, "node.nics_per_node",
+                      "node.nics_per_node: must be >= 1 when there is more than one node");
+  }
+  CFG_DEFAULT_QTY(net->nic_bandwidth, 0);
+  if (net->ntiers == 0) {
+    /* One non-blocking switch over all nodes: the common case of a small cluster. */
+    net->tiers = g_new0(cfg_tier, 1);
+    net->ntiers = 1;
+    net->tiers[0].name = g_strdup("leaf");
+    net->tiers[0].latency = 1e-6;
+    net->tiers[0].nodes_per_switch = CFG_UNSET_INT;
+    net->tiers[0].oversubscription = NAN;
+  }
+  int below = 1;
+  for (int i = 0; i < net->ntiers; i++) {
+    cfg_tier *t = &net->tiers[i];
+    g_autofree char *path = g_strdup_printf("network.tiers.%d", i);
+    if (!t->name)
+      t->name = g_strdup_printf("tier%d", i);
+    CFG_DEFAULT_QTY(t->latency, 1e-6);
+    CFG_DEFAULT_QTY(t->oversubscription, 1.0);
+    if (t->oversubscription < 1.0)
+      return cfg_fail(err, d, path, "%s.oversubscription: must be >= 1 (1 = full bisection)", path);
+    bool top = i == net->ntiers - 1;
+    if (t->nodes_per_switch == CFG_UNSET_INT) {
+      if (!top)
+        return cfg_fail(err, d, path, "%s: missing required key 'nodes_per_switch'", path);
+      t->nodes_per_switch = (MAX(n->count, below) + below - 1) / below * below;
+    }
+    if (t->nodes_per_switch % below != 0)
+      return cfg_fail(err, d, path,
+                      "%s.nodes_per_switch = %d is not a multiple of the tier below (%d)", path,
+                      t->nodes_per_switch, below);
+    below = t->nodes_per_switch;
+  }
+  if (below < n->count)
+    return cfg_fail(err, d, "network.tiers",
+                    "network.tiers: the top tier spans %d nodes but the cluster has %d", below,
+                    n->count);
+  return true;
+}
+
+static bool cfg_model_check(cfg_model *m, const cfg_doc *d, GError **err)
+{
+  CFG_DEFAULT_INT(m->kind, CFG_MODEL_TRANSFORMER);
+  if (!m->name)
+    m->name = g_strdup(m->kind == CFG_MODEL_CNN && m->preset ? m->preset : "model");
+  if (m->kind == CFG_MODEL_CNN) {
+    if (!m->preset)
+      return cfg_fail(err, d, "model", "model: a cnn needs 'preset' (for example resnet50)");
+    CFG_DEFAULT_INT(m->image_size, 224);
+    CFG_DEFAULT_INT(m->num_classes, 1000);
+    return true;
+  }
+  const char *need[] = {"layers", "hidden", "heads", "vocab", "seq_len"};
+  const int have[] = {m->layers, m->hidden, m->heads, m->vocab, m->seq_len};
+  for (size_t i = 0; i < G_N_ELEMENTS(need); i++)
+    if (have[i] == CFG_UNSET_INT)
+      return cfg_fail(err, d, "model", "model: missing required key '%s'", need[i]);
+  CFG_DEFAULT_INT(m->kv_heads, m->heads);
+  CFG_DEFAULT_INT(m->ffn_hidden, 4 * m->hidden);
+  CFG_DEFAULT_INT(m->activation, CFG_ACT_GELU);
+  CFG_DEFAULT_INT(m->tied_embeddings, m->activation == CFG_ACT_GELU);
+  if (m->hidden % m->heads != 0)
+    return cfg_fail(err, d, "model.heads", "model.heads = %d does not divide hidden = %d",
+                    m->heads, m->hidden);
+  if (m->heads % m->kv_heads != 0)
+    return cfg_fail(err, d, "model.kv_heads", "model.kv_heads = %d does not divide heads = %d",
+                    m->kv_heads, m->heads);
+  if (m->kind == CFG_MODEL_MOE_TRANSFORMER) {
+    if (m->moe.experts == CFG_UNSET_INT || m->moe.top_k == CFG_UNSET_INT)
+      return cfg_fail(err, d, "model", "model.moe: 'experts' and 'top_k' are required");
+    CFG_DEFAULT_INT(m->moe.expert_ffn_hidden, m->ffn_hidden);
+    CFG_DEFAULT_INT(m->moe.shared_experts, 0);
+    CFG_DEFAULT_INT(m->moe.every, 1);
+    if (m->moe.top_k > m->moe.experts)
+      return cfg_fail(err, d, "model.moe.top_k", "model.moe.top_k = %d exceeds experts = %d",
+                      m->moe.top_k, m->moe.experts);
+  }
+  return true;
+}
+
+static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **err)
+{
+  const cfg_doc *d = w->doc;
+  cfg_training *t = &w->training;
+  cfg_parallel *p = &w->parallel;
+  if (t->global_batch == CFG_UNSET_INT)
+    return cfg_fail(err, d, "training", "training: missing required key 'global_batch'");
+  CFG_DEFAULT_INT(t->micro_batch, 1);
+  CFG_DEFAULT_INT(t->dtype, CFG_BF16);
+  CFG_DEFAULT_INT(t->optimizer, CFG_OPT_ADAM);
+  CFG_DEFAULT_INT(t->recompute, CFG_RECOMPUTE_NONE);
+  CFG_DEFAULT_INT(t->flash_attention, 1);
+  CFG_DEFAULT_INT(p->tp, 1);
+  CFG_DEFAULT_INT(p->pp, 1);
+  CFG_DEFAULT_INT(p->cp, 1);
+  CFG_DEFAULT_INT(p->ep, 1);
+  CFG_DEFAULT_INT(p->sequence_parallel, 0);
+  CFG_DEFAULT_INT(p->schedule, CFG_SCHED_1F1B);
+  CFG_DEFAULT_INT(p->virtual_stages, 1);
+  CFG_DEFAULT_INT(p->zero, 0);
+  CFG_DEFAULT_INT(p->offload, CFG_OFFLOAD_NONE);
+  CFG_DEFAULT_QTY(p->gradient_bucket, 25.0 * 1024 * 1024); /* PyTorch DDP bucket_cap_mb = 25 */
+  if (p->nplacement == 0) {
+    const cfg_dim def[] = {CFG_DIM_TP, CFG_DIM_CP, CFG_DIM_PP, CFG_DIM_DP};
+    memcpy(p->placement, def, sizeof def);
+    p->nplacement = CFG_NDIMS;
+  }
+  unsigned seen = 0;
+  for (int i = 0; i < p->nplacement; i++)
+    seen |= 1u << p->placement[i];
+  if (p->nplacement != CFG_NDIMS || seen != (1u << CFG_NDIMS) - 1)
+    return cfg_fail(err, d, "parallel.placement",
+                    "parallel.placement: expected each of tp, cp, pp, dp exactly once");
+  if (isnan(c->gpu.flops[t->dtype]) || c->gpu.flops[t->dtype] <= 0)
+    return cfg_fail(err, d, "training.dtype",
+                    "training.dtype = %s, but the cluster's gpu.flops has no %s entry",
+                    cfg_dtype_name(t->dtype), cfg_dtype_name(t->dtype));
+
+  int gpus = cfg_cluster_gpus(c);
+  int inner = p->tp * p->pp * p->cp;
+  if (p->dp == CFG_UNSET_INT) {
+    if (gpus % inner != 0)
+      return cfg_fail(err, d, "parallel",
+                      "parallel: tp*pp*cp = %d does not divide the cluster's %d GPUs "
+                      "(node.count %d x node.gpus_per_node %d)",
+                      inner, gpus, c->node.count, c->node.gpus_per_node);
+    p->dp = gpus / inner;
+  } else if (inner * p->dp != gpus) {
+    return cfg_fail(err, d, "parallel.dp",
+                    "parallel: tp*pp*dp*cp = %d*%d*%d*%d = %d, but the cluster has %d GPUs "
+                    "(node.count %d x node.gpus_per_node %d)",
+                    p->tp, p->pp, p->dp, p->cp, inner * p->dp, gpus, c->node.count,
+                    c->node.gpus_per_node);
+  }
+  if (t->global_batch % p->dp != 0)
+    return cfg_fail(err, d, "training.global_batch",
+                    "training.global_batch = %d is not divisible by dp = %d", t->global_batch,
+                    p->dp);
+  int per_replica = t->global_batch / p->dp;
+  if (per_replica % t->micro_batch != 0)
+    return cfg_fail(err, d, "training.micro_batch",
+                    "training.micro_batch = %d does not divide the per-replica batch %d "
+                    "(global_batch %d / dp %d)",
+                    t->micro_batch, per_replica, t->global_batch, p->dp);
+  return true;
+}
+
+static bool cfg_workload_check(cfg_workload *w, const cfg_cluster *c, GError **err)
+{
+  const cfg_doc *d = w->doc;
+  if (!cfg_map_get(d->root, "model"))
+    return cfg_fail(err, d, "model", "workload: missing required key 'model'");
+  if (!cfg_model_check(&w->model, d, err))
+    return false;
+  w->has_training = cfg_map_get(d->root, "training") != NULL;
+  w->has_serving = cfg_map_get(d->root, "serving") != NULL;
+  if (!w->has_training && !w->has_serving)
+    return cfg_fail(err, d, "", "workload: expected a 'training' or a 'serving' section");
+  if (!w->collectives.algorithm)
+    w->collectives.algorithm = g_strdup("auto");
+  if (w->has_training && c && !cfg_training_check(w, c, err))
+    return false;
+  return true;
+}
+
+int cfg_cluster_gpus(const cfg_cluster *c)
+{
+  return c->node.count * c->node.gpus_per_node;
+}
+
+/* ---- entry point -------------------------------------------------------------------------- */
+
+static bool cfg_decode_cluster(cfg_doc *doc, cfg_cluster **out, GError **err)
+{
+  cfg_cluster *c = g_new0(cfg_cluster, 1);
+  cfg_schema_cluster.init(c);
+  c->doc = doc;
+  *out = c;
+  return cfg_decode(doc->root, &cfg_schema_cluster, c, "", err) && cfg_cluster_check(c, err);
+}
+
+static bool cfg_decode_workload(cfg_doc *doc, const cfg_cluster *c, cfg_workload **out,
+                                GError **err)
+{
+  cfg_workload *w = g_new0(cfg_workload, 1);
+  cfg_schema_workload.init(w);
+  w->doc = doc;
+  *out = w;
+  return cfg_decode(doc->root, &cfg_schema_workload, w, "", err) && cfg_workload_check(w, c, err);
+}
+
+bool cfg_load(const char *cluster_path, const char *workload_path, const cfg_override *sets,
+              size_t nsets, cfg_cluster **cluster, cfg_workload **workload, GError **err)
+{
+  cfg_doc *cdoc = NULL, *wdoc = NULL;
+  if (cluster)
+    *cluster = NULL;
+  if (workload)
+    *workload = NULL;
+  if (cluster_path && !(cdoc = cfg_load_named(cluster_path, "clusters", err)))
+    goto fail;
+  if (workload_path && !(wdoc = cfg_load_named(workload_path, "workloads", err)))
+    goto fail;
+  if (wdoc && !cfg_graft_model(wdoc, err))
+    goto fail;
+  for (size_t i = 0; i < nsets; i++)
+    if (!cfg_apply_override(cdoc, wdoc, &sets[i], err))
+      goto fail;
+  if (wdoc && !cfg_graft_model(wdoc, err)) /* a --set may have named another model */
+    goto fail;
+  if (cdoc) {
+    bool ok = cfg_decode_cluster(cdoc, cluster, err);
+    cdoc = NULL; /* owned by the cluster now */
+    if (!ok)
+      goto fail;
+  }
+  if (wdoc) {
+    bool ok = cfg_decode_workload(wdoc, cluster ? *cluster : NULL, workload, err);
+    wdoc = NULL;
+    if (!ok)
+      goto fail;
+  }
+  return true;
+fail:
+  cfg_doc_free(cdoc);
+  cfg_doc_free(wdoc);
+  if (cluster) {
+    cfg_cluster_free(*cluster);
+    *cluster = NULL;
+  }
+  if (workload) {
+    cfg_workload_free(*workload);
+    *workload = NULL;
+  }
+  return false;
+}
+
+bool cfg_efficiency_load(const char *path, cfg_efficiency *eff, GError **err)
+{
+  cfg_doc *doc = cfg_doc_load(path, err);
+  if (!doc)
+    return false;
+  cfg_calibration cal = {.gpu = NULL, .notes = NULL};
+  cfg_schema_calibration.init(&cal);
+  bool ok = cfg_decode(doc->root, &cfg_schema_calibration, &cal, "", err);
+  if (ok && !cfg_map_get(doc->root, "efficiency")) {
+    cfg_set_error_at(err, cfg_doc_file(doc), 0, 0, "missing required key 'efficiency'");
+    ok = false;
+  }
+  if (ok) {
+    *eff = cal.efficiency;
+    cal.efficiency.source = NULL;
+  }
+  g_free(cal.gpu);
+  g_free(cal.notes);
+  g_free(cal.efficiency.source);
+  cfg_doc_free(doc);
+  return ok;
+}
+
+void cfg_cluster_free(cfg_cluster *c)
+{
+  if (!c)
+    return;
+  g_free(c->name);
+  g_free(c->gpu.name);
+  g_free(c->gpu.calibration);
+  g_free(c->gpu.efficiency.source);
+  for (int i = 0; i < c->network.ntiers; i++)
+    g_free(c->network.tiers[i].name);
+  g_free(c->network.tiers);
+  cfg_doc_free(c->doc);
+  g_free(c);
+}
+
+void cfg_workload_free(cfg_workload *w)
+{
+  if (!w)
+    return;
+  g_free(w->model.name);
+  g_free(w->model.preset);
+  g_free(w->collectives.algorithm);
+  cfg_doc_free(w->doc);
+  g_free(w);
+}
+
+bool cfg_case_load(const char *path, cfg_case *out, GError **err)
+{
+  cfg_schema_case.init(out);
+  cfg_doc *doc = cfg_doc_load(path, err);
+  if (!doc)
+    return false;
+  bool ok = cfg_decode(doc->root, &cfg_schema_case, out, "", err);
+  const char *need[] = {"name", "role", "source", "cluster", "workload", "metric", "measured"};
+  for (size_t i = 0; ok && i < G_N_ELEMENTS(need); i++)
+    if (!cfg_map_get(doc->root, need[i])) {
+      cfg_set_error_at(err, cfg_doc_file(doc), 0, 0, "missing required key '%s'", need[i]);
+      ok = false;
+    }
+  if (ok && out->engine == CFG_UNSET_INT)
+    out->engine = 1;
+  if (ok && isnan(out->tolerance))
+    out->tolerance = 0.10;
+  cfg_doc_free(doc);
+  return ok;
+}
+
+void cfg_case_clear(cfg_case *c)
+{
+  g_free(c->name);
+  g_free(c->source);
+  g_free(c->notes);
+  g_free(c->cluster);
+  g_free(c->workload);
+  g_strfreev(c->set);
+  g_strfreev(c->ratio_to);
+  g_free(c->metric);
+  memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,492 @@
+/* The DES engine: every simulated GPU is a SimGrid host, every stream of it an actor.
+ *
+ * Compute kernels are executions on the GPU host (host speed x modelled duration, so the cost
+ * model stays in one place); collectives run the transfers of their schedule as SimGrid
+ * communications, so flows that share a link share its bandwidth. SimGrid keeps one engine per
+ * process, so the simulation runs in a forked child that sends its results back over a pipe:
+ * any number of simulations can run from one dlsim process, and a SimGrid abort becomes an
+ * error instead of a crash. */
+#include "engine/engine_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <simgrid/actor.h>
+#include <simgrid/comm.h>
+#include <simgrid/cond.h>
+#include <simgrid/engine.h>
+#include <simgrid/host.h>
+#include <simgrid/mailbox.h>
+#include <simgrid/mutex.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xbt/config.h>
+#include <xbt/log.h>
+
+typedef struct {
+  int rank, cls;
+  uint8_t *done;
+  double *end;
+  sg_mutex_t mutex;
+  sg_cond_t cond;
+  GArray *spans; /* eng_span */
+  GArray *mem;   /* eng_mem_event */
+  double finish;
+} des_rank;
+
+typedef struct des_ctx des_ctx;
+typedef struct {
+  des_ctx *ctx;
+  int rank, stream;
+  void *sink; /* where received payload pointers land */
+} des_actor_arg;
+
+struct des_ctx {
+  const prog_program *p;
+  const hw_cluster *hw;
+  const eng_options *opt;
+  eng_schedules *scheds;
+  des_rank *ranks;
+  GArray **stream_ops; /* per class per stream */
+  uint8_t **needed;    /* per class per op: another op depends on it */
+  GHashTable *mailboxes;
+  double speed;
+  long messages;
+  GArray *events;
+  GPtrArray *args;
+};
+
+static void des_build_tables(des_ctx *c)
+{
+  const prog_program *p = c->p;
+  guint ncls = p->classes->len;
+  c->stream_ops = eng_stream_lists(p);
+  c->needed = g_new0(uint8_t *, ncls);
+  for (guint k = 0; k < ncls; k++) {
+    const prog_class *cl = prog_class_at(p, (int)k);
+    c->needed[k] = g_new0(uint8_t, MAX(cl->ops->len, 1u));
+    for (guint i = 0; i < cl->ops->len; i++) {
+      const prog_op *op = &g_array_index(cl->ops, prog_op, i);
+      const uint32_t *deps = prog_op_deps(p, (int)k, op);
+      for (uint32_t d = 0; d < op->ndeps; d++)
+        c->needed[k][deps[d]] = 1;
+    }
+  }
+}
+
+static sg_mailbox_t des_mailbox(des_ctx *c, int src, int dst, int stream)
+{
+  guint64 key = ((guint64)src * (guint64)c->p->nranks + (guint64)dst) * PROG_NSTREAMS + (guint64)stream;
+  gpointer k = (gpointer)(guintptr)(key + 1);
+  sg_mailbox_t mb = g_hash_table_lookup(c->mailboxes, k);
+  if (!mb) {
+    char name[64];
+    g_snprintf(name, sizeof name, "m%d.%d.%d", src, dst, stream);
+    mb = sg_mailbox_by_name(name);
+    g_hash_table_insert(c->mailboxes, k, mb);
+  }
+  return mb;
+}
+
+static void des_wait_deps(des_ctx *c, des_rank *r, const prog_op *op)
+{
+  const uint32_t *deps = prog_op_deps(c->p, r->cls, op);
+  for (uint32_t d = 0; d < op->ndeps; d++) {
+    if (r->done[deps[d]])
+      continue;
+    sg_mutex_lock(r->mutex);
+    while (!r->done[deps[d]])
+      sg_cond_wait(r->cond, r->mutex);
+    sg_mutex_unlock(r->mutex);
+  }
+}
+
+static void des_complete(des_ctx *c, des_rank *r, uint32_t idx, double start, double end)
+{
+  const prog_op *op = prog_op_at(c->p, r->cls, idx);
+  r->done[idx] = 1;
+  r->end[idx] = end;
+  r->finish = MAX(r->finish, end);
+  if (c->needed[r->cls][idx]) {
+    sg_mutex_lock(r->mutex);
+    sg_cond_notify_all(r->cond);
+    sg_mutex_unlock(r->mutex);
+  }
+  if (c->events) {
+    eng_event e = {.rank = r->rank, .stream = op->stream, .kind = op->kind, .dim = op->dim,
+                   .name = op->name, .start = start, .end = end};
+    g_array_append_val(c->events, e);
+  }
+}
+
+static void des_span(des_rank *r, double start, double end, int what)
+{
+  if (end > start) {
+    eng_span s = {.start = start, .end = end, .what = what};
+    g_array_append_val(r->spans, s);
+  }
+}
+
+static void des_run_phase(des_actor_arg *a, const coll_phase *ph, int member)
+{
+  des_ctx *c = a->ctx;
+  int from = ph->member_off[member], to = ph->member_off[member + 1];
+  sg_comm_t local[16];
+  sg_comm_t *comms = to - from <= 16 ? local : g_new(sg_comm_t, to - from);
+  size_t k = 0;
+  for (int i = from; i < to; i++) {
+    const coll_xfer *x = &ph->xfers[ph->member_idx[i]];
+    long wire = (long)coll_wire_bytes(x, ph->steps);
+    if (x->src == a->rank) {
+      comms[k++] = sg_mailbox_put_async(des_mailbox(c, a->rank, x->dst, a->stream), c, wire);
+      c->messages++;
+    } else {
+      comms[k++] = sg_mailbox_get_async(des_mailbox(c, x->src, a->rank, a->stream), &a->sink);
+    }
+  }
+  if (k)
+    sg_comm_wait_all(comms, k);
+  if (comms != local)
+    g_free(comms);
+  if (ph->extra_latency > 0)
+    sg_actor_sleep_for(ph->extra_latency);
+}
+
+static void des_run_collective(des_actor_arg *a, const prog_op *op)
+{
+  des_ctx *c = a->ctx;
+  const coll_schedule *s = eng_schedule_for(c->scheds, op, a->rank);
+  int member = coll_member(s, a->rank);
+  for (uint32_t rep = 0; rep < op->count; rep++) {
+    if (s->nphases && s->overhead > 0)
+      sg_actor_sleep_for(s->overhead);
+    for (int i = 0; i < s->nphases; i++)
+      des_run_phase(a, &s->phases[i], member);
+  }
+}
+
+/* Runs list[i] and, when nobody watches the ops in between, the compute and memory ops that
+ * follow it as one execution: the GPU runs one kernel at a time, so each op's start inside the
+ * run is the run's start plus the durations before it. Returns the index of the last op run. */
+static guint des_run_compute(des_actor_arg *a, GArray *list, guint i)
+{
+  des_ctx *c = a->ctx;
+  des_rank *r = &c->ranks[a->rank];
+  guint j = i;
+  while (!c->events && j + 1 < list->len && !c->needed[r->cls][g_array_index(list, uint32_t, j)]) {
+    const prog_op *next = prog_op_at(c->p, r->cls, g_array_index(list, uint32_t, j + 1));
+    if (next->kind == PROG_COMM || next->ndeps > 0)
+      break;
+    j++;
+  }
+  double t0 = simgrid_get_clock(), total = 0;
+  for (guint k = i; k <= j; k++) {
+    uint32_t idx = g_array_index(list, uint32_t, k);
+    const prog_op *op = prog_op_at(c->p, r->cls, idx);
+    if (op->kind == PROG_MEM) {
+      eng_mem_event m = {.time = t0 + total, .delta = op->mem_delta, .seq = idx};
+      g_array_append_val(r->mem, m);
+    } else {
+      total += eng_compute_time(c->hw, op);
+    }
+  }
+  if (total > 0)
+    sg_actor_execute(total * c->speed);
+  double t1 = simgrid_get_clock();
+  des_span(r, t0, t1, -1);
+  for (guint k = i; k <= j; k++)
+    des_complete(c, r, g_array_index(list, uint32_t, k), t0, t1);
+  return j;
+}
+
+static void des_actor(int argc, char **argv)
+{
+  (void)argc, (void)argv;
+  des_actor_arg *a = sg_actor_self_get_data();
+  des_ctx *c = a->ctx;
+  des_rank *r = &c->ranks[a->rank];
+  GArray *list = c->stream_ops[r->cls * PROG_NSTREAMS + a->stream];
+  for (guint i = 0; i < list->len; i++) {
+    uint32_t idx = g_array_index(list, uint32_t, i);
+    const prog_op *op = prog_op_at(c->p, r->cls, idx);
+    des_wait_deps(c, r, op);
+    double t0 = simgrid_get_clock();
+    if (op->kind != PROG_COMM) {
+      i = des_run_compute(a, list, i);
+    } else {
+      des_run_collective(a, op);
+      double t1 = simgrid_get_clock();
+      des_span(r, t0, t1, op->dim);
+      des_complete(c, r, idx, t0, t1);
+    }
+  }
+}
+
+static void des_configure(const des_ctx *c, int nactors)
+{
+  int argc = 1;
+  char prog[] = "dlsim";
+  char *argv[] = {prog, NULL};
+  xbt_log_control_set("root.thresh:critical");
+  simgrid_init(&argc, argv);
+  /* Exact alpha-beta: no TCP window bound, no cross traffic, no hidden factors. */
+  sg_cfg_set_string("network/model", "CM02");
+  sg_cfg_set_boolean("network/crosstraffic", "no");
+  sg_cfg_set_double("network/TCP-gamma", 0.0);
+  sg_cfg_set_double("surf/precision", 1e-12);
+  sg_cfg_set_double("maxmin/precision", 1e-9);
+  const char *factory = g_getenv("DLSIM_SIMGRID_CONTEXTS");
+  if (factory && *factory)
+    sg_cfg_set_string("contexts/factory", factory);
+  if (nactors > 30000) /* two mappings per actor stack would exceed vm.max_map_count */
+    sg_cfg_set_int("contexts/guard-size", 0);
+  (void)c;
+}
+
+static bool des_load_platform(des_ctx *c, GError **err)
+{
+  char *xml = hw_platform_xml(c->hw, c->p->nranks, c->speed);
+  char *path = NULL;
+  int fd = g_file_open_tmp("dlsim-platform-XXXXXX.xml", &path, NULL);
+  bool ok = fd >= 0 && write(fd, xml, strlen(xml)) == (ssize_t)strlen(xml);
+  if (fd >= 0)
+    close(fd);
+  g_free(xml);
+  if (!ok) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "des engine: cannot write the platform file");
+    g_free(path);
+    return false;
+  }
+  simgrid_load_platform(path);
+  unlink(path);
+  g_free(path);
+  return true;
+}
+
+static void des_spawn(des_ctx *c)
+{
+  char name[32];
+  for (int rank = 0; rank < c->p->nranks; rank++) {
+    des_rank *r = &c->ranks[rank];
+    hw_host_name(rank, name, sizeof name);
+    sg_host_t host = sg_host_by_name(name);
+    for (int s = 0; s < PROG_NSTREAMS; s++) {
+      if (c->stream_ops[r->cls * PROG_NSTREAMS + s]->len == 0)
+        continue;
+      des_actor_arg *a = g_new0(des_actor_arg, 1);
+      a->ctx = c;
+      a->rank = rank;
+      a->stream = s;
+      g_ptr_array_add(c->args, a);
+      char aname[48];
+      g_snprintf(aname, sizeof aname, "r%d.s%d", rank, s);
+      sg_actor_t actor = sg_actor_init(aname, host);
+      sg_actor_set_data(actor, a);
+      sg_actor_start(actor, des_actor, 0, NULL);
+    }
+  }
+}
+
+static int des_count_actors(const des_ctx *c)
+{
+  int n = 0;
+  for (int rank = 0; rank < c->p->nranks; rank++)
+    for (int s = 0; s < PROG_NSTREAMS; s++)
+      n += c->stream_ops[c->ranks[rank].cls * PROG_NSTREAMS + s]->len > 0;
+  return n;
+}
+
+static void des_collect(des_ctx *c, eng_result *out)
+{
+  int crit = 0;
+  for (int r = 1; r < c->p->nranks; r++)
+    if (c->ranks[r].finish > c->ranks[crit].finish)
+      crit = r;
+  out->step_time = c->ranks[crit].finish;
+  out->critical_rank = crit;
+  eng_breakdown(c->ranks[crit].spans, out->step_time, out);
+  out->nclasses = (int)c->p->classes->len;
+  out->class_peak = g_new0(double, out->nclasses);
+  for (int r = 0; r < c->p->nranks; r++) {
+    double peak = eng_mem_peak(c->ranks[r].mem, out->mem_samples, r);
+    out->class_peak[c->ranks[r].cls] = MAX(out->class_peak[c->ranks[r].cls], peak);
+    out->peak_memory = MAX(out->peak_memory, peak);
+  }
+  out->messages = c->messages;
+  out->events = c->events;
+  c->events = NULL;
+}
+
+/* Runs the simulation in this (child) process. */
+static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
+                         eng_result *out, GError **err)
+{
+  des_ctx c = {.p = p, .hw = hw, .opt = opt};
+  c.scheds = eng_schedules_new(p, hw, opt);
+  c.speed = hw_peak_flops(hw, p->meta.dtype);
+  c.mailboxes = g_hash_table_new(g_direct_hash, g_direct_equal);
+  c.args = g_ptr_array_new_with_free_func(g_free);
+  if (opt->trace) {
+    c.events = g_array_new(FALSE, FALSE, sizeof(eng_event));
+    out->mem_samples = g_array_new(FALSE, FALSE, sizeof(eng_mem_sample));
+  }
+  des_build_tables(&c);
+  c.ranks = g_new0(des_rank, p->nranks);
+  for (int r = 0; r < p->nranks; r++) {
+    des_rank *x = &c.ranks[r];
+    x->rank = r;
+    x->cls = p->class_of[r];
+    guint nops = prog_class_at(p, x->cls)->ops->len;
+    x->done = g_new0(uint8_t, MAX(nops, 1u));
+    x->end = g_new0(double, MAX(nops, 1u));
+    x->spans = g_array_new(FALSE, FALSE, sizeof(eng_span));
+    x->mem = g_array_new(FALSE, FALSE, sizeof(eng_mem_event));
+  }
+  des_configure(&c, des_count_actors(&c));
+  if (!des_load_platform(&c, err))
+    return false;
+  for (int r = 0; r < p->nranks; r++) {
+    c.ranks[r].mutex = sg_mutex_init();
+    c.ranks[r].cond = sg_cond_init();
+  }
+  des_spawn(&c);
+  simgrid_run();
+  des_collect(&c, out);
+  /* The child exits right after sending results; the OS reclaims the rest. */
+  return true;
+}
+
+/* ---- the child process and the pipe ------------------------------------------------------- */
+
+typedef struct {
+  double step_time, compute, exposed_comm, bubble, other, peak_memory;
+  double comm[PROG_NDIMS], exposed[PROG_NDIMS];
+  int critical_rank, nclasses;
+  long messages;
+  guint nevents, nmem;
+  int ok;
+  char error[512];
+} des_header;
+
+static bool des_write_all(int fd, const void *buf, size_t len)
+{
+  const char *p = buf;
+  while (len) {
+    ssize_t w = write(fd, p, len);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return false;
+    p += w;
+    len -= (size_t)w;
+  }
+  return true;
+}
+
+static bool des_read_all(int fd, void *buf, size_t len)
+{
+  char *p = buf;
+  while (len) {
+    ssize_t r = read(fd, p, len);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return false;
+    p += r;
+    len -= (size_t)r;
+  }
+  return true;
+}
+
+static void des_child(int fd, const prog_program *p, const hw_cluster *hw, const eng_options *opt)
+{
+  eng_result r = {0};
+  GError *err = NULL;
+  des_header h = {0};
+  h.ok = des_simulate(p, hw, opt, &r, &err);
+  if (!h.ok)
+    g_strlcpy(h.error, err ? err->message : "unknown error", sizeof h.error);
+  h.step_time = r.step_time, h.compute = r.compute, h.exposed_comm = r.exposed_comm;
+  h.bubble = r.bubble, h.other = r.other, h.peak_memory = r.peak_memory;
+  memcpy(h.comm, r.comm, sizeof h.comm);
+  memcpy(h.exposed, r.exposed, sizeof h.exposed);
+  h.critical_rank = r.critical_rank, h.nclasses = r.nclasses, h.messages = r.messages;
+  h.nevents = r.events ? r.events->len : 0;
+  h.nmem = r.mem_samples ? r.mem_samples->len : 0;
+  bool ok = des_write_all(fd, &h, sizeof h) &&
+            des_write_all(fd, r.class_peak, sizeof(double) * (size_t)MAX(h.nclasses, 0)) &&
+            (!h.nevents || des_write_all(fd, r.events->data, sizeof(eng_event) * h.nevents)) &&
+            (!h.nmem || des_write_all(fd, r.mem_samples->data, sizeof(eng_mem_sample) * h.nmem));
+  close(fd);
+  _exit(ok ? 0 : 3);
+}
+
+static bool des_receive(int fd, eng_result *out, GError **err)
+{
+  des_header h;
+  if (!des_read_all(fd, &h, sizeof h)) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: the simulation died");
+    return false;
+  }
+  if (!h.ok) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s", h.error);
+    return false;
+  }
+  out->step_time = h.step_time, out->compute = h.compute, out->exposed_comm = h.exposed_comm;
+  out->bubble = h.bubble, out->other = h.other, out->peak_memory = h.peak_memory;
+  memcpy(out->comm, h.comm, sizeof h.comm);
+  memcpy(out->exposed, h.exposed, sizeof h.exposed);
+  out->critical_rank = h.critical_rank, out->nclasses = h.nclasses, out->messages = h.messages;
+  out->class_peak = g_new0(double, MAX(h.nclasses, 1));
+  bool ok = des_read_all(fd, out->class_peak, sizeof(double) * (size_t)h.nclasses);
+  if (ok && h.nevents) {
+    out->events = g_array_sized_new(FALSE, FALSE, sizeof(eng_event), h.nevents);
+    g_array_set_size(out->events, h.nevents);
+    ok = des_read_all(fd, out->events->data, sizeof(eng_event) * h.nevents);
+  }
+  if (ok && h.nmem) {
+    out->mem_samples = g_array_sized_new(FALSE, FALSE, sizeof(eng_mem_sample), h.nmem);
+    g_array_set_size(out->mem_samples, h.nmem);
+    ok = des_read_all(fd, out->mem_samples->data, sizeof(eng_mem_sample) * h.nmem);
+  }
+  if (!ok)
+    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: truncated results");
+  return ok;
+}
+
+bool eng_run_des(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
+                 eng_result *out, GError **err)
+{
+  int fds[2];
+  if (pipe(fds) != 0) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: pipe: %s", g_strerror(errno));
+    return false;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: fork: %s", g_strerror(errno));
+    return false;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    des_child(fds[1], p, hw, opt);
+  }
+  close(fds[1]);
+  bool ok = des_receive(fds[0], out, err);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (ok && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: the simulation exited with status %d",
+                status);
+    ok = false;
+  } else if (!ok && WIFSIGNALED(status) && err && *err) {
+    g_prefix_error(err, "SimGrid aborted (signal %d): ", WTERMSIG(status));
+  }
+  return ok;
+}

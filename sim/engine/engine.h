@@ -1,0 +1,59 @@
+/* engine: runs a program on a cluster and measures one step.
+ *
+ * `analytic` follows one representative rank per class through the DAG with closed-form costs
+ * (no contention between concurrent collectives); `des` runs every rank as SimGrid actors, one
+ * per stream, so concurrent flows share links. Without contention both give the same times. */
+#ifndef DLSIM_ENGINE_H
+#define DLSIM_ENGINE_H
+
+#include "collectives/collectives.h"
+#include "hardware/hardware.h"
+#include "program/program.h"
+
+typedef enum { ENG_ANALYTIC, ENG_DES } eng_kind;
+
+typedef struct {
+  eng_kind kind;
+  bool trace;      /* keep every op's interval and memory samples */
+  bool unfold;     /* run collectives step by step instead of folded phases */
+  coll_algo algo;  /* collectives.algorithm */
+} eng_options;
+
+typedef struct {
+  int rank;
+  uint8_t stream, kind, dim;
+  const char *name; /* owned by the program */
+  double start, end;
+} eng_event;
+
+typedef struct {
+  int rank;
+  double time, bytes;
+} eng_mem_sample;
+
+typedef struct {
+  double step_time;
+  int critical_rank;
+  /* breakdown of the critical rank: these four add up to step_time */
+  double compute, exposed_comm, bubble, other;
+  double comm[PROG_NDIMS];    /* time with a collective of that dimension in flight */
+  double exposed[PROG_NDIMS]; /* ... and no compute running */
+  double peak_memory;         /* max over ranks, from the alloc/free timeline */
+  double *class_peak;         /* per class */
+  int nclasses;
+  GArray *events;      /* eng_event, when tracing */
+  GArray *mem_samples; /* eng_mem_sample, when tracing */
+  double wall_time;    /* seconds the simulator itself took */
+  long messages;       /* point-to-point transfers simulated (DES) */
+} eng_result;
+
+bool eng_run(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
+             eng_result *out, GError **err);
+void eng_result_clear(eng_result *r);
+const char *eng_kind_name(eng_kind k);
+bool eng_kind_parse(const char *name, eng_kind *out, GError **err);
+
+/* Duration of a compute op by the hardware cost model (or its measured time). */
+double eng_compute_time(const hw_cluster *hw, const prog_op *op);
+
+#endif

@@ -1,0 +1,336 @@
+/* The link table of a cluster and the route between two GPUs.
+ *
+ * Layout (every SHARED link is split-duplex: each direction has the full bandwidth):
+ *   GPU --nvl--> node switch (NVSwitch or PCIe switch) --nvl--> GPU       (nvlink-ring: ring links)
+ *   GPU --nic--> node gateway --port--> tier-0 switch --up0--> tier-1 switch ... (and down again)
+ * The latency of a switch of tier t is split over the links around it, so a route that turns at
+ * tier T costs 2*sum(lat[t<T]) + lat[T]. A tier's oversubscription divides the uplinks that
+ * enter it from below. */
+#include "hardware/hardware.h"
+
+#include <math.h>
+#include <string.h>
+
+struct hw_cluster {
+  const cfg_cluster *cfg;
+  int ngpus, gpn, nnodes, nics;
+  GArray *links;   /* hw_link */
+  int gpu_link0;   /* nvl link of GPU g (nvswitch, pcie) or ring link g (nvlink-ring) */
+  int nic_link0;   /* nic link of node n, NIC k: nic_link0 + n*nics + k */
+  int port_link0;  /* port link of node n */
+  int *up_link0;   /* per tier t < ntiers-1: first uplink of tier-t groups */
+  int *groups;     /* per tier: number of groups */
+};
+
+static int hw_add_link(hw_cluster *hw, char *name, double bw, double lat, hw_link_policy pol,
+                       int tier)
+{
+  hw_link l = {.name = name, .bandwidth = bw, .latency = lat, .policy = pol, .tier = tier};
+  g_array_append_val(hw->links, l);
+  return (int)hw->links->len - 1;
+}
+
+static int hw_group_of(const hw_cluster *hw, int node, int tier)
+{
+  return node / hw->cfg->network.tiers[tier].nodes_per_switch;
+}
+
+/* Nodes below group g of tier t (the last group may be partial). */
+static int hw_group_nodes(const hw_cluster *hw, int tier, int g)
+{
+  int per = hw->cfg->network.tiers[tier].nodes_per_switch;
+  return MIN(per, hw->nnodes - g * per);
+}
+
+static void hw_build_links(hw_cluster *hw)
+{
+  const cfg_cluster *c = hw->cfg;
+  const cfg_intra *in = &c->node.intra;
+  const cfg_network *net = &c->network;
+  hw->gpu_link0 = 0;
+  for (int g = 0; g < hw->ngpus; g++) {
+    /* ring: each GPU's bandwidth is split between its two neighbours */
+    bool ring = in->kind == CFG_INTRA_NVLINK_RING;
+    double bw = ring && hw->gpn > 2 ? in->bandwidth / 2 : in->bandwidth;
+    double lat = ring ? in->latency : in->latency / 2;
+    hw_add_link(hw, g_strdup_printf("%s-%d", ring ? "nvr" : "nvl", g), MAX(bw, 1.0), lat,
+                HW_LINK_SHARED, -1);
+  }
+  double lat0 = net->tiers[0].latency;
+  hw->nic_link0 = (int)hw->links->len;
+  for (int n = 0; n < hw->nnodes && hw->nnodes > 1; n++)
+    for (int k = 0; k < hw->nics; k++)
+      hw_add_link(hw, g_strdup_printf("nic-%d-%d", n, k), net->nic_bandwidth, 0.0, HW_LINK_SHARED,
+                  0);
+  hw->port_link0 = (int)hw->links->len;
+  double over0 = net->tiers[0].oversubscription;
+  for (int n = 0; n < hw->nnodes && hw->nnodes > 1; n++) {
+    bool limited = over0 > 1.0;
+    double bw = limited ? hw->nics * net->nic_bandwidth / over0 : 1e15;
+    hw_add_link(hw, g_strdup_printf("port-%d", n), bw, lat0 / 2, limited ? HW_LINK_SHARED
+                                                                         : HW_LINK_FATPIPE, 0);
+  }
+  hw->up_link0 = g_new0(int, net->ntiers);
+  hw->groups = g_new0(int, net->ntiers);
+  for (int t = 0; t < net->ntiers; t++)
+    hw->groups[t] = (hw->nnodes + net->tiers[t].nodes_per_switch - 1) / net->tiers[t].nodes_per_switch;
+  for (int t = 0; t + 1 < net->ntiers && hw->nnodes > 1; t++) {
+    hw->up_link0[t] = (int)hw->links->len;
+    double over = net->tiers[t + 1].oversubscription;
+    double lat = (net->tiers[t].latency + net->tiers[t + 1].latency) / 2;
+    for (int g = 0; g < hw->groups[t]; g++) {
+      double bw = hw_group_nodes(hw, t, g) * hw->nics * net->nic_bandwidth / over;
+      hw_add_link(hw, g_strdup_printf("up%d-%d", t, g), bw, lat, HW_LINK_SHARED, t + 1);
+    }
+  }
+}
+
+hw_cluster *hw_cluster_new(const cfg_cluster *cfg)
+{
+  hw_cluster *hw = g_new0(hw_cluster, 1);
+  hw->cfg = cfg;
+  hw->gpn = cfg->node.gpus_per_node;
+  hw->nnodes = cfg->node.count;
+  hw->ngpus = hw->gpn * hw->nnodes;
+  hw->nics = MAX(cfg->node.nics_per_node, 1);
+  hw->links = g_array_new(FALSE, FALSE, sizeof(hw_link));
+  hw_build_links(hw);
+  return hw;
+}
+
+void hw_cluster_free(hw_cluster *hw)
+{
+  if (!hw)
+    return;
+  for (guint i = 0; i < hw->links->len; i++)
+    g_free(g_array_index(hw->links, hw_link, i).name);
+  g_array_free(hw->links, TRUE);
+  g_free(hw->up_link0);
+  g_free(hw->groups);
+  g_free(hw);
+}
+
+const cfg_cluster *hw_config(const hw_cluster *hw) { return hw->cfg; }
+int hw_gpus(const hw_cluster *hw) { return hw->ngpus; }
+int hw_gpus_per_node(const hw_cluster *hw) { return hw->gpn; }
+int hw_node_of(const hw_cluster *hw, int gpu) { return gpu / hw->gpn; }
+int hw_nlinks(const hw_cluster *hw) { return (int)hw->links->len; }
+
+const hw_link *hw_link_get(const hw_cluster *hw, int id)
+{
+  return &g_array_index(hw->links, hw_link, id);
+}
+
+static void hw_push(const hw_cluster *hw, hw_route *r, int link, bool down)
+{
+  g_assert(r->nhops < (int)G_N_ELEMENTS(r->hops));
+  const hw_link *l = hw_link_get(hw, link);
+  r->hops[r->nhops++] = HW_HOP(link, down);
+  r->latency += l->latency;
+  r->bandwidth = MIN(r->bandwidth, l->bandwidth);
+}
+
+/* Ring links: link of local GPU i joins i and i+1 (mod gpn); forward is UP. */
+static void hw_ring_route(const hw_cluster *hw, int node, int a, int b, hw_route *r)
+{
+  int n = hw->gpn, fwd = (b - a + n) % n, back = (a - b + n) % n;
+  int base = node * n;
+  if (fwd <= back)
+    for (int i = 0; i < fwd; i++)
+      hw_push(hw, r, hw->gpu_link0 + base + (a + i) % n, false);
+  else
+    for (int i = 0; i < back; i++)
+      hw_push(hw, r, hw->gpu_link0 + base + (a - i - 1 + n) % n, true);
+}
+
+static int hw_nic_of(const hw_cluster *hw, int gpu)
+{
+  int node = gpu / hw->gpn, local = gpu % hw->gpn;
+  return hw->nic_link0 + node * hw->nics + local * hw->nics / hw->gpn;
+}
+
+void hw_route_get(const hw_cluster *hw, int src, int dst, hw_route *r)
+{
+  memset(r, 0, sizeof *r);
+  r->bandwidth = INFINITY;
+  r->tier = -1;
+  if (src == dst)
+    return;
+  int ns = src / hw->gpn, nd = dst / hw->gpn;
+  if (ns == nd) {
+    r->tier = 0;
+    if (hw->cfg->node.intra.kind == CFG_INTRA_NVLINK_RING) {
+      hw_ring_route(hw, ns, src % hw->gpn, dst % hw->gpn, r);
+    } else {
+      hw_push(hw, r, hw->gpu_link0 + src, false);
+      hw_push(hw, r, hw->gpu_link0 + dst, true);
+    }
+    return;
+  }
+  int top = 0;
+  while (hw_group_of(hw, ns, top) != hw_group_of(hw, nd, top))
+    top++;
+  r->tier = 1 + top;
+  hw_push(hw, r, hw_nic_of(hw, src), false);
+  hw_push(hw, r, hw->port_link0 + ns, false);
+  for (int t = 0; t < top; t++)
+    hw_push(hw, r, hw->up_link0[t] + hw_group_of(hw, ns, t), false);
+  for (int t = top - 1; t >= 0; t--)
+    hw_push(hw, r, hw->up_link0[t] + hw_group_of(hw, nd, t), true);
+  hw_push(hw, r, hw->port_link0 + nd, true);
+  hw_push(hw, r, hw_nic_of(hw, dst), true);
+}
+
+void hw_host_name(int gpu, char *buf, size_t len)
+{
+  g_snprintf(buf, len, "gpu-%d", gpu);
+}
+
+/* ---- platform XML ------------------------------------------------------------------------ */
+
+static void hw_xml_link(GString *x, const hw_link *l)
+{
+  g_string_append_printf(x, "<link id=\"%s\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"%s/>\n",
+                         l->name, l->bandwidth, l->latency,
+                         l->policy == HW_LINK_FATPIPE ? " sharing_policy=\"FATPIPE\""
+                                                      : " sharing_policy=\"SPLITDUPLEX\"");
+}
+
+static void hw_xml_hops(GString *x, const hw_cluster *hw, const hw_route *r)
+{
+  for (int i = 0; i < r->nhops; i++) {
+    const hw_link *l = hw_link_get(hw, HW_HOP_LINK(r->hops[i]));
+    if (l->policy == HW_LINK_FATPIPE)
+      g_string_append_printf(x, "<link_ctn id=\"%s\"/>", l->name);
+    else
+      g_string_append_printf(x, "<link_ctn id=\"%s\" direction=\"%s\"/>", l->name,
+                             r->hops[i] % 2 ? "DOWN" : "UP");
+  }
+}
+
+/* One link list as an XML route body (UP or DOWN on every hop). */
+static void hw_xml_one(GString *x, const hw_cluster *hw, int link, bool down)
+{
+  hw_route r = {.nhops = 1, .hops = {HW_HOP(link, down)}};
+  hw_xml_hops(x, hw, &r);
+}
+
+static void hw_xml_node(GString *x, const hw_cluster *hw, int node, int ngpus, double speed,
+                        bool gateway)
+{
+  int first = node * hw->gpn, last = MIN(first + hw->gpn, ngpus);
+  char name[32];
+  g_string_append_printf(x, "<zone id=\"node-%d\" routing=\"Full\">\n", node);
+  for (int g = first; g < last; g++) {
+    hw_host_name(g, name, sizeof name);
+    g_string_append_printf(x, "<host id=\"%s\" speed=\"%.17gf\"/>\n", name, speed);
+  }
+  if (gateway)
+    g_string_append_printf(x, "<router id=\"gw-%d\"/>\n", node);
+  for (int g = first; g < last; g++)
+    hw_xml_link(x, hw_link_get(hw, hw->gpu_link0 + g));
+  if (gateway)
+    for (int k = 0; k < hw->nics; k++)
+      hw_xml_link(x, hw_link_get(hw, hw->nic_link0 + node * hw->nics + k));
+  for (int a = first; a < last; a++)
+    for (int b = first; b < last; b++) {
+      if (a == b)
+        continue;
+      hw_route r;
+      hw_route_get(hw, a, b, &r);
+      char an[32], bn[32];
+      hw_host_name(a, an, sizeof an);
+      hw_host_name(b, bn, sizeof bn);
+      g_string_append_printf(x, "<route src=\"%s\" dst=\"%s\" symmetrical=\"NO\">", an, bn);
+      hw_xml_hops(x, hw, &r);
+      g_string_append(x, "</route>\n");
+    }
+  if (gateway)
+    for (int g = first; g < last; g++) {
+      hw_host_name(g, name, sizeof name);
+      int nic = hw_nic_of(hw, g);
+      g_string_append_printf(x, "<route src=\"%s\" dst=\"gw-%d\" symmetrical=\"NO\">", name, node);
+      hw_xml_one(x, hw, nic, false);
+      g_string_append_printf(x, "</route>\n<route src=\"gw-%d\" dst=\"%s\" symmetrical=\"NO\">",
+                             node, name);
+      hw_xml_one(x, hw, nic, true);
+      g_string_append(x, "</route>\n");
+    }
+  g_string_append(x, "</zone>\n");
+}
+
+/* The gateway (router name) of a child zone: a node, or a group of tier t-1. */
+static void hw_child_gateway(int tier, int child, char *buf, size_t len)
+{
+  if (tier == 0)
+    g_snprintf(buf, len, "gw-%d", child);
+  else
+    g_snprintf(buf, len, "swr%d-%d", tier - 1, child);
+}
+
+static void hw_xml_group(GString *x, const hw_cluster *hw, int tier, int g, int ngpus, double speed)
+{
+  const cfg_network *net = &hw->cfg->network;
+  int used_nodes = (ngpus + hw->gpn - 1) / hw->gpn;
+  int per = tier == 0 ? net->tiers[0].nodes_per_switch
+                      : net->tiers[tier].nodes_per_switch / net->tiers[tier - 1].nodes_per_switch;
+  int child_count = tier == 0 ? used_nodes : (used_nodes + net->tiers[tier - 1].nodes_per_switch - 1) /
+                                                 net->tiers[tier - 1].nodes_per_switch;
+  int c0 = g * per, c1 = MIN(c0 + per, child_count);
+  g_string_append_printf(x, "<zone id=\"t%d-%d\" routing=\"Floyd\">\n", tier, g);
+  for (int c = c0; c < c1; c++) {
+    if (tier == 0)
+      hw_xml_node(x, hw, c, ngpus, speed, true);
+    else
+      hw_xml_group(x, hw, tier - 1, c, ngpus, speed);
+  }
+  g_string_append_printf(x, "<zone id=\"sw%d-%d\" routing=\"Full\"><router id=\"swr%d-%d\"/></zone>\n",
+                         tier, g, tier, g);
+  for (int c = c0; c < c1; c++) {
+    int link = tier == 0 ? hw->port_link0 + c : hw->up_link0[tier - 1] + c;
+    hw_xml_link(x, hw_link_get(hw, link));
+  }
+  for (int c = c0; c < c1; c++) {
+    char gw[32];
+    hw_child_gateway(tier, c, gw, sizeof gw);
+    int link = tier == 0 ? hw->port_link0 + c : hw->up_link0[tier - 1] + c;
+    const char *child = tier == 0 ? "node" : "t";
+    char cz[32];
+    if (tier == 0)
+      g_snprintf(cz, sizeof cz, "%s-%d", child, c);
+    else
+      g_snprintf(cz, sizeof cz, "t%d-%d", tier - 1, c);
+    g_string_append_printf(x,
+                           "<zoneRoute src=\"%s\" dst=\"sw%d-%d\" gw_src=\"%s\" gw_dst=\"swr%d-%d\" "
+                           "symmetrical=\"NO\">",
+                           cz, tier, g, gw, tier, g);
+    hw_xml_one(x, hw, link, false);
+    g_string_append_printf(x,
+                           "</zoneRoute>\n<zoneRoute src=\"sw%d-%d\" dst=\"%s\" gw_src=\"swr%d-%d\" "
+                           "gw_dst=\"%s\" symmetrical=\"NO\">",
+                           tier, g, cz, tier, g, gw);
+    hw_xml_one(x, hw, link, true);
+    g_string_append(x, "</zoneRoute>\n");
+  }
+  g_string_append(x, "</zone>\n");
+}
+
+char *hw_platform_xml(const hw_cluster *hw, int ngpus, double host_speed)
+{
+  g_assert(ngpus >= 1 && ngpus <= hw->ngpus);
+  GString *x = g_string_new("<?xml version='1.0'?>\n"
+                            "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+                            "<platform version=\"4.1\">\n");
+  int used_nodes = (ngpus + hw->gpn - 1) / hw->gpn;
+  if (used_nodes == 1) {
+    hw_xml_node(x, hw, 0, ngpus, host_speed, false);
+  } else {
+    /* the lowest tier that spans all used nodes is the root */
+    int top = 0;
+    while (hw_group_of(hw, used_nodes - 1, top) != 0)
+      top++;
+    hw_xml_group(x, hw, top, 0, ngpus, host_speed);
+  }
+  g_string_append(x, "</platform>\n");
+  return g_string_free(x, FALSE);
+}

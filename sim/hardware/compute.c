@@ -1,0 +1,47 @@
+/* The compute cost model of one kernel on one GPU (a roofline with calibrated efficiencies). */
+#include "hardware/hardware.h"
+
+#include <math.h>
+
+static bool hw_has(const cfg_gpu *g, cfg_dtype d)
+{
+  return !isnan(g->flops[d]) && g->flops[d] > 0;
+}
+
+double hw_peak_flops(const hw_cluster *hw, cfg_dtype dtype)
+{
+  /* Without a unit for a dtype the GPU runs it on the next wider one. */
+  static const cfg_dtype fallback[CFG_NDTYPES][4] = {
+      [CFG_FP32] = {CFG_FP32, CFG_TF32, CFG_BF16, CFG_FP16},
+      [CFG_TF32] = {CFG_TF32, CFG_FP32, CFG_BF16, CFG_FP16},
+      [CFG_BF16] = {CFG_BF16, CFG_FP16, CFG_TF32, CFG_FP32},
+      [CFG_FP16] = {CFG_FP16, CFG_BF16, CFG_TF32, CFG_FP32},
+      [CFG_FP8] = {CFG_FP8, CFG_BF16, CFG_FP16, CFG_FP32},
+      [CFG_INT8] = {CFG_INT8, CFG_FP8, CFG_BF16, CFG_FP16},
+      [CFG_INT4] = {CFG_INT4, CFG_INT8, CFG_FP8, CFG_BF16},
+  };
+  const cfg_gpu *g = &hw_config(hw)->gpu;
+  for (int i = 0; i < 4; i++)
+    if (hw_has(g, fallback[dtype][i]))
+      return g->flops[fallback[dtype][i]];
+  for (int d = 0; d < CFG_NDTYPES; d++)
+    if (hw_has(g, (cfg_dtype)d))
+      return g->flops[d];
+  return 1.0;
+}
+
+const cfg_efficiency *hw_efficiency(const hw_cluster *hw)
+{
+  return &hw_config(hw)->gpu.efficiency;
+}
+
+double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k)
+{
+  const cfg_gpu *g = &hw_config(hw)->gpu;
+  const cfg_efficiency *e = &g->efficiency;
+  double t_flops = k->flops > 0 ? k->flops / (hw_peak_flops(hw, k->dtype) *
+                                              e->flops_efficiency[k->kclass])
+                                : 0.0;
+  double t_bytes = k->bytes > 0 ? k->bytes / (g->memory_bandwidth * e->memory_efficiency) : 0.0;
+  return MAX(t_flops, t_bytes) + e->launch_overhead;
+}

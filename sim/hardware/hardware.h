@@ -1,0 +1,68 @@
+/* hardware: the cluster as a model. GPUs and their compute cost, the links of the NVLink /
+ * NVSwitch domain, NICs and network tiers, the route between any two GPUs, and the SimGrid
+ * platform generated from the same link table, so that the closed-form cost of a transfer and
+ * the simulated one are computed over identical links. */
+#ifndef DLSIM_HARDWARE_H
+#define DLSIM_HARDWARE_H
+
+#include "config/config.h"
+
+#include <glib.h>
+
+typedef enum { HW_LINK_SHARED, HW_LINK_FATPIPE } hw_link_policy;
+
+typedef struct {
+  char *name;
+  double bandwidth; /* bytes/s, per direction */
+  double latency;   /* seconds */
+  hw_link_policy policy;
+  int tier;         /* -1 intra-node, 0.. network tier index (NICs are tier 0) */
+} hw_link;
+
+/* One direction of a link: 2*link + (1 if DOWN). */
+typedef int hw_hop;
+#define HW_HOP(link, down) ((link) * 2 + ((down) ? 1 : 0))
+#define HW_HOP_LINK(hop) ((hop) / 2)
+
+typedef struct {
+  double latency;   /* sum of link latencies */
+  double bandwidth; /* min of link bandwidths (INFINITY on an empty route) */
+  int nhops;
+  hw_hop hops[16];
+  int tier;         /* -1 same GPU, 0 same node (intra), 1 + index of the top network tier crossed */
+} hw_route;
+
+typedef struct hw_cluster hw_cluster;
+
+hw_cluster *hw_cluster_new(const cfg_cluster *cfg);
+void hw_cluster_free(hw_cluster *hw);
+const cfg_cluster *hw_config(const hw_cluster *hw);
+int hw_gpus(const hw_cluster *hw);
+int hw_gpus_per_node(const hw_cluster *hw);
+int hw_node_of(const hw_cluster *hw, int gpu);
+
+/* Links and routes: the same table the platform XML is generated from. */
+int hw_nlinks(const hw_cluster *hw);
+const hw_link *hw_link_get(const hw_cluster *hw, int id);
+void hw_route_get(const hw_cluster *hw, int src, int dst, hw_route *out);
+
+/* SimGrid platform XML (DTD 4.1) for the first `ngpus` GPUs; hosts are named "gpu-<rank>"
+ * and run at `host_speed` FLOP/s. Newly allocated. */
+char *hw_platform_xml(const hw_cluster *hw, int ngpus, double host_speed);
+void hw_host_name(int gpu, char *buf, size_t len);
+
+/* Compute cost model:
+ *   time = max(flops / (peak(dtype) * eff(kind)), bytes / (hbm_bw * eff_mem)) + launch_overhead */
+typedef struct {
+  cfg_kernel_class kclass;
+  cfg_dtype dtype;
+  double flops; /* FLOPs (multiply-add = 2) */
+  double bytes; /* HBM bytes read + written */
+} hw_kernel;
+
+double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k);
+/* Peak FLOP/s for a dtype, falling back to the nearest unit the GPU has (fp8 -> bf16 ...). */
+double hw_peak_flops(const hw_cluster *hw, cfg_dtype dtype);
+const cfg_efficiency *hw_efficiency(const hw_cluster *hw);
+
+#endif

@@ -1,0 +1,48 @@
+/* dlsim: a discrete-event simulator of distributed deep-learning training on GPU clusters. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+} dlsim_command;
+
+static const dlsim_command dlsim_commands[] = {
+    {"run", cli_run, "simulate one training step: time, MFU, breakdown, memory"},
+    {"validate", cli_validate, "predicted vs measured for the real cases in validation/"},
+};
+
+static void dlsim_usage(FILE *out)
+{
+  fprintf(out, "usage: dlsim COMMAND [OPTIONS]   (dlsim COMMAND --help for its options)\n\ncommands:\n");
+  for (size_t i = 0; i < G_N_ELEMENTS(dlsim_commands); i++)
+    fprintf(out, "  %-10s %s\n", dlsim_commands[i].name, dlsim_commands[i].summary);
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 2) {
+    dlsim_usage(stderr);
+    return 2;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    dlsim_usage(stdout);
+    return 0;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("dlsim %s\n", DLSIM_VERSION);
+    return 0;
+  }
+  for (size_t i = 0; i < G_N_ELEMENTS(dlsim_commands); i++)
+    if (strcmp(argv[1], dlsim_commands[i].name) == 0) {
+      g_autofree char *prog = g_strdup_printf("dlsim %s", argv[1]);
+      argv[1] = prog;
+      return dlsim_commands[i].run(argc - 1, argv + 1);
+    }
+  fprintf(stderr, "dlsim: error: unknown command '%s'\n", argv[1]);
+  dlsim_usage(stderr);
+  return 2;
+}

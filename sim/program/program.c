@@ -1,0 +1,227 @@
+#include "program/program.h"
+
+#include <string.h>
+
+const char *prog_coll_name(prog_coll op)
+{
+  static const char *const names[] = {"allreduce", "allgather", "reducescatter", "alltoall",
+                                      "broadcast", "reduce",    "sendrecv"};
+  return op < PROG_NCOLLS ? names[op] : "?";
+}
+
+const char *prog_dim_name(prog_dim d)
+{
+  static const char *const names[] = {"tp", "cp", "pp", "dp", "ep"};
+  return d < PROG_NDIMS ? names[d] : "?";
+}
+
+const char *prog_mem_tag_name(prog_mem_tag t)
+{
+  static const char *const names[] = {"params",  "grads",   "optimizer", "activations",
+                                      "kv_cache", "buffers", "other"};
+  return t < PROG_NMEMTAGS ? names[t] : "?";
+}
+
+static guint prog_group_hash(gconstpointer key)
+{
+  const GArray *a = key;
+  guint h = 5381;
+  for (guint i = 0; i < a->len; i++)
+    h = h * 33 + (guint)g_array_index(a, int, i);
+  return h;
+}
+
+static gboolean prog_group_equal(gconstpointer x, gconstpointer y)
+{
+  const GArray *a = x, *b = y;
+  return a->len == b->len && memcmp(a->data, b->data, a->len * sizeof(int)) == 0;
+}
+
+static void prog_array_free(gpointer a)
+{
+  g_array_free(a, TRUE);
+}
+
+prog_program *prog_new(int nranks)
+{
+  prog_program *p = g_new0(prog_program, 1);
+  p->nranks = nranks;
+  p->class_of = g_new0(int, nranks);
+  p->classes = g_ptr_array_new();
+  p->groups = g_ptr_array_new();
+  p->families = g_ptr_array_new();
+  p->group_index = g_hash_table_new_full(prog_group_hash, prog_group_equal, prog_array_free, NULL);
+  p->strings = g_string_chunk_new(4096);
+  p->meta.dtype = CFG_BF16;
+  return p;
+}
+
+void prog_free(prog_program *p)
+{
+  if (!p)
+    return;
+  for (guint i = 0; i < p->classes->len; i++) {
+    prog_class *c = g_ptr_array_index(p->classes, i);
+    g_array_free(c->ops, TRUE);
+    g_array_free(c->deps, TRUE);
+    g_free(c);
+  }
+  for (guint i = 0; i < p->groups->len; i++) {
+    prog_group *g = g_ptr_array_index(p->groups, i);
+    g_free(g->ranks);
+    g_free(g);
+  }
+  for (guint i = 0; i < p->families->len; i++) {
+    prog_family *f = g_ptr_array_index(p->families, i);
+    g_free(f->group_of);
+    g_free(f);
+  }
+  g_ptr_array_free(p->classes, TRUE);
+  g_ptr_array_free(p->groups, TRUE);
+  g_ptr_array_free(p->families, TRUE);
+  g_hash_table_destroy(p->group_index);
+  g_string_chunk_free(p->strings);
+  g_free(p->class_of);
+  g_free(p->meta.description);
+  g_free(p);
+}
+
+int prog_class_add(prog_program *p, const char *name)
+{
+  prog_class *c = g_new0(prog_class, 1);
+  c->name = g_string_chunk_insert_const(p->strings, name);
+  c->ops = g_array_new(FALSE, TRUE, sizeof(prog_op));
+  c->deps = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  c->rep = -1;
+  g_ptr_array_add(p->classes, c);
+  return (int)p->classes->len - 1;
+}
+
+void prog_rank_set_class(prog_program *p, int rank, int cls)
+{
+  p->class_of[rank] = cls;
+}
+
+void prog_finalize(prog_program *p)
+{
+  for (guint c = 0; c < p->classes->len; c++) {
+    prog_class *k = prog_class_at(p, (int)c);
+    k->nranks = 0;
+    k->rep = -1;
+  }
+  for (int r = 0; r < p->nranks; r++) {
+    prog_class *k = prog_class_at(p, p->class_of[r]);
+    if (k->rep < 0)
+      k->rep = r;
+    k->nranks++;
+  }
+}
+
+int prog_family_add(prog_program *p, const char *name, prog_dim dim)
+{
+  prog_family *f = g_new0(prog_family, 1);
+  f->name = g_string_chunk_insert_const(p->strings, name);
+  f->dim = dim;
+  f->group_of = g_new(int, p->nranks);
+  for (int r = 0; r < p->nranks; r++)
+    f->group_of[r] = -1;
+  g_ptr_array_add(p->families, f);
+  return (int)p->families->len - 1;
+}
+
+int prog_group_add(prog_program *p, const int *ranks, int n)
+{
+  GArray *key = g_array_sized_new(FALSE, FALSE, sizeof(int), (guint)n);
+  g_array_append_vals(key, ranks, (guint)n);
+  gpointer found = NULL;
+  if (g_hash_table_lookup_extended(p->group_index, key, NULL, &found)) {
+    g_array_free(key, TRUE);
+    return GPOINTER_TO_INT(found);
+  }
+  prog_group *g = g_new0(prog_group, 1);
+  g->n = n;
+  g->ranks = g_memdup2(ranks, sizeof(int) * (gsize)n);
+  g_ptr_array_add(p->groups, g);
+  int id = (int)p->groups->len - 1;
+  g_hash_table_insert(p->group_index, key, GINT_TO_POINTER(id));
+  return id;
+}
+
+void prog_family_set(prog_program *p, int family, int rank, int group)
+{
+  prog_family *f = g_ptr_array_index(p->families, family);
+  f->group_of[rank] = group;
+}
+
+const prog_group *prog_group_of(const prog_program *p, int family, int rank)
+{
+  const prog_family *f = g_ptr_array_index(p->families, family);
+  int g = f->group_of[rank];
+  return g >= 0 ? g_ptr_array_index(p->groups, g) : NULL;
+}
+
+static uint32_t prog_push(prog_program *p, int cls, prog_op *op, const uint32_t *deps,
+                          uint32_t ndeps)
+{
+  prog_class *c = prog_class_at(p, cls);
+  op->dep_start = c->deps->len;
+  op->ndeps = ndeps;
+  if (ndeps)
+    g_array_append_vals(c->deps, deps, ndeps);
+  if (op->count == 0)
+    op->count = 1;
+  g_array_append_val(c->ops, *op);
+  return c->ops->len - 1;
+}
+
+uint32_t prog_compute(prog_program *p, int cls, const char *name, cfg_kernel_class kclass,
+                      cfg_dtype dtype, double flops, double bytes, const uint32_t *deps,
+                      uint32_t ndeps)
+{
+  prog_op op = {.kind = PROG_COMPUTE,
+                .stream = PROG_STREAM_COMPUTE,
+                .name = g_string_chunk_insert_const(p->strings, name),
+                .kclass = kclass,
+                .dtype = dtype,
+                .flops = flops,
+                .bytes = bytes,
+                .fixed_time = -1};
+  return prog_push(p, cls, &op, deps, ndeps);
+}
+
+uint32_t prog_comm(prog_program *p, int cls, prog_stream stream, const char *name, prog_coll coll,
+                   int family, double bytes, const uint32_t *deps, uint32_t ndeps)
+{
+  const prog_family *f = g_ptr_array_index(p->families, family);
+  prog_op op = {.kind = PROG_COMM,
+                .stream = (uint8_t)stream,
+                .name = g_string_chunk_insert_const(p->strings, name),
+                .coll = coll,
+                .dim = f->dim,
+                .family = family,
+                .comm_bytes = bytes,
+                .fixed_time = -1};
+  return prog_push(p, cls, &op, deps, ndeps);
+}
+
+uint32_t prog_mem(prog_program *p, int cls, const char *name, prog_mem_tag tag, double delta,
+                  const uint32_t *deps, uint32_t ndeps)
+{
+  prog_op op = {.kind = PROG_MEM,
+                .stream = PROG_STREAM_COMPUTE,
+                .name = g_string_chunk_insert_const(p->strings, name),
+                .tag = tag,
+                .mem_delta = delta,
+                .fixed_time = -1};
+  return prog_push(p, cls, &op, deps, ndeps);
+}
+
+prog_op *prog_op_at(const prog_program *p, int cls, uint32_t idx)
+{
+  return &g_array_index(prog_class_at(p, cls)->ops, prog_op, idx);
+}
+
+const uint32_t *prog_op_deps(const prog_program *p, int cls, const prog_op *op)
+{
+  return &g_array_index(prog_class_at(p, cls)->deps, uint32_t, op->dep_start);
+}

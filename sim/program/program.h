@@ -1,0 +1,149 @@
+/* program: what every simulated GPU does in one training step (or one serving iteration), as a
+ * DAG of ops: compute kernels, communication (collectives over process groups) and memory
+ * events. Workloads produce programs, traces are converted into them, engines run them.
+ *
+ * Ranks that do exactly the same thing share one op list (a "class"): a data-parallel job has
+ * one class, a pipeline has one per stage. Ops on the same stream of a rank run in list order;
+ * `deps` add edges across streams. A comm op names a group family ("dp", "tp", "pp-next"...);
+ * each rank's group in that family is a concrete list of ranks. */
+#ifndef DLSIM_PROGRAM_H
+#define DLSIM_PROGRAM_H
+
+#include "config/config.h"
+
+#include <glib.h>
+#include <stdint.h>
+
+typedef enum { PROG_COMPUTE, PROG_COMM, PROG_MEM } prog_kind;
+
+/* Streams of one GPU: kernels on different streams may overlap in time. */
+typedef enum {
+  PROG_STREAM_COMPUTE,
+  PROG_STREAM_DP,
+  PROG_STREAM_TP,
+  PROG_STREAM_PP,
+  PROG_STREAM_EP,
+  PROG_NSTREAMS
+} prog_stream;
+
+typedef enum {
+  PROG_COLL_ALLREDUCE,
+  PROG_COLL_ALLGATHER,
+  PROG_COLL_REDUCESCATTER,
+  PROG_COLL_ALLTOALL,
+  PROG_COLL_BROADCAST,
+  PROG_COLL_REDUCE,
+  PROG_COLL_SENDRECV, /* group of 2: ranks[0] sends `bytes` to ranks[1] */
+  PROG_NCOLLS
+} prog_coll;
+const char *prog_coll_name(prog_coll op);
+
+/* Which parallel dimension a communication belongs to, for reports. */
+typedef enum { PROG_DIM_TP, PROG_DIM_CP, PROG_DIM_PP, PROG_DIM_DP, PROG_DIM_EP, PROG_NDIMS } prog_dim;
+const char *prog_dim_name(prog_dim d);
+
+typedef enum {
+  PROG_MEM_PARAMS,
+  PROG_MEM_GRADS,
+  PROG_MEM_OPTIMIZER,
+  PROG_MEM_ACTIVATIONS,
+  PROG_MEM_KV_CACHE,
+  PROG_MEM_BUFFERS,
+  PROG_MEM_OTHER,
+  PROG_NMEMTAGS
+} prog_mem_tag;
+const char *prog_mem_tag_name(prog_mem_tag t);
+
+typedef struct {
+  prog_kind kind;
+  uint8_t stream;     /* prog_stream */
+  uint8_t recompute;  /* compute that only exists because of activation recomputation */
+  uint32_t count;     /* identical back-to-back repetitions folded into one op */
+  const char *name;   /* owned by the program */
+  /* compute */
+  cfg_kernel_class kclass;
+  cfg_dtype dtype;
+  double flops, bytes;
+  double fixed_time;  /* >= 0: a measured duration (trace replay) used instead of the model */
+  /* comm */
+  prog_coll coll;
+  prog_dim dim;
+  int family;
+  double comm_bytes;  /* nccl-tests "size": the buffer of the collective */
+  /* memory */
+  prog_mem_tag tag;
+  double mem_delta;   /* bytes, + alloc / - free */
+  /* dependencies on earlier ops of the same class (other streams) */
+  uint32_t dep_start, ndeps;
+} prog_op;
+
+typedef struct {
+  char *name;
+  GArray *ops;  /* prog_op */
+  GArray *deps; /* uint32_t op indices */
+  int nranks;   /* ranks in this class */
+  int rep;      /* lowest rank of the class: the one the analytic engine follows */
+} prog_class;
+
+typedef struct {
+  int n;
+  int *ranks;
+} prog_group;
+
+typedef struct {
+  char *name;
+  prog_dim dim;
+  int *group_of; /* per rank: group index, or -1 */
+} prog_family;
+
+/* What a step achieves, for throughput and MFU. */
+typedef struct {
+  double samples;        /* per step, all replicas */
+  double tokens;         /* per step, all replicas */
+  double model_flops;    /* per step, all GPUs, without recomputation (MFU) */
+  double hardware_flops; /* per step, all GPUs, with recomputation (HFU) */
+  cfg_dtype dtype;       /* whose peak MFU is measured against */
+  char *description;     /* "resnet50, DP 2" */
+} prog_meta;
+
+typedef struct {
+  int nranks;
+  int *class_of;      /* per rank */
+  GPtrArray *classes; /* prog_class* */
+  GPtrArray *groups;  /* prog_group* */
+  GPtrArray *families;/* prog_family* */
+  GHashTable *group_index; /* rank list -> group id, to share identical groups */
+  GStringChunk *strings;
+  prog_meta meta;
+} prog_program;
+
+prog_program *prog_new(int nranks);
+void prog_free(prog_program *p);
+
+int prog_class_add(prog_program *p, const char *name);
+void prog_rank_set_class(prog_program *p, int rank, int cls);
+/* Call once all ranks have a class: counts ranks and picks representatives. */
+void prog_finalize(prog_program *p);
+
+int prog_family_add(prog_program *p, const char *name, prog_dim dim);
+/* Registers (or finds) the group with these ranks, in this order. */
+int prog_group_add(prog_program *p, const int *ranks, int n);
+void prog_family_set(prog_program *p, int family, int rank, int group);
+const prog_group *prog_group_of(const prog_program *p, int family, int rank);
+
+/* Op builders; `deps` may be NULL when ndeps is 0. They return the op's index in its class. */
+uint32_t prog_compute(prog_program *p, int cls, const char *name, cfg_kernel_class kclass,
+                      cfg_dtype dtype, double flops, double bytes, const uint32_t *deps,
+                      uint32_t ndeps);
+uint32_t prog_comm(prog_program *p, int cls, prog_stream stream, const char *name, prog_coll coll,
+                   int family, double bytes, const uint32_t *deps, uint32_t ndeps);
+uint32_t prog_mem(prog_program *p, int cls, const char *name, prog_mem_tag tag, double delta,
+                  const uint32_t *deps, uint32_t ndeps);
+prog_op *prog_op_at(const prog_program *p, int cls, uint32_t idx);
+const uint32_t *prog_op_deps(const prog_program *p, int cls, const prog_op *op);
+static inline prog_class *prog_class_at(const prog_program *p, int cls)
+{
+  return g_ptr_array_index(p->classes, cls);
+}
+
+#endif

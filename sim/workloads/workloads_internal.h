@@ -1,0 +1,26 @@
+/* Private to workloads. */
+#ifndef DLSIM_WORKLOADS_INTERNAL_H
+#define DLSIM_WORKLOADS_INTERNAL_H
+
+#include "workloads/workloads.h"
+
+wl_model *wl_model_new(cfg_dtype dtype);
+wl_layer *wl_layer_add(wl_model *m, const char *name, double params);
+void wl_fwd(wl_model *m, wl_layer *l, const char *what, cfg_kernel_class k, double flops,
+            double bytes);
+void wl_bwd(wl_model *m, wl_layer *l, const char *what, cfg_kernel_class k, double flops,
+            double bytes);
+
+bool wl_transformer_build(wl_model *m, const cfg_model *cm, const cfg_training *t, int micro_batch,
+                          GError **err);
+bool wl_cnn_build(wl_model *m, const cfg_model *cm, const cfg_training *t, int micro_batch,
+                  GError **err);
+
+bool wl_build_data_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
+                            prog_program *p, GError **err);
+
+/* Error at a workload key, with its file:line:column. */
+bool wl_fail(GError **err, const cfg_workload *w, const char *path, cfg_error_code code,
+             const char *fmt, ...) G_GNUC_PRINTF(5, 6);
+
+#endif

@@ -1,0 +1,24 @@
+/* Shared helpers for the Criterion suites. */
+#ifndef DLSIM_TEST_HELPERS_H
+#define DLSIM_TEST_HELPERS_H
+
+#include "config/config.h"
+
+#include <glib.h>
+
+/* Writes `text` to a fresh file named `name` in a per-process temp dir; returns its path. */
+char *th_write(const char *name, const char *text);
+/* Loads cluster/workload with NULL-terminated overrides; returns the error message or NULL. */
+char *th_load_error(const char *cluster, const char *workload, const char *const *sets);
+bool th_load(const char *cluster, const char *workload, const char *const *sets, cfg_cluster **c,
+             cfg_workload **w);
+
+typedef struct {
+  int status;
+  char *out; /* stdout + stderr */
+} th_proc;
+/* Runs the dlsim binary with a shell-style argument string, in the source directory. */
+th_proc th_dlsim(const char *args);
+void th_proc_clear(th_proc *p);
+
+#endif

@@ -1,0 +1,189 @@
+/* The command line, end to end: golden files (tests/cli/NAME.tesh, SimGrid's tesh syntax:
+ * "$ command", "> expected output line", "! expect return N"), JSON fields, and bad input
+ * that must end with exit code 2 and a message, never a crash. */
+#include "helpers.h"
+
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <string.h>
+
+typedef struct {
+  char *cmd;
+  GString *expect;
+  int status;
+  int line;
+} tesh_block;
+
+static void tesh_check(const char *file, tesh_block *b)
+{
+  th_proc p = th_dlsim(b->cmd + strlen("dlsim "));
+  cr_expect_eq(p.status, b->status, "%s:%d: `%s` returned %d, expected %d\n%s", file, b->line,
+               b->cmd, p.status, b->status, p.out);
+  cr_expect_str_eq(p.out, b->expect->str, "%s:%d: `%s` printed:\n%s\nexpected:\n%s", file, b->line,
+                   b->cmd, p.out, b->expect->str);
+  th_proc_clear(&p);
+}
+
+static void tesh_run_file(const char *path)
+{
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(path, &text, NULL, NULL), "cannot read %s", path);
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  tesh_block b = {0};
+  int expect_status = 0;
+  for (int i = 0; lines[i]; i++) {
+    const char *l = lines[i];
+    if (g_str_has_prefix(l, "$ ")) {
+      if (b.cmd) {
+        tesh_check(path, &b);
+        g_free(b.cmd);
+        g_string_free(b.expect, TRUE);
+      }
+      b = (tesh_block){.cmd = g_strdup(l + 2), .expect = g_string_new(NULL), .status = expect_status,
+                       .line = i + 1};
+      expect_status = 0;
+    } else if (g_str_has_prefix(l, "> ") || strcmp(l, ">") == 0) {
+      cr_assert(b.cmd, "%s:%d: output line before any command", path, i + 1);
+      g_string_append_printf(b.expect, "%s\n", l[1] ? l + 2 : "");
+    } else if (g_str_has_prefix(l, "! expect return ")) {
+      expect_status = atoi(l + strlen("! expect return "));
+    }
+  }
+  if (b.cmd) {
+    tesh_check(path, &b);
+    g_free(b.cmd);
+    g_string_free(b.expect, TRUE);
+  }
+}
+
+Test(cli, golden_files, .timeout = 120)
+{
+  g_autofree char *dir = g_build_filename(DLSIM_SOURCE_DIR, "tests", "cli", NULL);
+  GDir *d = g_dir_open(dir, 0, NULL);
+  cr_assert_not_null(d);
+  const char *e;
+  int n = 0;
+  while ((e = g_dir_read_name(d))) {
+    if (!g_str_has_suffix(e, ".tesh"))
+      continue;
+    g_autofree char *path = g_build_filename(dir, e, NULL);
+    tesh_run_file(path);
+    n++;
+  }
+  g_dir_close(d);
+  cr_assert(n > 0, "no golden files found");
+}
+
+Test(cli, run_json_has_the_schema_fields)
+{
+  th_proc p = th_dlsim("run -c v100-edr -w resnet50-horovod --json");
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  cJSON *j = cJSON_Parse(p.out);
+  cr_assert_not_null(j, "not JSON: %s", p.out);
+  const char *numbers[] = {"step_time_s", "mfu", "hfu", "model_tflops_per_gpu", "samples_per_s",
+                           "tokens_per_s"};
+  for (size_t i = 0; i < G_N_ELEMENTS(numbers); i++)
+    cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(j, numbers[i])), "missing %s", numbers[i]);
+  const char *parts[] = {"compute", "exposed_comm", "bubble", "other"};
+  cJSON *b = cJSON_GetObjectItem(j, "breakdown_s");
+  double sum = 0;
+  for (size_t i = 0; i < G_N_ELEMENTS(parts); i++) {
+    cJSON *x = cJSON_GetObjectItem(b, parts[i]);
+    cr_assert(cJSON_IsNumber(x), "missing breakdown_s.%s", parts[i]);
+    sum += x->valuedouble;
+  }
+  double step = cJSON_GetObjectItem(j, "step_time_s")->valuedouble;
+  cr_assert_float_eq(sum, step, step * 1e-9);
+  cJSON *comm = cJSON_GetObjectItem(j, "comm_s");
+  const char *dims[] = {"tp", "pp", "dp", "ep"};
+  for (size_t i = 0; i < G_N_ELEMENTS(dims); i++)
+    cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(comm, dims[i])), "missing comm_s.%s", dims[i]);
+  cJSON *m = cJSON_GetObjectItem(j, "memory");
+  cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(m, "peak_bytes")));
+  cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(m, "capacity_bytes")));
+  cr_assert(cJSON_IsBool(cJSON_GetObjectItem(m, "fits")));
+  double samples = cJSON_GetObjectItem(j, "samples_per_s")->valuedouble;
+  cr_assert_float_eq(samples * step, 128, 1e-6);
+  cJSON_Delete(j);
+  th_proc_clear(&p);
+}
+
+Test(cli, trace_is_chrome_json)
+{
+  g_autofree char *out = th_write("trace.json", "");
+  g_autofree char *args = g_strdup_printf("run -c v100-edr -w resnet50-horovod --trace %s", out);
+  th_proc p = th_dlsim(args);
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(out, &text, NULL, NULL));
+  cJSON *j = cJSON_Parse(text);
+  cr_assert_not_null(j);
+  cJSON *ev = cJSON_GetObjectItem(j, "traceEvents");
+  cr_assert(cJSON_IsArray(ev) && cJSON_GetArraySize(ev) > 100);
+  int complete = 0, counters = 0;
+  cJSON *e;
+  cJSON_ArrayForEach(e, ev)
+  {
+    const char *ph = cJSON_GetObjectItem(e, "ph")->valuestring;
+    complete += strcmp(ph, "X") == 0;
+    counters += strcmp(ph, "C") == 0;
+  }
+  cr_assert(complete > 100 && counters > 10);
+  cJSON_Delete(j);
+  th_proc_clear(&p);
+}
+
+/* Every prefix of a real preset and deterministic garbage: an error or a result, never a crash. */
+Test(cli, truncated_and_garbage_files_never_crash)
+{
+  const char *presets[] = {"configs/clusters/dgx-h100.yaml", "configs/workloads/resnet50-horovod.yaml",
+                           "configs/models/llama3-8b.yaml"};
+  for (size_t f = 0; f < G_N_ELEMENTS(presets); f++) {
+    g_autofree char *path = g_build_filename(DLSIM_SOURCE_DIR, presets[f], NULL);
+    g_autofree char *text = NULL;
+    gsize len = 0;
+    cr_assert(g_file_get_contents(path, &text, &len, NULL));
+    for (gsize cut = 0; cut < len; cut += 7) {
+      g_autofree char *part = g_strndup(text, cut);
+      GError *err = NULL;
+      cfg_doc *d = cfg_doc_parse(part, "cut.yaml", &err);
+      cr_assert(d || (err && strstr(err->message, "cut.yaml")), "cut %zu of %s", cut, presets[f]);
+      cfg_doc_free(d);
+      g_clear_error(&err);
+    }
+  }
+  GRand *rng = g_rand_new_with_seed(42);
+  for (int i = 0; i < 300; i++) {
+    char buf[200];
+    int n = g_rand_int_range(rng, 1, (int)sizeof buf);
+    for (int k = 0; k < n - 1; k++)
+      buf[k] = (char)g_rand_int_range(rng, 1, 256);
+    buf[n - 1] = '\0';
+    GError *err = NULL;
+    cfg_doc *d = cfg_doc_parse(buf, "garbage.yaml", &err);
+    cr_assert(d || err);
+    cfg_doc_free(d);
+    g_clear_error(&err);
+  }
+  g_rand_free(rng);
+}
+
+Test(cli, bad_files_exit_2_with_a_message)
+{
+  g_autofree char *cluster = g_build_filename(DLSIM_SOURCE_DIR, "configs/clusters/dgx-h100.yaml", NULL);
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(cluster, &text, NULL, NULL));
+  text[strlen(text) / 2] = '\0';
+  g_autofree char *cut = th_write("cut.yaml", text);
+  g_autofree char *garbage = th_write("garbage.yaml", "\x7f\x45\x4c\x46 {{{ ::: ]]\n\t- [\n");
+  g_autofree char *binary = th_write("binary.yaml", "\xff\xfe\xfd not utf-8\n");
+  const char *files[] = {cut, garbage, binary};
+  for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
+    g_autofree char *args = g_strdup_printf("run -c %s -w resnet50-horovod", files[i]);
+    th_proc p = th_dlsim(args);
+    cr_assert_eq(p.status, 2, "%s -> %d: %s", files[i], p.status, p.out);
+    cr_assert(g_str_has_prefix(p.out, "dlsim: error: "), "%s", p.out);
+    cr_assert(strstr(p.out, files[i]), "message should name the file: %s", p.out);
+    th_proc_clear(&p);
+  }
+}

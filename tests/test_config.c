@@ -1,0 +1,214 @@
+/* YAML errors with file:line:column, did-you-mean, --set overrides, defaults, cross-checks. */
+#include "helpers.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+static const char *const good_cluster =
+    "name: t\n"
+    "gpu:\n"
+    "  memory: 80GiB\n"
+    "  memory_bandwidth: 3.35TB/s\n"
+    "  flops: {bf16: 989TFLOPS}\n"
+    "node:\n"
+    "  count: 2\n"
+    "  gpus_per_node: 8\n"
+    "  intra: {kind: nvswitch, bandwidth: 450GB/s}\n"
+    "network:\n"
+    "  nic_bandwidth: 400Gb/s\n";
+
+static const char *const good_workload =
+    "model: {layers: 2, hidden: 256, heads: 4, vocab: 1000, seq_len: 128}\n"
+    "training: {global_batch: 32, micro_batch: 2}\n";
+
+static void expect_error(const char *cluster_text, const char *workload_text,
+                         const char *const *sets, const char *needle)
+{
+  g_autofree char *c = th_write("c.yaml", cluster_text ? cluster_text : good_cluster);
+  g_autofree char *w = th_write("w.yaml", workload_text ? workload_text : good_workload);
+  g_autofree char *msg = th_load_error(c, w, sets);
+  cr_assert_not_null(msg, "expected an error containing '%s'", needle);
+  cr_assert(strstr(msg, needle), "error '%s' should contain '%s'", msg, needle);
+}
+
+Test(config, good_files_load_with_defaults)
+{
+  g_autofree char *c = th_write("c.yaml", good_cluster);
+  g_autofree char *w = th_write("w.yaml", good_workload);
+  cfg_cluster *cl = NULL;
+  cfg_workload *wl = NULL;
+  cr_assert(th_load(c, w, NULL, &cl, &wl));
+  cr_assert_float_eq(cl->gpu.memory, 80.0 * 1073741824.0, 1);
+  cr_assert_float_eq(cl->network.nic_bandwidth, 50e9, 1);
+  cr_assert_eq(cl->node.nics_per_node, 8);
+  cr_assert_eq(wl->parallel.dp, 16);
+  cr_assert_eq(wl->model.kv_heads, 4);
+  cr_assert_eq(wl->model.ffn_hidden, 1024);
+  cr_assert_eq(wl->training.dtype, CFG_BF16);
+  cr_assert_float_eq(wl->parallel.gradient_bucket, 25.0 * 1048576, 1e-6);
+  cfg_cluster_free(cl);
+  cfg_workload_free(wl);
+}
+
+Test(config, unknown_key_names_position_and_suggests)
+{
+  const char *bad = "name: t\n"
+                    "gpu:\n"
+                    "  memroy: 80GiB\n";
+  expect_error(bad, NULL, NULL, "c.yaml:3:3: unknown key 'memroy' in gpu (did you mean 'memory'?)");
+}
+
+Test(config, unknown_top_level_key_lists_known_keys)
+{
+  expect_error("name: t\nzzz: 1\n", NULL, NULL, "c.yaml:2:1: unknown key 'zzz' in cluster (known keys: name, gpu, node, network)");
+}
+
+Test(config, wrong_type_names_expectation)
+{
+  char *bad = g_strdup(good_cluster);
+  char *at = strstr(bad, "80GiB");
+  memcpy(at, "80Gb/s", 5); /* "80Gb/siB" */
+  expect_error(bad, NULL, NULL, "c.yaml:3:11: gpu.memory: expected a size");
+  g_free(bad);
+  expect_error(NULL, "model: {layers: two, hidden: 256, heads: 4, vocab: 1000, seq_len: 128}\n"
+                     "training: {global_batch: 32}\n",
+               NULL, "w.yaml:1:17: model.layers: expected an integer, got 'two'");
+  expect_error(NULL, "model: {layers: 2, hidden: 256, heads: 4, vocab: 1000, seq_len: 128}\n"
+                     "training: {global_batch: 32, dtype: bf61}\n",
+               NULL, "training.dtype: expected one of fp32 | tf32 | bf16 | fp16 | fp8 | int8 | int4, got 'bf61' (did you mean 'bf16'?)");
+  expect_error(NULL, "model: {layers: 2, hidden: 256, heads: 4, vocab: 1000, seq_len: 128}\n"
+                     "training: [1, 2]\n",
+               NULL, "w.yaml:2:11: training: expected a mapping, found a list");
+}
+
+Test(config, missing_required_key)
+{
+  expect_error("name: t\ngpu: {memory: 80GiB, flops: {bf16: 1TFLOPS}}\nnode: {gpus_per_node: 1}\n",
+               NULL, NULL, "c.yaml:2:6: gpu: missing required key 'memory_bandwidth'");
+  expect_error(NULL, "model: {layers: 2, hidden: 256, heads: 4, vocab: 1000, seq_len: 128}\n"
+                     "training: {micro_batch: 2}\n",
+               NULL, "w.yaml:2:11: training: missing required key 'global_batch'");
+  expect_error(NULL, "model: {layers: 2, heads: 4, vocab: 1000, seq_len: 128}\n"
+                     "training: {global_batch: 2}\n",
+               NULL, "model: missing required key 'hidden'");
+}
+
+Test(config, inconsistent_parallel_sizes)
+{
+  expect_error(NULL, "model: {layers: 2, hidden: 256, heads: 4, vocab: 1000, seq_len: 128}\n"
+                     "training: {global_batch: 32}\n"
+                     "parallel: {dp: 8}\n",
+               NULL, "w.yaml:3:16: parallel: tp*pp*dp*cp = 1*1*8*1 = 8, but the cluster has 16 GPUs");
+  expect_error(NULL, "model: {layers: 2, hidden: 256, heads: 4, vocab: 1000, seq_len: 128}\n"
+                     "training: {global_batch: 32, micro_batch: 3}\n",
+               NULL, "training.micro_batch = 3 does not divide the per-replica batch 2");
+  expect_error(NULL, "model: {layers: 2, hidden: 256, heads: 4, vocab: 1000, seq_len: 128}\n"
+                     "training: {global_batch: 33}\n",
+               NULL, "training.global_batch = 33 is not divisible by dp = 16");
+  expect_error(NULL, "model: {layers: 2, hidden: 256, heads: 3, vocab: 1000, seq_len: 128}\n"
+                     "training: {global_batch: 32}\n",
+               NULL, "model.heads = 3 does not divide hidden = 256");
+}
+
+Test(config, empty_and_not_yaml)
+{
+  expect_error("", NULL, NULL, "c.yaml: empty document");
+  expect_error("# only a comment\n", NULL, NULL, "c.yaml: empty document");
+  expect_error("name: [unclosed\n", NULL, NULL, "c.yaml:2:1: not valid YAML");
+  expect_error("just a sentence\n", NULL, NULL, "c.yaml:1:1: expected a mapping of keys at the top level, found a single value");
+  expect_error("- a\n- b\n", NULL, NULL, "expected a mapping of keys at the top level, found a list");
+  expect_error("a: 1\na: 2\n", NULL, NULL, "c.yaml:2:1: duplicate key 'a'");
+  expect_error("a: &x 1\nb: *x\n", NULL, NULL, "c.yaml:2:4: YAML aliases");
+  expect_error("\t\x01\x02garbage: :\n", NULL, NULL, "c.yaml:");
+}
+
+Test(config, missing_file_lists_presets)
+{
+  g_autofree char *msg = th_load_error("no-such-cluster", NULL, NULL);
+  cr_assert_not_null(msg);
+  cr_assert(strstr(msg, "no-such-cluster: no such file, and no preset of that name in configs/clusters (presets: dgx-a100"), "%s", msg);
+}
+
+Test(config, overrides_apply_to_the_right_file)
+{
+  g_autofree char *c = th_write("c.yaml", good_cluster);
+  g_autofree char *w = th_write("w.yaml", good_workload);
+  const char *sets[] = {"gpu.memory_bandwidth=4.8TB/s", "network.nic_bandwidth=800Gb/s",
+                        "parallel.dp=16",              "training.micro_batch=1",
+                        "model.layers=4",              "gpu.flops.fp8=1979TFLOPS",
+                        "network.tiers=[{name: leaf, latency: 2us}]",
+                        "parallel.placement=[tp, pp, cp, dp]", NULL};
+  cfg_cluster *cl = NULL;
+  cfg_workload *wl = NULL;
+  cr_assert(th_load(c, w, sets, &cl, &wl));
+  cr_assert_float_eq(cl->gpu.memory_bandwidth, 4.8e12, 1);
+  cr_assert_float_eq(cl->network.nic_bandwidth, 100e9, 1);
+  cr_assert_float_eq(cl->gpu.flops[CFG_FP8], 1979e12, 1);
+  cr_assert_float_eq(cl->network.tiers[0].latency, 2e-6, 1e-15);
+  cr_assert_eq(wl->model.layers, 4);
+  cr_assert_eq(wl->training.micro_batch, 1);
+  cr_assert_eq(wl->parallel.placement[1], CFG_DIM_PP);
+  cfg_cluster_free(cl);
+  cfg_workload_free(wl);
+}
+
+Test(config, bad_overrides)
+{
+  const char *s1[] = {"gpu.memroy=1GiB", NULL};
+  expect_error(NULL, NULL, s1, "--set gpu.memroy: unknown key 'memroy' in gpu (did you mean 'memory'?)");
+  const char *s2[] = {"paralel.tp=2", NULL};
+  expect_error(NULL, NULL, s2, "--set paralel.tp: unknown key 'paralel' (did you mean 'parallel'?)");
+  const char *s3[] = {"parallel.tp", NULL};
+  expect_error(NULL, NULL, s3, "--set parallel.tp: expected KEY=VALUE");
+  const char *s4[] = {"gpu.memory=lots", NULL};
+  expect_error(NULL, NULL, s4, "--set: gpu.memory: expected a size");
+  const char *s5[] = {"gpu=1", NULL};
+  expect_error(NULL, NULL, s5, "'gpu' is a mapping; set one of its keys instead");
+  const char *s6[] = {"gpu.flops.fp9=1", NULL};
+  expect_error(NULL, NULL, s6, "--set gpu.flops.fp9: expected gpu.flops.(fp32 | tf32");
+}
+
+Test(config, model_preset_by_name)
+{
+  g_autofree char *c = th_write("c.yaml", good_cluster);
+  g_autofree char *w = th_write("w.yaml", "model: resnet50\ntraining: {global_batch: 64, dtype: fp32}\n");
+  cfg_cluster *cl = NULL;
+  cfg_workload *wl = NULL;
+  const char *sets[] = {"gpu.flops.fp32=67TFLOPS", NULL};
+  cr_assert(th_load(c, w, sets, &cl, &wl));
+  cr_assert_eq(wl->model.kind, CFG_MODEL_CNN);
+  cr_assert_str_eq(wl->model.preset, "resnet50");
+  cr_assert_str_eq(wl->model.name, "resnet50");
+  cfg_cluster_free(cl);
+  cfg_workload_free(wl);
+  expect_error(NULL, "model: gpt99\ntraining: {global_batch: 32}\n", NULL,
+               "w.yaml:1:8: model: no model file 'gpt99'");
+}
+
+Test(config, dtype_needs_a_peak)
+{
+  expect_error(NULL, "model: {layers: 2, hidden: 256, heads: 4, vocab: 1000, seq_len: 128}\n"
+                     "training: {global_batch: 32, dtype: fp32}\n",
+               NULL, "training.dtype = fp32, but the cluster's gpu.flops has no fp32 entry");
+}
+
+Test(config, calibration_file_merges_under_inline_values)
+{
+  g_autofree char *cal = th_write("cal.yaml", "gpu: x\nefficiency: {flops: {gemm: 0.9, conv: 0.7}, memory: 0.7}\n");
+  g_autofree char *c = th_write("c.yaml", good_cluster);
+  g_autofree char *w = th_write("w.yaml", good_workload);
+  g_autofree char *set_cal = g_strdup_printf("gpu.calibration=%s", cal);
+  const char *sets[] = {set_cal, "gpu.efficiency.flops.conv=0.5", NULL};
+  cfg_cluster *cl = NULL;
+  cfg_workload *wl = NULL;
+  cr_assert(th_load(c, w, sets, &cl, &wl));
+  cr_assert_float_eq(cl->gpu.efficiency.flops_efficiency[CFG_KCLASS_GEMM], 0.9, 1e-12);
+  cr_assert_float_eq(cl->gpu.efficiency.flops_efficiency[CFG_KCLASS_CONV], 0.5, 1e-12);
+  cr_assert_float_eq(cl->gpu.efficiency.memory_efficiency, 0.7, 1e-12);
+  cr_assert_float_eq(cl->gpu.efficiency.flops_efficiency[CFG_KCLASS_ATTENTION], 0.55, 1e-12);
+  cfg_cluster_free(cl);
+  cfg_workload_free(wl);
+  const char *bad[] = {"gpu.calibration=/nonexistent/cal.yaml", NULL};
+  expect_error(NULL, NULL, bad, "gpu.calibration: /nonexistent/cal.yaml: cannot read");
+}
