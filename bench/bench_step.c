@@ -2,21 +2,12 @@
  * (ResNet-50, bf16, batch 64 per GPU, DGX A100 nodes of 8 GPUs) on 8 to 2048 simulated GPUs,
  * with both engines. Each measurement runs in a fresh process so peak RSS is its own.
  * usage: dlsim_bench [MAX_GPUS]   (default 2048) */
+#include "bench_util.h"
 #include "pipeline/pipeline.h"
 
-#include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-typedef struct {
-  int ok;
-  double step, wall, rss_mb;
-  long messages;
-} bench_row;
-
-static bench_row bench_one(int gpus, eng_kind kind)
+static bench_row bench_one(int gpus, bool des)
 {
   bench_row row = {0};
   char nodes[64], batch[64];
@@ -25,9 +16,10 @@ static bench_row bench_one(int gpus, eng_kind kind)
   char *sets[] = {nodes, batch, "training.dtype=bf16", NULL};
   pipe_run run;
   GError *err = NULL;
-  if (pipe_simulate("dgx-a100", "resnet50-horovod", sets, kind, false, &run, &err)) {
+  if (pipe_simulate("dgx-a100", "resnet50-horovod", sets, des ? ENG_DES : ENG_ANALYTIC, false, &run,
+                    &err)) {
     row.ok = 1;
-    row.step = run.result.step_time;
+    row.sim = run.result.step_time;
     row.wall = run.result.wall_time;
     row.messages = run.result.messages;
   } else {
@@ -35,32 +27,6 @@ static bench_row bench_one(int gpus, eng_kind kind)
     g_error_free(err);
   }
   pipe_clear(&run);
-  struct rusage self, kids;
-  getrusage(RUSAGE_SELF, &self);
-  getrusage(RUSAGE_CHILDREN, &kids);
-  row.rss_mb = MAX(self.ru_maxrss, kids.ru_maxrss) / 1024.0;
-  return row;
-}
-
-static bench_row bench_isolated(int gpus, eng_kind kind)
-{
-  int fds[2];
-  bench_row row = {0};
-  if (pipe(fds) != 0)
-    return row;
-  fflush(stdout);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    row = bench_one(gpus, kind);
-    ssize_t w = write(fds[1], &row, sizeof row);
-    _exit(w == (ssize_t)sizeof row ? 0 : 1);
-  }
-  close(fds[1]);
-  if (read(fds[0], &row, sizeof row) != (ssize_t)sizeof row)
-    row.ok = 0;
-  close(fds[0]);
-  waitpid(pid, NULL, 0);
   return row;
 }
 
@@ -74,12 +40,12 @@ int main(int argc, char **argv)
   for (size_t i = 0; i < G_N_ELEMENTS(sizes) && sizes[i] <= max; i++)
     for (int e = 0; e < 2; e++) {
       eng_kind kind = e ? ENG_DES : ENG_ANALYTIC;
-      bench_row r = bench_isolated(sizes[i], kind);
+      bench_row r = bench_isolated(bench_one, sizes[i], e == 1);
       if (!r.ok) {
         printf("%6d  %-9s %14s\n", sizes[i], eng_kind_name(kind), "failed");
         continue;
       }
-      printf("%6d  %-9s %14.6f %10.4f %12.1f %10ld\n", sizes[i], eng_kind_name(kind), r.step, r.wall,
+      printf("%6d  %-9s %14.6f %10.4f %12.1f %10ld\n", sizes[i], eng_kind_name(kind), r.sim, r.wall,
              r.rss_mb, r.messages);
     }
   return 0;

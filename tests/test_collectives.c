@@ -1,4 +1,6 @@
-/* Collective schedules: closed forms, DES = analytic without contention, folded = unfolded. */
+/* Collectives: closed forms, DES = analytic without contention for every algorithm, folded =
+ * unfolded, NCCL-like choices, contention, and the nccl-tests relations users rely on. */
+#include "calibration/calibration.h"
 #include "collectives/collectives.h"
 #include "engine/engine.h"
 #include "helpers.h"
@@ -7,50 +9,43 @@
 #include <math.h>
 #include <string.h>
 
-/* A cluster of `nodes` x `gpn` GPUs with round numbers, overhead 0 so closed forms are exact. */
-static hw_cluster *make_cluster(int nodes, int gpn, cfg_cluster **cfg)
+/* nodes x gpn GPUs with round numbers; `extra` adds YAML (NCCL parameters) or, when it starts
+ * with "set:", a ';'-separated list of overrides (NVLS, SHARP, NICs). */
+static hw_cluster *make_cluster(int nodes, int gpn, const char *extra, cfg_cluster **cfg)
 {
+  g_auto(GStrv) sets = NULL;
+  if (extra && g_str_has_prefix(extra, "set:")) {
+    sets = g_strsplit(extra + 4, ";", -1);
+    extra = NULL;
+  }
   g_autofree char *text = g_strdup_printf(
       "name: t\n"
-      "gpu: {memory: 80GiB, memory_bandwidth: 2TB/s, flops: {bf16: 100TFLOPS},\n"
-      "      efficiency: {comm_overhead: 0}}\n"
+      "gpu: {memory: 80GiB, memory_bandwidth: 2TB/s, flops: {bf16: 100TFLOPS}}\n"
       "node: {count: %d, gpus_per_node: %d, intra: {bandwidth: 100GB/s, latency: 2us}}\n"
-      "network: {nic_bandwidth: 100Gb/s, tiers: [{name: leaf, latency: 1us}]}\n",
-      nodes, gpn);
+      "network: {nic_bandwidth: 100Gb/s, tiers: [{name: leaf, latency: 1us, nodes_per_switch: 4},\n"
+      "          {name: spine, latency: 1us}]}\n"
+      "%s\n",
+      nodes, gpn, extra ? extra : "");
   g_autofree char *path = th_write("c.yaml", text);
-  cr_assert(th_load(path, NULL, NULL, cfg, NULL));
+  cr_assert(th_load(path, NULL, (const char *const *)sets, cfg, NULL));
   return hw_cluster_new(*cfg);
 }
 
-/* A program in which every rank runs one collective over all ranks. */
-static prog_program *one_collective(int n, prog_coll op, double bytes)
-{
-  prog_program *p = prog_new(n);
-  int cls = prog_class_add(p, "all");
-  int fam = prog_family_add(p, "world", PROG_DIM_DP);
-  g_autofree int *ranks = g_new(int, n);
-  for (int r = 0; r < n; r++)
-    ranks[r] = r;
-  int g = prog_group_add(p, ranks, n);
-  for (int r = 0; r < n; r++) {
-    prog_rank_set_class(p, r, cls);
-    prog_family_set(p, fam, r, g);
-  }
-  prog_finalize(p);
-  prog_comm(p, cls, PROG_STREAM_DP, "coll", op, fam, bytes, NULL, 0);
-  return p;
-}
+/* A pure alpha-beta network: no protocol costs, full link rates. */
+static const char *const plain =
+    "nccl: {link_efficiency: {intra: 1, network: 1}, base_latency: {ll: 0, ll128: 0, simple: 0},\n"
+    "  hop_latency: {intra: {ll: 0, ll128: 0, simple: 0}, network: {ll: 0, ll128: 0, simple: 0}},\n"
+    "  protocol_efficiency: {ll: 1, ll128: 1, simple: 1}, chunk: {ll: 0, ll128: 0, simple: 0}}";
 
-static double run_engine(prog_program *p, hw_cluster *hw, eng_kind kind, bool unfold)
+static double run_engine(hw_cluster *hw, eng_kind kind, prog_coll op, int gpus, int group,
+                         double bytes, coll_algo algo, int proto, bool unfold)
 {
-  eng_options o = {.kind = kind, .unfold = unfold, .algo = COLL_ALGO_AUTO};
-  eng_result r;
+  eng_options o = {.kind = kind, .unfold = unfold, .algo = algo, .proto = proto};
+  eng_coll_result r;
   GError *err = NULL;
-  bool ok = eng_run(p, hw, &o, &r, &err);
+  bool ok = eng_collective_time(hw, &o, op, gpus, group, bytes, &r, &err);
   cr_assert(ok, "engine failed: %s", err ? err->message : "");
-  double t = r.step_time;
-  eng_result_clear(&r);
-  return t;
+  return r.time;
 }
 
 Test(collectives, ring_allreduce_matches_closed_form_2_to_512)
@@ -59,18 +54,16 @@ Test(collectives, ring_allreduce_matches_closed_form_2_to_512)
   for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
     int p = sizes[i];
     cfg_cluster *cfg = NULL;
-    hw_cluster *hw = make_cluster(p, 1, &cfg);
-    g_autofree int *ranks = g_new(int, p);
-    for (int r = 0; r < p; r++)
-      ranks[r] = r;
+    hw_cluster *hw = make_cluster(p, 1, plain, &cfg);
     double S = 1 << 30;
-    coll_schedule *s = coll_schedule_new(hw, PROG_COLL_ALLREDUCE, ranks, p, S, COLL_ALGO_RING, true);
-    /* textbook ring: 2(p-1) steps of S/p over a 12.5 GB/s link of 1 us latency; the folded
-     * message carries all steps' bytes, truncated to whole bytes as SimGrid sends them */
-    double alpha = 1e-6, B = 12.5e9;
+    double t = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, p, p, S, COLL_ALGO_RING,
+                          CFG_PROTO_SIMPLE, false);
+    /* textbook ring: 2(p-1) steps of S/p over a 12.5 GB/s NIC; latency 1 us within a leaf
+     * switch of 4 nodes, 3 us (leaf, spine, leaf) beyond; the folded message carries all the
+     * steps' bytes, truncated to whole bytes as SimGrid sends them */
+    double alpha = p > 4 ? 3e-6 : 1e-6, B = 12.5e9;
     double expect = 2.0 * (p - 1) * alpha + floor(2.0 * (p - 1) * (S / p)) / B;
-    cr_assert_float_eq(s->time, expect, expect * 1e-12, "p=%d: %.12g vs %.12g", p, s->time, expect);
-    coll_schedule_free(s);
+    cr_assert_float_eq(t, expect, expect * 1e-12, "p=%d: %.12g vs %.12g", p, t, expect);
     hw_cluster_free(hw);
     cfg_cluster_free(cfg);
   }
@@ -82,36 +75,49 @@ Test(collectives, des_ring_allreduce_matches_closed_form)
   for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
     int p = sizes[i];
     cfg_cluster *cfg = NULL;
-    hw_cluster *hw = make_cluster(p, 1, &cfg);
+    hw_cluster *hw = make_cluster(p, 1, plain, &cfg);
     double S = 1 << 30;
-    prog_program *prog = one_collective(p, PROG_COLL_ALLREDUCE, S);
-    double t = run_engine(prog, hw, ENG_DES, false);
-    double expect = 2.0 * (p - 1) * 1e-6 + floor(2.0 * (p - 1) * (S / p)) / 12.5e9;
+    double t = run_engine(hw, ENG_DES, PROG_COLL_ALLREDUCE, p, p, S, COLL_ALGO_RING,
+                          CFG_PROTO_SIMPLE, false);
+    double alpha = p > 4 ? 3e-6 : 1e-6;
+    double expect = 2.0 * (p - 1) * alpha + floor(2.0 * (p - 1) * (S / p)) / 12.5e9;
     cr_assert_float_eq(t, expect, expect * 1e-9, "p=%d: des %.12g vs %.12g", p, t, expect);
-    prog_free(prog);
     hw_cluster_free(hw);
     cfg_cluster_free(cfg);
   }
 }
 
-Test(collectives, des_equals_analytic_uncontended)
+/* Every algorithm, protocol and op: the DES equals the closed form when nothing contends. */
+Test(collectives, des_equals_analytic_for_every_algorithm, .timeout = 120)
 {
   const struct {
-    int nodes, gpn;
     prog_coll op;
-  } cases[] = {{4, 1, PROG_COLL_ALLREDUCE}, {1, 8, PROG_COLL_ALLREDUCE}, {2, 8, PROG_COLL_ALLREDUCE},
-               {4, 4, PROG_COLL_ALLGATHER}, {4, 4, PROG_COLL_REDUCESCATTER},
-               {2, 4, PROG_COLL_BROADCAST}, {2, 4, PROG_COLL_REDUCE}, {4, 1, PROG_COLL_ALLTOALL}};
+    coll_algo algo;
+    int nodes, gpn;
+  } cases[] = {
+      {PROG_COLL_ALLREDUCE, COLL_ALGO_RING, 2, 4},         {PROG_COLL_ALLREDUCE, COLL_ALGO_TREE, 6, 4},
+      {PROG_COLL_ALLREDUCE, COLL_ALGO_RHD, 2, 4},          {PROG_COLL_ALLREDUCE, COLL_ALGO_HIERARCHICAL, 3, 4},
+      {PROG_COLL_ALLREDUCE, COLL_ALGO_NVLS, 1, 8},         {PROG_COLL_ALLREDUCE, COLL_ALGO_NVLS_TREE, 2, 4},
+      {PROG_COLL_ALLREDUCE, COLL_ALGO_SHARP, 8, 2},        {PROG_COLL_ALLGATHER, COLL_ALGO_RING, 2, 4},
+      {PROG_COLL_REDUCESCATTER, COLL_ALGO_RING, 2, 4},     {PROG_COLL_BROADCAST, COLL_ALGO_RING, 2, 4},
+      {PROG_COLL_REDUCE, COLL_ALGO_RING, 2, 4},            {PROG_COLL_ALLTOALL, COLL_ALGO_DIRECT, 2, 4},
+      {PROG_COLL_ALLTOALL, COLL_ALGO_PAIRWISE, 2, 4},      {PROG_COLL_SENDRECV, COLL_ALGO_DIRECT, 2, 4},
+  };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     cfg_cluster *cfg = NULL;
-    hw_cluster *hw = make_cluster(cases[i].nodes, cases[i].gpn, &cfg);
-    prog_program *p = one_collective(cases[i].nodes * cases[i].gpn, cases[i].op, 256e6);
-    double a = run_engine(p, hw, ENG_ANALYTIC, false);
-    double d = run_engine(p, hw, ENG_DES, false);
-    cr_assert(a > 0);
-    cr_assert_float_eq(d, a, a * 1e-9, "%s on %dx%d: des %.12g analytic %.12g",
-                       prog_coll_name(cases[i].op), cases[i].nodes, cases[i].gpn, d, a);
-    prog_free(p);
+    hw_cluster *hw = make_cluster(cases[i].nodes, cases[i].gpn,
+                                  "set:node.intra.nvls=true;network.sharp=true", &cfg);
+    int n = cases[i].nodes * cases[i].gpn;
+    for (int proto = 0; proto < CFG_NPROTOS; proto++) {
+      if (!coll_proto_applies(cases[i].algo, proto))
+        continue;
+      double a = run_engine(hw, ENG_ANALYTIC, cases[i].op, n, n, 96e6, cases[i].algo, proto, false);
+      double d = run_engine(hw, ENG_DES, cases[i].op, n, n, 96e6, cases[i].algo, proto, false);
+      cr_assert(a > 0);
+      cr_assert_float_eq(d, a, a * 1e-9, "%s/%s/%s on %dx%d: des %.12g analytic %.12g",
+                         prog_coll_name(cases[i].op), coll_algo_name(cases[i].algo),
+                         cfg_proto_name((cfg_proto)proto), cases[i].nodes, cases[i].gpn, d, a);
+    }
     hw_cluster_free(hw);
     cfg_cluster_free(cfg);
   }
@@ -120,14 +126,15 @@ Test(collectives, des_equals_analytic_uncontended)
 Test(collectives, folded_equals_step_by_step_on_a_uniform_ring)
 {
   cfg_cluster *cfg = NULL;
-  hw_cluster *hw = make_cluster(8, 1, &cfg);
-  prog_program *p = one_collective(8, PROG_COLL_ALLREDUCE, 64e6);
-  double folded = run_engine(p, hw, ENG_DES, false);
-  double steps = run_engine(p, hw, ENG_DES, true);
-  double steps_analytic = run_engine(p, hw, ENG_ANALYTIC, true);
+  hw_cluster *hw = make_cluster(4, 1, plain, &cfg);
+  double folded = run_engine(hw, ENG_DES, PROG_COLL_ALLREDUCE, 4, 4, 64e6, COLL_ALGO_RING,
+                             CFG_PROTO_SIMPLE, false);
+  double steps = run_engine(hw, ENG_DES, PROG_COLL_ALLREDUCE, 4, 4, 64e6, COLL_ALGO_RING,
+                            CFG_PROTO_SIMPLE, true);
+  double steps_analytic = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, 4, 4, 64e6,
+                                     COLL_ALGO_RING, CFG_PROTO_SIMPLE, true);
   cr_assert_float_eq(steps, folded, folded * 1e-6, "steps %.12g folded %.12g", steps, folded);
   cr_assert_float_eq(steps_analytic, steps, steps * 1e-9);
-  prog_free(p);
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);
 }
@@ -135,18 +142,15 @@ Test(collectives, folded_equals_step_by_step_on_a_uniform_ring)
 Test(collectives, one_gpu_takes_no_time)
 {
   cfg_cluster *cfg = NULL;
-  hw_cluster *hw = make_cluster(1, 1, &cfg);
+  hw_cluster *hw = make_cluster(1, 1, NULL, &cfg);
   for (int op = 0; op < PROG_NCOLLS; op++) {
     if (op == PROG_COLL_SENDRECV)
       continue;
-    int r0 = 0;
-    coll_schedule *s = coll_schedule_new(hw, (prog_coll)op, &r0, 1, 1e9, COLL_ALGO_AUTO, true);
-    cr_assert_eq(s->time, 0.0, "%s", prog_coll_name((prog_coll)op));
-    coll_schedule_free(s);
+    cr_assert_eq(run_engine(hw, ENG_ANALYTIC, (prog_coll)op, 1, 1, 1e9, COLL_ALGO_AUTO,
+                            COLL_PROTO_AUTO, false), 0.0, "%s", prog_coll_name((prog_coll)op));
   }
-  prog_program *p = one_collective(1, PROG_COLL_ALLREDUCE, 1e9);
-  cr_assert_eq(run_engine(p, hw, ENG_DES, false), 0.0);
-  prog_free(p);
+  cr_assert_eq(run_engine(hw, ENG_DES, PROG_COLL_ALLREDUCE, 1, 1, 1e9, COLL_ALGO_AUTO,
+                          COLL_PROTO_AUTO, false), 0.0);
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);
 }
@@ -154,7 +158,7 @@ Test(collectives, one_gpu_takes_no_time)
 Test(collectives, group_must_be_a_subset_of_the_cluster)
 {
   cfg_cluster *cfg = NULL;
-  hw_cluster *hw = make_cluster(2, 2, &cfg);
+  hw_cluster *hw = make_cluster(2, 2, NULL, &cfg);
   int bad[] = {0, 1, 7};
   GError *err = NULL;
   cr_assert_not(coll_group_check(hw, bad, 3, &err));
@@ -168,21 +172,126 @@ Test(collectives, group_must_be_a_subset_of_the_cluster)
   cfg_cluster_free(cfg);
 }
 
-Test(collectives, busbw_monotone_in_size)
+Test(collectives, busbw_is_monotone_in_size)
 {
   cfg_cluster *cfg = NULL;
-  hw_cluster *hw = make_cluster(4, 8, &cfg);
-  int ranks[32];
-  for (int r = 0; r < 32; r++)
-    ranks[r] = r;
-  double prev = 0;
-  for (double size = 8; size <= 8.0 * (1 << 30); size *= 2) {
-    coll_schedule *s = coll_schedule_new(hw, PROG_COLL_ALLREDUCE, ranks, 32, size, COLL_ALGO_AUTO, true);
-    double busbw = size / s->time * coll_busbw_factor(PROG_COLL_ALLREDUCE, 32);
-    cr_assert(busbw >= prev * (1 - 1e-9), "busbw fell at %g bytes", size);
-    prev = busbw;
-    coll_schedule_free(s);
+  hw_cluster *hw = make_cluster(4, 8, "set:node.intra.nvls=true", &cfg);
+  const prog_coll ops[] = {PROG_COLL_ALLREDUCE, PROG_COLL_ALLGATHER, PROG_COLL_ALLTOALL};
+  for (size_t o = 0; o < G_N_ELEMENTS(ops); o++) {
+    double prev = 0;
+    for (double size = 8; size <= 8.0 * (1 << 30); size *= 2) {
+      double t = run_engine(hw, ENG_ANALYTIC, ops[o], 32, 32, size, COLL_ALGO_AUTO, COLL_PROTO_AUTO, false);
+      double busbw = size / t * coll_busbw_factor(ops[o], 32);
+      cr_assert(busbw >= prev * (1 - 1e-9), "%s: busbw fell at %g bytes", prog_coll_name(ops[o]), size);
+      prev = busbw;
+    }
   }
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+Test(collectives, alltoall_over_nodes_reaches_n_over_n_minus_1_nic_bandwidth)
+{
+  /* nccl-tests maintainers: on N nodes all-to-all busbw ~ N/(N-1) x per-GPU NIC bandwidth */
+  const int nodes[] = {2, 4};
+  for (size_t i = 0; i < G_N_ELEMENTS(nodes); i++) {
+    int N = nodes[i], n = 8 * N;
+    cfg_cluster *cfg = NULL;
+    hw_cluster *hw = make_cluster(N, 8, NULL, &cfg);
+    double S = 4.0 * (1 << 30);
+    double t = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLTOALL, n, n, S, COLL_ALGO_AUTO, COLL_PROTO_AUTO, false);
+    double busbw = S / t * coll_busbw_factor(PROG_COLL_ALLTOALL, n);
+    double nic = 12.5e9 * cfg->nccl.link_efficiency[CFG_LINK_NETWORK];
+    double expect = nic * N / (N - 1);
+    cr_assert(fabs(busbw / expect - 1) < 0.10, "N=%d: busbw %.3g vs %.3g", N, busbw, expect);
+    hw_cluster_free(hw);
+    cfg_cluster_free(cfg);
+  }
+}
+
+Test(collectives, tuner_picks_latency_protocols_small_and_bandwidth_ones_large)
+{
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 8, NULL, &cfg);
+  eng_options o = {.kind = ENG_ANALYTIC, .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
+  eng_coll_result small, large;
+  cr_assert(eng_collective_time(hw, &o, PROG_COLL_ALLREDUCE, 16, 16, 1024, &small, NULL));
+  cr_assert(eng_collective_time(hw, &o, PROG_COLL_ALLREDUCE, 16, 16, 4e9, &large, NULL));
+  cr_assert_eq(small.proto, CFG_PROTO_LL, "small messages: %s", cfg_proto_name((cfg_proto)small.proto));
+  cr_assert_eq(large.proto, CFG_PROTO_SIMPLE, "large: %s", cfg_proto_name((cfg_proto)large.proto));
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+  /* where the switches reduce, large all-reduces go through them */
+  hw = make_cluster(2, 8, "set:node.intra.nvls=true", &cfg);
+  cr_assert(eng_collective_time(hw, &o, PROG_COLL_ALLREDUCE, 16, 16, 4e9, &large, NULL));
+  cr_assert_eq(large.algo, COLL_ALGO_NVLS_TREE, "large: %s", coll_algo_name(large.algo));
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+Test(collectives, concurrent_groups_contend_in_the_des_only)
+{
+  /* 4 data-parallel rings across 2 nodes through the same 2 NICs per node: the DES shares the
+   * NICs, the analytic engine (as documented) does not */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 4, "set:node.nics_per_node=1", &cfg);
+  eng_options a = {.kind = ENG_ANALYTIC, .algo = COLL_ALGO_RING, .proto = CFG_PROTO_SIMPLE};
+  eng_options d = a;
+  d.kind = ENG_DES;
+  /* groups {0,4}, {1,5}, ...: each pairs a GPU with its peer on the other node */
+  prog_program *p = prog_new(8);
+  int cls = prog_class_add(p, "all");
+  int fam = prog_family_add(p, "dp", PROG_DIM_DP);
+  for (int r = 0; r < 4; r++) {
+    int g[2] = {r, r + 4};
+    int id = prog_group_add(p, g, 2);
+    prog_family_set(p, fam, r, id);
+    prog_family_set(p, fam, r + 4, id);
+  }
+  for (int r = 0; r < 8; r++)
+    prog_rank_set_class(p, r, cls);
+  prog_finalize(p);
+  prog_comm(p, cls, PROG_STREAM_DP, "ar", PROG_COLL_ALLREDUCE, fam, 256e6, NULL, 0);
+  eng_result ra, rd;
+  cr_assert(eng_run(p, hw, &a, &ra, NULL));
+  cr_assert(eng_run(p, hw, &d, &rd, NULL));
+  cr_assert(rd.step_time > 3.5 * ra.step_time, "des %g analytic %g", rd.step_time, ra.step_time);
+  eng_result_clear(&ra);
+  eng_result_clear(&rd);
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+/* The fit recovers parameters it did not start from, on a table the model itself produced. */
+Test(collectives, calibration_recovers_known_parameters, .timeout = 60)
+{
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 8, "set:node.intra.nvls=true", &cfg);
+  calib_target t = {.op = PROG_COLL_ALLREDUCE, .gpus = 16, .group = 16, .engine = ENG_ANALYTIC,
+                    .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
+  calib_table tab = {.points = g_array_new(FALSE, FALSE, sizeof(calib_point))};
+  for (double s = 8; s <= 4e9; s *= 4) {
+    calib_point pt = {.size = s};
+    g_array_append_val(tab.points, pt);
+  }
+  g_autofree double *truth = g_new(double, tab.points->len);
+  cr_assert(calib_predict(cfg, &t, &tab, truth, NULL));
+  for (guint i = 0; i < tab.points->len; i++)
+    g_array_index(tab.points, calib_point, i).time = truth[i];
+  double true_base = cfg->nccl.base_latency[CFG_PROTO_SIMPLE];
+  double true_nvls = cfg->nccl.nvls_efficiency;
+  cfg->nccl.base_latency[CFG_PROTO_SIMPLE] *= 2.5; /* start away from the answer */
+  cfg->nccl.nvls_efficiency = 0.45;
+  char *fit[] = {"base_latency.simple", "nvls_efficiency", NULL};
+  calib_fit_report rep;
+  cr_assert(calib_fit_nccl(cfg, &t, &tab, fit, &rep, NULL));
+  cr_assert(rep.after.median_all < 0.01, "median error after the fit %g", rep.after.median_all);
+  cr_assert(fabs(cfg->nccl.nvls_efficiency / true_nvls - 1) < 0.02, "nvls %g vs %g",
+            cfg->nccl.nvls_efficiency, true_nvls);
+  cr_assert(fabs(cfg->nccl.base_latency[CFG_PROTO_SIMPLE] / true_base - 1) < 0.1, "base %g vs %g",
+            cfg->nccl.base_latency[CFG_PROTO_SIMPLE], true_base);
+  g_array_free(tab.points, TRUE);
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);
 }

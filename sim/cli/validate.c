@@ -1,5 +1,6 @@
 /* dlsim validate [CASE...] [--json]: predicted vs measured for every real case in
  * validation/cases/, with the error of each and whether the case was used for fitting. */
+#include "calibration/calibration.h"
 #include "cli/cli.h"
 #include "pipeline/pipeline.h"
 
@@ -12,6 +13,10 @@ typedef struct {
   double predicted, error;
   bool pass;
   char *failure; /* the simulation could not run */
+  /* table cases */
+  calib_table table;
+  double *times;
+  calib_errors errors;
 } val_row;
 
 static bool val_metric(const pipe_run *run, const char *metric, double *out, GError **err)
@@ -49,8 +54,42 @@ static bool val_predict(const cfg_case *c, char *const *sets, double *out, GErro
   return ok;
 }
 
+/* A table of collective times: predicted size by size, judged on the median busbw error. */
+static void val_run_table(val_row *row)
+{
+  const cfg_case *c = &row->c;
+  GError *err = NULL;
+  cfg_cluster *cl = NULL;
+  calib_target t = {.gpus = c->gpus, .group = c->group_size > 0 ? c->group_size : c->gpus,
+                    .engine = c->engine ? ENG_DES : ENG_ANALYTIC, .algo = COLL_ALGO_AUTO,
+                    .proto = COLL_PROTO_AUTO};
+  calib_columns cols = {.size_column = c->size_column, .time_column = c->time_column,
+                        .filters = c->filter};
+  bool ok = prog_coll_parse(c->op, &t.op, &err) &&
+            (!c->time_unit || calib_time_unit(c->time_unit, &cols.time_scale, &err)) &&
+            calib_table_load(c->table, &cols, &row->table, &err) && cfg_load_with(c->cluster, NULL, c->set, &cl, NULL, &err);
+  if (ok) {
+    row->times = g_new(double, row->table.points->len);
+    ok = calib_predict(cl, &t, &row->table, row->times, &err);
+  }
+  cfg_cluster_free(cl);
+  if (!ok) {
+    row->failure = g_strdup(err->message);
+    g_error_free(err);
+    return;
+  }
+  calib_errors_of(&row->table, row->times, &row->errors);
+  row->error = row->errors.median_large;
+  row->pass = (row->errors.n_large == 0 || row->errors.median_large <= c->tolerance) &&
+              (row->errors.n_small == 0 || row->errors.median_small <= c->tolerance_small);
+}
+
 static void val_run_case(val_row *row)
 {
+  if (row->c.table) {
+    val_run_table(row);
+    return;
+  }
   GError *err = NULL;
   double value = 0, base = 1;
   bool ok = val_predict(&row->c, row->c.set, &value, &err) &&
@@ -101,23 +140,54 @@ static GPtrArray *val_case_files(int argc, char **argv, GError **err)
   return files;
 }
 
+static void val_print_table(const val_row *r)
+{
+  printf("%s (%s): %s over %d GPUs%s, %s\n", r->c.name, r->c.role == CFG_CASE_FIT ? "fit" : "check",
+         r->c.op, r->c.gpus, r->c.group_size > 0 && r->c.group_size != r->c.gpus ? " in groups" : "",
+         r->c.source);
+  printf("  %14s %14s %14s %10s\n", "size (B)", "measured (us)", "predicted (us)", "busbw err");
+  for (guint i = 0; i < r->table.points->len; i++) {
+    const calib_point *p = &g_array_index(r->table.points, calib_point, i);
+    printf("  %14.0f %14.2f %14.2f %+9.1f%%\n", p->size, p->time * 1e6, r->times[i] * 1e6,
+           100 * (p->time / r->times[i] - 1));
+  }
+  const calib_errors *e = &r->errors;
+  printf("  median |busbw error|:");
+  if (e->n_large)
+    printf(" >= 1 MiB %.1f %% (worst %.1f %%, %d sizes)", 100 * e->median_large,
+           100 * e->worst_large, e->n_large);
+  if (e->n_small)
+    printf(" < 64 KiB %.1f %% (worst %.1f %%, %d sizes)", 100 * e->median_small,
+           100 * e->worst_small, e->n_small);
+  printf("\n\n");
+}
+
 static void val_print_text(const val_row *rows, guint n)
 {
+  for (guint i = 0; i < n; i++)
+    if (rows[i].c.table && !rows[i].failure)
+      val_print_table(&rows[i]);
   printf("%-40s %-5s %-21s %11s %11s %8s %6s\n", "case", "role", "metric", "measured", "predicted",
          "error", "");
   for (guint i = 0; i < n; i++) {
     const val_row *r = &rows[i];
-    g_autofree char *metric = r->c.ratio_to ? g_strdup_printf("%s ratio", r->c.metric)
-                                             : g_strdup(r->c.metric);
+    g_autofree char *metric = r->c.table      ? g_strdup("busbw median >=1MiB")
+                              : r->c.ratio_to ? g_strdup_printf("%s ratio", r->c.metric)
+                                              : g_strdup(r->c.metric);
     if (r->failure) {
       printf("%-40s %-5s %-21s %11.4g %11s %8s %6s  (%s)\n", r->c.name,
              r->c.role == CFG_CASE_FIT ? "fit" : "check", metric, r->c.measured, "-", "-",
              "FAIL", r->failure);
       continue;
     }
-    printf("%-40s %-5s %-21s %11.4g %11.4g %+7.1f%% %6s\n", r->c.name,
-           r->c.role == CFG_CASE_FIT ? "fit" : "check", metric, r->c.measured, r->predicted,
-           100 * r->error, r->pass ? "ok" : "FAIL");
+    if (r->c.table)
+      printf("%-40s %-5s %-21s %11s %11s %7.1f%% %6s\n", r->c.name,
+             r->c.role == CFG_CASE_FIT ? "fit" : "check", metric, "table", "table", 100 * r->error,
+             r->pass ? "ok" : "FAIL");
+    else
+      printf("%-40s %-5s %-21s %11.4g %11.4g %+7.1f%% %6s\n", r->c.name,
+             r->c.role == CFG_CASE_FIT ? "fit" : "check", metric, r->c.measured, r->predicted,
+             100 * r->error, r->pass ? "ok" : "FAIL");
   }
   printf("\nfit: the model was tuned on this number; check: it was not (validation/README.md).\n");
 }
@@ -131,8 +201,29 @@ static void val_print_json(const val_row *rows, guint n)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", r->c.name);
     cJSON_AddStringToObject(o, "role", r->c.role == CFG_CASE_FIT ? "fit" : "check");
-    cJSON_AddStringToObject(o, "metric", r->c.metric);
-    cJSON_AddNumberToObject(o, "measured", r->c.measured);
+    cJSON_AddStringToObject(o, "metric", r->c.table ? "busbw" : r->c.metric);
+    if (!r->c.table)
+      cJSON_AddNumberToObject(o, "measured", r->c.measured);
+    if (r->c.table && !r->failure) {
+      const calib_errors *e = &r->errors;
+      if (e->n_large) {
+        cJSON_AddNumberToObject(o, "median_error_large", e->median_large);
+        cJSON_AddNumberToObject(o, "worst_error_large", e->worst_large);
+      }
+      if (e->n_small) {
+        cJSON_AddNumberToObject(o, "median_error_small", e->median_small);
+        cJSON_AddNumberToObject(o, "worst_error_small", e->worst_small);
+      }
+      cJSON *rows_j = cJSON_AddArrayToObject(o, "rows");
+      for (guint k = 0; k < r->table.points->len; k++) {
+        const calib_point *p = &g_array_index(r->table.points, calib_point, k);
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "size_bytes", p->size);
+        cJSON_AddNumberToObject(x, "measured_us", p->time * 1e6);
+        cJSON_AddNumberToObject(x, "predicted_us", r->times[k] * 1e6);
+        cJSON_AddItemToArray(rows_j, x);
+      }
+    }
     if (r->failure) {
       cJSON_AddNullToObject(o, "predicted");
       cJSON_AddStringToObject(o, "failure", r->failure);
@@ -180,6 +271,8 @@ int cli_validate(int argc, char **argv)
     val_print_text(rows, files->len);
   for (guint i = 0; i < files->len; i++) {
     cfg_case_clear(&rows[i].c);
+    calib_table_clear(&rows[i].table);
+    g_free(rows[i].times);
     g_free(rows[i].failure);
   }
   g_free(rows);

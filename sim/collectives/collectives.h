@@ -1,12 +1,19 @@
-/* collectives: each algorithm is defined once, as a schedule of point-to-point transfers.
- * The schedule gives the closed-form (alpha-beta, with the collective's own link sharing)
- * cost, and the DES engine runs the very same transfers on SimGrid.
+/* collectives: every algorithm is defined once, as a plan of point-to-point transfers between
+ * endpoints (GPUs, and switches that reduce in place: NVLS, SHARP). The same plan yields the
+ * closed-form cost and the transfers the DES engine runs on SimGrid.
  *
- * A phase folds `steps` identical steps: in the DES each transfer carries steps x bytes in one
- * message, and the remaining (steps - 1) latencies are slept; this is the pipelined steady
- * state of a ring (NCCL chunks a step into slices, so the bottleneck link sets the rate) and
- * costs O(p) messages instead of O(p^2). Unfolded schedules (one phase per step) exist for
- * checking. */
+ * A plan does not depend on the message size: transfers carry a fraction of it. A phase folds
+ * `steps` identical steps (the DES sends steps x bytes in one message per transfer) and counts
+ * its latency stages per link class (a step of a ring across nodes waits on the network, a
+ * chain inside a node on NVLink). With protocol p (LL, LL128, Simple, as NCCL) and size S:
+ *   phase = sum over classes c of stages(c) x (latency(c) + hop(c, p))
+ *         + max over transfers (wire / fair share)
+ *         + (pipelined ? (stages - 1) x min(chunk(p), piece) / slowest share : 0)
+ *   wire  = steps x fraction x S / protocol_efficiency(p)
+ *   time  = base(p) + sum of phases
+ * where the fair share of a transfer is the smallest bandwidth / (transfers of the phase on the
+ * link) along its route. Folding is the pipelined steady state of a ring; `unfold` gives one
+ * phase per step for checking. */
 #ifndef DLSIM_COLLECTIVES_H
 #define DLSIM_COLLECTIVES_H
 
@@ -15,22 +22,51 @@
 
 #include <glib.h>
 
-typedef enum { COLL_ALGO_AUTO, COLL_ALGO_RING, COLL_ALGO_PAIRWISE, COLL_ALGO_DIRECT, COLL_NALGOS } coll_algo;
+typedef enum {
+  COLL_ALGO_AUTO,
+  COLL_ALGO_RING,
+  COLL_ALGO_TREE,         /* NCCL's double binary tree across nodes, chains inside */
+  COLL_ALGO_RHD,          /* recursive halving-doubling (MPI style), power-of-two groups */
+  COLL_ALGO_HIERARCHICAL, /* intra-node reduce-scatter, per-rail all-reduce, intra all-gather */
+  COLL_ALGO_NVLS,         /* in-NVSwitch reduction (NVLink SHARP), one node */
+  COLL_ALGO_NVLS_TREE,    /* NVLS inside nodes, pipelined with per-rail exchange across nodes */
+  COLL_ALGO_SHARP,        /* in-network reduction in InfiniBand switches across nodes */
+  COLL_ALGO_PAIRWISE,     /* all-to-all in n-1 rounds of shifted exchanges */
+  COLL_ALGO_DIRECT,       /* every transfer at once (all-to-all, send/recv) */
+  COLL_NALGOS
+} coll_algo;
+
+#define COLL_PROTO_AUTO (-1)
 
 bool coll_algo_parse(const char *name, coll_algo *out, GError **err);
 const char *coll_algo_name(coll_algo a);
+bool coll_proto_parse(const char *name, int *out, GError **err);
+/* Whether `algo` runs on protocol `proto` (in-switch reductions need Simple). */
+bool coll_proto_applies(coll_algo algo, int proto);
+/* Whether `algo` can run `op` on this group of this cluster. */
+bool coll_algo_applies(const hw_cluster *hw, prog_coll op, const int *ranks, int n, coll_algo algo);
 
 typedef struct {
-  int src, dst;    /* global ranks */
-  double bytes;    /* per step */
+  int src, dst;  /* endpoints */
+  double frac;   /* bytes per step = frac x S (absolute bytes for all-to-allv) */
 } coll_xfer;
 
 typedef struct {
+  double alpha, frac, rate; /* a distinct (latency, fraction, fair share) of the phase */
+  cfg_link_class cls;       /* which hop latency applies */
+} coll_kind;
+
+typedef struct {
   int steps;
+  int stages[CFG_NLINKCLASSES]; /* latency stages over intra-node links and over the network */
+  bool pipelined;
   int nxfers;
   coll_xfer *xfers;
-  double extra_latency; /* slept after the transfers: (steps - 1) x the phase's largest latency */
-  int *member_off;      /* CSR: transfers of member m are member_idx[member_off[m] .. off[m+1]) */
+  int nkinds;
+  coll_kind *kinds;
+  double max_alpha, min_rate, max_frac;
+  double class_alpha[CFG_NLINKCLASSES]; /* largest route latency of each class */
+  int *member_off; /* CSR over members: transfers of member m */
   int *member_idx;
 } coll_phase;
 
@@ -38,24 +74,48 @@ typedef struct {
   prog_coll op;
   coll_algo algo;
   int n;
-  int *ranks;       /* group order */
-  double bytes;     /* nccl-tests size */
+  int *ranks;     /* the process group, in order */
+  int nmembers;   /* ranks, then switch endpoints used */
+  int *members;
+  GHashTable *member_of; /* endpoint -> member index + 1 */
   int channels;
   int nphases;
   coll_phase *phases;
-  double overhead;  /* fixed launch cost, slept first */
-  double time;      /* analytic (uncontended) duration */
-  GHashTable *member_of; /* rank -> member index + 1 */
+  bool absolute;  /* fractions are bytes (all-to-allv) */
+} coll_plan;
+
+/* A plan evaluated for one size and protocol. */
+typedef struct {
+  const coll_plan *plan;
+  int proto;
+  double bytes;
+  double time;   /* closed form, uncontended */
+  double base;   /* slept first */
+  double *pre;   /* per phase: slept before the transfers */
+  double *post;  /* per phase: slept after them */
 } coll_schedule;
 
-/* Plans `op` over `ranks` (a process group, in order). `fold` selects folded phases. */
-coll_schedule *coll_schedule_new(const hw_cluster *hw, prog_coll op, const int *ranks, int n,
-                                 double bytes, coll_algo algo, bool fold);
-void coll_schedule_free(coll_schedule *s);
-int coll_member(const coll_schedule *s, int rank);
-/* Bytes on the wire for one transfer of a phase: what the DES sends, as an integer. */
-double coll_wire_bytes(const coll_xfer *x, int steps);
-/* nccl-tests bus-bandwidth factor: busbw = algbw * factor. */
+coll_plan *coll_plan_new(const hw_cluster *hw, prog_coll op, const int *ranks, int n,
+                         coll_algo algo, const double *vbytes, bool fold);
+void coll_plan_free(coll_plan *p);
+int coll_member(const coll_plan *p, int endpoint);
+/* Wire bytes of a transfer: an integer, as SimGrid sends it. */
+double coll_wire_bytes(const coll_plan *p, const coll_phase *ph, const coll_xfer *x, double bytes,
+                       double proto_eff);
+void coll_schedule_eval(const coll_plan *p, const hw_cluster *hw, int proto, double bytes,
+                        coll_schedule *out);
+void coll_schedule_clear(coll_schedule *s);
+
+/* Chooses algorithm and protocol like NCCL's tuner (the fastest by this model among NCCL's
+ * algorithms), caching plans per group. `algo`/`proto` force a choice. */
+typedef struct coll_planner coll_planner;
+coll_planner *coll_planner_new(const hw_cluster *hw, coll_algo algo, int proto, bool fold);
+void coll_planner_free(coll_planner *pl);
+/* `key` identifies the group (and all-to-allv matrix) for caching; NULL on error. */
+const coll_schedule *coll_planner_get(coll_planner *pl, prog_coll op, const int *ranks, int n,
+                                      int key, double bytes, const double *vbytes, GError **err);
+
+/* nccl-tests bus-bandwidth factor: busbw = algbw x factor. */
 double coll_busbw_factor(prog_coll op, int n);
 /* Checks that a group is a valid subset of the cluster (distinct ranks within 0..gpus-1). */
 bool coll_group_check(const hw_cluster *hw, const int *ranks, int n, GError **err);

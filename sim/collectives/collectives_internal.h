@@ -6,15 +6,45 @@
 
 typedef struct {
   const hw_cluster *hw;
-  coll_schedule *s;
+  coll_plan *p;
   bool fold;
-  GArray *phases;   /* coll_phase */
+  GArray *phases;   /* coll_phase (xfers filled at finish) */
   GPtrArray *xfers; /* per phase: GArray of coll_xfer */
 } coll_builder;
 
-coll_phase *coll_add_phase(coll_builder *b, int steps);
-void coll_add_xfer(coll_builder *b, int src, int dst, double bytes);
-/* Fills the builder with the phases of b->s->op under `algo` (AUTO picks). */
-void coll_plan(coll_builder *b, coll_algo algo);
+/* Group structure: members sorted by node. */
+typedef struct {
+  int nnodes;   /* nodes the group spans */
+  int per_node; /* members on each node (0 when uneven) */
+  int *node_start; /* index into sorted[] of each node's first member; [nnodes] = n */
+  int *sorted;  /* ranks sorted by (node, local) */
+} coll_layout;
+
+void coll_layout_of(const hw_cluster *hw, const int *ranks, int n, coll_layout *out);
+void coll_layout_clear(coll_layout *l);
+
+/* A phase of `steps` folded steps with `intra` + `net` latency stages. */
+coll_phase *coll_add_phase(coll_builder *b, int steps, int intra, int net, bool pipelined);
+/* The stages of `n` steps that each wait on the slowest hop of the layout. */
+int coll_net_if(const coll_layout *l, int n);
+int coll_intra_if(const coll_layout *l, int n);
+void coll_add_xfer(coll_builder *b, int src, int dst, double frac);
+/* The member of a node where channel c of `channels` enters (spread evenly, so that channels
+ * use different NICs). */
+int coll_channel_entry(int c, int channels, int members);
+/* The number of ring channels across nodes: one per NIC a node's members can use. */
+int coll_channels(const hw_cluster *hw, const coll_layout *l);
+
+void coll_build_ring(coll_builder *b);
+void coll_build_chain(coll_builder *b, bool towards_root);
+void coll_build_rhd(coll_builder *b);
+void coll_build_hierarchical(coll_builder *b);
+void coll_build_tree(coll_builder *b);
+void coll_build_nvls(coll_builder *b);
+void coll_build_nvls_tree(coll_builder *b);
+void coll_build_sharp(coll_builder *b);
+/* Byte scale of point-to-point transfers (send/recv, all-to-all) within this group. */
+double coll_p2p_scale(const hw_cluster *hw, const int *ranks, int n);
+void coll_build_alltoall(coll_builder *b, bool pairwise, const double *vbytes);
 
 #endif

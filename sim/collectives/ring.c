@@ -1,144 +1,124 @@
-/* Ring-family algorithms (ring all-reduce / all-gather / reduce-scatter, chain broadcast and
- * reduce), pairwise all-to-all and direct send/recv, and the algorithm dispatcher. */
+/* Rings (all-reduce, all-gather, reduce-scatter), pipelined chains (broadcast, reduce),
+ * recursive halving-doubling and the hierarchical two-level all-reduce. */
 #include "collectives/collectives_internal.h"
 
-#include <stdlib.h>
-#include <string.h>
-
-static const char *const coll_algo_names[] = {"auto", "ring", "pairwise", "direct"};
-
-const char *coll_algo_name(coll_algo a)
+/* Ring orders as NCCL builds them across nodes: a node's members are consecutive, and the
+ * channels enter every node at members spread evenly over it, so that they leave each node
+ * through different GPUs (and NICs). rings[c * n + i]. */
+static int coll_ring_orders(const hw_cluster *hw, const coll_layout *l, int n, int **out)
 {
-  return a < COLL_NALGOS ? coll_algo_names[a] : "?";
-}
-
-bool coll_algo_parse(const char *name, coll_algo *out, GError **err)
-{
-  for (int a = 0; a < COLL_NALGOS; a++)
-    if (strcmp(name, coll_algo_names[a]) == 0) {
-      *out = (coll_algo)a;
-      return true;
-    }
-  g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
-              "collectives.algorithm: unknown algorithm '%s' (expected one of auto, ring, "
-              "pairwise, direct)",
-              name);
-  return false;
-}
-
-static int coll_cmp_int(const void *a, const void *b)
-{
-  return *(const int *)a - *(const int *)b;
-}
-
-/* Rings as NCCL builds them across nodes: members of a node are consecutive, and channel c
- * enters every node at its c-th member, so that different channels leave each node through
- * different GPUs (and NICs). Returns the number of channels; rings[c*n + i]. */
-static int coll_rings(const hw_cluster *hw, const int *ranks, int n, int **rings_out)
-{
-  g_autofree int *sorted = g_memdup2(ranks, sizeof(int) * (gsize)n);
-  qsort(sorted, (size_t)n, sizeof(int), coll_cmp_int);
-  /* node boundaries */
-  GArray *starts = g_array_new(FALSE, FALSE, sizeof(int));
-  int maxper = 0;
-  for (int i = 0; i < n; i++)
-    if (i == 0 || hw_node_of(hw, sorted[i]) != hw_node_of(hw, sorted[i - 1]))
-      g_array_append_val(starts, i);
-  int nnodes = (int)starts->len;
-  g_array_append_val(starts, n);
-  for (int k = 0; k < nnodes; k++)
-    maxper = MAX(maxper, g_array_index(starts, int, k + 1) - g_array_index(starts, int, k));
-  int nics = MAX(hw_config(hw)->node.nics_per_node, 1);
-  int channels = nnodes > 1 ? MAX(1, MIN(maxper, nics)) : 1;
+  int channels = coll_channels(hw, l);
   int *rings = g_new(int, (gsize)channels * n);
   for (int c = 0; c < channels; c++) {
     int pos = 0;
-    for (int k = 0; k < nnodes; k++) {
-      int a = g_array_index(starts, int, k), g = g_array_index(starts, int, k + 1) - a;
+    for (int k = 0; k < l->nnodes; k++) {
+      int a = l->node_start[k], g = l->node_start[k + 1] - a;
       for (int j = 0; j < g; j++)
-        rings[c * n + pos++] = sorted[a + (c + j) % g];
+        rings[c * n + pos++] = l->sorted[a + (coll_channel_entry(c, channels, g) + j) % g];
     }
   }
-  g_array_free(starts, TRUE);
-  *rings_out = rings;
+  *out = rings;
   return channels;
 }
 
-/* `nsteps` ring steps, each moving `chunk` bytes per channel from every member to the next. */
-static void coll_ring_steps(coll_builder *b, int nsteps, double chunk_total)
+/* `nsteps` ring steps, each moving 1/n of the buffer (split over the channels) to the next. */
+static void coll_ring_steps(coll_builder *b, const coll_layout *l, const int *rings, int channels,
+                            int n, int nsteps)
 {
-  int n = b->s->n;
-  g_autofree int *rings = NULL;
-  int channels = coll_rings(b->hw, b->s->ranks, n, &rings);
-  b->s->channels = channels;
-  double chunk = chunk_total / channels;
   int phases = b->fold ? 1 : nsteps;
   for (int p = 0; p < phases; p++) {
-    coll_add_phase(b, b->fold ? nsteps : 1);
+    int steps = b->fold ? nsteps : 1;
+    coll_add_phase(b, steps, coll_intra_if(l, steps), coll_net_if(l, steps), b->fold);
     for (int c = 0; c < channels; c++)
       for (int i = 0; i < n; i++)
-        coll_add_xfer(b, rings[c * n + i], rings[c * n + (i + 1) % n], chunk);
+        coll_add_xfer(b, rings[c * n + i], rings[c * n + (i + 1) % n], 1.0 / (n * channels));
   }
 }
 
-/* A pipelined chain from the group's first member (broadcast) or towards it (reduce). The
- * message crosses every hop once, and each extra hop adds one latency. */
-static void coll_chain(coll_builder *b, bool towards_root)
+void coll_build_ring(coll_builder *b)
 {
-  int n = b->s->n;
-  int hops = n - 1;
-  coll_add_phase(b, hops);
-  for (int i = 0; i < hops; i++) {
-    int a = b->s->ranks[i], z = b->s->ranks[i + 1];
-    if (towards_root)
-      coll_add_xfer(b, z, a, b->s->bytes / hops);
-    else
-      coll_add_xfer(b, a, z, b->s->bytes / hops);
-  }
+  coll_plan *p = b->p;
+  coll_layout l;
+  coll_layout_of(b->hw, p->ranks, p->n, &l);
+  int *rings = NULL;
+  p->channels = coll_ring_orders(b->hw, &l, p->n, &rings);
+  int steps = p->op == PROG_COLL_ALLREDUCE ? 2 * (p->n - 1) : p->n - 1;
+  coll_ring_steps(b, &l, rings, p->channels, p->n, steps);
+  g_free(rings);
+  coll_layout_clear(&l);
 }
 
-/* Pairwise exchange: in step k every member sends its block to member (i + k) mod n. */
-static void coll_pairwise(coll_builder *b)
+void coll_build_chain(coll_builder *b, bool towards_root)
 {
-  int n = b->s->n;
-  double block = b->s->bytes / n;
-  for (int k = 1; k < n; k++) {
-    coll_add_phase(b, 1);
+  coll_plan *p = b->p;
+  int n = p->n, root = p->ranks[0];
+  coll_layout l;
+  coll_layout_of(b->hw, p->ranks, n, &l);
+  int *rings = NULL;
+  p->channels = coll_ring_orders(b->hw, &l, n, &rings);
+  /* the whole buffer crosses every hop once, cut into chunks that follow each other */
+  coll_add_phase(b, 1, n - l.nnodes, l.nnodes - 1, true);
+  for (int c = 0; c < p->channels; c++) {
+    int at = 0;
+    while (rings[c * n + at] != root)
+      at++;
+    for (int h = 0; h < n - 1; h++) {
+      int a = rings[c * n + (at + h) % n], z = rings[c * n + (at + h + 1) % n];
+      if (towards_root)
+        coll_add_xfer(b, z, a, 1.0 / p->channels);
+      else
+        coll_add_xfer(b, a, z, 1.0 / p->channels);
+    }
+  }
+  g_free(rings);
+  coll_layout_clear(&l);
+}
+
+void coll_build_rhd(coll_builder *b)
+{
+  coll_plan *p = b->p;
+  int n = p->n;
+  coll_layout l;
+  coll_layout_of(b->hw, p->ranks, n, &l);
+  /* recursive halving: exchange half of what is left with the partner at distance n/2, n/4 ... */
+  for (int d = n / 2; d >= 1; d /= 2) {
+    bool net = hw_node_of(b->hw, l.sorted[0]) != hw_node_of(b->hw, l.sorted[d]);
+    coll_add_phase(b, 1, !net, net, false);
     for (int i = 0; i < n; i++)
-      coll_add_xfer(b, b->s->ranks[i], b->s->ranks[(i + k) % n], block);
+      coll_add_xfer(b, l.sorted[i], l.sorted[i ^ d], (double)d / n);
   }
+  /* recursive doubling gathers it back in the reverse order */
+  for (int d = 1; d < n; d *= 2) {
+    bool net = hw_node_of(b->hw, l.sorted[0]) != hw_node_of(b->hw, l.sorted[d]);
+    coll_add_phase(b, 1, !net, net, false);
+    for (int i = 0; i < n; i++)
+      coll_add_xfer(b, l.sorted[i], l.sorted[i ^ d], (double)d / n);
+  }
+  coll_layout_clear(&l);
 }
 
-void coll_plan(coll_builder *b, coll_algo algo)
+/* One ring per node over its members (all nodes at once). */
+static void coll_intra_rings(coll_builder *b, const coll_layout *l, int g)
 {
-  coll_schedule *s = b->s;
-  int n = s->n;
-  switch (s->op) {
-  case PROG_COLL_ALLREDUCE:
-    s->algo = COLL_ALGO_RING;
-    coll_ring_steps(b, 2 * (n - 1), s->bytes / n);
-    break;
-  case PROG_COLL_ALLGATHER:
-  case PROG_COLL_REDUCESCATTER:
-    s->algo = COLL_ALGO_RING;
-    coll_ring_steps(b, n - 1, s->bytes / n);
-    break;
-  case PROG_COLL_BROADCAST:
-  case PROG_COLL_REDUCE:
-    s->algo = COLL_ALGO_RING;
-    coll_chain(b, s->op == PROG_COLL_REDUCE);
-    break;
-  case PROG_COLL_ALLTOALL:
-    s->algo = COLL_ALGO_PAIRWISE;
-    coll_pairwise(b);
-    break;
-  case PROG_COLL_SENDRECV:
-    s->algo = COLL_ALGO_DIRECT;
-    coll_add_phase(b, 1);
-    coll_add_xfer(b, s->ranks[0], s->ranks[1], s->bytes);
-    break;
-  case PROG_NCOLLS:
-    break;
-  }
-  (void)algo;
+  coll_add_phase(b, g - 1, g - 1, 0, false);
+  for (int k = 0; k < l->nnodes; k++)
+    for (int j = 0; j < g; j++)
+      coll_add_xfer(b, l->sorted[l->node_start[k] + j], l->sorted[l->node_start[k] + (j + 1) % g],
+                    1.0 / g);
+}
+
+void coll_build_hierarchical(coll_builder *b)
+{
+  coll_layout l;
+  coll_layout_of(b->hw, b->p->ranks, b->p->n, &l);
+  int g = l.per_node, N = l.nnodes;
+  coll_intra_rings(b, &l, g); /* reduce-scatter inside nodes */
+  coll_add_phase(b, 2 * (N - 1), 0, 2 * (N - 1), false);
+  for (int j = 0; j < g; j++) /* all-reduce of each 1/g shard along its rail */
+    for (int k = 0; k < N; k++)
+      coll_add_xfer(b, l.sorted[l.node_start[k] + j], l.sorted[l.node_start[(k + 1) % N] + j],
+                    1.0 / ((double)g * N));
+  coll_intra_rings(b, &l, g); /* all-gather inside nodes */
+  b->p->channels = g;
+  coll_layout_clear(&l);
 }

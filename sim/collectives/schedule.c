@@ -1,138 +1,292 @@
-/* Schedules: building phases, their analytic cost, and the member index for the DES. */
-#include "collectives/collectives.h"
+/* Evaluating a plan at a size and protocol, and choosing the fastest like NCCL's tuner. */
 #include "collectives/collectives_internal.h"
 
 #include <math.h>
 #include <string.h>
 
-double coll_wire_bytes(const coll_xfer *x, int steps)
+static const char *const coll_algo_names[] = {"auto", "ring", "tree", "rhd", "hierarchical",
+                                              "nvls", "nvls-tree", "sharp", "pairwise", "direct"};
+
+const char *coll_algo_name(coll_algo a)
 {
-  /* SimGrid message sizes are integers: the closed form uses the same truncated size. */
-  return floor(x->bytes * steps);
+  return a < COLL_NALGOS ? coll_algo_names[a] : "?";
 }
 
-coll_phase *coll_add_phase(coll_builder *b, int steps)
+bool coll_algo_parse(const char *name, coll_algo *out, GError **err)
 {
-  coll_phase ph = {.steps = steps};
-  g_array_append_val(b->phases, ph);
-  GArray *x = g_array_new(FALSE, FALSE, sizeof(coll_xfer));
-  g_ptr_array_add(b->xfers, x);
-  return &g_array_index(b->phases, coll_phase, b->phases->len - 1);
-}
-
-void coll_add_xfer(coll_builder *b, int src, int dst, double bytes)
-{
-  coll_xfer x = {.src = src, .dst = dst, .bytes = bytes};
-  g_array_append_val(g_ptr_array_index(b->xfers, b->xfers->len - 1), x);
-}
-
-/* Uncontended phase time with the phase's own flows sharing links fairly:
- * max over transfers of (latency + bytes / fair share) + (steps - 1) x max latency. */
-static double coll_phase_time(const hw_cluster *hw, coll_phase *ph, int *load)
-{
-  hw_route r;
-  double worst = 0, max_lat = 0;
-  for (int i = 0; i < ph->nxfers; i++) {
-    hw_route_get(hw, ph->xfers[i].src, ph->xfers[i].dst, &r);
-    for (int h = 0; h < r.nhops; h++)
-      load[r.hops[h]]++;
-  }
-  for (int i = 0; i < ph->nxfers; i++) {
-    const coll_xfer *x = &ph->xfers[i];
-    hw_route_get(hw, x->src, x->dst, &r);
-    double rate = INFINITY;
-    for (int h = 0; h < r.nhops; h++) {
-      const hw_link *l = hw_link_get(hw, HW_HOP_LINK(r.hops[h]));
-      double share = l->policy == HW_LINK_FATPIPE ? l->bandwidth : l->bandwidth / load[r.hops[h]];
-      rate = MIN(rate, share);
+  for (int a = 0; a < COLL_NALGOS; a++)
+    if (strcmp(name, coll_algo_names[a]) == 0) {
+      *out = (coll_algo)a;
+      return true;
     }
-    double wire = coll_wire_bytes(x, ph->steps);
-    double t = r.latency + (wire > 0 && isfinite(rate) ? wire / rate : 0);
-    worst = MAX(worst, t);
-    max_lat = MAX(max_lat, r.latency);
-  }
-  for (int i = 0; i < ph->nxfers; i++) {
-    hw_route_get(hw, ph->xfers[i].src, ph->xfers[i].dst, &r);
-    for (int h = 0; h < r.nhops; h++)
-      load[r.hops[h]] = 0;
-  }
-  ph->extra_latency = (ph->steps - 1) * max_lat;
-  return worst + ph->extra_latency;
+  g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+              "collectives.algorithm: unknown algorithm '%s' (expected auto, ring, tree, rhd, "
+              "hierarchical, nvls, nvls-tree, sharp, pairwise or direct)",
+              name);
+  return false;
 }
 
-static void coll_index_members(coll_schedule *s, coll_phase *ph)
+bool coll_proto_parse(const char *name, int *out, GError **err)
 {
-  ph->member_off = g_new0(int, s->n + 1);
-  for (int i = 0; i < ph->nxfers; i++) {
-    ph->member_off[coll_member(s, ph->xfers[i].src) + 1]++;
-    if (ph->xfers[i].dst != ph->xfers[i].src)
-      ph->member_off[coll_member(s, ph->xfers[i].dst) + 1]++;
+  const char *names[] = {"ll", "ll128", "simple"};
+  if (strcmp(name, "auto") == 0) {
+    *out = COLL_PROTO_AUTO;
+    return true;
   }
-  for (int m = 0; m < s->n; m++)
-    ph->member_off[m + 1] += ph->member_off[m];
-  ph->member_idx = g_new(int, MAX(ph->member_off[s->n], 1));
-  g_autofree int *fill = g_memdup2(ph->member_off, sizeof(int) * (gsize)s->n);
-  for (int i = 0; i < ph->nxfers; i++) {
-    ph->member_idx[fill[coll_member(s, ph->xfers[i].src)]++] = i;
-    if (ph->xfers[i].dst != ph->xfers[i].src)
-      ph->member_idx[fill[coll_member(s, ph->xfers[i].dst)]++] = i;
-  }
+  for (int p = 0; p < CFG_NPROTOS; p++)
+    if (strcmp(name, names[p]) == 0) {
+      *out = p;
+      return true;
+    }
+  g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+              "collectives.protocol: unknown protocol '%s' (expected auto, ll, ll128 or simple)", name);
+  return false;
 }
 
-int coll_member(const coll_schedule *s, int rank)
+static bool coll_is_pow2(int n)
 {
-  return GPOINTER_TO_INT(g_hash_table_lookup(s->member_of, GINT_TO_POINTER(rank))) - 1;
+  return n > 0 && (n & (n - 1)) == 0;
 }
 
-coll_schedule *coll_schedule_new(const hw_cluster *hw, prog_coll op, const int *ranks, int n,
-                                 double bytes, coll_algo algo, bool fold)
+bool coll_algo_applies(const hw_cluster *hw, prog_coll op, const int *ranks, int n, coll_algo algo)
 {
-  coll_schedule *s = g_new0(coll_schedule, 1);
-  s->op = op;
-  s->n = n;
-  s->ranks = g_memdup2(ranks, sizeof(int) * (gsize)n);
-  s->bytes = bytes;
-  s->member_of = g_hash_table_new(g_direct_hash, g_direct_equal);
-  for (int i = 0; i < n; i++)
-    g_hash_table_insert(s->member_of, GINT_TO_POINTER(ranks[i]), GINT_TO_POINTER(i + 1));
-  s->channels = 1;
-  if (n <= 1 || (op != PROG_COLL_SENDRECV && bytes <= 0)) {
-    s->algo = algo == COLL_ALGO_AUTO ? COLL_ALGO_RING : algo;
-    return s; /* nothing moves: zero time */
+  const cfg_cluster *c = hw_config(hw);
+  coll_layout l;
+  coll_layout_of(hw, ranks, n, &l);
+  int nodes = l.nnodes, per = l.per_node;
+  coll_layout_clear(&l);
+  bool nvswitch = c->node.intra.kind == CFG_INTRA_NVSWITCH && c->node.intra.nvls;
+  bool reduce = op == PROG_COLL_ALLREDUCE;
+  switch (algo) {
+  case COLL_ALGO_RING:
+    return op != PROG_COLL_ALLTOALL && op != PROG_COLL_SENDRECV;
+  case COLL_ALGO_TREE:
+    return reduce && nodes > 1;
+  case COLL_ALGO_RHD:
+    return reduce && coll_is_pow2(n);
+  case COLL_ALGO_HIERARCHICAL:
+    return reduce && nodes > 1 && per > 1;
+  case COLL_ALGO_NVLS:
+    return reduce && nodes == 1 && nvswitch;
+  case COLL_ALGO_NVLS_TREE:
+    return reduce && nodes > 1 && per > 1 && nvswitch;
+  case COLL_ALGO_SHARP:
+    return reduce && nodes > 1 && per > 0 && c->network.sharp;
+  case COLL_ALGO_PAIRWISE:
+    return op == PROG_COLL_ALLTOALL;
+  case COLL_ALGO_DIRECT:
+    return op == PROG_COLL_ALLTOALL || op == PROG_COLL_SENDRECV;
+  case COLL_ALGO_AUTO:
+    return true;
+  case COLL_NALGOS:
+    break;
   }
-  coll_builder b = {.hw = hw, .s = s, .fold = fold,
-                    .phases = g_array_new(FALSE, FALSE, sizeof(coll_phase)),
-                    .xfers = g_ptr_array_new()};
-  coll_plan(&b, algo);
-  s->nphases = (int)b.phases->len;
-  s->phases = (coll_phase *)g_array_free(b.phases, FALSE);
-  g_autofree int *load = g_new0(int, 2 * (gsize)hw_nlinks(hw));
-  s->overhead = hw_efficiency(hw)->comm_overhead;
-  s->time = s->overhead;
-  for (int i = 0; i < s->nphases; i++) {
-    GArray *x = g_ptr_array_index(b.xfers, i);
-    s->phases[i].nxfers = (int)x->len;
-    s->phases[i].xfers = (coll_xfer *)g_array_free(x, FALSE);
-    s->time += coll_phase_time(hw, &s->phases[i], load);
-    coll_index_members(s, &s->phases[i]);
-  }
-  g_ptr_array_free(b.xfers, TRUE);
-  return s;
+  return false;
 }
 
-void coll_schedule_free(coll_schedule *s)
+bool coll_proto_applies(coll_algo algo, int proto)
 {
-  if (!s)
-    return;
-  for (int i = 0; i < s->nphases; i++) {
-    g_free(s->phases[i].xfers);
-    g_free(s->phases[i].member_off);
-    g_free(s->phases[i].member_idx);
+  /* In-switch reductions (NVLS, SHARP) run on the Simple protocol only, as in NCCL. */
+  bool in_switch = algo == COLL_ALGO_NVLS || algo == COLL_ALGO_NVLS_TREE || algo == COLL_ALGO_SHARP;
+  return !in_switch || proto == CFG_PROTO_SIMPLE;
+}
+
+double coll_wire_bytes(const coll_plan *p, const coll_phase *ph, const coll_xfer *x, double bytes,
+                       double proto_eff)
+{
+  double size = p->absolute ? 1.0 : bytes;
+  /* SimGrid message sizes are integers: the closed form uses the same truncated size. */
+  return floor(ph->steps * x->frac * size / proto_eff);
+}
+
+void coll_schedule_eval(const coll_plan *p, const hw_cluster *hw, int proto, double bytes,
+                        coll_schedule *out)
+{
+  const cfg_nccl *nc = &hw_config(hw)->nccl;
+  double eff = nc->protocol_efficiency[proto];
+  double size = p->absolute ? 1.0 : bytes;
+  memset(out, 0, sizeof *out);
+  out->plan = p;
+  out->proto = proto;
+  out->bytes = bytes;
+  out->pre = g_new0(double, MAX(p->nphases, 1));
+  out->post = g_new0(double, MAX(p->nphases, 1));
+  if (p->nphases == 0)
+    return; /* one GPU, or nothing to move: no time at all */
+  out->base = nc->base_latency[proto];
+  double t = out->base;
+  for (int i = 0; i < p->nphases; i++) {
+    const coll_phase *ph = &p->phases[i];
+    double bulk = 0, lat = 0;
+    int stages = 0;
+    for (int k = 0; k < ph->nkinds; k++) {
+      const coll_kind *kd = &ph->kinds[k];
+      double wire = floor(ph->steps * kd->frac * size / eff);
+      bulk = MAX(bulk, wire > 0 ? wire / kd->rate : 0);
+    }
+    for (int c = 0; c < CFG_NLINKCLASSES; c++) {
+      lat += ph->stages[c] * (ph->class_alpha[c] + nc->hop_latency[c][proto]);
+      stages += ph->stages[c];
+    }
+    out->pre[i] = lat; /* the platform's links carry no latency: it is paid here */
+    out->post[i] = ph->pipelined ? (stages - 1) * MIN(nc->chunk[proto], ph->max_frac * size / eff) /
+                                       ph->min_rate
+                                 : 0;
+    t += out->pre[i] + bulk + out->post[i];
   }
-  g_free(s->phases);
-  g_free(s->ranks);
-  g_hash_table_destroy(s->member_of);
+  out->time = t;
+}
+
+void coll_schedule_clear(coll_schedule *s)
+{
+  g_free(s->pre);
+  g_free(s->post);
+  s->pre = s->post = NULL;
+}
+
+/* ---- the planner -------------------------------------------------------------------------- */
+
+struct coll_planner {
+  const hw_cluster *hw;
+  coll_algo algo;
+  int proto;
+  bool fold;
+  GHashTable *plans;     /* (key, op) -> GPtrArray of candidate plans */
+  GHashTable *schedules; /* (key, op, bytes) -> coll_schedule */
+};
+
+typedef struct {
+  int key;
+  int op;
+  double bytes;
+} coll_cache_key;
+
+static guint coll_key_hash(gconstpointer k)
+{
+  const coll_cache_key *x = k;
+  guint64 bits;
+  memcpy(&bits, &x->bytes, sizeof bits);
+  return (guint)x->key * 2654435761u ^ (guint)x->op * 40503u ^ (guint)(bits ^ (bits >> 29));
+}
+
+static gboolean coll_key_equal(gconstpointer a, gconstpointer b)
+{
+  const coll_cache_key *x = a, *y = b;
+  return x->key == y->key && x->op == y->op && x->bytes == y->bytes;
+}
+
+static void coll_plans_free(gpointer a)
+{
+  GPtrArray *plans = a;
+  for (guint i = 0; i < plans->len; i++)
+    coll_plan_free(g_ptr_array_index(plans, i));
+  g_ptr_array_free(plans, TRUE);
+}
+
+static void coll_schedule_free(gpointer s)
+{
+  coll_schedule_clear(s);
   g_free(s);
+}
+
+coll_planner *coll_planner_new(const hw_cluster *hw, coll_algo algo, int proto, bool fold)
+{
+  coll_planner *pl = g_new0(coll_planner, 1);
+  pl->hw = hw;
+  pl->algo = algo;
+  pl->proto = proto;
+  pl->fold = fold;
+  pl->plans = g_hash_table_new_full(coll_key_hash, coll_key_equal, g_free, coll_plans_free);
+  pl->schedules = g_hash_table_new_full(coll_key_hash, coll_key_equal, g_free, coll_schedule_free);
+  return pl;
+}
+
+void coll_planner_free(coll_planner *pl)
+{
+  if (!pl)
+    return;
+  g_hash_table_destroy(pl->schedules);
+  g_hash_table_destroy(pl->plans);
+  g_free(pl);
+}
+
+/* NCCL's algorithms for an op, in the order its tuner prefers on ties. */
+static int coll_auto_candidates(prog_coll op, int n, coll_algo *out)
+{
+  switch (op) {
+  case PROG_COLL_ALLREDUCE:
+    out[0] = COLL_ALGO_NVLS, out[1] = COLL_ALGO_NVLS_TREE, out[2] = COLL_ALGO_SHARP;
+    out[3] = COLL_ALGO_RING, out[4] = COLL_ALGO_TREE;
+    return 5;
+  case PROG_COLL_ALLTOALL:
+    out[0] = n <= 256 ? COLL_ALGO_DIRECT : COLL_ALGO_PAIRWISE;
+    return 1;
+  case PROG_COLL_SENDRECV:
+    out[0] = COLL_ALGO_DIRECT;
+    return 1;
+  default:
+    out[0] = COLL_ALGO_RING;
+    return 1;
+  }
+}
+
+static GPtrArray *coll_candidates(coll_planner *pl, prog_coll op, const int *ranks, int n, int key,
+                                  const double *vbytes, GError **err)
+{
+  coll_cache_key k = {.key = key, .op = op, .bytes = 0};
+  GPtrArray *plans = g_hash_table_lookup(pl->plans, &k);
+  if (plans)
+    return plans;
+  coll_algo algos[8];
+  int na = 0;
+  if (pl->algo != COLL_ALGO_AUTO && coll_algo_applies(pl->hw, op, ranks, n, pl->algo))
+    algos[na++] = pl->algo;
+  else
+    na = coll_auto_candidates(op, n, algos);
+  plans = g_ptr_array_new();
+  for (int i = 0; i < na; i++)
+    if (coll_algo_applies(pl->hw, op, ranks, n, algos[i]))
+      g_ptr_array_add(plans, coll_plan_new(pl->hw, op, ranks, n, algos[i], vbytes, pl->fold));
+  if (plans->len == 0) {
+    g_ptr_array_free(plans, TRUE);
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "no algorithm can run %s on this group",
+                prog_coll_name(op));
+    return NULL;
+  }
+  g_hash_table_insert(pl->plans, g_memdup2(&k, sizeof k), plans);
+  return plans;
+}
+
+const coll_schedule *coll_planner_get(coll_planner *pl, prog_coll op, const int *ranks, int n,
+                                      int key, double bytes, const double *vbytes, GError **err)
+{
+  coll_cache_key k = {.key = key, .op = op, .bytes = bytes};
+  coll_schedule *best = g_hash_table_lookup(pl->schedules, &k);
+  if (best)
+    return best;
+  GPtrArray *plans = coll_candidates(pl, op, ranks, n, key, vbytes, err);
+  if (!plans)
+    return NULL;
+  best = g_new0(coll_schedule, 1);
+  best->time = INFINITY;
+  best->pre = best->post = NULL;
+  for (guint i = 0; i < plans->len; i++)
+    for (int proto = 0; proto < CFG_NPROTOS; proto++) {
+      const coll_plan *plan = g_ptr_array_index(plans, i);
+      if ((pl->proto != COLL_PROTO_AUTO && proto != pl->proto) ||
+          (pl->proto == COLL_PROTO_AUTO && !coll_proto_applies(plan->algo, proto)))
+        continue;
+      coll_schedule s;
+      coll_schedule_eval(g_ptr_array_index(plans, i), pl->hw, proto, bytes, &s);
+      if (s.time < best->time) {
+        coll_schedule_clear(best);
+        *best = s;
+      } else {
+        coll_schedule_clear(&s);
+      }
+    }
+  g_hash_table_insert(pl->schedules, g_memdup2(&k, sizeof k), best);
+  return best;
 }
 
 double coll_busbw_factor(prog_coll op, int n)

@@ -70,6 +70,25 @@ typedef struct {
   char *source;                           /* where the numbers come from */
 } cfg_efficiency;
 
+/* ---- NCCL behaviour (fitted from nccl-tests tables; `dlsim calibrate --nccl`) --------------- */
+
+typedef enum { CFG_PROTO_LL, CFG_PROTO_LL128, CFG_PROTO_SIMPLE, CFG_NPROTOS } cfg_proto;
+typedef enum { CFG_LINK_INTRA, CFG_LINK_NETWORK, CFG_NLINKCLASSES } cfg_link_class;
+const char *cfg_proto_name(cfg_proto p);
+
+typedef struct {
+  double link_efficiency[CFG_NLINKCLASSES];  /* fraction of a link's bandwidth NCCL reaches */
+  double nvls_efficiency;                    /* the same for NVLink SHARP (in-switch) traffic */
+  double p2p_efficiency;                     /* ... for send/recv (and all-to-all), which NCCL
+                                                runs on fewer channels per peer than rings */
+  double base_latency[CFG_NPROTOS];          /* per collective: launch and set-up */
+  double hop_latency[CFG_NLINKCLASSES][CFG_NPROTOS]; /* per step over a link class */
+  double chunk[CFG_NPROTOS];                 /* pipeline chunk per channel (fill of pipelines) */
+  double protocol_efficiency[CFG_NPROTOS];   /* payload / wire bytes (LL 1/2, LL128 120/128) */
+  int max_channels;                          /* rings / trees used at once across nodes */
+  char *source;
+} cfg_nccl;
+
 /* ---- cluster ------------------------------------------------------------------------------ */
 
 typedef struct {
@@ -85,6 +104,7 @@ typedef struct {
   cfg_intra_kind kind;
   double bandwidth; /* per GPU, per direction, bytes/s */
   double latency;   /* seconds, GPU to GPU */
+  int nvls;         /* 0/1: the NVSwitch reduces in the switch (NVLink SHARP, H100 and later) */
 } cfg_intra;
 
 typedef struct {
@@ -108,6 +128,7 @@ typedef struct {
   double nic_bandwidth; /* per NIC, per direction, bytes/s */
   cfg_tier *tiers;
   int ntiers;
+  int sharp;            /* 0/1: the switches reduce in the network (InfiniBand SHARP) */
 } cfg_network;
 
 typedef struct {
@@ -115,6 +136,7 @@ typedef struct {
   cfg_gpu gpu;
   cfg_node_spec node;
   cfg_network network;
+  cfg_nccl nccl;  /* defaults <- gpu.calibration file's nccl <- inline nccl */
   cfg_doc *doc; /* for error positions in later cross-checks */
 } cfg_cluster;
 
@@ -173,6 +195,7 @@ typedef struct {
 
 typedef struct {
   char *algorithm; /* "auto" or an algorithm name understood by the collectives module */
+  char *protocol;  /* "auto", "ll", "ll128" or "simple" */
 } cfg_collectives;
 
 typedef struct {
@@ -202,6 +225,9 @@ const char *cfg_data_dir(void);
  * owns each path, then decodes and validates both. */
 bool cfg_load(const char *cluster_path, const char *workload_path, const cfg_override *sets,
               size_t nsets, cfg_cluster **cluster, cfg_workload **workload, GError **err);
+/* cfg_load with overrides given as "key=value" strings (NULL-terminated, or NULL). */
+bool cfg_load_with(const char *cluster_path, const char *workload_path, char *const *sets,
+                   cfg_cluster **cluster, cfg_workload **workload, GError **err);
 /* Parses "a.b.c=value" into an override. */
 bool cfg_override_parse(const char *text, cfg_override *out, GError **err);
 void cfg_override_clear(cfg_override *o);
@@ -222,6 +248,13 @@ typedef struct {
   char *metric;         /* a key of `dlsim run --json` such as samples_per_s */
   double measured;
   double tolerance;     /* a check passes when |error| <= tolerance */
+  /* a table of collective times (nccl-tests) instead of one number */
+  char *table;          /* resolved path of a CSV */
+  char *op;
+  int gpus, group_size;
+  char *size_column, *time_column, *time_unit;
+  char **filter;        /* "column=value" */
+  double tolerance_small; /* for sizes < 64 KiB */
 } cfg_case;
 
 bool cfg_case_load(const char *path, cfg_case *out, GError **err);

@@ -86,6 +86,8 @@ extern const cfg_schema cfg_schema_cluster;
 extern const cfg_schema cfg_schema_workload;
 extern const cfg_schema cfg_schema_model;
 extern const cfg_schema cfg_schema_efficiency;
+extern const cfg_schema cfg_schema_nccl;
+void cfg_nccl_init(void *p);
 extern const cfg_schema cfg_schema_case;
 extern const char *const cfg_dtype_names[];
 
@@ -104,10 +106,14 @@ typedef struct {
   char *gpu;
   char *notes;
   cfg_efficiency efficiency;
+  cfg_nccl nccl;
 } cfg_calibration;
 extern const cfg_schema cfg_schema_calibration;
 
-bool cfg_efficiency_load(const char *path, cfg_efficiency *eff, GError **err);
+bool cfg_calibration_load(const char *path, cfg_calibration *cal, GError **err);
+void cfg_calibration_clear(cfg_calibration *cal);
 void cfg_efficiency_defaults(cfg_efficiency *eff);
+void cfg_nccl_defaults(cfg_nccl *n);
+void cfg_nccl_merge(cfg_nccl *dst, const cfg_nccl *src);
 
 #endif

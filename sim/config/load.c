@@ -209,6 +209,52 @@ void cfg_efficiency_defaults(cfg_efficiency *e)
     e->source = g_strdup("dlsim defaults (not calibrated)");
 }
 
+void cfg_nccl_defaults(cfg_nccl *n)
+{
+  /* Priors of the order of NCCL's own performance model: protocols LL < LL128 < Simple in
+   * latency per step, network steps several times NVLink ones; link efficiencies as NVIDIA
+   * states them (about 370 of 450 GB/s on NVLink4 for rings, 46-48 of 50 GB/s on NDR, about 480
+   * GB/s bus bandwidth for NVLS all-reduce on 8 H100). Presets replace them with fits
+   * (configs/calibration), which start from and are held near these values. */
+  static const double base[CFG_NPROTOS] = {6e-6, 14e-6, 8e-6};
+  static const double hop[CFG_NLINKCLASSES][CFG_NPROTOS] = {{0.2e-6, 0.6e-6, 2.5e-6},
+                                                            {2e-6, 3.5e-6, 12e-6}};
+  static const double chunk[CFG_NPROTOS] = {16384, 131072, 524288};
+  static const double proto[CFG_NPROTOS] = {0.5, 120.0 / 128.0, 1.0};
+  CFG_DEFAULT_QTY(n->link_efficiency[CFG_LINK_INTRA], 0.82);
+  CFG_DEFAULT_QTY(n->link_efficiency[CFG_LINK_NETWORK], 0.95);
+  CFG_DEFAULT_QTY(n->nvls_efficiency, 0.69);
+  CFG_DEFAULT_QTY(n->p2p_efficiency, 0.66); /* fitted: nccl-a100-8gpu-sendrecv */
+  for (int p = 0; p < CFG_NPROTOS; p++) {
+    CFG_DEFAULT_QTY(n->base_latency[p], base[p]);
+    for (int c = 0; c < CFG_NLINKCLASSES; c++)
+      CFG_DEFAULT_QTY(n->hop_latency[c][p], hop[c][p]);
+    CFG_DEFAULT_QTY(n->chunk[p], chunk[p]);
+    CFG_DEFAULT_QTY(n->protocol_efficiency[p], proto[p]);
+  }
+  CFG_DEFAULT_INT(n->max_channels, 16);
+  if (!n->source)
+    n->source = g_strdup("dlsim defaults (not calibrated)");
+}
+
+void cfg_nccl_merge(cfg_nccl *dst, const cfg_nccl *src)
+{
+  for (int c = 0; c < CFG_NLINKCLASSES; c++)
+    CFG_DEFAULT_QTY(dst->link_efficiency[c], src->link_efficiency[c]);
+  CFG_DEFAULT_QTY(dst->nvls_efficiency, src->nvls_efficiency);
+  CFG_DEFAULT_QTY(dst->p2p_efficiency, src->p2p_efficiency);
+  for (int p = 0; p < CFG_NPROTOS; p++) {
+    CFG_DEFAULT_QTY(dst->base_latency[p], src->base_latency[p]);
+    for (int c = 0; c < CFG_NLINKCLASSES; c++)
+      CFG_DEFAULT_QTY(dst->hop_latency[c][p], src->hop_latency[c][p]);
+    CFG_DEFAULT_QTY(dst->chunk[p], src->chunk[p]);
+    CFG_DEFAULT_QTY(dst->protocol_efficiency[p], src->protocol_efficiency[p]);
+  }
+  CFG_DEFAULT_INT(dst->max_channels, src->max_channels);
+  if (!dst->source && src->source)
+    dst->source = g_strdup(src->source);
+}
+
 /* Fills the unset values of `dst` from `src`. */
 static void cfg_efficiency_merge(cfg_efficiency *dst, const cfg_efficiency *src)
 {
@@ -239,22 +285,39 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
   if (!any_flops)
     return cfg_fail(err, d, "gpu",
                     "gpu: missing required key 'flops' (for example {bf16: 989TFLOPS})");
+  g_autofree char *cal_base = c->gpu.calibration ? g_path_get_basename(c->gpu.calibration) : NULL;
+  if (cal_base && strcmp(cal_base, "none") == 0)
+    g_clear_pointer(&c->gpu.calibration, g_free); /* `calibration: none` drops the preset's */
   if (c->gpu.calibration) {
-    cfg_efficiency file;
-    cfg_schema_efficiency.init(&file);
+    cfg_calibration file;
     GError *inner = NULL;
-    if (!cfg_efficiency_load(c->gpu.calibration, &file, &inner)) {
+    if (!cfg_calibration_load(c->gpu.calibration, &file, &inner)) {
       g_autofree char *where = cfg_doc_where(d, "gpu.calibration");
       g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s: gpu.calibration: %s", where,
                   inner->message);
       g_error_free(inner);
-      g_free(file.source);
       return false;
     }
-    cfg_efficiency_merge(&c->gpu.efficiency, &file);
-    g_free(file.source);
+    cfg_efficiency_merge(&c->gpu.efficiency, &file.efficiency);
+    cfg_nccl_merge(&c->nccl, &file.nccl);
+    cfg_calibration_clear(&file);
   }
   cfg_efficiency_defaults(&c->gpu.efficiency);
+  cfg_nccl_defaults(&c->nccl);
+  for (int k = 0; k < CFG_NKCLASSES; k++)
+    if (c->gpu.efficiency.flops_efficiency[k] <= 0)
+      return cfg_fail(err, d, "gpu.efficiency", "gpu.efficiency.flops.%s: must be > 0",
+                      cfg_kernel_class_name((cfg_kernel_class)k));
+  if (c->gpu.efficiency.memory_efficiency <= 0)
+    return cfg_fail(err, d, "gpu.efficiency", "gpu.efficiency.memory: must be > 0");
+  for (int k = 0; k < CFG_NLINKCLASSES; k++)
+    if (c->nccl.link_efficiency[k] <= 0)
+      return cfg_fail(err, d, "nccl.link_efficiency", "nccl.link_efficiency: must be > 0");
+  for (int p = 0; p < CFG_NPROTOS; p++)
+    if (c->nccl.protocol_efficiency[p] <= 0)
+      return cfg_fail(err, d, "nccl.protocol_efficiency", "nccl.protocol_efficiency: must be > 0");
+  if (c->nccl.nvls_efficiency <= 0 || c->nccl.p2p_efficiency <= 0)
+    return cfg_fail(err, d, "nccl", "nccl.nvls_efficiency and nccl.p2p_efficiency: must be > 0");
 
   cfg_node_spec *n = &c->node;
   CFG_DEFAULT_INT(n->count, 1);
@@ -267,6 +330,9 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
                     n->gpus_per_node);
   CFG_DEFAULT_QTY(n->intra.bandwidth, 0);
   CFG_DEFAULT_QTY(n->intra.latency, 1e-6);
+  CFG_DEFAULT_INT(n->intra.nvls, 0);
+  if (n->intra.nvls && n->intra.kind != CFG_INTRA_NVSWITCH)
+    return cfg_fail(err, d, "node.intra.nvls", "node.intra.nvls: needs kind nvswitch");
   if (n->gpus_per_node > 1 && n->intra.bandwidth <= 0)
     return cfg_fail(err, d, "node.intra.bandwidth", "node.intra.bandwidth: must be > 0");
   CFG_DEFAULT_INT(n->nics_per_node, n->count > 1 ? n->gpus_per_node : 0);
@@ -275,6 +341,7 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
 
   cfg_network *net = &c->network;
   CFG_DEFAULT_INT(net->topology, CFG_TOPO_FAT_TREE);
+  CFG_DEFAULT_INT(net->sharp, 0);
   if (n->count > 1) {
     if (isnan(net->nic_bandwidth) || net->nic_bandwidth <= 0)
       return cfg_fail(err, d, "network",
@@ -443,6 +510,8 @@ static bool cfg_workload_check(cfg_workload *w, const cfg_cluster *c, GError **e
     return cfg_fail(err, d, "", "workload: expected a 'training' or a 'serving' section");
   if (!w->collectives.algorithm)
     w->collectives.algorithm = g_strdup("auto");
+  if (!w->collectives.protocol)
+    w->collectives.protocol = g_strdup("auto");
   if (w->has_training && c && !cfg_training_check(w, c, err))
     return false;
   return true;
@@ -520,27 +589,46 @@ fail:
   return false;
 }
 
-bool cfg_efficiency_load(const char *path, cfg_efficiency *eff, GError **err)
+bool cfg_load_with(const char *cluster_path, const char *workload_path, char *const *sets,
+                   cfg_cluster **cluster, cfg_workload **workload, GError **err)
 {
+  size_t n = sets ? g_strv_length((char **)sets) : 0;
+  cfg_override *ov = g_new0(cfg_override, n + 1);
+  bool ok = true;
+  for (size_t i = 0; ok && i < n; i++)
+    ok = cfg_override_parse(sets[i], &ov[i], err);
+  if (ok)
+    ok = cfg_load(cluster_path, workload_path, ov, n, cluster, workload, err);
+  for (size_t i = 0; i < n; i++)
+    cfg_override_clear(&ov[i]);
+  g_free(ov);
+  return ok;
+}
+
+bool cfg_calibration_load(const char *path, cfg_calibration *cal, GError **err)
+{
+  cfg_schema_calibration.init(cal);
   cfg_doc *doc = cfg_doc_load(path, err);
   if (!doc)
     return false;
-  cfg_calibration cal = {.gpu = NULL, .notes = NULL};
-  cfg_schema_calibration.init(&cal);
-  bool ok = cfg_decode(doc->root, &cfg_schema_calibration, &cal, "", err);
-  if (ok && !cfg_map_get(doc->root, "efficiency")) {
-    cfg_set_error_at(err, cfg_doc_file(doc), 0, 0, "missing required key 'efficiency'");
+  bool ok = cfg_decode(doc->root, &cfg_schema_calibration, cal, "", err);
+  if (ok && !cfg_map_get(doc->root, "efficiency") && !cfg_map_get(doc->root, "nccl")) {
+    cfg_set_error_at(err, cfg_doc_file(doc), 0, 0, "expected 'efficiency' or 'nccl'");
     ok = false;
   }
-  if (ok) {
-    *eff = cal.efficiency;
-    cal.efficiency.source = NULL;
-  }
-  g_free(cal.gpu);
-  g_free(cal.notes);
-  g_free(cal.efficiency.source);
+  if (!ok)
+    cfg_calibration_clear(cal);
   cfg_doc_free(doc);
   return ok;
+}
+
+void cfg_calibration_clear(cfg_calibration *cal)
+{
+  g_free(cal->gpu);
+  g_free(cal->notes);
+  g_free(cal->efficiency.source);
+  g_free(cal->nccl.source);
+  cal->gpu = cal->notes = cal->efficiency.source = cal->nccl.source = NULL;
 }
 
 void cfg_cluster_free(cfg_cluster *c)
@@ -551,6 +639,7 @@ void cfg_cluster_free(cfg_cluster *c)
   g_free(c->gpu.name);
   g_free(c->gpu.calibration);
   g_free(c->gpu.efficiency.source);
+  g_free(c->nccl.source);
   for (int i = 0; i < c->network.ntiers; i++)
     g_free(c->network.tiers[i].name);
   g_free(c->network.tiers);
@@ -565,6 +654,7 @@ void cfg_workload_free(cfg_workload *w)
   g_free(w->model.name);
   g_free(w->model.preset);
   g_free(w->collectives.algorithm);
+  g_free(w->collectives.protocol);
   cfg_doc_free(w->doc);
   g_free(w);
 }
@@ -576,8 +666,11 @@ bool cfg_case_load(const char *path, cfg_case *out, GError **err)
   if (!doc)
     return false;
   bool ok = cfg_decode(doc->root, &cfg_schema_case, out, "", err);
-  const char *need[] = {"name", "role", "source", "cluster", "workload", "metric", "measured"};
-  for (size_t i = 0; ok && i < G_N_ELEMENTS(need); i++)
+  const char *need_run[] = {"name", "role", "source", "cluster", "workload", "metric", "measured"};
+  const char *need_table[] = {"name", "role", "source", "cluster", "table", "op", "gpus", NULL};
+  bool table = cfg_map_get(doc->root, "table") != NULL;
+  const char *const *need = table ? need_table : need_run;
+  for (size_t i = 0; ok && i < (table ? 7 : G_N_ELEMENTS(need_run)); i++)
     if (!cfg_map_get(doc->root, need[i])) {
       cfg_set_error_at(err, cfg_doc_file(doc), 0, 0, "missing required key '%s'", need[i]);
       ok = false;
@@ -586,6 +679,10 @@ bool cfg_case_load(const char *path, cfg_case *out, GError **err)
     out->engine = 1;
   if (ok && isnan(out->tolerance))
     out->tolerance = 0.10;
+  if (ok && isnan(out->tolerance_small))
+    out->tolerance_small = 0.25;
+  if (ok && out->engine == 1 && table && !cfg_map_get(doc->root, "engine"))
+    out->engine = 0; /* tables sweep dozens of sizes: closed form unless asked */
   cfg_doc_free(doc);
   return ok;
 }
@@ -600,5 +697,11 @@ void cfg_case_clear(cfg_case *c)
   g_strfreev(c->set);
   g_strfreev(c->ratio_to);
   g_free(c->metric);
+  g_free(c->table);
+  g_free(c->op);
+  g_free(c->size_column);
+  g_free(c->time_column);
+  g_free(c->time_unit);
+  g_strfreev(c->filter);
   memset(c, 0, sizeof *c);
 }

@@ -17,6 +17,8 @@ static const char *const cfg_offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const cfg_dim_names[] = {"tp", "cp", "pp", "dp", NULL};
 static const char *const cfg_scheduler_names[] = {"continuous", "static", NULL};
 static const char *const cfg_arrival_names[] = {"poisson", "gamma", "uniform", NULL};
+static const char *const cfg_proto_names[] = {"ll", "ll128", "simple", NULL};
+static const char *const cfg_link_class_names[] = {"intra", "network", NULL};
 static const char *const cfg_kclass_names[] = {"gemm",      "conv",      "attention",
                                                "elementwise", "optimizer", "other", NULL};
 
@@ -29,6 +31,11 @@ double cfg_dtype_bytes(cfg_dtype d)
 {
   static const double bytes[] = {4, 4, 2, 2, 1, 1, 0.5};
   return d < CFG_NDTYPES ? bytes[d] : 0;
+}
+
+const char *cfg_proto_name(cfg_proto p)
+{
+  return p < CFG_NPROTOS ? cfg_proto_names[p] : "?";
 }
 
 const char *cfg_kernel_class_name(cfg_kernel_class k)
@@ -76,17 +83,69 @@ static const cfg_field cfg_efficiency_fields[] = {
 const cfg_schema cfg_schema_efficiency =
     SCHEMA("efficiency", cfg_efficiency, cfg_efficiency_fields, cfg_efficiency_init);
 
+static void cfg_nan(double *v, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    v[i] = NAN;
+}
+
+static const cfg_field cfg_hop_fields[] = {
+    {.key = "intra", .type = CFG_T_QTY_BY_ENUM, .offset = offsetof(cfg_nccl, hop_latency[CFG_LINK_INTRA]),
+     .unit = UNITS_SECONDS, .names = cfg_proto_names},
+    {.key = "network", .type = CFG_T_QTY_BY_ENUM,
+     .offset = offsetof(cfg_nccl, hop_latency[CFG_LINK_NETWORK]), .unit = UNITS_SECONDS,
+     .names = cfg_proto_names},
+};
+/* hop_latency decodes straight into cfg_nccl (offsets are from the cfg_nccl start). */
+static const cfg_schema cfg_schema_hop = {"nccl.hop_latency", cfg_hop_fields,
+                                          G_N_ELEMENTS(cfg_hop_fields), sizeof(cfg_nccl), NULL};
+
+void cfg_nccl_init(void *p)
+{
+  cfg_nccl *n = p;
+  cfg_nan(n->link_efficiency, CFG_NLINKCLASSES);
+  n->nvls_efficiency = n->p2p_efficiency = NAN;
+  cfg_nan(n->base_latency, CFG_NPROTOS);
+  cfg_nan(&n->hop_latency[0][0], CFG_NLINKCLASSES * CFG_NPROTOS);
+  cfg_nan(n->chunk, CFG_NPROTOS);
+  cfg_nan(n->protocol_efficiency, CFG_NPROTOS);
+  n->max_channels = CFG_UNSET_INT;
+  n->source = NULL;
+}
+
+static const cfg_field cfg_nccl_fields[] = {
+    {.key = "link_efficiency", .type = CFG_T_QTY_BY_ENUM, .offset = offsetof(cfg_nccl, link_efficiency),
+     .unit = UNITS_FRACTION, .names = cfg_link_class_names, .max = 1.0},
+    {.key = "nvls_efficiency", .type = CFG_T_QTY, .offset = offsetof(cfg_nccl, nvls_efficiency),
+     .unit = UNITS_FRACTION, .max = 1.0},
+    {.key = "p2p_efficiency", .type = CFG_T_QTY, .offset = offsetof(cfg_nccl, p2p_efficiency),
+     .unit = UNITS_FRACTION, .max = 1.0},
+    {.key = "base_latency", .type = CFG_T_QTY_BY_ENUM, .offset = offsetof(cfg_nccl, base_latency),
+     .unit = UNITS_SECONDS, .names = cfg_proto_names},
+    {.key = "hop_latency", .type = CFG_T_MAP, .offset = 0, .sub = &cfg_schema_hop},
+    {.key = "chunk", .type = CFG_T_QTY_BY_ENUM, .offset = offsetof(cfg_nccl, chunk),
+     .unit = UNITS_BYTES, .names = cfg_proto_names},
+    {.key = "protocol_efficiency", .type = CFG_T_QTY_BY_ENUM,
+     .offset = offsetof(cfg_nccl, protocol_efficiency), .unit = UNITS_FRACTION,
+     .names = cfg_proto_names, .max = 1.0},
+    F_INT(cfg_nccl, "max_channels", max_channels, 1),
+    F_STR(cfg_nccl, "source", source),
+};
+const cfg_schema cfg_schema_nccl = SCHEMA("nccl", cfg_nccl, cfg_nccl_fields, cfg_nccl_init);
+
 static void cfg_calibration_init(void *p)
 {
   cfg_calibration *c = p;
   c->gpu = c->notes = NULL;
   cfg_efficiency_init(&c->efficiency);
+  cfg_nccl_init(&c->nccl);
 }
 
 static const cfg_field cfg_calibration_fields[] = {
     F_STR(cfg_calibration, "gpu", gpu),
     F_STR(cfg_calibration, "notes", notes),
     F_MAP(cfg_calibration, "efficiency", efficiency, cfg_schema_efficiency),
+    F_MAP(cfg_calibration, "nccl", nccl, cfg_schema_nccl),
 };
 const cfg_schema cfg_schema_calibration =
     SCHEMA("calibration", cfg_calibration, cfg_calibration_fields, cfg_calibration_init);
@@ -120,12 +179,14 @@ static void cfg_intra_init(void *p)
   cfg_intra *i = p;
   i->kind = (cfg_intra_kind)CFG_UNSET_INT;
   i->bandwidth = i->latency = NAN;
+  i->nvls = CFG_UNSET_INT;
 }
 
 static const cfg_field cfg_intra_fields[] = {
     F_ENUM(cfg_intra, "kind", kind, cfg_intra_names),
     F_QTY(cfg_intra, "bandwidth", bandwidth, UNITS_BYTES_PER_S),
     F_QTY(cfg_intra, "latency", latency, UNITS_SECONDS),
+    F_BOOL(cfg_intra, "nvls", nvls),
 };
 static const cfg_schema cfg_schema_intra =
     SCHEMA("node.intra", cfg_intra, cfg_intra_fields, cfg_intra_init);
@@ -173,10 +234,12 @@ static void cfg_network_init(void *p)
   n->nic_bandwidth = NAN;
   n->tiers = NULL;
   n->ntiers = 0;
+  n->sharp = CFG_UNSET_INT;
 }
 
 static const cfg_field cfg_network_fields[] = {
     F_ENUM(cfg_network, "topology", topology, cfg_topology_names),
+    F_BOOL(cfg_network, "sharp", sharp),
     F_QTY(cfg_network, "nic_bandwidth", nic_bandwidth, UNITS_BYTES_PER_S),
     {.key = "tiers", .type = CFG_T_SEQ_MAP, .offset = offsetof(cfg_network, tiers),
      .count_offset = offsetof(cfg_network, ntiers), .sub = &cfg_schema_tier},
@@ -191,6 +254,7 @@ static void cfg_cluster_init(void *p)
   cfg_gpu_init(&c->gpu);
   cfg_node_spec_init(&c->node);
   cfg_network_init(&c->network);
+  cfg_nccl_init(&c->nccl);
   c->doc = NULL;
 }
 
@@ -199,6 +263,7 @@ static const cfg_field cfg_cluster_fields[] = {
     F_MAP(cfg_cluster, "gpu", gpu, cfg_schema_gpu),
     F_MAP(cfg_cluster, "node", node, cfg_schema_node),
     F_MAP(cfg_cluster, "network", network, cfg_schema_network),
+    F_MAP(cfg_cluster, "nccl", nccl, cfg_schema_nccl),
 };
 const cfg_schema cfg_schema_cluster =
     SCHEMA("cluster", cfg_cluster, cfg_cluster_fields, cfg_cluster_init);
@@ -347,11 +412,12 @@ static const cfg_schema cfg_schema_serving =
 static void cfg_collectives_init(void *p)
 {
   cfg_collectives *c = p;
-  c->algorithm = NULL;
+  c->algorithm = c->protocol = NULL;
 }
 
 static const cfg_field cfg_collectives_fields[] = {
     F_STR(cfg_collectives, "algorithm", algorithm),
+    F_STR(cfg_collectives, "protocol", protocol),
 };
 static const cfg_schema cfg_schema_collectives =
     SCHEMA("collectives", cfg_collectives, cfg_collectives_fields, cfg_collectives_init);
@@ -389,7 +455,8 @@ static void cfg_case_init(void *p)
   memset(c, 0, sizeof *c);
   c->role = (cfg_case_role)CFG_UNSET_INT;
   c->engine = CFG_UNSET_INT;
-  c->measured = c->tolerance = NAN;
+  c->measured = c->tolerance = c->tolerance_small = NAN;
+  c->gpus = c->group_size = CFG_UNSET_INT;
 }
 
 static const cfg_field cfg_case_fields[] = {
@@ -405,6 +472,15 @@ static const cfg_field cfg_case_fields[] = {
     F_STR(cfg_case, "metric", metric),
     {.key = "measured", .type = CFG_T_NUMBER, .offset = offsetof(cfg_case, measured)},
     F_QTY(cfg_case, "tolerance", tolerance, UNITS_FRACTION),
+    F_PATH(cfg_case, "table", table),
+    F_STR(cfg_case, "op", op),
+    F_INT(cfg_case, "gpus", gpus, 1),
+    F_INT(cfg_case, "group_size", group_size, 1),
+    F_STR(cfg_case, "size_column", size_column),
+    F_STR(cfg_case, "time_column", time_column),
+    F_STR(cfg_case, "time_unit", time_unit),
+    {.key = "filter", .type = CFG_T_SEQ_STRING, .offset = offsetof(cfg_case, filter)},
+    F_QTY(cfg_case, "tolerance_small", tolerance_small, UNITS_FRACTION),
 };
 const cfg_schema cfg_schema_case = SCHEMA("case", cfg_case, cfg_case_fields, cfg_case_init);
 
@@ -573,8 +649,12 @@ static bool cfg_decode_path(const cfg_node *n, const char *path, char **out, GEr
   if (!cfg_want_scalar(n, path, "a file path", err))
     return false;
   g_free(*out);
-  if (g_path_is_absolute(n->scalar) || n->line == 0) {
+  if (g_path_is_absolute(n->scalar)) {
     *out = g_strdup(n->scalar);
+  } else if (n->line == 0) { /* --set: relative to here, or to the data directory */
+    *out = g_file_test(n->scalar, G_FILE_TEST_EXISTS)
+               ? g_strdup(n->scalar)
+               : g_build_filename(cfg_data_dir(), n->scalar, NULL);
   } else {
     g_autofree char *dir = g_path_get_dirname(n->file);
     *out = g_build_filename(dir, n->scalar, NULL);

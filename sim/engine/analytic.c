@@ -32,7 +32,8 @@ typedef struct {
   const prog_program *p;
   const hw_cluster *hw;
   const eng_options *opt;
-  eng_schedules *scheds;
+  coll_planner *planner;
+  GError *error; /* the first planning failure */
   an_unit *units;
   int nunits;
   int *unit_of_rank;   /* -1 when a rank has no unit */
@@ -157,7 +158,10 @@ static bool an_arrive(an_state *st, an_unit *u, uint32_t idx, double ready)
   const prog_family *f = g_ptr_array_index(st->p->families, op->family);
   int group = f->group_of[u->rank];
   GArray *members = an_units_of_group(st, group);
-  const coll_schedule *s = eng_schedule_for(st->scheds, op, u->rank);
+  const coll_schedule *s = eng_schedule_for(st->planner, st->p, op, u->rank,
+                                            st->error ? NULL : &st->error);
+  if (!s)
+    return false;
   double dur = op->count * s->time;
   if (members->len == 1) {
     an_finish_op(st, u, idx, ready, ready + dur);
@@ -262,7 +266,7 @@ static void an_state_free(an_state *st)
   eng_stream_lists_free(st->p, st->stream_ops);
   g_hash_table_destroy(st->instances);
   g_hash_table_destroy(st->group_units);
-  eng_schedules_free(st->scheds);
+  coll_planner_free(st->planner);
 }
 
 static void an_group_units_free(gpointer a)
@@ -274,7 +278,7 @@ bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_opt
                       eng_result *out, GError **err)
 {
   an_state st = {.p = p, .hw = hw, .opt = opt, .out = out};
-  st.scheds = eng_schedules_new(p, hw, opt);
+  st.planner = eng_planner_new(hw, opt);
   st.stream_ops = eng_stream_lists(p);
   st.instances = g_hash_table_new_full(an_key_hash, an_key_equal, g_free, an_instance_free);
   st.group_units = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, an_group_units_free);
@@ -293,10 +297,13 @@ bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_opt
   bool ok = an_all_done(&st);
   if (ok)
     an_collect(&st);
+  else if (st.error)
+    g_propagate_error(err, g_steal_pointer(&st.error));
   else
-    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME,
                 "analytic engine: the program deadlocks (collectives issued in different orders "
                 "on the ranks of a group)");
+  g_clear_error(&st.error);
   an_state_free(&st);
   return ok;
 }

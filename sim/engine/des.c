@@ -18,6 +18,7 @@
 #include <simgrid/mailbox.h>
 #include <simgrid/mutex.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,7 +47,7 @@ struct des_ctx {
   const prog_program *p;
   const hw_cluster *hw;
   const eng_options *opt;
-  eng_schedules *scheds;
+  coll_planner *planner;
   des_rank *ranks;
   GArray **stream_ops; /* per class per stream */
   uint8_t **needed;    /* per class per op: another op depends on it */
@@ -55,6 +56,7 @@ struct des_ctx {
   long messages;
   GArray *events;
   GPtrArray *args;
+  GHashTable *hosts; /* name -> sg_host_t: SimGrid's own lookup walks every zone */
 };
 
 static void des_build_tables(des_ctx *c)
@@ -75,16 +77,33 @@ static void des_build_tables(des_ctx *c)
   }
 }
 
-static sg_mailbox_t des_mailbox(des_ctx *c, int src, int dst, int stream)
+/* Messages between two endpoints of one process group go through their own mailbox: both
+ * sides run the group's collectives in the same order, so first-in first-out matches them. */
+typedef struct {
+  int src, dst, group;
+} des_mb_key;
+
+static guint des_mb_hash(gconstpointer k)
 {
-  guint64 key = ((guint64)src * (guint64)c->p->nranks + (guint64)dst) * PROG_NSTREAMS + (guint64)stream;
-  gpointer k = (gpointer)(guintptr)(key + 1);
-  sg_mailbox_t mb = g_hash_table_lookup(c->mailboxes, k);
+  const des_mb_key *x = k;
+  return ((guint)x->src * 73856093u) ^ ((guint)x->dst * 19349663u) ^ ((guint)x->group * 83492791u);
+}
+
+static gboolean des_mb_equal(gconstpointer a, gconstpointer b)
+{
+  const des_mb_key *x = a, *y = b;
+  return x->src == y->src && x->dst == y->dst && x->group == y->group;
+}
+
+static sg_mailbox_t des_mailbox(des_ctx *c, int src, int dst, int group)
+{
+  des_mb_key key = {src, dst, group};
+  sg_mailbox_t mb = g_hash_table_lookup(c->mailboxes, &key);
   if (!mb) {
     char name[64];
-    g_snprintf(name, sizeof name, "m%d.%d.%d", src, dst, stream);
+    g_snprintf(name, sizeof name, "m%d.%d.%d", src, dst, group);
     mb = sg_mailbox_by_name(name);
-    g_hash_table_insert(c->mailboxes, k, mb);
+    g_hash_table_insert(c->mailboxes, g_memdup2(&key, sizeof key), mb);
   }
   return mb;
 }
@@ -128,41 +147,89 @@ static void des_span(des_rank *r, double start, double end, int what)
   }
 }
 
-static void des_run_phase(des_actor_arg *a, const coll_phase *ph, int member)
+/* What one endpoint (a GPU or a reducing switch) does in one phase of a collective. */
+static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member, int self,
+                          int group, void **sink)
 {
-  des_ctx *c = a->ctx;
+  const coll_plan *plan = s->plan;
+  const coll_phase *ph = &plan->phases[i];
+  double eff = hw_config(c->hw)->nccl.protocol_efficiency[s->proto];
   int from = ph->member_off[member], to = ph->member_off[member + 1];
   sg_comm_t local[16];
   sg_comm_t *comms = to - from <= 16 ? local : g_new(sg_comm_t, to - from);
   size_t k = 0;
-  for (int i = from; i < to; i++) {
-    const coll_xfer *x = &ph->xfers[ph->member_idx[i]];
-    long wire = (long)coll_wire_bytes(x, ph->steps);
-    if (x->src == a->rank) {
-      comms[k++] = sg_mailbox_put_async(des_mailbox(c, a->rank, x->dst, a->stream), c, wire);
+  if (s->pre[i] > 0)
+    sg_actor_sleep_for(s->pre[i]);
+  for (int j = from; j < to; j++) {
+    const coll_xfer *x = &ph->xfers[ph->member_idx[j]];
+    long wire = (long)coll_wire_bytes(plan, ph, x, s->bytes, eff);
+    if (x->src == self) {
+      comms[k++] = sg_mailbox_put_async(des_mailbox(c, self, x->dst, group), c, wire);
       c->messages++;
     } else {
-      comms[k++] = sg_mailbox_get_async(des_mailbox(c, x->src, a->rank, a->stream), &a->sink);
+      comms[k++] = sg_mailbox_get_async(des_mailbox(c, x->src, self, group), sink);
     }
   }
   if (k)
     sg_comm_wait_all(comms, k);
   if (comms != local)
     g_free(comms);
-  if (ph->extra_latency > 0)
-    sg_actor_sleep_for(ph->extra_latency);
+  if (s->post[i] > 0)
+    sg_actor_sleep_for(s->post[i]);
+}
+
+static void des_run_schedule(des_ctx *c, const coll_schedule *s, int self, int group, void **sink)
+{
+  int member = coll_member(s->plan, self);
+  if (s->plan->nphases && s->base > 0)
+    sg_actor_sleep_for(s->base);
+  for (int i = 0; i < s->plan->nphases; i++)
+    des_run_phase(c, s, i, member, self, group, sink);
+}
+
+/* A switch that reduces in place runs its part of one collective, then ends. */
+typedef struct {
+  des_ctx *ctx;
+  const coll_schedule *sched;
+  int endpoint, group;
+  void *sink;
+} des_switch_arg;
+
+static void des_switch_actor(int argc, char **argv)
+{
+  (void)argc, (void)argv;
+  des_switch_arg *a = sg_actor_self_get_data();
+  des_run_schedule(a->ctx, a->sched, a->endpoint, a->group, &a->sink);
+}
+
+static void des_spawn_switches(des_ctx *c, const coll_schedule *s, int group)
+{
+  const coll_plan *plan = s->plan;
+  for (int m = plan->n; m < plan->nmembers; m++) {
+    des_switch_arg *a = g_new0(des_switch_arg, 1);
+    a->ctx = c;
+    a->sched = s;
+    a->endpoint = plan->members[m];
+    a->group = group;
+    g_ptr_array_add(c->args, a);
+    char host[48];
+    hw_endpoint_name(c->hw, a->endpoint, host, sizeof host);
+    sg_actor_t actor = sg_actor_init("switch", g_hash_table_lookup(c->hosts, host));
+    sg_actor_set_data(actor, a);
+    sg_actor_start(actor, des_switch_actor, 0, NULL);
+  }
 }
 
 static void des_run_collective(des_actor_arg *a, const prog_op *op)
 {
   des_ctx *c = a->ctx;
-  const coll_schedule *s = eng_schedule_for(c->scheds, op, a->rank);
-  int member = coll_member(s, a->rank);
+  const coll_schedule *s = eng_schedule_for(c->planner, c->p, op, a->rank, NULL);
+  int group = ((const prog_family *)g_ptr_array_index(c->p->families, op->family))->group_of[a->rank];
   for (uint32_t rep = 0; rep < op->count; rep++) {
-    if (s->nphases && s->overhead > 0)
-      sg_actor_sleep_for(s->overhead);
-    for (int i = 0; i < s->nphases; i++)
-      des_run_phase(a, &s->phases[i], member);
+    /* the group's first rank brings the switches that reduce in place along */
+    if (s->plan->nmembers > s->plan->n && s->plan->ranks[0] == a->rank)
+      des_spawn_switches(c, s, group);
+    des_run_schedule(c, s, a->rank, group, &a->sink);
   }
 }
 
@@ -264,13 +331,24 @@ static bool des_load_platform(des_ctx *c, GError **err)
   return true;
 }
 
+static void des_index_hosts(des_ctx *c)
+{
+  size_t n = sg_host_count();
+  sg_host_t *all = sg_host_list();
+  c->hosts = g_hash_table_new(g_str_hash, g_str_equal);
+  for (size_t i = 0; i < n; i++)
+    g_hash_table_insert(c->hosts, (gpointer)sg_host_get_name(all[i]), all[i]);
+  free(all);
+}
+
 static void des_spawn(des_ctx *c)
 {
   char name[32];
+  des_index_hosts(c);
   for (int rank = 0; rank < c->p->nranks; rank++) {
     des_rank *r = &c->ranks[rank];
     hw_host_name(rank, name, sizeof name);
-    sg_host_t host = sg_host_by_name(name);
+    sg_host_t host = g_hash_table_lookup(c->hosts, name);
     for (int s = 0; s < PROG_NSTREAMS; s++) {
       if (c->stream_ops[r->cls * PROG_NSTREAMS + s]->len == 0)
         continue;
@@ -318,14 +396,42 @@ static void des_collect(des_ctx *c, eng_result *out)
   c->events = NULL;
 }
 
+/* Plans every collective before the simulation starts, so that a collective no algorithm can
+ * run is an error, not a crash inside an actor. */
+static bool des_plan_all(des_ctx *c, GError **err)
+{
+  for (int r = 0; r < c->p->nranks; r++) {
+    const prog_class *k = prog_class_at(c->p, c->p->class_of[r]);
+    for (guint i = 0; i < k->ops->len; i++) {
+      const prog_op *op = &g_array_index(k->ops, prog_op, i);
+      if (op->kind == PROG_COMM && !eng_schedule_for(c->planner, c->p, op, r, err))
+        return false;
+    }
+  }
+  return true;
+}
+
+static bool des_all_done(const des_ctx *c)
+{
+  for (int r = 0; r < c->p->nranks; r++) {
+    guint n = prog_class_at(c->p, c->ranks[r].cls)->ops->len;
+    for (guint i = 0; i < n; i++)
+      if (!c->ranks[r].done[i])
+        return false;
+  }
+  return true;
+}
+
 /* Runs the simulation in this (child) process. */
 static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
                          eng_result *out, GError **err)
 {
   des_ctx c = {.p = p, .hw = hw, .opt = opt};
-  c.scheds = eng_schedules_new(p, hw, opt);
+  c.planner = eng_planner_new(hw, opt);
+  if (!des_plan_all(&c, err))
+    return false;
   c.speed = hw_peak_flops(hw, p->meta.dtype);
-  c.mailboxes = g_hash_table_new(g_direct_hash, g_direct_equal);
+  c.mailboxes = g_hash_table_new_full(des_mb_hash, des_mb_equal, g_free, NULL);
   c.args = g_ptr_array_new_with_free_func(g_free);
   if (opt->trace) {
     c.events = g_array_new(FALSE, FALSE, sizeof(eng_event));
@@ -352,6 +458,12 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
   }
   des_spawn(&c);
   simgrid_run();
+  if (!des_all_done(&c)) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME,
+                "des engine: the program deadlocks (the ranks of a group issue its collectives in "
+                "different orders)");
+    return false;
+  }
   des_collect(&c, out);
   /* The child exits right after sending results; the OS reclaims the rest. */
   return true;

@@ -77,64 +77,18 @@ void eng_stream_lists_free(const prog_program *p, GArray **lists)
 
 /* ---- schedules ---------------------------------------------------------------------------- */
 
-typedef struct {
-  int group;
-  prog_coll op;
-  double bytes;
-} eng_sched_key;
-
-struct eng_schedules {
-  const prog_program *p;
-  const hw_cluster *hw;
-  eng_options opt;
-  GHashTable *table; /* eng_sched_key -> coll_schedule */
-};
-
-static guint eng_sched_hash(gconstpointer k)
+coll_planner *eng_planner_new(const hw_cluster *hw, const eng_options *o)
 {
-  const eng_sched_key *key = k;
-  guint64 bits;
-  memcpy(&bits, &key->bytes, sizeof bits);
-  return (guint)key->group * 2654435761u ^ (guint)key->op * 40503u ^ (guint)(bits ^ (bits >> 32));
+  return coll_planner_new(hw, o->algo, o->proto, !o->unfold);
 }
 
-static gboolean eng_sched_equal(gconstpointer a, gconstpointer b)
+const coll_schedule *eng_schedule_for(coll_planner *pl, const prog_program *p, const prog_op *op,
+                                      int rank, GError **err)
 {
-  const eng_sched_key *x = a, *y = b;
-  return x->group == y->group && x->op == y->op && x->bytes == y->bytes;
-}
-
-eng_schedules *eng_schedules_new(const prog_program *p, const hw_cluster *hw, const eng_options *o)
-{
-  eng_schedules *s = g_new0(eng_schedules, 1);
-  s->p = p;
-  s->hw = hw;
-  s->opt = *o;
-  s->table = g_hash_table_new_full(eng_sched_hash, eng_sched_equal, g_free,
-                                   (GDestroyNotify)coll_schedule_free);
-  return s;
-}
-
-void eng_schedules_free(eng_schedules *s)
-{
-  if (!s)
-    return;
-  g_hash_table_destroy(s->table);
-  g_free(s);
-}
-
-const coll_schedule *eng_schedule_for(eng_schedules *s, const prog_op *op, int rank)
-{
-  const prog_family *f = g_ptr_array_index(s->p->families, op->family);
-  eng_sched_key key = {.group = f->group_of[rank], .op = op->coll, .bytes = op->comm_bytes};
-  coll_schedule *sched = g_hash_table_lookup(s->table, &key);
-  if (sched)
-    return sched;
-  const prog_group *g = g_ptr_array_index(s->p->groups, key.group);
-  sched = coll_schedule_new(s->hw, op->coll, g->ranks, g->n, op->comm_bytes, s->opt.algo,
-                            !s->opt.unfold);
-  g_hash_table_insert(s->table, g_memdup2(&key, sizeof key), sched);
-  return sched;
+  const prog_family *f = g_ptr_array_index(p->families, op->family);
+  int group = f->group_of[rank];
+  const prog_group *g = g_ptr_array_index(p->groups, group);
+  return coll_planner_get(pl, op->coll, g->ranks, g->n, group, op->comm_bytes, NULL, err);
 }
 
 /* ---- breakdown ---------------------------------------------------------------------------- */

@@ -17,6 +17,7 @@ typedef struct {
   bool trace;      /* keep every op's interval and memory samples */
   bool unfold;     /* run collectives step by step instead of folded phases */
   coll_algo algo;  /* collectives.algorithm */
+  int proto;       /* collectives.protocol: COLL_PROTO_AUTO or a cfg_proto */
 } eng_options;
 
 typedef struct {
@@ -52,6 +53,16 @@ bool eng_run(const prog_program *p, const hw_cluster *hw, const eng_options *opt
 void eng_result_clear(eng_result *r);
 const char *eng_kind_name(eng_kind k);
 bool eng_kind_parse(const char *name, eng_kind *out, GError **err);
+
+/* One collective alone, as nccl-tests times it (see engine/collective.c). */
+typedef struct {
+  double time;
+  coll_algo algo; /* what the tuner picked */
+  int proto;      /* cfg_proto, or -1 when nothing moved */
+} eng_coll_result;
+prog_program *eng_collective_program(prog_coll op, int gpus, int group, double bytes);
+bool eng_collective_time(const hw_cluster *hw, const eng_options *opt, prog_coll op, int gpus,
+                         int group, double bytes, eng_coll_result *out, GError **err);
 
 /* Duration of a compute op by the hardware cost model (or its measured time). */
 double eng_compute_time(const hw_cluster *hw, const prog_op *op);

@@ -20,11 +20,10 @@ void eng_breakdown(GArray *spans, double step, eng_result *out);
 /* Peak of a memory timeline (events in any order; sorted by time then seq). */
 double eng_mem_peak(GArray *events, GArray *samples_out, int rank);
 
-/* Schedules shared by every rank that runs the same collective. */
-typedef struct eng_schedules eng_schedules;
-eng_schedules *eng_schedules_new(const prog_program *p, const hw_cluster *hw, const eng_options *o);
-void eng_schedules_free(eng_schedules *s);
-const coll_schedule *eng_schedule_for(eng_schedules *s, const prog_op *op, int rank);
+/* The schedule of a comm op as `rank` runs it (shared by every rank of the group). */
+const coll_schedule *eng_schedule_for(coll_planner *pl, const prog_program *p, const prog_op *op,
+                                      int rank, GError **err);
+coll_planner *eng_planner_new(const hw_cluster *hw, const eng_options *o);
 
 /* Per class and stream, the indices of its ops in order: lists[cls * PROG_NSTREAMS + stream]. */
 GArray **eng_stream_lists(const prog_program *p);

@@ -5,7 +5,10 @@
  *   GPU --nic--> node gateway --port--> tier-0 switch --up0--> tier-1 switch ... (and down again)
  * The latency of a switch of tier t is split over the links around it, so a route that turns at
  * tier T costs 2*sum(lat[t<T]) + lat[T]. A tier's oversubscription divides the uplinks that
- * enter it from below. */
+ * enter it from below. Link bandwidths are what NCCL reaches on them (nccl.link_efficiency of
+ * the datasheet figure), so every transfer, simulated or closed-form, sees the same rates.
+ * Switches that reduce data (NVLS, SHARP) are endpoints too, joined to their switch by a
+ * zero-cost link. */
 #include "hardware/hardware.h"
 
 #include <math.h>
@@ -20,6 +23,9 @@ struct hw_cluster {
   int port_link0;  /* port link of node n */
   int *up_link0;   /* per tier t < ntiers-1: first uplink of tier-t groups */
   int *groups;     /* per tier: number of groups */
+  int *switch0;    /* per tier: endpoint id of its first switch */
+  int *swl_link0;  /* per tier: link joining switch endpoint g to its router */
+  int nendpoints;
 };
 
 static int hw_add_link(hw_cluster *hw, char *name, double bw, double lat, hw_link_policy pol,
@@ -47,11 +53,13 @@ static void hw_build_links(hw_cluster *hw)
   const cfg_cluster *c = hw->cfg;
   const cfg_intra *in = &c->node.intra;
   const cfg_network *net = &c->network;
+  double eff_in = c->nccl.link_efficiency[CFG_LINK_INTRA];
+  double eff_net = c->nccl.link_efficiency[CFG_LINK_NETWORK];
   hw->gpu_link0 = 0;
   for (int g = 0; g < hw->ngpus; g++) {
     /* ring: each GPU's bandwidth is split between its two neighbours */
     bool ring = in->kind == CFG_INTRA_NVLINK_RING;
-    double bw = ring && hw->gpn > 2 ? in->bandwidth / 2 : in->bandwidth;
+    double bw = (ring && hw->gpn > 2 ? in->bandwidth / 2 : in->bandwidth) * eff_in;
     double lat = ring ? in->latency : in->latency / 2;
     hw_add_link(hw, g_strdup_printf("%s-%d", ring ? "nvr" : "nvl", g), MAX(bw, 1.0), lat,
                 HW_LINK_SHARED, -1);
@@ -60,13 +68,13 @@ static void hw_build_links(hw_cluster *hw)
   hw->nic_link0 = (int)hw->links->len;
   for (int n = 0; n < hw->nnodes && hw->nnodes > 1; n++)
     for (int k = 0; k < hw->nics; k++)
-      hw_add_link(hw, g_strdup_printf("nic-%d-%d", n, k), net->nic_bandwidth, 0.0, HW_LINK_SHARED,
-                  0);
+      hw_add_link(hw, g_strdup_printf("nic-%d-%d", n, k), net->nic_bandwidth * eff_net, 0.0,
+                  HW_LINK_SHARED, 0);
   hw->port_link0 = (int)hw->links->len;
   double over0 = net->tiers[0].oversubscription;
   for (int n = 0; n < hw->nnodes && hw->nnodes > 1; n++) {
     bool limited = over0 > 1.0;
-    double bw = limited ? hw->nics * net->nic_bandwidth / over0 : 1e15;
+    double bw = limited ? hw->nics * net->nic_bandwidth * eff_net / over0 : 1e15;
     hw_add_link(hw, g_strdup_printf("port-%d", n), bw, lat0 / 2, limited ? HW_LINK_SHARED
                                                                          : HW_LINK_FATPIPE, 0);
   }
@@ -79,9 +87,20 @@ static void hw_build_links(hw_cluster *hw)
     double over = net->tiers[t + 1].oversubscription;
     double lat = (net->tiers[t].latency + net->tiers[t + 1].latency) / 2;
     for (int g = 0; g < hw->groups[t]; g++) {
-      double bw = hw_group_nodes(hw, t, g) * hw->nics * net->nic_bandwidth / over;
+      double bw = hw_group_nodes(hw, t, g) * hw->nics * net->nic_bandwidth * eff_net / over;
       hw_add_link(hw, g_strdup_printf("up%d-%d", t, g), bw, lat, HW_LINK_SHARED, t + 1);
     }
+  }
+  /* switch endpoints: node switches, then network switches tier by tier */
+  hw->nendpoints = hw->ngpus + hw->nnodes;
+  hw->switch0 = g_new0(int, net->ntiers);
+  hw->swl_link0 = g_new0(int, net->ntiers);
+  for (int t = 0; t < net->ntiers; t++) {
+    hw->switch0[t] = hw->nendpoints;
+    hw->swl_link0[t] = (int)hw->links->len;
+    for (int g = 0; g < hw->groups[t]; g++)
+      hw_add_link(hw, g_strdup_printf("swl%d-%d", t, g), 1e15, 0.0, HW_LINK_FATPIPE, t + 1);
+    hw->nendpoints += hw->groups[t];
   }
 }
 
@@ -107,6 +126,8 @@ void hw_cluster_free(hw_cluster *hw)
   g_array_free(hw->links, TRUE);
   g_free(hw->up_link0);
   g_free(hw->groups);
+  g_free(hw->switch0);
+  g_free(hw->swl_link0);
   g_free(hw);
 }
 
@@ -115,6 +136,37 @@ int hw_gpus(const hw_cluster *hw) { return hw->ngpus; }
 int hw_gpus_per_node(const hw_cluster *hw) { return hw->gpn; }
 int hw_node_of(const hw_cluster *hw, int gpu) { return gpu / hw->gpn; }
 int hw_nlinks(const hw_cluster *hw) { return (int)hw->links->len; }
+int hw_endpoints(const hw_cluster *hw) { return hw->nendpoints; }
+int hw_node_switch(const hw_cluster *hw, int node) { return hw->ngpus + node; }
+int hw_net_switch(const hw_cluster *hw, int tier, int group) { return hw->switch0[tier] + group; }
+int hw_net_groups(const hw_cluster *hw, int tier) { return hw->groups[tier]; }
+int hw_nodes(const hw_cluster *hw) { return hw->nnodes; }
+
+int hw_group_of_node(const hw_cluster *hw, int node, int tier)
+{
+  return hw_group_of(hw, node, tier);
+}
+
+void hw_endpoint_name(const hw_cluster *hw, int e, char *buf, size_t len)
+{
+  if (e < hw->ngpus) {
+    hw_host_name(e, buf, len);
+    return;
+  }
+  if (e < hw->ngpus + hw->nnodes) {
+    g_snprintf(buf, len, "nvs-%d", e - hw->ngpus);
+    return;
+  }
+  int t = hw->cfg->network.ntiers - 1;
+  while (e < hw->switch0[t])
+    t--;
+  g_snprintf(buf, len, "swh%d-%d", t, e - hw->switch0[t]);
+}
+
+cfg_link_class hw_route_class(const hw_route *r)
+{
+  return r->tier >= 1 ? CFG_LINK_NETWORK : CFG_LINK_INTRA;
+}
 
 const hw_link *hw_link_get(const hw_cluster *hw, int id)
 {
@@ -149,6 +201,76 @@ static int hw_nic_of(const hw_cluster *hw, int gpu)
   return hw->nic_link0 + node * hw->nics + local * hw->nics / hw->gpn;
 }
 
+/* Where an endpoint sits: a GPU, a node switch, or the switch of group g at tier t. */
+typedef struct {
+  int kind; /* 0 GPU, 1 node switch, 2 network switch */
+  int node, tier, group;
+} hw_place;
+
+static hw_place hw_place_of(const hw_cluster *hw, int e)
+{
+  hw_place p = {0};
+  if (e < hw->ngpus) {
+    p.node = e / hw->gpn;
+  } else if (e < hw->ngpus + hw->nnodes) {
+    p.kind = 1;
+    p.node = e - hw->ngpus;
+  } else {
+    p.kind = 2;
+    p.tier = hw->cfg->network.ntiers - 1;
+    while (e < hw->switch0[p.tier])
+      p.tier--;
+    p.group = e - hw->switch0[p.tier];
+  }
+  return p;
+}
+
+/* From a GPU or a network switch up to the network switch of `tier` above it (or down). */
+static void hw_up_path(const hw_cluster *hw, hw_route *r, int e, const hw_place *from, int tier,
+                       bool down)
+{
+  int t0 = 0;
+  if (from->kind == 0) {
+    hw_push(hw, r, hw_nic_of(hw, e), down);
+    hw_push(hw, r, hw->port_link0 + from->node, down);
+  } else {
+    t0 = from->tier;
+  }
+  int group = from->kind == 0 ? hw_group_of(hw, from->node, 0) : from->group;
+  for (int t = t0; t < tier; t++) {
+    hw_push(hw, r, hw->up_link0[t] + group, down);
+    group = group * hw->cfg->network.tiers[t].nodes_per_switch /
+            hw->cfg->network.tiers[t + 1].nodes_per_switch;
+  }
+  hw_push(hw, r, hw->swl_link0[tier] + group, down);
+}
+
+/* Routes that start or end at a switch endpoint: a GPU and its node switch, or a GPU / switch
+ * and a network switch above it. */
+static void hw_switch_route(const hw_cluster *hw, int src, int dst, hw_route *r)
+{
+  hw_place a = hw_place_of(hw, src), b = hw_place_of(hw, dst);
+  bool up = b.kind > a.kind || (a.kind == 2 && b.kind == 2 && b.tier > a.tier);
+  hw_place lo = up ? a : b, hi = up ? b : a;
+  int lo_e = up ? src : dst;
+  if (hi.kind == 1) {
+    g_assert(lo.kind == 0 && lo.node == hi.node);
+    hw_push(hw, r, hw->gpu_link0 + lo_e, !up);
+    r->tier = 0;
+    return;
+  }
+  g_assert(hi.kind == 2);
+  hw_up_path(hw, r, lo_e, &lo, hi.tier, !up);
+  if (!up) { /* reverse the hop order for the downward route */
+    for (int i = 0; i < r->nhops / 2; i++) {
+      hw_hop t = r->hops[i];
+      r->hops[i] = r->hops[r->nhops - 1 - i];
+      r->hops[r->nhops - 1 - i] = t;
+    }
+  }
+  r->tier = 1 + hi.tier;
+}
+
 void hw_route_get(const hw_cluster *hw, int src, int dst, hw_route *r)
 {
   memset(r, 0, sizeof *r);
@@ -156,6 +278,10 @@ void hw_route_get(const hw_cluster *hw, int src, int dst, hw_route *r)
   r->tier = -1;
   if (src == dst)
     return;
+  if (src >= hw->ngpus || dst >= hw->ngpus) {
+    hw_switch_route(hw, src, dst, r);
+    return;
+  }
   int ns = src / hw->gpn, nd = dst / hw->gpn;
   if (ns == nd) {
     r->tier = 0;
@@ -188,10 +314,13 @@ void hw_host_name(int gpu, char *buf, size_t len)
 
 /* ---- platform XML ------------------------------------------------------------------------ */
 
+/* Links carry no latency in SimGrid: CM02 shares a link among flows in inverse proportion to
+ * their route latency (a TCP round-trip bias that RDMA and NVLink do not have). With zero
+ * latency every flow weighs the same, max-min fair; the engine pays each route's latency itself. */
 static void hw_xml_link(GString *x, const hw_link *l)
 {
-  g_string_append_printf(x, "<link id=\"%s\" bandwidth=\"%.17gBps\" latency=\"%.17gs\"%s/>\n",
-                         l->name, l->bandwidth, l->latency,
+  g_string_append_printf(x, "<link id=\"%s\" bandwidth=\"%.17gBps\" latency=\"0s\"%s/>\n",
+                         l->name, l->bandwidth,
                          l->policy == HW_LINK_FATPIPE ? " sharing_policy=\"FATPIPE\""
                                                       : " sharing_policy=\"SPLITDUPLEX\"");
 }
@@ -218,6 +347,7 @@ static void hw_xml_one(GString *x, const hw_cluster *hw, int link, bool down)
 static void hw_xml_node(GString *x, const hw_cluster *hw, int node, int ngpus, double speed,
                         bool gateway)
 {
+  bool declare = !gateway; /* multi-node platforms declare every link up front */
   int first = node * hw->gpn, last = MIN(first + hw->gpn, ngpus);
   char name[32];
   g_string_append_printf(x, "<zone id=\"node-%d\" routing=\"Full\">\n", node);
@@ -225,13 +355,13 @@ static void hw_xml_node(GString *x, const hw_cluster *hw, int node, int ngpus, d
     hw_host_name(g, name, sizeof name);
     g_string_append_printf(x, "<host id=\"%s\" speed=\"%.17gf\"/>\n", name, speed);
   }
+  bool nvswitch = hw->cfg->node.intra.kind != CFG_INTRA_NVLINK_RING;
+  if (nvswitch)
+    g_string_append_printf(x, "<host id=\"nvs-%d\" speed=\"1e9f\"/>\n", node);
   if (gateway)
     g_string_append_printf(x, "<router id=\"gw-%d\"/>\n", node);
-  for (int g = first; g < last; g++)
+  for (int g = first; g < last && declare; g++)
     hw_xml_link(x, hw_link_get(hw, hw->gpu_link0 + g));
-  if (gateway)
-    for (int k = 0; k < hw->nics; k++)
-      hw_xml_link(x, hw_link_get(hw, hw->nic_link0 + node * hw->nics + k));
   for (int a = first; a < last; a++)
     for (int b = first; b < last; b++) {
       if (a == b)
@@ -245,6 +375,15 @@ static void hw_xml_node(GString *x, const hw_cluster *hw, int node, int ngpus, d
       hw_xml_hops(x, hw, &r);
       g_string_append(x, "</route>\n");
     }
+  for (int g = first; g < last && nvswitch; g++) {
+    hw_host_name(g, name, sizeof name);
+    g_string_append_printf(x, "<route src=\"%s\" dst=\"nvs-%d\" symmetrical=\"NO\">", name, node);
+    hw_xml_one(x, hw, hw->gpu_link0 + g, false);
+    g_string_append_printf(x, "</route>\n<route src=\"nvs-%d\" dst=\"%s\" symmetrical=\"NO\">",
+                           node, name);
+    hw_xml_one(x, hw, hw->gpu_link0 + g, true);
+    g_string_append(x, "</route>\n");
+  }
   if (gateway)
     for (int g = first; g < last; g++) {
       hw_host_name(g, name, sizeof name);
@@ -268,7 +407,19 @@ static void hw_child_gateway(int tier, int child, char *buf, size_t len)
     g_snprintf(buf, len, "swr%d-%d", tier - 1, child);
 }
 
-static void hw_xml_group(GString *x, const hw_cluster *hw, int tier, int g, int ngpus, double speed)
+/* SimGrid resolves a link named in a route by a depth-first search from the root zone, so links
+ * declared deep inside node zones cost O(links) to find and a large platform O(links^2) to load.
+ * Declared first, in one zone of their own, they are found at once. */
+static void hw_xml_all_links(GString *x, const hw_cluster *hw)
+{
+  g_string_append(x, "<zone id=\"links\" routing=\"None\">\n");
+  for (int i = 0; i < hw_nlinks(hw); i++)
+    hw_xml_link(x, hw_link_get(hw, i));
+  g_string_append(x, "</zone>\n");
+}
+
+static void hw_xml_group(GString *x, const hw_cluster *hw, int tier, int g, int ngpus, double speed,
+                         bool root)
 {
   const cfg_network *net = &hw->cfg->network;
   int used_nodes = (ngpus + hw->gpn - 1) / hw->gpn;
@@ -278,18 +429,25 @@ static void hw_xml_group(GString *x, const hw_cluster *hw, int tier, int g, int 
                                                  net->tiers[tier - 1].nodes_per_switch;
   int c0 = g * per, c1 = MIN(c0 + per, child_count);
   g_string_append_printf(x, "<zone id=\"t%d-%d\" routing=\"Floyd\">\n", tier, g);
+  if (root)
+    hw_xml_all_links(x, hw);
   for (int c = c0; c < c1; c++) {
     if (tier == 0)
       hw_xml_node(x, hw, c, ngpus, speed, true);
     else
-      hw_xml_group(x, hw, tier - 1, c, ngpus, speed);
+      hw_xml_group(x, hw, tier - 1, c, ngpus, speed, false);
   }
-  g_string_append_printf(x, "<zone id=\"sw%d-%d\" routing=\"Full\"><router id=\"swr%d-%d\"/></zone>\n",
-                         tier, g, tier, g);
-  for (int c = c0; c < c1; c++) {
-    int link = tier == 0 ? hw->port_link0 + c : hw->up_link0[tier - 1] + c;
-    hw_xml_link(x, hw_link_get(hw, link));
-  }
+  /* the switch: a router, and a host for in-network reductions joined to it */
+  g_string_append_printf(x,
+                         "<zone id=\"sw%d-%d\" routing=\"Full\"><host id=\"swh%d-%d\" speed=\"1e9f\"/>"
+                         "<router id=\"swr%d-%d\"/>\n",
+                         tier, g, tier, g, tier, g);
+  int swl = hw->swl_link0[tier] + g;
+  g_string_append_printf(x, "<route src=\"swh%d-%d\" dst=\"swr%d-%d\" symmetrical=\"NO\">", tier, g, tier, g);
+  hw_xml_one(x, hw, swl, false);
+  g_string_append_printf(x, "</route>\n<route src=\"swr%d-%d\" dst=\"swh%d-%d\" symmetrical=\"NO\">", tier, g, tier, g);
+  hw_xml_one(x, hw, swl, true);
+  g_string_append(x, "</route></zone>\n");
   for (int c = c0; c < c1; c++) {
     char gw[32];
     hw_child_gateway(tier, c, gw, sizeof gw);
@@ -329,7 +487,7 @@ char *hw_platform_xml(const hw_cluster *hw, int ngpus, double host_speed)
     int top = 0;
     while (hw_group_of(hw, used_nodes - 1, top) != 0)
       top++;
-    hw_xml_group(x, hw, top, 0, ngpus, host_speed);
+    hw_xml_group(x, hw, top, 0, ngpus, host_speed, true);
   }
   g_string_append(x, "</platform>\n");
   return g_string_free(x, FALSE);

@@ -10,6 +10,7 @@
 #include <glib.h>
 
 typedef enum { HW_LINK_SHARED, HW_LINK_FATPIPE } hw_link_policy;
+typedef struct hw_cluster hw_cluster;
 
 typedef struct {
   char *name;
@@ -28,11 +29,22 @@ typedef struct {
   double latency;   /* sum of link latencies */
   double bandwidth; /* min of link bandwidths (INFINITY on an empty route) */
   int nhops;
-  hw_hop hops[16];
+  hw_hop hops[24];
   int tier;         /* -1 same GPU, 0 same node (intra), 1 + index of the top network tier crossed */
 } hw_route;
 
-typedef struct hw_cluster hw_cluster;
+/* Endpoints of transfers: GPUs 0..gpus-1, then each node's NVSwitch (in-switch reduction, NVLS),
+ * then each network switch (in-network reduction, SHARP), tier by tier. */
+int hw_endpoints(const hw_cluster *hw);
+int hw_node_switch(const hw_cluster *hw, int node);
+int hw_net_switch(const hw_cluster *hw, int tier, int group);
+int hw_net_groups(const hw_cluster *hw, int tier);
+int hw_group_of_node(const hw_cluster *hw, int node, int tier);
+int hw_nodes(const hw_cluster *hw);
+/* Host name of an endpoint in the platform ("gpu-3", "nvs-0", "swh1-0"). */
+void hw_endpoint_name(const hw_cluster *hw, int endpoint, char *buf, size_t len);
+/* The link class (intra-node or network) that bounds a route. */
+cfg_link_class hw_route_class(const hw_route *r);
 
 hw_cluster *hw_cluster_new(const cfg_cluster *cfg);
 void hw_cluster_free(hw_cluster *hw);
@@ -44,6 +56,8 @@ int hw_node_of(const hw_cluster *hw, int gpu);
 /* Links and routes: the same table the platform XML is generated from. */
 int hw_nlinks(const hw_cluster *hw);
 const hw_link *hw_link_get(const hw_cluster *hw, int id);
+/* Route between two endpoints. Switch endpoints are reached from the GPUs below them and from
+ * the switches directly above or below. */
 void hw_route_get(const hw_cluster *hw, int src, int dst, hw_route *out);
 
 /* SimGrid platform XML (DTD 4.1) for the first `ngpus` GPUs; hosts are named "gpu-<rank>"

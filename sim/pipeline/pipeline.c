@@ -2,32 +2,17 @@
 
 #include <string.h>
 
-static bool pipe_load(const char *cluster, const char *workload, char *const *sets, pipe_run *out,
-                      GError **err)
-{
-  size_t n = sets ? g_strv_length((char **)sets) : 0;
-  cfg_override *ov = g_new0(cfg_override, MAX(n, 1u));
-  bool ok = true;
-  for (size_t i = 0; ok && i < n; i++)
-    ok = cfg_override_parse(sets[i], &ov[i], err);
-  if (ok)
-    ok = cfg_load(cluster, workload, ov, n, &out->cluster, &out->workload, err);
-  for (size_t i = 0; i < n; i++)
-    cfg_override_clear(&ov[i]);
-  g_free(ov);
-  return ok;
-}
-
 bool pipe_simulate(const char *cluster, const char *workload, char *const *sets, eng_kind engine,
                    bool trace, pipe_run *out, GError **err)
 {
   memset(out, 0, sizeof *out);
-  if (!pipe_load(cluster, workload, sets, out, err))
+  if (!cfg_load_with(cluster, workload, sets, &out->cluster, &out->workload, err))
     return false;
   out->hw = hw_cluster_new(out->cluster);
   out->options.kind = engine;
   out->options.trace = trace;
-  if (!coll_algo_parse(out->workload->collectives.algorithm, &out->options.algo, err))
+  if (!coll_algo_parse(out->workload->collectives.algorithm, &out->options.algo, err) ||
+      !coll_proto_parse(out->workload->collectives.protocol, &out->options.proto, err))
     return false;
   if (!wl_build(out->workload, out->hw, &out->program, err))
     return false;

@@ -9,6 +9,20 @@ const char *prog_coll_name(prog_coll op)
   return op < PROG_NCOLLS ? names[op] : "?";
 }
 
+bool prog_coll_parse(const char *name, prog_coll *out, GError **err)
+{
+  for (int o = 0; o < PROG_NCOLLS; o++)
+    if (name && strcmp(name, prog_coll_name((prog_coll)o)) == 0) {
+      *out = (prog_coll)o;
+      return true;
+    }
+  g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+              "op: expected allreduce, allgather, reducescatter, alltoall, broadcast, reduce or "
+              "sendrecv, got '%s'",
+              name ? name : "nothing");
+  return false;
+}
+
 const char *prog_dim_name(prog_dim d)
 {
   static const char *const names[] = {"tp", "cp", "pp", "dp", "ep"};

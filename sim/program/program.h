@@ -37,6 +37,7 @@ typedef enum {
   PROG_NCOLLS
 } prog_coll;
 const char *prog_coll_name(prog_coll op);
+bool prog_coll_parse(const char *name, prog_coll *out, GError **err);
 
 /* Which parallel dimension a communication belongs to, for reports. */
 typedef enum { PROG_DIM_TP, PROG_DIM_CP, PROG_DIM_PP, PROG_DIM_DP, PROG_DIM_EP, PROG_NDIMS } prog_dim;

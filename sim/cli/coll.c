@@ -1,0 +1,193 @@
+/* dlsim coll -c CLUSTER --op OP --gpus N [--group-size G] [--min 8B --max 8GiB --factor 2]
+ *            [--algo A] [--proto P] [--engine analytic|des] [--json] [--set K=V]...
+ * A table in the layout of nccl-tests: size, count, type, time, algbw, busbw. The group is the
+ * first N GPUs; --group-size splits them into N/G groups that run at once (and contend). */
+#include "cli/cli.h"
+#include "collectives/collectives.h"
+#include "engine/engine.h"
+#include "report/report.h"
+#include "units/units.h"
+
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+  double size, time, algbw, busbw;
+  const char *algo;
+  const char *proto;
+} coll_row;
+
+typedef struct {
+  cfg_cluster *cluster;
+  hw_cluster *hw;
+  prog_coll op;
+  int gpus, group;
+  eng_options opt;
+} coll_setup;
+
+static bool coll_measure(const coll_setup *s, double bytes, coll_row *row, GError **err)
+{
+  eng_coll_result r;
+  if (!eng_collective_time(s->hw, &s->opt, s->op, s->gpus, s->group, bytes, &r, err))
+    return false;
+  row->size = bytes;
+  row->time = r.time;
+  row->algo = coll_algo_name(r.algo);
+  row->proto = r.proto >= 0 ? cfg_proto_name((cfg_proto)r.proto) : "-";
+  row->algbw = row->time > 0 ? bytes / row->time / 1e9 : 0;
+  row->busbw = row->algbw * coll_busbw_factor(s->op, s->op == PROG_COLL_SENDRECV ? 2 : s->group);
+  return true;
+}
+
+static void coll_print_text(const coll_setup *s, const GArray *rows)
+{
+  const cfg_cluster *c = s->cluster;
+  int nodes = (s->gpus + c->node.gpus_per_node - 1) / c->node.gpus_per_node;
+  printf("# dlsim coll: %s on %d GPUs (%d node%s x %d) of %s, ", prog_coll_name(s->op), s->gpus,
+         nodes, nodes == 1 ? "" : "s", MIN(s->gpus, c->node.gpus_per_node), c->name);
+  if (s->group != s->gpus)
+    printf("%d groups of %d at once, ", s->gpus / s->group, s->group);
+  printf("engine %s, algorithm %s\n#\n", eng_kind_name(s->opt.kind), coll_algo_name(s->opt.algo));
+  printf("# %12s %12s %6s %6s %6s %10s %8s %8s  %-10s %s\n", "size", "count", "type", "redop", "root",
+         "time", "algbw", "busbw", "algorithm", "protocol");
+  printf("# %12s %12s %6s %6s %6s %10s %8s %8s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)",
+         "(GB/s)");
+  for (guint i = 0; i < rows->len; i++) {
+    const coll_row *r = &g_array_index(rows, coll_row, i);
+    printf("  %12.0f %12.0f %6s %6s %6d %10.2f %8.2f %8.2f  %-10s %s\n", r->size, floor(r->size / 4),
+           "float", "sum", -1, r->time * 1e6, r->algbw, r->busbw, r->algo, r->proto);
+  }
+}
+
+static void coll_print_json(const GArray *rows)
+{
+  cJSON *a = cJSON_CreateArray();
+  for (guint i = 0; i < rows->len; i++) {
+    const coll_row *r = &g_array_index(rows, coll_row, i);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "size_bytes", r->size);
+    cJSON_AddNumberToObject(o, "time_us", r->time * 1e6);
+    cJSON_AddNumberToObject(o, "algbw_GBps", r->algbw);
+    cJSON_AddNumberToObject(o, "busbw_GBps", r->busbw);
+    cJSON_AddStringToObject(o, "algorithm", r->algo);
+    cJSON_AddStringToObject(o, "protocol", r->proto);
+    cJSON_AddItemToArray(a, o);
+  }
+  rep_json_print(stdout, a);
+  cJSON_Delete(a);
+}
+
+static bool coll_setup_load(coll_setup *s, const char *cluster, char **sets, const char *op,
+                            const char *algo, const char *proto, const char *engine, GError **err)
+{
+  if (!cfg_load_with(cluster, NULL, sets, &s->cluster, NULL, err) ||
+      !prog_coll_parse(op, &s->op, err))
+    return false;
+  s->hw = hw_cluster_new(s->cluster);
+  s->opt.kind = ENG_ANALYTIC;
+  s->opt.algo = COLL_ALGO_AUTO;
+  s->opt.proto = COLL_PROTO_AUTO;
+  return (!engine || eng_kind_parse(engine, &s->opt.kind, err)) &&
+         (!algo || coll_algo_parse(algo, &s->opt.algo, err)) &&
+         (!proto || coll_proto_parse(proto, &s->opt.proto, err));
+}
+
+static bool coll_check_group(coll_setup *s, GError **err)
+{
+  int total = hw_gpus(s->hw);
+  if (s->gpus < 1 || s->gpus > total) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--gpus %d: the cluster has %d GPUs (1..%d)",
+                s->gpus, total, total);
+    return false;
+  }
+  if (s->group <= 0)
+    s->group = s->gpus;
+  if (s->gpus % s->group != 0) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--group-size %d does not divide --gpus %d",
+                s->group, s->gpus);
+    return false;
+  }
+  if (s->op == PROG_COLL_SENDRECV && s->gpus < 2) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "sendrecv needs --gpus 2 or more");
+    return false;
+  }
+  if (s->opt.algo != COLL_ALGO_AUTO) {
+    g_autofree int *ranks = g_new(int, s->group);
+    for (int i = 0; i < s->group; i++)
+      ranks[i] = i;
+    if (!coll_algo_applies(s->hw, s->op, ranks, s->group, s->opt.algo)) {
+      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--algo %s cannot run %s on %d GPUs of this cluster",
+                  coll_algo_name(s->opt.algo), prog_coll_name(s->op), s->group);
+      return false;
+    }
+  }
+  return true;
+}
+
+static bool coll_sizes(const char *min, const char *max, double factor, double *lo, double *hi,
+                       GError **err)
+{
+  g_autofree char *why = NULL;
+  if (!units_parse(min ? min : "8", UNITS_BYTES, lo, &why) ||
+      !units_parse(max ? max : "8GiB", UNITS_BYTES, hi, &why)) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--min/--max: %s", why);
+    return false;
+  }
+  if (*lo < 1 || *hi < *lo || factor <= 1.0) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                "sizes: need 1 <= --min <= --max and --factor > 1");
+    return false;
+  }
+  return true;
+}
+
+int cli_coll(int argc, char **argv)
+{
+  g_autofree char *cluster = NULL, *op = NULL, *algo = NULL, *proto = NULL, *engine = NULL;
+  g_autofree char *min = NULL, *max = NULL;
+  g_auto(GStrv) sets = NULL;
+  gboolean json = FALSE;
+  int gpus = 0, group = 0;
+  double factor = 2.0;
+  GOptionEntry entries[] = {
+      {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &cluster, "Cluster file or preset name", "CLUSTER"},
+      {"op", 'o', 0, G_OPTION_ARG_STRING, &op, "allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv", "OP"},
+      {"gpus", 'n', 0, G_OPTION_ARG_INT, &gpus, "GPUs taking part (the first N)", "N"},
+      {"group-size", 'g', 0, G_OPTION_ARG_INT, &group, "Split them into groups of G running at once", "G"},
+      {"min", 0, 0, G_OPTION_ARG_STRING, &min, "Smallest size (default 8B)", "SIZE"},
+      {"max", 0, 0, G_OPTION_ARG_STRING, &max, "Largest size (default 8GiB)", "SIZE"},
+      {"factor", 'f', 0, G_OPTION_ARG_DOUBLE, &factor, "Size multiplier between rows (default 2)", "F"},
+      {"algo", 'a', 0, G_OPTION_ARG_STRING, &algo, "auto, ring, tree, rhd, hierarchical, nvls, nvls-tree, sharp, pairwise, direct", "ALGO"},
+      {"proto", 'p', 0, G_OPTION_ARG_STRING, &proto, "auto, ll, ll128, simple", "PROTO"},
+      {"engine", 'e', 0, G_OPTION_ARG_STRING, &engine, "analytic (default) or des", "ENGINE"},
+      {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON rows", NULL},
+      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Override a cluster key", "KEY=VALUE"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  int code = 0;
+  if (!cli_parse(entries, "- a collective's time vs size, as nccl-tests prints it", &argc, &argv, &code))
+    return code;
+  if (!cluster || !op || gpus == 0) {
+    fprintf(stderr, "dlsim: error: dlsim coll needs -c CLUSTER, --op OP and --gpus N (see --help)\n");
+    return 2;
+  }
+  coll_setup s = {.gpus = gpus, .group = group};
+  GError *err = NULL;
+  double lo = 0, hi = 0;
+  bool ok = coll_setup_load(&s, cluster, sets, op, algo, proto, engine, &err) &&
+            coll_check_group(&s, &err) && coll_sizes(min, max, factor, &lo, &hi, &err);
+  GArray *rows = g_array_new(FALSE, FALSE, sizeof(coll_row));
+  for (double size = lo; ok && size <= hi * (1 + 1e-12); size = floor(size * factor)) {
+    coll_row row;
+    ok = coll_measure(&s, size, &row, &err);
+    if (ok)
+      g_array_append_val(rows, row);
+  }
+  if (ok)
+    json ? coll_print_json(rows) : coll_print_text(&s, rows);
+  g_array_free(rows, TRUE);
+  hw_cluster_free(s.hw);
+  cfg_cluster_free(s.cluster);
+  return ok ? 0 : cli_fail(err);
+}

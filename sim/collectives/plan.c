@@ -1,0 +1,242 @@
+/* Plans: building phases of transfers, then the size-independent part of their cost (routes,
+ * fair shares, distinct kinds of transfer) and the member index the DES looks transfers up by. */
+#include "collectives/collectives_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int coll_cmp_int(const void *a, const void *b)
+{
+  return *(const int *)a - *(const int *)b;
+}
+
+void coll_layout_of(const hw_cluster *hw, const int *ranks, int n, coll_layout *l)
+{
+  l->sorted = g_memdup2(ranks, sizeof(int) * (gsize)n);
+  qsort(l->sorted, (size_t)n, sizeof(int), coll_cmp_int);
+  l->node_start = g_new(int, n + 1);
+  l->nnodes = 0;
+  for (int i = 0; i < n; i++)
+    if (i == 0 || hw_node_of(hw, l->sorted[i]) != hw_node_of(hw, l->sorted[i - 1]))
+      l->node_start[l->nnodes++] = i;
+  l->node_start[l->nnodes] = n;
+  l->per_node = n / l->nnodes;
+  for (int k = 0; k < l->nnodes; k++)
+    if (l->node_start[k + 1] - l->node_start[k] != l->per_node)
+      l->per_node = 0;
+}
+
+void coll_layout_clear(coll_layout *l)
+{
+  g_free(l->sorted);
+  g_free(l->node_start);
+  memset(l, 0, sizeof *l);
+}
+
+int coll_channels(const hw_cluster *hw, const coll_layout *l)
+{
+  if (l->nnodes <= 1)
+    return 1;
+  int most = 0;
+  for (int k = 0; k < l->nnodes; k++)
+    most = MAX(most, l->node_start[k + 1] - l->node_start[k]);
+  const cfg_cluster *c = hw_config(hw);
+  int nics = MAX(c->node.nics_per_node, 1);
+  return MAX(1, MIN(MIN(most, nics), c->nccl.max_channels));
+}
+
+int coll_net_if(const coll_layout *l, int n)
+{
+  return l->nnodes > 1 ? n : 0;
+}
+
+int coll_intra_if(const coll_layout *l, int n)
+{
+  return l->nnodes > 1 ? 0 : n;
+}
+
+int coll_channel_entry(int c, int channels, int members)
+{
+  return (int)((long)c * members / channels) % members;
+}
+
+coll_phase *coll_add_phase(coll_builder *b, int steps, int intra, int net, bool pipelined)
+{
+  coll_phase ph = {.steps = MAX(steps, 1), .stages = {MAX(intra, 0), MAX(net, 0)},
+                   .pipelined = pipelined};
+  if (ph.stages[0] + ph.stages[1] == 0)
+    ph.stages[0] = 1;
+  g_array_append_val(b->phases, ph);
+  g_ptr_array_add(b->xfers, g_array_new(FALSE, FALSE, sizeof(coll_xfer)));
+  return &g_array_index(b->phases, coll_phase, b->phases->len - 1);
+}
+
+void coll_add_xfer(coll_builder *b, int src, int dst, double frac)
+{
+  if (src == dst || frac <= 0)
+    return;
+  coll_xfer x = {.src = src, .dst = dst, .frac = frac};
+  g_array_append_val(g_ptr_array_index(b->xfers, b->xfers->len - 1), x);
+}
+
+int coll_member(const coll_plan *p, int endpoint)
+{
+  return GPOINTER_TO_INT(g_hash_table_lookup(p->member_of, GINT_TO_POINTER(endpoint))) - 1;
+}
+
+static void coll_add_member(coll_plan *p, int endpoint)
+{
+  if (coll_member(p, endpoint) >= 0)
+    return;
+  p->members = g_renew(int, p->members, p->nmembers + 1);
+  p->members[p->nmembers++] = endpoint;
+  g_hash_table_insert(p->member_of, GINT_TO_POINTER(endpoint), GINT_TO_POINTER(p->nmembers));
+}
+
+/* Routes, per-link loads, fair shares and the distinct kinds of transfer of one phase. */
+static void coll_phase_cost(const hw_cluster *hw, coll_phase *ph, int *load)
+{
+  hw_route *routes = g_new(hw_route, MAX(ph->nxfers, 1));
+  for (int i = 0; i < ph->nxfers; i++) {
+    hw_route_get(hw, ph->xfers[i].src, ph->xfers[i].dst, &routes[i]);
+    for (int h = 0; h < routes[i].nhops; h++)
+      load[routes[i].hops[h]]++;
+  }
+  GArray *kinds = g_array_new(FALSE, FALSE, sizeof(coll_kind));
+  ph->max_alpha = 0;
+  ph->min_rate = INFINITY;
+  ph->max_frac = 0;
+  for (int i = 0; i < ph->nxfers; i++) {
+    const hw_route *r = &routes[i];
+    double rate = INFINITY;
+    for (int h = 0; h < r->nhops; h++) {
+      const hw_link *l = hw_link_get(hw, HW_HOP_LINK(r->hops[h]));
+      rate = MIN(rate, l->policy == HW_LINK_FATPIPE ? l->bandwidth : l->bandwidth / load[r->hops[h]]);
+    }
+    coll_kind k = {.alpha = r->latency, .frac = ph->xfers[i].frac, .rate = rate,
+                   .cls = hw_route_class(r)};
+    ph->max_alpha = MAX(ph->max_alpha, k.alpha);
+    ph->class_alpha[k.cls] = MAX(ph->class_alpha[k.cls], k.alpha);
+    ph->min_rate = MIN(ph->min_rate, rate);
+    ph->max_frac = MAX(ph->max_frac, k.frac);
+    bool seen = false;
+    for (guint j = 0; j < kinds->len && !seen; j++) {
+      const coll_kind *o = &g_array_index(kinds, coll_kind, j);
+      seen = o->alpha == k.alpha && o->frac == k.frac && o->rate == k.rate && o->cls == k.cls;
+    }
+    if (!seen)
+      g_array_append_val(kinds, k);
+  }
+  for (int i = 0; i < ph->nxfers; i++)
+    for (int h = 0; h < routes[i].nhops; h++)
+      load[routes[i].hops[h]] = 0;
+  ph->nkinds = (int)kinds->len;
+  ph->kinds = (coll_kind *)g_array_free(kinds, FALSE);
+  g_free(routes);
+}
+
+static void coll_index_members(coll_plan *p, coll_phase *ph)
+{
+  ph->member_off = g_new0(int, p->nmembers + 1);
+  for (int i = 0; i < ph->nxfers; i++) {
+    ph->member_off[coll_member(p, ph->xfers[i].src) + 1]++;
+    ph->member_off[coll_member(p, ph->xfers[i].dst) + 1]++;
+  }
+  for (int m = 0; m < p->nmembers; m++)
+    ph->member_off[m + 1] += ph->member_off[m];
+  ph->member_idx = g_new(int, MAX(ph->member_off[p->nmembers], 1));
+  g_autofree int *fill = g_memdup2(ph->member_off, sizeof(int) * (gsize)p->nmembers);
+  for (int i = 0; i < ph->nxfers; i++) {
+    ph->member_idx[fill[coll_member(p, ph->xfers[i].src)]++] = i;
+    ph->member_idx[fill[coll_member(p, ph->xfers[i].dst)]++] = i;
+  }
+}
+
+static void coll_finish(coll_builder *b)
+{
+  coll_plan *p = b->p;
+  p->nphases = (int)b->phases->len;
+  p->phases = (coll_phase *)g_array_free(b->phases, FALSE);
+  for (int i = 0; i < p->nphases; i++) {
+    GArray *x = g_ptr_array_index(b->xfers, i);
+    p->phases[i].nxfers = (int)x->len;
+    p->phases[i].xfers = (coll_xfer *)g_array_free(x, FALSE);
+    for (int k = 0; k < p->phases[i].nxfers; k++) {
+      coll_add_member(p, p->phases[i].xfers[k].src);
+      coll_add_member(p, p->phases[i].xfers[k].dst);
+    }
+  }
+  g_ptr_array_free(b->xfers, TRUE);
+  g_autofree int *load = g_new0(int, 2 * (gsize)hw_nlinks(b->hw));
+  for (int i = 0; i < p->nphases; i++) {
+    coll_phase_cost(b->hw, &p->phases[i], load);
+    coll_index_members(p, &p->phases[i]);
+  }
+}
+
+coll_plan *coll_plan_new(const hw_cluster *hw, prog_coll op, const int *ranks, int n,
+                         coll_algo algo, const double *vbytes, bool fold)
+{
+  coll_plan *p = g_new0(coll_plan, 1);
+  p->op = op;
+  p->algo = algo;
+  p->n = n;
+  p->ranks = g_memdup2(ranks, sizeof(int) * (gsize)n);
+  p->member_of = g_hash_table_new(g_direct_hash, g_direct_equal);
+  p->channels = 1;
+  p->absolute = vbytes != NULL;
+  for (int i = 0; i < n; i++)
+    coll_add_member(p, ranks[i]);
+  coll_builder b = {.hw = hw, .p = p, .fold = fold,
+                    .phases = g_array_new(FALSE, FALSE, sizeof(coll_phase)),
+                    .xfers = g_ptr_array_new()};
+  if (n > 1) {
+    switch (algo) {
+    case COLL_ALGO_RING:
+      if (op == PROG_COLL_BROADCAST || op == PROG_COLL_REDUCE)
+        coll_build_chain(&b, op == PROG_COLL_REDUCE);
+      else
+        coll_build_ring(&b);
+      break;
+    case COLL_ALGO_TREE: coll_build_tree(&b); break;
+    case COLL_ALGO_RHD: coll_build_rhd(&b); break;
+    case COLL_ALGO_HIERARCHICAL: coll_build_hierarchical(&b); break;
+    case COLL_ALGO_NVLS: coll_build_nvls(&b); break;
+    case COLL_ALGO_NVLS_TREE: coll_build_nvls_tree(&b); break;
+    case COLL_ALGO_SHARP: coll_build_sharp(&b); break;
+    case COLL_ALGO_PAIRWISE: coll_build_alltoall(&b, true, vbytes); break;
+    case COLL_ALGO_DIRECT:
+      if (op == PROG_COLL_SENDRECV) {
+        bool same = hw_node_of(hw, ranks[0]) == hw_node_of(hw, ranks[1]);
+        coll_add_phase(&b, 1, same, !same, false);
+        coll_add_xfer(&b, ranks[0], ranks[1], coll_p2p_scale(hw, ranks, 2));
+      } else {
+        coll_build_alltoall(&b, false, vbytes);
+      }
+      break;
+    case COLL_ALGO_AUTO:
+    case COLL_NALGOS:
+      break;
+    }
+  }
+  coll_finish(&b);
+  return p;
+}
+
+void coll_plan_free(coll_plan *p)
+{
+  if (!p)
+    return;
+  for (int i = 0; i < p->nphases; i++) {
+    g_free(p->phases[i].xfers);
+    g_free(p->phases[i].kinds);
+    g_free(p->phases[i].member_off);
+    g_free(p->phases[i].member_idx);
+  }
+  g_free(p->phases);
+  g_free(p->ranks);
+  g_free(p->members);
+  g_hash_table_destroy(p->member_of);
+  g_free(p);
+}

@@ -1,0 +1,102 @@
+/* In-switch reductions. NVLS: the NVSwitch reads every GPU's buffer, reduces, and multicasts:
+ * each GPU sends its buffer plus its reduced shard (S (1 + 1/g)) and receives as much. NVLink
+ * SHARP runs below the link efficiency of rings (nccl.nvls_efficiency), so its bytes are scaled
+ * to keep the platform's single bandwidth per link. SHARP: InfiniBand switches reduce what the
+ * rails send them, so each NIC carries 1/g of the buffer each way whatever the node count. */
+#include "collectives/collectives_internal.h"
+
+#include <math.h>
+
+static double coll_nvls_scale(const hw_cluster *hw)
+{
+  const cfg_nccl *nc = &hw_config(hw)->nccl;
+  return nc->link_efficiency[CFG_LINK_INTRA] / nc->nvls_efficiency;
+}
+
+static void coll_nvls_flows(coll_builder *b, const coll_layout *l, int k, double frac)
+{
+  int a = l->node_start[k], g = l->node_start[k + 1] - a;
+  int sw = hw_node_switch(b->hw, hw_node_of(b->hw, l->sorted[a]));
+  double bytes = (1.0 + 1.0 / g) * coll_nvls_scale(b->hw) * frac;
+  for (int j = 0; j < g; j++) {
+    coll_add_xfer(b, l->sorted[a + j], sw, bytes);
+    coll_add_xfer(b, sw, l->sorted[a + j], bytes);
+  }
+}
+
+void coll_build_nvls(coll_builder *b)
+{
+  coll_layout l;
+  coll_layout_of(b->hw, b->p->ranks, b->p->n, &l);
+  coll_add_phase(b, 1, 2, 0, true);
+  coll_nvls_flows(b, &l, 0, 1.0);
+  coll_layout_clear(&l);
+}
+
+void coll_build_nvls_tree(coll_builder *b)
+{
+  coll_layout l;
+  coll_layout_of(b->hw, b->p->ranks, b->p->n, &l);
+  int g = l.per_node, N = l.nnodes;
+  /* NVLS inside the nodes, pipelined with an exchange of each 1/g shard along its rail */
+  coll_add_phase(b, 1, 2, 2 * (N - 1), true);
+  for (int k = 0; k < N; k++)
+    coll_nvls_flows(b, &l, k, 1.0);
+  for (int j = 0; j < g; j++)
+    for (int k = 0; k < N; k++)
+      coll_add_xfer(b, l.sorted[l.node_start[k] + j], l.sorted[l.node_start[(k + 1) % N] + j],
+                    2.0 * (N - 1) / ((double)g * N));
+  b->p->channels = g;
+  coll_layout_clear(&l);
+}
+
+/* The lowest network tier whose switch spans every node of the group. */
+static int coll_top_tier(const hw_cluster *hw, const coll_layout *l)
+{
+  int first = hw_node_of(hw, l->sorted[0]), last = hw_node_of(hw, l->sorted[l->node_start[l->nnodes - 1]]);
+  int t = 0;
+  while (hw_group_of_node(hw, first, t) != hw_group_of_node(hw, last, t))
+    t++;
+  return t;
+}
+
+void coll_build_sharp(coll_builder *b)
+{
+  const hw_cluster *hw = b->hw;
+  coll_layout l;
+  coll_layout_of(hw, b->p->ranks, b->p->n, &l);
+  int g = l.per_node, N = l.nnodes, top = coll_top_tier(hw, &l);
+  bool nvls = hw_config(hw)->node.intra.nvls;
+  coll_add_phase(b, 1, nvls ? 2 : 2 * (g - 1), 2 * (top + 1), true);
+  for (int k = 0; k < N; k++) {
+    int a = l.node_start[k];
+    if (nvls)
+      coll_nvls_flows(b, &l, k, 1.0);
+    else /* reduce-scatter then all-gather around the node */
+      for (int j = 0; j < g && g > 1; j++)
+        coll_add_xfer(b, l.sorted[a + j], l.sorted[a + (j + 1) % g], 2.0 * (g - 1) / g);
+    int leaf = hw_net_switch(hw, 0, hw_group_of_node(hw, hw_node_of(hw, l.sorted[a]), 0));
+    for (int j = 0; j < g; j++) {
+      coll_add_xfer(b, l.sorted[a + j], leaf, 1.0 / g);
+      coll_add_xfer(b, leaf, l.sorted[a + j], 1.0 / g);
+    }
+  }
+  /* switches below the top forward their partial sums up and the result down */
+  for (int t = 0; t < top; t++) {
+    GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+    for (int k = 0; k < N; k++) {
+      int node = hw_node_of(hw, l.sorted[l.node_start[k]]);
+      int grp = hw_group_of_node(hw, node, t);
+      if (g_hash_table_contains(seen, GINT_TO_POINTER(grp + 1)))
+        continue;
+      g_hash_table_add(seen, GINT_TO_POINTER(grp + 1));
+      int lo = hw_net_switch(hw, t, grp);
+      int hi = hw_net_switch(hw, t + 1, hw_group_of_node(hw, node, t + 1));
+      coll_add_xfer(b, lo, hi, 1.0);
+      coll_add_xfer(b, hi, lo, 1.0);
+    }
+    g_hash_table_destroy(seen);
+  }
+  b->p->channels = g;
+  coll_layout_clear(&l);
+}

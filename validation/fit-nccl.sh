@@ -1,0 +1,16 @@
+#!/bin/sh
+# Reproduces the NCCL calibration shipped in configs/calibration/h100-nccl.yaml, from dlsim's
+# defaults, on ONE table: nccl-tests all_reduce_perf on 2 nodes x 8 H100 (issue 309). Only
+# latencies, the NVLS efficiency and pipeline chunks move; the link efficiencies stay at the
+# values NVIDIA states (0.82 of NVLink for rings, 0.95 of NDR). Every other nccl table in
+# validation/cases is a check of this fit. The send/recv efficiency (nccl.p2p_efficiency
+# default 0.66) was fitted the same way on the A100 sendrecv table:
+#   dlsim calibrate --nccl validation/nccl/liplus_a100_8gpu_sendrecv.csv -c dgx-a100 \
+#     --set node.count=1 --set gpu.calibration=none --op sendrecv --gpus 8 --fit p2p_efficiency -o x.yaml
+# usage: validation/fit-nccl.sh [path/to/dlsim]
+set -eu
+DLSIM=${1:-build/release/dlsim}
+$DLSIM calibrate --nccl validation/nccl/issue309_h100_16gpu_2node_allreduce.csv \
+  -c dgx-h100 --set node.count=2 --set gpu.calibration=none --op allreduce --gpus 16 \
+  --fit base_latency --fit hop_latency --fit nvls_efficiency --fit chunk \
+  -o configs/calibration/h100-nccl.yaml
