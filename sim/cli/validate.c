@@ -2,7 +2,10 @@
  * validation/cases/, with the error of each and whether the case was used for fitting. */
 #include "calibration/calibration.h"
 #include "cli/cli.h"
+#include "memory/memory.h"
 #include "pipeline/pipeline.h"
+
+#include <stdlib.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -19,39 +22,95 @@ typedef struct {
   calib_errors errors;
 } val_row;
 
-static bool val_metric(const pipe_run *run, const char *metric, double *out, GError **err)
+/* Finds a dotted path ("memory.peak_bytes", "ranks.0.total_bytes") in a JSON document. */
+static bool val_json_path(const cJSON *j, const char *path, double *out)
 {
-  rep_run rep;
-  rep_figures f;
-  pipe_report_of(run, &rep);
-  rep_run_figures(&rep, &f);
+  g_auto(GStrv) parts = g_strsplit(path, ".", -1);
+  for (char **p = parts; *p && j; p++)
+    j = cJSON_IsArray(j) ? cJSON_GetArrayItem(j, atoi(*p)) : cJSON_GetObjectItemCaseSensitive(j, *p);
+  if (cJSON_IsBool(j)) {
+    *out = cJSON_IsTrue(j) ? 1 : 0;
+    return true;
+  }
+  if (!cJSON_IsNumber(j))
+    return false;
+  *out = j->valuedouble;
+  return true;
+}
+
+/* The JSON a command prints for this case and these overrides. */
+static cJSON *val_command_json(const cfg_case *c, char *const *sets, GError **err)
+{
+  const char *cmd = c->command ? c->command : "run";
+  if (strcmp(cmd, "run") == 0) {
+    pipe_run run;
+    cJSON *j = NULL;
+    if (pipe_simulate(c->cluster, c->workload, sets, c->engine ? ENG_DES : ENG_ANALYTIC, false,
+                      &run, err)) {
+      rep_run rep;
+      pipe_report_of(&run, &rep);
+      j = rep_run_json(&rep);
+    }
+    pipe_clear(&run);
+    return j;
+  }
+  cfg_cluster *cl = NULL;
+  cfg_workload *w = NULL;
+  cJSON *j = NULL;
+  if (!cfg_load_with(c->cluster, c->workload, sets, &cl, &w, err))
+    return NULL;
+  if (strcmp(cmd, "deepspeed") == 0) {
+    const cfg_parallel *p = &w->parallel;
+    mem_deepspeed e = mem_deepspeed_estimate(w->model.params, w->model.largest_layer_params,
+                                             cl->node.gpus_per_node, cl->node.count, p->zero,
+                                             p->offload != CFG_OFFLOAD_NONE, p->offload_params, false);
+    j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "gpu_bytes", e.gpu);
+    cJSON_AddNumberToObject(j, "cpu_bytes_per_node", e.cpu);
+  } else if (strcmp(cmd, "memory") == 0 || strcmp(cmd, "memory-states") == 0) {
+    mem_options o = {.states_only = strcmp(cmd, "memory-states") == 0};
+    mem_report m;
+    if (mem_estimate(w, cl, &o, &m, err)) {
+      rep_memory r = {.cluster = cl, .workload = w, .memory = &m};
+      j = rep_memory_json(&r);
+    }
+    mem_report_clear(&m);
+  } else {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                "command '%s' is not one of run, memory, memory-states, deepspeed", cmd);
+  }
+  cfg_cluster_free(cl);
+  cfg_workload_free(w);
+  return j;
+}
+
+static double val_unit(const char *unit)
+{
   const struct {
     const char *name;
-    double value;
-  } metrics[] = {{"step_time_s", f.step_time},       {"samples_per_s", f.samples_per_s},
-                 {"tokens_per_s", f.tokens_per_s},   {"mfu", f.mfu},
-                 {"hfu", f.hfu},                     {"model_tflops_per_gpu", f.model_tflops_per_gpu},
-                 {"peak_bytes", f.peak_bytes}};
-  for (size_t i = 0; i < G_N_ELEMENTS(metrics); i++)
-    if (strcmp(metric, metrics[i].name) == 0) {
-      *out = metrics[i].value;
-      return true;
-    }
-  g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
-              "metric '%s' is not one of step_time_s, samples_per_s, tokens_per_s, mfu, hfu, "
-              "model_tflops_per_gpu, peak_bytes",
-              metric);
-  return false;
+    double scale;
+  } units[] = {{"GiB", 1073741824.0}, {"GB", 1e9}, {"MiB", 1048576.0}, {"MB", 1e6},
+               {"ms", 1e-3},          {"us", 1e-6}, {"s", 1}};
+  for (size_t i = 0; unit && i < G_N_ELEMENTS(units); i++)
+    if (strcmp(unit, units[i].name) == 0)
+      return units[i].scale;
+  return 1;
 }
 
 static bool val_predict(const cfg_case *c, char *const *sets, double *out, GError **err)
 {
-  pipe_run run;
-  bool ok = pipe_simulate(c->cluster, c->workload, sets, c->engine ? ENG_DES : ENG_ANALYTIC, false,
-                          &run, err) &&
-            val_metric(&run, c->metric, out, err);
-  pipe_clear(&run);
-  return ok;
+  cJSON *j = val_command_json(c, sets, err);
+  if (!j)
+    return false;
+  bool ok = val_json_path(j, c->metric, out);
+  cJSON_Delete(j);
+  if (!ok) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "metric '%s' is not a number in the %s output",
+                c->metric, c->command ? c->command : "run");
+    return false;
+  }
+  *out /= val_unit(c->unit);
+  return true;
 }
 
 /* A table of collective times: predicted size by size, judged on the median busbw error. */
@@ -100,7 +159,8 @@ static void val_run_case(val_row *row)
     return;
   }
   row->predicted = value / base;
-  row->error = (row->predicted - row->c.measured) / row->c.measured;
+  row->error = row->c.measured != 0 ? (row->predicted - row->c.measured) / row->c.measured
+                                    : row->predicted - row->c.measured;
   row->pass = fabs(row->error) <= row->c.tolerance;
 }
 
@@ -140,9 +200,14 @@ static GPtrArray *val_case_files(int argc, char **argv, GError **err)
   return files;
 }
 
+static const char *val_role(cfg_case_role r)
+{
+  return r == CFG_CASE_FIT ? "fit" : r == CFG_CASE_CHECK ? "check" : "ref";
+}
+
 static void val_print_table(const val_row *r)
 {
-  printf("%s (%s): %s over %d GPUs%s, %s\n", r->c.name, r->c.role == CFG_CASE_FIT ? "fit" : "check",
+  printf("%s (%s): %s over %d GPUs%s, %s\n", r->c.name, val_role(r->c.role),
          r->c.op, r->c.gpus, r->c.group_size > 0 && r->c.group_size != r->c.gpus ? " in groups" : "",
          r->c.source);
   printf("  %14s %14s %14s %10s\n", "size (B)", "measured (us)", "predicted (us)", "busbw err");
@@ -176,20 +241,21 @@ static void val_print_text(const val_row *rows, guint n)
                                               : g_strdup(r->c.metric);
     if (r->failure) {
       printf("%-40s %-5s %-21s %11.4g %11s %8s %6s  (%s)\n", r->c.name,
-             r->c.role == CFG_CASE_FIT ? "fit" : "check", metric, r->c.measured, "-", "-",
+             val_role(r->c.role), metric, r->c.measured, "-", "-",
              "FAIL", r->failure);
       continue;
     }
     if (r->c.table)
       printf("%-40s %-5s %-21s %11s %11s %7.1f%% %6s\n", r->c.name,
-             r->c.role == CFG_CASE_FIT ? "fit" : "check", metric, "table", "table", 100 * r->error,
+             val_role(r->c.role), metric, "table", "table", 100 * r->error,
              r->pass ? "ok" : "FAIL");
     else
       printf("%-40s %-5s %-21s %11.4g %11.4g %+7.1f%% %6s\n", r->c.name,
-             r->c.role == CFG_CASE_FIT ? "fit" : "check", metric, r->c.measured, r->predicted,
+             val_role(r->c.role), metric, r->c.measured, r->predicted,
              100 * r->error, r->pass ? "ok" : "FAIL");
   }
-  printf("\nfit: the model was tuned on this number; check: it was not (validation/README.md).\n");
+  printf("\nfit: the model was tuned on this number; check: it was not; ref: an analytic reference "
+         "(a formula's output, not a measurement). See validation/README.md.\n");
 }
 
 static void val_print_json(const val_row *rows, guint n)
@@ -200,7 +266,7 @@ static void val_print_json(const val_row *rows, guint n)
     const val_row *r = &rows[i];
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", r->c.name);
-    cJSON_AddStringToObject(o, "role", r->c.role == CFG_CASE_FIT ? "fit" : "check");
+    cJSON_AddStringToObject(o, "role", val_role(r->c.role));
     cJSON_AddStringToObject(o, "metric", r->c.table ? "busbw" : r->c.metric);
     if (!r->c.table)
       cJSON_AddNumberToObject(o, "measured", r->c.measured);

@@ -39,7 +39,7 @@ double cfg_dtype_bytes(cfg_dtype dtype);
 
 typedef enum { CFG_INTRA_NVSWITCH, CFG_INTRA_NVLINK_RING, CFG_INTRA_PCIE } cfg_intra_kind;
 typedef enum { CFG_TOPO_FAT_TREE, CFG_TOPO_RAIL_OPTIMIZED } cfg_topology;
-typedef enum { CFG_MODEL_TRANSFORMER, CFG_MODEL_MOE_TRANSFORMER, CFG_MODEL_CNN } cfg_model_kind;
+typedef enum { CFG_MODEL_TRANSFORMER, CFG_MODEL_MOE_TRANSFORMER, CFG_MODEL_CNN, CFG_MODEL_GENERIC } cfg_model_kind;
 typedef enum { CFG_ACT_GELU, CFG_ACT_SWIGLU } cfg_activation;
 typedef enum { CFG_OPT_ADAM, CFG_OPT_SGD } cfg_optimizer;
 typedef enum { CFG_RECOMPUTE_NONE, CFG_RECOMPUTE_SELECTIVE, CFG_RECOMPUTE_FULL } cfg_recompute;
@@ -156,6 +156,8 @@ typedef struct {
   char *preset;        /* cnn: resnet50, ... */
   int image_size;      /* cnn input resolution */
   int num_classes;
+  double params;       /* generic: total parameters (what memory estimators take) */
+  double largest_layer_params; /* generic: the largest layer, for ZeRO-3's gathered layer */
 } cfg_model;
 
 /* ---- workloads ----------------------------------------------------------------------------- */
@@ -166,6 +168,7 @@ typedef struct {
   cfg_optimizer optimizer;
   cfg_recompute recompute;
   int flash_attention; /* 0/1 */
+  cfg_dtype grad_dtype;/* gradients as accumulated and reduced (Megatron: fp32 main grads) */
 } cfg_training;
 
 typedef struct {
@@ -175,6 +178,7 @@ typedef struct {
   int virtual_stages;
   int zero;
   cfg_offload offload;
+  int offload_params;   /* 0/1: ZeRO-3 also keeps parameters off the GPU */
   cfg_dim placement[CFG_NDIMS];
   int nplacement;
   double gradient_bucket; /* bytes */
@@ -198,6 +202,15 @@ typedef struct {
   char *protocol;  /* "auto", "ll", "ll128" or "simple" */
 } cfg_collectives;
 
+/* What else takes GPU memory, each line with a documented default (see memory.h). */
+typedef struct {
+  double cuda_context;   /* bytes: CUDA context, cuBLAS/cuDNN workspaces */
+  double nccl_buffers;   /* bytes per process group a GPU belongs to */
+  double fragmentation;  /* fraction of allocated memory lost to the caching allocator */
+  double zero3_prefetch; /* bytes of parameters ZeRO-3 gathers ahead of use */
+  double comm_bucket;    /* bytes of ZeRO reduce-scatter / all-gather buckets */
+} cfg_memory;
+
 typedef struct {
   cfg_model model;
   int has_training, has_serving;
@@ -205,6 +218,7 @@ typedef struct {
   cfg_parallel parallel;
   cfg_serving serving;
   cfg_collectives collectives;
+  cfg_memory memory;
   cfg_doc *doc;
 } cfg_workload;
 
@@ -234,18 +248,22 @@ void cfg_override_clear(cfg_override *o);
 
 /* ---- validation cases (validation/cases/NAME.yaml) --------------------------------------- */
 
-typedef enum { CFG_CASE_FIT, CFG_CASE_CHECK } cfg_case_role;
+typedef enum { CFG_CASE_FIT, CFG_CASE_CHECK, CFG_CASE_REFERENCE } cfg_case_role;
 
 typedef struct {
   char *name;
-  cfg_case_role role;   /* fit: the model was tuned on it; check: it was not */
+  cfg_case_role role;   /* fit: the model was tuned on it; check: it was not; reference: an
+                           analytic figure (a formula's output), checks accounting, not hardware */
+  char *command;        /* run (default), memory, memory-states (model states only), deepspeed */
+  char *unit;           /* the measured value's unit: GiB, GB, MiB, MB, s, ms (default: SI) */
   char *source;         /* where the measured number comes from */
   char *notes;
   char *cluster, *workload; /* resolved paths */
   char **set;           /* overrides, "key=value" */
   char **ratio_to;      /* when set: the metric is this case / the same case with these overrides */
   int engine;           /* 0 analytic, 1 des */
-  char *metric;         /* a key of `dlsim run --json` such as samples_per_s */
+  char *metric;         /* a key of the command's --json output, dotted: memory.peak_bytes,
+                           ranks.0.total_bytes, samples_per_s */
   double measured;
   double tolerance;     /* a check passes when |error| <= tolerance */
   /* a table of collective times (nccl-tests) instead of one number */

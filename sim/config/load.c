@@ -19,8 +19,9 @@ char *cfg_resolve(const char *name, const char *kind, const char *relative_to)
                                                           : g_strdup_printf("%s.yaml", name);
   if (relative_to) {
     g_autofree char *dir = g_path_get_dirname(relative_to);
-    char *cands[] = {g_build_filename(dir, file, NULL),
-                     g_build_filename(dir, "..", kind, file, NULL)};
+    /* the sibling folder of presets first: a workload and its model may share a name */
+    char *cands[] = {g_build_filename(dir, "..", kind, file, NULL),
+                     g_build_filename(dir, file, NULL)};
     for (size_t i = 0; i < G_N_ELEMENTS(cands); i++) {
       if (g_file_test(cands[i], G_FILE_TEST_IS_REGULAR)) {
         for (size_t j = 0; j < G_N_ELEMENTS(cands); j++)
@@ -395,6 +396,13 @@ static bool cfg_model_check(cfg_model *m, const cfg_doc *d, GError **err)
   CFG_DEFAULT_INT(m->kind, CFG_MODEL_TRANSFORMER);
   if (!m->name)
     m->name = g_strdup(m->kind == CFG_MODEL_CNN && m->preset ? m->preset : "model");
+  if (m->kind == CFG_MODEL_GENERIC) {
+    if (isnan(m->params) || m->params <= 0)
+      return cfg_fail(err, d, "model", "model: a generic model needs 'params' (for example 7.5e9)");
+    CFG_DEFAULT_QTY(m->largest_layer_params, 0);
+    CFG_DEFAULT_INT(m->seq_len, 2048);
+    return true;
+  }
   if (m->kind == CFG_MODEL_CNN) {
     if (!m->preset)
       return cfg_fail(err, d, "model", "model: a cnn needs 'preset' (for example resnet50)");
@@ -442,6 +450,8 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
   CFG_DEFAULT_INT(t->optimizer, CFG_OPT_ADAM);
   CFG_DEFAULT_INT(t->recompute, CFG_RECOMPUTE_NONE);
   CFG_DEFAULT_INT(t->flash_attention, 1);
+  /* Megatron keeps fp32 main gradients; fp32 training has nothing narrower. */
+  CFG_DEFAULT_INT(t->grad_dtype, CFG_FP32);
   CFG_DEFAULT_INT(p->tp, 1);
   CFG_DEFAULT_INT(p->pp, 1);
   CFG_DEFAULT_INT(p->cp, 1);
@@ -451,6 +461,17 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
   CFG_DEFAULT_INT(p->virtual_stages, 1);
   CFG_DEFAULT_INT(p->zero, 0);
   CFG_DEFAULT_INT(p->offload, CFG_OFFLOAD_NONE);
+  CFG_DEFAULT_INT(p->offload_params, 0);
+  if (p->offload != CFG_OFFLOAD_NONE && p->zero == 0)
+    return cfg_fail(err, d, "parallel.offload",
+                    "parallel.offload = %s needs ZeRO (parallel.zero 1, 2 or 3)",
+                    p->offload == CFG_OFFLOAD_CPU ? "cpu" : "nvme");
+  if (p->offload_params && (p->zero != 3 || p->offload == CFG_OFFLOAD_NONE))
+    return cfg_fail(err, d, "parallel.offload_params",
+                    "parallel.offload_params needs parallel.zero 3 and an offload target");
+  if (p->offload == CFG_OFFLOAD_NVME && !(c->node.nvme > 0))
+    return cfg_fail(err, d, "parallel.offload",
+                    "parallel.offload = nvme, but the cluster's nodes have no NVMe (node.nvme)");
   CFG_DEFAULT_QTY(p->gradient_bucket, 25.0 * 1024 * 1024); /* PyTorch DDP bucket_cap_mb = 25 */
   if (p->nplacement == 0) {
     const cfg_dim def[] = {CFG_DIM_TP, CFG_DIM_CP, CFG_DIM_PP, CFG_DIM_DP};
@@ -512,6 +533,14 @@ static bool cfg_workload_check(cfg_workload *w, const cfg_cluster *c, GError **e
     w->collectives.algorithm = g_strdup("auto");
   if (!w->collectives.protocol)
     w->collectives.protocol = g_strdup("auto");
+  /* Allowances that are not model states or activations: uncalibrated, documented defaults. */
+  cfg_memory *m = &w->memory;
+  CFG_DEFAULT_QTY(m->cuda_context, 512.0 * 1048576);   /* CUDA context + library workspaces */
+  CFG_DEFAULT_QTY(m->nccl_buffers, 256.0 * 1048576);   /* per process group */
+  CFG_DEFAULT_QTY(m->fragmentation, 0.05);             /* caching allocator */
+  CFG_DEFAULT_QTY(m->zero3_prefetch, 1e8);             /* DeepSpeed: 5e7 parameters in 16 bit */
+  CFG_DEFAULT_QTY(m->comm_bucket, isnan(w->parallel.gradient_bucket) ? 25.0 * 1048576
+                                                                     : w->parallel.gradient_bucket);
   if (w->has_training && c && !cfg_training_check(w, c, err))
     return false;
   return true;
@@ -697,6 +726,8 @@ void cfg_case_clear(cfg_case *c)
   g_strfreev(c->set);
   g_strfreev(c->ratio_to);
   g_free(c->metric);
+  g_free(c->command);
+  g_free(c->unit);
   g_free(c->table);
   g_free(c->op);
   g_free(c->size_column);

@@ -8,7 +8,7 @@
 const char *const cfg_dtype_names[] = {"fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", NULL};
 static const char *const cfg_intra_names[] = {"nvswitch", "nvlink-ring", "pcie", NULL};
 static const char *const cfg_topology_names[] = {"fat-tree", "rail-optimized", NULL};
-static const char *const cfg_model_kind_names[] = {"transformer", "moe-transformer", "cnn", NULL};
+static const char *const cfg_model_kind_names[] = {"transformer", "moe-transformer", "cnn", "generic", NULL};
 static const char *const cfg_activation_names[] = {"gelu", "swiglu", NULL};
 static const char *const cfg_optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const cfg_recompute_names[] = {"none", "selective", "full", NULL};
@@ -296,6 +296,7 @@ static void cfg_model_init(void *p)
   cfg_moe_init(&m->moe);
   m->preset = NULL;
   m->image_size = m->num_classes = CFG_UNSET_INT;
+  m->params = m->largest_layer_params = NAN;
 }
 
 static const cfg_field cfg_model_fields[] = {
@@ -314,6 +315,8 @@ static const cfg_field cfg_model_fields[] = {
     F_STR(cfg_model, "preset", preset),
     F_INT(cfg_model, "image_size", image_size, 1),
     F_INT(cfg_model, "num_classes", num_classes, 1),
+    F_QTY(cfg_model, "params", params, UNITS_NUMBER),
+    F_QTY(cfg_model, "largest_layer_params", largest_layer_params, UNITS_NUMBER),
 };
 const cfg_schema cfg_schema_model = SCHEMA("model", cfg_model, cfg_model_fields, cfg_model_init);
 
@@ -327,6 +330,7 @@ static void cfg_training_init(void *p)
   t->optimizer = (cfg_optimizer)CFG_UNSET_INT;
   t->recompute = (cfg_recompute)CFG_UNSET_INT;
   t->flash_attention = CFG_UNSET_INT;
+  t->grad_dtype = (cfg_dtype)CFG_UNSET_INT;
 }
 
 static const cfg_field cfg_training_fields[] = {
@@ -336,6 +340,7 @@ static const cfg_field cfg_training_fields[] = {
     F_ENUM(cfg_training, "optimizer", optimizer, cfg_optimizer_names),
     F_ENUM(cfg_training, "recompute", recompute, cfg_recompute_names),
     F_BOOL(cfg_training, "flash_attention", flash_attention),
+    F_ENUM(cfg_training, "grad_dtype", grad_dtype, cfg_dtype_names),
 };
 static const cfg_schema cfg_schema_training =
     SCHEMA("training", cfg_training, cfg_training_fields, cfg_training_init);
@@ -347,6 +352,7 @@ static void cfg_parallel_init(void *p)
   x->schedule = (cfg_schedule)CFG_UNSET_INT;
   x->virtual_stages = x->zero = CFG_UNSET_INT;
   x->offload = (cfg_offload)CFG_UNSET_INT;
+  x->offload_params = CFG_UNSET_INT;
   x->nplacement = 0;
   x->gradient_bucket = NAN;
 }
@@ -362,6 +368,7 @@ static const cfg_field cfg_parallel_fields[] = {
     F_INT(cfg_parallel, "virtual_stages", virtual_stages, 1),
     {.key = "zero", .type = CFG_T_INT, .offset = offsetof(cfg_parallel, zero), .min = 0, .max = 3},
     F_ENUM(cfg_parallel, "offload", offload, cfg_offload_names),
+    F_BOOL(cfg_parallel, "offload_params", offload_params),
     {.key = "placement", .type = CFG_T_SEQ_ENUM, .offset = offsetof(cfg_parallel, placement),
      .count_offset = offsetof(cfg_parallel, nplacement), .names = cfg_dim_names, .max = CFG_NDIMS},
     F_QTY(cfg_parallel, "gradient_bucket", gradient_bucket, UNITS_BYTES),
@@ -422,6 +429,23 @@ static const cfg_field cfg_collectives_fields[] = {
 static const cfg_schema cfg_schema_collectives =
     SCHEMA("collectives", cfg_collectives, cfg_collectives_fields, cfg_collectives_init);
 
+static void cfg_memory_init(void *p)
+{
+  cfg_memory *m = p;
+  m->cuda_context = m->nccl_buffers = m->fragmentation = m->zero3_prefetch = m->comm_bucket = NAN;
+}
+
+static const cfg_field cfg_memory_fields[] = {
+    F_QTY(cfg_memory, "cuda_context", cuda_context, UNITS_BYTES),
+    F_QTY(cfg_memory, "nccl_buffers", nccl_buffers, UNITS_BYTES),
+    {.key = "fragmentation", .type = CFG_T_QTY, .offset = offsetof(cfg_memory, fragmentation),
+     .unit = UNITS_FRACTION, .max = 1.0},
+    F_QTY(cfg_memory, "zero3_prefetch", zero3_prefetch, UNITS_BYTES),
+    F_QTY(cfg_memory, "comm_bucket", comm_bucket, UNITS_BYTES),
+};
+static const cfg_schema cfg_schema_memory =
+    SCHEMA("memory", cfg_memory, cfg_memory_fields, cfg_memory_init);
+
 static void cfg_workload_init(void *p)
 {
   cfg_workload *w = p;
@@ -430,6 +454,7 @@ static void cfg_workload_init(void *p)
   cfg_parallel_init(&w->parallel);
   cfg_serving_init(&w->serving);
   cfg_collectives_init(&w->collectives);
+  cfg_memory_init(&w->memory);
   w->has_training = w->has_serving = 0;
   w->doc = NULL;
 }
@@ -440,13 +465,14 @@ static const cfg_field cfg_workload_fields[] = {
     F_MAP(cfg_workload, "parallel", parallel, cfg_schema_parallel),
     F_MAP(cfg_workload, "serving", serving, cfg_schema_serving),
     F_MAP(cfg_workload, "collectives", collectives, cfg_schema_collectives),
+    F_MAP(cfg_workload, "memory", memory, cfg_schema_memory),
 };
 const cfg_schema cfg_schema_workload =
     SCHEMA("workload", cfg_workload, cfg_workload_fields, cfg_workload_init);
 
 /* ---- validation cases --------------------------------------------------------------------- */
 
-static const char *const cfg_role_names[] = {"fit", "check", NULL};
+static const char *const cfg_role_names[] = {"fit", "check", "reference", NULL};
 static const char *const cfg_engine_names[] = {"analytic", "des", NULL};
 
 static void cfg_case_init(void *p)
@@ -463,6 +489,8 @@ static const cfg_field cfg_case_fields[] = {
     F_STR(cfg_case, "name", name),
     F_ENUM(cfg_case, "role", role, cfg_role_names),
     F_STR(cfg_case, "source", source),
+    F_STR(cfg_case, "command", command),
+    F_STR(cfg_case, "unit", unit),
     F_STR(cfg_case, "notes", notes),
     F_PATH(cfg_case, "cluster", cluster),
     F_PATH(cfg_case, "workload", workload),

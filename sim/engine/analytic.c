@@ -247,7 +247,7 @@ static void an_collect(an_state *st)
   out->class_peak = g_new0(double, out->nclasses);
   for (int u = 0; u < st->nunits; u++) {
     an_unit *x = &st->units[u];
-    double peak = eng_mem_peak(x->mem, out->mem_samples, x->rank);
+    double peak = eng_mem_peak(x->mem, prog_class_at(st->p, x->cls)->base_memory, out->mem_samples, x->rank);
     out->class_peak[x->cls] = MAX(out->class_peak[x->cls], peak);
     out->peak_memory = MAX(out->peak_memory, peak);
   }

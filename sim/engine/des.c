@@ -387,7 +387,7 @@ static void des_collect(des_ctx *c, eng_result *out)
   out->nclasses = (int)c->p->classes->len;
   out->class_peak = g_new0(double, out->nclasses);
   for (int r = 0; r < c->p->nranks; r++) {
-    double peak = eng_mem_peak(c->ranks[r].mem, out->mem_samples, r);
+    double peak = eng_mem_peak(c->ranks[r].mem, prog_class_at(c->p, c->ranks[r].cls)->base_memory, out->mem_samples, r);
     out->class_peak[c->ranks[r].cls] = MAX(out->class_peak[c->ranks[r].cls], peak);
     out->peak_memory = MAX(out->peak_memory, peak);
   }

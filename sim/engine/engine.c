@@ -159,10 +159,10 @@ static int eng_mem_cmp(const void *a, const void *b)
   return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-double eng_mem_peak(GArray *events, GArray *samples_out, int rank)
+double eng_mem_peak(GArray *events, double base, GArray *samples_out, int rank)
 {
   g_array_sort(events, eng_mem_cmp);
-  double now = 0, peak = 0;
+  double now = base, peak = base;
   for (guint i = 0; i < events->len; i++) {
     const eng_mem_event *m = &g_array_index(events, eng_mem_event, i);
     now += m->delta;

@@ -17,8 +17,9 @@ typedef struct {
 
 /* Breakdown of one rank from its spans; `step` is the step time. */
 void eng_breakdown(GArray *spans, double step, eng_result *out);
-/* Peak of a memory timeline (events in any order; sorted by time then seq). */
-double eng_mem_peak(GArray *events, GArray *samples_out, int rank);
+/* Peak of a memory timeline that starts at `base` bytes (events in any order; sorted by time
+ * then seq). */
+double eng_mem_peak(GArray *events, double base, GArray *samples_out, int rank);
 
 /* The schedule of a comm op as `rank` runs it (shared by every rank of the group). */
 const coll_schedule *eng_schedule_for(coll_planner *pl, const prog_program *p, const prog_op *op,

@@ -1,23 +1,222 @@
+/* The closed-form memory model. */
 #include "memory/memory.h"
 
+#include <math.h>
 #include <string.h>
 
-bool mem_estimate(const cfg_workload *w, const cfg_cluster *c, mem_breakdown *out, GError **err)
+const char *mem_extra_name(mem_extra e)
+{
+  static const char *const names[] = {"cuda_context", "nccl_buffers", "comm_buckets",
+                                      "zero3_live_params", "recompute", "fragmentation"};
+  return e < MEM_NEXTRA ? names[e] : "?";
+}
+
+static int mem_groups(const cfg_parallel *p)
+{
+  return (p->dp > 1) + (p->tp > 1) + (p->pp > 1) + (p->cp > 1) + (p->ep > 1);
+}
+
+/* Parameters held by a stage (tied embeddings: the last stage keeps its own copy). */
+static double mem_stage_params(const wl_model *m, const cfg_workload *w, const wl_stage *st,
+                               double *largest)
+{
+  double params = 0;
+  *largest = 0;
+  for (guint i = st->first; i < st->first + st->count; i++) {
+    const wl_layer *l = g_ptr_array_index(m->layers, i);
+    params += l->params;
+    *largest = MAX(*largest, l->params);
+  }
+  const wl_layer *emb = g_ptr_array_index(m->layers, 0);
+  if (w->parallel.pp > 1 && st->output && w->model.tied_embeddings && m->blocks > 0)
+    params += emb->params;
+  return params;
+}
+
+static double mem_stage_activations(const wl_model *m, const wl_stage *st)
+{
+  double a = 0;
+  for (guint i = st->first; i < st->first + st->count; i++)
+    a += ((const wl_layer *)g_ptr_array_index(m->layers, i))->saved_bytes;
+  return a;
+}
+
+static void mem_extras(const cfg_workload *w, const wl_model *m, double largest, mem_stage *s)
+{
+  const cfg_memory *mm = &w->memory;
+  const cfg_parallel *p = &w->parallel;
+  wl_state_bytes b = wl_state_bytes_per_param(&w->training);
+  s->extra[MEM_CUDA_CONTEXT] = mm->cuda_context;
+  s->extra[MEM_NCCL] = mm->nccl_buffers * mem_groups(p);
+  s->extra[MEM_COMM_BUCKETS] = p->dp > 1 || p->zero > 0 ? 2 * mm->comm_bucket : 0;
+  s->extra[MEM_ZERO3_LIVE] = p->zero >= 3 ? largest * b.weights + mm->zero3_prefetch : 0;
+  s->extra[MEM_RECOMPUTE] = m->recompute_peak;
+  double rest = s->model_states + s->activations + s->kv_cache;
+  for (int e = 0; e < MEM_FRAGMENTATION; e++)
+    rest += s->extra[e];
+  s->extra[MEM_FRAGMENTATION] = mm->fragmentation * rest;
+  s->other = 0;
+  for (int e = 0; e < MEM_NEXTRA; e++)
+    s->other += s->extra[e];
+}
+
+static void mem_fill_stage(const cfg_workload *w, const wl_model *m, int stage, bool states_only,
+                           mem_stage *s)
+{
+  const cfg_parallel *p = &w->parallel;
+  wl_stage st = wl_stage_of(m, p->pp, stage);
+  double largest = 0;
+  double params = mem_stage_params(m, w, &st, &largest);
+  wl_states states = wl_states_of(w, params);
+  memset(s, 0, sizeof *s);
+  s->stage = stage;
+  s->params = states.weights;
+  s->grads = states.grads;
+  s->optimizer = states.optimizer;
+  s->host = states.host;
+  s->nvme = states.nvme;
+  s->model_states = s->params + s->grads + s->optimizer;
+  int micro = w->training.global_batch / (p->dp * w->training.micro_batch);
+  s->inflight = wl_inflight(p, stage, micro);
+  s->activations_per_micro_batch = mem_stage_activations(m, &st);
+  if (!states_only) {
+    s->activations = s->activations_per_micro_batch * s->inflight;
+    mem_extras(w, m, largest, s);
+  }
+  s->total = s->model_states + s->activations + s->kv_cache + s->other;
+}
+
+/* The stages of one micro-batch size; false if the model cannot be built. */
+static bool mem_stages(const cfg_workload *w, int micro_batch, bool states_only, mem_stage *out,
+                       GError **err)
+{
+  cfg_workload shaped = *w;
+  shaped.training.micro_batch = micro_batch;
+  wl_shard shard = wl_shard_of(&shaped);
+  wl_model *m = NULL;
+  if (!wl_model_build(&w->model, &w->training, &shard, &m, err))
+    return false;
+  for (int s = 0; s < w->parallel.pp; s++)
+    mem_fill_stage(&shaped, m, s, states_only, &out[s]);
+  wl_model_free(m);
+  return true;
+}
+
+static double mem_worst_total(const mem_stage *s, int n)
+{
+  double t = 0;
+  for (int i = 0; i < n; i++)
+    t = MAX(t, s[i].total);
+  return t;
+}
+
+/* The largest micro-batch (up to the per-replica batch) whose worst stage fits. */
+static int mem_max_micro_batch(const cfg_workload *w, double capacity)
+{
+  int hi = w->training.global_batch / w->parallel.dp, lo = 0;
+  g_autofree mem_stage *tmp = g_new(mem_stage, w->parallel.pp);
+  while (lo < hi) {
+    int mid = lo + (hi - lo + 1) / 2;
+    if (mem_stages(w, mid, false, tmp, NULL) && mem_worst_total(tmp, w->parallel.pp) <= capacity)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+bool mem_estimate(const cfg_workload *w, const cfg_cluster *c, const mem_options *o,
+                  mem_report *out, GError **err)
 {
   memset(out, 0, sizeof *out);
-  wl_model *m = NULL;
-  if (!wl_model_build(&w->model, &w->training, w->training.micro_batch, &m, err))
+  out->states_only = o && o->states_only;
+  out->nstages = w->parallel.pp;
+  out->stages = g_new0(mem_stage, out->nstages);
+  if (!mem_stages(w, w->training.micro_batch, out->states_only, out->stages, err))
     return false;
-  wl_state_bytes s = wl_state_bytes_per_param(&w->training);
-  out->params = m->params * s.weights;
-  out->grads = m->params * s.grads;
-  out->optimizer = m->params * s.optimizer;
-  for (guint i = 0; i < m->layers->len; i++)
-    out->activations += ((const wl_layer *)g_ptr_array_index(m->layers, i))->saved_bytes;
-  wl_model_free(m);
-  out->model_states = out->params + out->grads + out->optimizer;
-  out->total = out->model_states + out->activations + out->kv_cache + out->other;
   out->capacity = c->gpu.memory;
-  out->fits = out->total <= out->capacity;
+  for (int s = 0; s < out->nstages; s++)
+    if (out->stages[s].total > out->stages[out->worst].total)
+      out->worst = s;
+  out->fits = out->stages[out->worst].total <= out->capacity;
+  int gpn = c->node.gpus_per_node;
+  for (int s = 0; s < out->nstages; s++) {
+    out->host_per_node = MAX(out->host_per_node, out->stages[s].host * gpn);
+    out->nvme_per_node = MAX(out->nvme_per_node, out->stages[s].nvme * gpn);
+  }
+  out->host_capacity = c->node.host_memory;
+  out->nvme_capacity = c->node.nvme;
+  out->host_fits = out->host_per_node <= 0 || out->host_per_node <= out->host_capacity;
+  out->nvme_fits = out->nvme_per_node <= 0 || out->nvme_per_node <= out->nvme_capacity;
+  if (o && o->search && !out->states_only && w->model.kind != CFG_MODEL_GENERIC)
+    out->max_micro_batch = mem_max_micro_batch(w, out->capacity);
   return true;
+}
+
+void mem_report_clear(mem_report *r)
+{
+  g_free(r->stages);
+  memset(r, 0, sizeof *r);
+}
+
+const mem_stage *mem_worst(const mem_report *r)
+{
+  return &r->stages[r->worst];
+}
+
+void mem_annotate_program(prog_program *p, const mem_report *r)
+{
+  /* a class runs one stage: the data-parallel program has one class, stage 0 */
+  for (guint c = 0; c < p->classes->len; c++) {
+    prog_class *k = prog_class_at(p, (int)c);
+    int stage = MIN((int)k->stage, r->nstages - 1);
+    const mem_stage *s = &r->stages[stage];
+    k->base_memory = s->other - s->extra[MEM_RECOMPUTE];
+  }
+}
+
+double mem_kv_bytes_per_token(const cfg_model *m, cfg_dtype dtype, int tp)
+{
+  if (m->kind == CFG_MODEL_CNN || m->kind == CFG_MODEL_GENERIC)
+    return 0;
+  double d = (double)m->hidden / m->heads;
+  /* with more GPUs than kv heads, each GPU still holds at least one head */
+  double heads = MAX(1.0, (double)m->kv_heads / tp);
+  return 2.0 * m->layers * heads * d * cfg_dtype_bytes(dtype);
+}
+
+mem_deepspeed mem_deepspeed_estimate(double params, double largest_layer, int gpus_per_node,
+                                     int nodes, int zero, bool offload, bool offload_params,
+                                     bool zero_init)
+{
+  /* The formulas of DeepSpeed's documentation (memory.rst), "all live" variants, buffer
+   * factor 1.5 on the CPU side. */
+  const double buffer = 1.5;
+  double gpus = (double)gpus_per_node * nodes;
+  mem_deepspeed e = {0};
+  if (zero <= 2) {
+    if (offload) {
+      e.gpu = 2 * params;
+      e.cpu = params * MAX(4 * gpus, 16.0) * buffer;
+    } else {
+      e.gpu = 4 * params + floor(16 * params / gpus);
+      e.cpu = params * 4 * gpus_per_node * buffer;
+    }
+    return e;
+  }
+  double layer = 4 * largest_layer;
+  if (offload && offload_params) {
+    e.gpu = layer;
+    e.cpu = zero_init ? params * 18 * gpus_per_node * buffer
+                      : params * MAX(4.0 * gpus_per_node, 18) * buffer;
+  } else if (offload) {
+    e.gpu = layer + floor(2 * params / gpus);
+    e.cpu = zero_init ? params * 16 * gpus_per_node * buffer
+                      : params * MAX(4.0 * gpus_per_node, 16) * buffer;
+  } else {
+    e.gpu = layer + floor(18 * params / gpus);
+    e.cpu = zero_init ? largest_layer * 4 * gpus_per_node * buffer
+                      : params * 4 * gpus_per_node * buffer;
+  }
+  return e;
 }

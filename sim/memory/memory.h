@@ -1,20 +1,74 @@
-/* memory: how many bytes each GPU needs, in closed form (model states, activations, buffers),
- * next to the peak that the engines read off the program's alloc/free timeline. */
+/* memory: how many bytes each GPU needs, per pipeline stage, in closed form: model states under
+ * ZeRO and offload, activations per Korthikanti et al. 2022 times the micro-batches a stage
+ * holds under its pipeline schedule, the KV cache of serving, and the named allowances that
+ * also make jobs run out of memory. The engines read the peak off the program's alloc/free
+ * timeline; the two agree (a test holds them together). */
 #ifndef DLSIM_MEMORY_H
 #define DLSIM_MEMORY_H
 
 #include "config/config.h"
+#include "program/program.h"
 #include "workloads/workloads.h"
 
-typedef struct {
-  double params, grads, optimizer, activations, kv_cache, other;
-  double model_states; /* params + grads + optimizer */
-  double total;
-  double capacity;
-  bool fits;
-} mem_breakdown;
+typedef enum {
+  MEM_CUDA_CONTEXT,  /* memory.cuda_context: the CUDA context and library workspaces */
+  MEM_NCCL,          /* memory.nccl_buffers, per process group the GPU is in */
+  MEM_COMM_BUCKETS,  /* two memory.comm_bucket: gradient buckets, ZeRO reduce / gather buffers */
+  MEM_ZERO3_LIVE,    /* ZeRO-3: the largest layer gathered, plus memory.zero3_prefetch */
+  MEM_RECOMPUTE,     /* one block's dropped activations, alive again while it is recomputed */
+  MEM_FRAGMENTATION, /* memory.fragmentation of everything else: the caching allocator's waste */
+  MEM_NEXTRA
+} mem_extra;
+const char *mem_extra_name(mem_extra e);
 
-/* Closed-form per-GPU memory of a training workload (data parallel, ZeRO stage 0). */
-bool mem_estimate(const cfg_workload *w, const cfg_cluster *c, mem_breakdown *out, GError **err);
+typedef struct {
+  int stage;
+  double params, grads, optimizer, activations, kv_cache;
+  double extra[MEM_NEXTRA];
+  double other;        /* sum of extra */
+  double model_states; /* params + grads + optimizer */
+  double total;        /* on the GPU */
+  double host, nvme;   /* offloaded, per GPU */
+  double inflight;     /* micro-batches whose activations the stage holds */
+  double activations_per_micro_batch;
+} mem_stage;
+
+typedef struct {
+  int nstages;
+  mem_stage *stages;
+  int worst;            /* the stage that needs the most */
+  double capacity;      /* per GPU */
+  double host_per_node, nvme_per_node;
+  double host_capacity, nvme_capacity; /* per node */
+  bool fits, host_fits, nvme_fits;
+  int max_micro_batch;  /* the largest micro-batch that still fits (0: none) */
+  bool states_only;
+} mem_report;
+
+typedef struct {
+  bool states_only; /* model states only, as DeepSpeed's estimators count */
+  bool search;      /* also find the largest micro-batch that fits */
+} mem_options;
+
+bool mem_estimate(const cfg_workload *w, const cfg_cluster *c, const mem_options *o,
+                  mem_report *out, GError **err);
+void mem_report_clear(mem_report *r);
+const mem_stage *mem_worst(const mem_report *r);
+
+/* Static memory of each program class (what is not allocated op by op): the engines start the
+ * class's timeline from it, so that timeline peak and closed form are comparable. */
+void mem_annotate_program(prog_program *p, const mem_report *r);
+
+/* KV cache per token on one GPU: K and V of every layer's kv heads (split by TP). */
+double mem_kv_bytes_per_token(const cfg_model *m, cfg_dtype dtype, int tp);
+
+/* DeepSpeed's documented estimators (estimate_zero2/zero3_model_states_mem_needs, "all live"),
+ * for comparison: bytes per GPU and per node's CPU. */
+typedef struct {
+  double gpu, cpu;
+} mem_deepspeed;
+mem_deepspeed mem_deepspeed_estimate(double params, double largest_layer, int gpus_per_node,
+                                     int nodes, int zero, bool offload, bool offload_params,
+                                     bool zero_init);
 
 #endif

@@ -16,8 +16,10 @@ bool pipe_simulate(const char *cluster, const char *workload, char *const *sets,
     return false;
   if (!wl_build(out->workload, out->hw, &out->program, err))
     return false;
-  if (!mem_estimate(out->workload, out->cluster, &out->memory, err))
+  mem_options mo = {.states_only = false};
+  if (!mem_estimate(out->workload, out->cluster, &mo, &out->memory, err))
     return false;
+  mem_annotate_program(out->program, &out->memory);
   return eng_run(out->program, out->hw, &out->options, &out->result, err);
 }
 
@@ -37,6 +39,7 @@ void pipe_report_of(const pipe_run *run, rep_run *rep)
 void pipe_clear(pipe_run *run)
 {
   eng_result_clear(&run->result);
+  mem_report_clear(&run->memory);
   prog_free(run->program);
   hw_cluster_free(run->hw);
   cfg_workload_free(run->workload);

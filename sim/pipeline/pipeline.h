@@ -16,7 +16,7 @@ typedef struct {
   cfg_workload *workload;
   hw_cluster *hw;
   prog_program *program;
-  mem_breakdown memory;
+  mem_report memory;
   eng_result result;
   eng_options options;
 } pipe_run;

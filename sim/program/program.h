@@ -84,6 +84,8 @@ typedef struct {
   GArray *deps; /* uint32_t op indices */
   int nranks;   /* ranks in this class */
   int rep;      /* lowest rank of the class: the one the analytic engine follows */
+  int stage;    /* pipeline stage the class runs */
+  double base_memory; /* bytes held before the first op (context, buffers...) */
 } prog_class;
 
 typedef struct {

@@ -16,7 +16,7 @@ typedef struct {
   const cfg_workload *workload;
   const prog_program *program;
   const eng_result *result;
-  const mem_breakdown *memory;
+  const mem_report *memory;
   eng_kind engine;
   int gpus;
   double peak_flops; /* per GPU, in the training dtype */
@@ -32,6 +32,15 @@ void rep_run_figures(const rep_run *r, rep_figures *f);
 void rep_run_text(FILE *out, const rep_run *r);
 cJSON *rep_run_json(const rep_run *r);
 bool rep_trace_write(const char *path, const prog_program *p, const eng_result *res, GError **err);
+
+typedef struct {
+  const cfg_cluster *cluster;
+  const cfg_workload *workload;
+  const mem_report *memory;
+} rep_memory;
+
+void rep_memory_text(FILE *out, const rep_memory *r);
+cJSON *rep_memory_json(const rep_memory *r);
 
 /* Prints cJSON compactly or indented, followed by a newline. */
 void rep_json_print(FILE *out, cJSON *json);

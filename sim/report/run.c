@@ -19,7 +19,7 @@ void rep_run_figures(const rep_run *r, rep_figures *f)
   f->model_tflops_per_gpu = step > 0 ? m->model_flops / step / r->gpus / 1e12 : 0;
   f->samples_per_s = step > 0 ? m->samples / step : 0;
   f->tokens_per_s = step > 0 ? m->tokens / step : 0;
-  f->peak_bytes = MAX(r->result->peak_memory, r->memory ? r->memory->total : 0);
+  f->peak_bytes = MAX(r->result->peak_memory, r->memory ? mem_worst(r->memory)->total : 0);
   f->capacity_bytes = r->cluster->gpu.memory;
   f->fits = f->peak_bytes <= f->capacity_bytes;
 }
@@ -71,10 +71,11 @@ void rep_run_text(FILE *out, const rep_run *r)
   fprintf(out, "  memory per GPU   %12s of %s: %s\n", peak, cap,
           f.fits ? "fits" : "OUT OF MEMORY");
   if (r->memory) {
-    const mem_breakdown *m = r->memory;
+    const mem_stage *m = mem_worst(r->memory);
     g_autofree char *ms = units_format_bytes(m->model_states);
     g_autofree char *ac = units_format_bytes(m->activations);
-    fprintf(out, "    model states   %12s   activations %s\n", ms, ac);
+    g_autofree char *ot = units_format_bytes(m->other);
+    fprintf(out, "    model states   %12s   activations %s   other %s\n", ms, ac, ot);
   }
 }
 

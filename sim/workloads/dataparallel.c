@@ -138,9 +138,10 @@ bool wl_build_data_parallel(const cfg_workload *w, const hw_cluster *hw, const w
   }
   prog_finalize(p);
 
-  prog_mem(p, x.cls, "weights", PROG_MEM_PARAMS, m->params * x.state.weights, NULL, 0);
-  prog_mem(p, x.cls, "gradients", PROG_MEM_GRADS, m->params * x.state.grads, NULL, 0);
-  prog_mem(p, x.cls, "optimizer states", PROG_MEM_OPTIMIZER, m->params * x.state.optimizer, NULL, 0);
+  wl_states states = wl_states_of(w, m->params);
+  prog_mem(p, x.cls, "weights", PROG_MEM_PARAMS, states.weights, NULL, 0);
+  prog_mem(p, x.cls, "gradients", PROG_MEM_GRADS, states.grads, NULL, 0);
+  prog_mem(p, x.cls, "optimizer states", PROG_MEM_OPTIMIZER, states.optimizer, NULL, 0);
   int micro_steps = w->training.global_batch / (dp * w->training.micro_batch);
   if (micro_steps > 1)
     wl_emit_accumulation(&x, micro_steps - 1);

@@ -68,18 +68,28 @@ double wl_model_fwd_flops(const wl_model *m)
   return f;
 }
 
-bool wl_model_build(const cfg_model *cm, const cfg_training *t, int micro_batch, wl_model **out,
-                    GError **err)
+wl_shard wl_shard_of(const cfg_workload *w)
+{
+  wl_shard s = {.micro_batch = w->training.micro_batch, .tp = w->parallel.tp,
+                .sp = w->parallel.sequence_parallel != 0, .recompute = w->training.recompute};
+  return s;
+}
+
+bool wl_model_build(const cfg_model *cm, const cfg_training *t, const wl_shard *shard,
+                    wl_model **out, GError **err)
 {
   wl_model *m = wl_model_new(t->dtype);
   bool ok = false;
   switch (cm->kind) {
   case CFG_MODEL_TRANSFORMER:
   case CFG_MODEL_MOE_TRANSFORMER:
-    ok = wl_transformer_build(m, cm, t, micro_batch, err);
+    ok = wl_transformer_build(m, cm, t, shard, err);
     break;
   case CFG_MODEL_CNN:
-    ok = wl_cnn_build(m, cm, t, micro_batch, err);
+    ok = wl_cnn_build(m, cm, t, shard->micro_batch, err);
+    break;
+  case CFG_MODEL_GENERIC:
+    ok = wl_generic_build(m, cm, t, err);
     break;
   }
   if (!ok) {
@@ -94,13 +104,91 @@ wl_state_bytes wl_state_bytes_per_param(const cfg_training *t)
 {
   bool full = t->dtype == CFG_FP32 || t->dtype == CFG_TF32;
   wl_state_bytes s;
-  if (full) {
-    s.weights = 4, s.grads = 4;
+  /* fp8 training keeps 16-bit weights and casts them per GEMM */
+  s.weights = full ? 4 : 2;
+  s.grads = MAX(cfg_dtype_bytes(t->grad_dtype), full ? 4 : 2);
+  if (full)
     s.optimizer = t->optimizer == CFG_OPT_ADAM ? 8 : 4; /* m, v | momentum */
-  } else {
-    /* low-precision weights and grads, fp32 master weights in the optimizer */
-    s.weights = 2, s.grads = 2;
-    s.optimizer = t->optimizer == CFG_OPT_ADAM ? 12 : 8;
+  else
+    s.optimizer = t->optimizer == CFG_OPT_ADAM ? 12 : 8; /* + fp32 master weights */
+  return s;
+}
+
+/* A model known only by its parameter count: memory estimates of model states. */
+bool wl_generic_build(wl_model *m, const cfg_model *cm, const cfg_training *t, GError **err)
+{
+  (void)t, (void)err;
+  wl_layer *l = wl_layer_add(m, "parameters", cm->params);
+  (void)l;
+  m->samples = 1;
+  return true;
+}
+
+wl_stage wl_stage_of(const wl_model *m, int pp, int s)
+{
+  wl_stage st = {0};
+  guint n = m->layers->len;
+  if (pp <= 1 || m->blocks <= 0) {
+    st.first = 0;
+    st.count = n;
+    st.embedding = st.output = true;
+    return st;
   }
+  /* layers: [embedding, blocks..., output] */
+  guint per = (guint)(m->blocks / pp);
+  st.embedding = s == 0;
+  st.output = s == pp - 1;
+  st.first = 1 + (guint)s * per - (st.embedding ? 1 : 0);
+  st.count = per + (st.embedding ? 1 : 0) + (st.output ? n - 1 - (guint)m->blocks : 0);
+  return st;
+}
+
+double wl_inflight(const cfg_parallel *p, int stage, int micro_batches)
+{
+  int pp = p->pp;
+  if (pp <= 1)
+    return 1;
+  switch (p->schedule) {
+  case CFG_SCHED_GPIPE:
+    return micro_batches;
+  case CFG_SCHED_1F1B:
+    return MIN(micro_batches, pp - stage);
+  case CFG_SCHED_INTERLEAVED: {
+    /* Korthikanti et al.: the first stage holds p (1 + (p - 1) / (p v)) stages' worth */
+    double v = p->virtual_stages;
+    return MIN((double)micro_batches, (pp - stage) + (pp - 1 - stage) / v);
+  }
+  }
+  return pp - stage;
+}
+
+wl_states wl_states_of(const cfg_workload *w, double params)
+{
+  wl_state_bytes b = wl_state_bytes_per_param(&w->training);
+  const cfg_parallel *p = &w->parallel;
+  double shard = (double)p->dp * p->cp; /* ZeRO partitions over the data-parallel ranks */
+  wl_states s = {.weights = params * b.weights, .grads = params * b.grads,
+                 .optimizer = params * b.optimizer};
+  if (p->zero >= 1)
+    s.optimizer /= shard;
+  if (p->zero >= 2)
+    s.grads /= shard;
+  if (p->zero >= 3)
+    s.weights /= shard;
+  double moved = 0;
+  if (p->offload != CFG_OFFLOAD_NONE) {
+    /* ZeRO-Offload: the optimizer steps on the CPU, so its states and the gradient partition
+     * it reads leave the GPU; ZeRO-Infinity may also move the parameters */
+    moved = s.optimizer + s.grads;
+    s.optimizer = s.grads = 0;
+    if (p->offload_params) {
+      moved += s.weights;
+      s.weights = 0;
+    }
+  }
+  if (p->offload == CFG_OFFLOAD_NVME)
+    s.nvme = moved;
+  else
+    s.host = moved;
   return s;
 }

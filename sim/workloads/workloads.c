@@ -37,6 +37,10 @@ static bool wl_check_supported(const cfg_workload *w, GError **err)
   if (p->offload != CFG_OFFLOAD_NONE)
     return wl_fail(err, w, "parallel.offload", CFG_ERROR_UNSUPPORTED,
                    "parallel.offload: offload is not simulated by this version");
+  if (w->model.kind == CFG_MODEL_GENERIC)
+    return wl_fail(err, w, "model.kind", CFG_ERROR_UNSUPPORTED,
+                   "model.kind = generic: a parameter count alone gives memory estimates (dlsim "
+                   "memory), not step times");
   if (w->model.kind == CFG_MODEL_MOE_TRANSFORMER)
     return wl_fail(err, w, "model.kind", CFG_ERROR_UNSUPPORTED,
                    "model.kind = moe-transformer: mixture-of-experts is not simulated by this version");
@@ -52,7 +56,8 @@ bool wl_build(const cfg_workload *w, const hw_cluster *hw, prog_program **out, G
   if (!wl_check_supported(w, err))
     return false;
   wl_model *m = NULL;
-  if (!wl_model_build(&w->model, &w->training, w->training.micro_batch, &m, err))
+  wl_shard shard = wl_shard_of(w);
+  if (!wl_model_build(&w->model, &w->training, &shard, &m, err))
     return false;
   prog_program *p = prog_new(w->parallel.dp);
   bool ok = wl_build_data_parallel(w, hw, m, p, err);

@@ -13,6 +13,7 @@ typedef struct {
   const char *name;
   cfg_kernel_class kclass;
   double flops, bytes;
+  bool recompute; /* re-runs forward work that activation recomputation dropped */
 } wl_kernel;
 
 typedef struct {
@@ -24,25 +25,57 @@ typedef struct {
 } wl_layer;
 
 typedef struct {
-  GPtrArray *layers; /* wl_layer*, forward order */
+  GPtrArray *layers; /* wl_layer*, forward order: embedding, blocks..., output */
   double params;     /* sum over layers */
   double samples;    /* per micro-batch */
   double tokens;     /* per micro-batch */
+  int blocks;        /* repeated layers between the first and the last (transformer blocks) */
+  double recompute_peak; /* activations alive at once while one block is recomputed */
   cfg_dtype dtype;
   GStringChunk *strings;
 } wl_model;
 
-/* One micro-batch of `micro_batch` samples on one GPU (no model parallelism yet). */
-bool wl_model_build(const cfg_model *m, const cfg_training *t, int micro_batch, wl_model **out,
-                    GError **err);
+/* How one GPU holds the model: its tensor-parallel share and what it keeps for backward. */
+typedef struct {
+  int micro_batch;
+  int tp;
+  bool sp;                 /* sequence parallelism */
+  cfg_recompute recompute;
+} wl_shard;
+
+wl_shard wl_shard_of(const cfg_workload *w);
+
+/* One micro-batch on one GPU of the tensor-parallel group. */
+bool wl_model_build(const cfg_model *m, const cfg_training *t, const wl_shard *shard,
+                    wl_model **out, GError **err);
 void wl_model_free(wl_model *m);
 double wl_model_fwd_flops(const wl_model *m);     /* model FLOPs of one forward pass */
 
-/* Bytes per parameter of each model state under mixed precision (ZeRO paper convention). */
+/* Bytes per parameter of each model state: weights in the training dtype, gradients in
+ * training.grad_dtype, optimizer states in fp32 (Adam: master copy + m + v, or m + v when the
+ * weights already are fp32; SGD: momentum, plus the master copy in mixed precision). */
 typedef struct {
   double weights, grads, optimizer;
 } wl_state_bytes;
 wl_state_bytes wl_state_bytes_per_param(const cfg_training *t);
+
+/* Model states of one GPU holding `params` parameters, sharded by ZeRO over the data-parallel
+ * group and offloaded as the workload says: bytes on the GPU, in host memory and on NVMe. */
+typedef struct {
+  double weights, grads, optimizer; /* on the GPU */
+  double host, nvme;                /* moved off it */
+} wl_states;
+wl_states wl_states_of(const cfg_workload *w, double params);
+
+/* Pipeline stages: which layers of a wl_model stage `s` of `pp` holds (blocks split evenly,
+ * the embedding on the first, the output layer on the last). */
+typedef struct {
+  guint first, count; /* range in wl_model.layers */
+  bool embedding, output;
+} wl_stage;
+wl_stage wl_stage_of(const wl_model *m, int pp, int s);
+/* Micro-batches whose activations a stage holds at once under a pipeline schedule. */
+double wl_inflight(const cfg_parallel *p, int stage, int micro_batches);
 
 /* Builds the program of one training step. */
 bool wl_build(const cfg_workload *w, const hw_cluster *hw, prog_program **out, GError **err);

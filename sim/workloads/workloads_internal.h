@@ -11,10 +11,11 @@ void wl_fwd(wl_model *m, wl_layer *l, const char *what, cfg_kernel_class k, doub
 void wl_bwd(wl_model *m, wl_layer *l, const char *what, cfg_kernel_class k, double flops,
             double bytes);
 
-bool wl_transformer_build(wl_model *m, const cfg_model *cm, const cfg_training *t, int micro_batch,
-                          GError **err);
+bool wl_transformer_build(wl_model *m, const cfg_model *cm, const cfg_training *t,
+                          const wl_shard *sh, GError **err);
 bool wl_cnn_build(wl_model *m, const cfg_model *cm, const cfg_training *t, int micro_batch,
                   GError **err);
+bool wl_generic_build(wl_model *m, const cfg_model *cm, const cfg_training *t, GError **err);
 
 bool wl_build_data_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
                             prog_program *p, GError **err);

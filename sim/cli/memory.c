@@ -1,0 +1,85 @@
+/* dlsim memory -c CLUSTER -w WORKLOAD [--json] [--states-only] [--set K=V]...
+ *   [--deepspeed] : DeepSpeed's documented estimator formulas instead, for comparison */
+#include "cli/cli.h"
+#include "memory/memory.h"
+#include "report/report.h"
+
+#include <stdio.h>
+
+static void mem_print_deepspeed(const cfg_cluster *c, const cfg_workload *w, bool json)
+{
+  const cfg_parallel *p = &w->parallel;
+  double params = w->model.kind == CFG_MODEL_GENERIC ? w->model.params : 0;
+  mem_deepspeed e = mem_deepspeed_estimate(params, w->model.largest_layer_params,
+                                           c->node.gpus_per_node, c->node.count, p->zero,
+                                           p->offload != CFG_OFFLOAD_NONE, p->offload_params != 0,
+                                           false);
+  if (json) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "gpu_bytes", e.gpu);
+    cJSON_AddNumberToObject(j, "cpu_bytes_per_node", e.cpu);
+    rep_json_print(stdout, j);
+    cJSON_Delete(j);
+    return;
+  }
+  printf("DeepSpeed estimator (ZeRO-%d%s): %.2f GiB per GPU, %.2f GiB CPU per node\n", p->zero,
+         p->offload != CFG_OFFLOAD_NONE ? ", offload" : "", e.gpu / 1073741824.0,
+         e.cpu / 1073741824.0);
+}
+
+int cli_memory(int argc, char **argv)
+{
+  g_autofree char *cluster = NULL, *workload = NULL;
+  g_auto(GStrv) sets = NULL;
+  gboolean json = FALSE, states_only = FALSE, deepspeed = FALSE;
+  GOptionEntry entries[] = {
+      {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &cluster, "Cluster file or preset name", "CLUSTER"},
+      {"workload", 'w', 0, G_OPTION_ARG_FILENAME, &workload, "Workload file or preset name", "WORKLOAD"},
+      {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON (keys of SCHEMA.md)", NULL},
+      {"states-only", 0, 0, G_OPTION_ARG_NONE, &states_only, "Count model states only", NULL},
+      {"deepspeed", 0, 0, G_OPTION_ARG_NONE, &deepspeed,
+       "DeepSpeed's estimator formulas (generic models, ZeRO 2 or 3)", NULL},
+      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Override a key", "KEY=VALUE"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  int code = 0;
+  if (!cli_parse(entries, "- per-GPU memory of a training workload", &argc, &argv, &code))
+    return code;
+  if (!cluster || !workload) {
+    fprintf(stderr, "dlsim: error: dlsim memory needs -c CLUSTER and -w WORKLOAD (see --help)\n");
+    return 2;
+  }
+  GError *err = NULL;
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  if (!cfg_load_with(cluster, workload, sets, &c, &w, &err))
+    return cli_fail(err);
+  if (!w->has_training) {
+    cfg_cluster_free(c);
+    cfg_workload_free(w);
+    fprintf(stderr, "dlsim: error: dlsim memory takes a training workload\n");
+    return 2;
+  }
+  if (deepspeed) {
+    mem_print_deepspeed(c, w, json);
+    cfg_cluster_free(c);
+    cfg_workload_free(w);
+    return 0;
+  }
+  mem_options o = {.states_only = states_only, .search = true};
+  mem_report m;
+  bool ok = mem_estimate(w, c, &o, &m, &err);
+  if (ok) {
+    rep_memory r = {.cluster = c, .workload = w, .memory = &m};
+    if (json) {
+      cJSON *j = rep_memory_json(&r);
+      rep_json_print(stdout, j);
+      cJSON_Delete(j);
+    } else {
+      rep_memory_text(stdout, &r);
+    }
+  }
+  mem_report_clear(&m);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+  return ok ? 0 : cli_fail(err);
+}

@@ -1,0 +1,185 @@
+/* The memory model: ZeRO sharding, offload checks, activations, pipelines, micro-batch search,
+ * KV cache, and the closed form against the engines' timeline. */
+#include "helpers.h"
+#include "memory/memory.h"
+#include "pipeline/pipeline.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+static mem_report estimate(const char *cluster, const char *workload, const char *const *sets,
+                           bool states_only)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load(cluster, workload, sets, &c, &w));
+  mem_options o = {.states_only = states_only, .search = true};
+  mem_report r;
+  GError *err = NULL;
+  cr_assert(mem_estimate(w, c, &o, &r, &err), "%s", err ? err->message : "");
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+  return r;
+}
+
+Test(memory, zero_stages_on_one_gpu_equal_stage_0)
+{
+  const char *s0[] = {"node.count=1", "node.gpus_per_node=1", "parallel.dp=1", "parallel.zero=0", NULL};
+  mem_report r0 = estimate("dgx-a100", "zero-7.5b", s0, true);
+  for (int z = 1; z <= 3; z++) {
+    char zs[32];
+    g_snprintf(zs, sizeof zs, "parallel.zero=%d", z);
+    const char *sz[] = {"node.count=1", "node.gpus_per_node=1", "parallel.dp=1", zs, NULL};
+    mem_report r = estimate("dgx-a100", "zero-7.5b", sz, true);
+    cr_assert_float_eq(r.stages[0].total, r0.stages[0].total, 1, "stage %d", z);
+    mem_report_clear(&r);
+  }
+  mem_report_clear(&r0);
+}
+
+Test(memory, zero_memory_falls_with_dp)
+{
+  for (int z = 1; z <= 3; z++) {
+    double prev = INFINITY;
+    for (int nodes = 1; nodes <= 16; nodes *= 2) {
+      char zs[32], ns[32], dp[32];
+      g_snprintf(zs, sizeof zs, "parallel.zero=%d", z);
+      g_snprintf(ns, sizeof ns, "node.count=%d", nodes);
+      g_snprintf(dp, sizeof dp, "parallel.dp=%d", nodes * 8);
+      const char *sets[] = {zs, ns, dp, "training.global_batch=128", NULL};
+      mem_report r = estimate("dgx-a100", "zero-7.5b", sets, true);
+      cr_assert(r.stages[0].total < prev, "zero %d: %d nodes %g >= %g", z, nodes, r.stages[0].total, prev);
+      prev = r.stages[0].total;
+      mem_report_clear(&r);
+    }
+  }
+}
+
+Test(memory, zero_paper_figure_1)
+{
+  const double expect[] = {120e9, 31.40625e9, 16.640625e9, 1.875e9};
+  for (int z = 0; z <= 3; z++) {
+    char zs[32];
+    g_snprintf(zs, sizeof zs, "parallel.zero=%d", z);
+    const char *sets[] = {"node.count=8", zs, NULL};
+    mem_report r = estimate("dgx-a100", "zero-7.5b", sets, true);
+    cr_assert_float_eq(r.stages[0].model_states, expect[z], expect[z] * 1e-9, "stage %d: %g", z,
+                       r.stages[0].model_states);
+    mem_report_clear(&r);
+  }
+}
+
+Test(memory, offload_moves_states_and_checks_host_and_nvme)
+{
+  const char *cpu[] = {"node.count=1", "parallel.zero=3", "parallel.offload=cpu",
+                       "parallel.offload_params=true", NULL};
+  mem_report r = estimate("dgx-a100", "t5-3b-deepspeed", cpu, true);
+  cr_assert_eq(r.stages[0].model_states, 0);
+  cr_assert(r.stages[0].host > 0 && r.host_per_node == r.stages[0].host * 8);
+  cr_assert(r.host_fits);
+  mem_report_clear(&r);
+  /* 2 TiB of host memory per DGX is not enough for 7.5B x 16 bytes x 8 GPUs unsharded? it is;
+   * a 1 GiB host is not */
+  const char *small[] = {"node.count=1", "parallel.zero=2", "parallel.offload=cpu",
+                         "node.host_memory=1GiB", NULL};
+  r = estimate("dgx-a100", "t5-3b-deepspeed", small, true);
+  cr_assert_not(r.host_fits);
+  mem_report_clear(&r);
+}
+
+Test(memory, bad_combinations_are_clear_errors)
+{
+  const char *nvme[] = {"parallel.zero=3", "parallel.offload=nvme", "node.nvme=0", NULL};
+  g_autofree char *m1 = th_load_error("dgx-a100", "zero-7.5b", nvme);
+  cr_assert(m1 && strstr(m1, "parallel.offload = nvme, but the cluster's nodes have no NVMe"), "%s", m1);
+  const char *nozero[] = {"parallel.zero=0", "parallel.offload=cpu", NULL};
+  g_autofree char *m2 = th_load_error("dgx-a100", "zero-7.5b", nozero);
+  cr_assert(m2 && strstr(m2, "parallel.offload = cpu needs ZeRO"), "%s", m2);
+  const char *params[] = {"parallel.zero=2", "parallel.offload=cpu", "parallel.offload_params=true", NULL};
+  g_autofree char *m3 = th_load_error("dgx-a100", "zero-7.5b", params);
+  cr_assert(m3 && strstr(m3, "parallel.offload_params needs parallel.zero 3"), "%s", m3);
+}
+
+Test(memory, korthikanti_activations_per_layer)
+{
+  /* GPT-3 175B, s=2048, b=1, t=8: per layer 552 MiB (tensor parallel) and 102 MiB (sequence
+   * parallel + selective), Korthikanti et al. Table 2 as worked out in the data's README */
+  const char *tp[] = {"node.count=8", "training.recompute=none", "parallel.sequence_parallel=false", NULL};
+  mem_report r = estimate("dgx-a100", "megatron-175b", tp, false);
+  /* stage 1 holds 12 blocks; interleaved 1F1B holds 7 + 6/3 = 9 micro-batches there */
+  double per_layer = r.stages[1].activations_per_micro_batch / 12;
+  cr_assert(fabs(per_layer / (552.0 * 1048576) - 1) < 0.01, "%g MiB", per_layer / 1048576);
+  cr_assert_float_eq(r.stages[1].inflight, 9.0, 1e-12);
+  mem_report_clear(&r);
+  const char *ss[] = {"node.count=8", NULL};
+  r = estimate("dgx-a100", "megatron-175b", ss, false);
+  per_layer = r.stages[1].activations_per_micro_batch / 12;
+  cr_assert(fabs(per_layer / (102.0 * 1048576) - 1) < 0.01, "%g MiB", per_layer / 1048576);
+  /* the first stage holds the most */
+  for (int s = 1; s < r.nstages; s++)
+    cr_assert(r.stages[0].activations >= r.stages[s].activations);
+  mem_report_clear(&r);
+}
+
+Test(memory, recomputation_and_schedules_order_as_expected)
+{
+  const char *none[] = {"node.count=8", "training.recompute=none", NULL};
+  const char *sel[] = {"node.count=8", "training.recompute=selective", NULL};
+  const char *full[] = {"node.count=8", "training.recompute=full", NULL};
+  const char *gpipe[] = {"node.count=8", "parallel.schedule=gpipe", NULL};
+  mem_report a = estimate("dgx-a100", "megatron-175b", none, false);
+  mem_report b = estimate("dgx-a100", "megatron-175b", sel, false);
+  mem_report c = estimate("dgx-a100", "megatron-175b", full, false);
+  mem_report g = estimate("dgx-a100", "megatron-175b", gpipe, false);
+  cr_assert(a.stages[0].activations > b.stages[0].activations);
+  cr_assert(b.stages[0].activations > c.stages[0].activations);
+  cr_assert(c.stages[0].extra[MEM_RECOMPUTE] > 0);
+  cr_assert_float_eq(g.stages[0].inflight, 64, 0); /* GPipe keeps every micro-batch */
+  cr_assert(g.stages[0].activations > b.stages[0].activations);
+  mem_report_clear(&a), mem_report_clear(&b), mem_report_clear(&c), mem_report_clear(&g);
+}
+
+static double worst_total(int micro_batch, int global)
+{
+  char mb[32], gb[32];
+  g_snprintf(mb, sizeof mb, "training.micro_batch=%d", micro_batch);
+  g_snprintf(gb, sizeof gb, "training.global_batch=%d", global);
+  const char *sets[] = {"node.count=1", "parallel.dp=8", gb, mb, NULL};
+  mem_report r = estimate("dgx-a100", "gpt3-1.3b-dp", sets, false);
+  double t = mem_worst(&r)->total;
+  mem_report_clear(&r);
+  return t;
+}
+
+Test(memory, largest_micro_batch_is_the_largest_that_fits)
+{
+  const char *sets[] = {"node.count=1", "parallel.dp=8", "training.global_batch=512", NULL};
+  mem_report r = estimate("dgx-a100", "gpt3-1.3b-dp", sets, false);
+  int mb = r.max_micro_batch;
+  double cap = r.capacity;
+  mem_report_clear(&r);
+  cr_assert(mb >= 1 && mb < 64, "max micro-batch %d", mb);
+  int global = 8 * mb * (mb + 1);
+  cr_assert(worst_total(mb, global) <= cap);
+  cr_assert(worst_total(mb + 1, global) > cap);
+}
+
+Test(memory, kv_cache_per_token)
+{
+  cfg_model m = {.kind = CFG_MODEL_TRANSFORMER, .layers = 80, .hidden = 8192, .heads = 64, .kv_heads = 8};
+  /* Llama-2/3 70B: 2 x 80 layers x 8 kv heads x 128 x 2 bytes = 320 KiB per token */
+  cr_assert_float_eq(mem_kv_bytes_per_token(&m, CFG_BF16, 1), 327680, 0);
+  cr_assert_float_eq(mem_kv_bytes_per_token(&m, CFG_BF16, 8), 40960, 0);
+  cr_assert_float_eq(mem_kv_bytes_per_token(&m, CFG_FP8, 8), 20480, 0);
+  /* more GPUs than kv heads: each still holds a whole head */
+  cr_assert_float_eq(mem_kv_bytes_per_token(&m, CFG_BF16, 16), 40960, 0);
+}
+
+Test(memory, run_reports_out_of_memory_as_a_result)
+{
+  th_proc p = th_dlsim("run -c v100-edr -w resnet50-horovod --set gpu.memory=4GiB --json");
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  cr_assert(strstr(p.out, "\"fits\":\tfalse"), "%s", p.out);
+  th_proc_clear(&p);
+}
