@@ -80,6 +80,6 @@ Test(engine, timeline_peak_matches_closed_form)
   double closed = mem_worst(&run.memory)->total;
   cr_assert_float_eq(run.result.peak_memory, closed, closed * 1e-9);
   cr_assert(run.result.events && run.result.events->len > 100);
-  cr_assert(run.result.mem_samples && run.result.mem_samples->len > 10);
+  cr_assert(run.result.mem_samples && run.result.mem_samples->len >= 4);
   pipe_clear(&run);
 }

@@ -8,8 +8,9 @@
 #include "engine/engine.h"
 
 typedef struct {
-  double size; /* bytes, nccl-tests convention */
-  double time; /* seconds */
+  double size;      /* bytes, nccl-tests convention; FLOPs of a GEMM table */
+  double time;      /* seconds */
+  double gemm[4];   /* a GEMM table's batch, M, N, K */
 } calib_point;
 
 typedef struct {
@@ -22,6 +23,7 @@ typedef struct {
   const char *time_column; /* default oop_time_us */
   double time_scale;       /* seconds per unit of the time column (default 1e-6) */
   char *const *filters;    /* "column=value" rows must match, or NULL */
+  bool gemm;               /* a GEMM table: columns batch, m, n, k instead of a size */
 } calib_columns;
 
 bool calib_table_load(const char *path, const calib_columns *cols, calib_table *out, GError **err);
@@ -65,7 +67,27 @@ typedef struct {
  * staying at their documented values. */
 bool calib_fit_nccl(cfg_cluster *c, const calib_target *t, const calib_table *tab,
                     char *const *fit, calib_fit_report *rep, GError **err);
-/* Writes c->nccl as a calibration file (`gpu.calibration` can point at it). */
-bool calib_write_nccl(const char *path, const cfg_cluster *c, const char *notes, GError **err);
+/* Writes the cluster's GPU efficiencies and NCCL parameters as a calibration file
+ * (`gpu.calibration` can point at it); `fitted` names the keys the fit moved. */
+bool calib_write(const char *path, const cfg_cluster *c, const char *notes, char *const *fitted,
+                 GError **err);
+
+/* ---- GEMM tables (columns batch, m, n, k and a time) ---- */
+
+typedef struct {
+  double median, p90, worst; /* |predicted / measured - 1| */
+  int n;
+} calib_time_errors_t;
+
+void calib_gemm_predict(const cfg_cluster *c, cfg_dtype dtype, const calib_table *tab, double *out);
+void calib_time_errors(const calib_table *tab, const double *predicted, calib_time_errors_t *e);
+
+typedef struct {
+  calib_time_errors_t before, after;
+  int evaluations;
+} calib_gemm_report;
+
+/* Fits gpu.efficiency's flops.gemm, gemm_k_half and launch_overhead to the table (in place). */
+void calib_fit_gemm(cfg_cluster *c, cfg_dtype dtype, const calib_table *tab, calib_gemm_report *rep);
 
 #endif

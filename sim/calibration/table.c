@@ -28,6 +28,31 @@ static bool calib_time_cols(char **header, const char *spec, int *cols, int *n)
   return *n > 0;
 }
 
+/* The batch, m, n, k columns of a GEMM table. */
+static bool calib_gemm_cols(char **header, int *cols)
+{
+  const char *names[] = {"batch", "m", "n", "k"};
+  for (int i = 0; i < 4; i++)
+    if ((cols[i] = calib_column(header, names[i])) < 0)
+      return false;
+  return true;
+}
+
+static bool calib_parse_gemm(char **cells, int n, const int *cols, calib_point *p)
+{
+  p->size = 2;
+  for (int i = 0; i < 4; i++) {
+    char *end = NULL;
+    if (cols[i] >= n)
+      return false;
+    p->gemm[i] = g_ascii_strtod(cells[cols[i]], &end);
+    if (!end || *end || !(p->gemm[i] > 0))
+      return false;
+    p->size *= p->gemm[i];
+  }
+  return true;
+}
+
 static bool calib_row_matches(char **cells, int ncells, char **header, char *const *filters)
 {
   for (int f = 0; filters && filters[f]; f++) {
@@ -54,7 +79,10 @@ bool calib_table_load(const char *path, const calib_columns *cols, calib_table *
   double scale = cols && cols->time_scale > 0 ? cols->time_scale : 1e-6;
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
   char **header = NULL;
-  int size_col = -1, time_cols[4] = {0}, ntime = 0, lineno = 0;
+  int size_col = -1, time_cols[4] = {0}, ntime = 0, lineno = 0, gemm_cols[4];
+  bool gemm = cols && cols->gemm;
+  if (gemm)
+    size_name = "batch, m, n, k";
   out->path = g_strdup(path);
   out->points = g_array_new(FALSE, FALSE, sizeof(calib_point));
   for (char **l = lines; *l; l++) {
@@ -65,7 +93,7 @@ bool calib_table_load(const char *path, const calib_columns *cols, calib_table *
     char **cells = g_strsplit(*l, ",", -1);
     if (!header) {
       header = cells;
-      size_col = calib_column(header, size_name);
+      size_col = gemm ? (calib_gemm_cols(header, gemm_cols) ? 0 : -1) : calib_column(header, size_name);
       if (size_col < 0 || !calib_time_cols(header, time_name, time_cols, &ntime)) {
         g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s:%d: no column '%s' or '%s' in the header",
                     path, lineno, size_name, time_name);
@@ -75,10 +103,10 @@ bool calib_table_load(const char *path, const calib_columns *cols, calib_table *
     }
     int n = (int)g_strv_length(cells);
     if (calib_row_matches(cells, n, header, cols ? cols->filters : NULL)) {
-      char *e1 = NULL, *e2 = NULL;
+      char *e1 = "", *e2 = NULL;
       calib_point p = {.time = INFINITY};
-      bool parsed = size_col < n;
-      if (parsed)
+      bool parsed = gemm ? calib_parse_gemm(cells, n, gemm_cols, &p) : size_col < n;
+      if (parsed && !gemm)
         p.size = g_ascii_strtod(cells[size_col], &e1);
       for (int k = 0; k < ntime && parsed; k++) {
         parsed = time_cols[k] < n;

@@ -1,13 +1,55 @@
-/* dlsim calibrate --nccl TABLE.csv -c CLUSTER --op OP --gpus N [--group-size G]
- *                 [--size-column C] [--time-column C] [--time-unit us|ns|ms|s] [--filter COL=V]...
- *                 -o OUT.yaml [--set K=V]...
- * Fits the NCCL parameters of the cluster to a real nccl-tests table and writes them as a
- * calibration file that `gpu.calibration` can point at. */
-#include "calibration/calibration.h"
-#include "cli/cli.h"
+/* dlsim calibrate: fits model parameters to real measurements and writes them as a calibration
+ * file that `gpu.calibration` can point at. Three kinds of measurement:
+ *
+ *   --nccl TABLE.csv -c CLUSTER --op OP --gpus N [--group-size G] [--fit NAME]...
+ *       an nccl-tests table: the NCCL parameters (latencies, efficiencies, chunks)
+ *   --gemm TABLE.csv -c CLUSTER --dtype D [--filter COL=V]...
+ *       a table of GEMM times by shape (batch, m, n, k): the GEMM efficiency model
+ *   --case NAME... --param KEY=START... [--set K=V]...
+ *       validation cases (any metric of run / memory): the cluster keys named by --param, with
+ *       the --set overrides applied to every case (and written to the file)
+ *
+ * Common: [--time-column C] [--time-unit U] [--filter COL=V]... -o OUT.yaml [--set K=V]... */
+#include "calibration/calibration_internal.h"
+#include "cli/cli_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+typedef struct {
+  char *nccl, *gemm, *cluster, *op, *output, *size_col, *time_col, *unit, *dtype;
+  char **sets, **filters, **fit, **cases, **params;
+  int gpus, group;
+} cal_args;
+
+static void cal_args_clear(cal_args *a)
+{
+  g_free(a->nccl);
+  g_free(a->gemm);
+  g_free(a->cluster);
+  g_free(a->op);
+  g_free(a->output);
+  g_free(a->size_col);
+  g_free(a->time_col);
+  g_free(a->unit);
+  g_free(a->dtype);
+  g_strfreev(a->sets);
+  g_strfreev(a->filters);
+  g_strfreev(a->fit);
+  g_strfreev(a->cases);
+  g_strfreev(a->params);
+}
+
+static int cal_usage(void)
+{
+  fprintf(stderr, "dlsim: error: dlsim calibrate needs one of --nccl TABLE (with -c CLUSTER, --op OP, "
+                  "--gpus N), --gemm TABLE (with -c CLUSTER, --dtype D) or --case NAME (with "
+                  "--param KEY=START), and -o FILE (see --help)\n");
+  return 2;
+}
+
+/* ---- nccl-tests tables ---------------------------------------------------------------------- */
 
 static void cal_print_errors(const char *when, const calib_errors *e)
 {
@@ -20,57 +62,40 @@ static void cal_print_errors(const char *when, const calib_errors *e)
   printf("\n");
 }
 
-int cli_calibrate(int argc, char **argv)
+static int cal_nccl(const cal_args *a)
 {
-  g_autofree char *nccl = NULL, *cluster = NULL, *op = NULL, *output = NULL;
-  g_autofree char *size_col = NULL, *time_col = NULL, *unit = NULL;
-  g_auto(GStrv) sets = NULL, filters = NULL, fit = NULL;
-  int gpus = 0, group = 0;
-  GOptionEntry entries[] = {
-      {"nccl", 0, 0, G_OPTION_ARG_FILENAME, &nccl, "nccl-tests table (CSV) to fit", "TABLE"},
-      {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &cluster, "Cluster the table was measured on", "CLUSTER"},
-      {"op", 0, 0, G_OPTION_ARG_STRING, &op, "Collective of the table", "OP"},
-      {"gpus", 'n', 0, G_OPTION_ARG_INT, &gpus, "GPUs of the run", "N"},
-      {"group-size", 'g', 0, G_OPTION_ARG_INT, &group, "GPUs per group (groups run at once)", "G"},
-      {"size-column", 0, 0, G_OPTION_ARG_STRING, &size_col, "Size column (default size_bytes)", "C"},
-      {"time-column", 0, 0, G_OPTION_ARG_STRING, &time_col, "Time column; a|b takes the smaller (default oop_time_us|ip_time_us)", "C"},
-      {"time-unit", 0, 0, G_OPTION_ARG_STRING, &unit, "Unit of the time column (default us)", "U"},
-      {"filter", 0, 0, G_OPTION_ARG_STRING_ARRAY, &filters, "Keep rows where COL=VALUE", "COL=VALUE"},
-      {"fit", 0, 0, G_OPTION_ARG_STRING_ARRAY, &fit,
-       "A parameter (or prefix) to fit, repeatable (default: base_latency, hop_latency)", "NAME"},
-      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Calibration file to write", "FILE"},
-      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Override a cluster key", "KEY=VALUE"},
-      {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  int code = 0;
-  if (!cli_parse(entries, "- fit model parameters to real measurements", &argc, &argv, &code))
-    return code;
-  if (!nccl || !cluster || !output || !op || gpus < 2) {
-    fprintf(stderr, "dlsim: error: dlsim calibrate needs --nccl TABLE, -c CLUSTER, --op OP, "
-                    "--gpus N and -o FILE (see --help)\n");
-    return 2;
-  }
+  if (!a->cluster || !a->op || a->gpus < 2)
+    return cal_usage();
   GError *err = NULL;
-  calib_target t = {.gpus = gpus, .group = group > 0 ? group : gpus, .engine = ENG_ANALYTIC,
-                    .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
-  calib_columns cols = {.size_column = size_col,
-                        .time_column = time_col ? time_col : "oop_time_us|ip_time_us",
-                        .filters = filters};
+  calib_target t = {.gpus = a->gpus, .group = a->group > 0 ? a->group : a->gpus,
+                    .engine = ENG_ANALYTIC, .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
+  calib_columns cols = {.size_column = a->size_col,
+                        .time_column = a->time_col ? a->time_col : "oop_time_us|ip_time_us",
+                        .filters = a->filters};
   cfg_cluster *c = NULL;
   calib_table tab = {0};
   calib_fit_report rep;
-  bool ok = prog_coll_parse(op, &t.op, &err) && (!unit || calib_time_unit(unit, &cols.time_scale, &err)) &&
-            calib_table_load(nccl, &cols, &tab, &err) && cfg_load_with(cluster, NULL, sets, &c, NULL, &err);
-  if (ok && (gpus > cfg_cluster_gpus(c) || gpus % t.group)) {
+  bool ok = prog_coll_parse(a->op, &t.op, &err) &&
+            (!a->unit || calib_time_unit(a->unit, &cols.time_scale, &err)) &&
+            calib_table_load(a->nccl, &cols, &tab, &err) &&
+            cfg_load_with(a->cluster, NULL, a->sets, &c, NULL, &err);
+  if (ok && (a->gpus > cfg_cluster_gpus(c) || a->gpus % t.group)) {
     g_set_error(&err, CFG_ERROR, CFG_ERROR_INPUT, "--gpus %d / --group-size %d do not fit the cluster's %d GPUs",
-                gpus, t.group, cfg_cluster_gpus(c));
+                a->gpus, t.group, cfg_cluster_gpus(c));
     ok = false;
   }
-  ok = ok && calib_fit_nccl(c, &t, &tab, fit, &rep, &err);
+  ok = ok && calib_fit_nccl(c, &t, &tab, a->fit, &rep, &err);
   if (ok) {
-    g_autofree char *base = g_path_get_basename(nccl);
+    g_autofree char *base = g_path_get_basename(a->nccl);
     g_autofree char *notes = g_strdup_printf("fitted on %s (%s, %d GPUs, groups of %d, %u rows)",
-                                             base, op, gpus, t.group, tab.points->len);
-    ok = calib_write_nccl(output, c, notes, &err);
+                                             base, a->op, a->gpus, t.group, tab.points->len);
+    char *fitted[CALIB_MAX_PARAMS + 1] = {NULL};
+    g_autofree char *names = NULL;
+    for (int i = 0; i < rep.nparams; i++)
+      fitted[i] = g_strdup_printf("nccl.%s", rep.names[i]);
+    ok = calib_write(a->output, c, notes, fitted, &err);
+    for (int i = 0; i < rep.nparams; i++)
+      g_free(fitted[i]);
     printf("dlsim calibrate: %s on %s, %u rows, %d parameters, %d evaluations\n", base, c->name,
            tab.points->len, rep.nparams, rep.evaluations);
     for (int i = 0; i < rep.nparams; i++)
@@ -78,9 +103,271 @@ int cli_calibrate(int argc, char **argv)
     cal_print_errors("before", &rep.before);
     cal_print_errors("after", &rep.after);
     if (ok)
-      printf("  wrote %s (point gpu.calibration at it)\n", output);
+      printf("  wrote %s (point gpu.calibration at it)\n", a->output);
   }
   calib_table_clear(&tab);
   cfg_cluster_free(c);
   return ok ? 0 : cli_fail(err);
+}
+
+/* ---- GEMM tables ---------------------------------------------------------------------------- */
+
+static void cal_print_time_errors(const char *when, const calib_time_errors_t *e)
+{
+  printf("  %-7s time |error|: median %5.1f %%, 90th percentile %5.1f %%, worst %5.1f %%\n", when,
+         100 * e->median, 100 * e->p90, 100 * e->worst);
+}
+
+static int cal_gemm(const cal_args *a)
+{
+  if (!a->cluster || !a->dtype)
+    return cal_usage();
+  GError *err = NULL;
+  calib_columns cols = {.time_column = a->time_col, .filters = a->filters, .gemm = true};
+  cfg_cluster *c = NULL;
+  calib_table tab = {0};
+  cfg_dtype dtype = CFG_BF16;
+  bool ok = cfg_dtype_parse(a->dtype, &dtype, &err) &&
+            (!a->unit || calib_time_unit(a->unit, &cols.time_scale, &err)) &&
+            calib_table_load(a->gemm, &cols, &tab, &err) &&
+            cfg_load_with(a->cluster, NULL, a->sets, &c, NULL, &err);
+  if (ok) {
+    calib_gemm_report rep;
+    calib_fit_gemm(c, dtype, &tab, &rep);
+    g_autofree char *base = g_path_get_basename(a->gemm);
+    g_autofree char *filter = a->filters ? g_strjoinv(", ", a->filters) : g_strdup("all rows");
+    g_autofree char *notes = g_strdup_printf("GEMM model fitted on %s (%s, %s, %u shapes)", base,
+                                             a->dtype, filter, tab.points->len);
+    char *fitted[] = {"efficiency.flops.gemm", "efficiency.gemm_k_half",
+                      "efficiency.launch_overhead", NULL};
+    ok = calib_write(a->output, c, notes, fitted, &err);
+    const cfg_efficiency *e = &c->gpu.efficiency;
+    printf("dlsim calibrate: %s on %s, %u shapes, %d evaluations\n", base, c->name,
+           tab.points->len, rep.evaluations);
+    printf("  fitted flops.gemm %.4f, gemm_k_half %.1f, launch_overhead %.3g us\n",
+           e->flops_efficiency[CFG_KCLASS_GEMM], e->gemm_k_half, e->launch_overhead * 1e6);
+    cal_print_time_errors("before", &rep.before);
+    cal_print_time_errors("after", &rep.after);
+    if (ok)
+      printf("  wrote %s (point gpu.calibration at it)\n", a->output);
+  }
+  calib_table_clear(&tab);
+  cfg_cluster_free(c);
+  return ok ? 0 : cli_fail(err);
+}
+
+/* ---- validation cases ----------------------------------------------------------------------- */
+
+typedef struct {
+  GPtrArray *cases;   /* cfg_case* */
+  char **sets;        /* --set overrides, before the parameters */
+  char **keys;        /* the --param keys */
+  double *values;     /* their current values (the search's slots) */
+  int nkeys;
+  GError *error;      /* the first prediction that failed */
+} cal_cases;
+
+/* "KEY=VALUE" for every parameter, as overrides. */
+static char **cal_param_sets(const cal_cases *cc)
+{
+  int n = cc->sets ? (int)g_strv_length(cc->sets) : 0;
+  char **sets = g_new0(char *, n + cc->nkeys + 1);
+  for (int i = 0; i < n; i++)
+    sets[i] = g_strdup(cc->sets[i]);
+  for (int i = 0; i < cc->nkeys; i++)
+    sets[n + i] = g_strdup_printf("%s=%.9g", cc->keys[i], cc->values[i]);
+  return sets;
+}
+
+/* Mean |log(predicted / measured)| over the cases. */
+static double cal_cases_loss(void *ctx)
+{
+  cal_cases *cc = ctx;
+  g_auto(GStrv) sets = cal_param_sets(cc);
+  double sum = 0;
+  for (guint i = 0; i < cc->cases->len; i++) {
+    const cfg_case *c = g_ptr_array_index(cc->cases, i);
+    double p = 0;
+    if (!cli_case_predict(c, sets, &p, cc->error ? NULL : &cc->error) || !(p > 0))
+      return INFINITY;
+    sum += fabs(log(p / c->measured));
+  }
+  return sum / cc->cases->len;
+}
+
+static void cal_print_cases(const cal_cases *cc, const char *when)
+{
+  g_auto(GStrv) sets = cal_param_sets(cc);
+  printf("  %s:\n", when);
+  for (guint i = 0; i < cc->cases->len; i++) {
+    const cfg_case *c = g_ptr_array_index(cc->cases, i);
+    double p = NAN;
+    cli_case_predict(c, sets, &p, NULL);
+    printf("    %-38s measured %10.4g  predicted %10.4g  %+6.1f %%\n", c->name, c->measured, p,
+           100 * (p / c->measured - 1));
+  }
+}
+
+static bool cal_parse_params(cal_cases *cc, char **params, GError **err)
+{
+  cc->nkeys = (int)g_strv_length(params);
+  if (cc->nkeys > CALIB_MAX_PARAMS) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--param: at most %d", CALIB_MAX_PARAMS);
+    return false;
+  }
+  cc->keys = g_new0(char *, cc->nkeys + 1);
+  cc->values = g_new0(double, MAX(cc->nkeys, 1));
+  for (int i = 0; i < cc->nkeys; i++) {
+    const char *eq = strchr(params[i], '=');
+    char *end = NULL;
+    double v = eq ? g_ascii_strtod(eq + 1, &end) : NAN;
+    if (!eq || !end || *end || !(v > 0) || (strncmp(params[i], "gpu.efficiency.", 15) != 0 &&
+                                           strncmp(params[i], "nccl.", 5) != 0)) {
+      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                  "--param %s: expected KEY=START with a positive number, KEY under "
+                  "gpu.efficiency. or nccl.", params[i]);
+      return false;
+    }
+    cc->keys[i] = g_strndup(params[i], (gsize)(eq - params[i]));
+    cc->values[i] = v;
+  }
+  return true;
+}
+
+static bool cal_load_cases(cal_cases *cc, char **names, GError **err)
+{
+  int n = (int)g_strv_length(names);
+  g_autofree char **argv = g_new0(char *, n + 2);
+  argv[0] = "calibrate";
+  for (int i = 0; i < n; i++)
+    argv[i + 1] = names[i];
+  GPtrArray *files = cli_case_files(n + 1, argv, err);
+  if (!files)
+    return false;
+  bool ok = true;
+  for (guint i = 0; ok && i < files->len; i++) {
+    cfg_case *c = g_new0(cfg_case, 1);
+    ok = cfg_case_load(g_ptr_array_index(files, i), c, err);
+    g_ptr_array_add(cc->cases, c);
+    if (ok && (c->table || !(c->measured > 0))) {
+      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                  "case %s: only cases with one positive measured number can be fitted", c->name);
+      ok = false;
+    }
+    if (ok && strcmp(c->cluster, ((cfg_case *)g_ptr_array_index(cc->cases, 0))->cluster) != 0) {
+      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                  "case %s: every fitted case must use the same cluster file", c->name);
+      ok = false;
+    }
+  }
+  g_ptr_array_free(files, TRUE);
+  return ok;
+}
+
+static void cal_case_free(gpointer p)
+{
+  cfg_case_clear(p);
+  g_free(p);
+}
+
+/* The fitted values as a calibration file: the first case's cluster with the parameters set. */
+static bool cal_write_cases(const cal_cases *cc, const char *output, GError **err)
+{
+  const cfg_case *first = g_ptr_array_index(cc->cases, 0);
+  g_auto(GStrv) sets = cal_param_sets(cc);
+  cfg_cluster *c = NULL;
+  if (!cfg_load_with(first->cluster, NULL, sets, &c, NULL, err))
+    return false;
+  GString *notes = g_string_new("fitted on cases");
+  for (guint i = 0; i < cc->cases->len; i++)
+    g_string_append_printf(notes, "%s %s", i ? "," : "",
+                           ((cfg_case *)g_ptr_array_index(cc->cases, i))->name);
+  for (int i = 0; cc->sets && cc->sets[i]; i++)
+    g_string_append_printf(notes, "%s %s", i ? "," : "; with", cc->sets[i]);
+  char *fitted[CALIB_MAX_PARAMS + 1] = {NULL};
+  for (int i = 0; i < cc->nkeys; i++) /* keys as the calibration file spells them */
+    fitted[i] = cc->keys[i] + (g_str_has_prefix(cc->keys[i], "gpu.") ? 4 : 0);
+  bool ok = calib_write(output, c, notes->str, fitted, err);
+  g_string_free(notes, TRUE);
+  cfg_cluster_free(c);
+  return ok;
+}
+
+static int cal_cases_fit(const cal_args *a)
+{
+  if (!a->params)
+    return cal_usage();
+  GError *err = NULL;
+  cal_cases cc = {.cases = g_ptr_array_new_with_free_func(cal_case_free), .sets = a->sets};
+  bool ok = cal_parse_params(&cc, a->params, &err) && cal_load_cases(&cc, a->cases, &err);
+  if (ok) {
+    /* few cases, few parameters: a light prior keeps a flat direction from wandering */
+    calib_search s = {.prior_weight = 1e-3, .loss = cal_cases_loss, .ctx = &cc};
+    for (int i = 0; i < cc.nkeys; i++) {
+      double v = cc.values[i];
+      bool fraction = v < 1 && strstr(cc.keys[i], "efficiency") != NULL;
+      calib_search_add(&s, &cc.values[i], fraction, fraction ? 0.05 : v / 10,
+                       fraction ? 0.99 : v * 10, cc.keys[i]);
+    }
+    printf("dlsim calibrate: %u cases, %d parameters\n", cc.cases->len, cc.nkeys);
+    cal_print_cases(&cc, "before");
+    calib_search_run(&s, 3, 150, 150);
+    ok = !cc.error && isfinite(cal_cases_loss(&cc));
+    if (ok) {
+      for (int i = 0; i < cc.nkeys; i++)
+        printf("  fitted %s = %.4g\n", cc.keys[i], cc.values[i]);
+      cal_print_cases(&cc, "after");
+      ok = cal_write_cases(&cc, a->output, &err);
+      if (ok)
+        printf("  wrote %s (point gpu.calibration at it)\n", a->output);
+    } else if (cc.error) {
+      err = g_steal_pointer(&cc.error);
+    }
+  }
+  g_clear_error(&cc.error);
+  g_ptr_array_free(cc.cases, TRUE);
+  g_strfreev(cc.keys);
+  g_free(cc.values);
+  return ok ? 0 : cli_fail(err);
+}
+
+int cli_calibrate(int argc, char **argv)
+{
+  cal_args a = {0};
+  GOptionEntry entries[] = {
+      {"nccl", 0, 0, G_OPTION_ARG_FILENAME, &a.nccl, "nccl-tests table (CSV) to fit", "TABLE"},
+      {"gemm", 0, 0, G_OPTION_ARG_FILENAME, &a.gemm, "GEMM table (CSV: batch, m, n, k, time) to fit", "TABLE"},
+      {"case", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.cases, "Validation case to fit, repeatable", "NAME"},
+      {"param", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.params,
+       "With --case: a cluster key to fit and its starting value, repeatable", "KEY=START"},
+      {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &a.cluster, "Cluster the table was measured on", "CLUSTER"},
+      {"op", 0, 0, G_OPTION_ARG_STRING, &a.op, "Collective of the table", "OP"},
+      {"dtype", 0, 0, G_OPTION_ARG_STRING, &a.dtype, "Data type of the GEMM table", "D"},
+      {"gpus", 'n', 0, G_OPTION_ARG_INT, &a.gpus, "GPUs of the run", "N"},
+      {"group-size", 'g', 0, G_OPTION_ARG_INT, &a.group, "GPUs per group (groups run at once)", "G"},
+      {"size-column", 0, 0, G_OPTION_ARG_STRING, &a.size_col, "Size column (default size_bytes)", "C"},
+      {"time-column", 0, 0, G_OPTION_ARG_STRING, &a.time_col, "Time column; a|b takes the smaller (default oop_time_us|ip_time_us)", "C"},
+      {"time-unit", 0, 0, G_OPTION_ARG_STRING, &a.unit, "Unit of the time column (default us)", "U"},
+      {"filter", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.filters, "Keep rows where COL=VALUE", "COL=VALUE"},
+      {"fit", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.fit,
+       "With --nccl: a parameter (or prefix) to fit, repeatable (default: base_latency, hop_latency)", "NAME"},
+      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &a.output, "Calibration file to write", "FILE"},
+      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &a.sets, "Override a cluster key", "KEY=VALUE"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  int code = 0;
+  if (!cli_parse(entries, "- fit model parameters to real measurements", &argc, &argv, &code)) {
+    cal_args_clear(&a);
+    return code;
+  }
+  int modes = (a.nccl != NULL) + (a.gemm != NULL) + (a.cases != NULL);
+  if (modes != 1 || !a.output)
+    code = cal_usage();
+  else if (a.nccl)
+    code = cal_nccl(&a);
+  else if (a.gemm)
+    code = cal_gemm(&a);
+  else
+    code = cal_cases_fit(&a);
+  cal_args_clear(&a);
+  return code;
 }

@@ -1,7 +1,7 @@
 /* dlsim validate [CASE...] [--json]: predicted vs measured for every real case in
  * validation/cases/, with the error of each and whether the case was used for fitting. */
 #include "calibration/calibration.h"
-#include "cli/cli.h"
+#include "cli/cli_internal.h"
 #include "memory/memory.h"
 #include "pipeline/pipeline.h"
 
@@ -20,6 +20,7 @@ typedef struct {
   calib_table table;
   double *times;
   calib_errors errors;
+  calib_time_errors_t gemm_errors;
 } val_row;
 
 /* Finds a dotted path ("memory.peak_bytes", "ranks.0.total_bytes") in a JSON document. */
@@ -113,10 +114,42 @@ static bool val_predict(const cfg_case *c, char *const *sets, double *out, GErro
   return true;
 }
 
+static bool val_is_gemm(const cfg_case *c)
+{
+  return c->op && strcmp(c->op, "gemm") == 0;
+}
+
+/* A table of GEMM times: predicted shape by shape, judged on the median time error. */
+static void val_run_gemm_table(val_row *row)
+{
+  const cfg_case *c = &row->c;
+  GError *err = NULL;
+  cfg_cluster *cl = NULL;
+  calib_columns cols = {.time_column = c->time_column, .filters = c->filter, .gemm = true};
+  bool ok = (!c->time_unit || calib_time_unit(c->time_unit, &cols.time_scale, &err)) &&
+            calib_table_load(c->table, &cols, &row->table, &err) &&
+            cfg_load_with(c->cluster, NULL, c->set, &cl, NULL, &err);
+  if (ok) {
+    row->times = g_new(double, row->table.points->len);
+    calib_gemm_predict(cl, (cfg_dtype)c->dtype, &row->table, row->times);
+    calib_time_errors(&row->table, row->times, &row->gemm_errors);
+    row->error = row->gemm_errors.median;
+    row->pass = row->error <= c->tolerance;
+  } else {
+    row->failure = g_strdup(err->message);
+    g_error_free(err);
+  }
+  cfg_cluster_free(cl);
+}
+
 /* A table of collective times: predicted size by size, judged on the median busbw error. */
 static void val_run_table(val_row *row)
 {
   const cfg_case *c = &row->c;
+  if (val_is_gemm(c)) {
+    val_run_gemm_table(row);
+    return;
+  }
   GError *err = NULL;
   cfg_cluster *cl = NULL;
   calib_target t = {.gpus = c->gpus, .group = c->group_size > 0 ? c->group_size : c->gpus,
@@ -143,6 +176,33 @@ static void val_run_table(val_row *row)
               (row->errors.n_small == 0 || row->errors.median_small <= c->tolerance_small);
 }
 
+/* The case's sets followed by `extra`. */
+static char **val_sets(char *const *sets, char *const *extra)
+{
+  GPtrArray *all = g_ptr_array_new();
+  for (int i = 0; sets && sets[i]; i++)
+    g_ptr_array_add(all, g_strdup(sets[i]));
+  for (int i = 0; extra && extra[i]; i++)
+    g_ptr_array_add(all, g_strdup(extra[i]));
+  g_ptr_array_add(all, NULL);
+  return (char **)g_ptr_array_free(all, FALSE);
+}
+
+bool cli_case_predict(const cfg_case *c, char *const *extra, double *out, GError **err)
+{
+  g_auto(GStrv) sets = val_sets(c->set, extra);
+  double value = 0, base = 1;
+  if (!val_predict(c, sets, &value, err))
+    return false;
+  if (c->ratio_to) {
+    g_auto(GStrv) ratio = val_sets(c->ratio_to, extra);
+    if (!val_predict(c, ratio, &base, err))
+      return false;
+  }
+  *out = value / base;
+  return true;
+}
+
 static void val_run_case(val_row *row)
 {
   if (row->c.table) {
@@ -150,15 +210,11 @@ static void val_run_case(val_row *row)
     return;
   }
   GError *err = NULL;
-  double value = 0, base = 1;
-  bool ok = val_predict(&row->c, row->c.set, &value, &err) &&
-            (!row->c.ratio_to || val_predict(&row->c, row->c.ratio_to, &base, &err));
-  if (!ok) {
+  if (!cli_case_predict(&row->c, NULL, &row->predicted, &err)) {
     row->failure = g_strdup(err->message);
     g_error_free(err);
     return;
   }
-  row->predicted = value / base;
   row->error = row->c.measured != 0 ? (row->predicted - row->c.measured) / row->c.measured
                                     : row->predicted - row->c.measured;
   row->pass = fabs(row->error) <= row->c.tolerance;
@@ -169,7 +225,7 @@ static int val_compare_paths(gconstpointer a, gconstpointer b)
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static GPtrArray *val_case_files(int argc, char **argv, GError **err)
+GPtrArray *cli_case_files(int argc, char **argv, GError **err)
 {
   g_autofree char *dir = g_build_filename(cfg_data_dir(), "validation", "cases", NULL);
   GPtrArray *files = g_ptr_array_new_with_free_func(g_free);
@@ -227,16 +283,30 @@ static void val_print_table(const val_row *r)
   printf("\n\n");
 }
 
+static void val_print_gemm_table(const val_row *r)
+{
+  const calib_time_errors_t *e = &r->gemm_errors;
+  printf("%s (%s): %s GEMM shapes, %s\n", r->c.name, val_role(r->c.role),
+         cfg_dtype_name((cfg_dtype)r->c.dtype), r->c.source);
+  printf("  |time error| over %d shapes: median %.1f %%, 90th percentile %.1f %%, worst %.1f %%\n\n",
+         e->n, 100 * e->median, 100 * e->p90, 100 * e->worst);
+}
+
 static void val_print_text(const val_row *rows, guint n)
 {
   for (guint i = 0; i < n; i++)
-    if (rows[i].c.table && !rows[i].failure)
-      val_print_table(&rows[i]);
+    if (rows[i].c.table && !rows[i].failure) {
+      if (val_is_gemm(&rows[i].c))
+        val_print_gemm_table(&rows[i]);
+      else
+        val_print_table(&rows[i]);
+    }
   printf("%-40s %-5s %-21s %11s %11s %8s %6s\n", "case", "role", "metric", "measured", "predicted",
          "error", "");
   for (guint i = 0; i < n; i++) {
     const val_row *r = &rows[i];
-    g_autofree char *metric = r->c.table      ? g_strdup("busbw median >=1MiB")
+    g_autofree char *metric = val_is_gemm(&r->c) ? g_strdup("time median")
+                              : r->c.table      ? g_strdup("busbw median >=1MiB")
                               : r->c.ratio_to ? g_strdup_printf("%s ratio", r->c.metric)
                                               : g_strdup(r->c.metric);
     if (r->failure) {
@@ -267,10 +337,16 @@ static void val_print_json(const val_row *rows, guint n)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", r->c.name);
     cJSON_AddStringToObject(o, "role", val_role(r->c.role));
-    cJSON_AddStringToObject(o, "metric", r->c.table ? "busbw" : r->c.metric);
+    bool gemm = val_is_gemm(&r->c);
+    cJSON_AddStringToObject(o, "metric", gemm ? "time" : r->c.table ? "busbw" : r->c.metric);
     if (!r->c.table)
       cJSON_AddNumberToObject(o, "measured", r->c.measured);
-    if (r->c.table && !r->failure) {
+    if (gemm && !r->failure) {
+      cJSON_AddNumberToObject(o, "median_error", r->gemm_errors.median);
+      cJSON_AddNumberToObject(o, "p90_error", r->gemm_errors.p90);
+      cJSON_AddNumberToObject(o, "worst_error", r->gemm_errors.worst);
+      cJSON_AddNumberToObject(o, "rows", r->gemm_errors.n);
+    } else if (r->c.table && !r->failure) {
       const calib_errors *e = &r->errors;
       if (e->n_large) {
         cJSON_AddNumberToObject(o, "median_error_large", e->median_large);
@@ -315,7 +391,7 @@ int cli_validate(int argc, char **argv)
   if (!cli_parse(entries, "[CASE...] - predicted vs measured for real cases", &argc, &argv, &code))
     return code;
   GError *err = NULL;
-  GPtrArray *files = val_case_files(argc, argv, &err);
+  GPtrArray *files = cli_case_files(argc, argv, &err);
   if (!files)
     return cli_fail(err);
   val_row *rows = g_new0(val_row, MAX(files->len, 1u));

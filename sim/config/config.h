@@ -35,6 +35,7 @@ const char *cfg_doc_file(const cfg_doc *doc);
 
 typedef enum { CFG_FP32, CFG_TF32, CFG_BF16, CFG_FP16, CFG_FP8, CFG_INT8, CFG_INT4, CFG_NDTYPES } cfg_dtype;
 const char *cfg_dtype_name(cfg_dtype dtype);
+bool cfg_dtype_parse(const char *name, cfg_dtype *out, GError **err);
 double cfg_dtype_bytes(cfg_dtype dtype);
 
 typedef enum { CFG_INTRA_NVSWITCH, CFG_INTRA_NVLINK_RING, CFG_INTRA_PCIE } cfg_intra_kind;
@@ -65,6 +66,11 @@ const char *cfg_kernel_class_name(cfg_kernel_class k);
 typedef struct {
   double flops_efficiency[CFG_NKCLASSES]; /* fraction of peak FLOP/s reached, per kernel class */
   double memory_efficiency;               /* fraction of HBM bandwidth reached by streaming kernels */
+  double gemm_k_half;                     /* a GEMM with reduction dimension K reaches
+                                           * flops.gemm * K / (K + gemm_k_half) of peak */
+  double sustained;                       /* fraction of the kernel benchmarks' FLOP/s that a long
+                                           * training run sustains (clocks under power and
+                                           * thermal limits); scales compute-bound time */
   double launch_overhead;                 /* seconds added to every kernel */
   double comm_overhead;                   /* seconds added to every collective (framework + launch) */
   char *source;                           /* where the numbers come from */
@@ -273,6 +279,7 @@ typedef struct {
   char *size_column, *time_column, *time_unit;
   char **filter;        /* "column=value" */
   double tolerance_small; /* for sizes < 64 KiB */
+  int dtype;            /* cfg_dtype of a GEMM table (op: gemm) */
 } cfg_case;
 
 bool cfg_case_load(const char *path, cfg_case *out, GError **err);

@@ -199,12 +199,17 @@ static bool cfg_fail(GError **err, const cfg_doc *doc, const char *path, const c
 
 void cfg_efficiency_defaults(cfg_efficiency *e)
 {
-  /* Uncalibrated guesses, used only where no calibration file says better (README: limits). */
-  static const double flops[CFG_NKCLASSES] = {0.75, 0.60, 0.55, 0.50, 0.50, 0.50};
+  /* Used only where no calibration file says better (README: limits). GEMM: the median of the
+   * measured best-shape BF16 efficiencies of A100 SXM / PCIe, H100, GH200 and B200 (81.1 %,
+   * stas00/ml-engineering MAMF table, shared/validation/kernels), with the K ramp fitted on
+   * the sm_90 table (validation/README.md); the other classes are guesses. */
+  static const double flops[CFG_NKCLASSES] = {0.811, 0.60, 0.55, 0.50, 0.50, 0.50};
   for (int k = 0; k < CFG_NKCLASSES; k++)
     CFG_DEFAULT_QTY(e->flops_efficiency[k], flops[k]);
   CFG_DEFAULT_QTY(e->memory_efficiency, 0.80);
+  CFG_DEFAULT_QTY(e->gemm_k_half, 177);
   CFG_DEFAULT_QTY(e->launch_overhead, 2e-6);
+  CFG_DEFAULT_QTY(e->sustained, 0.8081); /* fitted on A100 (validation/fit-a100.sh) */
   CFG_DEFAULT_QTY(e->comm_overhead, 10e-6);
   if (!e->source)
     e->source = g_strdup("dlsim defaults (not calibrated)");
@@ -263,6 +268,8 @@ static void cfg_efficiency_merge(cfg_efficiency *dst, const cfg_efficiency *src)
     CFG_DEFAULT_QTY(dst->flops_efficiency[k], src->flops_efficiency[k]);
   CFG_DEFAULT_QTY(dst->memory_efficiency, src->memory_efficiency);
   CFG_DEFAULT_QTY(dst->launch_overhead, src->launch_overhead);
+  CFG_DEFAULT_QTY(dst->sustained, src->sustained);
+  CFG_DEFAULT_QTY(dst->gemm_k_half, src->gemm_k_half);
   CFG_DEFAULT_QTY(dst->comm_overhead, src->comm_overhead);
   if (!dst->source && src->source)
     dst->source = g_strdup(src->source);
@@ -311,6 +318,10 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
                       cfg_kernel_class_name((cfg_kernel_class)k));
   if (c->gpu.efficiency.memory_efficiency <= 0)
     return cfg_fail(err, d, "gpu.efficiency", "gpu.efficiency.memory: must be > 0");
+  if (!(c->gpu.efficiency.sustained > 0 && c->gpu.efficiency.sustained <= 1))
+    return cfg_fail(err, d, "gpu.efficiency", "gpu.efficiency.sustained: must be in (0, 1]");
+  if (c->gpu.efficiency.gemm_k_half < 0)
+    return cfg_fail(err, d, "gpu.efficiency", "gpu.efficiency.gemm_k_half: must be >= 0");
   for (int k = 0; k < CFG_NLINKCLASSES; k++)
     if (c->nccl.link_efficiency[k] <= 0)
       return cfg_fail(err, d, "nccl.link_efficiency", "nccl.link_efficiency: must be > 0");
@@ -698,6 +709,8 @@ bool cfg_case_load(const char *path, cfg_case *out, GError **err)
   const char *need_run[] = {"name", "role", "source", "cluster", "workload", "metric", "measured"};
   const char *need_table[] = {"name", "role", "source", "cluster", "table", "op", "gpus", NULL};
   bool table = cfg_map_get(doc->root, "table") != NULL;
+  if (ok && table && out->op && strcmp(out->op, "gemm") == 0)
+    need_table[6] = "dtype"; /* a GEMM table runs on one GPU */
   const char *const *need = table ? need_table : need_run;
   for (size_t i = 0; ok && i < (table ? 7 : G_N_ELEMENTS(need_run)); i++)
     if (!cfg_map_get(doc->root, need[i])) {

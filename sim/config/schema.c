@@ -6,6 +6,18 @@
 #include <string.h>
 
 const char *const cfg_dtype_names[] = {"fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", NULL};
+
+bool cfg_dtype_parse(const char *name, cfg_dtype *out, GError **err)
+{
+  for (int d = 0; cfg_dtype_names[d]; d++)
+    if (strcmp(name, cfg_dtype_names[d]) == 0) {
+      *out = (cfg_dtype)d;
+      return true;
+    }
+  g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+              "'%s' is not a data type (fp32, tf32, bf16, fp16, fp8, int8, int4)", name);
+  return false;
+}
 static const char *const cfg_intra_names[] = {"nvswitch", "nvlink-ring", "pcie", NULL};
 static const char *const cfg_topology_names[] = {"fat-tree", "rail-optimized", NULL};
 static const char *const cfg_model_kind_names[] = {"transformer", "moe-transformer", "cnn", "generic", NULL};
@@ -67,7 +79,8 @@ static void cfg_efficiency_init(void *p)
   cfg_efficiency *e = p;
   for (int k = 0; k < CFG_NKCLASSES; k++)
     e->flops_efficiency[k] = NAN;
-  e->memory_efficiency = e->launch_overhead = e->comm_overhead = NAN;
+  e->memory_efficiency = e->launch_overhead = e->comm_overhead = e->gemm_k_half = NAN;
+  e->sustained = NAN;
   e->source = NULL;
 }
 
@@ -76,6 +89,8 @@ static const cfg_field cfg_efficiency_fields[] = {
      .unit = UNITS_FRACTION, .names = cfg_kclass_names, .max = 1.0},
     {.key = "memory", .type = CFG_T_QTY, .offset = offsetof(cfg_efficiency, memory_efficiency),
      .unit = UNITS_FRACTION, .max = 1.0},
+    F_QTY(cfg_efficiency, "gemm_k_half", gemm_k_half, UNITS_NUMBER),
+    F_QTY(cfg_efficiency, "sustained", sustained, UNITS_FRACTION),
     F_QTY(cfg_efficiency, "launch_overhead", launch_overhead, UNITS_SECONDS),
     F_QTY(cfg_efficiency, "comm_overhead", comm_overhead, UNITS_SECONDS),
     F_STR(cfg_efficiency, "source", source),
@@ -483,6 +498,7 @@ static void cfg_case_init(void *p)
   c->engine = CFG_UNSET_INT;
   c->measured = c->tolerance = c->tolerance_small = NAN;
   c->gpus = c->group_size = CFG_UNSET_INT;
+  c->dtype = CFG_UNSET_INT;
 }
 
 static const cfg_field cfg_case_fields[] = {
@@ -509,6 +525,7 @@ static const cfg_field cfg_case_fields[] = {
     F_STR(cfg_case, "time_unit", time_unit),
     {.key = "filter", .type = CFG_T_SEQ_STRING, .offset = offsetof(cfg_case, filter)},
     F_QTY(cfg_case, "tolerance_small", tolerance_small, UNITS_FRACTION),
+    F_ENUM(cfg_case, "dtype", dtype, cfg_dtype_names),
 };
 const cfg_schema cfg_schema_case = SCHEMA("case", cfg_case, cfg_case_fields, cfg_case_init);
 

@@ -14,25 +14,36 @@ typedef struct {
   int rank, cls;
   guint pos[PROG_NSTREAMS];    /* next op of each stream (index into stream lists) */
   double free_at[PROG_NSTREAMS];
+  bool blocked[PROG_NSTREAMS]; /* waiting in a collective for the other members */
   double *end;                 /* per op, NAN until done */
-  GHashTable *seq;             /* group -> ops already issued on it */
+  uint32_t *seq;               /* per comm op: how many earlier ops of the unit share its group */
+  const coll_schedule **sched; /* per comm op, planned on first use */
   GArray *spans;               /* eng_span */
+  double hidden[PROG_NDIMS];   /* collective time run under compute inside macros */
   GArray *mem;                 /* eng_mem_event */
   double finish;
 } an_unit;
 
 typedef struct {
+  gint64 key;  /* group << 32 | seq */
   double arrived_max;
   int arrived;
   int needed;
-  GPtrArray *waiting; /* an_unit* */
+  GArray *waiting; /* an_waiter: units arrived, with the op each arrived with (the two sides
+                     * of a send / receive are on different streams) */
 } an_instance;
+
+typedef struct {
+  an_unit *unit;
+  uint32_t idx;
+} an_waiter;
 
 typedef struct {
   const prog_program *p;
   const hw_cluster *hw;
   const eng_options *opt;
   coll_planner *planner;
+  eng_costs *costs;
   GError *error; /* the first planning failure */
   an_unit *units;
   int nunits;
@@ -49,6 +60,8 @@ static bool an_reps_suffice(const prog_program *p)
 {
   for (guint c = 0; c < p->classes->len; c++) {
     const prog_class *k = prog_class_at(p, (int)c);
+    if (k->is_template || k->rep < 0)
+      continue;
     for (guint i = 0; i < k->ops->len; i++) {
       const prog_op *op = &g_array_index(k->ops, prog_op, i);
       if (op->kind != PROG_COMM)
@@ -67,24 +80,54 @@ static bool an_reps_suffice(const prog_program *p)
   return true;
 }
 
+/* Collectives of one group match by their order on it, which is their order in the class's op
+ * list (the ops of one group are on one stream). */
+static uint32_t *an_sequence(const prog_program *p, int cls, int rank)
+{
+  const prog_class *k = prog_class_at(p, cls);
+  uint32_t *seq = g_new0(uint32_t, MAX(k->ops->len, 1u));
+  GHashTable *count = g_hash_table_new(g_direct_hash, g_direct_equal);
+  for (guint i = 0; i < k->ops->len; i++) {
+    const prog_op *op = &g_array_index(k->ops, prog_op, i);
+    if (op->kind != PROG_COMM)
+      continue;
+    gpointer g = GINT_TO_POINTER(((const prog_family *)g_ptr_array_index(p->families, op->family))->group_of[rank]);
+    seq[i] = GPOINTER_TO_UINT(g_hash_table_lookup(count, g));
+    g_hash_table_insert(count, g, GUINT_TO_POINTER(seq[i] + 1));
+  }
+  g_hash_table_destroy(count);
+  return seq;
+}
+
 static void an_units_init(an_state *st)
 {
   const prog_program *p = st->p;
   bool reps = an_reps_suffice(p);
-  st->nunits = reps ? (int)p->classes->len : p->nranks;
+  /* one unit per class that ranks run (templates have none), or one per rank */
+  g_autofree int *unit_of_class = g_new(int, p->classes->len);
+  int nclasses = 0;
+  for (guint c = 0; c < p->classes->len; c++)
+    unit_of_class[c] = prog_class_at(p, (int)c)->rep >= 0 ? nclasses++ : -1;
+  st->nunits = reps ? nclasses : p->nranks;
   st->units = g_new0(an_unit, st->nunits);
   st->unit_of_rank = g_new(int, p->nranks);
   for (int r = 0; r < p->nranks; r++)
-    st->unit_of_rank[r] = reps ? p->class_of[r] : r;
+    st->unit_of_rank[r] = reps ? unit_of_class[p->class_of[r]] : r;
   for (int u = 0; u < st->nunits; u++) {
     an_unit *x = &st->units[u];
-    x->cls = reps ? u : p->class_of[u];
-    x->rank = reps ? prog_class_at(p, u)->rep : u;
+    x->cls = -1;
+    for (guint c = 0; reps && c < p->classes->len; c++)
+      if (unit_of_class[c] == u)
+        x->cls = (int)c;
+    if (!reps)
+      x->cls = p->class_of[u];
+    x->rank = reps ? prog_class_at(p, x->cls)->rep : u;
     guint nops = prog_class_at(p, x->cls)->ops->len;
     x->end = g_new(double, MAX(nops, 1u));
     for (guint i = 0; i < nops; i++)
       x->end[i] = NAN;
-    x->seq = g_hash_table_new(g_direct_hash, g_direct_equal);
+    x->seq = an_sequence(p, x->cls, x->rank);
+    x->sched = g_new0(const coll_schedule *, MAX(nops, 1u));
     x->spans = g_array_new(FALSE, FALSE, sizeof(eng_span));
     x->mem = g_array_new(FALSE, FALSE, sizeof(eng_mem_event));
   }
@@ -116,10 +159,10 @@ static void an_finish_op(an_state *st, an_unit *u, uint32_t idx, double start, d
   u->pos[op->stream]++;
   u->free_at[op->stream] = end;
   u->finish = MAX(u->finish, end);
-  if (op->kind != PROG_MEM && end > start) {
-    eng_span s = {.start = start, .end = end, .what = op->kind == PROG_COMM ? (int)op->dim : -1};
-    g_array_append_val(u->spans, s);
-  }
+  if (op->kind == PROG_COMPUTE)
+    eng_op_spans(st->costs, op, u->rank, start, u->spans, u->hidden);
+  else if (op->kind == PROG_COMM && end > start)
+    g_array_append_val(u->spans, ((eng_span){start, end, (int)op->dim}));
   if (st->opt->trace) {
     eng_event e = {.rank = u->rank, .stream = op->stream, .kind = op->kind, .dim = op->dim,
                    .name = op->name, .start = start, .end = end};
@@ -127,27 +170,10 @@ static void an_finish_op(an_state *st, an_unit *u, uint32_t idx, double start, d
   }
 }
 
-typedef struct {
-  int group;
-  int seq;
-} an_key;
-
-static guint an_key_hash(gconstpointer k)
-{
-  const an_key *x = k;
-  return (guint)x->group * 2654435761u ^ (guint)x->seq;
-}
-
-static gboolean an_key_equal(gconstpointer a, gconstpointer b)
-{
-  const an_key *x = a, *y = b;
-  return x->group == y->group && x->seq == y->seq;
-}
-
 static void an_instance_free(gpointer p)
 {
   an_instance *in = p;
-  g_ptr_array_free(in->waiting, TRUE);
+  g_array_free(in->waiting, TRUE);
   g_free(in);
 }
 
@@ -157,39 +183,42 @@ static bool an_arrive(an_state *st, an_unit *u, uint32_t idx, double ready)
   const prog_op *op = prog_op_at(st->p, u->cls, idx);
   const prog_family *f = g_ptr_array_index(st->p->families, op->family);
   int group = f->group_of[u->rank];
-  GArray *members = an_units_of_group(st, group);
-  const coll_schedule *s = eng_schedule_for(st->planner, st->p, op, u->rank,
-                                            st->error ? NULL : &st->error);
+  const coll_schedule *s = u->sched[idx];
+  if (!s)
+    s = u->sched[idx] = eng_schedule_for(st->planner, st->p, op, u->rank,
+                                         st->error ? NULL : &st->error);
   if (!s)
     return false;
   double dur = op->count * s->time;
+  GArray *members = an_units_of_group(st, group);
   if (members->len == 1) {
     an_finish_op(st, u, idx, ready, ready + dur);
     return true;
   }
-  int seq = GPOINTER_TO_INT(g_hash_table_lookup(u->seq, GINT_TO_POINTER(group)));
-  an_key key = {.group = group, .seq = seq};
+  gint64 key = (gint64)group << 32 | u->seq[idx];
   an_instance *in = g_hash_table_lookup(st->instances, &key);
   if (!in) {
     in = g_new0(an_instance, 1);
+    in->key = key;
     in->needed = (int)members->len;
-    in->waiting = g_ptr_array_new();
-    g_hash_table_insert(st->instances, g_memdup2(&key, sizeof key), in);
+    in->waiting = g_array_new(FALSE, FALSE, sizeof(an_waiter));
+    g_hash_table_insert(st->instances, &in->key, in);
   }
   for (guint i = 0; i < in->waiting->len; i++)
-    if (g_ptr_array_index(in->waiting, i) == u)
+    if (g_array_index(in->waiting, an_waiter, i).unit == u)
       return false; /* already waiting */
-  g_ptr_array_add(in->waiting, u);
+  an_waiter me = {.unit = u, .idx = idx};
+  g_array_append_val(in->waiting, me);
   in->arrived++;
   in->arrived_max = MAX(in->arrived_max, ready);
-  if (in->arrived < in->needed)
+  if (in->arrived < in->needed) {
+    u->blocked[op->stream] = true;
     return false;
+  }
   for (guint i = 0; i < in->waiting->len; i++) {
-    an_unit *w = g_ptr_array_index(in->waiting, i);
-    uint32_t widx = g_array_index(st->stream_ops[w->cls * PROG_NSTREAMS + op->stream], uint32_t,
-                                  w->pos[op->stream]);
-    g_hash_table_insert(w->seq, GINT_TO_POINTER(group), GINT_TO_POINTER(seq + 1));
-    an_finish_op(st, w, widx, in->arrived_max, in->arrived_max + dur);
+    an_waiter *w = &g_array_index(in->waiting, an_waiter, i);
+    w->unit->blocked[prog_op_at(st->p, w->unit->cls, w->idx)->stream] = false;
+    an_finish_op(st, w->unit, w->idx, in->arrived_max, in->arrived_max + dur);
   }
   g_hash_table_remove(st->instances, &key);
   return true;
@@ -200,7 +229,7 @@ static bool an_advance(an_state *st, an_unit *u, int stream)
 {
   GArray *list = st->stream_ops[u->cls * PROG_NSTREAMS + stream];
   bool progress = false;
-  while (u->pos[stream] < list->len) {
+  while (u->pos[stream] < list->len && !u->blocked[stream]) {
     uint32_t idx = g_array_index(list, uint32_t, u->pos[stream]);
     const prog_op *op = prog_op_at(st->p, u->cls, idx);
     const uint32_t *deps = prog_op_deps(st->p, u->cls, op);
@@ -211,7 +240,7 @@ static bool an_advance(an_state *st, an_unit *u, int stream)
       ready = MAX(ready, u->end[deps[d]]);
     }
     if (op->kind == PROG_COMPUTE) {
-      an_finish_op(st, u, idx, ready, ready + eng_compute_time(st->hw, op));
+      an_finish_op(st, u, idx, ready, ready + eng_op_duration(st->costs, op, u->rank));
     } else if (op->kind == PROG_MEM) {
       eng_mem_event m = {.time = ready, .delta = op->mem_delta, .seq = idx};
       g_array_append_val(u->mem, m);
@@ -233,6 +262,26 @@ static bool an_all_done(const an_state *st)
   return true;
 }
 
+/* Names the first op each stream of a stuck unit waits on, for the deadlock error. */
+static char *an_stuck_heads(const an_state *st)
+{
+  GString *g = g_string_new(NULL);
+  int shown = 0;
+  for (int u = 0; u < st->nunits && shown < 12; u++) {
+    const an_unit *x = &st->units[u];
+    for (int s = 0; s < PROG_NSTREAMS && shown < 12; s++) {
+      GArray *list = st->stream_ops[x->cls * PROG_NSTREAMS + s];
+      if (x->pos[s] >= list->len)
+        continue;
+      uint32_t idx = g_array_index(list, uint32_t, x->pos[s]);
+      g_string_append_printf(g, "%srank %d waits at op %u '%s'", shown ? "; " : "", x->rank, idx,
+                             prog_op_at(st->p, x->cls, idx)->name);
+      shown++;
+    }
+  }
+  return g_string_free(g, FALSE);
+}
+
 static void an_collect(an_state *st)
 {
   eng_result *out = st->out;
@@ -242,7 +291,8 @@ static void an_collect(an_state *st)
       crit = u;
   out->step_time = st->units[crit].finish;
   out->critical_rank = st->units[crit].rank;
-  eng_breakdown(st->units[crit].spans, out->step_time, out);
+  eng_breakdown(st->units[crit].spans, st->units[crit].hidden, eng_pipelined(st->p),
+                out->step_time, out);
   out->nclasses = (int)st->p->classes->len;
   out->class_peak = g_new0(double, out->nclasses);
   for (int u = 0; u < st->nunits; u++) {
@@ -257,7 +307,8 @@ static void an_state_free(an_state *st)
 {
   for (int u = 0; u < st->nunits; u++) {
     g_free(st->units[u].end);
-    g_hash_table_destroy(st->units[u].seq);
+    g_free(st->units[u].seq);
+    g_free(st->units[u].sched);
     g_array_free(st->units[u].spans, TRUE);
     g_array_free(st->units[u].mem, TRUE);
   }
@@ -266,6 +317,7 @@ static void an_state_free(an_state *st)
   eng_stream_lists_free(st->p, st->stream_ops);
   g_hash_table_destroy(st->instances);
   g_hash_table_destroy(st->group_units);
+  eng_costs_free(st->costs);
   coll_planner_free(st->planner);
 }
 
@@ -279,8 +331,9 @@ bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_opt
 {
   an_state st = {.p = p, .hw = hw, .opt = opt, .out = out};
   st.planner = eng_planner_new(hw, opt);
+  st.costs = eng_costs_new(p, hw, st.planner);
   st.stream_ops = eng_stream_lists(p);
-  st.instances = g_hash_table_new_full(an_key_hash, an_key_equal, g_free, an_instance_free);
+  st.instances = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, an_instance_free);
   st.group_units = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, an_group_units_free);
   if (opt->trace) {
     out->events = g_array_new(FALSE, FALSE, sizeof(eng_event));
@@ -299,10 +352,12 @@ bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_opt
     an_collect(&st);
   else if (st.error)
     g_propagate_error(err, g_steal_pointer(&st.error));
-  else
+  else {
+    g_autofree char *heads = an_stuck_heads(&st);
     g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME,
                 "analytic engine: the program deadlocks (collectives issued in different orders "
-                "on the ranks of a group)");
+                "on the ranks of a group): %s", heads);
+  }
   g_clear_error(&st.error);
   an_state_free(&st);
   return ok;

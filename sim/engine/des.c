@@ -32,6 +32,7 @@ typedef struct {
   sg_mutex_t mutex;
   sg_cond_t cond;
   GArray *spans; /* eng_span */
+  double hidden[PROG_NDIMS]; /* collective time run under compute inside macros */
   GArray *mem;   /* eng_mem_event */
   double finish;
 } des_rank;
@@ -48,6 +49,7 @@ struct des_ctx {
   const hw_cluster *hw;
   const eng_options *opt;
   coll_planner *planner;
+  eng_costs *costs;
   des_rank *ranks;
   GArray **stream_ops; /* per class per stream */
   uint8_t **needed;    /* per class per op: another op depends on it */
@@ -57,7 +59,13 @@ struct des_ctx {
   GArray *events;
   GPtrArray *args;
   GHashTable *hosts; /* name -> sg_host_t: SimGrid's own lookup walks every zone */
+  bool *active;      /* ranks simulated (NULL: all); the others mirror a simulated one */
 };
+
+static bool des_active(const des_ctx *c, int rank)
+{
+  return !c->active || c->active[rank];
+}
 
 static void des_build_tables(des_ctx *c)
 {
@@ -220,7 +228,8 @@ static void des_spawn_switches(des_ctx *c, const coll_schedule *s, int group)
   }
 }
 
-static void des_run_collective(des_actor_arg *a, const prog_op *op)
+/* Runs a collective; returns the time it takes alone, once every member has arrived. */
+static double des_run_collective(des_actor_arg *a, const prog_op *op)
 {
   des_ctx *c = a->ctx;
   const coll_schedule *s = eng_schedule_for(c->planner, c->p, op, a->rank, NULL);
@@ -231,6 +240,7 @@ static void des_run_collective(des_actor_arg *a, const prog_op *op)
       des_spawn_switches(c, s, group);
     des_run_schedule(c, s, a->rank, group, &a->sink);
   }
+  return op->count * s->time;
 }
 
 /* Runs list[i] and, when nobody watches the ops in between, the compute and memory ops that
@@ -255,13 +265,12 @@ static guint des_run_compute(des_actor_arg *a, GArray *list, guint i)
       eng_mem_event m = {.time = t0 + total, .delta = op->mem_delta, .seq = idx};
       g_array_append_val(r->mem, m);
     } else {
-      total += eng_compute_time(c->hw, op);
+      total += eng_op_spans(c->costs, op, r->rank, t0 + total, r->spans, r->hidden);
     }
   }
   if (total > 0)
     sg_actor_execute(total * c->speed);
   double t1 = simgrid_get_clock();
-  des_span(r, t0, t1, -1);
   for (guint k = i; k <= j; k++)
     des_complete(c, r, g_array_index(list, uint32_t, k), t0, t1);
   return j;
@@ -282,9 +291,11 @@ static void des_actor(int argc, char **argv)
     if (op->kind != PROG_COMM) {
       i = des_run_compute(a, list, i);
     } else {
-      des_run_collective(a, op);
+      double alone = des_run_collective(a, op);
       double t1 = simgrid_get_clock();
-      des_span(r, t0, t1, op->dim);
+      /* in flight from when the last member arrived, as the analytic engine counts it, not while
+       * this rank waited for the others (a receive is posted long before its send) */
+      des_span(r, MAX(t0, t1 - alone), t1, op->dim);
       des_complete(c, r, idx, t0, t1);
     }
   }
@@ -347,6 +358,8 @@ static void des_spawn(des_ctx *c)
   des_index_hosts(c);
   for (int rank = 0; rank < c->p->nranks; rank++) {
     des_rank *r = &c->ranks[rank];
+    if (!des_active(c, rank))
+      continue;
     hw_host_name(rank, name, sizeof name);
     sg_host_t host = g_hash_table_lookup(c->hosts, name);
     for (int s = 0; s < PROG_NSTREAMS; s++) {
@@ -370,7 +383,7 @@ static int des_count_actors(const des_ctx *c)
 {
   int n = 0;
   for (int rank = 0; rank < c->p->nranks; rank++)
-    for (int s = 0; s < PROG_NSTREAMS; s++)
+    for (int s = 0; s < PROG_NSTREAMS && des_active(c, rank); s++)
       n += c->stream_ops[c->ranks[rank].cls * PROG_NSTREAMS + s]->len > 0;
   return n;
 }
@@ -379,14 +392,17 @@ static void des_collect(des_ctx *c, eng_result *out)
 {
   int crit = 0;
   for (int r = 1; r < c->p->nranks; r++)
-    if (c->ranks[r].finish > c->ranks[crit].finish)
+    if (des_active(c, r) && c->ranks[r].finish > c->ranks[crit].finish)
       crit = r;
   out->step_time = c->ranks[crit].finish;
   out->critical_rank = crit;
-  eng_breakdown(c->ranks[crit].spans, out->step_time, out);
+  eng_breakdown(c->ranks[crit].spans, c->ranks[crit].hidden, eng_pipelined(c->p), out->step_time,
+                out);
   out->nclasses = (int)c->p->classes->len;
   out->class_peak = g_new0(double, out->nclasses);
   for (int r = 0; r < c->p->nranks; r++) {
+    if (!des_active(c, r))
+      continue;
     double peak = eng_mem_peak(c->ranks[r].mem, prog_class_at(c->p, c->ranks[r].cls)->base_memory, out->mem_samples, r);
     out->class_peak[c->ranks[r].cls] = MAX(out->class_peak[c->ranks[r].cls], peak);
     out->peak_memory = MAX(out->peak_memory, peak);
@@ -401,6 +417,8 @@ static void des_collect(des_ctx *c, eng_result *out)
 static bool des_plan_all(des_ctx *c, GError **err)
 {
   for (int r = 0; r < c->p->nranks; r++) {
+    if (!des_active(c, r))
+      continue;
     const prog_class *k = prog_class_at(c->p, c->p->class_of[r]);
     for (guint i = 0; i < k->ops->len; i++) {
       const prog_op *op = &g_array_index(k->ops, prog_op, i);
@@ -414,7 +432,7 @@ static bool des_plan_all(des_ctx *c, GError **err)
 static bool des_all_done(const des_ctx *c)
 {
   for (int r = 0; r < c->p->nranks; r++) {
-    guint n = prog_class_at(c->p, c->ranks[r].cls)->ops->len;
+    guint n = des_active(c, r) ? prog_class_at(c->p, c->ranks[r].cls)->ops->len : 0;
     for (guint i = 0; i < n; i++)
       if (!c->ranks[r].done[i])
         return false;
@@ -428,6 +446,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
 {
   des_ctx c = {.p = p, .hw = hw, .opt = opt};
   c.planner = eng_planner_new(hw, opt);
+  c.costs = eng_costs_new(p, hw, c.planner);
   if (!des_plan_all(&c, err))
     return false;
   c.speed = hw_peak_flops(hw, p->meta.dtype);
@@ -438,6 +457,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     out->mem_samples = g_array_new(FALSE, FALSE, sizeof(eng_mem_sample));
   }
   des_build_tables(&c);
+  c.active = eng_fold_tensor_parallel(p, hw);
   c.ranks = g_new0(des_rank, p->nranks);
   for (int r = 0; r < p->nranks; r++) {
     des_rank *x = &c.ranks[r];

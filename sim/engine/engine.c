@@ -28,7 +28,9 @@ double eng_compute_time(const hw_cluster *hw, const prog_op *op)
 {
   if (op->fixed_time >= 0)
     return op->fixed_time;
-  hw_kernel k = {.kclass = op->kclass, .dtype = op->dtype, .flops = op->flops, .bytes = op->bytes};
+  g_assert(op->tmpl < 0); /* macros go through eng_op_duration */
+  hw_kernel k = {.kclass = op->kclass, .dtype = op->dtype, .flops = op->flops, .bytes = op->bytes,
+                 .inner = op->inner};
   return op->count * hw_kernel_time(hw, &k);
 }
 
@@ -55,6 +57,7 @@ void eng_result_clear(eng_result *r)
 
 GArray **eng_stream_lists(const prog_program *p)
 {
+  /* templates have lists too (empty for ranks): every class index stays valid */
   GArray **lists = g_new0(GArray *, p->classes->len * PROG_NSTREAMS);
   for (guint c = 0; c < p->classes->len; c++) {
     const prog_class *k = prog_class_at(p, (int)c);
@@ -75,6 +78,150 @@ void eng_stream_lists_free(const prog_program *p, GArray **lists)
   g_free(lists);
 }
 
+/* ---- op durations ------------------------------------------------------------------------- */
+
+struct eng_costs {
+  const prog_program *p;
+  const hw_cluster *hw;
+  coll_planner *pl;
+  GHashTable *templates; /* (tmpl, class) -> eng_tmpl */
+};
+
+/* One template as a class runs it. */
+typedef struct {
+  double makespan, period;
+  double compute;               /* compute stream busy per run */
+  double sync;                  /* makespan of the synchronous chain alone */
+  double sync_comm[PROG_NDIMS]; /* busy time of collectives on that chain, per dimension */
+  double async_comm[PROG_NDIMS];/* ... and off it (data / expert parallel) */
+} eng_tmpl;
+
+eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_planner *pl)
+{
+  eng_costs *c = g_new0(eng_costs, 1);
+  c->p = p;
+  c->hw = hw;
+  c->pl = pl;
+  c->templates = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
+  return c;
+}
+
+void eng_costs_free(eng_costs *c)
+{
+  if (!c)
+    return;
+  g_hash_table_destroy(c->templates);
+  g_free(c);
+}
+
+static bool eng_async_stream(int stream)
+{
+  return stream == PROG_STREAM_DP || stream == PROG_STREAM_EP;
+}
+
+/* List-schedules a template once; with `sync_only` the asynchronous streams are left out.
+ * Fills `t`'s busy times (sync_only: the synchronous chain's). */
+static double eng_template_pass(eng_costs *c, int tmpl, int rank, bool sync_only, eng_tmpl *t)
+{
+  const prog_class *k = prog_class_at(c->p, tmpl);
+  double free_at[PROG_NSTREAMS] = {0}, makespan = 0;
+  g_autofree double *end = g_new0(double, MAX(k->ops->len, 1u));
+  for (guint i = 0; i < k->ops->len; i++) {
+    const prog_op *op = &g_array_index(k->ops, prog_op, i);
+    bool async = eng_async_stream(op->stream);
+    if (sync_only && async)
+      continue;
+    double ready = free_at[op->stream];
+    const uint32_t *deps = prog_op_deps(c->p, tmpl, op);
+    for (uint32_t d = 0; d < op->ndeps; d++)
+      ready = MAX(ready, end[deps[d]]);
+    double dur = 0;
+    if (op->kind == PROG_COMPUTE) {
+      dur = eng_compute_time(c->hw, op);
+      if (!sync_only)
+        t->compute += dur;
+    } else if (op->kind == PROG_COMM) {
+      const coll_schedule *s = eng_schedule_for(c->pl, c->p, op, rank, NULL);
+      dur = s ? op->count * s->time : 0;
+      if (sync_only)
+        t->sync_comm[op->dim] += dur;
+      else if (async)
+        t->async_comm[op->dim] += dur;
+    }
+    end[i] = ready + dur;
+    free_at[op->stream] = end[i];
+    makespan = MAX(makespan, end[i]);
+  }
+  return makespan;
+}
+
+static const eng_tmpl *eng_template_times(eng_costs *c, int tmpl, int rank)
+{
+  gpointer key = GINT_TO_POINTER(tmpl * 65536 + c->p->class_of[rank] + 1);
+  eng_tmpl *t = g_hash_table_lookup(c->templates, key);
+  if (t)
+    return t;
+  t = g_new0(eng_tmpl, 1);
+  t->makespan = eng_template_pass(c, tmpl, rank, false, t);
+  t->sync = eng_template_pass(c, tmpl, rank, true, t);
+  double async = 0;
+  for (int d = 0; d < PROG_NDIMS; d++)
+    async = MAX(async, t->async_comm[d]);
+  t->period = MAX(t->sync, async);
+  g_hash_table_insert(c->templates, key, t);
+  return t;
+}
+
+double eng_op_duration(eng_costs *c, const prog_op *op, int rank)
+{
+  if (op->tmpl < 0)
+    return eng_compute_time(c->hw, op);
+  const eng_tmpl *t = eng_template_times(c, op->tmpl, rank);
+  return op->count ? t->makespan + (op->count - 1) * t->period : 0;
+}
+
+/* Splits `total` over the dimensions in proportion to `weights` (all to `fallback` if none). */
+static void eng_split(double total, const double weights[PROG_NDIMS], prog_dim fallback,
+                      double out[PROG_NDIMS])
+{
+  double sum = 0;
+  for (int d = 0; d < PROG_NDIMS; d++)
+    sum += weights[d];
+  for (int d = 0; d < PROG_NDIMS; d++)
+    out[d] = sum > 0 ? total * weights[d] / sum : (d == (int)fallback ? total : 0);
+}
+
+double eng_op_spans(eng_costs *c, const prog_op *op, int rank, double start, GArray *spans,
+                    double hidden[PROG_NDIMS])
+{
+  double dur = eng_op_duration(c, op, rank);
+  if (op->tmpl < 0 || op->count == 0) {
+    if (dur > 0)
+      g_array_append_val(spans, ((eng_span){start, start + dur, -1}));
+    return dur;
+  }
+  /* A macro: its compute, then the waits of its synchronous chain (tensor / context parallel
+   * collectives), then what the asynchronous streams added; the rest of each dimension's
+   * collectives ran under compute. */
+  const eng_tmpl *t = eng_template_times(c, op->tmpl, rank);
+  double n = op->count, compute = n * t->compute;
+  double sync_wait[PROG_NDIMS], async_wait[PROG_NDIMS];
+  eng_split(n * (t->sync - t->compute), t->sync_comm, PROG_DIM_TP, sync_wait);
+  eng_split(MAX(0.0, dur - n * t->sync), t->async_comm, PROG_DIM_DP, async_wait);
+  double at = start;
+  if (compute > 0)
+    g_array_append_val(spans, ((eng_span){at, at + compute, -1}));
+  at += compute;
+  for (int d = 0; d < PROG_NDIMS; d++) {
+    double wait = sync_wait[d] + async_wait[d];
+    if (wait > 0)
+      g_array_append_val(spans, ((eng_span){at, at + wait, d}));
+    at += wait;
+    hidden[d] += MAX(0.0, n * (t->sync_comm[d] + t->async_comm[d]) - wait);
+  }
+  return dur;
+}
+
 /* ---- schedules ---------------------------------------------------------------------------- */
 
 coll_planner *eng_planner_new(const hw_cluster *hw, const eng_options *o)
@@ -89,6 +236,83 @@ const coll_schedule *eng_schedule_for(coll_planner *pl, const prog_program *p, c
   int group = f->group_of[rank];
   const prog_group *g = g_ptr_array_index(p->groups, group);
   return coll_planner_get(pl, op->coll, g->ranks, g->n, group, op->comm_bytes, NULL, err);
+}
+
+static bool eng_topology_foldable(const hw_cluster *hw)
+{
+  const cfg_cluster *c = hw_config(hw);
+  if (c->node.count > 1 && c->node.nics_per_node < c->node.gpus_per_node)
+    return false; /* siblings would share a NIC */
+  for (int t = 0; t < c->network.ntiers; t++)
+    if (c->network.tiers[t].oversubscription > 1)
+      return false;
+  return true;
+}
+
+/* The first rank of each group of a tensor-parallel family, or NULL if there is none. */
+static bool *eng_tp_leaders(const prog_program *p)
+{
+  bool *lead = NULL;
+  for (guint f = 0; f < p->families->len; f++) {
+    const prog_family *fam = g_ptr_array_index(p->families, f);
+    if (fam->dim != PROG_DIM_TP)
+      continue;
+    for (int r = 0; r < p->nranks; r++) {
+      const prog_group *g = fam->group_of[r] >= 0 ? g_ptr_array_index(p->groups, fam->group_of[r]) : NULL;
+      if (!g || g->n < 2)
+        continue;
+      if (!lead) {
+        lead = g_new(bool, p->nranks);
+        for (int k = 0; k < p->nranks; k++)
+          lead[k] = true;
+      }
+      int first = g->ranks[0];
+      for (int m = 1; m < g->n; m++)
+        first = MIN(first, g->ranks[m]);
+      lead[r] = r == first;
+    }
+  }
+  return lead;
+}
+
+/* Every collective a leader runs outside the macros stays among leaders. */
+static bool eng_leaders_closed(const prog_program *p, const bool *lead)
+{
+  for (int r = 0; r < p->nranks; r++) {
+    if (!lead[r])
+      continue;
+    const prog_class *k = prog_class_at(p, p->class_of[r]);
+    for (guint i = 0; i < k->ops->len; i++) {
+      const prog_op *op = &g_array_index(k->ops, prog_op, i);
+      if (op->kind != PROG_COMM)
+        continue;
+      const prog_group *g = prog_group_of(p, op->family, r);
+      for (int m = 0; m < g->n; m++)
+        if (!lead[g->ranks[m]])
+          return false;
+    }
+  }
+  return true;
+}
+
+bool *eng_fold_tensor_parallel(const prog_program *p, const hw_cluster *hw)
+{
+  if (!eng_topology_foldable(hw))
+    return NULL;
+  bool *lead = eng_tp_leaders(p);
+  if (lead && !eng_leaders_closed(p, lead))
+    g_clear_pointer(&lead, g_free);
+  return lead;
+}
+
+bool eng_pipelined(const prog_program *p)
+{
+  for (guint c = 0; c < p->classes->len; c++) {
+    const prog_class *k = prog_class_at(p, (int)c);
+    if (!k->is_template && k->stage > 0)
+      return true;
+  }
+  return false;
 }
 
 /* ---- breakdown ---------------------------------------------------------------------------- */
@@ -107,7 +331,8 @@ static int eng_edge_cmp(const void *a, const void *b)
   return x->delta - y->delta; /* ends before starts at the same instant */
 }
 
-void eng_breakdown(GArray *spans, double step, eng_result *out)
+void eng_breakdown(GArray *spans, const double hidden[PROG_NDIMS], bool pipelined, double step,
+                   eng_result *out)
 {
   guint n = spans->len;
   eng_edge *e = g_new(eng_edge, 2 * (gsize)MAX(n, 1u));
@@ -136,8 +361,8 @@ void eng_breakdown(GArray *spans, double step, eng_result *out)
         compute += dt;
       else if (non_pp)
         exposed += dt;
-      else if (any_comm)
-        bubble += dt; /* only pipeline transfers or waits in flight */
+      else if (any_comm || pipelined)
+        bubble += dt; /* idle but for pipeline transfers: waiting for the other stages */
     }
     prev = e[i].t;
     active[e[i].what + 1] += e[i].delta;
@@ -146,8 +371,11 @@ void eng_breakdown(GArray *spans, double step, eng_result *out)
   out->compute = compute;
   out->exposed_comm = exposed;
   out->bubble = bubble;
-  out->other = MAX(0.0, step - compute - exposed - bubble);
-  memcpy(out->comm, comm, sizeof comm);
+  out->other = step - compute - exposed - bubble;
+  if (out->other < 1e-9 * step) /* rounding, not time */
+    out->other = 0;
+  for (int d = 0; d < PROG_NDIMS; d++)
+    out->comm[d] = comm[d] + hidden[d];
   memcpy(out->exposed, exp_dim, sizeof exp_dim);
 }
 

@@ -15,11 +15,37 @@ typedef struct {
   uint32_t seq;
 } eng_mem_event;
 
-/* Breakdown of one rank from its spans; `step` is the step time. */
-void eng_breakdown(GArray *spans, double step, eng_result *out);
+/* Breakdown of one rank from its spans; `hidden`: collective time in flight that the spans do
+ * not show (run under compute inside macros); `pipelined`: idle time is pipeline bubble (the
+ * rank waits for other stages) rather than "other"; `step` is the step time. */
+void eng_breakdown(GArray *spans, const double hidden[PROG_NDIMS], bool pipelined, double step,
+                   eng_result *out);
+/* Symmetry the DES may exploit: the ranks of a tensor-parallel group run the same ops at the
+ * same times, and their collectives outside the layer macros use disjoint NICs when every GPU
+ * has its own and no switch tier is oversubscribed. Then only the first rank of each group
+ * needs simulating. Returns the mask of ranks to simulate, or NULL when all must be. */
+bool *eng_fold_tensor_parallel(const prog_program *p, const hw_cluster *hw);
+/* Whether the program has more than one pipeline stage. */
+bool eng_pipelined(const prog_program *p);
 /* Peak of a memory timeline that starts at `base` bytes (events in any order; sorted by time
  * then seq). */
 double eng_mem_peak(GArray *events, double base, GArray *samples_out, int rank);
+
+/* Durations of compute and macro ops. A macro runs a template `count` times: the first run
+ * takes the template's makespan, each next one its period, the larger of its synchronous chain
+ * (compute and the tensor / context-parallel collectives it waits on) and the busy time of its
+ * asynchronous streams (data / expert parallel), which overlap the next run as prefetching
+ * and bucketed reduction do. Templates are evaluated once per class, with its representative's
+ * groups (the ranks of a class have symmetric groups). */
+typedef struct eng_costs eng_costs;
+eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_planner *pl);
+void eng_costs_free(eng_costs *c);
+double eng_op_duration(eng_costs *c, const prog_op *op, int rank);
+/* The spans of a compute or macro op that starts at `start` (a macro: its compute, then its
+ * exposed collective waits per dimension); adds the collective time its compute hid to
+ * `hidden`. Returns its duration. */
+double eng_op_spans(eng_costs *c, const prog_op *op, int rank, double start, GArray *spans,
+                    double hidden[PROG_NDIMS]);
 
 /* The schedule of a comm op as `rank` runs it (shared by every rank of the group). */
 const coll_schedule *eng_schedule_for(coll_planner *pl, const prog_program *p, const prog_op *op,

@@ -28,10 +28,10 @@ struct hw_cluster {
   int nendpoints;
 };
 
-static int hw_add_link(hw_cluster *hw, char *name, double bw, double lat, hw_link_policy pol,
-                       int tier)
+/* Links are known by index; the platform XML names link i "l<i>" (see hw_xml_link). */
+static int hw_add_link(hw_cluster *hw, double bw, double lat, hw_link_policy pol, int tier)
 {
-  hw_link l = {.name = name, .bandwidth = bw, .latency = lat, .policy = pol, .tier = tier};
+  hw_link l = {.bandwidth = bw, .latency = lat, .policy = pol, .tier = tier};
   g_array_append_val(hw->links, l);
   return (int)hw->links->len - 1;
 }
@@ -61,21 +61,21 @@ static void hw_build_links(hw_cluster *hw)
     bool ring = in->kind == CFG_INTRA_NVLINK_RING;
     double bw = (ring && hw->gpn > 2 ? in->bandwidth / 2 : in->bandwidth) * eff_in;
     double lat = ring ? in->latency : in->latency / 2;
-    hw_add_link(hw, g_strdup_printf("%s-%d", ring ? "nvr" : "nvl", g), MAX(bw, 1.0), lat,
+    hw_add_link(hw, MAX(bw, 1.0), lat,
                 HW_LINK_SHARED, -1);
   }
   double lat0 = net->tiers[0].latency;
   hw->nic_link0 = (int)hw->links->len;
   for (int n = 0; n < hw->nnodes && hw->nnodes > 1; n++)
     for (int k = 0; k < hw->nics; k++)
-      hw_add_link(hw, g_strdup_printf("nic-%d-%d", n, k), net->nic_bandwidth * eff_net, 0.0,
+      hw_add_link(hw, net->nic_bandwidth * eff_net, 0.0,
                   HW_LINK_SHARED, 0);
   hw->port_link0 = (int)hw->links->len;
   double over0 = net->tiers[0].oversubscription;
   for (int n = 0; n < hw->nnodes && hw->nnodes > 1; n++) {
     bool limited = over0 > 1.0;
     double bw = limited ? hw->nics * net->nic_bandwidth * eff_net / over0 : 1e15;
-    hw_add_link(hw, g_strdup_printf("port-%d", n), bw, lat0 / 2, limited ? HW_LINK_SHARED
+    hw_add_link(hw, bw, lat0 / 2, limited ? HW_LINK_SHARED
                                                                          : HW_LINK_FATPIPE, 0);
   }
   hw->up_link0 = g_new0(int, net->ntiers);
@@ -88,7 +88,7 @@ static void hw_build_links(hw_cluster *hw)
     double lat = (net->tiers[t].latency + net->tiers[t + 1].latency) / 2;
     for (int g = 0; g < hw->groups[t]; g++) {
       double bw = hw_group_nodes(hw, t, g) * hw->nics * net->nic_bandwidth * eff_net / over;
-      hw_add_link(hw, g_strdup_printf("up%d-%d", t, g), bw, lat, HW_LINK_SHARED, t + 1);
+      hw_add_link(hw, bw, lat, HW_LINK_SHARED, t + 1);
     }
   }
   /* switch endpoints: node switches, then network switches tier by tier */
@@ -99,7 +99,7 @@ static void hw_build_links(hw_cluster *hw)
     hw->switch0[t] = hw->nendpoints;
     hw->swl_link0[t] = (int)hw->links->len;
     for (int g = 0; g < hw->groups[t]; g++)
-      hw_add_link(hw, g_strdup_printf("swl%d-%d", t, g), 1e15, 0.0, HW_LINK_FATPIPE, t + 1);
+      hw_add_link(hw, 1e15, 0.0, HW_LINK_FATPIPE, t + 1);
     hw->nendpoints += hw->groups[t];
   }
 }
@@ -121,8 +121,6 @@ void hw_cluster_free(hw_cluster *hw)
 {
   if (!hw)
     return;
-  for (guint i = 0; i < hw->links->len; i++)
-    g_free(g_array_index(hw->links, hw_link, i).name);
   g_array_free(hw->links, TRUE);
   g_free(hw->up_link0);
   g_free(hw->groups);
@@ -317,10 +315,11 @@ void hw_host_name(int gpu, char *buf, size_t len)
 /* Links carry no latency in SimGrid: CM02 shares a link among flows in inverse proportion to
  * their route latency (a TCP round-trip bias that RDMA and NVLink do not have). With zero
  * latency every flow weighs the same, max-min fair; the engine pays each route's latency itself. */
-static void hw_xml_link(GString *x, const hw_link *l)
+static void hw_xml_link(GString *x, const hw_cluster *hw, int link)
 {
-  g_string_append_printf(x, "<link id=\"%s\" bandwidth=\"%.17gBps\" latency=\"0s\"%s/>\n",
-                         l->name, l->bandwidth,
+  const hw_link *l = hw_link_get(hw, link);
+  g_string_append_printf(x, "<link id=\"l%d\" bandwidth=\"%.17gBps\" latency=\"0s\"%s/>\n",
+                         link, l->bandwidth,
                          l->policy == HW_LINK_FATPIPE ? " sharing_policy=\"FATPIPE\""
                                                       : " sharing_policy=\"SPLITDUPLEX\"");
 }
@@ -328,11 +327,11 @@ static void hw_xml_link(GString *x, const hw_link *l)
 static void hw_xml_hops(GString *x, const hw_cluster *hw, const hw_route *r)
 {
   for (int i = 0; i < r->nhops; i++) {
-    const hw_link *l = hw_link_get(hw, HW_HOP_LINK(r->hops[i]));
-    if (l->policy == HW_LINK_FATPIPE)
-      g_string_append_printf(x, "<link_ctn id=\"%s\"/>", l->name);
+    int link = HW_HOP_LINK(r->hops[i]);
+    if (hw_link_get(hw, link)->policy == HW_LINK_FATPIPE)
+      g_string_append_printf(x, "<link_ctn id=\"l%d\"/>", link);
     else
-      g_string_append_printf(x, "<link_ctn id=\"%s\" direction=\"%s\"/>", l->name,
+      g_string_append_printf(x, "<link_ctn id=\"l%d\" direction=\"%s\"/>", link,
                              r->hops[i] % 2 ? "DOWN" : "UP");
   }
 }
@@ -361,7 +360,7 @@ static void hw_xml_node(GString *x, const hw_cluster *hw, int node, int ngpus, d
   if (gateway)
     g_string_append_printf(x, "<router id=\"gw-%d\"/>\n", node);
   for (int g = first; g < last && declare; g++)
-    hw_xml_link(x, hw_link_get(hw, hw->gpu_link0 + g));
+    hw_xml_link(x, hw, hw->gpu_link0 + g);
   for (int a = first; a < last; a++)
     for (int b = first; b < last; b++) {
       if (a == b)
@@ -414,7 +413,7 @@ static void hw_xml_all_links(GString *x, const hw_cluster *hw)
 {
   g_string_append(x, "<zone id=\"links\" routing=\"None\">\n");
   for (int i = 0; i < hw_nlinks(hw); i++)
-    hw_xml_link(x, hw_link_get(hw, i));
+    hw_xml_link(x, hw, i);
   g_string_append(x, "</zone>\n");
 }
 

@@ -39,8 +39,13 @@ double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k)
 {
   const cfg_gpu *g = &hw_config(hw)->gpu;
   const cfg_efficiency *e = &g->efficiency;
-  double t_flops = k->flops > 0 ? k->flops / (hw_peak_flops(hw, k->dtype) *
-                                              e->flops_efficiency[k->kclass])
+  double eff = e->flops_efficiency[k->kclass];
+  /* a GEMM streams K in tiles through a software pipeline whose fill and drain do not
+   * compute: short reductions (K = head dim in attention scores, h / t after a row-parallel
+   * split) run below the large-GEMM rate */
+  if (k->kclass == CFG_KCLASS_GEMM && k->inner > 0)
+    eff *= k->inner / (k->inner + e->gemm_k_half);
+  double t_flops = k->flops > 0 ? k->flops / (hw_peak_flops(hw, k->dtype) * eff * e->sustained)
                                 : 0.0;
   double t_bytes = k->bytes > 0 ? k->bytes / (g->memory_bandwidth * e->memory_efficiency) : 0.0;
   return MAX(t_flops, t_bytes) + e->launch_overhead;

@@ -13,7 +13,6 @@ typedef enum { HW_LINK_SHARED, HW_LINK_FATPIPE } hw_link_policy;
 typedef struct hw_cluster hw_cluster;
 
 typedef struct {
-  char *name;
   double bandwidth; /* bytes/s, per direction */
   double latency;   /* seconds */
   hw_link_policy policy;
@@ -72,6 +71,7 @@ typedef struct {
   cfg_dtype dtype;
   double flops; /* FLOPs (multiply-add = 2) */
   double bytes; /* HBM bytes read + written */
+  double inner; /* a GEMM's reduction dimension K, or 0 when unknown */
 } hw_kernel;
 
 double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k);

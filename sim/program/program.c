@@ -36,24 +36,20 @@ const char *prog_mem_tag_name(prog_mem_tag t)
   return t < PROG_NMEMTAGS ? names[t] : "?";
 }
 
+/* The group index is keyed by the groups themselves (their rank lists). */
 static guint prog_group_hash(gconstpointer key)
 {
-  const GArray *a = key;
+  const prog_group *g = key;
   guint h = 5381;
-  for (guint i = 0; i < a->len; i++)
-    h = h * 33 + (guint)g_array_index(a, int, i);
+  for (int i = 0; i < g->n; i++)
+    h = h * 33 + (guint)g->ranks[i];
   return h;
 }
 
 static gboolean prog_group_equal(gconstpointer x, gconstpointer y)
 {
-  const GArray *a = x, *b = y;
-  return a->len == b->len && memcmp(a->data, b->data, a->len * sizeof(int)) == 0;
-}
-
-static void prog_array_free(gpointer a)
-{
-  g_array_free(a, TRUE);
+  const prog_group *a = x, *b = y;
+  return a->n == b->n && memcmp(a->ranks, b->ranks, (size_t)a->n * sizeof(int)) == 0;
 }
 
 prog_program *prog_new(int nranks)
@@ -64,7 +60,7 @@ prog_program *prog_new(int nranks)
   p->classes = g_ptr_array_new();
   p->groups = g_ptr_array_new();
   p->families = g_ptr_array_new();
-  p->group_index = g_hash_table_new_full(prog_group_hash, prog_group_equal, prog_array_free, NULL);
+  p->group_index = g_hash_table_new(prog_group_hash, prog_group_equal);
   p->strings = g_string_chunk_new(4096);
   p->meta.dtype = CFG_BF16;
   return p;
@@ -111,6 +107,13 @@ int prog_class_add(prog_program *p, const char *name)
   return (int)p->classes->len - 1;
 }
 
+int prog_template_add(prog_program *p, const char *name)
+{
+  int t = prog_class_add(p, name);
+  prog_class_at(p, t)->is_template = true;
+  return t;
+}
+
 void prog_rank_set_class(prog_program *p, int rank, int cls)
 {
   p->class_of[rank] = cls;
@@ -131,6 +134,7 @@ void prog_finalize(prog_program *p)
   }
 }
 
+
 int prog_family_add(prog_program *p, const char *name, prog_dim dim)
 {
   prog_family *f = g_new0(prog_family, 1);
@@ -145,19 +149,16 @@ int prog_family_add(prog_program *p, const char *name, prog_dim dim)
 
 int prog_group_add(prog_program *p, const int *ranks, int n)
 {
-  GArray *key = g_array_sized_new(FALSE, FALSE, sizeof(int), (guint)n);
-  g_array_append_vals(key, ranks, (guint)n);
+  prog_group probe = {.n = n, .ranks = (int *)ranks};
   gpointer found = NULL;
-  if (g_hash_table_lookup_extended(p->group_index, key, NULL, &found)) {
-    g_array_free(key, TRUE);
+  if (g_hash_table_lookup_extended(p->group_index, &probe, NULL, &found))
     return GPOINTER_TO_INT(found);
-  }
   prog_group *g = g_new0(prog_group, 1);
   g->n = n;
   g->ranks = g_memdup2(ranks, sizeof(int) * (gsize)n);
   g_ptr_array_add(p->groups, g);
   int id = (int)p->groups->len - 1;
-  g_hash_table_insert(p->group_index, key, GINT_TO_POINTER(id));
+  g_hash_table_insert(p->group_index, g, GINT_TO_POINTER(id));
   return id;
 }
 
@@ -199,7 +200,8 @@ uint32_t prog_compute(prog_program *p, int cls, const char *name, cfg_kernel_cla
                 .dtype = dtype,
                 .flops = flops,
                 .bytes = bytes,
-                .fixed_time = -1};
+                .fixed_time = -1,
+                .tmpl = -1};
   return prog_push(p, cls, &op, deps, ndeps);
 }
 
@@ -214,7 +216,8 @@ uint32_t prog_comm(prog_program *p, int cls, prog_stream stream, const char *nam
                 .dim = f->dim,
                 .family = family,
                 .comm_bytes = bytes,
-                .fixed_time = -1};
+                .fixed_time = -1,
+                .tmpl = -1};
   return prog_push(p, cls, &op, deps, ndeps);
 }
 
@@ -226,7 +229,26 @@ uint32_t prog_mem(prog_program *p, int cls, const char *name, prog_mem_tag tag, 
                 .name = g_string_chunk_insert_const(p->strings, name),
                 .tag = tag,
                 .mem_delta = delta,
-                .fixed_time = -1};
+                .fixed_time = -1,
+                .tmpl = -1};
+  return prog_push(p, cls, &op, deps, ndeps);
+}
+
+uint32_t prog_macro(prog_program *p, int cls, const char *name, int tmpl, uint32_t count,
+                    const uint32_t *deps, uint32_t ndeps)
+{
+  prog_class *t = prog_class_at(p, tmpl);
+  for (; t->flops_ops < t->ops->len; t->flops_ops++) /* templates only grow */
+    t->flops += g_array_index(t->ops, prog_op, t->flops_ops).flops;
+  double flops = t->flops;
+  prog_op op = {.kind = PROG_COMPUTE,
+                .stream = PROG_STREAM_COMPUTE,
+                .name = g_string_chunk_insert_const(p->strings, name),
+                .kclass = CFG_KCLASS_OTHER,
+                .flops = flops * count,
+                .count = count,
+                .fixed_time = -1,
+                .tmpl = tmpl};
   return prog_push(p, cls, &op, deps, ndeps);
 }
 

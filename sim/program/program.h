@@ -21,8 +21,10 @@ typedef enum {
   PROG_STREAM_COMPUTE,
   PROG_STREAM_DP,
   PROG_STREAM_TP,
-  PROG_STREAM_PP,
+  PROG_STREAM_PP,      /* pipeline sends */
   PROG_STREAM_EP,
+  PROG_STREAM_PP_RECV, /* pipeline receives, posted ahead as Megatron does */
+  PROG_STREAM_CP,
   PROG_NSTREAMS
 } prog_stream;
 
@@ -65,7 +67,9 @@ typedef struct {
   cfg_kernel_class kclass;
   cfg_dtype dtype;
   double flops, bytes;
+  double inner;       /* a GEMM's reduction dimension K, or 0 when unknown */
   double fixed_time;  /* >= 0: a measured duration (trace replay) used instead of the model */
+  int tmpl;           /* >= 0: a macro op that runs template class `tmpl` `count` times */
   /* comm */
   prog_coll coll;
   prog_dim dim;
@@ -86,6 +90,9 @@ typedef struct {
   int rep;      /* lowest rank of the class: the one the analytic engine follows */
   int stage;    /* pipeline stage the class runs */
   double base_memory; /* bytes held before the first op (context, buffers...) */
+  bool is_template;   /* a sub-DAG macro ops run, not the program of any rank */
+  double flops;       /* a template's FLOPs, summed over its first `flops_ops` ops */
+  guint flops_ops;
 } prog_class;
 
 typedef struct {
@@ -124,6 +131,9 @@ prog_program *prog_new(int nranks);
 void prog_free(prog_program *p);
 
 int prog_class_add(prog_program *p, const char *name);
+/* A template: a sub-DAG (say one transformer block and its tensor-parallel collectives) that
+ * macro ops run as a whole; its comm ops use the groups of the rank that runs the macro. */
+int prog_template_add(prog_program *p, const char *name);
 void prog_rank_set_class(prog_program *p, int rank, int cls);
 /* Call once all ranks have a class: counts ranks and picks representatives. */
 void prog_finalize(prog_program *p);
@@ -142,6 +152,9 @@ uint32_t prog_comm(prog_program *p, int cls, prog_stream stream, const char *nam
                    int family, double bytes, const uint32_t *deps, uint32_t ndeps);
 uint32_t prog_mem(prog_program *p, int cls, const char *name, prog_mem_tag tag, double delta,
                   const uint32_t *deps, uint32_t ndeps);
+/* Runs template `tmpl` `count` times back to back as one op of class `cls`. */
+uint32_t prog_macro(prog_program *p, int cls, const char *name, int tmpl, uint32_t count,
+                    const uint32_t *deps, uint32_t ndeps);
 prog_op *prog_op_at(const prog_program *p, int cls, uint32_t idx);
 const uint32_t *prog_op_deps(const prog_program *p, int cls, const prog_op *op);
 static inline prog_class *prog_class_at(const prog_program *p, int cls)

@@ -7,7 +7,7 @@
 
 static const char *rep_stream_name(int s)
 {
-  static const char *const names[] = {"compute", "dp comm", "tp comm", "pp comm", "ep comm"};
+  static const char *const names[] = {"compute", "dp comm", "tp comm", "pp send", "ep comm", "pp recv", "cp comm"};
   return s >= 0 && s < PROG_NSTREAMS ? names[s] : "stream";
 }
 

@@ -20,7 +20,8 @@ static double wl_kernels_time(const wl_dp *x, const GArray *ks)
   double t = 0;
   for (guint i = 0; i < ks->len; i++) {
     const wl_kernel *k = &g_array_index(ks, wl_kernel, i);
-    hw_kernel hk = {.kclass = k->kclass, .dtype = x->m->dtype, .flops = k->flops, .bytes = k->bytes};
+    hw_kernel hk = {.kclass = k->kclass, .dtype = x->m->dtype, .flops = k->flops, .bytes = k->bytes,
+                    .inner = k->inner};
     t += hw_kernel_time(x->hw, &hk);
   }
   return t;
@@ -38,7 +39,7 @@ static uint32_t wl_emit_kernels(wl_dp *x, const GArray *ks, uint32_t last)
 {
   for (guint i = 0; i < ks->len; i++) {
     const wl_kernel *k = &g_array_index(ks, wl_kernel, i);
-    last = prog_compute(x->p, x->cls, k->name, k->kclass, x->m->dtype, k->flops, k->bytes, NULL, 0);
+    last = wl_emit_kernel(x->p, x->cls, x->m, k, NULL, 0);
   }
   return last;
 }
@@ -149,11 +150,5 @@ bool wl_build_data_parallel(const cfg_workload *w, const hw_cluster *hw, const w
   uint32_t last_comm = wl_emit_synced_step(&x, dp, &has_comm);
   wl_emit_optimizer(&x, last_comm, has_comm);
 
-  double fwd = wl_model_fwd_flops(m);
-  p->meta.samples = w->training.global_batch;
-  p->meta.tokens = m->tokens / m->samples * w->training.global_batch;
-  p->meta.model_flops = 3 * fwd * micro_steps * dp;
-  p->meta.hardware_flops = p->meta.model_flops;
-  p->meta.dtype = w->training.dtype;
   return true;
 }

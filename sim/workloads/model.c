@@ -18,8 +18,8 @@ void wl_model_free(wl_model *m)
     return;
   for (guint i = 0; i < m->layers->len; i++) {
     wl_layer *l = g_ptr_array_index(m->layers, i);
-    g_array_free(l->fwd, TRUE);
-    g_array_free(l->bwd, TRUE);
+    g_array_unref(l->fwd);
+    g_array_unref(l->bwd);
     g_free(l);
   }
   g_ptr_array_free(m->layers, TRUE);
@@ -60,6 +60,29 @@ void wl_bwd(wl_model *m, wl_layer *l, const char *what, cfg_kernel_class k, doub
   wl_kernel_push(m, l->bwd, l, what, k, flops, bytes);
 }
 
+uint32_t wl_emit_kernel(prog_program *p, int cls, const wl_model *m, const wl_kernel *k,
+                        const uint32_t *deps, uint32_t ndeps)
+{
+  uint32_t op = prog_compute(p, cls, k->name, k->kclass, m->dtype, k->flops, k->bytes, deps, ndeps);
+  prog_op *o = prog_op_at(p, cls, op);
+  o->recompute = k->recompute;
+  o->inner = k->inner;
+  return op;
+}
+
+void wl_layer_share_kernels(wl_layer *l, const wl_layer *like)
+{
+  g_array_unref(l->fwd);
+  g_array_unref(l->bwd);
+  l->fwd = g_array_ref(like->fwd);
+  l->bwd = g_array_ref(like->bwd);
+}
+
+void wl_set_inner(GArray *kernels, double inner)
+{
+  g_array_index(kernels, wl_kernel, kernels->len - 1).inner = inner;
+}
+
 double wl_model_fwd_flops(const wl_model *m)
 {
   double f = 0;
@@ -70,7 +93,7 @@ double wl_model_fwd_flops(const wl_model *m)
 
 wl_shard wl_shard_of(const cfg_workload *w)
 {
-  wl_shard s = {.micro_batch = w->training.micro_batch, .tp = w->parallel.tp,
+  wl_shard s = {.micro_batch = w->training.micro_batch, .tp = w->parallel.tp, .cp = w->parallel.cp,
                 .sp = w->parallel.sequence_parallel != 0, .recompute = w->training.recompute};
   return s;
 }

@@ -6,7 +6,8 @@
 
 typedef struct {
   double b, s, h, a, kv, d, f, V, t, dt;
-  double T;     /* tokens in the micro-batch */
+  double sq;    /* queries (tokens) of the sequence on this GPU: s / cp */
+  double T;     /* tokens of the micro-batch on this GPU */
   double Te;    /* tokens the elementwise ops see (T / t with sequence parallelism) */
   double qkv;   /* width of the fused QKV projection */
   double gate;  /* 2 for gated MLPs (SwiGLU) */
@@ -21,12 +22,16 @@ static void wl_gemm(wl_model *m, wl_layer *l, const char *what, double M, double
   double flops = 2 * M * N * K, bytes = dt * (M * K + K * N + M * N);
   if (!backward) {
     wl_fwd(m, l, what, CFG_KCLASS_GEMM, flops, bytes);
+    wl_set_inner(l->fwd, K);
     return;
   }
+  /* dX = dY W^T reduces over N, dW = X^T dY over the M tokens */
   g_autofree char *dg = g_strdup_printf("%s.dgrad", what);
   g_autofree char *wg = g_strdup_printf("%s.wgrad", what);
   wl_bwd(m, l, dg, CFG_KCLASS_GEMM, flops, bytes);
+  wl_set_inner(l->bwd, N);
   wl_bwd(m, l, wg, CFG_KCLASS_GEMM, flops, bytes);
+  wl_set_inner(l->bwd, M);
 }
 
 static void wl_elementwise(wl_model *m, wl_layer *l, const char *what, double elems, double rw_bytes,
@@ -48,18 +53,21 @@ static void wl_attention_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool r
   GArray *to = replay ? l->bwd : l->fwd;
   guint first = to->len;
   if (x->flash) {
-    /* FLOPs = 4 s^2 d per head, halved by the causal mask */
-    double flops = 4 * x->b * x->s * x->s * x->d * heads * 0.5;
+    /* FLOPs = 4 s^2 d per head, halved by the causal mask (s_q s with context parallelism) */
+    double flops = 4 * x->b * x->sq * x->s * x->d * heads * 0.5;
     double bytes = x->dt * x->T * (x->qkv + x->h) / x->t;
     (replay ? wl_bwd : wl_fwd)(m, l, "attention", CFG_KCLASS_ATTENTION, flops, bytes);
   } else {
-    double scores = x->b * heads * x->s * x->s;
-    double gflops = 2 * x->b * heads * x->s * x->s * x->d;
+    double scores = x->b * heads * x->sq * x->s;
+    double gflops = 2 * x->b * heads * x->sq * x->s * x->d;
     double gbytes = x->dt * (2 * x->T * x->h / x->t + scores);
+    /* Q K^T reduces over the head dimension, P V over the keys */
     (replay ? wl_bwd : wl_fwd)(m, l, "scores", CFG_KCLASS_GEMM, gflops, gbytes);
+    wl_set_inner(to, x->d);
     (replay ? wl_bwd : wl_fwd)(m, l, "softmax_dropout", CFG_KCLASS_ELEMENTWISE, 8 * scores,
                                scores * (3 * x->dt + 1));
     (replay ? wl_bwd : wl_fwd)(m, l, "context", CFG_KCLASS_GEMM, gflops, gbytes);
+    wl_set_inner(to, x->s);
   }
   for (guint i = first; replay && i < to->len; i++)
     g_array_index(to, wl_kernel, i).recompute = true;
@@ -70,19 +78,25 @@ static void wl_attention_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
   double heads = x->a / x->t;
   if (x->flash) {
     /* backward does 2.5x the forward's work (FlashAttention-2 paper) */
-    double flops = 2.5 * 4 * x->b * x->s * x->s * x->d * heads * 0.5;
+    double flops = 2.5 * 4 * x->b * x->sq * x->s * x->d * heads * 0.5;
     double bytes = 2.5 * x->dt * x->T * (x->qkv + x->h) / x->t;
     wl_bwd(m, l, "attention.bwd", CFG_KCLASS_ATTENTION, flops, bytes);
     return;
   }
-  double scores = x->b * heads * x->s * x->s;
-  double gflops = 2 * x->b * heads * x->s * x->s * x->d;
+  double scores = x->b * heads * x->sq * x->s;
+  double gflops = 2 * x->b * heads * x->sq * x->s * x->d;
   double gbytes = x->dt * (2 * x->T * x->h / x->t + scores);
+  /* dP = dO V^T and dQ... reduce over the head dimension or the keys, dV and dK over the
+   * queries */
   wl_bwd(m, l, "context.dgrad", CFG_KCLASS_GEMM, gflops, gbytes);
+  wl_set_inner(l->bwd, x->d);
   wl_bwd(m, l, "context.wgrad", CFG_KCLASS_GEMM, gflops, gbytes);
+  wl_set_inner(l->bwd, x->sq);
   wl_bwd(m, l, "softmax_dropout.bwd", CFG_KCLASS_ELEMENTWISE, 8 * scores, scores * (4 * x->dt + 1));
   wl_bwd(m, l, "scores.dgrad", CFG_KCLASS_GEMM, gflops, gbytes);
+  wl_set_inner(l->bwd, x->s);
   wl_bwd(m, l, "scores.wgrad", CFG_KCLASS_GEMM, gflops, gbytes);
+  wl_set_inner(l->bwd, x->sq);
 }
 
 /* The forward kernels of a block, into the forward list (or replayed into backward). */
@@ -96,19 +110,23 @@ static void wl_block_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool repla
   k(m, l, "ln1", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * 2 * x->dt);
   k(m, l, "qkv", CFG_KCLASS_GEMM, 2 * x->T * x->qkv / x->t * x->h,
     x->dt * (x->T * x->h + x->h * x->qkv / x->t + x->T * x->qkv / x->t));
+  wl_set_inner(to, x->h);
   for (guint i = first; replay && i < to->len; i++)
     g_array_index(to, wl_kernel, i).recompute = true;
   wl_attention_fwd(m, l, x, replay);
   first = to->len;
   k(m, l, "proj", CFG_KCLASS_GEMM, 2 * x->T * x->h * x->h / x->t,
     x->dt * (x->T * x->h / x->t + x->h * x->h / x->t + x->T * x->h));
+  wl_set_inner(to, x->h / x->t);
   k(m, l, "residual1", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * (3 * x->dt + 1));
   k(m, l, "ln2", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * 2 * x->dt);
   k(m, l, "mlp_up", CFG_KCLASS_GEMM, 2 * x->T * ffn * x->gate * x->h,
     x->dt * (x->T * x->h + x->h * ffn * x->gate + x->T * ffn * x->gate));
+  wl_set_inner(to, x->h);
   k(m, l, "act", CFG_KCLASS_ELEMENTWISE, 4 * x->T * ffn, x->T * ffn * (x->gate + 1) * x->dt);
   k(m, l, "mlp_down", CFG_KCLASS_GEMM, 2 * x->T * x->h * ffn,
     x->dt * (x->T * ffn + ffn * x->h + x->T * x->h));
+  wl_set_inner(to, ffn);
   k(m, l, "residual2", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * (3 * x->dt + 1));
   for (guint i = first; replay && i < to->len; i++)
     g_array_index(to, wl_kernel, i).recompute = true;
@@ -144,7 +162,7 @@ static void wl_block_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
  * recomputation keeps only the block input. Activations are 16-bit unless training in fp32. */
 static double wl_block_saved(const wl_shape *x)
 {
-  double sbh = x->s * x->b * x->h, scale = x->dt / 2;
+  double sbh = x->sq * x->b * x->h, scale = x->dt / 2;
   double split = x->Te < x->T ? x->t : 1; /* sequence parallel */
   if (x->recompute == CFG_RECOMPUTE_FULL)
     return 2 * sbh / split * scale;
@@ -156,12 +174,27 @@ static double wl_block_saved(const wl_shape *x)
   return sbh * (rest + tp_part + quad) * scale;
 }
 
+static double wl_block_attention_flops(const wl_shape *x)
+{
+  return 4 * x->b * x->sq * x->s * x->h / x->t; /* full, not causal-halved (Megatron) */
+}
+
 static double wl_block_model_flops(const wl_shape *x)
 {
   /* Megatron's convention: full (not causal-halved) attention, GEMMs only. */
   double gemm = 2 * x->T * x->h * (x->qkv + x->h + x->f * (x->gate + 1));
-  double attn = 4 * x->b * x->s * x->s * x->h;
-  return (gemm + attn) / x->t;
+  return gemm / x->t + wl_block_attention_flops(x);
+}
+
+/* What recomputation runs again: the whole forward, or the attention core (selective; none
+ * with FlashAttention, which recomputes inside its own backward anyway). */
+static double wl_block_recompute_flops(const wl_shape *x)
+{
+  if (x->recompute == CFG_RECOMPUTE_FULL)
+    return wl_block_model_flops(x);
+  if (x->recompute == CFG_RECOMPUTE_SELECTIVE && !x->flash)
+    return wl_block_attention_flops(x);
+  return 0;
 }
 
 static wl_shape wl_shape_of(const cfg_model *cm, const cfg_training *t, const wl_shard *sh)
@@ -171,7 +204,8 @@ static wl_shape wl_shape_of(const cfg_model *cm, const cfg_training *t, const wl
                 .dt = cfg_dtype_bytes(t->dtype) < 2 ? 2 : cfg_dtype_bytes(t->dtype),
                 .flash = t->flash_attention != 0, .recompute = sh->recompute};
   x.d = x.h / x.a;
-  x.T = x.b * x.s;
+  x.sq = x.s / MAX(sh->cp, 1);
+  x.T = x.b * x.sq;
   x.Te = sh->sp && sh->tp > 1 ? x.T / x.t : x.T;
   x.qkv = x.h + 2 * x.kv * x.d;
   x.gate = cm->activation == CFG_ACT_SWIGLU ? 2 : 1;
@@ -215,13 +249,20 @@ bool wl_transformer_build(wl_model *m, const cfg_model *cm, const cfg_training *
   m->blocks = cm->layers;
   wl_embedding(m, &x);
   double block_params = (x.h * x.qkv + x.h * x.h + x.gate * x.h * x.f + x.f * x.h) / x.t + 4 * x.h;
+  const wl_layer *first = NULL;
   for (int i = 0; i < cm->layers; i++) {
     g_autofree char *name = g_strdup_printf("layer%d", i);
     wl_layer *l = wl_layer_add(m, name, block_params);
-    wl_block_fwd(m, l, &x, false);
-    wl_block_bwd(m, l, &x);
+    if (first) { /* every block runs the first one's kernels (named after it) */
+      wl_layer_share_kernels(l, first);
+    } else {
+      wl_block_fwd(m, l, &x, false);
+      wl_block_bwd(m, l, &x);
+      first = l;
+    }
     l->saved_bytes = wl_block_saved(&x);
     l->model_flops = wl_block_model_flops(&x);
+    l->recompute_flops = wl_block_recompute_flops(&x);
   }
   if (sh->recompute != CFG_RECOMPUTE_NONE) {
     /* while one block is recomputed, what recomputation dropped is alive again */

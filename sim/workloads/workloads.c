@@ -1,4 +1,4 @@
-/* Entry point: checks what this version can simulate and picks the strategy. */
+/* Entry point: checks what can run, builds the model for one GPU's shard, lays it out. */
 #include "workloads/workloads_internal.h"
 
 #include <stdarg.h>
@@ -18,25 +18,12 @@ bool wl_fail(GError **err, const cfg_workload *w, const char *path, cfg_error_co
 static bool wl_check_supported(const cfg_workload *w, GError **err)
 {
   const cfg_parallel *p = &w->parallel;
-  const struct {
-    const char *path;
-    int value;
-  } dims[] = {{"parallel.tp", p->tp}, {"parallel.pp", p->pp}, {"parallel.cp", p->cp},
-              {"parallel.ep", p->ep}};
   if (!w->has_training)
     return wl_fail(err, w, "serving", CFG_ERROR_UNSUPPORTED,
                    "serving workloads run with `dlsim serve`, not `dlsim run`");
-  for (size_t i = 0; i < G_N_ELEMENTS(dims); i++)
-    if (dims[i].value > 1)
-      return wl_fail(err, w, dims[i].path, CFG_ERROR_UNSUPPORTED,
-                     "%s = %d: only data parallelism is simulated by this version", dims[i].path,
-                     dims[i].value);
-  if (p->zero > 0)
-    return wl_fail(err, w, "parallel.zero", CFG_ERROR_UNSUPPORTED,
-                   "parallel.zero = %d: ZeRO is not simulated by this version", p->zero);
-  if (p->offload != CFG_OFFLOAD_NONE)
-    return wl_fail(err, w, "parallel.offload", CFG_ERROR_UNSUPPORTED,
-                   "parallel.offload: offload is not simulated by this version");
+  if (p->ep > 1)
+    return wl_fail(err, w, "parallel.ep", CFG_ERROR_UNSUPPORTED,
+                   "parallel.ep = %d: expert parallelism is not simulated by this version", p->ep);
   if (w->model.kind == CFG_MODEL_GENERIC)
     return wl_fail(err, w, "model.kind", CFG_ERROR_UNSUPPORTED,
                    "model.kind = generic: a parameter count alone gives memory estimates (dlsim "
@@ -44,27 +31,114 @@ static bool wl_check_supported(const cfg_workload *w, GError **err)
   if (w->model.kind == CFG_MODEL_MOE_TRANSFORMER)
     return wl_fail(err, w, "model.kind", CFG_ERROR_UNSUPPORTED,
                    "model.kind = moe-transformer: mixture-of-experts is not simulated by this version");
-  if (w->training.recompute != CFG_RECOMPUTE_NONE)
-    return wl_fail(err, w, "training.recompute", CFG_ERROR_UNSUPPORTED,
-                   "training.recompute: activation recomputation is not simulated by this version");
   return true;
 }
 
-bool wl_build(const cfg_workload *w, const hw_cluster *hw, prog_program **out, GError **err)
+bool wl_check_layout(const cfg_workload *w, GError **err)
+{
+  const cfg_parallel *p = &w->parallel;
+  const cfg_model *m = &w->model;
+  int v = p->schedule == CFG_SCHED_INTERLEAVED ? p->virtual_stages : 1;
+  if (m->kind == CFG_MODEL_CNN && (p->tp > 1 || p->pp > 1 || p->cp > 1))
+    return wl_fail(err, w, "parallel", CFG_ERROR_UNSUPPORTED,
+                   "a cnn runs data parallel only (parallel.tp, pp and cp must be 1)");
+  if (m->kind == CFG_MODEL_CNN || m->kind == CFG_MODEL_GENERIC)
+    return true;
+  if (m->heads % p->tp != 0)
+    return wl_fail(err, w, "parallel.tp", CFG_ERROR_INPUT,
+                   "parallel.tp = %d does not divide model.heads = %d", p->tp, m->heads);
+  if (m->kv_heads % p->tp != 0 && p->tp % m->kv_heads != 0)
+    return wl_fail(err, w, "parallel.tp", CFG_ERROR_INPUT,
+                   "parallel.tp = %d and model.kv_heads = %d: one must divide the other", p->tp,
+                   m->kv_heads);
+  if (m->ffn_hidden % p->tp != 0)
+    return wl_fail(err, w, "parallel.tp", CFG_ERROR_INPUT,
+                   "parallel.tp = %d does not divide model.ffn_hidden = %d", p->tp, m->ffn_hidden);
+  if (p->virtual_stages > 1 && p->schedule != CFG_SCHED_INTERLEAVED)
+    return wl_fail(err, w, "parallel.virtual_stages", CFG_ERROR_INPUT,
+                   "parallel.virtual_stages = %d needs parallel.schedule: interleaved",
+                   p->virtual_stages);
+  if (v > 64)
+    return wl_fail(err, w, "parallel.virtual_stages", CFG_ERROR_INPUT,
+                   "parallel.virtual_stages = %d: at most 64", v);
+  if (m->layers % (p->pp * v) != 0)
+    return wl_fail(err, w, "parallel.pp", CFG_ERROR_INPUT,
+                   "model.layers = %d is not divisible by pp x virtual_stages = %d x %d",
+                   m->layers, p->pp, v);
+  int micro = w->training.global_batch / (p->dp * w->training.micro_batch);
+  if (v > 1 && micro % p->pp != 0)
+    return wl_fail(err, w, "training.global_batch", CFG_ERROR_INPUT,
+                   "interleaved 1F1B needs the micro-batches per replica (%d) to be a multiple of "
+                   "pp = %d (Megatron's rule)",
+                   micro, p->pp);
+  if (m->seq_len % p->cp != 0)
+    return wl_fail(err, w, "parallel.cp", CFG_ERROR_INPUT,
+                   "parallel.cp = %d does not divide model.seq_len = %d", p->cp, m->seq_len);
+  if (p->cp > 1 && !w->training.flash_attention)
+    return wl_fail(err, w, "parallel.cp", CFG_ERROR_UNSUPPORTED,
+                   "context parallelism runs ring attention on FlashAttention "
+                   "(training.flash_attention: true)");
+  return true;
+}
+
+/* What a step achieves: samples, tokens, and FLOPs by Megatron's MFU / HFU conventions. */
+static void wl_meta(const cfg_workload *w, const wl_model *m, prog_program *p)
+{
+  double fwd = 0, again = 0;
+  for (guint i = 0; i < m->layers->len; i++) {
+    const wl_layer *l = g_ptr_array_index(m->layers, i);
+    fwd += l->model_flops;
+    again += l->recompute_flops;
+  }
+  /* a model built for one GPU's shard: times tp x cp for the whole model, per micro-batch */
+  double shard = (double)w->parallel.tp * w->parallel.cp;
+  double micro_batches = (double)w->training.global_batch / w->training.micro_batch;
+  p->meta.samples = w->training.global_batch;
+  p->meta.tokens = w->model.kind == CFG_MODEL_CNN ? 0 : (double)w->training.global_batch * w->model.seq_len;
+  p->meta.model_flops = 3 * fwd * shard * micro_batches;
+  p->meta.hardware_flops = p->meta.model_flops + again * shard * micro_batches;
+  p->meta.dtype = w->training.dtype;
+}
+
+static char *wl_describe(const cfg_workload *w)
+{
+  const cfg_parallel *p = &w->parallel;
+  GString *d = g_string_new(w->model.name);
+  if (p->tp > 1 || p->pp > 1 || p->cp > 1) {
+    g_string_append_printf(d, ", TP %d", p->tp);
+    if (p->cp > 1)
+      g_string_append_printf(d, " x CP %d", p->cp);
+    g_string_append_printf(d, " x PP %d", p->pp);
+    if (p->pp > 1 && p->schedule == CFG_SCHED_INTERLEAVED && p->virtual_stages > 1)
+      g_string_append_printf(d, " (interleaved x%d)", p->virtual_stages);
+    g_string_append_printf(d, " x DP %d", p->dp);
+  } else {
+    g_string_append_printf(d, ", data parallel x%d", p->dp);
+  }
+  if (p->zero > 0)
+    g_string_append_printf(d, ", ZeRO-%d", p->zero);
+  g_string_append_printf(d, ", micro-batch %d, %s", w->training.micro_batch,
+                         cfg_dtype_name(w->training.dtype));
+  return g_string_free(d, FALSE);
+}
+
+static bool wl_build_with(const cfg_workload *w, const hw_cluster *hw, prog_program **out,
+                          bool reference, GError **err)
 {
   *out = NULL;
-  if (!wl_check_supported(w, err))
+  if (!wl_check_supported(w, err) || !wl_check_layout(w, err))
     return false;
   wl_model *m = NULL;
   wl_shard shard = wl_shard_of(w);
   if (!wl_model_build(&w->model, &w->training, &shard, &m, err))
     return false;
-  prog_program *p = prog_new(w->parallel.dp);
-  bool ok = wl_build_data_parallel(w, hw, m, p, err);
-  if (ok)
-    p->meta.description = g_strdup_printf("%s, data parallel x%d, micro-batch %d, %s",
-                                          w->model.name, w->parallel.dp, w->training.micro_batch,
-                                          cfg_dtype_name(w->training.dtype));
+  int gpus = w->parallel.tp * w->parallel.cp * w->parallel.pp * w->parallel.dp;
+  prog_program *p = prog_new(gpus);
+  bool ok = reference ? wl_build_data_parallel(w, hw, m, p, err) : wl_build_parallel(w, m, p, err);
+  if (ok) {
+    wl_meta(w, m, p);
+    p->meta.description = wl_describe(w);
+  }
   wl_model_free(m);
   if (!ok) {
     prog_free(p);
@@ -72,4 +146,19 @@ bool wl_build(const cfg_workload *w, const hw_cluster *hw, prog_program **out, G
   }
   *out = p;
   return true;
+}
+
+bool wl_build(const cfg_workload *w, const hw_cluster *hw, prog_program **out, GError **err)
+{
+  return wl_build_with(w, hw, out, false, err);
+}
+
+bool wl_build_reference_dp(const cfg_workload *w, const hw_cluster *hw, prog_program **out,
+                           GError **err)
+{
+  if (w->parallel.tp * w->parallel.pp * w->parallel.cp > 1 || w->parallel.zero > 0) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "the reference builder is data parallel only");
+    return false;
+  }
+  return wl_build_with(w, hw, out, true, err);
 }

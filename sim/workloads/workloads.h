@@ -13,6 +13,7 @@ typedef struct {
   const char *name;
   cfg_kernel_class kclass;
   double flops, bytes;
+  double inner;   /* a GEMM's reduction dimension K (its efficiency depends on it), or 0 */
   bool recompute; /* re-runs forward work that activation recomputation dropped */
 } wl_kernel;
 
@@ -22,6 +23,7 @@ typedef struct {
   GArray *fwd, *bwd;  /* wl_kernel */
   double saved_bytes; /* activations kept from forward to backward, one micro-batch */
   double model_flops; /* forward FLOPs by the model-FLOPs convention (MFU) */
+  double recompute_flops; /* forward FLOPs run again by recomputation (same convention, HFU) */
 } wl_layer;
 
 typedef struct {
@@ -39,6 +41,7 @@ typedef struct {
 typedef struct {
   int micro_batch;
   int tp;
+  int cp;                  /* context parallelism: this GPU's 1/cp of the sequence */
   bool sp;                 /* sequence parallelism */
   cfg_recompute recompute;
 } wl_shard;
@@ -79,5 +82,10 @@ double wl_inflight(const cfg_parallel *p, int stage, int micro_batches);
 
 /* Builds the program of one training step. */
 bool wl_build(const cfg_workload *w, const hw_cluster *hw, prog_program **out, GError **err);
+/* Checks that a layout can run: divisibility of heads, layers, sequence, micro-batches. */
+bool wl_check_layout(const cfg_workload *w, GError **err);
+/* The foundation's data-parallel builder, kept as the reference that TP = PP = 1 must match. */
+bool wl_build_reference_dp(const cfg_workload *w, const hw_cluster *hw, prog_program **out,
+                           GError **err);
 
 #endif

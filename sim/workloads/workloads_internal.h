@@ -10,6 +10,13 @@ void wl_fwd(wl_model *m, wl_layer *l, const char *what, cfg_kernel_class k, doub
             double bytes);
 void wl_bwd(wl_model *m, wl_layer *l, const char *what, cfg_kernel_class k, double flops,
             double bytes);
+/* The compute op of kernel `k` in class `cls`. */
+uint32_t wl_emit_kernel(prog_program *p, int cls, const wl_model *m, const wl_kernel *k,
+                        const uint32_t *deps, uint32_t ndeps);
+/* Layer `l` runs the same kernels as `like` (identical transformer blocks share one list). */
+void wl_layer_share_kernels(wl_layer *l, const wl_layer *like);
+/* Records the GEMM reduction dimension of the last kernel of a list. */
+void wl_set_inner(GArray *kernels, double inner);
 
 bool wl_transformer_build(wl_model *m, const cfg_model *cm, const cfg_training *t,
                           const wl_shard *sh, GError **err);
@@ -19,6 +26,7 @@ bool wl_generic_build(wl_model *m, const cfg_model *cm, const cfg_training *t, G
 
 bool wl_build_data_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
                             prog_program *p, GError **err);
+bool wl_build_parallel(const cfg_workload *w, const wl_model *m, prog_program *p, GError **err);
 
 /* Error at a workload key, with its file:line:column. */
 bool wl_fail(GError **err, const cfg_workload *w, const char *path, cfg_error_code code,

@@ -1,0 +1,75 @@
+/* Simulator speed on 3D-parallel training: GPT-3 175B, TP 8 x PP 8 (interleaved x3) x DP n on
+ * DGX A100 nodes, from 64 to 16384 simulated GPUs.
+ *   analytic: the time of one whole configuration (build the program, estimate memory, run
+ *             the engine), the mean over repeated runs, as a planner would pay it;
+ *   des:      one step in SimGrid (tensor-parallel ranks folded), in a fresh process so its
+ *             peak RSS is its own.
+ * usage: dlsim_bench_3d [MAX_GPUS] [MAX_DES_GPUS]   (defaults 16384 and 16384) */
+#include "bench_util.h"
+#include "pipeline/pipeline.h"
+
+#include <stdlib.h>
+
+static bool bench_run(int gpus, bool des, pipe_run *run)
+{
+  char nodes[64], dp[64], batch[64];
+  int replicas = gpus / 64;
+  g_snprintf(nodes, sizeof nodes, "node.count=%d", gpus / 8);
+  g_snprintf(dp, sizeof dp, "parallel.dp=%d", replicas);
+  /* 96 micro-batches per replica up to DP 16 (global batch 1536, as GPT-3 trained), then 16 */
+  g_snprintf(batch, sizeof batch, "training.global_batch=%d", replicas <= 16 ? 1536 : replicas * 16);
+  char *sets[] = {nodes, dp, batch, NULL};
+  GError *err = NULL;
+  if (pipe_simulate("dgx-a100", "megatron-175b", sets, des ? ENG_DES : ENG_ANALYTIC, false, run,
+                    &err))
+    return true;
+  fprintf(stderr, "bench: %s\n", err->message);
+  g_error_free(err);
+  return false;
+}
+
+static bench_row bench_one(int gpus, bool des)
+{
+  bench_row row = {0};
+  int reps = des ? 1 : 20;
+  gint64 t0 = g_get_monotonic_time();
+  for (int i = 0; i < reps; i++) {
+    pipe_run run;
+    row.ok = bench_run(gpus, des, &run);
+    if (row.ok) {
+      row.sim = run.result.step_time;
+      row.messages = run.result.messages;
+    }
+    pipe_clear(&run);
+    if (!row.ok)
+      break;
+  }
+  row.wall = (double)(g_get_monotonic_time() - t0) / 1e6 / reps;
+  return row;
+}
+
+int main(int argc, char **argv)
+{
+  int max = argc > 1 ? atoi(argv[1]) : 16384;
+  int max_des = argc > 2 ? atoi(argv[2]) : 16384;
+  printf("dlsim bench: one training step, GPT-3 175B, TP 8 x PP 8 (interleaved x3) x DP, "
+         "DGX A100 nodes\n");
+  printf("%6s  %-9s %14s %12s %12s %10s\n", "gpus", "engine", "simulated_s", "wall_s",
+         "peak_rss_MB", "messages");
+  const int sizes[] = {64, 1024, 8192, 16384};
+  for (size_t i = 0; i < G_N_ELEMENTS(sizes) && sizes[i] <= max; i++)
+    for (int e = 0; e < 2; e++) {
+      if (e == 1 && sizes[i] > max_des)
+        continue;
+      bench_row r = bench_isolated(bench_one, sizes[i], e == 1);
+      const char *engine = e ? "des" : "analytic";
+      if (!r.ok) {
+        printf("%6d  %-9s %14s\n", sizes[i], engine, "failed");
+        continue;
+      }
+      printf("%6d  %-9s %14.6f %12.6f %12.1f %10ld\n", sizes[i], engine, r.sim, r.wall, r.rss_mb,
+             r.messages);
+      fflush(stdout);
+    }
+  return 0;
+}

@@ -1,0 +1,83 @@
+/* Calibration files: what the fits write and `gpu.calibration` reads back. A file holds the
+ * GPU's kernel efficiencies and the NCCL parameters, all of them, so that it alone says how
+ * the GPU was modelled. */
+#include "calibration/calibration.h"
+
+#include <string.h>
+
+static void calib_write_by_proto(GString *o, const char *key, const double *v, bool seconds)
+{
+  const char *proto[] = {"ll", "ll128", "simple"};
+  g_string_append_printf(o, "  %s: {", key);
+  for (int p = 0; p < CFG_NPROTOS; p++) {
+    if (seconds)
+      g_string_append_printf(o, "%s%s: %.4gus", p ? ", " : "", proto[p], v[p] * 1e6);
+    else
+      g_string_append_printf(o, "%s%s: %.0f", p ? ", " : "", proto[p], v[p]);
+  }
+  g_string_append(o, "}\n");
+}
+
+static void calib_write_efficiency(GString *o, const cfg_efficiency *e, const char *source)
+{
+  g_string_append(o, "efficiency:\n  flops: {");
+  for (int k = 0; k < CFG_NKCLASSES; k++)
+    g_string_append_printf(o, "%s%s: %.4f", k ? ", " : "", cfg_kernel_class_name((cfg_kernel_class)k),
+                           e->flops_efficiency[k]);
+  g_string_append_printf(o, "}\n  memory: %.4f\n  gemm_k_half: %.1f\n  sustained: %.4f\n",
+                         e->memory_efficiency, e->gemm_k_half, e->sustained);
+  g_string_append_printf(o, "  launch_overhead: %.4gus\n  comm_overhead: %.4gus\n",
+                         e->launch_overhead * 1e6, e->comm_overhead * 1e6);
+  g_string_append_printf(o, "  source: \"%s\"\n", source);
+}
+
+static void calib_write_nccl_block(GString *o, const cfg_nccl *n, const char *source)
+{
+  g_string_append(o, "nccl:\n");
+  g_string_append_printf(o, "  link_efficiency: {intra: %.4f, network: %.4f}\n",
+                         n->link_efficiency[CFG_LINK_INTRA], n->link_efficiency[CFG_LINK_NETWORK]);
+  g_string_append_printf(o, "  nvls_efficiency: %.4f\n", n->nvls_efficiency);
+  g_string_append_printf(o, "  p2p_efficiency: %.4f\n", n->p2p_efficiency);
+  calib_write_by_proto(o, "base_latency", n->base_latency, true);
+  g_string_append(o, "  hop_latency:\n  ");
+  calib_write_by_proto(o, "intra", n->hop_latency[CFG_LINK_INTRA], true);
+  g_string_append(o, "  ");
+  calib_write_by_proto(o, "network", n->hop_latency[CFG_LINK_NETWORK], true);
+  calib_write_by_proto(o, "chunk", n->chunk, false);
+  g_string_append_printf(o, "  max_channels: %d\n", n->max_channels);
+  g_string_append_printf(o, "  source: \"%s\"\n", source);
+}
+
+/* Whether the fit moved a key of this block ("efficiency.", "nccl."). */
+static bool calib_any_fitted(char *const *fitted, const char *prefix)
+{
+  for (int i = 0; fitted && fitted[i]; i++)
+    if (g_str_has_prefix(fitted[i], prefix))
+      return true;
+  return false;
+}
+
+bool calib_write(const char *path, const cfg_cluster *c, const char *notes, char *const *fitted,
+                 GError **err)
+{
+  GString *o = g_string_new(NULL);
+  g_string_append_printf(o, "# Written by dlsim calibrate. %s\n", notes);
+  if (fitted && fitted[0]) {
+    g_string_append(o, "# Fitted:");
+    for (int i = 0; fitted[i]; i++)
+      g_string_append_printf(o, " %s", fitted[i]);
+    g_string_append(o, ". Every other value is what the cluster had before the fit.\n");
+  }
+  g_string_append_printf(o, "gpu: %s\nnotes: \"%s\"\n", c->gpu.name, notes);
+  calib_write_efficiency(o, &c->gpu.efficiency,
+                         calib_any_fitted(fitted, "efficiency.") ? notes : c->gpu.efficiency.source);
+  calib_write_nccl_block(o, &c->nccl, calib_any_fitted(fitted, "nccl.") ? notes : c->nccl.source);
+  GError *io = NULL;
+  bool ok = g_file_set_contents(path, o->str, (gssize)o->len, &io);
+  if (!ok) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "-o %s: %s", path, io->message);
+    g_error_free(io);
+  }
+  g_string_free(o, TRUE);
+  return ok;
+}

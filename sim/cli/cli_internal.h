@@ -1,0 +1,15 @@
+/* Private to the cli module: validation cases, shared by validate and calibrate. */
+#ifndef DLSIM_CLI_INTERNAL_H
+#define DLSIM_CLI_INTERNAL_H
+
+#include "cli/cli.h"
+#include "config/config.h"
+
+/* The case files named on the command line (names or paths), or every case of
+ * validation/cases/ when none is named. */
+GPtrArray *cli_case_files(int argc, char **argv, GError **err);
+/* The case's metric as dlsim predicts it, with `extra` overrides after the case's own (a
+ * ratio_to case: the ratio). Not for table cases. */
+bool cli_case_predict(const cfg_case *c, char *const *extra, double *out, GError **err);
+
+#endif

@@ -1,0 +1,593 @@
+/* Tensor, context, pipeline and data parallelism with ZeRO, as Megatron-LM and DeepSpeed run
+ * them, laid out as a program: one class per pipeline stage (every tensor / context / data
+ * parallel rank of a stage does the same thing), one template per kind of layer pass.
+ *
+ * Tensor parallelism (Megatron): column- then row-parallel linears, an all-reduce after each
+ * row-parallel one in forward (attention projection, MLP down) and after each column-parallel
+ * input gradient in backward, overlapped with the weight gradient; with sequence parallelism an
+ * all-gather before and a reduce-scatter after instead. Pipeline: GPipe, 1F1B or interleaved
+ * 1F1B, activations sent forward and gradients back, receives posted ahead. Data parallelism:
+ * gradients reduced in buckets as the last micro-batch's backward produces them (all-reduce
+ * without ZeRO, reduce-scatter with ZeRO 1-2, then an all-gather of the updated parameters);
+ * ZeRO-3 gathers each layer's parameters in forward and again in backward and reduce-scatters
+ * its gradients. */
+#include "workloads/workloads_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+  int fwd, bwd; /* template classes */
+} wl_pass;
+
+typedef struct {
+  const cfg_workload *w;
+  const wl_model *m;
+  prog_program *p;
+  int tp, cp, pp, dp, v, micro;
+  int stride[CFG_NDIMS];
+  int fam_tp, fam_cp, fam_dp, fam_emb;
+  int fam_fsend, fam_frecv, fam_bsend, fam_brecv;
+  wl_pass *passes; /* per wl_model layer (blocks share one) */
+  GHashTable *names; /* (layer, count, backward) -> macro name, interned in the program */
+  wl_state_bytes sb;
+  double act_bytes;  /* one micro-batch's activation sent between stages */
+} wl_par;
+
+/* ---- rank layout ---------------------------------------------------------------------------- */
+
+static int wl_size(const wl_par *x, cfg_dim d)
+{
+  const int sizes[CFG_NDIMS] = {[CFG_DIM_TP] = x->tp, [CFG_DIM_CP] = x->cp, [CFG_DIM_PP] = x->pp,
+                                [CFG_DIM_DP] = x->dp};
+  return sizes[d];
+}
+
+static void wl_strides(wl_par *x)
+{
+  int s = 1;
+  for (int i = 0; i < CFG_NDIMS; i++) {
+    cfg_dim d = x->w->parallel.placement[i];
+    x->stride[d] = s;
+    s *= wl_size(x, d);
+  }
+}
+
+static int wl_coord(const wl_par *x, int rank, cfg_dim d)
+{
+  return rank / x->stride[d] % wl_size(x, d);
+}
+
+static int wl_rank_with(const wl_par *x, int rank, cfg_dim d, int value)
+{
+  return rank + (value - wl_coord(x, rank, d)) * x->stride[d];
+}
+
+/* Puts every rank in its group of `family`: the ranks that differ only along `dims`. Each group
+ * is built once, from its member with coordinate 0 along those dimensions. */
+static void wl_group_family(wl_par *x, int family, const cfg_dim *dims, int ndims)
+{
+  int n = 1;
+  for (int i = 0; i < ndims; i++)
+    n *= wl_size(x, dims[i]);
+  g_autofree int *ranks = g_new(int, n);
+  for (int rank = 0; rank < x->p->nranks; rank++) {
+    bool leader = true;
+    for (int i = 0; i < ndims && leader; i++)
+      leader = wl_coord(x, rank, dims[i]) == 0;
+    if (!leader)
+      continue;
+    for (int k = 0; k < n; k++) {
+      int r = rank, rest = k;
+      for (int i = 0; i < ndims; i++) {
+        r = wl_rank_with(x, r, dims[i], rest % wl_size(x, dims[i]));
+        rest /= wl_size(x, dims[i]);
+      }
+      ranks[k] = r;
+    }
+    int g = prog_group_add(x->p, ranks, n);
+    for (int k = 0; k < n; k++)
+      prog_family_set(x->p, family, ranks[k], g);
+  }
+}
+
+static int wl_pair(wl_par *x, int a, int b)
+{
+  int r[2] = {a, b};
+  return prog_group_add(x->p, r, 2);
+}
+
+static void wl_groups(wl_par *x)
+{
+  prog_program *p = x->p;
+  const cfg_dim tp[] = {CFG_DIM_TP}, cp[] = {CFG_DIM_CP}, dp[] = {CFG_DIM_DP, CFG_DIM_CP};
+  x->fam_tp = prog_family_add(p, "tp", PROG_DIM_TP);
+  x->fam_cp = prog_family_add(p, "cp", PROG_DIM_CP);
+  x->fam_dp = prog_family_add(p, "dp", PROG_DIM_DP);
+  x->fam_emb = prog_family_add(p, "embedding", PROG_DIM_DP);
+  x->fam_fsend = prog_family_add(p, "pp-send-next", PROG_DIM_PP);
+  x->fam_frecv = prog_family_add(p, "pp-recv-prev", PROG_DIM_PP);
+  x->fam_bsend = prog_family_add(p, "pp-send-prev", PROG_DIM_PP);
+  x->fam_brecv = prog_family_add(p, "pp-recv-next", PROG_DIM_PP);
+  wl_group_family(x, x->fam_tp, tp, 1);
+  wl_group_family(x, x->fam_cp, cp, 1);
+  wl_group_family(x, x->fam_dp, dp, 2);
+  for (int r = 0; r < p->nranks; r++) {
+    int s = wl_coord(x, r, CFG_DIM_PP);
+    prog_rank_set_class(p, r, s);
+    if (x->pp == 1)
+      continue;
+    /* the last stage feeds the first stage's next chunk when interleaving */
+    int next = wl_rank_with(x, r, CFG_DIM_PP, (s + 1) % x->pp);
+    int prev = wl_rank_with(x, r, CFG_DIM_PP, (s + x->pp - 1) % x->pp);
+    prog_family_set(p, x->fam_fsend, r, wl_pair(x, r, next));
+    prog_family_set(p, x->fam_frecv, r, wl_pair(x, prev, r));
+    prog_family_set(p, x->fam_bsend, r, wl_pair(x, r, prev));
+    prog_family_set(p, x->fam_brecv, r, wl_pair(x, next, r));
+    if (s == 0 || s == x->pp - 1)
+      prog_family_set(p, x->fam_emb, r,
+                      wl_pair(x, wl_rank_with(x, r, CFG_DIM_PP, 0),
+                              wl_rank_with(x, r, CFG_DIM_PP, x->pp - 1)));
+  }
+}
+
+/* ---- templates -------------------------------------------------------------------------------- */
+
+typedef struct {
+  wl_par *x;
+  int t;             /* template class */
+  uint32_t last;     /* last op on the compute chain */
+  bool has_last;
+  uint32_t pending;  /* a collective the next compute op waits for */
+  bool has_pending;
+  uint32_t gather;   /* ZeRO-3 parameter all-gather every compute op waits for */
+  bool has_gather;
+  uint32_t deferred; /* a collective the next weight-gradient kernel waits for */
+  bool has_deferred;
+} wl_tb;
+
+static bool wl_is_wgrad(const wl_kernel *k)
+{
+  return g_str_has_suffix(k->name, ".wgrad");
+}
+
+static uint32_t wl_tb_compute(wl_tb *b, const wl_kernel *k)
+{
+  uint32_t deps[3];
+  uint32_t n = 0;
+  if (b->has_pending)
+    deps[n++] = b->pending;
+  if (b->has_deferred && wl_is_wgrad(k)) {
+    deps[n++] = b->deferred;
+    b->has_deferred = false;
+  }
+  if (b->has_gather && !b->has_last)
+    deps[n++] = b->gather;
+  uint32_t op = wl_emit_kernel(b->x->p, b->t, b->x->m, k, deps, n);
+  b->last = op;
+  b->has_last = true;
+  b->has_pending = false;
+  return op;
+}
+
+typedef enum { WL_ASYNC, WL_BLOCKING, WL_BEFORE_WGRAD } wl_wait;
+
+/* A collective after the last compute op, that the next compute op waits for (WL_BLOCKING),
+ * the next weight-gradient kernel waits for, or nothing in the template does. */
+static void wl_tb_comm(wl_tb *b, prog_stream stream, int family, prog_coll coll, double bytes,
+                       const char *name, wl_wait wait)
+{
+  uint32_t deps[1] = {b->last};
+  uint32_t op = prog_comm(b->x->p, b->t, stream, name, coll, family, bytes, deps, b->has_last ? 1 : 0);
+  if (wait == WL_BLOCKING) {
+    b->pending = op;
+    b->has_pending = true;
+  } else if (wait == WL_BEFORE_WGRAD) {
+    b->deferred = op;
+    b->has_deferred = true;
+  }
+}
+
+/* Whether kernel `k` is `name` of its layer ("layer3.qkv.dgrad" is "qkv.dgrad"). */
+static bool wl_is(const wl_kernel *k, const char *name)
+{
+  const char *dot = strchr(k->name, '.');
+  return strcmp(dot ? dot + 1 : k->name, name) == 0;
+}
+
+/* Tensor-parallel collectives around the kernel `k` of a transformer layer (Megatron). */
+static void wl_tp_before(wl_tb *b, const wl_kernel *k, bool backward, double act)
+{
+  wl_par *x = b->x;
+  if (x->tp == 1 || !x->w->parallel.sequence_parallel)
+    return;
+  /* sequence parallel: gather the sequence before a column-parallel GEMM; in backward, gather
+   * the output gradient of a row-parallel one before its input gradient, and re-gather a
+   * column-parallel GEMM's input for its weight gradient while its input gradient runs */
+  if (!backward && (wl_is(k, "qkv") || wl_is(k, "mlp_up") || wl_is(k, "logits")))
+    wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLGATHER, act, "tp allgather", WL_BLOCKING);
+  if (backward && (wl_is(k, "mlp_down.dgrad") || wl_is(k, "proj.dgrad")))
+    wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLGATHER, act, "tp allgather grads",
+               WL_BLOCKING);
+  if (backward && (wl_is(k, "qkv.dgrad") || wl_is(k, "mlp_up.dgrad") || wl_is(k, "logits.dgrad")))
+    wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLGATHER, act, "tp allgather input",
+               WL_BEFORE_WGRAD);
+}
+
+static void wl_tp_after(wl_tb *b, const wl_kernel *k, bool backward, double act)
+{
+  wl_par *x = b->x;
+  if (x->tp == 1)
+    return;
+  bool sp = x->w->parallel.sequence_parallel;
+  prog_coll reduce = sp ? PROG_COLL_REDUCESCATTER : PROG_COLL_ALLREDUCE;
+  if (!backward && (wl_is(k, "proj") || wl_is(k, "mlp_down") || wl_is(k, "lookup")))
+    wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, reduce, act, sp ? "tp reducescatter" : "tp allreduce",
+               WL_BLOCKING);
+  if (!backward && wl_is(k, "cross_entropy")) /* max, sum and target logit over the vocabulary */
+    wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLREDUCE, 3.0 * x->m->tokens * 4,
+               "tp allreduce (loss)", WL_BLOCKING);
+  /* backward: the input gradient of a column-parallel GEMM is reduced while its weight
+   * gradient is computed (Megatron's asynchronous all-reduce) */
+  if (backward && (wl_is(k, "qkv.dgrad") || wl_is(k, "mlp_up.dgrad") || wl_is(k, "logits.dgrad"))) {
+    wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, reduce, act, sp ? "tp reducescatter" : "tp allreduce",
+               WL_ASYNC);
+  }
+}
+
+/* Context parallelism: gather the other ranks' K and V before attention (ring attention passes
+ * them around), reduce-scatter their gradients after. */
+static void wl_cp_around(wl_tb *b, const wl_kernel *k, bool backward, bool before)
+{
+  wl_par *x = b->x;
+  if (x->cp == 1 || !(wl_is(k, "attention") || wl_is(k, "attention.bwd")))
+    return;
+  const cfg_model *cm = &x->w->model;
+  double kv = 2.0 * x->m->tokens * cm->kv_heads * (cm->hidden / cm->heads) / x->tp *
+              cfg_dtype_bytes(x->m->dtype) * x->cp;
+  if (before && !backward)
+    wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_ALLGATHER, kv, "cp allgather kv", WL_BLOCKING);
+  if (!before && backward)
+    wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_REDUCESCATTER, kv, "cp reducescatter dkv", WL_ASYNC);
+}
+
+static int wl_template(wl_par *x, const wl_layer *l, bool backward)
+{
+  g_autofree char *name = g_strdup_printf("%s.%s", l->name, backward ? "bwd" : "fwd");
+  wl_tb b = {.x = x, .t = prog_template_add(x->p, name)};
+  double act = x->m->tokens * x->w->model.hidden * cfg_dtype_bytes(x->m->dtype) *
+               (x->w->model.kind == CFG_MODEL_CNN ? 0 : 1);
+  bool zero3 = x->w->parallel.zero >= 3 && x->dp * x->cp > 1;
+  if (zero3) { /* gather this layer's parameters (prefetched: it waits for nothing) */
+    b.gather = prog_comm(x->p, b.t, PROG_STREAM_DP, "zero3 allgather params", PROG_COLL_ALLGATHER,
+                         x->fam_dp, l->params * x->sb.weights, NULL, 0);
+    b.has_gather = true;
+  }
+  const GArray *ks = backward ? l->bwd : l->fwd;
+  for (guint i = 0; i < ks->len; i++) {
+    const wl_kernel *k = &g_array_index(ks, wl_kernel, i);
+    /* recomputation replays the forward, collectives included */
+    bool bwd = backward && !k->recompute;
+    wl_tp_before(&b, k, bwd, act);
+    wl_cp_around(&b, k, bwd, true);
+    wl_tb_compute(&b, k);
+    wl_cp_around(&b, k, bwd, false);
+    wl_tp_after(&b, k, bwd, act);
+  }
+  if (zero3 && backward)
+    wl_tb_comm(&b, PROG_STREAM_DP, x->fam_dp, PROG_COLL_REDUCESCATTER, l->params * x->sb.grads,
+               "zero3 reducescatter grads", WL_ASYNC);
+  return b.t;
+}
+
+static void wl_templates(wl_par *x)
+{
+  const wl_model *m = x->m;
+  x->passes = g_new0(wl_pass, m->layers->len);
+  for (guint i = 0; i < m->layers->len; i++) {
+    bool block = m->blocks > 0 && i >= 1 && i <= (guint)m->blocks;
+    if (block && i > 1) {
+      x->passes[i] = x->passes[1]; /* every transformer block is the same */
+      continue;
+    }
+    const wl_layer *l = g_ptr_array_index(m->layers, i);
+    x->passes[i].fwd = wl_template(x, l, false);
+    x->passes[i].bwd = wl_template(x, l, true);
+  }
+}
+
+/* ---- pipeline schedules ---------------------------------------------------------------------- */
+
+typedef struct {
+  bool backward;
+  int chunk, mb;
+} wl_step;
+
+/* The k-th forward (or backward) pass of a stage: which chunk, which micro-batch. */
+static void wl_push_step(GArray *order, const wl_par *x, bool backward, int k)
+{
+  int p = x->pp, v = x->v, group = k % (p * v);
+  wl_step st = {.backward = backward};
+  st.chunk = v > 1 ? (backward ? v - 1 - group / p : group / p) : 0;
+  st.mb = v > 1 ? (k / (p * v)) * p + k % p : k;
+  g_array_append_val(order, st);
+}
+
+/* The order in which stage s runs its forward and backward chunk passes: `warm` forwards, then
+ * one forward and one backward in turn, then the remaining backwards (GPipe: all forwards
+ * first). Interleaved 1F1B walks the chunks p micro-batches at a time (Megatron). */
+static GArray *wl_schedule(const wl_par *x, int s)
+{
+  GArray *order = g_array_new(FALSE, FALSE, sizeof(wl_step));
+  int p = x->pp, m = x->micro, v = x->v, total = m * v;
+  cfg_schedule kind = p == 1 ? CFG_SCHED_1F1B : x->w->parallel.schedule;
+  int warm = kind == CFG_SCHED_GPIPE ? total
+             : v > 1                 ? MIN((p - s - 1) * 2 + (v - 1) * p, total)
+                                     : MIN(p - s - 1, total);
+  int f = 0, b = 0;
+  while (f < warm)
+    wl_push_step(order, x, false, f++);
+  while (f < total) {
+    wl_push_step(order, x, false, f++);
+    wl_push_step(order, x, true, b++);
+  }
+  while (b < total)
+    wl_push_step(order, x, true, b++);
+  return order;
+}
+
+/* ---- the stages ------------------------------------------------------------------------------ */
+
+typedef struct {
+  wl_par *x;
+  int cls, stage;
+  double chunk_act[64]; /* activations one micro-batch leaves behind, per chunk (v <= 64) */
+  uint32_t last_dp;     /* the last data-parallel collective */
+  bool has_dp;
+  double bucket;        /* parameters waiting in the current gradient bucket */
+  int buckets;
+} wl_st;
+
+/* Layers of chunk c on stage s: blocks [(c p + s) n, +n) with n = blocks / (p v). */
+static void wl_chunk_layers(const wl_par *x, int s, int c, guint *first, guint *count, bool *emb,
+                            bool *out)
+{
+  int n = x->m->blocks / (x->pp * x->v), g = c * x->pp + s;
+  *emb = g == 0;
+  *out = g == x->pp * x->v - 1;
+  if (x->m->blocks == 0) { /* a CNN: everything on the one stage */
+    *first = 0;
+    *count = x->m->layers->len;
+    return;
+  }
+  *first = 1 + (guint)(g * n);
+  *count = (guint)n;
+}
+
+static double wl_chunk_activations(const wl_par *x, int s, int c)
+{
+  guint first, count;
+  bool emb, out;
+  wl_chunk_layers(x, s, c, &first, &count, &emb, &out);
+  double a = 0;
+  for (guint i = first; i < first + count; i++)
+    a += ((const wl_layer *)g_ptr_array_index(x->m->layers, i))->saved_bytes;
+  if (x->m->blocks > 0) {
+    if (emb)
+      a += ((const wl_layer *)g_ptr_array_index(x->m->layers, 0))->saved_bytes;
+    if (out)
+      a += ((const wl_layer *)g_ptr_array_index(x->m->layers, x->m->layers->len - 1))->saved_bytes;
+  }
+  return a;
+}
+
+/* Gradient bucket of `params` parameters is full after `after`: reduce it. */
+static void wl_flush_bucket(wl_st *st, uint32_t after)
+{
+  wl_par *x = st->x;
+  if (st->bucket <= 0)
+    return;
+  int zero = x->w->parallel.zero;
+  g_autofree char *name = g_strdup_printf("%s grads bucket %d", zero ? "reducescatter" : "allreduce",
+                                          st->buckets++);
+  st->last_dp = prog_comm(x->p, st->cls, PROG_STREAM_DP, name,
+                          zero ? PROG_COLL_REDUCESCATTER : PROG_COLL_ALLREDUCE, x->fam_dp,
+                          st->bucket * x->sb.grads, &after, 1);
+  st->has_dp = true;
+  st->bucket = 0;
+}
+
+static uint32_t wl_run_layer(wl_st *st, guint i, bool backward, uint32_t count, uint32_t *dep,
+                             bool has_dep)
+{
+  wl_par *x = st->x;
+  const wl_layer *l = g_ptr_array_index(x->m->layers, i);
+  int t = backward ? x->passes[i].bwd : x->passes[i].fwd;
+  /* every micro-batch runs the same passes: format each name once */
+  gpointer key = GSIZE_TO_POINTER(((gsize)i << 24 | (gsize)count << 1 | backward) + 1);
+  const char *name = g_hash_table_lookup(x->names, key);
+  if (!name) {
+    g_autofree char *s = count > 1 ? g_strdup_printf("%s x%u %s", l->name, count, backward ? "bwd" : "fwd")
+                                   : g_strdup_printf("%s %s", l->name, backward ? "bwd" : "fwd");
+    name = g_string_chunk_insert_const(x->p->strings, s);
+    g_hash_table_insert(x->names, key, (gpointer)name);
+  }
+  return prog_macro(x->p, st->cls, name, t, count, dep, has_dep ? 1 : 0);
+}
+
+/* One forward or backward pass of a chunk for one micro-batch. */
+static uint32_t wl_pass_ops(wl_st *st, int c, bool backward, bool last_mb, uint32_t dep, bool has_dep)
+{
+  wl_par *x = st->x;
+  guint first, count;
+  bool emb, out;
+  wl_chunk_layers(x, st->stage, c, &first, &count, &emb, &out);
+  guint nl = x->m->layers->len;
+  /* the layers in execution order: embedding, blocks, output (reversed in backward) */
+  GArray *seq = g_array_new(FALSE, FALSE, sizeof(guint));
+  if (x->m->blocks > 0 && emb)
+    g_array_append_val(seq, (guint){0});
+  for (guint i = first; i < first + count; i++)
+    g_array_append_val(seq, i);
+  if (x->m->blocks > 0 && out) {
+    guint o = nl - 1;
+    g_array_append_val(seq, o);
+  }
+  bool reduce = last_mb && backward && x->dp * x->cp > 1 && x->w->parallel.zero <= 2;
+  uint32_t last = dep;
+  bool has = has_dep;
+  guint n = seq->len;
+  for (guint k = 0; k < n;) {
+    guint i = g_array_index(seq, guint, backward ? n - 1 - k : k);
+    bool block = x->m->blocks > 0 && i >= 1 && i <= (guint)x->m->blocks;
+    /* identical blocks run as one macro, unless gradients must be bucketed as they come */
+    guint run = 1;
+    while (block && !reduce && k + run < n) {
+      guint j = g_array_index(seq, guint, backward ? n - 1 - (k + run) : k + run);
+      if (!(j >= 1 && j <= (guint)x->m->blocks))
+        break;
+      run++;
+    }
+    last = wl_run_layer(st, i, backward, run, &last, has);
+    has = true;
+    if (reduce) {
+      st->bucket += ((const wl_layer *)g_ptr_array_index(x->m->layers, i))->params;
+      double cap = x->w->parallel.gradient_bucket / x->sb.grads;
+      if (st->bucket >= cap)
+        wl_flush_bucket(st, last);
+    }
+    k += run;
+  }
+  if (reduce)
+    wl_flush_bucket(st, last);
+  g_array_free(seq, TRUE);
+  return last;
+}
+
+static bool wl_first_chunk(const wl_par *x, int s, int c)
+{
+  return c * x->pp + s == 0;
+}
+
+static bool wl_last_chunk(const wl_par *x, int s, int c)
+{
+  return c * x->pp + s == x->pp * x->v - 1;
+}
+
+static void wl_stage_step(wl_st *st, const wl_step *step, int last_mb)
+{
+  wl_par *x = st->x;
+  prog_program *p = x->p;
+  int s = st->stage, c = step->chunk;
+  uint32_t dep = 0;
+  bool has = false;
+  if (!step->backward) {
+    if (!wl_first_chunk(x, s, c)) {
+      dep = prog_comm(p, st->cls, PROG_STREAM_PP_RECV, "recv activations", PROG_COLL_SENDRECV,
+                      x->fam_frecv, x->act_bytes, NULL, 0);
+      has = true;
+    }
+    uint32_t last = wl_pass_ops(st, c, false, false, dep, has);
+    prog_mem(p, st->cls, "activations", PROG_MEM_ACTIVATIONS, st->chunk_act[c], NULL, 0);
+    if (!wl_last_chunk(x, s, c))
+      prog_comm(p, st->cls, PROG_STREAM_PP, "send activations", PROG_COLL_SENDRECV, x->fam_fsend,
+                x->act_bytes, &last, 1);
+    return;
+  }
+  if (!wl_last_chunk(x, s, c)) {
+    dep = prog_comm(p, st->cls, PROG_STREAM_PP_RECV, "recv gradients", PROG_COLL_SENDRECV,
+                    x->fam_brecv, x->act_bytes, NULL, 0);
+    has = true;
+  }
+  if (x->m->recompute_peak > 0)
+    prog_mem(p, st->cls, "recompute working set", PROG_MEM_ACTIVATIONS, x->m->recompute_peak, NULL, 0);
+  uint32_t last = wl_pass_ops(st, c, true, step->mb == last_mb, dep, has);
+  if (x->m->recompute_peak > 0)
+    prog_mem(p, st->cls, "recompute working set", PROG_MEM_ACTIVATIONS, -x->m->recompute_peak, NULL, 0);
+  prog_mem(p, st->cls, "activations", PROG_MEM_ACTIVATIONS, -st->chunk_act[c], NULL, 0);
+  if (!wl_first_chunk(x, s, c))
+    prog_comm(p, st->cls, PROG_STREAM_PP, "send gradients", PROG_COLL_SENDRECV, x->fam_bsend,
+              x->act_bytes, &last, 1);
+}
+
+/* After the last backward: tied embedding gradients, the optimizer, ZeRO's parameter gather. */
+static void wl_stage_finish(wl_st *st, double params)
+{
+  wl_par *x = st->x;
+  prog_program *p = x->p;
+  const cfg_workload *w = x->w;
+  bool first = st->stage == 0, last = st->stage == x->pp - 1;
+  if (x->pp > 1 && w->model.tied_embeddings && x->m->blocks > 0 && (first || last)) {
+    const wl_layer *emb = g_ptr_array_index(x->m->layers, 0);
+    st->last_dp = prog_comm(p, st->cls, PROG_STREAM_DP, "allreduce tied embedding grads",
+                            PROG_COLL_ALLREDUCE, x->fam_emb, emb->params * x->sb.grads, NULL, 0);
+    st->has_dp = true;
+  }
+  wl_states states = wl_states_of(w, params);
+  double shard = w->parallel.zero >= 1 ? params / (x->dp * x->cp) : params;
+  /* streams weights, gradients and optimizer states through HBM (on the CPU when offloaded) */
+  double bytes = states.host + states.nvme > 0
+                     ? 0
+                     : shard * (2 * x->sb.weights + x->sb.grads + 2 * x->sb.optimizer);
+  uint32_t deps[1] = {st->last_dp};
+  uint32_t opt = prog_compute(p, st->cls, w->training.optimizer == CFG_OPT_ADAM ? "optimizer.adam" : "optimizer.sgd",
+                              CFG_KCLASS_OPTIMIZER, CFG_FP32, shard * 12, bytes, deps, st->has_dp ? 1 : 0);
+  if (w->parallel.zero >= 1 && w->parallel.zero <= 2 && x->dp * x->cp > 1)
+    prog_comm(p, st->cls, PROG_STREAM_DP, "allgather updated params", PROG_COLL_ALLGATHER, x->fam_dp,
+              params * x->sb.weights, &opt, 1);
+}
+
+static void wl_build_stage(wl_par *x, int s)
+{
+  prog_program *p = x->p;
+  wl_st st = {.x = x, .cls = s, .stage = s};
+  prog_class_at(p, s)->stage = s;
+  double params = 0;
+  for (int c = 0; c < x->v; c++) {
+    st.chunk_act[c] = wl_chunk_activations(x, s, c);
+    guint first, count;
+    bool emb, out;
+    wl_chunk_layers(x, s, c, &first, &count, &emb, &out);
+    for (guint i = first; i < first + count; i++)
+      params += ((const wl_layer *)g_ptr_array_index(x->m->layers, i))->params;
+    if (x->m->blocks > 0 && emb)
+      params += ((const wl_layer *)g_ptr_array_index(x->m->layers, 0))->params;
+    if (x->m->blocks > 0 && out)
+      params += ((const wl_layer *)g_ptr_array_index(x->m->layers, x->m->layers->len - 1))->params;
+  }
+  if (x->pp > 1 && s == x->pp - 1 && x->w->model.tied_embeddings && x->m->blocks > 0)
+    params += ((const wl_layer *)g_ptr_array_index(x->m->layers, 0))->params;
+  wl_states states = wl_states_of(x->w, params);
+  prog_mem(p, s, "weights", PROG_MEM_PARAMS, states.weights, NULL, 0);
+  prog_mem(p, s, "gradients", PROG_MEM_GRADS, states.grads, NULL, 0);
+  prog_mem(p, s, "optimizer states", PROG_MEM_OPTIMIZER, states.optimizer, NULL, 0);
+  GArray *order = wl_schedule(x, s);
+  for (guint i = 0; i < order->len; i++)
+    wl_stage_step(&st, &g_array_index(order, wl_step, i), x->micro - 1);
+  g_array_free(order, TRUE);
+  wl_stage_finish(&st, params);
+}
+
+bool wl_build_parallel(const cfg_workload *w, const wl_model *m, prog_program *p, GError **err)
+{
+  (void)err;
+  const cfg_parallel *par = &w->parallel;
+  wl_par x = {.w = w, .m = m, .p = p, .tp = par->tp, .cp = par->cp, .pp = par->pp, .dp = par->dp,
+              .v = par->pp > 1 ? par->virtual_stages : 1,
+              .sb = wl_state_bytes_per_param(&w->training)};
+  x.micro = w->training.global_batch / (par->dp * w->training.micro_batch);
+  /* Megatron sends 1/t of the activation and gathers it on arrival (scatter-gather) */
+  x.act_bytes = m->tokens * w->model.hidden * cfg_dtype_bytes(m->dtype) / x.tp;
+  wl_strides(&x);
+  for (int s = 0; s < x.pp; s++)
+    prog_class_add(p, "stage");
+  wl_groups(&x);
+  prog_finalize(p);
+  wl_templates(&x);
+  x.names = g_hash_table_new(g_direct_hash, g_direct_equal);
+  for (int s = 0; s < x.pp; s++)
+    wl_build_stage(&x, s);
+  g_hash_table_destroy(x.names);
+  g_free(x.passes);
+  return true;
+}

@@ -1,0 +1,209 @@
+/* 3D parallelism and ZeRO: the pipeline bubble on an ideal machine, interleaving, the folding of
+ * identical micro-batches, ZeRO-3's traffic, placement, the reference data-parallel builder, and
+ * the errors of impossible layouts. */
+#include "engine/engine.h"
+#include "helpers.h"
+#include "pipeline/pipeline.h"
+#include "workloads/workloads.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+/* Simulates and keeps the result; `full` disables the folding of micro-batches. */
+static eng_result par_run(const char *cluster, const char *workload, const char *const *sets,
+                          eng_kind kind, bool full)
+{
+  pipe_run run;
+  GError *err = NULL;
+  bool ok = pipe_simulate(cluster, workload, (char *const *)sets, kind, full, &run, &err);
+  cr_assert(ok, "%s", err ? err->message : "");
+  eng_result r = run.result;
+  r.class_peak = NULL;
+  r.events = r.mem_samples = NULL;
+  pipe_clear(&run);
+  return r;
+}
+
+/* GPT-3 1.3B cut into 4 stages of 6 blocks on one DGX A100, with a tiny vocabulary so that the
+ * first and last stages do what the others do, and links so fast that transfers vanish. */
+#define PAR_IDEAL "node.count=1", "parallel.pp=4", "parallel.dp=2", "model.vocab=64", \
+                  "node.intra.bandwidth=1000000TB/s", "gpu.calibration=none"
+
+Test(parallel, one_f_one_b_bubble_is_p_minus_1_over_m_plus_p_minus_1)
+{
+  const int m[] = {4, 8, 12};
+  for (size_t i = 0; i < G_N_ELEMENTS(m); i++) {
+    char batch[64];
+    g_snprintf(batch, sizeof batch, "training.global_batch=%d", m[i] * 2 * 8);
+    const char *sets[] = {PAR_IDEAL, batch, "parallel.schedule=1f1b", NULL};
+    eng_result r = par_run("dgx-a100", "gpt3-1.3b-dp", sets, ENG_ANALYTIC, true);
+    double expect = 3.0 / (m[i] + 3.0), got = r.bubble / r.step_time;
+    cr_assert(fabs(got - expect) < 0.01, "m %d: bubble %.4f of the step, expected %.4f", m[i], got,
+              expect);
+  }
+}
+
+Test(parallel, interleaving_shrinks_the_bubble_by_the_virtual_stages)
+{
+  const char *one[] = {PAR_IDEAL, "training.global_batch=128", "parallel.schedule=1f1b", NULL};
+  const char *two[] = {PAR_IDEAL, "training.global_batch=128", "parallel.schedule=interleaved",
+                       "parallel.virtual_stages=2", NULL};
+  const char *three[] = {PAR_IDEAL, "training.global_batch=128", "parallel.schedule=interleaved",
+                         "parallel.virtual_stages=3", "model.layers=36", NULL};
+  const char *one36[] = {PAR_IDEAL, "training.global_batch=128", "parallel.schedule=1f1b",
+                         "model.layers=36", NULL};
+  eng_result b1 = par_run("dgx-a100", "gpt3-1.3b-dp", one, ENG_ANALYTIC, true);
+  eng_result b2 = par_run("dgx-a100", "gpt3-1.3b-dp", two, ENG_ANALYTIC, true);
+  eng_result c1 = par_run("dgx-a100", "gpt3-1.3b-dp", one36, ENG_ANALYTIC, true);
+  eng_result c3 = par_run("dgx-a100", "gpt3-1.3b-dp", three, ENG_ANALYTIC, true);
+  cr_assert(fabs(b2.bubble / b1.bubble - 0.5) < 0.08, "v=2: bubble %g vs %g", b2.bubble, b1.bubble);
+  cr_assert(fabs(c3.bubble / c1.bubble - 1.0 / 3) < 0.08, "v=3: bubble %g vs %g", c3.bubble, c1.bubble);
+  cr_assert(b2.step_time < b1.step_time && c3.step_time < c1.step_time);
+}
+
+Test(parallel, folded_micro_batches_equal_the_full_simulation)
+{
+  const char *cases[][12] = {
+      {PAR_IDEAL, "training.global_batch=256", "parallel.schedule=1f1b", NULL},
+      {PAR_IDEAL, "training.global_batch=320", "parallel.schedule=gpipe", NULL},
+      {PAR_IDEAL, "training.global_batch=256", "parallel.schedule=interleaved",
+       "parallel.virtual_stages=2", NULL},
+      {"node.count=1", "parallel.pp=1", "parallel.dp=8", "training.global_batch=512", NULL},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++)
+    for (int e = 0; e < 2; e++) {
+      eng_kind kind = e ? ENG_DES : ENG_ANALYTIC;
+      eng_result folded = par_run("dgx-a100", "gpt3-1.3b-dp", cases[i], kind, false);
+      eng_result full = par_run("dgx-a100", "gpt3-1.3b-dp", cases[i], kind, true);
+      cr_assert(fabs(folded.step_time - full.step_time) <= 1e-9 * full.step_time,
+                "case %zu %s: folded %.12g full %.12g", i, eng_kind_name(kind), folded.step_time,
+                full.step_time);
+      cr_assert(fabs(folded.bubble - full.bubble) <= 1e-9 * full.step_time, "case %zu", i);
+      cr_assert(fabs(folded.peak_memory - full.peak_memory) <= 1e-6 * full.peak_memory,
+                "case %zu: peak %g vs %g", i, folded.peak_memory, full.peak_memory);
+    }
+}
+
+/* Bytes one rank sends and receives in its data-parallel collectives (ring algorithms: an
+ * all-reduce moves 2 (n-1)/n of its buffer, an all-gather or reduce-scatter (n-1)/n). */
+static double par_dp_traffic(const prog_program *p, int cls, int rank, uint32_t repeat)
+{
+  const prog_class *k = prog_class_at(p, cls);
+  double bytes = 0;
+  for (guint i = 0; i < k->ops->len; i++) {
+    const prog_op *op = &g_array_index(k->ops, prog_op, i);
+    if (op->tmpl >= 0) {
+      bytes += par_dp_traffic(p, op->tmpl, rank, repeat * op->count);
+      continue;
+    }
+    if (op->kind != PROG_COMM || op->dim != PROG_DIM_DP)
+      continue;
+    int n = prog_group_of(p, op->family, rank)->n;
+    double share = (double)(n - 1) / n * (op->coll == PROG_COLL_ALLREDUCE ? 2 : 1);
+    bytes += repeat * op->count * share * op->comm_bytes;
+  }
+  return bytes;
+}
+
+static double par_zero_traffic(const char *zero)
+{
+  const char *sets[] = {"node.count=2", "parallel.dp=16", "training.global_batch=128",
+                        "training.grad_dtype=bf16", zero, NULL};
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", sets, &c, &w));
+  hw_cluster *hw = hw_cluster_new(c);
+  prog_program *p = NULL;
+  GError *err = NULL;
+  cr_assert(wl_build(w, hw, &p, &err), "%s", err ? err->message : "");
+  double bytes = par_dp_traffic(p, p->class_of[0], 0, 1);
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
+  return bytes;
+}
+
+Test(parallel, zero3_moves_one_and_a_half_times_the_bytes_of_zero0)
+{
+  double z0 = par_zero_traffic("parallel.zero=0"), z3 = par_zero_traffic("parallel.zero=3");
+  double z1 = par_zero_traffic("parallel.zero=1"), z2 = par_zero_traffic("parallel.zero=2");
+  cr_assert(fabs(z3 / z0 - 1.5) < 0.01, "ZeRO-3 %g bytes, ZeRO-0 %g", z3, z0);
+  /* ZeRO-1/2: reduce-scatter + all-gather move what one all-reduce moves */
+  cr_assert(fabs(z1 / z0 - 1.0) < 0.01 && fabs(z2 / z0 - 1.0) < 0.01, "z1 %g z2 %g z0 %g", z1, z2, z0);
+}
+
+Test(parallel, tensor_parallelism_across_nodes_is_slower)
+{
+  const char *inside[] = {"node.count=2", "parallel.tp=8", "parallel.dp=2", "training.global_batch=16",
+                          "parallel.placement=[tp, cp, pp, dp]", NULL};
+  const char *across[] = {"node.count=2", "parallel.tp=8", "parallel.dp=2", "training.global_batch=16",
+                          "parallel.placement=[dp, cp, pp, tp]", NULL};
+  for (int e = 0; e < 2; e++) {
+    eng_kind kind = e ? ENG_DES : ENG_ANALYTIC;
+    eng_result in = par_run("dgx-h100", "gpt3-1.3b-dp", inside, kind, false);
+    eng_result out = par_run("dgx-h100", "gpt3-1.3b-dp", across, kind, false);
+    cr_assert(out.step_time > 1.05 * in.step_time, "%s: across %g inside %g", eng_kind_name(kind),
+              out.step_time, in.step_time);
+    cr_assert(out.comm[PROG_DIM_TP] > 1.5 * in.comm[PROG_DIM_TP]);
+  }
+}
+
+Test(parallel, one_stage_one_shard_equals_the_reference_data_parallel_builder)
+{
+  const char *const cases[][4] = {
+      {"node.count=2", "training.global_batch=128", NULL},
+      {"node.count=2", "training.global_batch=256", NULL},
+      {"node.count=1", "parallel.dp=8", "training.global_batch=192", NULL},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    cfg_cluster *c = NULL;
+    cfg_workload *w = NULL;
+    cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", cases[i], &c, &w));
+    hw_cluster *hw = hw_cluster_new(c);
+    prog_program *built = NULL, *ref = NULL;
+    GError *err = NULL;
+    cr_assert(wl_build(w, hw, &built, &err) && wl_build_reference_dp(w, hw, &ref, &err));
+    eng_options o = {.kind = ENG_ANALYTIC};
+    eng_result a, b;
+    cr_assert(eng_run(built, hw, &o, &a, &err) && eng_run(ref, hw, &o, &b, &err), "%s",
+              err ? err->message : "");
+    cr_assert(fabs(a.step_time - b.step_time) <= 1e-6 * b.step_time, "case %zu: %.9g vs %.9g", i,
+              a.step_time, b.step_time);
+    cr_assert_float_eq(built->meta.model_flops, ref->meta.model_flops, 1e-6 * ref->meta.model_flops);
+    eng_result_clear(&a);
+    eng_result_clear(&b);
+    prog_free(built);
+    prog_free(ref);
+    hw_cluster_free(hw);
+    cfg_workload_free(w);
+    cfg_cluster_free(c);
+  }
+}
+
+Test(parallel, impossible_layouts_exit_2_naming_the_key)
+{
+  const struct {
+    const char *args, *key;
+  } cases[] = {
+      {"--set parallel.tp=8 --set parallel.dp=1 --set model.heads=12 --set model.hidden=1536",
+       "parallel.tp"},
+      {"--set parallel.pp=8 --set parallel.dp=1 --set parallel.schedule=interleaved "
+       "--set parallel.virtual_stages=2",
+       "virtual_stages"},
+      {"--set parallel.pp=2 --set parallel.dp=1", "8 GPUs"},
+      {"--set parallel.pp=4 --set parallel.dp=2 --set parallel.schedule=interleaved "
+       "--set parallel.virtual_stages=2 --set training.global_batch=48",
+       "multiple"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *args = g_strdup_printf("run -c dgx-a100 -w gpt3-1.3b-dp --set node.count=1 %s",
+                                            cases[i].args);
+    th_proc p = th_dlsim(args);
+    cr_assert_eq(p.status, 2, "%s -> %d: %s", args, p.status, p.out);
+    cr_assert(g_str_has_prefix(p.out, "dlsim: error: ") && strstr(p.out, cases[i].key), "%s: %s",
+              args, p.out);
+    th_proc_clear(&p);
+  }
+}

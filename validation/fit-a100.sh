@@ -1,0 +1,19 @@
+#!/bin/sh
+# Reproduces configs/calibration/a100.yaml. The A100 has no GEMM table and no nccl-tests table of
+# its own here, so it takes what transfers from the H100 fit (configs/calibration/h100.yaml:
+# NCCL's software latencies and chunks, the GEMM K ramp and per-kernel fixed cost), and two
+# A100 measurements:
+#  - flops.gemm 0.90: the A100-SXM maximum achievable matmul throughput, 271.2 of 312 TFLOP/s at
+#    its best shape (stas00/ml-engineering MAMF table, shared/validation/kernels/kernels.md 1b),
+#    i.e. 0.869, divided by the K ramp at that shape (K = 5120: 5120 / (5120 + 177)).
+#  - sustained: FITTED on two end-to-end runs, the FlashAttention-2 paper's GPT3-1.3B and
+#    GPT3-2.7B at 2k context with FlashAttention-2 on 8 A100 (Table 1). Every other end-to-end
+#    case (the same table's 8k and no-FlashAttention rows, Korthikanti et al. Table 5, MT-NLG)
+#    is a check of it.
+# usage: validation/fit-a100.sh [path/to/dlsim]
+set -eu
+DLSIM=${1:-build/release/dlsim}
+$DLSIM calibrate --case fa2-gpt3-1.3b-2k-fa2 --case fa2-gpt3-2.7b-2k-fa2 \
+  --param gpu.efficiency.sustained=0.9 \
+  --set gpu.calibration=configs/calibration/h100.yaml --set gpu.efficiency.flops.gemm=0.90 \
+  -o configs/calibration/a100.yaml

@@ -1,0 +1,22 @@
+#!/bin/sh
+# Reproduces configs/calibration/h100.yaml from dlsim's defaults, on two real tables:
+#  1. NCCL: nccl-tests all_reduce_perf on 2 nodes x 8 H100 (issue 309). Only latencies, the
+#     NVLS efficiency and pipeline chunks move; the link efficiencies stay at the values NVIDIA
+#     states (0.82 of NVLink for rings, 0.95 of NDR). Every other nccl table in
+#     validation/cases is a check of this fit.
+#  2. GEMM: the XLA sm_90 matmul table, bf16, batch-1 rows only (125 shapes). The batch-2 and
+#     batch-4 rows (250 shapes) are the check (validation/cases/gemm-h100-bf16-batched).
+# The send/recv efficiency (nccl.p2p_efficiency default 0.66) was fitted the same way on the
+# A100 sendrecv table:
+#   dlsim calibrate --nccl validation/nccl/liplus_a100_8gpu_sendrecv.csv -c dgx-a100 \
+#     --set node.count=1 --set gpu.calibration=none --op sendrecv --gpus 8 --fit p2p_efficiency -o x.yaml
+# usage: validation/fit-h100.sh [path/to/dlsim]
+set -eu
+DLSIM=${1:-build/release/dlsim}
+$DLSIM calibrate --nccl validation/nccl/issue309_h100_16gpu_2node_allreduce.csv \
+  -c dgx-h100 --set node.count=2 --set gpu.calibration=none --op allreduce --gpus 16 \
+  --fit base_latency --fit hop_latency --fit nvls_efficiency --fit chunk \
+  -o configs/calibration/h100.yaml
+$DLSIM calibrate --gemm validation/kernels/xla_matmul_perf_table_sm90.csv -c dgx-h100 \
+  --dtype bf16 --filter batch=1 --time-column bf16_time_ns_derived --time-unit ns \
+  -o configs/calibration/h100.yaml
