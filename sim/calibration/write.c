@@ -26,6 +26,7 @@ static void calib_write_efficiency(GString *o, const cfg_efficiency *e, const ch
                            e->flops_efficiency[k]);
   g_string_append_printf(o, "}\n  memory: %.4f\n  gemm_k_half: %.1f\n  sustained: %.4f\n",
                          e->memory_efficiency, e->gemm_k_half, e->sustained);
+  g_string_append_printf(o, "  fp8_scale: %.4f\n", e->fp8_scale);
   g_string_append_printf(o, "  launch_overhead: %.4gus\n  comm_overhead: %.4gus\n",
                          e->launch_overhead * 1e6, e->comm_overhead * 1e6);
   g_string_append_printf(o, "  source: \"%s\"\n", source);
@@ -38,6 +39,7 @@ static void calib_write_nccl_block(GString *o, const cfg_nccl *n, const char *so
                          n->link_efficiency[CFG_LINK_INTRA], n->link_efficiency[CFG_LINK_NETWORK]);
   g_string_append_printf(o, "  nvls_efficiency: %.4f\n", n->nvls_efficiency);
   g_string_append_printf(o, "  p2p_efficiency: %.4f\n", n->p2p_efficiency);
+  g_string_append_printf(o, "  deepep_efficiency: %.4f\n", n->deepep_efficiency);
   calib_write_by_proto(o, "base_latency", n->base_latency, true);
   g_string_append(o, "  hop_latency:\n  ");
   calib_write_by_proto(o, "intra", n->hop_latency[CFG_LINK_INTRA], true);

@@ -311,7 +311,9 @@ static int cal_cases_fit(const cal_args *a)
     }
     printf("dlsim calibrate: %u cases, %d parameters\n", cc.cases->len, cc.nkeys);
     cal_print_cases(&cc, "before");
-    calib_search_run(&s, 3, 150, 150);
+    /* each evaluation simulates every case: a few dozen per parameter reach 1e-10 */
+    int budget = 40 * cc.nkeys + 20;
+    calib_search_run(&s, cc.nkeys > 1 ? 3 : 1, budget, budget / 3);
     ok = !cc.error && isfinite(cal_cases_loss(&cc));
     if (ok) {
       for (int i = 0; i < cc.nkeys; i++)

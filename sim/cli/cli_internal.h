@@ -5,11 +5,16 @@
 #include "cli/cli.h"
 #include "config/config.h"
 
+#include <cjson/cJSON.h>
+
 /* The case files named on the command line (names or paths), or every case of
  * validation/cases/ when none is named. */
 GPtrArray *cli_case_files(int argc, char **argv, GError **err);
 /* The case's metric as dlsim predicts it, with `extra` overrides after the case's own (a
  * ratio_to case: the ratio). Not for table cases. */
 bool cli_case_predict(const cfg_case *c, char *const *extra, double *out, GError **err);
+
+/* What `dlsim moe --json` reports of a case's MoE layer (times, bottleneck bandwidths). */
+cJSON *cli_moe_json(const char *cluster, const char *workload, char *const *sets, GError **err);
 
 #endif

@@ -55,6 +55,8 @@ static cJSON *val_command_json(const cfg_case *c, char *const *sets, GError **er
     pipe_clear(&run);
     return j;
   }
+  if (strcmp(cmd, "moe") == 0)
+    return cli_moe_json(c->cluster, c->workload, sets, err);
   cfg_cluster *cl = NULL;
   cfg_workload *w = NULL;
   cJSON *j = NULL;
@@ -78,7 +80,7 @@ static cJSON *val_command_json(const cfg_case *c, char *const *sets, GError **er
     mem_report_clear(&m);
   } else {
     g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
-                "command '%s' is not one of run, memory, memory-states, deepspeed", cmd);
+                "command '%s' is not one of run, memory, memory-states, deepspeed, moe", cmd);
   }
   cfg_cluster_free(cl);
   cfg_workload_free(w);

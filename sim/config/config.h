@@ -68,6 +68,8 @@ typedef struct {
   double memory_efficiency;               /* fraction of HBM bandwidth reached by streaming kernels */
   double gemm_k_half;                     /* a GEMM with reduction dimension K reaches
                                            * flops.gemm * K / (K + gemm_k_half) of peak */
+  double fp8_scale;                       /* what fp8 kernels reach of their peak, relative to
+                                           * what 16-bit ones reach of theirs */
   double sustained;                       /* fraction of the kernel benchmarks' FLOP/s that a long
                                            * training run sustains (clocks under power and
                                            * thermal limits); scales compute-bound time */
@@ -87,6 +89,8 @@ typedef struct {
   double nvls_efficiency;                    /* the same for NVLink SHARP (in-switch) traffic */
   double p2p_efficiency;                     /* ... for send/recv (and all-to-all), which NCCL
                                                 runs on fewer channels per peer than rings */
+  double deepep_efficiency;                  /* ... for DeepEP's MoE dispatch / combine
+                                                kernels over NVLink */
   double base_latency[CFG_NPROTOS];          /* per collective: launch and set-up */
   double hop_latency[CFG_NLINKCLASSES][CFG_NPROTOS]; /* per step over a link class */
   double chunk[CFG_NPROTOS];                 /* pipeline chunk per channel (fill of pipelines) */
@@ -148,14 +152,31 @@ typedef struct {
 
 /* ---- model --------------------------------------------------------------------------------- */
 
+typedef enum { CFG_ROUTING_UNIFORM, CFG_ROUTING_ZIPF, CFG_ROUTING_HISTOGRAM } cfg_routing;
+
 typedef struct {
   int experts, top_k, expert_ffn_hidden, shared_experts, every;
+  int first_dense;        /* dense (non-MoE) layers before the first MoE layer */
+  cfg_routing routing;    /* how tokens spread over experts */
+  double zipf_s;          /* routing: zipf, P(expert of rank i) ~ 1 / i^s */
+  char *histogram;        /* routing: histogram, a file of per-expert loads (resolved path) */
+  double capacity_factor; /* tokens an expert takes, in units of the mean; 0: unbounded */
+  int drop_tokens;        /* 0/1: tokens over capacity are dropped (else the expert runs them) */
+  int max_nodes;          /* device-limited routing: a token goes to at most this many nodes
+                           * (0: no limit) */
 } cfg_moe;
+
+/* Multi-head latent attention (DeepSeek-V2/V3): low-rank compressed queries and keys/values. */
+typedef struct {
+  int q_rank, kv_rank, rope_dim; /* 0 when the model has no MLA */
+} cfg_mla;
 
 typedef struct {
   cfg_model_kind kind;
   char *name;
   int layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len;
+  int head_dim;        /* per attention head (default hidden / heads) */
+  cfg_mla mla;
   cfg_activation activation;
   int tied_embeddings; /* 0/1 */
   cfg_moe moe;
@@ -188,6 +209,9 @@ typedef struct {
   cfg_dim placement[CFG_NDIMS];
   int nplacement;
   double gradient_bucket; /* bytes */
+  int uneven_stages;      /* 0/1: layers need not divide into pp x virtual_stages chunks */
+  int moe_overlap;        /* 0/1: each MoE layer runs two half batches, one's all-to-all under
+                           * the other's compute (DeepSeek's dual micro-batch overlap) */
 } cfg_parallel;
 
 typedef struct {
@@ -203,9 +227,14 @@ typedef struct {
   cfg_requests requests;
 } cfg_serving;
 
+typedef enum { CFG_A2A_NCCL, CFG_A2A_DEEPEP, CFG_A2A_DEEPEP_LL } cfg_a2a;
+
 typedef struct {
   char *algorithm; /* "auto" or an algorithm name understood by the collectives module */
   char *protocol;  /* "auto", "ll", "ll128" or "simple" */
+  cfg_a2a a2a;     /* MoE dispatch / combine kernels: NCCL all-to-all, or DeepEP's */
+  double sm_reserved; /* fraction of the SMs communication kernels hold: compute that runs
+                       * beside a collective slows by 1 / (1 - sm_reserved) */
 } cfg_collectives;
 
 /* What else takes GPU memory, each line with a documented default (see memory.h). */

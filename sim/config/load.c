@@ -210,6 +210,9 @@ void cfg_efficiency_defaults(cfg_efficiency *e)
   CFG_DEFAULT_QTY(e->gemm_k_half, 177);
   CFG_DEFAULT_QTY(e->launch_overhead, 2e-6);
   CFG_DEFAULT_QTY(e->sustained, 0.8081); /* fitted on A100 (validation/fit-a100.sh) */
+  /* measured: H100 SXM best-shape matmul, FP8 e4m3 70.9 % of peak vs BF16 80.3 % (stas00's
+   * MAMF table, shared/validation/kernels/kernels.md 1b) */
+  CFG_DEFAULT_QTY(e->fp8_scale, 0.883);
   CFG_DEFAULT_QTY(e->comm_overhead, 10e-6);
   if (!e->source)
     e->source = g_strdup("dlsim defaults (not calibrated)");
@@ -231,6 +234,7 @@ void cfg_nccl_defaults(cfg_nccl *n)
   CFG_DEFAULT_QTY(n->link_efficiency[CFG_LINK_NETWORK], 0.95);
   CFG_DEFAULT_QTY(n->nvls_efficiency, 0.69);
   CFG_DEFAULT_QTY(n->p2p_efficiency, 0.66); /* fitted: nccl-a100-8gpu-sendrecv */
+  CFG_DEFAULT_QTY(n->deepep_efficiency, 0.956); /* fitted: deepep-h800-ep8-dispatch */
   for (int p = 0; p < CFG_NPROTOS; p++) {
     CFG_DEFAULT_QTY(n->base_latency[p], base[p]);
     for (int c = 0; c < CFG_NLINKCLASSES; c++)
@@ -249,6 +253,7 @@ void cfg_nccl_merge(cfg_nccl *dst, const cfg_nccl *src)
     CFG_DEFAULT_QTY(dst->link_efficiency[c], src->link_efficiency[c]);
   CFG_DEFAULT_QTY(dst->nvls_efficiency, src->nvls_efficiency);
   CFG_DEFAULT_QTY(dst->p2p_efficiency, src->p2p_efficiency);
+  CFG_DEFAULT_QTY(dst->deepep_efficiency, src->deepep_efficiency);
   for (int p = 0; p < CFG_NPROTOS; p++) {
     CFG_DEFAULT_QTY(dst->base_latency[p], src->base_latency[p]);
     for (int c = 0; c < CFG_NLINKCLASSES; c++)
@@ -269,6 +274,7 @@ static void cfg_efficiency_merge(cfg_efficiency *dst, const cfg_efficiency *src)
   CFG_DEFAULT_QTY(dst->memory_efficiency, src->memory_efficiency);
   CFG_DEFAULT_QTY(dst->launch_overhead, src->launch_overhead);
   CFG_DEFAULT_QTY(dst->sustained, src->sustained);
+  CFG_DEFAULT_QTY(dst->fp8_scale, src->fp8_scale);
   CFG_DEFAULT_QTY(dst->gemm_k_half, src->gemm_k_half);
   CFG_DEFAULT_QTY(dst->comm_overhead, src->comm_overhead);
   if (!dst->source && src->source)
@@ -402,6 +408,48 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
   return true;
 }
 
+/* Defaults and checks of the routing of a mixture-of-experts layer. */
+static bool cfg_moe_check(cfg_moe *m, int layers, const cfg_doc *d, GError **err)
+{
+  CFG_DEFAULT_INT(m->first_dense, 0);
+  CFG_DEFAULT_INT(m->routing, CFG_ROUTING_UNIFORM);
+  CFG_DEFAULT_QTY(m->zipf_s, 1.0);
+  CFG_DEFAULT_QTY(m->capacity_factor, 0.0);
+  CFG_DEFAULT_INT(m->drop_tokens, 0);
+  CFG_DEFAULT_INT(m->max_nodes, 0);
+  if (m->first_dense >= layers)
+    return cfg_fail(err, d, "model.moe.first_dense",
+                    "model.moe.first_dense = %d leaves no MoE layer among %d layers",
+                    m->first_dense, layers);
+  if (m->routing == CFG_ROUTING_HISTOGRAM && !m->histogram)
+    return cfg_fail(err, d, "model.moe.routing",
+                    "model.moe.routing = histogram needs model.moe.histogram (a file of "
+                    "per-expert loads)");
+  if (!(m->zipf_s > 0))
+    return cfg_fail(err, d, "model.moe.zipf_s", "model.moe.zipf_s: expected a number > 0");
+  if (m->capacity_factor < 0 || (m->capacity_factor > 0 && m->capacity_factor < 1))
+    return cfg_fail(err, d, "model.moe.capacity_factor",
+                    "model.moe.capacity_factor = %g: expected 0 (unbounded) or >= 1",
+                    m->capacity_factor);
+  if (m->drop_tokens && m->capacity_factor == 0)
+    return cfg_fail(err, d, "model.moe.drop_tokens",
+                    "model.moe.drop_tokens needs a model.moe.capacity_factor");
+  return true;
+}
+
+static bool cfg_mla_check(cfg_mla *m, const cfg_doc *d, GError **err)
+{
+  bool any = m->q_rank != CFG_UNSET_INT || m->kv_rank != CFG_UNSET_INT || m->rope_dim != CFG_UNSET_INT;
+  if (!any) {
+    m->q_rank = m->kv_rank = m->rope_dim = 0;
+    return true;
+  }
+  if (m->q_rank == CFG_UNSET_INT || m->kv_rank == CFG_UNSET_INT)
+    return cfg_fail(err, d, "model.mla", "model.mla: 'q_rank' and 'kv_rank' are required");
+  CFG_DEFAULT_INT(m->rope_dim, 0);
+  return true;
+}
+
 static bool cfg_model_check(cfg_model *m, const cfg_doc *d, GError **err)
 {
   CFG_DEFAULT_INT(m->kind, CFG_MODEL_TRANSFORMER);
@@ -430,9 +478,12 @@ static bool cfg_model_check(cfg_model *m, const cfg_doc *d, GError **err)
   CFG_DEFAULT_INT(m->ffn_hidden, 4 * m->hidden);
   CFG_DEFAULT_INT(m->activation, CFG_ACT_GELU);
   CFG_DEFAULT_INT(m->tied_embeddings, m->activation == CFG_ACT_GELU);
-  if (m->hidden % m->heads != 0)
+  if (m->head_dim == CFG_UNSET_INT && m->hidden % m->heads != 0)
     return cfg_fail(err, d, "model.heads", "model.heads = %d does not divide hidden = %d",
                     m->heads, m->hidden);
+  CFG_DEFAULT_INT(m->head_dim, m->hidden / m->heads);
+  if (!cfg_mla_check(&m->mla, d, err))
+    return false;
   if (m->heads % m->kv_heads != 0)
     return cfg_fail(err, d, "model.kv_heads", "model.kv_heads = %d does not divide heads = %d",
                     m->kv_heads, m->heads);
@@ -445,6 +496,8 @@ static bool cfg_model_check(cfg_model *m, const cfg_doc *d, GError **err)
     if (m->moe.top_k > m->moe.experts)
       return cfg_fail(err, d, "model.moe.top_k", "model.moe.top_k = %d exceeds experts = %d",
                       m->moe.top_k, m->moe.experts);
+    if (!cfg_moe_check(&m->moe, m->layers, d, err))
+      return false;
   }
   return true;
 }
@@ -484,6 +537,8 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
     return cfg_fail(err, d, "parallel.offload",
                     "parallel.offload = nvme, but the cluster's nodes have no NVMe (node.nvme)");
   CFG_DEFAULT_QTY(p->gradient_bucket, 25.0 * 1024 * 1024); /* PyTorch DDP bucket_cap_mb = 25 */
+  CFG_DEFAULT_INT(p->uneven_stages, 0);
+  CFG_DEFAULT_INT(p->moe_overlap, 0);
   if (p->nplacement == 0) {
     const cfg_dim def[] = {CFG_DIM_TP, CFG_DIM_CP, CFG_DIM_PP, CFG_DIM_DP};
     memcpy(p->placement, def, sizeof def);
@@ -544,6 +599,12 @@ static bool cfg_workload_check(cfg_workload *w, const cfg_cluster *c, GError **e
     w->collectives.algorithm = g_strdup("auto");
   if (!w->collectives.protocol)
     w->collectives.protocol = g_strdup("auto");
+  CFG_DEFAULT_INT(w->collectives.a2a, CFG_A2A_NCCL);
+  CFG_DEFAULT_QTY(w->collectives.sm_reserved, 0.0);
+  if (!(w->collectives.sm_reserved >= 0 && w->collectives.sm_reserved < 0.9))
+    return cfg_fail(err, d, "collectives.sm_reserved",
+                    "collectives.sm_reserved = %g: expected a fraction in [0, 0.9)",
+                    w->collectives.sm_reserved);
   /* Allowances that are not model states or activations: uncalibrated, documented defaults. */
   cfg_memory *m = &w->memory;
   CFG_DEFAULT_QTY(m->cuda_context, 512.0 * 1048576);   /* CUDA context + library workspaces */
@@ -693,6 +754,7 @@ void cfg_workload_free(cfg_workload *w)
     return;
   g_free(w->model.name);
   g_free(w->model.preset);
+  g_free(w->model.moe.histogram);
   g_free(w->collectives.algorithm);
   g_free(w->collectives.protocol);
   cfg_doc_free(w->doc);

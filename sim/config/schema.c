@@ -25,6 +25,7 @@ static const char *const cfg_activation_names[] = {"gelu", "swiglu", NULL};
 static const char *const cfg_optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const cfg_recompute_names[] = {"none", "selective", "full", NULL};
 static const char *const cfg_schedule_names[] = {"gpipe", "1f1b", "interleaved", NULL};
+static const char *const cfg_a2a_names[] = {"nccl", "deepep", "deepep-ll", NULL};
 static const char *const cfg_offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const cfg_dim_names[] = {"tp", "cp", "pp", "dp", NULL};
 static const char *const cfg_scheduler_names[] = {"continuous", "static", NULL};
@@ -80,7 +81,7 @@ static void cfg_efficiency_init(void *p)
   for (int k = 0; k < CFG_NKCLASSES; k++)
     e->flops_efficiency[k] = NAN;
   e->memory_efficiency = e->launch_overhead = e->comm_overhead = e->gemm_k_half = NAN;
-  e->sustained = NAN;
+  e->sustained = e->fp8_scale = NAN;
   e->source = NULL;
 }
 
@@ -91,6 +92,7 @@ static const cfg_field cfg_efficiency_fields[] = {
      .unit = UNITS_FRACTION, .max = 1.0},
     F_QTY(cfg_efficiency, "gemm_k_half", gemm_k_half, UNITS_NUMBER),
     F_QTY(cfg_efficiency, "sustained", sustained, UNITS_FRACTION),
+    F_QTY(cfg_efficiency, "fp8_scale", fp8_scale, UNITS_FRACTION),
     F_QTY(cfg_efficiency, "launch_overhead", launch_overhead, UNITS_SECONDS),
     F_QTY(cfg_efficiency, "comm_overhead", comm_overhead, UNITS_SECONDS),
     F_STR(cfg_efficiency, "source", source),
@@ -119,7 +121,7 @@ void cfg_nccl_init(void *p)
 {
   cfg_nccl *n = p;
   cfg_nan(n->link_efficiency, CFG_NLINKCLASSES);
-  n->nvls_efficiency = n->p2p_efficiency = NAN;
+  n->nvls_efficiency = n->p2p_efficiency = n->deepep_efficiency = NAN;
   cfg_nan(n->base_latency, CFG_NPROTOS);
   cfg_nan(&n->hop_latency[0][0], CFG_NLINKCLASSES * CFG_NPROTOS);
   cfg_nan(n->chunk, CFG_NPROTOS);
@@ -134,6 +136,8 @@ static const cfg_field cfg_nccl_fields[] = {
     {.key = "nvls_efficiency", .type = CFG_T_QTY, .offset = offsetof(cfg_nccl, nvls_efficiency),
      .unit = UNITS_FRACTION, .max = 1.0},
     {.key = "p2p_efficiency", .type = CFG_T_QTY, .offset = offsetof(cfg_nccl, p2p_efficiency),
+     .unit = UNITS_FRACTION, .max = 1.0},
+    {.key = "deepep_efficiency", .type = CFG_T_QTY, .offset = offsetof(cfg_nccl, deepep_efficiency),
      .unit = UNITS_FRACTION, .max = 1.0},
     {.key = "base_latency", .type = CFG_T_QTY_BY_ENUM, .offset = offsetof(cfg_nccl, base_latency),
      .unit = UNITS_SECONDS, .names = cfg_proto_names},
@@ -285,10 +289,16 @@ const cfg_schema cfg_schema_cluster =
 
 /* ---- model -------------------------------------------------------------------------------- */
 
+static const char *const cfg_routing_names[] = {"uniform", "zipf", "histogram", NULL};
+
 static void cfg_moe_init(void *p)
 {
   cfg_moe *m = p;
   cfg_init_int(&m->experts, 5);
+  m->first_dense = m->drop_tokens = m->max_nodes = CFG_UNSET_INT;
+  m->routing = (cfg_routing)CFG_UNSET_INT;
+  m->zipf_s = m->capacity_factor = NAN;
+  m->histogram = NULL;
 }
 
 static const cfg_field cfg_moe_fields[] = {
@@ -297,8 +307,28 @@ static const cfg_field cfg_moe_fields[] = {
     F_INT(cfg_moe, "expert_ffn_hidden", expert_ffn_hidden, 1),
     F_INT(cfg_moe, "shared_experts", shared_experts, 0),
     F_INT(cfg_moe, "every", every, 1),
+    F_INT(cfg_moe, "first_dense", first_dense, 0),
+    F_ENUM(cfg_moe, "routing", routing, cfg_routing_names),
+    F_QTY(cfg_moe, "zipf_s", zipf_s, UNITS_NUMBER),
+    F_PATH(cfg_moe, "histogram", histogram),
+    F_QTY(cfg_moe, "capacity_factor", capacity_factor, UNITS_NUMBER),
+    F_BOOL(cfg_moe, "drop_tokens", drop_tokens),
+    F_INT(cfg_moe, "max_nodes", max_nodes, 0),
 };
 static const cfg_schema cfg_schema_moe = SCHEMA("model.moe", cfg_moe, cfg_moe_fields, cfg_moe_init);
+
+static void cfg_mla_init(void *p)
+{
+  cfg_mla *m = p;
+  m->q_rank = m->kv_rank = m->rope_dim = CFG_UNSET_INT;
+}
+
+static const cfg_field cfg_mla_fields[] = {
+    F_INT(cfg_mla, "q_rank", q_rank, 1),
+    F_INT(cfg_mla, "kv_rank", kv_rank, 1),
+    F_INT(cfg_mla, "rope_dim", rope_dim, 0),
+};
+static const cfg_schema cfg_schema_mla = SCHEMA("model.mla", cfg_mla, cfg_mla_fields, cfg_mla_init);
 
 static void cfg_model_init(void *p)
 {
@@ -309,6 +339,8 @@ static void cfg_model_init(void *p)
   m->activation = (cfg_activation)CFG_UNSET_INT;
   m->tied_embeddings = CFG_UNSET_INT;
   cfg_moe_init(&m->moe);
+  cfg_mla_init(&m->mla);
+  m->head_dim = CFG_UNSET_INT;
   m->preset = NULL;
   m->image_size = m->num_classes = CFG_UNSET_INT;
   m->params = m->largest_layer_params = NAN;
@@ -327,6 +359,8 @@ static const cfg_field cfg_model_fields[] = {
     F_ENUM(cfg_model, "activation", activation, cfg_activation_names),
     F_BOOL(cfg_model, "tied_embeddings", tied_embeddings),
     F_MAP(cfg_model, "moe", moe, cfg_schema_moe),
+    F_INT(cfg_model, "head_dim", head_dim, 1),
+    F_MAP(cfg_model, "mla", mla, cfg_schema_mla),
     F_STR(cfg_model, "preset", preset),
     F_INT(cfg_model, "image_size", image_size, 1),
     F_INT(cfg_model, "num_classes", num_classes, 1),
@@ -370,6 +404,7 @@ static void cfg_parallel_init(void *p)
   x->offload_params = CFG_UNSET_INT;
   x->nplacement = 0;
   x->gradient_bucket = NAN;
+  x->uneven_stages = x->moe_overlap = CFG_UNSET_INT;
 }
 
 static const cfg_field cfg_parallel_fields[] = {
@@ -387,6 +422,8 @@ static const cfg_field cfg_parallel_fields[] = {
     {.key = "placement", .type = CFG_T_SEQ_ENUM, .offset = offsetof(cfg_parallel, placement),
      .count_offset = offsetof(cfg_parallel, nplacement), .names = cfg_dim_names, .max = CFG_NDIMS},
     F_QTY(cfg_parallel, "gradient_bucket", gradient_bucket, UNITS_BYTES),
+    F_BOOL(cfg_parallel, "uneven_stages", uneven_stages),
+    F_BOOL(cfg_parallel, "moe_overlap", moe_overlap),
 };
 static const cfg_schema cfg_schema_parallel =
     SCHEMA("parallel", cfg_parallel, cfg_parallel_fields, cfg_parallel_init);
@@ -435,11 +472,15 @@ static void cfg_collectives_init(void *p)
 {
   cfg_collectives *c = p;
   c->algorithm = c->protocol = NULL;
+  c->a2a = (cfg_a2a)CFG_UNSET_INT;
+  c->sm_reserved = NAN;
 }
 
 static const cfg_field cfg_collectives_fields[] = {
     F_STR(cfg_collectives, "algorithm", algorithm),
     F_STR(cfg_collectives, "protocol", protocol),
+    F_ENUM(cfg_collectives, "a2a", a2a, cfg_a2a_names),
+    F_QTY(cfg_collectives, "sm_reserved", sm_reserved, UNITS_FRACTION),
 };
 static const cfg_schema cfg_schema_collectives =
     SCHEMA("collectives", cfg_collectives, cfg_collectives_fields, cfg_collectives_init);

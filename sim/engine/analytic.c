@@ -331,7 +331,7 @@ bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_opt
 {
   an_state st = {.p = p, .hw = hw, .opt = opt, .out = out};
   st.planner = eng_planner_new(hw, opt);
-  st.costs = eng_costs_new(p, hw, st.planner);
+  st.costs = eng_costs_new(p, hw, st.planner, opt);
   st.stream_ops = eng_stream_lists(p);
   st.instances = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, an_instance_free);
   st.group_units = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, an_group_units_free);

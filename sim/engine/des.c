@@ -446,7 +446,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
 {
   des_ctx c = {.p = p, .hw = hw, .opt = opt};
   c.planner = eng_planner_new(hw, opt);
-  c.costs = eng_costs_new(p, hw, c.planner);
+  c.costs = eng_costs_new(p, hw, c.planner, opt);
   if (!des_plan_all(&c, err))
     return false;
   c.speed = hw_peak_flops(hw, p->meta.dtype);

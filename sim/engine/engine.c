@@ -85,6 +85,7 @@ struct eng_costs {
   const hw_cluster *hw;
   coll_planner *pl;
   GHashTable *templates; /* (tmpl, class) -> eng_tmpl */
+  double slowdown;       /* extra compute time per second a collective runs beside it */
 };
 
 /* One template as a class runs it. */
@@ -94,14 +95,18 @@ typedef struct {
   double sync;                  /* makespan of the synchronous chain alone */
   double sync_comm[PROG_NDIMS]; /* busy time of collectives on that chain, per dimension */
   double async_comm[PROG_NDIMS];/* ... and off it (data / expert parallel) */
+  double overlap;               /* compute time with a collective in flight beside it */
 } eng_tmpl;
 
-eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_planner *pl)
+eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_planner *pl,
+                         const eng_options *opt)
 {
   eng_costs *c = g_new0(eng_costs, 1);
   c->p = p;
   c->hw = hw;
   c->pl = pl;
+  double f = opt ? opt->sm_reserved : 0;
+  c->slowdown = f > 0 && f < 1 ? f / (1 - f) : 0;
   c->templates = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
   return c;
 }
@@ -114,21 +119,74 @@ void eng_costs_free(eng_costs *c)
   g_free(c);
 }
 
-static bool eng_async_stream(int stream)
+/* Ops off the synchronous chain of a template: data-parallel collectives (prefetched ZeRO-3
+ * gathers and reductions that overlap the next run) and expert-parallel ones that nothing in
+ * the template waits for (MoE all-to-alls hidden by the other half batch). */
+static bool *eng_async_ops(const prog_program *p, int tmpl)
 {
-  return stream == PROG_STREAM_DP || stream == PROG_STREAM_EP;
+  const prog_class *k = prog_class_at(p, tmpl);
+  bool *async = g_new0(bool, MAX(k->ops->len, 1u));
+  g_autofree bool *needed = g_new0(bool, MAX(k->ops->len, 1u));
+  for (guint i = 0; i < k->ops->len; i++) {
+    const prog_op *op = &g_array_index(k->ops, prog_op, i);
+    const uint32_t *deps = prog_op_deps(p, tmpl, op);
+    for (uint32_t d = 0; d < op->ndeps; d++)
+      needed[deps[d]] = true;
+  }
+  for (guint i = 0; i < k->ops->len; i++) {
+    const prog_op *op = &g_array_index(k->ops, prog_op, i);
+    async[i] = op->stream == PROG_STREAM_DP || (op->stream == PROG_STREAM_EP && !needed[i]);
+  }
+  return async;
 }
 
-/* List-schedules a template once; with `sync_only` the asynchronous streams are left out.
- * Fills `t`'s busy times (sync_only: the synchronous chain's). */
+typedef struct {
+  double start, end;
+} eng_interval;
+
+static int eng_interval_cmp(const void *a, const void *b)
+{
+  const eng_interval *x = a, *y = b;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Time during which an interval of `a` (disjoint, in order: one compute stream) meets one of
+ * `b` (any order, may overlap). */
+static double eng_intersection(GArray *a, GArray *b)
+{
+  g_array_sort(b, eng_interval_cmp);
+  double total = 0, reach = -INFINITY;
+  guint i = 0;
+  for (guint j = 0; j < b->len; j++) {
+    eng_interval x = g_array_index(b, eng_interval, j);
+    x.start = MAX(x.start, reach); /* the union: skip what an earlier interval covered */
+    if (x.end <= x.start)
+      continue;
+    reach = x.end;
+    while (i < a->len && g_array_index(a, eng_interval, i).end <= x.start)
+      i++;
+    for (guint k = i; k < a->len && g_array_index(a, eng_interval, k).start < x.end; k++) {
+      const eng_interval *y = &g_array_index(a, eng_interval, k);
+      total += MAX(0.0, MIN(y->end, x.end) - MAX(y->start, x.start));
+    }
+  }
+  return total;
+}
+
+/* List-schedules a template once; with `sync_only` the asynchronous ops are left out. Fills
+ * `t`'s busy times (sync_only: the synchronous chain's) and, for the full pass, how long
+ * compute ran beside a collective. */
 static double eng_template_pass(eng_costs *c, int tmpl, int rank, bool sync_only, eng_tmpl *t)
 {
   const prog_class *k = prog_class_at(c->p, tmpl);
   double free_at[PROG_NSTREAMS] = {0}, makespan = 0;
   g_autofree double *end = g_new0(double, MAX(k->ops->len, 1u));
+  g_autofree bool *is_async = eng_async_ops(c->p, tmpl);
+  GArray *computes = g_array_new(FALSE, FALSE, sizeof(eng_interval));
+  GArray *comms = g_array_new(FALSE, FALSE, sizeof(eng_interval));
   for (guint i = 0; i < k->ops->len; i++) {
     const prog_op *op = &g_array_index(k->ops, prog_op, i);
-    bool async = eng_async_stream(op->stream);
+    bool async = is_async[i];
     if (sync_only && async)
       continue;
     double ready = free_at[op->stream];
@@ -151,7 +209,13 @@ static double eng_template_pass(eng_costs *c, int tmpl, int rank, bool sync_only
     end[i] = ready + dur;
     free_at[op->stream] = end[i];
     makespan = MAX(makespan, end[i]);
+    if (dur > 0 && op->kind != PROG_MEM)
+      g_array_append_val(op->kind == PROG_COMM ? comms : computes, ((eng_interval){ready, end[i]}));
   }
+  if (!sync_only)
+    t->overlap = eng_intersection(computes, comms);
+  g_array_free(computes, TRUE);
+  g_array_free(comms, TRUE);
   return makespan;
 }
 
@@ -164,6 +228,11 @@ static const eng_tmpl *eng_template_times(eng_costs *c, int tmpl, int rank)
   t = g_new0(eng_tmpl, 1);
   t->makespan = eng_template_pass(c, tmpl, rank, false, t);
   t->sync = eng_template_pass(c, tmpl, rank, true, t);
+  /* communication kernels hold SMs: the compute that runs beside them is slower */
+  double slow = c->slowdown * t->overlap;
+  t->makespan += slow;
+  t->sync += slow;
+  t->compute += slow;
   double async = 0;
   for (int d = 0; d < PROG_NDIMS; d++)
     async = MAX(async, t->async_comm[d]);

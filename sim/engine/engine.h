@@ -18,6 +18,8 @@ typedef struct {
   bool unfold;     /* run collectives step by step instead of folded phases */
   coll_algo algo;  /* collectives.algorithm */
   int proto;       /* collectives.protocol: COLL_PROTO_AUTO or a cfg_proto */
+  double sm_reserved; /* collectives.sm_reserved: compute beside a collective slows by
+                       * 1 / (1 - sm_reserved) */
 } eng_options;
 
 typedef struct {

@@ -38,7 +38,8 @@ double eng_mem_peak(GArray *events, double base, GArray *samples_out, int rank);
  * and bucketed reduction do. Templates are evaluated once per class, with its representative's
  * groups (the ranks of a class have symmetric groups). */
 typedef struct eng_costs eng_costs;
-eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_planner *pl);
+eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_planner *pl,
+                         const eng_options *opt);
 void eng_costs_free(eng_costs *c);
 double eng_op_duration(eng_costs *c, const prog_op *op, int rank);
 /* The spans of a compute or macro op that starts at `start` (a macro: its compute, then its

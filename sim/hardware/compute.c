@@ -45,8 +45,10 @@ double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k)
    * split) run below the large-GEMM rate */
   if (k->kclass == CFG_KCLASS_GEMM && k->inner > 0)
     eff *= k->inner / (k->inner + e->gemm_k_half);
-  double t_flops = k->flops > 0 ? k->flops / (hw_peak_flops(hw, k->dtype) * eff * e->sustained)
-                                : 0.0;
+  double peak = hw_peak_flops(hw, k->dtype);
+  if (peak == g->flops[CFG_FP8] && k->dtype == CFG_FP8)
+    eff *= e->fp8_scale;
+  double t_flops = k->flops > 0 ? k->flops / (peak * eff * e->sustained) : 0.0;
   double t_bytes = k->bytes > 0 ? k->bytes / (g->memory_bandwidth * e->memory_efficiency) : 0.0;
   return MAX(t_flops, t_bytes) + e->launch_overhead;
 }

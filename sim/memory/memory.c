@@ -7,7 +7,8 @@
 const char *mem_extra_name(mem_extra e)
 {
   static const char *const names[] = {"cuda_context", "nccl_buffers", "comm_buckets",
-                                      "zero3_live_params", "recompute", "fragmentation"};
+                                      "zero3_live_params", "recompute", "moe_buffers",
+                                      "fragmentation"};
   return e < MEM_NEXTRA ? names[e] : "?";
 }
 
@@ -18,13 +19,14 @@ static int mem_groups(const cfg_parallel *p)
 
 /* Parameters held by a stage (tied embeddings: the last stage keeps its own copy). */
 static double mem_stage_params(const wl_model *m, const cfg_workload *w, const wl_stage *st,
-                               double *largest)
+                               double *largest, double *experts)
 {
   double params = 0;
-  *largest = 0;
+  *largest = *experts = 0;
   for (guint i = st->first; i < st->first + st->count; i++) {
     const wl_layer *l = g_ptr_array_index(m->layers, i);
     params += l->params;
+    *experts += l->expert_params;
     *largest = MAX(*largest, l->params);
   }
   const wl_layer *emb = g_ptr_array_index(m->layers, 0);
@@ -51,6 +53,8 @@ static void mem_extras(const cfg_workload *w, const wl_model *m, double largest,
   s->extra[MEM_COMM_BUCKETS] = p->dp > 1 || p->zero > 0 ? 2 * mm->comm_bucket : 0;
   s->extra[MEM_ZERO3_LIVE] = p->zero >= 3 ? largest * b.weights + mm->zero3_prefetch : 0;
   s->extra[MEM_RECOMPUTE] = m->recompute_peak;
+  /* the copies this GPU sends and the busiest rank receives, in 16 bits (DeepEP, Megatron) */
+  s->extra[MEM_MOE_BUFFERS] = p->ep > 1 ? m->moe_copies * w->model.hidden * 2 * (1 + m->moe_load) : 0;
   double rest = s->model_states + s->activations + s->kv_cache;
   for (int e = 0; e < MEM_FRAGMENTATION; e++)
     rest += s->extra[e];
@@ -65,9 +69,9 @@ static void mem_fill_stage(const cfg_workload *w, const wl_model *m, int stage, 
 {
   const cfg_parallel *p = &w->parallel;
   wl_stage st = wl_stage_of(m, p->pp, stage);
-  double largest = 0;
-  double params = mem_stage_params(m, w, &st, &largest);
-  wl_states states = wl_states_of(w, params);
+  double largest = 0, experts = 0;
+  double params = mem_stage_params(m, w, &st, &largest, &experts);
+  wl_states states = wl_states_of_split(w, params, experts);
   memset(s, 0, sizeof *s);
   s->stage = stage;
   s->params = states.weights;

@@ -16,6 +16,7 @@ typedef enum {
   MEM_COMM_BUCKETS,  /* two memory.comm_bucket: gradient buckets, ZeRO reduce / gather buffers */
   MEM_ZERO3_LIVE,    /* ZeRO-3: the largest layer gathered, plus memory.zero3_prefetch */
   MEM_RECOMPUTE,     /* one block's dropped activations, alive again while it is recomputed */
+  MEM_MOE_BUFFERS,   /* MoE dispatch / combine: the token copies sent and received */
   MEM_FRAGMENTATION, /* memory.fragmentation of everything else: the caching allocator's waste */
   MEM_NEXTRA
 } mem_extra;

@@ -72,6 +72,7 @@ static bool pipe_fold(pipe_run *out, int micro, GError **err)
     meta->tokens *= scale;
     meta->model_flops *= scale;
     meta->hardware_flops *= scale;
+    meta->a2a_bytes *= scale;
   }
   eng_result_clear(&r1);
   prog_free(p1);
@@ -87,6 +88,7 @@ bool pipe_simulate(const char *cluster, const char *workload, char *const *sets,
   out->hw = hw_cluster_new(out->cluster);
   out->options.kind = engine;
   out->options.trace = trace;
+  out->options.sm_reserved = out->workload->collectives.sm_reserved;
   if (!coll_algo_parse(out->workload->collectives.algorithm, &out->options.algo, err) ||
       !coll_proto_parse(out->workload->collectives.protocol, &out->options.proto, err))
     return false;
@@ -95,6 +97,9 @@ bool pipe_simulate(const char *cluster, const char *workload, char *const *sets,
     return false;
   int micro = pipe_micro_batches(out->workload), pp = out->workload->parallel.pp;
   int step = pp > 1 ? pp : 1;
+  /* the folded runs use other micro-batch counts: check the real one first */
+  if (!wl_check_layout(out->workload, err))
+    return false;
   if (!trace && micro >= 4 * step)
     return pipe_fold(out, micro, err);
   if (!wl_build(out->workload, out->hw, &out->program, err))

@@ -114,6 +114,10 @@ typedef struct {
   double hardware_flops; /* per step, all GPUs, with recomputation (HFU) */
   cfg_dtype dtype;       /* whose peak MFU is measured against */
   char *description;     /* "resnet50, DP 2" */
+  /* mixture of experts (a2a_bytes 0: none) */
+  double a2a_bytes;      /* per GPU per step, the busiest stage: bytes its all-to-alls send */
+  double moe_load;       /* the busiest expert-parallel rank's work over the mean */
+  double moe_dropped;    /* fraction of token copies dropped at expert capacity */
 } prog_meta;
 
 typedef struct {

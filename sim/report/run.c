@@ -66,6 +66,15 @@ void rep_run_text(FILE *out, const rep_run *r)
         fprintf(out, "    %-16s %12s  (exposed %s)\n", prog_dim_name((prog_dim)d), a, b);
       }
   }
+  const prog_meta *meta = &r->program->meta;
+  if (meta->a2a_bytes > 0) {
+    g_autofree char *bytes = units_format_bytes(meta->a2a_bytes);
+    fprintf(out, "  mixture of experts: all-to-alls move %s per GPU per step; busiest expert rank "
+                 "%.3fx the mean", bytes, meta->moe_load);
+    if (meta->moe_dropped > 0)
+      fprintf(out, ", %.1f %% of token copies dropped", 100 * meta->moe_dropped);
+    fprintf(out, "\n");
+  }
   g_autofree char *peak = units_format_bytes(f.peak_bytes);
   g_autofree char *cap = units_format_bytes(f.capacity_bytes);
   fprintf(out, "  memory per GPU   %12s of %s: %s\n", peak, cap,
@@ -106,6 +115,13 @@ cJSON *rep_run_json(const rep_run *r)
   cJSON_AddNumberToObject(b, "other", res->other);
   cJSON_AddItemToObject(j, "comm_s", rep_dims_json(res->comm));
   cJSON_AddItemToObject(j, "exposed_comm_s", rep_dims_json(res->exposed));
+  if (r->program->meta.a2a_bytes > 0) {
+    cJSON *moe = cJSON_AddObjectToObject(j, "moe");
+    cJSON_AddNumberToObject(moe, "a2a_bytes_per_gpu", r->program->meta.a2a_bytes);
+    cJSON_AddNumberToObject(moe, "exposed_a2a_s", res->exposed[PROG_DIM_EP]);
+    cJSON_AddNumberToObject(moe, "load_factor", r->program->meta.moe_load);
+    cJSON_AddNumberToObject(moe, "dropped_fraction", r->program->meta.moe_dropped);
+  }
   cJSON *m = cJSON_AddObjectToObject(j, "memory");
   cJSON_AddNumberToObject(m, "peak_bytes", f.peak_bytes);
   cJSON_AddNumberToObject(m, "capacity_bytes", f.capacity_bytes);

@@ -94,7 +94,14 @@ double wl_model_fwd_flops(const wl_model *m)
 wl_shard wl_shard_of(const cfg_workload *w)
 {
   wl_shard s = {.micro_batch = w->training.micro_batch, .tp = w->parallel.tp, .cp = w->parallel.cp,
-                .sp = w->parallel.sequence_parallel != 0, .recompute = w->training.recompute};
+                .sp = w->parallel.sequence_parallel != 0, .recompute = w->training.recompute,
+                .ep = MAX(w->parallel.ep, 1), .moe_load = 1};
+  if (w->model.kind == CFG_MODEL_MOE_TRANSFORMER) {
+    double tokens = (double)s.micro_batch * w->model.seq_len / (MAX(s.cp, 1) * MAX(s.tp, 1));
+    /* the routing file was read when the workload was checked: this cannot fail now */
+    if (!wl_moe_load(&w->model.moe, s.ep, tokens, &s.moe_load, &s.moe_dropped, NULL))
+      s.moe_load = 1;
+  }
   return s;
 }
 
@@ -147,6 +154,15 @@ bool wl_generic_build(wl_model *m, const cfg_model *cm, const cfg_training *t, G
   return true;
 }
 
+void wl_chunk_blocks(int blocks, int chunks, int g, int *first, int *count)
+{
+  /* the blocks that do not divide evenly go to the middle chunks: the first and the last also
+   * run the embedding and the output layer */
+  int base = blocks / chunks, extra = blocks % chunks, lo = (chunks - extra) / 2;
+  *first = g * base + CLAMP(g - lo, 0, extra);
+  *count = base + (g >= lo && g < lo + extra ? 1 : 0);
+}
+
 wl_stage wl_stage_of(const wl_model *m, int pp, int s)
 {
   wl_stage st = {0};
@@ -158,11 +174,12 @@ wl_stage wl_stage_of(const wl_model *m, int pp, int s)
     return st;
   }
   /* layers: [embedding, blocks..., output] */
-  guint per = (guint)(m->blocks / pp);
+  int first, count;
+  wl_chunk_blocks(m->blocks, pp, s, &first, &count);
   st.embedding = s == 0;
   st.output = s == pp - 1;
-  st.first = 1 + (guint)s * per - (st.embedding ? 1 : 0);
-  st.count = per + (st.embedding ? 1 : 0) + (st.output ? n - 1 - (guint)m->blocks : 0);
+  st.first = 1 + (guint)first - (st.embedding ? 1 : 0);
+  st.count = (guint)count + (st.embedding ? 1 : 0) + (st.output ? n - 1 - (guint)m->blocks : 0);
   return st;
 }
 
@@ -187,17 +204,26 @@ double wl_inflight(const cfg_parallel *p, int stage, int micro_batches)
 
 wl_states wl_states_of(const cfg_workload *w, double params)
 {
+  return wl_states_of_split(w, params, 0);
+}
+
+/* One state of `params` parameters, `experts` of them routed experts' : ZeRO partitions the
+ * dense ones over the data-parallel ranks, the experts over the ranks that hold the same ones. */
+static double wl_sharded(double params, double experts, double bytes, const cfg_parallel *p, int stage)
+{
+  double dp = (double)p->dp * p->cp, edp = dp / MAX(p->ep, 1);
+  if (p->zero < stage)
+    return params * bytes;
+  return ((params - experts) / dp + experts / edp) * bytes;
+}
+
+wl_states wl_states_of_split(const cfg_workload *w, double params, double experts)
+{
   wl_state_bytes b = wl_state_bytes_per_param(&w->training);
   const cfg_parallel *p = &w->parallel;
-  double shard = (double)p->dp * p->cp; /* ZeRO partitions over the data-parallel ranks */
-  wl_states s = {.weights = params * b.weights, .grads = params * b.grads,
-                 .optimizer = params * b.optimizer};
-  if (p->zero >= 1)
-    s.optimizer /= shard;
-  if (p->zero >= 2)
-    s.grads /= shard;
-  if (p->zero >= 3)
-    s.weights /= shard;
+  wl_states s = {.weights = wl_sharded(params, experts, b.weights, p, 3),
+                 .grads = wl_sharded(params, experts, b.grads, p, 2),
+                 .optimizer = wl_sharded(params, experts, b.optimizer, p, 1)};
   double moved = 0;
   if (p->offload != CFG_OFFLOAD_NONE) {
     /* ZeRO-Offload: the optimizer steps on the CPU, so its states and the gradient partition

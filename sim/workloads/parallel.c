@@ -10,7 +10,10 @@
  * gradients reduced in buckets as the last micro-batch's backward produces them (all-reduce
  * without ZeRO, reduce-scatter with ZeRO 1-2, then an all-gather of the updated parameters);
  * ZeRO-3 gathers each layer's parameters in forward and again in backward and reduce-scatters
- * its gradients. */
+ * its gradients. Mixture of experts: the experts are split over an expert-parallel group of ep
+ * data-parallel ranks; an all-to-all dispatches each MoE layer's token copies to their experts
+ * and another combines them back (and both again in backward); expert gradients are reduced
+ * over the expert-data-parallel group (the dp / ep ranks that hold the same experts). */
 #include "workloads/workloads_internal.h"
 
 #include <math.h>
@@ -22,11 +25,14 @@ typedef struct {
 
 typedef struct {
   const cfg_workload *w;
+  const hw_cluster *hw;
   const wl_model *m;
   prog_program *p;
-  int tp, cp, pp, dp, v, micro;
+  int tp, cp, pp, dp, v, micro, ep;
   int stride[CFG_NDIMS];
-  int fam_tp, fam_cp, fam_dp, fam_emb;
+  int fam_tp, fam_cp, fam_dp, fam_emb, fam_ep, fam_edp;
+  double a2a[4];     /* bytes per GPU of a MoE layer's all-to-alls: dispatch, combine, and
+                      * their backward passes */
   int fam_fsend, fam_frecv, fam_bsend, fam_brecv;
   wl_pass *passes; /* per wl_model layer (blocks share one) */
   GHashTable *names; /* (layer, count, backward) -> macro name, interned in the program */
@@ -97,6 +103,36 @@ static int wl_pair(wl_par *x, int a, int b)
   return prog_group_add(x->p, r, 2);
 }
 
+/* Expert parallelism splits the data-parallel coordinate d into d / ep (which group) and
+ * d % ep (which experts): the ep group runs consecutive coordinates, the expert-data-parallel
+ * group the ones that hold the same experts (with every context-parallel rank). */
+static void wl_expert_groups(wl_par *x)
+{
+  x->fam_ep = prog_family_add(x->p, "ep", PROG_DIM_EP);
+  x->fam_edp = prog_family_add(x->p, "edp", PROG_DIM_DP);
+  int edp = x->dp / x->ep;
+  g_autofree int *ranks = g_new(int, MAX(x->ep, edp * x->cp));
+  for (int r = 0; r < x->p->nranks; r++) {
+    int d = wl_coord(x, r, CFG_DIM_DP);
+    if (d % x->ep == 0) { /* the first rank of its expert-parallel group */
+      for (int k = 0; k < x->ep; k++)
+        ranks[k] = wl_rank_with(x, r, CFG_DIM_DP, d + k);
+      int g = prog_group_add(x->p, ranks, x->ep);
+      for (int k = 0; k < x->ep; k++)
+        prog_family_set(x->p, x->fam_ep, ranks[k], g);
+    }
+    if (d < x->ep && wl_coord(x, r, CFG_DIM_CP) == 0) {
+      int n = 0;
+      for (int c = 0; c < x->cp; c++)
+        for (int k = 0; k < edp; k++)
+          ranks[n++] = wl_rank_with(x, wl_rank_with(x, r, CFG_DIM_CP, c), CFG_DIM_DP, d + k * x->ep);
+      int g = prog_group_add(x->p, ranks, n);
+      for (int k = 0; k < n; k++)
+        prog_family_set(x->p, x->fam_edp, ranks[k], g);
+    }
+  }
+}
+
 static void wl_groups(wl_par *x)
 {
   prog_program *p = x->p;
@@ -104,6 +140,8 @@ static void wl_groups(wl_par *x)
   x->fam_tp = prog_family_add(p, "tp", PROG_DIM_TP);
   x->fam_cp = prog_family_add(p, "cp", PROG_DIM_CP);
   x->fam_dp = prog_family_add(p, "dp", PROG_DIM_DP);
+  if (x->m->moe_tokens > 0)
+    wl_expert_groups(x);
   x->fam_emb = prog_family_add(p, "embedding", PROG_DIM_DP);
   x->fam_fsend = prog_family_add(p, "pp-send-next", PROG_DIM_PP);
   x->fam_frecv = prog_family_add(p, "pp-recv-prev", PROG_DIM_PP);
@@ -142,9 +180,18 @@ typedef struct {
   bool has_pending;
   uint32_t gather;   /* ZeRO-3 parameter all-gather every compute op waits for */
   bool has_gather;
-  uint32_t deferred; /* a collective the next weight-gradient kernel waits for */
+  uint32_t deferred; /* a collective a later kernel waits for: the next weight gradient, or the
+                      * next kernel named `deferred_until` */
   bool has_deferred;
+  const char *deferred_until;
 } wl_tb;
+
+/* Whether kernel `k` is `name` of its layer ("layer3.qkv.dgrad" is "qkv.dgrad"). */
+static bool wl_is(const wl_kernel *k, const char *name)
+{
+  const char *dot = strchr(k->name, '.');
+  return strcmp(dot ? dot + 1 : k->name, name) == 0;
+}
 
 static bool wl_is_wgrad(const wl_kernel *k)
 {
@@ -157,7 +204,7 @@ static uint32_t wl_tb_compute(wl_tb *b, const wl_kernel *k)
   uint32_t n = 0;
   if (b->has_pending)
     deps[n++] = b->pending;
-  if (b->has_deferred && wl_is_wgrad(k)) {
+  if (b->has_deferred && (b->deferred_until ? wl_is(k, b->deferred_until) : wl_is_wgrad(k))) {
     deps[n++] = b->deferred;
     b->has_deferred = false;
   }
@@ -185,15 +232,10 @@ static void wl_tb_comm(wl_tb *b, prog_stream stream, int family, prog_coll coll,
   } else if (wait == WL_BEFORE_WGRAD) {
     b->deferred = op;
     b->has_deferred = true;
+    b->deferred_until = NULL;
   }
 }
 
-/* Whether kernel `k` is `name` of its layer ("layer3.qkv.dgrad" is "qkv.dgrad"). */
-static bool wl_is(const wl_kernel *k, const char *name)
-{
-  const char *dot = strchr(k->name, '.');
-  return strcmp(dot ? dot + 1 : k->name, name) == 0;
-}
 
 /* Tensor-parallel collectives around the kernel `k` of a transformer layer (Megatron). */
 static void wl_tp_before(wl_tb *b, const wl_kernel *k, bool backward, double act)
@@ -251,6 +293,74 @@ static void wl_cp_around(wl_tb *b, const wl_kernel *k, bool backward, bool befor
     wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_REDUCESCATTER, kv, "cp reducescatter dkv", WL_ASYNC);
 }
 
+/* A collective after the last compute op that the next kernel named `until` waits for. */
+static void wl_tb_comm_until(wl_tb *b, prog_stream stream, int family, prog_coll coll,
+                             double bytes, const char *name, const char *until)
+{
+  wl_tb_comm(b, stream, family, coll, bytes, name, WL_ASYNC);
+  prog_class *t = prog_class_at(b->x->p, b->t);
+  b->deferred = t->ops->len - 1;
+  b->has_deferred = true;
+  b->deferred_until = until;
+}
+
+/* Mixture of experts: the dispatch all-to-all after the token copies are gathered by expert
+ * (the shared experts run while it is in flight; the routed experts wait for it), the combine
+ * after the experts; in backward, the combine's gradients to the experts and the dispatch's
+ * back. With moe_overlap the two half batches hide each other's all-to-alls: nothing in the
+ * layer waits for them, the layer takes the longer of its compute and its all-to-alls. */
+static void wl_ep_after(wl_tb *b, const wl_kernel *k, bool backward)
+{
+  wl_par *x = b->x;
+  if (x->m->moe_tokens <= 0 || x->ep == 1)
+    return;
+  bool overlap = x->w->parallel.moe_overlap != 0;
+  const char *step = !backward ? (wl_is(k, "permute") ? "dispatch" : wl_is(k, "experts_down") ? "combine" : NULL)
+                               : (wl_is(k, "unpermute.bwd") ? "combine.bwd" : wl_is(k, "experts_up.dgrad") ? "dispatch.bwd" : NULL);
+  if (!step)
+    return;
+  int i = !backward ? (step[0] == 'd' ? 0 : 1) : (step[0] == 'c' ? 2 : 3);
+  g_autofree char *name = g_strdup_printf("ep alltoall %s", step);
+  if (overlap)
+    wl_tb_comm(b, PROG_STREAM_EP, x->fam_ep, PROG_COLL_ALLTOALL, x->a2a[i], name, WL_ASYNC);
+  else if (i == 0 || i == 3) /* the next kernels (shared experts, weight gradients) need not wait */
+    wl_tb_comm_until(b, PROG_STREAM_EP, x->fam_ep, PROG_COLL_ALLTOALL, x->a2a[i], name,
+                     i == 0 ? "experts_up" : "permute.bwd");
+  else
+    wl_tb_comm(b, PROG_STREAM_EP, x->fam_ep, PROG_COLL_ALLTOALL, x->a2a[i], name, WL_BLOCKING);
+}
+
+/* The data-parallel collective of a layer's states: the dense part over the data-parallel
+ * group, the routed experts over the expert-data-parallel one. */
+static void wl_tb_states(wl_tb *b, const wl_layer *l, prog_coll coll, double bytes_per_param,
+                         const char *name, bool gather)
+{
+  wl_par *x = b->x;
+  double dense = l->params - l->expert_params;
+  uint32_t first = 0;
+  bool has_first = false;
+  for (int part = 0; part < 2; part++) {
+    double params = part ? l->expert_params : dense;
+    if (params <= 0)
+      continue;
+    int fam = part ? x->fam_edp : x->fam_dp;
+    if (gather) {
+      uint32_t op = prog_comm(x->p, b->t, PROG_STREAM_DP, name, coll, fam, params * bytes_per_param,
+                              NULL, 0);
+      if (!has_first) {
+        first = op;
+        has_first = true;
+      }
+    } else {
+      wl_tb_comm(b, PROG_STREAM_DP, fam, coll, params * bytes_per_param, name, WL_ASYNC);
+    }
+  }
+  if (gather && has_first) {
+    b->gather = first;
+    b->has_gather = true;
+  }
+}
+
 static int wl_template(wl_par *x, const wl_layer *l, bool backward)
 {
   g_autofree char *name = g_strdup_printf("%s.%s", l->name, backward ? "bwd" : "fwd");
@@ -258,11 +368,8 @@ static int wl_template(wl_par *x, const wl_layer *l, bool backward)
   double act = x->m->tokens * x->w->model.hidden * cfg_dtype_bytes(x->m->dtype) *
                (x->w->model.kind == CFG_MODEL_CNN ? 0 : 1);
   bool zero3 = x->w->parallel.zero >= 3 && x->dp * x->cp > 1;
-  if (zero3) { /* gather this layer's parameters (prefetched: it waits for nothing) */
-    b.gather = prog_comm(x->p, b.t, PROG_STREAM_DP, "zero3 allgather params", PROG_COLL_ALLGATHER,
-                         x->fam_dp, l->params * x->sb.weights, NULL, 0);
-    b.has_gather = true;
-  }
+  if (zero3) /* gather this layer's parameters (prefetched: it waits for nothing) */
+    wl_tb_states(&b, l, PROG_COLL_ALLGATHER, x->sb.weights, "zero3 allgather params", true);
   const GArray *ks = backward ? l->bwd : l->fwd;
   for (guint i = 0; i < ks->len; i++) {
     const wl_kernel *k = &g_array_index(ks, wl_kernel, i);
@@ -273,10 +380,10 @@ static int wl_template(wl_par *x, const wl_layer *l, bool backward)
     wl_tb_compute(&b, k);
     wl_cp_around(&b, k, bwd, false);
     wl_tp_after(&b, k, bwd, act);
+    wl_ep_after(&b, k, bwd);
   }
   if (zero3 && backward)
-    wl_tb_comm(&b, PROG_STREAM_DP, x->fam_dp, PROG_COLL_REDUCESCATTER, l->params * x->sb.grads,
-               "zero3 reducescatter grads", WL_ASYNC);
+    wl_tb_states(&b, l, PROG_COLL_REDUCESCATTER, x->sb.grads, "zero3 reducescatter grads", false);
   return b.t;
 }
 
@@ -285,12 +392,15 @@ static void wl_templates(wl_par *x)
   const wl_model *m = x->m;
   x->passes = g_new0(wl_pass, m->layers->len);
   for (guint i = 0; i < m->layers->len; i++) {
-    bool block = m->blocks > 0 && i >= 1 && i <= (guint)m->blocks;
-    if (block && i > 1) {
-      x->passes[i] = x->passes[1]; /* every transformer block is the same */
+    const wl_layer *l = g_ptr_array_index(m->layers, i);
+    guint same = i;
+    for (guint j = 1; j < i && same == i; j++) /* blocks of one kind run one kernel list */
+      if (((const wl_layer *)g_ptr_array_index(m->layers, j))->fwd == l->fwd)
+        same = j;
+    if (same != i) {
+      x->passes[i] = x->passes[same];
       continue;
     }
-    const wl_layer *l = g_ptr_array_index(m->layers, i);
     x->passes[i].fwd = wl_template(x, l, false);
     x->passes[i].bwd = wl_template(x, l, true);
   }
@@ -345,14 +455,15 @@ typedef struct {
   uint32_t last_dp;     /* the last data-parallel collective */
   bool has_dp;
   double bucket;        /* parameters waiting in the current gradient bucket */
+  double expert_bucket; /* ... of them, routed experts' */
   int buckets;
 } wl_st;
 
-/* Layers of chunk c on stage s: blocks [(c p + s) n, +n) with n = blocks / (p v). */
+/* Layers of chunk c on stage s: chunk g = c p + s of the blocks split into p v chunks. */
 static void wl_chunk_layers(const wl_par *x, int s, int c, guint *first, guint *count, bool *emb,
                             bool *out)
 {
-  int n = x->m->blocks / (x->pp * x->v), g = c * x->pp + s;
+  int g = c * x->pp + s;
   *emb = g == 0;
   *out = g == x->pp * x->v - 1;
   if (x->m->blocks == 0) { /* a CNN: everything on the one stage */
@@ -360,7 +471,9 @@ static void wl_chunk_layers(const wl_par *x, int s, int c, guint *first, guint *
     *count = x->m->layers->len;
     return;
   }
-  *first = 1 + (guint)(g * n);
+  int f, n;
+  wl_chunk_blocks(x->m->blocks, x->pp * x->v, g, &f, &n);
+  *first = 1 + (guint)f;
   *count = (guint)n;
 }
 
@@ -385,16 +498,22 @@ static double wl_chunk_activations(const wl_par *x, int s, int c)
 static void wl_flush_bucket(wl_st *st, uint32_t after)
 {
   wl_par *x = st->x;
-  if (st->bucket <= 0)
-    return;
   int zero = x->w->parallel.zero;
-  g_autofree char *name = g_strdup_printf("%s grads bucket %d", zero ? "reducescatter" : "allreduce",
-                                          st->buckets++);
-  st->last_dp = prog_comm(x->p, st->cls, PROG_STREAM_DP, name,
-                          zero ? PROG_COLL_REDUCESCATTER : PROG_COLL_ALLREDUCE, x->fam_dp,
-                          st->bucket * x->sb.grads, &after, 1);
-  st->has_dp = true;
-  st->bucket = 0;
+  for (int part = 0; part < 2; part++) {
+    /* dense gradients over the data-parallel group, the experts' over the expert one */
+    double *bucket = part ? &st->expert_bucket : &st->bucket;
+    if (*bucket <= 0 || (part && x->dp * x->cp / x->ep == 1)) {
+      *bucket = 0;
+      continue;
+    }
+    g_autofree char *name = g_strdup_printf("%s %sgrads bucket %d", zero ? "reducescatter" : "allreduce",
+                                            part ? "expert " : "", st->buckets++);
+    st->last_dp = prog_comm(x->p, st->cls, PROG_STREAM_DP, name,
+                            zero ? PROG_COLL_REDUCESCATTER : PROG_COLL_ALLREDUCE,
+                            part ? x->fam_edp : x->fam_dp, *bucket * x->sb.grads, &after, 1);
+    st->has_dp = true;
+    *bucket = 0;
+  }
 }
 
 static uint32_t wl_run_layer(wl_st *st, guint i, bool backward, uint32_t count, uint32_t *dep,
@@ -444,16 +563,18 @@ static uint32_t wl_pass_ops(wl_st *st, int c, bool backward, bool last_mb, uint3
     guint run = 1;
     while (block && !reduce && k + run < n) {
       guint j = g_array_index(seq, guint, backward ? n - 1 - (k + run) : k + run);
-      if (!(j >= 1 && j <= (guint)x->m->blocks))
+      if (x->passes[j].fwd != x->passes[i].fwd)
         break;
       run++;
     }
     last = wl_run_layer(st, i, backward, run, &last, has);
     has = true;
     if (reduce) {
-      st->bucket += ((const wl_layer *)g_ptr_array_index(x->m->layers, i))->params;
+      const wl_layer *l = g_ptr_array_index(x->m->layers, i);
+      st->bucket += l->params - l->expert_params;
+      st->expert_bucket += l->expert_params;
       double cap = x->w->parallel.gradient_bucket / x->sb.grads;
-      if (st->bucket >= cap)
+      if (st->bucket + st->expert_bucket >= cap)
         wl_flush_bucket(st, last);
     }
     k += run;
@@ -511,7 +632,7 @@ static void wl_stage_step(wl_st *st, const wl_step *step, int last_mb)
 }
 
 /* After the last backward: tied embedding gradients, the optimizer, ZeRO's parameter gather. */
-static void wl_stage_finish(wl_st *st, double params)
+static void wl_stage_finish(wl_st *st, double params, double experts)
 {
   wl_par *x = st->x;
   prog_program *p = x->p;
@@ -523,8 +644,10 @@ static void wl_stage_finish(wl_st *st, double params)
                             PROG_COLL_ALLREDUCE, x->fam_emb, emb->params * x->sb.grads, NULL, 0);
     st->has_dp = true;
   }
-  wl_states states = wl_states_of(w, params);
-  double shard = w->parallel.zero >= 1 ? params / (x->dp * x->cp) : params;
+  wl_states states = wl_states_of_split(w, params, experts);
+  double dense = params - experts;
+  double shard = w->parallel.zero >= 1 ? dense / (x->dp * x->cp) + experts * x->ep / (x->dp * x->cp)
+                                       : params;
   /* streams weights, gradients and optimizer states through HBM (on the CPU when offloaded) */
   double bytes = states.host + states.nvme > 0
                      ? 0
@@ -532,9 +655,13 @@ static void wl_stage_finish(wl_st *st, double params)
   uint32_t deps[1] = {st->last_dp};
   uint32_t opt = prog_compute(p, st->cls, w->training.optimizer == CFG_OPT_ADAM ? "optimizer.adam" : "optimizer.sgd",
                               CFG_KCLASS_OPTIMIZER, CFG_FP32, shard * 12, bytes, deps, st->has_dp ? 1 : 0);
-  if (w->parallel.zero >= 1 && w->parallel.zero <= 2 && x->dp * x->cp > 1)
+  if (w->parallel.zero >= 1 && w->parallel.zero <= 2 && x->dp * x->cp > 1) {
     prog_comm(p, st->cls, PROG_STREAM_DP, "allgather updated params", PROG_COLL_ALLGATHER, x->fam_dp,
-              params * x->sb.weights, &opt, 1);
+              dense * x->sb.weights, &opt, 1);
+    if (experts > 0 && x->dp * x->cp / x->ep > 1)
+      prog_comm(p, st->cls, PROG_STREAM_DP, "allgather updated expert params", PROG_COLL_ALLGATHER,
+                x->fam_edp, experts * x->sb.weights, &opt, 1);
+  }
 }
 
 static void wl_build_stage(wl_par *x, int s)
@@ -542,14 +669,17 @@ static void wl_build_stage(wl_par *x, int s)
   prog_program *p = x->p;
   wl_st st = {.x = x, .cls = s, .stage = s};
   prog_class_at(p, s)->stage = s;
-  double params = 0;
+  double params = 0, experts = 0;
   for (int c = 0; c < x->v; c++) {
     st.chunk_act[c] = wl_chunk_activations(x, s, c);
     guint first, count;
     bool emb, out;
     wl_chunk_layers(x, s, c, &first, &count, &emb, &out);
-    for (guint i = first; i < first + count; i++)
-      params += ((const wl_layer *)g_ptr_array_index(x->m->layers, i))->params;
+    for (guint i = first; i < first + count; i++) {
+      const wl_layer *l = g_ptr_array_index(x->m->layers, i);
+      params += l->params;
+      experts += l->expert_params;
+    }
     if (x->m->blocks > 0 && emb)
       params += ((const wl_layer *)g_ptr_array_index(x->m->layers, 0))->params;
     if (x->m->blocks > 0 && out)
@@ -557,7 +687,7 @@ static void wl_build_stage(wl_par *x, int s)
   }
   if (x->pp > 1 && s == x->pp - 1 && x->w->model.tied_embeddings && x->m->blocks > 0)
     params += ((const wl_layer *)g_ptr_array_index(x->m->layers, 0))->params;
-  wl_states states = wl_states_of(x->w, params);
+  wl_states states = wl_states_of_split(x->w, params, experts);
   prog_mem(p, s, "weights", PROG_MEM_PARAMS, states.weights, NULL, 0);
   prog_mem(p, s, "gradients", PROG_MEM_GRADS, states.grads, NULL, 0);
   prog_mem(p, s, "optimizer states", PROG_MEM_OPTIMIZER, states.optimizer, NULL, 0);
@@ -565,15 +695,46 @@ static void wl_build_stage(wl_par *x, int s)
   for (guint i = 0; i < order->len; i++)
     wl_stage_step(&st, &g_array_index(order, wl_step, i), x->micro - 1);
   g_array_free(order, TRUE);
-  wl_stage_finish(&st, params);
+  wl_stage_finish(&st, params, experts);
 }
 
-bool wl_build_parallel(const cfg_workload *w, const wl_model *m, prog_program *p, GError **err)
+/* The all-to-all byte counts of a MoE layer (see wl_moe_a2a in moe.c). */
+static void wl_a2a_bytes(wl_par *x)
+{
+  const prog_group *g = prog_group_of(x->p, x->fam_ep, 0);
+  int nodes = 1;
+  for (int i = 1; i < g->n; i++)
+    nodes += hw_node_of(x->hw, g->ranks[i]) != hw_node_of(x->hw, g->ranks[i - 1]);
+  double link[4];
+  wl_moe_a2a(x->w, x->m->moe_tokens, x->m->moe_load, x->ep, nodes, &hw_config(x->hw)->nccl,
+             x->a2a, link);
+  /* per step on the stage with the most MoE layers (full recomputation replays the forward's) */
+  int most = 0;
+  for (int s = 0; s < x->pp; s++) {
+    int n = 0;
+    for (int c = 0; c < x->v; c++) {
+      guint first, count;
+      bool emb, out;
+      wl_chunk_layers(x, s, c, &first, &count, &emb, &out);
+      for (guint i = first; i < first + count; i++)
+        n += ((const wl_layer *)g_ptr_array_index(x->m->layers, i))->moe;
+    }
+    most = MAX(most, n);
+  }
+  bool replay = x->w->training.recompute == CFG_RECOMPUTE_FULL;
+  double layer = link[0] + link[1] + link[2] + link[3] + (replay ? link[0] + link[1] : 0);
+  x->p->meta.a2a_bytes = layer * most * x->micro;
+  x->p->meta.moe_load = x->m->moe_load;
+  x->p->meta.moe_dropped = x->m->moe_dropped;
+}
+
+bool wl_build_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
+                       prog_program *p, GError **err)
 {
   (void)err;
   const cfg_parallel *par = &w->parallel;
-  wl_par x = {.w = w, .m = m, .p = p, .tp = par->tp, .cp = par->cp, .pp = par->pp, .dp = par->dp,
-              .v = par->pp > 1 ? par->virtual_stages : 1,
+  wl_par x = {.w = w, .hw = hw, .m = m, .p = p, .tp = par->tp, .cp = par->cp, .pp = par->pp,
+              .dp = par->dp, .ep = MAX(par->ep, 1), .v = par->pp > 1 ? par->virtual_stages : 1,
               .sb = wl_state_bytes_per_param(&w->training)};
   x.micro = w->training.global_batch / (par->dp * w->training.micro_batch);
   /* Megatron sends 1/t of the activation and gathers it on arrival (scatter-gather) */
@@ -583,6 +744,8 @@ bool wl_build_parallel(const cfg_workload *w, const wl_model *m, prog_program *p
     prog_class_add(p, "stage");
   wl_groups(&x);
   prog_finalize(p);
+  if (m->moe_tokens > 0 && x.ep > 1)
+    wl_a2a_bytes(&x);
   wl_templates(&x);
   x.names = g_hash_table_new(g_direct_hash, g_direct_equal);
   for (int s = 0; s < x.pp; s++)

@@ -1,8 +1,14 @@
-/* A GPT / Llama style decoder layer as kernels on one GPU of a tensor-parallel group: FLOPs
- * from the GEMM shapes, bytes from the tensors each kernel reads and writes. Attention uses
- * FlashAttention (one fused kernel, causal mask halves its work) unless training.flash_attention
- * is false. With sequence parallelism the layer norms and dropouts work on s/t tokens. */
+/* A GPT / Llama / DeepSeek style decoder layer as kernels on one GPU of a tensor-parallel group:
+ * FLOPs from the GEMM shapes, bytes from the tensors each kernel reads and writes. Attention is
+ * multi-head (grouped-query when kv_heads < heads) or DeepSeek's multi-head latent attention,
+ * with FlashAttention (one fused kernel, causal mask halves its work) unless
+ * training.flash_attention is false. The feed-forward part is a dense MLP or a mixture of
+ * experts (router, shared experts, routed experts on this GPU's share of the tokens); the
+ * all-to-alls around the experts are laid out by the parallel strategy. With sequence
+ * parallelism the layer norms and dropouts work on s/t tokens. */
 #include "workloads/workloads_internal.h"
+
+#include <string.h>
 
 typedef struct {
   double b, s, h, a, kv, d, f, V, t, dt;
@@ -11,21 +17,46 @@ typedef struct {
   double Te;    /* tokens the elementwise ops see (T / t with sequence parallelism) */
   double qkv;   /* width of the fused QKV projection */
   double gate;  /* 2 for gated MLPs (SwiGLU) */
+  double dqk;   /* query/key width per head (head_dim, + the rope part with MLA) */
+  double qr, kvr, rd; /* MLA: query and key/value ranks, decoupled rope width (0: no MLA) */
   bool flash;
   cfg_recompute recompute;
+  /* mixture of experts (moe false: a dense MLP) */
+  bool moe;
+  double E, k, fe, S; /* experts, top-k, expert ffn width, shared experts */
+  double n;           /* tokens this GPU routes: T / t */
+  double recv;        /* token copies the busiest rank's experts run: n k x load factor */
+  double ep;
 } wl_shape;
 
-/* A GEMM of (m x k) by (k x n): 2mnk FLOPs, reads both inputs, writes the output. */
-static void wl_gemm(wl_model *m, wl_layer *l, const char *what, double M, double N, double K,
-                    double dt, bool backward)
+typedef void (*wl_push_fn)(wl_model *, wl_layer *, const char *, cfg_kernel_class, double, double);
+
+static GArray *wl_list(wl_layer *l, bool replay)
+{
+  return replay ? l->bwd : l->fwd;
+}
+
+/* A kernel into the forward list, or replayed into the backward one (recomputation). */
+static void wl_k(wl_model *m, wl_layer *l, bool replay, const char *what, cfg_kernel_class kc,
+                 double flops, double bytes)
+{
+  (replay ? wl_bwd : wl_fwd)(m, l, what, kc, flops, bytes);
+  if (replay)
+    g_array_index(l->bwd, wl_kernel, l->bwd->len - 1).recompute = true;
+}
+
+/* A GEMM of (m x k) by (k x n): 2mnk FLOPs, reads both inputs, writes the output. Forward (into
+ * the forward list, or replayed), or its backward: dX = dY W^T reduces over N, dW = X^T dY
+ * over the M tokens. */
+static void wl_gemm_as(wl_model *m, wl_layer *l, const char *what, double M, double N, double K,
+                       double dt, bool backward, bool replay)
 {
   double flops = 2 * M * N * K, bytes = dt * (M * K + K * N + M * N);
   if (!backward) {
-    wl_fwd(m, l, what, CFG_KCLASS_GEMM, flops, bytes);
-    wl_set_inner(l->fwd, K);
+    wl_k(m, l, replay, what, CFG_KCLASS_GEMM, flops, bytes);
+    wl_set_inner(wl_list(l, replay), K);
     return;
   }
-  /* dX = dY W^T reduces over N, dW = X^T dY over the M tokens */
   g_autofree char *dg = g_strdup_printf("%s.dgrad", what);
   g_autofree char *wg = g_strdup_printf("%s.wgrad", what);
   wl_bwd(m, l, dg, CFG_KCLASS_GEMM, flops, bytes);
@@ -34,15 +65,37 @@ static void wl_gemm(wl_model *m, wl_layer *l, const char *what, double M, double
   wl_set_inner(l->bwd, M);
 }
 
-static void wl_elementwise(wl_model *m, wl_layer *l, const char *what, double elems, double rw_bytes,
-                           bool backward)
+static void wl_gemm(wl_model *m, wl_layer *l, const char *what, double M, double N, double K,
+                    double dt, bool backward)
+{
+  wl_gemm_as(m, l, what, M, N, K, dt, backward, false);
+}
+
+static void wl_eltwise_as(wl_model *m, wl_layer *l, const char *what, double elems,
+                          double rw_bytes, bool backward, bool replay)
 {
   /* Backward of an elementwise op reads the saved input and the incoming gradient. */
   double bytes = elems * rw_bytes * (backward ? 1.5 : 1.0);
   if (backward)
     wl_bwd(m, l, what, CFG_KCLASS_ELEMENTWISE, 4 * elems, bytes);
   else
-    wl_fwd(m, l, what, CFG_KCLASS_ELEMENTWISE, 4 * elems, bytes);
+    wl_k(m, l, replay, what, CFG_KCLASS_ELEMENTWISE, 4 * elems, bytes);
+}
+
+static void wl_elementwise(wl_model *m, wl_layer *l, const char *what, double elems, double rw_bytes,
+                           bool backward)
+{
+  wl_eltwise_as(m, l, what, elems, rw_bytes, backward, false);
+}
+
+/* ---- attention -------------------------------------------------------------------------- */
+
+/* Bytes of Q, K, V and the output of this GPU's heads, for one micro-batch. */
+static double wl_attention_io(const wl_shape *x)
+{
+  if (x->qr > 0)
+    return x->dt * x->T * x->a / x->t * (2 * x->dqk + 2 * x->d);
+  return x->dt * x->T * (x->qkv + x->a * x->d) / x->t;
 }
 
 /* The attention core: FlashAttention, or scores / softmax / context as separate kernels. With
@@ -50,27 +103,23 @@ static void wl_elementwise(wl_model *m, wl_layer *l, const char *what, double el
 static void wl_attention_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay)
 {
   double heads = x->a / x->t;
-  GArray *to = replay ? l->bwd : l->fwd;
-  guint first = to->len;
+  GArray *to = wl_list(l, replay);
   if (x->flash) {
-    /* FLOPs = 4 s^2 d per head, halved by the causal mask (s_q s with context parallelism) */
-    double flops = 4 * x->b * x->sq * x->s * x->d * heads * 0.5;
-    double bytes = x->dt * x->T * (x->qkv + x->h) / x->t;
-    (replay ? wl_bwd : wl_fwd)(m, l, "attention", CFG_KCLASS_ATTENTION, flops, bytes);
-  } else {
-    double scores = x->b * heads * x->sq * x->s;
-    double gflops = 2 * x->b * heads * x->sq * x->s * x->d;
-    double gbytes = x->dt * (2 * x->T * x->h / x->t + scores);
-    /* Q K^T reduces over the head dimension, P V over the keys */
-    (replay ? wl_bwd : wl_fwd)(m, l, "scores", CFG_KCLASS_GEMM, gflops, gbytes);
-    wl_set_inner(to, x->d);
-    (replay ? wl_bwd : wl_fwd)(m, l, "softmax_dropout", CFG_KCLASS_ELEMENTWISE, 8 * scores,
-                               scores * (3 * x->dt + 1));
-    (replay ? wl_bwd : wl_fwd)(m, l, "context", CFG_KCLASS_GEMM, gflops, gbytes);
-    wl_set_inner(to, x->s);
+    /* FLOPs = 2 s^2 (d_qk + d_v) per head, halved by the causal mask (s_q s with context
+     * parallelism) */
+    double flops = 2 * x->b * x->sq * x->s * (x->dqk + x->d) * heads * 0.5;
+    wl_k(m, l, replay, "attention", CFG_KCLASS_ATTENTION, flops, wl_attention_io(x));
+    return;
   }
-  for (guint i = first; replay && i < to->len; i++)
-    g_array_index(to, wl_kernel, i).recompute = true;
+  double scores = x->b * heads * x->sq * x->s;
+  double base = x->b * heads * x->sq * x->s;
+  double gbytes = x->dt * (2 * x->T * x->a * x->d / x->t + scores);
+  /* Q K^T reduces over the head dimension, P V over the keys */
+  wl_k(m, l, replay, "scores", CFG_KCLASS_GEMM, 2 * base * x->dqk, gbytes);
+  wl_set_inner(to, x->dqk);
+  wl_k(m, l, replay, "softmax_dropout", CFG_KCLASS_ELEMENTWISE, 8 * scores, scores * (3 * x->dt + 1));
+  wl_k(m, l, replay, "context", CFG_KCLASS_GEMM, 2 * base * x->d, gbytes);
+  wl_set_inner(to, x->s);
 }
 
 static void wl_attention_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
@@ -78,58 +127,126 @@ static void wl_attention_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
   double heads = x->a / x->t;
   if (x->flash) {
     /* backward does 2.5x the forward's work (FlashAttention-2 paper) */
-    double flops = 2.5 * 4 * x->b * x->sq * x->s * x->d * heads * 0.5;
-    double bytes = 2.5 * x->dt * x->T * (x->qkv + x->h) / x->t;
-    wl_bwd(m, l, "attention.bwd", CFG_KCLASS_ATTENTION, flops, bytes);
+    double flops = 2.5 * 2 * x->b * x->sq * x->s * (x->dqk + x->d) * heads * 0.5;
+    wl_bwd(m, l, "attention.bwd", CFG_KCLASS_ATTENTION, flops, 2.5 * wl_attention_io(x));
     return;
   }
   double scores = x->b * heads * x->sq * x->s;
-  double gflops = 2 * x->b * heads * x->sq * x->s * x->d;
-  double gbytes = x->dt * (2 * x->T * x->h / x->t + scores);
+  double base = x->b * heads * x->sq * x->s;
+  double gbytes = x->dt * (2 * x->T * x->a * x->d / x->t + scores);
   /* dP = dO V^T and dQ... reduce over the head dimension or the keys, dV and dK over the
    * queries */
-  wl_bwd(m, l, "context.dgrad", CFG_KCLASS_GEMM, gflops, gbytes);
+  wl_bwd(m, l, "context.dgrad", CFG_KCLASS_GEMM, 2 * base * x->d, gbytes);
   wl_set_inner(l->bwd, x->d);
-  wl_bwd(m, l, "context.wgrad", CFG_KCLASS_GEMM, gflops, gbytes);
+  wl_bwd(m, l, "context.wgrad", CFG_KCLASS_GEMM, 2 * base * x->d, gbytes);
   wl_set_inner(l->bwd, x->sq);
   wl_bwd(m, l, "softmax_dropout.bwd", CFG_KCLASS_ELEMENTWISE, 8 * scores, scores * (4 * x->dt + 1));
-  wl_bwd(m, l, "scores.dgrad", CFG_KCLASS_GEMM, gflops, gbytes);
+  wl_bwd(m, l, "scores.dgrad", CFG_KCLASS_GEMM, 2 * base * x->dqk, gbytes);
   wl_set_inner(l->bwd, x->s);
-  wl_bwd(m, l, "scores.wgrad", CFG_KCLASS_GEMM, gflops, gbytes);
+  wl_bwd(m, l, "scores.wgrad", CFG_KCLASS_GEMM, 2 * base * x->dqk, gbytes);
   wl_set_inner(l->bwd, x->sq);
 }
+
+/* The input projections: one fused QKV GEMM, or MLA's down-projections (whole on every GPU)
+ * and up-projections (split by heads). Backward runs them in reverse. */
+static void wl_qkv(wl_model *m, wl_layer *l, const wl_shape *x, bool backward, bool replay)
+{
+  if (x->qr == 0) {
+    wl_gemm_as(m, l, "qkv", x->T, x->qkv / x->t, x->h, x->dt, backward, replay);
+    return;
+  }
+  double heads = x->a / x->t;
+  if (backward) {
+    wl_gemm_as(m, l, "kv_up", x->T, heads * (x->dqk - x->rd + x->d), x->kvr, x->dt, true, false);
+    wl_gemm_as(m, l, "q_up", x->T, heads * x->dqk, x->qr, x->dt, true, false);
+    wl_gemm_as(m, l, "kv_down", x->T, x->kvr + x->rd, x->h, x->dt, true, false);
+    wl_gemm_as(m, l, "qkv", x->T, x->qr, x->h, x->dt, true, false); /* q_down */
+    return;
+  }
+  wl_gemm_as(m, l, "qkv", x->T, x->qr, x->h, x->dt, false, replay); /* q_down */
+  wl_gemm_as(m, l, "kv_down", x->T, x->kvr + x->rd, x->h, x->dt, false, replay);
+  wl_gemm_as(m, l, "q_up", x->T, heads * x->dqk, x->qr, x->dt, false, replay);
+  wl_gemm_as(m, l, "kv_up", x->T, heads * (x->dqk - x->rd + x->d), x->kvr, x->dt, false, replay);
+}
+
+/* ---- feed-forward: dense MLP or mixture of experts --------------------------------------- */
+
+static void wl_mlp_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay)
+{
+  double ffn = x->f / x->t;
+  wl_gemm_as(m, l, "mlp_up", x->T, ffn * x->gate, x->h, x->dt, false, replay);
+  wl_k(m, l, replay, "act", CFG_KCLASS_ELEMENTWISE, 4 * x->T * ffn, x->T * ffn * (x->gate + 1) * x->dt);
+  wl_gemm_as(m, l, "mlp_down", x->T, x->h, ffn, x->dt, false, replay);
+}
+
+static void wl_mlp_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
+{
+  double ffn = x->f / x->t;
+  wl_gemm(m, l, "mlp_down", x->T, x->h, ffn, x->dt, true);
+  wl_elementwise(m, l, "act.bwd", x->T * ffn, (x->gate + 1) * x->dt, true);
+  wl_gemm(m, l, "mlp_up", x->T, ffn * x->gate, x->h, x->dt, true);
+}
+
+/* A mixture of experts on this GPU: route its n tokens, gather their k copies by expert
+ * ("permute"), [dispatch all-to-all], the shared experts on the local tokens (they need no
+ * all-to-all, so they run while the dispatch is in flight), this GPU's experts on the copies
+ * routed to it, [combine all-to-all], and the weighted sum back in token order ("unpermute").
+ * The kernel names are what the parallel strategy lays the all-to-alls around. */
+static void wl_moe_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay)
+{
+  double copies = x->n * x->k;
+  wl_gemm_as(m, l, "router", x->n, x->E, x->h, x->dt, false, replay);
+  wl_k(m, l, replay, "router_topk", CFG_KCLASS_ELEMENTWISE, 8 * x->n * x->E, x->n * x->E * 8);
+  wl_k(m, l, replay, "permute", CFG_KCLASS_ELEMENTWISE, 0, 2 * copies * x->h * x->dt);
+  if (x->S > 0) {
+    wl_gemm_as(m, l, "shared_up", x->n, x->S * x->fe * x->gate, x->h, x->dt, false, replay);
+    wl_k(m, l, replay, "shared_act", CFG_KCLASS_ELEMENTWISE, 4 * x->n * x->S * x->fe,
+         x->n * x->S * x->fe * (x->gate + 1) * x->dt);
+    wl_gemm_as(m, l, "shared_down", x->n, x->h, x->S * x->fe, x->dt, false, replay);
+  }
+  wl_gemm_as(m, l, "experts_up", x->recv, x->fe * x->gate, x->h, x->dt, false, replay);
+  wl_k(m, l, replay, "experts_act", CFG_KCLASS_ELEMENTWISE, 4 * x->recv * x->fe,
+       x->recv * x->fe * (x->gate + 1) * x->dt);
+  wl_gemm_as(m, l, "experts_down", x->recv, x->h, x->fe, x->dt, false, replay);
+  wl_k(m, l, replay, "unpermute", CFG_KCLASS_ELEMENTWISE, 2 * copies * x->h, 2 * copies * x->h * x->dt);
+}
+
+/* Backward: [combine's backward all-to-all brings the output gradients to the experts], the
+ * experts, [dispatch's backward all-to-all returns the input gradients], the shared experts
+ * and the router. */
+static void wl_moe_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
+{
+  double copies = x->n * x->k;
+  wl_elementwise(m, l, "unpermute.bwd", 2 * copies * x->h, x->dt * 1.0, true);
+  wl_gemm(m, l, "experts_down", x->recv, x->h, x->fe, x->dt, true);
+  wl_elementwise(m, l, "experts_act.bwd", x->recv * x->fe, (x->gate + 1) * x->dt, true);
+  wl_gemm(m, l, "experts_up", x->recv, x->fe * x->gate, x->h, x->dt, true);
+  wl_elementwise(m, l, "permute.bwd", copies * x->h, 2 * x->dt / 1.5, true);
+  if (x->S > 0) {
+    wl_gemm(m, l, "shared_down", x->n, x->h, x->S * x->fe, x->dt, true);
+    wl_elementwise(m, l, "shared_act.bwd", x->n * x->S * x->fe, (x->gate + 1) * x->dt, true);
+    wl_gemm(m, l, "shared_up", x->n, x->S * x->fe * x->gate, x->h, x->dt, true);
+  }
+  wl_gemm(m, l, "router", x->n, x->E, x->h, x->dt, true);
+}
+
+/* ---- the block ---------------------------------------------------------------------------- */
 
 /* The forward kernels of a block, into the forward list (or replayed into backward). */
 static void wl_block_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay)
 {
-  GArray *to = replay ? l->bwd : l->fwd;
-  guint first = to->len;
-  void (*k)(wl_model *, wl_layer *, const char *, cfg_kernel_class, double, double) =
-      replay ? wl_bwd : wl_fwd;
-  double ffn = x->f / x->t;
-  k(m, l, "ln1", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * 2 * x->dt);
-  k(m, l, "qkv", CFG_KCLASS_GEMM, 2 * x->T * x->qkv / x->t * x->h,
-    x->dt * (x->T * x->h + x->h * x->qkv / x->t + x->T * x->qkv / x->t));
-  wl_set_inner(to, x->h);
-  for (guint i = first; replay && i < to->len; i++)
-    g_array_index(to, wl_kernel, i).recompute = true;
+  double proj_in = x->a * x->d / x->t;
+  wl_k(m, l, replay, "ln1", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * 2 * x->dt);
+  wl_qkv(m, l, x, false, replay);
   wl_attention_fwd(m, l, x, replay);
-  first = to->len;
-  k(m, l, "proj", CFG_KCLASS_GEMM, 2 * x->T * x->h * x->h / x->t,
-    x->dt * (x->T * x->h / x->t + x->h * x->h / x->t + x->T * x->h));
-  wl_set_inner(to, x->h / x->t);
-  k(m, l, "residual1", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * (3 * x->dt + 1));
-  k(m, l, "ln2", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * 2 * x->dt);
-  k(m, l, "mlp_up", CFG_KCLASS_GEMM, 2 * x->T * ffn * x->gate * x->h,
-    x->dt * (x->T * x->h + x->h * ffn * x->gate + x->T * ffn * x->gate));
-  wl_set_inner(to, x->h);
-  k(m, l, "act", CFG_KCLASS_ELEMENTWISE, 4 * x->T * ffn, x->T * ffn * (x->gate + 1) * x->dt);
-  k(m, l, "mlp_down", CFG_KCLASS_GEMM, 2 * x->T * x->h * ffn,
-    x->dt * (x->T * ffn + ffn * x->h + x->T * x->h));
-  wl_set_inner(to, ffn);
-  k(m, l, "residual2", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * (3 * x->dt + 1));
-  for (guint i = first; replay && i < to->len; i++)
-    g_array_index(to, wl_kernel, i).recompute = true;
+  wl_gemm_as(m, l, "proj", x->T, x->h, proj_in, x->dt, false, replay);
+  wl_k(m, l, replay, "residual1", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * (3 * x->dt + 1));
+  wl_k(m, l, replay, "ln2", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * 2 * x->dt);
+  if (x->moe)
+    wl_moe_fwd(m, l, x, replay);
+  else
+    wl_mlp_fwd(m, l, x, replay);
+  wl_k(m, l, replay, "residual2", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * (3 * x->dt + 1));
 }
 
 /* Backward of a block: recomputation first (full: the whole forward; selective: the attention
@@ -140,16 +257,16 @@ static void wl_block_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
     wl_block_fwd(m, l, x, true);
   else if (x->recompute == CFG_RECOMPUTE_SELECTIVE && !x->flash)
     wl_attention_fwd(m, l, x, true);
-  double ffn = x->f / x->t;
   wl_elementwise(m, l, "residual2.bwd", x->Te * x->h, 3 * x->dt + 1, true);
-  wl_gemm(m, l, "mlp_down", x->T, x->h, ffn, x->dt, true);
-  wl_elementwise(m, l, "act.bwd", x->T * ffn, (x->gate + 1) * x->dt, true);
-  wl_gemm(m, l, "mlp_up", x->T, ffn * x->gate, x->h, x->dt, true);
+  if (x->moe)
+    wl_moe_bwd(m, l, x);
+  else
+    wl_mlp_bwd(m, l, x);
   wl_elementwise(m, l, "ln2.bwd", x->Te * x->h, 2 * x->dt, true);
   wl_elementwise(m, l, "residual1.bwd", x->Te * x->h, 3 * x->dt + 1, true);
-  wl_gemm(m, l, "proj", x->T, x->h, x->h / x->t, x->dt, true);
+  wl_gemm(m, l, "proj", x->T, x->h, x->a * x->d / x->t, x->dt, true);
   wl_attention_bwd(m, l, x);
-  wl_gemm(m, l, "qkv", x->T, x->qkv / x->t, x->h, x->dt, true);
+  wl_qkv(m, l, x, true, false);
   wl_elementwise(m, l, "ln1.bwd", x->Te * x->h, 2 * x->dt, true);
 }
 
@@ -159,7 +276,10 @@ static void wl_block_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
  * The 10 are layer-norm and block inputs and dropout masks (split by sequence parallelism);
  * the 24 are Q, K, V, the projection input and the MLP's two wide tensors (split by t); the
  * 5as/h are the attention scores, gone with FlashAttention or selective recomputation. Full
- * recomputation keeps only the block input. Activations are 16-bit unless training in fp32. */
+ * recomputation keeps only the block input. Activations are 16-bit unless training in fp32.
+ * A mixture of experts keeps, instead of the MLP's wide tensors, its routed copies (input,
+ * both expert activations, output) and the shared experts' (an estimate: no measurement of MoE
+ * activations was at hand). */
 static double wl_block_saved(const wl_shape *x)
 {
   double sbh = x->sq * x->b * x->h, scale = x->dt / 2;
@@ -167,7 +287,10 @@ static double wl_block_saved(const wl_shape *x)
   if (x->recompute == CFG_RECOMPUTE_FULL)
     return 2 * sbh / split * scale;
   double r = x->kv / x->a;
-  double tp_part = (4 + 4 * r + 2 * (x->gate + 1) * x->f / x->h) / x->t;
+  double mlp = x->moe ? 2 * (x->recv * (2 * x->h + (x->gate + 1) * x->fe) +
+                             x->n * (x->gate + 1) * x->S * x->fe) / (x->T * x->h) * x->t
+                      : 2 * (x->gate + 1) * x->f / x->h;
+  double tp_part = (4 + 4 * r + mlp) / x->t;
   double rest = 10 / split;
   bool scores = !x->flash && x->recompute == CFG_RECOMPUTE_NONE;
   double quad = scores ? 5 * x->a * x->s / (x->h * x->t) : 0;
@@ -176,13 +299,42 @@ static double wl_block_saved(const wl_shape *x)
 
 static double wl_block_attention_flops(const wl_shape *x)
 {
-  return 4 * x->b * x->sq * x->s * x->h / x->t; /* full, not causal-halved (Megatron) */
+  /* full, not causal-halved (Megatron) */
+  return 2 * x->b * x->sq * x->s * (x->dqk + x->d) * x->a / x->t;
+}
+
+/* Weights of the attention part of a block held by one GPU. */
+static double wl_attention_params(const wl_shape *x)
+{
+  double heads = x->a / x->t, proj = heads * x->d * x->h;
+  if (x->qr == 0)
+    return x->h * x->qkv / x->t + proj;
+  return x->h * (x->qr + x->kvr + x->rd) + x->qr * heads * x->dqk +
+         x->kvr * heads * (x->dqk - x->rd + x->d) + proj;
+}
+
+/* Weights of the feed-forward part held by one GPU, and of those the routed experts' (this
+ * GPU's E / ep experts). */
+static double wl_ffn_params(const wl_shape *x, double *experts)
+{
+  if (!x->moe) {
+    *experts = 0;
+    return (x->gate + 1) * x->h * x->f / x->t;
+  }
+  double one = (x->gate + 1) * x->h * x->fe;
+  *experts = one * x->E / x->ep;
+  return *experts + one * x->S + x->h * x->E;
 }
 
 static double wl_block_model_flops(const wl_shape *x)
 {
-  /* Megatron's convention: full (not causal-halved) attention, GEMMs only. */
-  double gemm = 2 * x->T * x->h * (x->qkv + x->h + x->f * (x->gate + 1));
+  /* Megatron's convention: full (not causal-halved) attention, GEMMs only; a mixture of
+   * experts counts the experts a token activates, at the mean load */
+  double gemm = 2 * x->T * (wl_attention_params(x) * x->t);
+  if (x->moe)
+    gemm += 2 * x->n * x->t * ((x->gate + 1) * x->h * x->fe * (x->k + x->S) + x->h * x->E);
+  else
+    gemm += 2 * x->T * (x->gate + 1) * x->h * x->f;
   return gemm / x->t + wl_block_attention_flops(x);
 }
 
@@ -203,12 +355,31 @@ static wl_shape wl_shape_of(const cfg_model *cm, const cfg_training *t, const wl
                 .kv = cm->kv_heads, .f = cm->ffn_hidden, .V = cm->vocab, .t = sh->tp,
                 .dt = cfg_dtype_bytes(t->dtype) < 2 ? 2 : cfg_dtype_bytes(t->dtype),
                 .flash = t->flash_attention != 0, .recompute = sh->recompute};
-  x.d = x.h / x.a;
+  x.d = cm->head_dim;
   x.sq = x.s / MAX(sh->cp, 1);
   x.T = x.b * x.sq;
   x.Te = sh->sp && sh->tp > 1 ? x.T / x.t : x.T;
-  x.qkv = x.h + 2 * x.kv * x.d;
+  x.qkv = (x.a + 2 * x.kv) * x.d;
   x.gate = cm->activation == CFG_ACT_SWIGLU ? 2 : 1;
+  x.qr = cm->mla.q_rank;
+  x.kvr = cm->mla.kv_rank;
+  x.rd = x.qr > 0 ? cm->mla.rope_dim : 0;
+  x.dqk = x.d + x.rd;
+  x.ep = MAX(sh->ep, 1);
+  return x;
+}
+
+/* The same block as a mixture of experts. */
+static wl_shape wl_moe_shape(const wl_shape *dense, const cfg_model *cm, const wl_shard *sh)
+{
+  wl_shape x = *dense;
+  x.moe = true;
+  x.E = cm->moe.experts;
+  x.k = cm->moe.top_k;
+  x.fe = cm->moe.expert_ffn_hidden;
+  x.S = cm->moe.shared_experts;
+  x.n = x.T / x.t;
+  x.recv = x.n * x.k * sh->moe_load;
   return x;
 }
 
@@ -239,36 +410,60 @@ static void wl_output(wl_model *m, const cfg_model *cm, const wl_shape *x)
   head->model_flops = 2 * x->T * x->h * x->V / x->t;
 }
 
+/* Whether block i (0-based) is a mixture of experts. */
+static bool wl_is_moe_block(const cfg_model *cm, int i)
+{
+  if (cm->kind != CFG_MODEL_MOE_TRANSFORMER || i < cm->moe.first_dense)
+    return false;
+  return (i - cm->moe.first_dense) % cm->moe.every == cm->moe.every - 1;
+}
+
+/* Adds block i; blocks of one kind run the same kernels (the first of the kind's list). */
+static void wl_block_add(wl_model *m, const wl_shape *x, int i, const wl_layer **first)
+{
+  double experts = 0;
+  double params = wl_attention_params(x) + wl_ffn_params(x, &experts) + 4 * x->h;
+  g_autofree char *name = g_strdup_printf("layer%d", i);
+  wl_layer *l = wl_layer_add(m, name, params);
+  l->expert_params = experts;
+  l->moe = x->moe;
+  if (*first) {
+    wl_layer_share_kernels(l, *first);
+  } else {
+    wl_block_fwd(m, l, x, false);
+    wl_block_bwd(m, l, x);
+    *first = l;
+  }
+  l->saved_bytes = wl_block_saved(x);
+  l->model_flops = wl_block_model_flops(x);
+  l->recompute_flops = wl_block_recompute_flops(x);
+}
+
 bool wl_transformer_build(wl_model *m, const cfg_model *cm, const cfg_training *t,
                           const wl_shard *sh, GError **err)
 {
   (void)err;
-  wl_shape x = wl_shape_of(cm, t, sh);
+  wl_shape x = wl_shape_of(cm, t, sh), mx = wl_moe_shape(&x, cm, sh);
   m->samples = x.b;
   m->tokens = x.T;
   m->blocks = cm->layers;
   wl_embedding(m, &x);
-  double block_params = (x.h * x.qkv + x.h * x.h + x.gate * x.h * x.f + x.f * x.h) / x.t + 4 * x.h;
-  const wl_layer *first = NULL;
+  const wl_layer *first_dense = NULL, *first_moe = NULL;
   for (int i = 0; i < cm->layers; i++) {
-    g_autofree char *name = g_strdup_printf("layer%d", i);
-    wl_layer *l = wl_layer_add(m, name, block_params);
-    if (first) { /* every block runs the first one's kernels (named after it) */
-      wl_layer_share_kernels(l, first);
-    } else {
-      wl_block_fwd(m, l, &x, false);
-      wl_block_bwd(m, l, &x);
-      first = l;
-    }
-    l->saved_bytes = wl_block_saved(&x);
-    l->model_flops = wl_block_model_flops(&x);
-    l->recompute_flops = wl_block_recompute_flops(&x);
+    bool moe = wl_is_moe_block(cm, i);
+    wl_block_add(m, moe ? &mx : &x, i, moe ? &first_moe : &first_dense);
   }
   if (sh->recompute != CFG_RECOMPUTE_NONE) {
     /* while one block is recomputed, what recomputation dropped is alive again */
-    wl_shape full = x;
+    wl_shape full = first_moe ? mx : x;
     full.recompute = CFG_RECOMPUTE_NONE;
-    m->recompute_peak = wl_block_saved(&full) - wl_block_saved(&x);
+    m->recompute_peak = wl_block_saved(&full) - wl_block_saved(first_moe ? &mx : &x);
+  }
+  if (first_moe) {
+    m->moe_tokens = mx.n;
+    m->moe_copies = mx.n * mx.k;
+    m->moe_load = sh->moe_load;
+    m->moe_dropped = sh->moe_dropped;
   }
   wl_output(m, cm, &x);
   return true;

@@ -17,20 +17,39 @@ bool wl_fail(GError **err, const cfg_workload *w, const char *path, cfg_error_co
 
 static bool wl_check_supported(const cfg_workload *w, GError **err)
 {
-  const cfg_parallel *p = &w->parallel;
   if (!w->has_training)
     return wl_fail(err, w, "serving", CFG_ERROR_UNSUPPORTED,
                    "serving workloads run with `dlsim serve`, not `dlsim run`");
-  if (p->ep > 1)
-    return wl_fail(err, w, "parallel.ep", CFG_ERROR_UNSUPPORTED,
-                   "parallel.ep = %d: expert parallelism is not simulated by this version", p->ep);
   if (w->model.kind == CFG_MODEL_GENERIC)
     return wl_fail(err, w, "model.kind", CFG_ERROR_UNSUPPORTED,
                    "model.kind = generic: a parameter count alone gives memory estimates (dlsim "
                    "memory), not step times");
-  if (w->model.kind == CFG_MODEL_MOE_TRANSFORMER)
-    return wl_fail(err, w, "model.kind", CFG_ERROR_UNSUPPORTED,
-                   "model.kind = moe-transformer: mixture-of-experts is not simulated by this version");
+  return true;
+}
+
+/* Expert parallelism: experts split over ep ranks of the data-parallel dimension. */
+static bool wl_check_experts(const cfg_workload *w, GError **err)
+{
+  const cfg_parallel *p = &w->parallel;
+  const cfg_model *m = &w->model;
+  if (m->kind != CFG_MODEL_MOE_TRANSFORMER)
+    return p->ep == 1 || wl_fail(err, w, "parallel.ep", CFG_ERROR_INPUT,
+                                 "parallel.ep = %d needs a mixture-of-experts model "
+                                 "(model.kind: moe-transformer)", p->ep);
+  if (p->dp % p->ep != 0)
+    return wl_fail(err, w, "parallel.ep", CFG_ERROR_INPUT,
+                   "parallel.ep = %d does not divide parallel.dp = %d (expert-parallel groups are "
+                   "carved out of the data-parallel ranks)", p->ep, p->dp);
+  if (m->moe.experts % p->ep != 0)
+    return wl_fail(err, w, "parallel.ep", CFG_ERROR_INPUT,
+                   "parallel.ep = %d does not divide model.moe.experts = %d", p->ep, m->moe.experts);
+  double load, dropped;
+  GError *inner = NULL;
+  if (!wl_moe_load(&m->moe, p->ep, 1, &load, &dropped, &inner)) {
+    wl_fail(err, w, "model.moe.histogram", CFG_ERROR_INPUT, "%s", inner->message);
+    g_error_free(inner);
+    return false;
+  }
   return true;
 }
 
@@ -43,7 +62,10 @@ bool wl_check_layout(const cfg_workload *w, GError **err)
     return wl_fail(err, w, "parallel", CFG_ERROR_UNSUPPORTED,
                    "a cnn runs data parallel only (parallel.tp, pp and cp must be 1)");
   if (m->kind == CFG_MODEL_CNN || m->kind == CFG_MODEL_GENERIC)
-    return true;
+    return p->ep == 1 || wl_fail(err, w, "parallel.ep", CFG_ERROR_INPUT,
+                                 "parallel.ep = %d needs a mixture-of-experts model", p->ep);
+  if (!wl_check_experts(w, err))
+    return false;
   if (m->heads % p->tp != 0)
     return wl_fail(err, w, "parallel.tp", CFG_ERROR_INPUT,
                    "parallel.tp = %d does not divide model.heads = %d", p->tp, m->heads);
@@ -61,9 +83,14 @@ bool wl_check_layout(const cfg_workload *w, GError **err)
   if (v > 64)
     return wl_fail(err, w, "parallel.virtual_stages", CFG_ERROR_INPUT,
                    "parallel.virtual_stages = %d: at most 64", v);
-  if (m->layers % (p->pp * v) != 0)
+  if (!p->uneven_stages && m->layers % (p->pp * v) != 0)
     return wl_fail(err, w, "parallel.pp", CFG_ERROR_INPUT,
-                   "model.layers = %d is not divisible by pp x virtual_stages = %d x %d",
+                   "model.layers = %d is not divisible by pp x virtual_stages = %d x %d "
+                   "(parallel.uneven_stages: true splits them as evenly as possible)",
+                   m->layers, p->pp, v);
+  if (m->layers < p->pp * v)
+    return wl_fail(err, w, "parallel.pp", CFG_ERROR_INPUT,
+                   "model.layers = %d: fewer than pp x virtual_stages = %d x %d chunks",
                    m->layers, p->pp, v);
   int micro = w->training.global_batch / (p->dp * w->training.micro_batch);
   if (v > 1 && micro % p->pp != 0)
@@ -112,8 +139,12 @@ static char *wl_describe(const cfg_workload *w)
     if (p->pp > 1 && p->schedule == CFG_SCHED_INTERLEAVED && p->virtual_stages > 1)
       g_string_append_printf(d, " (interleaved x%d)", p->virtual_stages);
     g_string_append_printf(d, " x DP %d", p->dp);
+    if (p->ep > 1)
+      g_string_append_printf(d, " (EP %d)", p->ep);
   } else {
     g_string_append_printf(d, ", data parallel x%d", p->dp);
+    if (p->ep > 1)
+      g_string_append_printf(d, " (EP %d)", p->ep);
   }
   if (p->zero > 0)
     g_string_append_printf(d, ", ZeRO-%d", p->zero);
@@ -134,7 +165,7 @@ static bool wl_build_with(const cfg_workload *w, const hw_cluster *hw, prog_prog
     return false;
   int gpus = w->parallel.tp * w->parallel.cp * w->parallel.pp * w->parallel.dp;
   prog_program *p = prog_new(gpus);
-  bool ok = reference ? wl_build_data_parallel(w, hw, m, p, err) : wl_build_parallel(w, m, p, err);
+  bool ok = reference ? wl_build_data_parallel(w, hw, m, p, err) : wl_build_parallel(w, hw, m, p, err);
   if (ok) {
     wl_meta(w, m, p);
     p->meta.description = wl_describe(w);

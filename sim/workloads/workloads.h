@@ -23,6 +23,9 @@ typedef struct {
   GArray *fwd, *bwd;  /* wl_kernel */
   double saved_bytes; /* activations kept from forward to backward, one micro-batch */
   double model_flops; /* forward FLOPs by the model-FLOPs convention (MFU) */
+  double expert_params; /* of `params`, the routed experts' (sharded by ZeRO over the
+                         * expert-data-parallel group, not the data-parallel one) */
+  bool moe;           /* a mixture-of-experts block */
   double recompute_flops; /* forward FLOPs run again by recomputation (same convention, HFU) */
 } wl_layer;
 
@@ -33,6 +36,10 @@ typedef struct {
   double tokens;     /* per micro-batch */
   int blocks;        /* repeated layers between the first and the last (transformer blocks) */
   double recompute_peak; /* activations alive at once while one block is recomputed */
+  double moe_tokens;     /* tokens one GPU routes through a MoE block (0: no MoE) */
+  double moe_copies;     /* ... and the copies it dispatches (tokens x top_k) */
+  double moe_load;       /* the busiest expert-parallel rank's copies over the mean */
+  double moe_dropped;    /* fraction of copies dropped at expert capacity */
   cfg_dtype dtype;
   GStringChunk *strings;
 } wl_model;
@@ -44,9 +51,46 @@ typedef struct {
   int cp;                  /* context parallelism: this GPU's 1/cp of the sequence */
   bool sp;                 /* sequence parallelism */
   cfg_recompute recompute;
+  int ep;                  /* expert parallelism: this GPU holds experts / ep experts */
+  double moe_load;         /* token copies the busiest expert-parallel rank runs, over the mean
+                            * (1: perfectly balanced routing) */
+  double moe_dropped;      /* fraction of token copies dropped at expert capacity */
 } wl_shard;
 
 wl_shard wl_shard_of(const cfg_workload *w);
+
+/* Routing of a MoE layer over `ep` ranks that route `tokens` tokens each: the load of the
+ * busiest rank over the mean (the slowest rank sets the layer's time), and the fraction of
+ * token copies dropped at expert capacity. Uniform, Zipf or a measured per-expert histogram;
+ * experts are placed round-robin over the ranks; a sampling term (routing is random per
+ * token) adds the expected maximum of ep binomial loads. */
+bool wl_moe_load(const cfg_moe *m, int ep, double tokens, double *load, double *dropped,
+                 GError **err);
+
+/* The all-to-alls of one MoE layer on one GPU that routes `tokens` tokens, in an expert-parallel
+ * group of `ep` ranks over `nodes` nodes: `model[i]` is the byte count the all-to-all model
+ * runs, `link[i]` the bytes that cross the bottleneck link (InfiniBand across nodes, NVLink
+ * inside one), for i = dispatch, combine, combine backward, dispatch backward. The busiest
+ * receiver's share: times the routing load factor. Dispatch in the training dtype (fp8 when
+ * training in fp8), the others in at least 16 bits.
+ *   nccl: every copy of a token to a remote expert is sent, NVLink at nccl.p2p_efficiency.
+ *   deepep (normal kernels): each token goes once to each node it is routed to (at most
+ *     moe.max_nodes) over InfiniBand and is forwarded over NVLink; one node: once to each GPU,
+ *     at nccl.deepep_efficiency of NVLink.
+ *   deepep-ll (low-latency kernels): every copy over RDMA, even inside a node. */
+void wl_moe_a2a(const cfg_workload *w, double tokens, double load, int ep, int nodes,
+                const cfg_nccl *nc, double model[4], double link[4]);
+
+/* One MoE layer of a training workload on one GPU, in isolation (dlsim moe). */
+typedef struct {
+  int ep, nodes;            /* expert-parallel group and the nodes it spans */
+  double tokens, copies;    /* per GPU and micro-batch: routed tokens, token copies */
+  double load, dropped;     /* busiest rank / mean; fraction dropped at capacity */
+  double model_bytes[4], link_bytes[4]; /* see wl_moe_a2a */
+  double experts_time[2];   /* routed experts' kernels on the busiest rank: forward, backward */
+  double layer_time[2];     /* the whole layer's kernels (attention included) */
+} wl_moe_info;
+bool wl_moe_layer(const cfg_workload *w, const hw_cluster *hw, wl_moe_info *out, GError **err);
 
 /* One micro-batch on one GPU of the tensor-parallel group. */
 bool wl_model_build(const cfg_model *m, const cfg_training *t, const wl_shard *shard,
@@ -69,6 +113,8 @@ typedef struct {
   double host, nvme;                /* moved off it */
 } wl_states;
 wl_states wl_states_of(const cfg_workload *w, double params);
+/* The same when `experts` of the parameters are routed experts (sharded over dp / ep ranks). */
+wl_states wl_states_of_split(const cfg_workload *w, double params, double experts);
 
 /* Pipeline stages: which layers of a wl_model stage `s` of `pp` holds (blocks split evenly,
  * the embedding on the first, the output layer on the last). */
@@ -77,6 +123,9 @@ typedef struct {
   bool embedding, output;
 } wl_stage;
 wl_stage wl_stage_of(const wl_model *m, int pp, int s);
+/* Blocks [first, first + count) of chunk g when `blocks` are split into `chunks` pipeline
+ * chunks as evenly as possible (the remainder to the middle chunks). */
+void wl_chunk_blocks(int blocks, int chunks, int g, int *first, int *count);
 /* Micro-batches whose activations a stage holds at once under a pipeline schedule. */
 double wl_inflight(const cfg_parallel *p, int stage, int micro_batches);
 
