@@ -14,6 +14,8 @@ static const dlsim_command dlsim_commands[] = {
     {"run", cli_run, "simulate one training step: time, MFU, breakdown, memory"},
     {"memory", cli_memory, "memory per GPU and pipeline stage: ZeRO, offload, activations, fits?"},
     {"coll", cli_coll, "a collective's time and bus bandwidth vs size, as nccl-tests prints"},
+    {"plan", cli_plan, "the best TP x CP x PP x DP x EP x ZeRO layout for N GPUs"},
+    {"whatif", cli_whatif, "the same job on changed hardware: deltas, sweeps and plots"},
     {"moe", cli_moe, "one mixture-of-experts layer: routing imbalance, all-to-alls, experts"},
     {"calibrate", cli_calibrate, "fit model parameters to real measurements (nccl-tests tables)"},
     {"validate", cli_validate, "predicted vs measured for the real cases in validation/"},

@@ -4,6 +4,7 @@
 
 #include "cli/cli.h"
 #include "config/config.h"
+#include "planner/planner.h"
 
 #include <cjson/cJSON.h>
 
@@ -14,7 +15,19 @@ GPtrArray *cli_case_files(int argc, char **argv, GError **err);
  * ratio_to case: the ratio). Not for table cases. */
 bool cli_case_predict(const cfg_case *c, char *const *extra, double *out, GError **err);
 
+/* `sets` followed by `extra`, as a new NULL-terminated list (either may be NULL). */
+char **cli_sets_concat(char *const *sets, char *const *extra);
 /* What `dlsim moe --json` reports of a case's MoE layer (times, bottleneck bandwidths). */
 cJSON *cli_moe_json(const char *cluster, const char *workload, char *const *sets, GError **err);
+
+/* MPI for dlsim plan: without DLSIM_MPI a single process (rank 0 of 1). */
+typedef struct {
+  int rank, size;
+  bool active;
+} plan_mpi;
+void plan_mpi_init(plan_mpi *m, int *argc, char ***argv);
+/* Gathers every rank's screening into rank 0's (others keep theirs). */
+bool plan_mpi_merge(plan_mpi *m, plan_screen_result *r, int refine, GError **err);
+void plan_mpi_finalize(plan_mpi *m);
 
 #endif

@@ -178,8 +178,7 @@ static void val_run_table(val_row *row)
               (row->errors.n_small == 0 || row->errors.median_small <= c->tolerance_small);
 }
 
-/* The case's sets followed by `extra`. */
-static char **val_sets(char *const *sets, char *const *extra)
+char **cli_sets_concat(char *const *sets, char *const *extra)
 {
   GPtrArray *all = g_ptr_array_new();
   for (int i = 0; sets && sets[i]; i++)
@@ -192,12 +191,12 @@ static char **val_sets(char *const *sets, char *const *extra)
 
 bool cli_case_predict(const cfg_case *c, char *const *extra, double *out, GError **err)
 {
-  g_auto(GStrv) sets = val_sets(c->set, extra);
+  g_auto(GStrv) sets = cli_sets_concat(c->set, extra);
   double value = 0, base = 1;
   if (!val_predict(c, sets, &value, err))
     return false;
   if (c->ratio_to) {
-    g_auto(GStrv) ratio = val_sets(c->ratio_to, extra);
+    g_auto(GStrv) ratio = cli_sets_concat(c->ratio_to, extra);
     if (!val_predict(c, ratio, &base, err))
       return false;
   }

@@ -291,6 +291,48 @@ double eng_op_spans(eng_costs *c, const prog_op *op, int rank, double start, GAr
   return dur;
 }
 
+/* ---- evaluator ---------------------------------------------------------------------------- */
+
+struct eng_evaluator {
+  const prog_program *p;
+  coll_planner *pl;
+  eng_costs *costs;
+};
+
+eng_evaluator *eng_evaluator_new(const prog_program *p, const hw_cluster *hw, const eng_options *opt)
+{
+  eng_evaluator *e = g_new0(eng_evaluator, 1);
+  e->p = p;
+  e->pl = eng_planner_new(hw, opt);
+  e->costs = eng_costs_new(p, hw, e->pl, opt);
+  return e;
+}
+
+void eng_evaluator_free(eng_evaluator *e)
+{
+  if (!e)
+    return;
+  eng_costs_free(e->costs);
+  coll_planner_free(e->pl);
+  g_free(e);
+}
+
+double eng_evaluate_macro(eng_evaluator *e, int tmpl, uint32_t count, int rank)
+{
+  prog_op op = {.kind = PROG_COMPUTE, .tmpl = tmpl, .count = count, .fixed_time = -1};
+  return eng_op_duration(e->costs, &op, rank);
+}
+
+bool eng_evaluate_coll(eng_evaluator *e, prog_coll coll, int family, double bytes, int rank,
+                       double *time, GError **err)
+{
+  prog_op op = {.kind = PROG_COMM, .coll = coll, .family = family, .comm_bytes = bytes,
+                .count = 1, .tmpl = -1, .fixed_time = -1};
+  const coll_schedule *s = eng_schedule_for(e->pl, e->p, &op, rank, err);
+  *time = s ? s->time : 0;
+  return s != NULL;
+}
+
 /* ---- schedules ---------------------------------------------------------------------------- */
 
 coll_planner *eng_planner_new(const hw_cluster *hw, const eng_options *o)

@@ -66,6 +66,16 @@ prog_program *eng_collective_program(prog_coll op, int gpus, int group, double b
 bool eng_collective_time(const hw_cluster *hw, const eng_options *opt, prog_coll op, int gpus,
                          int group, double bytes, eng_coll_result *out, GError **err);
 
+/* Durations without running a program, for closed-form estimates (the planner): the time of
+ * `count` runs of a template as `rank` runs them (what a macro op takes), and of one
+ * collective of a family alone. Plans and template times are cached across calls. */
+typedef struct eng_evaluator eng_evaluator;
+eng_evaluator *eng_evaluator_new(const prog_program *p, const hw_cluster *hw, const eng_options *opt);
+void eng_evaluator_free(eng_evaluator *e);
+double eng_evaluate_macro(eng_evaluator *e, int tmpl, uint32_t count, int rank);
+bool eng_evaluate_coll(eng_evaluator *e, prog_coll op, int family, double bytes, int rank,
+                       double *time, GError **err);
+
 /* Duration of a compute op by the hardware cost model (or its measured time). */
 double eng_compute_time(const hw_cluster *hw, const prog_op *op);
 

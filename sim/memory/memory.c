@@ -106,6 +106,17 @@ static bool mem_stages(const cfg_workload *w, int micro_batch, bool states_only,
   return true;
 }
 
+double mem_peak_with_model(const cfg_workload *w, const wl_model *m)
+{
+  double worst = 0;
+  for (int s = 0; s < w->parallel.pp; s++) {
+    mem_stage st;
+    mem_fill_stage(w, m, s, false, &st);
+    worst = MAX(worst, st.total);
+  }
+  return worst;
+}
+
 static double mem_worst_total(const mem_stage *s, int n)
 {
   double t = 0;
@@ -183,7 +194,11 @@ double mem_kv_bytes_per_token(const cfg_model *m, cfg_dtype dtype, int tp)
 {
   if (m->kind == CFG_MODEL_CNN || m->kind == CFG_MODEL_GENERIC)
     return 0;
-  double d = (double)m->hidden / m->heads;
+  /* multi-head latent attention caches one compressed latent and the rope key per token,
+   * replicated on every tensor-parallel GPU */
+  if (m->mla.kv_rank > 0)
+    return (double)m->layers * (m->mla.kv_rank + m->mla.rope_dim) * cfg_dtype_bytes(dtype);
+  double d = m->head_dim > 0 ? m->head_dim : (double)m->hidden / m->heads;
   /* with more GPUs than kv heads, each GPU still holds at least one head */
   double heads = MAX(1.0, (double)m->kv_heads / tp);
   return 2.0 * m->layers * heads * d * cfg_dtype_bytes(dtype);

@@ -54,6 +54,9 @@ typedef struct {
 bool mem_estimate(const cfg_workload *w, const cfg_cluster *c, const mem_options *o,
                   mem_report *out, GError **err);
 void mem_report_clear(mem_report *r);
+/* The worst stage's total bytes per GPU, from a model already built for the workload's shard
+ * (wl_shard_of(w)): what a planner checks for each of thousands of layouts. */
+double mem_peak_with_model(const cfg_workload *w, const wl_model *m);
 const mem_stage *mem_worst(const mem_report *r);
 
 /* Static memory of each program class (what is not allocated op by op): the engines start the

@@ -754,3 +754,90 @@ bool wl_build_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_mod
   g_free(x.passes);
   return true;
 }
+
+/* ---- the skeleton: rank 0's groups and the layer templates, for closed-form estimates ---- */
+
+/* Rank 0's group along `dims`. */
+static int wl_group0(wl_par *x, const cfg_dim *dims, int ndims)
+{
+  int n = 1;
+  for (int i = 0; i < ndims; i++)
+    n *= wl_size(x, dims[i]);
+  g_autofree int *ranks = g_new(int, n);
+  for (int k = 0; k < n; k++) {
+    int r = 0, rest = k;
+    for (int i = 0; i < ndims; i++) {
+      r = wl_rank_with(x, r, dims[i], rest % wl_size(x, dims[i]));
+      rest /= wl_size(x, dims[i]);
+    }
+    ranks[k] = r;
+  }
+  return prog_group_add(x->p, ranks, n);
+}
+
+static void wl_skeleton_groups(wl_par *x)
+{
+  prog_program *p = x->p;
+  const cfg_dim tp[] = {CFG_DIM_TP}, cp[] = {CFG_DIM_CP}, dp[] = {CFG_DIM_DP, CFG_DIM_CP};
+  x->fam_tp = prog_family_add(p, "tp", PROG_DIM_TP);
+  x->fam_cp = prog_family_add(p, "cp", PROG_DIM_CP);
+  x->fam_dp = prog_family_add(p, "dp", PROG_DIM_DP);
+  prog_family_set(p, x->fam_tp, 0, wl_group0(x, tp, 1));
+  prog_family_set(p, x->fam_cp, 0, wl_group0(x, cp, 1));
+  prog_family_set(p, x->fam_dp, 0, wl_group0(x, dp, 2));
+  x->fam_ep = prog_family_add(p, "ep", PROG_DIM_EP);
+  x->fam_edp = prog_family_add(p, "edp", PROG_DIM_DP);
+  g_autofree int *ranks = g_new(int, MAX(x->ep, x->dp * x->cp));
+  for (int k = 0; k < x->ep; k++)
+    ranks[k] = wl_rank_with(x, 0, CFG_DIM_DP, k);
+  prog_family_set(p, x->fam_ep, 0, prog_group_add(p, ranks, x->ep));
+  int n = 0;
+  for (int c = 0; c < x->cp; c++)
+    for (int k = 0; k < x->dp / x->ep; k++)
+      ranks[n++] = wl_rank_with(x, wl_rank_with(x, 0, CFG_DIM_CP, c), CFG_DIM_DP, k * x->ep);
+  prog_family_set(p, x->fam_edp, 0, prog_group_add(p, ranks, n));
+  x->fam_fsend = prog_family_add(p, "pp-send-next", PROG_DIM_PP);
+  if (x->pp > 1)
+    prog_family_set(p, x->fam_fsend, 0, wl_pair(x, 0, wl_rank_with(x, 0, CFG_DIM_PP, 1)));
+}
+
+bool wl_skeleton_build(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
+                       wl_skeleton *out)
+{
+  const cfg_parallel *par = &w->parallel;
+  memset(out, 0, sizeof *out);
+  int gpus = par->tp * par->cp * par->pp * par->dp;
+  wl_par x = {.w = w, .hw = hw, .m = m, .p = prog_new(gpus), .tp = par->tp, .cp = par->cp,
+              .pp = par->pp, .dp = par->dp, .ep = MAX(par->ep, 1), .v = 1, .micro = 1,
+              .sb = wl_state_bytes_per_param(&w->training)};
+  x.act_bytes = m->tokens * w->model.hidden * cfg_dtype_bytes(m->dtype) / x.tp;
+  wl_strides(&x);
+  prog_class_add(x.p, "rank 0");
+  wl_skeleton_groups(&x);
+  prog_finalize(x.p);
+  if (m->moe_tokens > 0 && x.ep > 1)
+    wl_a2a_bytes(&x);
+  wl_templates(&x);
+  out->p = x.p;
+  out->fwd = g_new(int, m->layers->len);
+  out->bwd = g_new(int, m->layers->len);
+  for (guint i = 0; i < m->layers->len; i++) {
+    out->fwd[i] = x.passes[i].fwd;
+    out->bwd[i] = x.passes[i].bwd;
+  }
+  out->fam_dp = x.fam_dp;
+  out->fam_edp = x.fam_edp;
+  out->fam_pp = x.fam_fsend;
+  out->act_bytes = x.act_bytes;
+  out->a2a_bytes = x.p->meta.a2a_bytes / MAX(x.micro, 1);
+  g_free(x.passes);
+  return true;
+}
+
+void wl_skeleton_free(wl_skeleton *s)
+{
+  prog_free(s->p);
+  g_free(s->fwd);
+  g_free(s->bwd);
+  memset(s, 0, sizeof *s);
+}

@@ -108,8 +108,8 @@ bool wl_check_layout(const cfg_workload *w, GError **err)
   return true;
 }
 
-/* What a step achieves: samples, tokens, and FLOPs by Megatron's MFU / HFU conventions. */
-static void wl_meta(const cfg_workload *w, const wl_model *m, prog_program *p)
+void wl_step_flops(const cfg_workload *w, const wl_model *m, double *model_flops,
+                   double *hardware_flops)
 {
   double fwd = 0, again = 0;
   for (guint i = 0; i < m->layers->len; i++) {
@@ -120,10 +120,16 @@ static void wl_meta(const cfg_workload *w, const wl_model *m, prog_program *p)
   /* a model built for one GPU's shard: times tp x cp for the whole model, per micro-batch */
   double shard = (double)w->parallel.tp * w->parallel.cp;
   double micro_batches = (double)w->training.global_batch / w->training.micro_batch;
+  *model_flops = 3 * fwd * shard * micro_batches;
+  *hardware_flops = *model_flops + again * shard * micro_batches;
+}
+
+/* What a step achieves: samples, tokens, and FLOPs by Megatron's MFU / HFU conventions. */
+static void wl_meta(const cfg_workload *w, const wl_model *m, prog_program *p)
+{
   p->meta.samples = w->training.global_batch;
   p->meta.tokens = w->model.kind == CFG_MODEL_CNN ? 0 : (double)w->training.global_batch * w->model.seq_len;
-  p->meta.model_flops = 3 * fwd * shard * micro_batches;
-  p->meta.hardware_flops = p->meta.model_flops + again * shard * micro_batches;
+  wl_step_flops(w, m, &p->meta.model_flops, &p->meta.hardware_flops);
   p->meta.dtype = w->training.dtype;
 }
 

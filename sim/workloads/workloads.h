@@ -81,6 +81,25 @@ bool wl_moe_load(const cfg_moe *m, int ep, double tokens, double *load, double *
 void wl_moe_a2a(const cfg_workload *w, double tokens, double load, int ep, int nodes,
                 const cfg_nccl *nc, double model[4], double link[4]);
 
+/* A program that holds only rank 0's process groups (tensor, context, data, expert, expert-data,
+ * pipeline) and the layer-pass templates of the strategy, for closed-form estimates (the
+ * planner): fwd[i] / bwd[i] is the template of model layer i. ZeRO-3's per-layer collectives
+ * are left out of the templates (the estimate adds them). */
+typedef struct {
+  prog_program *p;
+  int *fwd, *bwd;
+  int fam_dp, fam_edp, fam_pp;
+  double act_bytes;  /* sent between pipeline stages per micro-batch */
+  double a2a_bytes;  /* MoE all-to-alls per GPU per micro-batch (the busiest stage) */
+} wl_skeleton;
+bool wl_skeleton_build(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
+                       wl_skeleton *out);
+void wl_skeleton_free(wl_skeleton *s);
+
+/* Model and hardware FLOPs of a training step (Megatron's MFU / HFU conventions). */
+void wl_step_flops(const cfg_workload *w, const wl_model *m, double *model_flops,
+                   double *hardware_flops);
+
 /* One MoE layer of a training workload on one GPU, in isolation (dlsim moe). */
 typedef struct {
   int ep, nodes;            /* expert-parallel group and the nodes it spans */

@@ -1,0 +1,68 @@
+/* Planner speed: how many candidate layouts dlsim plan screens per second (enumeration,
+ * validity, memory, closed-form estimate), for three searches of 45,000 to 150,000 layouts;
+ * and the time of the whole plan without DES confirmation (the 16 best re-simulated with the
+ * analytic engine). usage: dlsim_bench_plan */
+#include "planner/planner.h"
+
+#include <glib/gstdio.h>
+#include <stdio.h>
+#include <unistd.h>
+
+typedef struct {
+  const char *cluster, *model, *label;
+  int gpus, batch;
+} bench_search;
+
+static bool bench_one(const bench_search *b)
+{
+  g_autofree char *nodes = g_strdup_printf("node.count=%d", b->gpus / 8);
+  g_autofree char *dp = g_strdup_printf("parallel.dp=%d", b->gpus);
+  g_autofree char *gb = g_strdup_printf("training.global_batch=%d", b->gpus);
+  char *sets[] = {nodes, dp, gb, "training.micro_batch=1", NULL};
+  g_autofree char *path = NULL;
+  GError *err = NULL;
+  int fd = g_file_open_tmp("dlsim-bench-plan-XXXXXX.yaml", &path, &err);
+  if (fd < 0)
+    return false;
+  g_autofree char *text = g_strdup_printf("model: %s\ntraining: {global_batch: 8, micro_batch: 1}\n"
+                                          "parallel: {dp: 8}\n", b->model);
+  close(fd);
+  if (!g_file_set_contents(path, text, -1, &err))
+    return false;
+  plan_setup *s = plan_setup_new(b->cluster, path, sets, b->batch, &err);
+  if (!s) {
+    fprintf(stderr, "bench: %s\n", err->message);
+    g_error_free(err);
+    return false;
+  }
+  plan_options o = {.refine = 16, .nshards = 1};
+  plan_pins_free(&o.pins);
+  plan_screen_result r;
+  gint64 t0 = g_get_monotonic_time();
+  bool ok = plan_screen(s, &o, &r, &err);
+  double screen = (double)(g_get_monotonic_time() - t0) / 1e6;
+  ok = ok && plan_refine(s, &o, &r, &err);
+  double total = (double)(g_get_monotonic_time() - t0) / 1e6;
+  if (ok)
+    printf("%-34s %9ld %8ld %8.3f %12.0f %9.3f\n", b->label, r.candidates, r.fits, screen,
+           r.candidates / screen, total);
+  plan_screen_clear(&r);
+  plan_setup_free(s);
+  g_unlink(path);
+  return ok;
+}
+
+int main(void)
+{
+  const bench_search searches[] = {
+      {"dgx-a100", "gpt3-175b", "GPT-3 175B, 1024 A100, batch 1536", 1024, 1536},
+      {"dgx-h100", "llama3-405b", "Llama 3 405B, 8192 H100, batch 2048", 8192, 2048},
+      {"dgx-h100", "llama3-405b", "Llama 3 405B, 16384 H100, batch 4096", 16384, 4096},
+  };
+  printf("dlsim bench: planner search speed (one process)\n");
+  printf("%-34s %9s %8s %8s %12s %9s\n", "search", "layouts", "fit", "screen_s", "layouts/s",
+         "plan_s");
+  for (size_t i = 0; i < G_N_ELEMENTS(searches); i++)
+    bench_one(&searches[i]);
+  return 0;
+}

@@ -1,0 +1,283 @@
+/* dlsim plan -c CLUSTER (-m MODEL | -w WORKLOAD) --gpus N --global-batch B [--seq S]
+ *            [--dtype D] [--top K] [--refine R] [--objective time|tokens-per-gpu]
+ *            [--json | --csv] [--quiet] [--set K=V]...
+ * Which layout to run: every TP x CP x PP x DP (x EP) x micro-batch x interleaving x ZeRO x
+ * recomputation x sequence parallelism x placement, invalid and non-fitting ones dropped, the
+ * rest ranked by a closed-form estimate, the best re-simulated with the analytic engine (what
+ * `dlsim run` says) and the top K confirmed with the DES. With MPI (mpirun -np R), the
+ * candidates are shared out over the ranks and rank 0 merges. */
+#include "cli/cli.h"
+#include "cli/cli_internal.h"
+#include "planner/planner.h"
+#include "report/report.h"
+#include "units/units.h"
+
+#include <glib/gstdio.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+  char *cluster, *model, *workload, *dtype, *objective;
+  char **sets, **fix;
+  int gpus, batch, seq, top, refine;
+  gboolean json, csv, quiet;
+} plan_args;
+
+static void plan_args_clear(plan_args *a)
+{
+  g_free(a->cluster);
+  g_free(a->model);
+  g_free(a->workload);
+  g_free(a->dtype);
+  g_free(a->objective);
+  g_strfreev(a->sets);
+  g_strfreev(a->fix);
+}
+
+static void plan_progress(double fraction, void *ctx)
+{
+  (void)ctx;
+  fprintf(stderr, "\rdlsim plan: %3.0f %% of the layouts screened", 100 * fraction);
+  if (fraction >= 1)
+    fprintf(stderr, "\r%60s\r", "");
+  fflush(stderr);
+}
+
+/* The base workload: the given file, or a minimal one for -m MODEL in a temporary file. */
+static char *plan_base_workload(const plan_args *a, GError **err)
+{
+  if (a->workload)
+    return g_strdup(a->workload);
+  g_autofree char *text = g_strdup_printf("model: %s\ntraining: {global_batch: %d, micro_batch: 1, "
+                                          "dtype: %s}\nparallel: {dp: %d}\n",
+                                          a->model, a->batch, a->dtype ? a->dtype : "bf16", a->gpus);
+  char *path = NULL;
+  int fd = g_file_open_tmp("dlsim-plan-XXXXXX.yaml", &path, err);
+  if (fd < 0)
+    return NULL;
+  bool ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+  close(fd);
+  if (!ok) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "cannot write %s", path);
+    g_free(path);
+    return NULL;
+  }
+  return path;
+}
+
+/* The overrides that size the cluster and the workload to the request. */
+static char **plan_base_sets(const plan_args *a, int gpus_per_node)
+{
+  GPtrArray *s = g_ptr_array_new();
+  g_ptr_array_add(s, g_strdup_printf("node.count=%d", a->gpus / gpus_per_node));
+  /* a base that loads whatever the batch (each layout sets its own) */
+  g_ptr_array_add(s, g_strdup_printf("training.global_batch=%d", a->gpus));
+  g_ptr_array_add(s, g_strdup_printf("parallel.dp=%d", a->gpus));
+  g_ptr_array_add(s, g_strdup("parallel.tp=1"));
+  g_ptr_array_add(s, g_strdup("parallel.pp=1"));
+  g_ptr_array_add(s, g_strdup("parallel.cp=1"));
+  g_ptr_array_add(s, g_strdup("parallel.ep=1"));
+  g_ptr_array_add(s, g_strdup("parallel.virtual_stages=1"));
+  g_ptr_array_add(s, g_strdup("training.micro_batch=1"));
+  if (a->seq > 0)
+    g_ptr_array_add(s, g_strdup_printf("model.seq_len=%d", a->seq));
+  for (int i = 0; a->sets && a->sets[i]; i++)
+    g_ptr_array_add(s, g_strdup(a->sets[i]));
+  g_ptr_array_add(s, NULL);
+  return (char **)g_ptr_array_free(s, FALSE);
+}
+
+static const char *const plan_rc[] = {"none", "selective", "full"};
+
+static cJSON *plan_json(const plan_screen_result *r, int shown)
+{
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddNumberToObject(j, "candidates", (double)r->candidates);
+  cJSON_AddNumberToObject(j, "valid", (double)r->valid);
+  cJSON_AddNumberToObject(j, "fits", (double)r->fits);
+  cJSON_AddNumberToObject(j, "elapsed_s", r->elapsed_s);
+  cJSON *top = cJSON_AddArrayToObject(j, "top");
+  for (guint i = 0; i < r->best->len && (int)i < shown; i++) {
+    const plan_candidate *c = &g_array_index(r->best, plan_candidate, i);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "tp", c->l.tp);
+    cJSON_AddNumberToObject(o, "cp", c->l.cp);
+    cJSON_AddNumberToObject(o, "pp", c->l.pp);
+    cJSON_AddNumberToObject(o, "dp", c->l.dp);
+    cJSON_AddNumberToObject(o, "ep", c->l.ep);
+    cJSON_AddNumberToObject(o, "micro_batch", c->l.micro_batch);
+    cJSON_AddNumberToObject(o, "virtual_stages", c->l.virtual_stages);
+    cJSON_AddNumberToObject(o, "zero", c->l.zero);
+    cJSON_AddStringToObject(o, "recompute", plan_rc[c->l.recompute]);
+    cJSON_AddBoolToObject(o, "sequence_parallel", c->l.sequence_parallel);
+    cJSON_AddStringToObject(o, "placement", c->l.pipeline_outer ? "tp,cp,dp,pp" : "tp,cp,pp,dp");
+    cJSON_AddNumberToObject(o, "estimate_s", c->estimate_s);
+    cJSON_AddNumberToObject(o, "step_time_s", c->step_time_s);
+    if (!isnan(c->des_step_time_s))
+      cJSON_AddNumberToObject(o, "des_step_time_s", c->des_step_time_s);
+    cJSON_AddNumberToObject(o, "mfu", c->mfu);
+    cJSON_AddNumberToObject(o, "tokens_per_s", c->tokens_per_s);
+    cJSON_AddNumberToObject(o, "peak_bytes", c->peak_bytes);
+    if (i > 0)
+      cJSON_AddStringToObject(o, "loses_on", c->why);
+    cJSON_AddItemToArray(top, o);
+  }
+  return j;
+}
+
+static void plan_print_csv(const plan_screen_result *r, int shown)
+{
+  printf("rank,tp,cp,pp,dp,ep,micro_batch,virtual_stages,zero,recompute,sequence_parallel,"
+         "placement,estimate_s,step_time_s,des_step_time_s,mfu,tokens_per_s,peak_bytes\n");
+  for (guint i = 0; i < r->best->len && (int)i < shown; i++) {
+    const plan_candidate *c = &g_array_index(r->best, plan_candidate, i);
+    printf("%u,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%s,%.6g,%.6g,%.6g,%.4f,%.6g,%.6g\n", i + 1, c->l.tp,
+           c->l.cp, c->l.pp, c->l.dp, c->l.ep, c->l.micro_batch, c->l.virtual_stages, c->l.zero,
+           plan_rc[c->l.recompute], c->l.sequence_parallel,
+           c->l.pipeline_outer ? "tp cp dp pp" : "tp cp pp dp", c->estimate_s, c->step_time_s,
+           c->des_step_time_s, c->mfu, c->tokens_per_s, c->peak_bytes);
+  }
+}
+
+static void plan_print_text(const plan_setup *s, const plan_args *a, const plan_screen_result *r,
+                            int shown)
+{
+  g_autofree char *model = a->model ? g_strdup(a->model) : g_path_get_basename(a->workload);
+  printf("dlsim plan: %s on %s, %d GPUs, global batch %d\n", model, a->cluster,
+         plan_setup_gpus(s), a->batch);
+  printf("  %ld layouts, %ld valid, %ld fit in memory\n", r->candidates, r->valid, r->fits);
+  if (r->best->len == 0) {
+    printf("  no layout fits\n");
+    return;
+  }
+  printf("  %2s  %-70s %9s %9s %6s %11s %10s\n", "#", "layout", "step (s)", "DES (s)", "MFU",
+         "tokens/s", "memory");
+  for (guint i = 0; i < r->best->len && (int)i < shown; i++) {
+    const plan_candidate *c = &g_array_index(r->best, plan_candidate, i);
+    g_autofree char *d = plan_layout_describe(&c->l);
+    g_autofree char *mem = units_format_bytes(c->peak_bytes);
+    char des[32] = "-";
+    if (!isnan(c->des_step_time_s))
+      g_snprintf(des, sizeof des, "%9.3f", c->des_step_time_s);
+    printf("  %2u  %-70s %9.3f %9s %5.1f%% %11.0f %10s\n", i + 1, d, c->step_time_s, des,
+           100 * c->mfu, c->tokens_per_s, mem);
+    if (i > 0)
+      printf("      loses on: %s\n", c->why);
+  }
+}
+
+static bool plan_parse(int argc, char **argv, plan_args *a, int *code)
+{
+  GOptionEntry entries[] = {
+      {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &a->cluster, "Cluster file or preset name", "CLUSTER"},
+      {"model", 'm', 0, G_OPTION_ARG_STRING, &a->model, "Model file or preset name", "MODEL"},
+      {"workload", 'w', 0, G_OPTION_ARG_FILENAME, &a->workload, "Or a workload to start from", "WORKLOAD"},
+      {"gpus", 'n', 0, G_OPTION_ARG_INT, &a->gpus, "GPUs to lay the job out on", "N"},
+      {"global-batch", 'b', 0, G_OPTION_ARG_INT, &a->batch, "Global batch (sequences)", "B"},
+      {"seq", 0, 0, G_OPTION_ARG_INT, &a->seq, "Sequence length (default: the model's)", "S"},
+      {"dtype", 0, 0, G_OPTION_ARG_STRING, &a->dtype, "Training dtype with -m (default bf16)", "D"},
+      {"top", 'k', 0, G_OPTION_ARG_INT, &a->top,
+       "Layouts to confirm with the DES (default 3 up to 2048 GPUs, else 0: minutes each)", "K"},
+      {"refine", 0, 0, G_OPTION_ARG_INT, &a->refine, "Layouts to re-simulate with the analytic engine (default 16)", "R"},
+      {"objective", 0, 0, G_OPTION_ARG_STRING, &a->objective, "time (default) or tokens-per-gpu", "O"},
+      {"json", 0, 0, G_OPTION_ARG_NONE, &a->json, "Print JSON", NULL},
+      {"csv", 0, 0, G_OPTION_ARG_NONE, &a->csv, "Print CSV", NULL},
+      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &a->quiet, "No progress on stderr", NULL},
+      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &a->sets, "Override a key", "KEY=VALUE"},
+      {"fix", 'f', 0, G_OPTION_ARG_STRING_ARRAY, &a->fix,
+       "Pin a dimension: tp, cp, pp, ep, micro_batch, virtual_stages, zero, recompute, "
+       "sequence_parallel, placement (pp-inner, pp-outer)", "KEY=VALUE"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  if (!cli_parse(entries, "- the best parallel layout for N GPUs", &argc, &argv, code))
+    return false;
+  if (!a->cluster || (!a->model == !a->workload) || a->gpus < 1 || a->batch < 1) {
+    fprintf(stderr, "dlsim: error: dlsim plan needs -c CLUSTER, one of -m MODEL or -w WORKLOAD, "
+                    "--gpus N and --global-batch B (see --help)\n");
+    *code = 2;
+    return false;
+  }
+  if (a->objective && strcmp(a->objective, "time") && strcmp(a->objective, "tokens-per-gpu")) {
+    fprintf(stderr, "dlsim: error: --objective: expected time or tokens-per-gpu, got '%s'\n",
+            a->objective);
+    *code = 2;
+    return false;
+  }
+  if (a->top == -1) /* the DES of a few thousand GPUs takes minutes: only on request */
+    a->top = a->gpus <= 2048 ? 3 : 0;
+  if (a->top < 0 || a->refine < 0) {
+    fprintf(stderr, "dlsim: error: --top and --refine must be >= 0\n");
+    *code = 2;
+    return false;
+  }
+  return true;
+}
+
+/* Loads the cluster alone, to size the request in nodes. */
+static bool plan_gpus_per_node(const plan_args *a, int *gpn, GError **err)
+{
+  cfg_cluster *c = NULL;
+  if (!cfg_load_with(a->cluster, NULL, NULL, &c, NULL, err))
+    return false;
+  *gpn = c->node.gpus_per_node;
+  cfg_cluster_free(c);
+  if (a->gpus % *gpn) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--gpus %d: not a whole number of %d-GPU nodes",
+                a->gpus, *gpn);
+    return false;
+  }
+  return true;
+}
+
+int cli_plan(int argc, char **argv)
+{
+  plan_args a = {.top = -1, .refine = 16};
+  int code = 0;
+  if (!plan_parse(argc, argv, &a, &code)) {
+    plan_args_clear(&a);
+    return code;
+  }
+  GError *err = NULL;
+  int gpn = 0;
+  g_autofree char *base = NULL;
+  g_auto(GStrv) sets = NULL;
+  plan_setup *s = NULL;
+  plan_mpi mpi;
+  plan_mpi_init(&mpi, &argc, &argv);
+  bool ok = plan_gpus_per_node(&a, &gpn, &err) && (base = plan_base_workload(&a, &err));
+  if (ok) {
+    sets = plan_base_sets(&a, gpn);
+    ok = (s = plan_setup_new(a.cluster, base, sets, a.batch, &err)) != NULL;
+  }
+  plan_options o = {.top_k = a.top, .refine = MAX(a.refine, a.top),
+                    .tokens_per_gpu = a.objective && strcmp(a.objective, "tokens-per-gpu") == 0,
+                    .shard = mpi.rank, .nshards = mpi.size};
+  plan_pins_free(&o.pins);
+  for (int i = 0; ok && a.fix && a.fix[i]; i++)
+    ok = plan_pins_parse(&o.pins, a.fix[i], &err);
+  if (!a.quiet && mpi.rank == 0 && isatty(STDERR_FILENO))
+    o.progress = plan_progress;
+  plan_screen_result r = {0};
+  ok = ok && plan_screen(s, &o, &r, &err) && plan_mpi_merge(&mpi, &r, o.refine, &err);
+  if (ok && mpi.rank == 0) {
+    ok = plan_refine(s, &o, &r, &err);
+    int shown = MAX(a.top, MIN((int)r.best->len, 10));
+    if (ok && a.json) {
+      cJSON *j = plan_json(&r, shown);
+      rep_json_print(stdout, j);
+      cJSON_Delete(j);
+    } else if (ok && a.csv) {
+      plan_print_csv(&r, shown);
+    } else if (ok) {
+      plan_print_text(s, &a, &r, shown);
+    }
+  }
+  plan_screen_clear(&r);
+  plan_setup_free(s);
+  if (base && !a.workload)
+    g_unlink(base);
+  plan_mpi_finalize(&mpi);
+  plan_args_clear(&a);
+  return ok ? 0 : cli_fail(err);
+}

@@ -1,0 +1,300 @@
+/* dlsim whatif -c CLUSTER -w WORKLOAD --set KEY=VALUE [--set ...] [--base KEY=VALUE]...
+ *              [--engine analytic|des] [--json]
+ * dlsim whatif -c CLUSTER -w WORKLOAD --sweep KEY=V1,V2,... [--plot FILE.svg] [--csv] [--json]
+ * The same job on changed hardware (or settings): the baseline and the changed system side by
+ * side with the delta of every reported figure; or a one-dimensional sweep as a table and a
+ * plot of step time and MFU against the swept value. */
+#include "cli/cli_internal.h"
+#include "pipeline/pipeline.h"
+#include "report/report.h"
+#include "units/units.h"
+
+#include <math.h>
+#include <plplot.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+  char *cluster, *workload, *sweep, *plot, *engine;
+  char **sets, **base;
+  gboolean json, csv;
+} wi_args;
+
+static void wi_args_clear(wi_args *a)
+{
+  g_free(a->cluster);
+  g_free(a->workload);
+  g_free(a->sweep);
+  g_free(a->plot);
+  g_free(a->engine);
+  g_strfreev(a->sets);
+  g_strfreev(a->base);
+}
+
+/* What `dlsim run --json` reports for these overrides. */
+static cJSON *wi_run(const wi_args *a, char *const *sets, eng_kind engine, GError **err)
+{
+  pipe_run run;
+  cJSON *j = NULL;
+  if (pipe_simulate(a->cluster, a->workload, sets, engine, false, &run, err)) {
+    rep_run rep;
+    pipe_report_of(&run, &rep);
+    j = rep_run_json(&rep);
+  }
+  pipe_clear(&run);
+  return j;
+}
+
+/* changed - baseline for every number the two have at the same place; the simulator's own
+ * figures (wall time, messages) are not the system's and are left out. */
+static cJSON *wi_delta(const cJSON *base, const cJSON *changed)
+{
+  cJSON *d = cJSON_CreateObject();
+  const cJSON *b;
+  cJSON_ArrayForEach(b, base)
+  {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(changed, b->string);
+    if (!c || strcmp(b->string, "simulator") == 0)
+      continue;
+    if (cJSON_IsNumber(b) && cJSON_IsNumber(c)) {
+      double x = c->valuedouble - b->valuedouble;
+      cJSON_AddNumberToObject(d, b->string,
+                              fabs(x) <= 1e-9 * MAX(fabs(b->valuedouble), fabs(c->valuedouble)) ? 0 : x);
+    }
+    else if (cJSON_IsObject(b) && cJSON_IsObject(c))
+      cJSON_AddItemToObject(d, b->string, wi_delta(b, c));
+    else if (cJSON_IsBool(b) && cJSON_IsBool(c) && cJSON_IsTrue(b) != cJSON_IsTrue(c))
+      cJSON_AddBoolToObject(d, b->string, cJSON_IsTrue(c));
+  }
+  return d;
+}
+
+static double wi_num(const cJSON *j, const char *a, const char *b)
+{
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, a);
+  if (b)
+    x = cJSON_GetObjectItemCaseSensitive(x, b);
+  return cJSON_IsNumber(x) ? x->valuedouble : NAN;
+}
+
+static void wi_row_seconds(const char *what, double b, double c)
+{
+  if (fabs(c - b) <= 1e-9 * MAX(fabs(b), fabs(c))) /* the same, up to rounding */
+    c = b;
+  g_autofree char *sb = units_format_seconds(b), *sc = units_format_seconds(c);
+  g_autofree char *sd = units_format_seconds(fabs(c - b));
+  printf("  %-20s %14s %14s   %s%s", what, sb, sc, c - b < 0 ? "-" : "+", sd);
+  if (b > 0)
+    printf(" (%+.1f %%)", 100 * (c / b - 1));
+  printf("\n");
+}
+
+static void wi_print_text(const cJSON *b, const cJSON *c, char *const *sets)
+{
+  printf("dlsim whatif:");
+  for (int i = 0; sets && sets[i]; i++)
+    printf(" %s", sets[i]);
+  printf("\n  %-20s %14s %14s   %s\n", "", "baseline", "changed", "delta");
+  wi_row_seconds("step time", wi_num(b, "step_time_s", NULL), wi_num(c, "step_time_s", NULL));
+  double mb = wi_num(b, "mfu", NULL), mc = wi_num(c, "mfu", NULL);
+  printf("  %-20s %12.1f %% %12.1f %%   %+.1f points\n", "MFU", 100 * mb, 100 * mc, 100 * (mc - mb));
+  double tb = wi_num(b, "tokens_per_s", NULL), tc = wi_num(c, "tokens_per_s", NULL);
+  if (tb > 0)
+    printf("  %-20s %14.0f %14.0f   %+.1f %%\n", "tokens/s", tb, tc, 100 * (tc / tb - 1));
+  const char *parts[] = {"compute", "exposed_comm", "bubble", "other"};
+  for (size_t i = 0; i < G_N_ELEMENTS(parts); i++)
+    wi_row_seconds(parts[i], wi_num(b, "breakdown_s", parts[i]), wi_num(c, "breakdown_s", parts[i]));
+  const cJSON *dims = cJSON_GetObjectItemCaseSensitive(b, "exposed_comm_s"), *d;
+  cJSON_ArrayForEach(d, dims)
+  {
+    double x = d->valuedouble, y = wi_num(c, "exposed_comm_s", d->string);
+    if (x > 0 || y > 0) {
+      g_autofree char *what = g_strdup_printf("  exposed %s", d->string);
+      wi_row_seconds(what, x, y);
+    }
+  }
+  double pb = wi_num(b, "memory", "peak_bytes"), pc = wi_num(c, "memory", "peak_bytes");
+  g_autofree char *sb = units_format_bytes(pb), *sc = units_format_bytes(pc);
+  g_autofree char *sd = units_format_bytes(fabs(pc - pb));
+  bool fb = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(b, "memory"), "fits"));
+  bool fc = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "memory"), "fits"));
+  printf("  %-20s %14s %14s   %s%s\n", "memory per GPU", sb, sc, pc - pb < 0 ? "-" : "+", sd);
+  printf("  %-20s %14s %14s\n", "fits", fb ? "yes" : "NO", fc ? "yes" : "NO");
+}
+
+/* ---- sweeps ------------------------------------------------------------------------------- */
+
+typedef struct {
+  char *value;
+  double x, step, mfu, tokens, peak;
+  bool fits;
+} wi_point;
+
+/* A plot of step time (left axis) and MFU (right axis) against the swept value. */
+static bool wi_plot(const char *path, const char *key, const GArray *pts, GError **err)
+{
+  const char *ext = strrchr(path, '.');
+  const char *dev = ext && strcmp(ext, ".svg") == 0   ? "svg"
+                    : ext && strcmp(ext, ".pdf") == 0 ? "pdf"
+                    : ext && strcmp(ext, ".ps") == 0  ? "psc"
+                                                      : NULL;
+  if (!dev) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--plot %s: expected a .svg, .pdf or .ps file", path);
+    return false;
+  }
+  int n = (int)pts->len;
+  g_autofree PLFLT *x = g_new(PLFLT, n), *t = g_new(PLFLT, n), *m = g_new(PLFLT, n);
+  PLFLT x0 = INFINITY, x1 = -INFINITY, t1 = 0;
+  for (int i = 0; i < n; i++) {
+    const wi_point *p = &g_array_index(pts, wi_point, i);
+    x[i] = p->x;
+    t[i] = p->step;
+    m[i] = 100 * p->mfu;
+    x0 = MIN(x0, x[i]);
+    x1 = MAX(x1, x[i]);
+    t1 = MAX(t1, t[i]);
+  }
+  if (x1 <= x0)
+    x1 = x0 + 1;
+  plsdev(dev);
+  plsfnam(path);
+  plscolbg(255, 255, 255);
+  plinit();
+  pladv(0);
+  plvsta();
+  plwind(x0, x1, 0, t1 * 1.1);
+  plcol0(15);
+  plbox("bcnst", 0, 0, "bnstv", 0, 0);
+  g_autofree char *title = g_strdup_printf("dlsim whatif: %s", key);
+  pllab(key, "step time (s)", title);
+  plcol0(1);
+  plline(n, x, t);
+  plpoin(n, x, t, 2);
+  plwind(x0, x1, 0, 100);
+  plcol0(9);
+  plbox("", 0, 0, "cmstv", 0, 0);
+  plmtex("r", 3.0, 0.5, 0.5, "MFU (%)");
+  plline(n, x, m);
+  plpoin(n, x, m, 4);
+  plend();
+  return true;
+}
+
+static bool wi_sweep(const wi_args *a, eng_kind engine, GError **err)
+{
+  const char *eq = strchr(a->sweep, '=');
+  if (!eq || !eq[1]) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--sweep %s: expected KEY=V1,V2,...", a->sweep);
+    return false;
+  }
+  g_autofree char *key = g_strndup(a->sweep, (gsize)(eq - a->sweep));
+  g_auto(GStrv) values = g_strsplit(eq + 1, ",", -1);
+  GArray *pts = g_array_new(FALSE, TRUE, sizeof(wi_point));
+  g_array_set_clear_func(pts, NULL);
+  bool ok = true;
+  for (int i = 0; ok && values[i]; i++) {
+    g_autofree char *set = g_strdup_printf("%s=%s", key, g_strstrip(values[i]));
+    char *one[] = {set, NULL};
+    g_auto(GStrv) sets = cli_sets_concat(a->base, one);
+    cJSON *j = wi_run(a, sets, engine, err);
+    ok = j != NULL;
+    if (ok) {
+      char *end = NULL;
+      double x = g_ascii_strtod(values[i], &end);
+      wi_point p = {.value = values[i], .x = end != values[i] ? x : i,
+                    .step = wi_num(j, "step_time_s", NULL), .mfu = wi_num(j, "mfu", NULL),
+                    .tokens = wi_num(j, "tokens_per_s", NULL), .peak = wi_num(j, "memory", "peak_bytes"),
+                    .fits = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "memory"), "fits"))};
+      g_array_append_val(pts, p);
+    }
+    cJSON_Delete(j);
+  }
+  if (ok && a->json) {
+    cJSON *arr = cJSON_CreateArray();
+    for (guint i = 0; i < pts->len; i++) {
+      const wi_point *p = &g_array_index(pts, wi_point, i);
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, key, p->value);
+      cJSON_AddNumberToObject(o, "step_time_s", p->step);
+      cJSON_AddNumberToObject(o, "mfu", p->mfu);
+      cJSON_AddNumberToObject(o, "tokens_per_s", p->tokens);
+      cJSON_AddNumberToObject(o, "peak_bytes", p->peak);
+      cJSON_AddBoolToObject(o, "fits", p->fits);
+      cJSON_AddItemToArray(arr, o);
+    }
+    rep_json_print(stdout, arr);
+    cJSON_Delete(arr);
+  } else if (ok) {
+    const char *fmt = a->csv ? "%s,%.6g,%.4f,%.6g,%.6g,%s\n" : "  %-16s %12.4f %8.1f %12.0f %14.4g %s\n";
+    if (a->csv)
+      printf("%s,step_time_s,mfu,tokens_per_s,peak_bytes,fits\n", key);
+    else
+      printf("dlsim whatif: sweep of %s\n  %-16s %12s %8s %12s %14s %s\n", key, "value",
+             "step (s)", "MFU %", "tokens/s", "memory (B)", "fits");
+    for (guint i = 0; i < pts->len; i++) {
+      const wi_point *p = &g_array_index(pts, wi_point, i);
+      printf(fmt, p->value, p->step, a->csv ? p->mfu : 100 * p->mfu, p->tokens, p->peak,
+             p->fits ? "yes" : "no");
+    }
+  }
+  if (ok && a->plot && pts->len > 0) {
+    ok = wi_plot(a->plot, key, pts, err);
+    if (ok && !a->json && !a->csv)
+      printf("  wrote %s\n", a->plot);
+  }
+  g_array_free(pts, TRUE);
+  return ok;
+}
+
+int cli_whatif(int argc, char **argv)
+{
+  wi_args a = {0};
+  GOptionEntry entries[] = {
+      {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &a.cluster, "Cluster file or preset name", "CLUSTER"},
+      {"workload", 'w', 0, G_OPTION_ARG_FILENAME, &a.workload, "Workload file or preset name", "WORKLOAD"},
+      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &a.sets, "The change: a key and its new value", "KEY=VALUE"},
+      {"base", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.base, "An override of both systems", "KEY=VALUE"},
+      {"sweep", 0, 0, G_OPTION_ARG_STRING, &a.sweep, "Sweep one key over values", "KEY=V1,V2,..."},
+      {"plot", 0, 0, G_OPTION_ARG_FILENAME, &a.plot, "With --sweep: plot to a .svg/.pdf/.ps file", "FILE"},
+      {"engine", 'e', 0, G_OPTION_ARG_STRING, &a.engine, "analytic (default) or des", "ENGINE"},
+      {"json", 0, 0, G_OPTION_ARG_NONE, &a.json, "Print JSON", NULL},
+      {"csv", 0, 0, G_OPTION_ARG_NONE, &a.csv, "With --sweep: print CSV", NULL},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  int code = 0;
+  if (!cli_parse(entries, "- the same job on changed hardware or settings", &argc, &argv, &code)) {
+    wi_args_clear(&a);
+    return code;
+  }
+  if (!a.cluster || !a.workload || (!a.sets && !a.sweep)) {
+    fprintf(stderr, "dlsim: error: dlsim whatif needs -c CLUSTER, -w WORKLOAD and --set KEY=VALUE "
+                    "or --sweep KEY=V1,V2,... (see --help)\n");
+    wi_args_clear(&a);
+    return 2;
+  }
+  GError *err = NULL;
+  eng_kind engine = ENG_ANALYTIC;
+  bool ok = !a.engine || eng_kind_parse(a.engine, &engine, &err);
+  if (ok && a.sweep) {
+    ok = wi_sweep(&a, engine, &err);
+  } else if (ok) {
+    g_auto(GStrv) changed = cli_sets_concat(a.base, a.sets);
+    cJSON *b = wi_run(&a, a.base, engine, &err);
+    cJSON *c = b ? wi_run(&a, changed, engine, &err) : NULL;
+    ok = c != NULL;
+    if (ok && a.json) {
+      cJSON *j = cJSON_CreateObject();
+      cJSON_AddItemToObject(j, "delta", wi_delta(b, c));
+      cJSON_AddItemToObject(j, "baseline", b);
+      cJSON_AddItemToObject(j, "changed", c);
+      b = c = NULL;
+      rep_json_print(stdout, j);
+      cJSON_Delete(j);
+    } else if (ok) {
+      wi_print_text(b, c, a.sets);
+    }
+    cJSON_Delete(b);
+    cJSON_Delete(c);
+  }
+  wi_args_clear(&a);
+  return ok ? 0 : cli_fail(err);
+}

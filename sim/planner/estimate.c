@@ -1,0 +1,141 @@
+/* The closed-form step estimate of one layout (see planner.c for the model). */
+#include "planner/planner_internal.h"
+
+#include <math.h>
+
+typedef struct {
+  plan_setup *s;
+  const cfg_workload *w;
+  const plan_layout *l;
+  const wl_model *m;
+  const plan_skel *k;
+  wl_state_bytes sb;
+} plan_est;
+
+static const wl_layer *plan_layer(const plan_est *e, guint i)
+{
+  return g_ptr_array_index(e->m->layers, i);
+}
+
+/* ZeRO-3 gathers a layer's parameters before each pass and reduce-scatters its gradients
+ * after the backward one, prefetched: a pass takes at least as long as its collectives. */
+static void plan_zero3(const plan_est *e, const wl_layer *layer, double *ag, double *rs)
+{
+  const plan_layout *l = e->l;
+  int sdp = l->tp * l->cp * (l->pipeline_outer ? 1 : l->pp);
+  double dense = layer->params - layer->expert_params;
+  *ag = plan_coll(e->s, PROG_COLL_ALLGATHER, l->dp, sdp, l->cp, l->tp, dense * e->sb.weights) +
+        plan_coll(e->s, PROG_COLL_ALLGATHER, l->dp / l->ep, sdp * l->ep, l->cp, l->tp,
+                  layer->expert_params * e->sb.weights);
+  *rs = plan_coll(e->s, PROG_COLL_REDUCESCATTER, l->dp, sdp, l->cp, l->tp, dense * e->sb.grads) +
+        plan_coll(e->s, PROG_COLL_REDUCESCATTER, l->dp / l->ep, sdp * l->ep, l->cp, l->tp,
+                  layer->expert_params * e->sb.grads);
+}
+
+/* Forward and backward time of `count` identical layers from layer i on. */
+static void plan_run(const plan_est *e, guint i, guint count, double *f, double *b)
+{
+  eng_evaluator *ev = e->k->eval;
+  double tf = eng_evaluate_macro(ev, e->k->sk.fwd[i], count, 0);
+  double tb = eng_evaluate_macro(ev, e->k->sk.bwd[i], count, 0);
+  if (e->l->zero >= 3 && e->l->dp * e->l->cp > 1) {
+    double ag, rs;
+    plan_zero3(e, plan_layer(e, i), &ag, &rs);
+    tf = MAX(tf, count * ag);
+    tb = MAX(tb, count * (ag + rs));
+  }
+  *f += tf;
+  *b += tb;
+}
+
+typedef struct {
+  double fwd, bwd;      /* per micro-batch */
+  double params, experts;
+} plan_stage;
+
+/* Chunk g of the pipeline: its layers, as runs of identical ones. */
+static void plan_chunk(const plan_est *e, int g, plan_stage *st)
+{
+  const wl_model *m = e->m;
+  int chunks = e->l->pp * e->l->virtual_stages, first, count;
+  guint last = m->layers->len - 1;
+  wl_chunk_blocks(m->blocks, chunks, g, &first, &count);
+  if (g == 0) {
+    plan_run(e, 0, 1, &st->fwd, &st->bwd);
+    st->params += plan_layer(e, 0)->params;
+  }
+  for (int i = 1 + first; i < 1 + first + count;) {
+    int run = 1;
+    while (i + run < 1 + first + count && e->k->sk.fwd[i + run] == e->k->sk.fwd[i])
+      run++;
+    plan_run(e, (guint)i, (guint)run, &st->fwd, &st->bwd);
+    for (int j = i; j < i + run; j++) {
+      st->params += plan_layer(e, (guint)j)->params;
+      st->experts += plan_layer(e, (guint)j)->expert_params;
+    }
+    i += run;
+  }
+  if (g == chunks - 1) {
+    plan_run(e, last, 1, &st->fwd, &st->bwd);
+    st->params += plan_layer(e, last)->params;
+  }
+}
+
+/* After the last backward: the exposed tail of the gradient reduction (bucketed under the last
+ * micro-batch's backward), the optimizer, and ZeRO-1/2's all-gather of the updated parameters. */
+static double plan_tail(const plan_est *e, const plan_stage *st)
+{
+  const plan_layout *l = e->l;
+  int sdp = l->tp * l->cp * (l->pipeline_outer ? 1 : l->pp);
+  double dense = st->params - st->experts, tail = 0;
+  if (l->dp * l->cp > 1 && l->zero <= 2) {
+    prog_coll op = l->zero ? PROG_COLL_REDUCESCATTER : PROG_COLL_ALLREDUCE;
+    double bytes = dense * e->sb.grads, ebytes = st->experts * e->sb.grads;
+    double r = plan_coll(e->s, op, l->dp, sdp, l->cp, l->tp, bytes) +
+               plan_coll(e->s, op, l->dp / l->ep, sdp * l->ep, l->cp, l->tp, ebytes);
+    double buckets = MAX(1.0, (bytes + ebytes) / e->w->parallel.gradient_bucket);
+    tail += MAX(r - st->bwd, r / buckets);
+  }
+  double shard = l->zero >= 1 ? dense / (l->dp * l->cp) + st->experts * l->ep / (l->dp * l->cp)
+                              : st->params;
+  hw_kernel opt = {.kclass = CFG_KCLASS_OPTIMIZER, .dtype = CFG_FP32, .flops = 12 * shard,
+                   .bytes = shard * (2 * e->sb.weights + e->sb.grads + 2 * e->sb.optimizer)};
+  tail += hw_kernel_time(e->s->hw, &opt);
+  if (l->zero >= 1 && l->zero <= 2 && l->dp * l->cp > 1)
+    tail += plan_coll(e->s, PROG_COLL_ALLGATHER, l->dp, sdp, l->cp, l->tp, dense * e->sb.weights) +
+            plan_coll(e->s, PROG_COLL_ALLGATHER, l->dp / l->ep, sdp * l->ep, l->cp, l->tp,
+                      st->experts * e->sb.weights);
+  return tail;
+}
+
+void plan_estimate(plan_setup *s, const cfg_workload *w, const plan_layout *l, const wl_model *m,
+                   plan_candidate *c)
+{
+  plan_est e = {.s = s, .w = w, .l = l, .m = m, .k = plan_skeleton(s, w, l, m),
+                .sb = wl_state_bytes_per_param(&w->training)};
+  int p = l->pp, v = l->virtual_stages;
+  double micro = (double)w->training.global_batch / (l->dp * l->micro_batch);
+  double sum = 0, slowest = 0, tail = 0;
+  for (int st_i = 0; st_i < p; st_i++) {
+    plan_stage st = {0};
+    for (int ch = 0; ch < v; ch++)
+      plan_chunk(&e, ch * p + st_i, &st);
+    sum += st.fwd + st.bwd;
+    slowest = MAX(slowest, st.fwd + st.bwd);
+    tail = MAX(tail, plan_tail(&e, &st));
+  }
+  double p2p = 0;
+  if (p > 1) {
+    int spp = l->tp * l->cp * (l->pipeline_outer ? l->dp : 1);
+    p2p = 2 * (p - 1) * plan_coll(s, PROG_COLL_SENDRECV, 2, spp, 1, 0, e.k->sk.act_bytes);
+  }
+  /* fill and drain through every stage (a chunk at a time with interleaving), then the
+   * slowest stage sets the pace */
+  double pipe = sum / v + (micro - 1) * slowest + p2p;
+  c->estimate_s = pipe + tail;
+  double model_flops, hw_flops;
+  wl_step_flops(w, m, &model_flops, &hw_flops);
+  c->mfu = model_flops / (c->estimate_s * s->gpus * hw_peak_flops(s->hw, w->training.dtype));
+  c->tokens_per_s = (double)w->training.global_batch * w->model.seq_len / c->estimate_s;
+  c->bubble_s = pipe - micro * slowest;
+}

@@ -1,0 +1,80 @@
+/* planner: which parallel layout to run. Enumerates tensor x context x pipeline x data (x
+ * expert) parallelism, micro-batch, interleaving, ZeRO stage, recomputation, sequence
+ * parallelism and placement; drops what is invalid or does not fit in memory; ranks the rest
+ * with a closed-form estimate built from the engine's own layer-pass templates (microseconds a
+ * layout); re-simulates the best with the analytic engine (what `dlsim run` says) and confirms
+ * the top few with the DES. */
+#ifndef DLSIM_PLANNER_H
+#define DLSIM_PLANNER_H
+
+#include "config/config.h"
+#include "program/program.h"
+
+#include <glib.h>
+
+typedef struct {
+  int tp, cp, pp, dp, ep, micro_batch, virtual_stages, zero;
+  cfg_recompute recompute;
+  int sequence_parallel;  /* 0/1 */
+  int pipeline_outer;     /* 0/1: placement [tp, cp, dp, pp] instead of [tp, cp, pp, dp] */
+} plan_layout;
+
+typedef struct {
+  plan_layout l;
+  long index;               /* enumeration order: ties go to the lower */
+  double estimate_s;        /* closed form */
+  double step_time_s;       /* analytic engine, NAN until refined */
+  double des_step_time_s;   /* DES, NAN unless confirmed */
+  double mfu, tokens_per_s, peak_bytes;
+  double compute_s, exposed_comm_s, bubble_s, other_s;
+  double exposed[PROG_NDIMS];
+  char why[160];            /* for runners-up: what they lose against the best */
+} plan_candidate;
+
+/* Dimensions the user pins (-1: free). */
+typedef struct {
+  int tp, cp, pp, ep, micro_batch, virtual_stages, zero, recompute, sequence_parallel,
+      pipeline_outer;
+} plan_pins;
+void plan_pins_free(plan_pins *p); /* all -1 */
+/* "zero=1", "recompute=selective", "placement=pp-outer"... */
+bool plan_pins_parse(plan_pins *p, const char *text, GError **err);
+
+typedef struct {
+  plan_pins pins;
+  int top_k;            /* confirmed with the DES (0: none) */
+  int refine;           /* re-simulated with the analytic engine */
+  bool tokens_per_gpu;  /* objective: throughput per GPU (else step time) */
+  int shard, nshards;   /* this process screens candidates with index % nshards == shard */
+  void (*progress)(double fraction, void *ctx);
+  void *progress_ctx;
+} plan_options;
+
+/* The search's base: a cluster and a workload already sized to the GPU count. */
+typedef struct plan_setup plan_setup;
+plan_setup *plan_setup_new(const char *cluster, const char *workload, char *const *sets,
+                           int global_batch, GError **err);
+void plan_setup_free(plan_setup *s);
+int plan_setup_gpus(const plan_setup *s);
+
+typedef struct {
+  long candidates, valid, fits; /* enumerated; valid layouts; of those, fitting */
+  GArray *best;                 /* plan_candidate: the `refine` best estimates, best first */
+  double elapsed_s;
+} plan_screen_result;
+
+/* Enumerates and estimates this shard's candidates; keeps the `o->refine` best. */
+bool plan_screen(plan_setup *s, const plan_options *o, plan_screen_result *out, GError **err);
+/* Merges other shards' results into `into` (keeping the `refine` best). */
+void plan_merge(plan_screen_result *into, const plan_screen_result *other, int refine);
+void plan_screen_clear(plan_screen_result *r);
+/* Re-simulates the screened best with the analytic engine, re-ranks them, confirms the top k
+ * with the DES, and explains what the runners-up lose. */
+bool plan_refine(plan_setup *s, const plan_options *o, plan_screen_result *r, GError **err);
+
+/* The overrides (key=value) that turn the base workload into this layout. */
+char **plan_layout_sets(const plan_setup *s, const plan_layout *l);
+/* "TP 8 x PP 16 x DP 8, mb 1, ZeRO-1, selective, SP" */
+char *plan_layout_describe(const plan_layout *l);
+
+#endif

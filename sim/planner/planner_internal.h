@@ -1,0 +1,46 @@
+/* Private to the planner. */
+#ifndef DLSIM_PLANNER_INTERNAL_H
+#define DLSIM_PLANNER_INTERNAL_H
+
+#include "planner/planner.h"
+
+#include "collectives/collectives.h"
+#include "engine/engine.h"
+#include "hardware/hardware.h"
+#include "workloads/workloads.h"
+
+/* The layer templates of one shard shape, and an evaluator of their times. */
+typedef struct {
+  wl_skeleton sk;
+  eng_evaluator *eval;
+} plan_skel;
+
+struct plan_setup {
+  char *cluster, *workload;
+  char **sets;            /* the base overrides (GPU count...) */
+  cfg_cluster *c;
+  cfg_workload *w;        /* the base workload */
+  hw_cluster *hw;
+  int gpus, batch;
+  eng_options opt;
+  coll_planner *pl;
+  GHashTable *models;     /* shard key -> wl_model */
+  GHashTable *skels;      /* shard key (+ expert group stride) -> plan_skel */
+  GHashTable *colls;      /* plan_coll_entry */
+  GHashTable *groups;     /* group key -> collective planner id */
+};
+
+/* The base workload with this layout (a shallow copy: it shares the base's strings). */
+void plan_apply(const plan_setup *s, const plan_layout *l, cfg_workload *w);
+bool plan_valid(const plan_setup *s, const plan_layout *l);
+const wl_model *plan_model(plan_setup *s, const cfg_workload *w, const plan_layout *l);
+const plan_skel *plan_skeleton(plan_setup *s, const cfg_workload *w, const plan_layout *l,
+                               const wl_model *m);
+GHashTable *plan_coll_cache_new(void);
+double plan_coll(plan_setup *s, prog_coll op, int n1, int s1, int n2, int s2, double bytes);
+
+/* Closed-form step time of a valid, fitting layout; fills the candidate's figures. */
+void plan_estimate(plan_setup *s, const cfg_workload *w, const plan_layout *l, const wl_model *m,
+                   plan_candidate *c);
+
+#endif

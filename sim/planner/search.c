@@ -1,0 +1,338 @@
+/* Enumerating the layouts, keeping the best estimates, refining them with the engines. */
+#include "planner/planner_internal.h"
+
+#include "memory/memory.h"
+#include "pipeline/pipeline.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void plan_pins_free(plan_pins *p)
+{
+  int *v = &p->tp;
+  for (size_t i = 0; i < sizeof *p / sizeof(int); i++)
+    v[i] = -1;
+}
+
+bool plan_pins_parse(plan_pins *p, const char *text, GError **err)
+{
+  static const char *const keys[] = {"tp", "cp", "pp", "ep", "micro_batch", "virtual_stages",
+                                     "zero", "recompute", "sequence_parallel", "placement"};
+  static const char *const rc[] = {"none", "selective", "full"};
+  g_auto(GStrv) kv = g_strsplit(text, "=", 2);
+  int *slots = &p->tp;
+  for (size_t i = 0; kv[1] && i < G_N_ELEMENTS(keys); i++) {
+    if (strcmp(kv[0], keys[i]) != 0)
+      continue;
+    int v = -1;
+    if (i == 7) {
+      for (int r = 0; r < 3; r++)
+        if (strcmp(kv[1], rc[r]) == 0)
+          v = r;
+    } else if (i == 8) {
+      v = strcmp(kv[1], "true") == 0 ? 1 : strcmp(kv[1], "false") == 0 ? 0 : -1;
+    } else if (i == 9) {
+      v = strcmp(kv[1], "pp-outer") == 0 ? 1 : strcmp(kv[1], "pp-inner") == 0 ? 0 : -1;
+    } else {
+      char *end = NULL;
+      long x = strtol(kv[1], &end, 10);
+      v = end && !*end && x >= 0 && x < 1 << 20 ? (int)x : -1;
+    }
+    if (v < 0) {
+      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--fix %s: '%s' is not a value of %s%s", text,
+                  kv[1], keys[i],
+                  i == 7 ? " (none, selective, full)" : i == 8 ? " (true, false)"
+                         : i == 9 ? " (pp-inner, pp-outer)" : " (a number)");
+      return false;
+    }
+    slots[i] = v;
+    return true;
+  }
+  g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+              "--fix %s: expected KEY=VALUE with KEY one of tp, cp, pp, ep, micro_batch, "
+              "virtual_stages, zero, recompute, sequence_parallel, placement", text);
+  return false;
+}
+
+static bool plan_pinned_out(int pin, int v)
+{
+  return pin >= 0 && pin != v;
+}
+
+/* Options of one dimension. */
+typedef struct {
+  int v[16];
+  int n;
+} plan_choices;
+
+static void plan_add(plan_choices *c, int v)
+{
+  if (c->n < 16)
+    c->v[c->n++] = v;
+}
+
+/* 1, 2, 4, ... up to max that divide n. */
+static plan_choices plan_pow2(int n, int max)
+{
+  plan_choices c = {0};
+  for (int v = 1; v <= max && v <= n; v *= 2)
+    if (n % v == 0)
+      plan_add(&c, v);
+  return c;
+}
+
+/* Every divisor of n up to max (pipeline depths need not be powers of 2). */
+static plan_choices plan_divisors(int n, int max)
+{
+  plan_choices c = {0};
+  for (int v = 1; v <= max && v <= n; v++)
+    if (n % v == 0)
+      plan_add(&c, v);
+  return c;
+}
+
+typedef struct {
+  plan_setup *s;
+  const plan_options *o;
+  plan_screen_result *out;
+  long index;
+  double capacity;
+  long total;  /* for the progress report */
+  gint64 last_report;
+  bool count_only;
+} plan_walk;
+
+static int plan_better(const plan_candidate *a, const plan_candidate *b)
+{
+  if (a->estimate_s != b->estimate_s)
+    return a->estimate_s < b->estimate_s ? -1 : 1;
+  return a->index < b->index ? -1 : a->index > b->index;
+}
+
+static int plan_cmp_estimate(const void *a, const void *b)
+{
+  return plan_better(a, b);
+}
+
+/* Keeps the `keep` best: insertion into a sorted array (keep is small). */
+static void plan_keep(GArray *best, const plan_candidate *c, int keep)
+{
+  guint n = best->len;
+  if ((int)n >= keep && plan_better(c, &g_array_index(best, plan_candidate, n - 1)) >= 0)
+    return;
+  guint at = n;
+  while (at > 0 && plan_better(c, &g_array_index(best, plan_candidate, at - 1)) < 0)
+    at--;
+  g_array_insert_val(best, at, *c);
+  if ((int)best->len > keep)
+    g_array_set_size(best, (guint)keep);
+}
+
+static bool plan_pins_reject(const plan_pins *p, const plan_layout *l)
+{
+  return plan_pinned_out(p->tp, l->tp) || plan_pinned_out(p->cp, l->cp) ||
+         plan_pinned_out(p->pp, l->pp) || plan_pinned_out(p->ep, l->ep) ||
+         plan_pinned_out(p->micro_batch, l->micro_batch) ||
+         plan_pinned_out(p->virtual_stages, l->virtual_stages) ||
+         plan_pinned_out(p->zero, l->zero) || plan_pinned_out(p->recompute, (int)l->recompute) ||
+         plan_pinned_out(p->sequence_parallel, l->sequence_parallel) ||
+         plan_pinned_out(p->pipeline_outer, l->pipeline_outer);
+}
+
+static void plan_visit(plan_walk *wk, const plan_layout *l)
+{
+  if (plan_pins_reject(&wk->o->pins, l))
+    return;
+  long index = wk->index++;
+  if (wk->count_only || index % wk->o->nshards != wk->o->shard)
+    return;
+  plan_screen_result *out = wk->out;
+  out->candidates++;
+  if (wk->o->progress && index % 4096 == 0) {
+    gint64 now = g_get_monotonic_time();
+    if (now - wk->last_report > 100000) {
+      wk->o->progress((double)index / MAX(wk->total, 1), wk->o->progress_ctx);
+      wk->last_report = now;
+    }
+  }
+  if (!plan_valid(wk->s, l))
+    return;
+  cfg_workload w;
+  plan_apply(wk->s, l, &w);
+  const wl_model *m = plan_model(wk->s, &w, l);
+  if (!m)
+    return;
+  out->valid++;
+  double peak = mem_peak_with_model(&w, m);
+  if (peak > wk->capacity)
+    return;
+  out->fits++;
+  plan_candidate c = {.l = *l, .index = index, .peak_bytes = peak, .step_time_s = NAN,
+                      .des_step_time_s = NAN};
+  plan_estimate(wk->s, &w, l, m, &c);
+  if (wk->o->tokens_per_gpu) /* the same order for a fixed GPU count, kept for clarity */
+    c.estimate_s = 1 / (c.tokens_per_s / wk->s->gpus);
+  plan_keep(out->best, &c, wk->o->refine);
+}
+
+/* The innermost dimensions: memory and time knobs of one parallel layout. */
+static void plan_walk_knobs(plan_walk *wk, plan_layout l)
+{
+  const cfg_workload *w = wk->s->w;
+  /* FlashAttention keeps no attention scores: selective recomputation would change nothing */
+  int rc_step = w->training.flash_attention ? 2 : 1;
+  plan_choices mb = plan_pow2(wk->s->batch / l.dp, 16);
+  int max_v = l.pp > 1 ? 4 : 1, zmax = l.dp * l.cp > 1 ? 3 : 0;
+  for (int a = 0; a < mb.n; a++)
+    for (int v = 1; v <= max_v; v++)
+      for (int z = 0; z <= zmax; z++)
+        for (int rc = 0; rc < 3; rc += rc_step)
+          for (int sp = 0; sp <= (l.tp > 1); sp++)
+            for (int po = 0; po <= (l.pp > 1 && l.dp > 1); po++) {
+              l.micro_batch = mb.v[a];
+              l.virtual_stages = v;
+              l.zero = z;
+              l.recompute = (cfg_recompute)rc;
+              l.sequence_parallel = sp;
+              l.pipeline_outer = po;
+              plan_visit(wk, &l);
+            }
+}
+
+/* Every layout: TP (innermost), CP, PP, DP the rest, EP out of DP for a mixture of experts. */
+static void plan_walk_all(plan_walk *wk)
+{
+  const cfg_workload *w = wk->s->w;
+  int gpus = wk->s->gpus, gpn = wk->s->c->node.gpus_per_node;
+  bool moe = w->model.kind == CFG_MODEL_MOE_TRANSFORMER;
+  /* tensor parallelism up to two nodes: the slow cases show why it stays inside one */
+  plan_choices tp = plan_pow2(gpus, 2 * gpn);
+  for (int a = 0; a < tp.n; a++) {
+    plan_choices cp = plan_pow2(gpus / tp.v[a], w->training.flash_attention ? 16 : 1);
+    for (int b = 0; b < cp.n; b++) {
+      plan_choices pp = plan_divisors(gpus / (tp.v[a] * cp.v[b]), MIN(w->model.layers, 128));
+      for (int c = 0; c < pp.n; c++) {
+        int dp = gpus / (tp.v[a] * cp.v[b] * pp.v[c]);
+        plan_choices ep = moe ? plan_pow2(dp, w->model.moe.experts) : (plan_choices){{1}, 1};
+        for (int d = 0; d < ep.n; d++) {
+          plan_layout l = {.tp = tp.v[a], .cp = cp.v[b], .pp = pp.v[c], .dp = dp, .ep = ep.v[d]};
+          plan_walk_knobs(wk, l);
+        }
+      }
+    }
+  }
+}
+
+bool plan_screen(plan_setup *s, const plan_options *o, plan_screen_result *out, GError **err)
+{
+  (void)err;
+  memset(out, 0, sizeof *out);
+  out->best = g_array_new(FALSE, FALSE, sizeof(plan_candidate));
+  gint64 t0 = g_get_monotonic_time();
+  plan_walk wk = {.s = s, .o = o, .out = out, .capacity = s->c->gpu.memory};
+  if (o->progress) { /* a dry walk to know the total */
+    plan_walk d = {.s = s, .o = o, .out = out, .count_only = true};
+    plan_walk_all(&d);
+    wk.total = d.index;
+  }
+  plan_walk_all(&wk);
+  if (o->progress)
+    o->progress(1, o->progress_ctx);
+  out->elapsed_s = (double)(g_get_monotonic_time() - t0) / 1e6;
+  return true;
+}
+
+void plan_merge(plan_screen_result *into, const plan_screen_result *other, int refine)
+{
+  into->candidates += other->candidates;
+  into->valid += other->valid;
+  into->fits += other->fits;
+  into->elapsed_s = MAX(into->elapsed_s, other->elapsed_s);
+  for (guint i = 0; i < other->best->len; i++)
+    plan_keep(into->best, &g_array_index(other->best, plan_candidate, i), refine);
+}
+
+void plan_screen_clear(plan_screen_result *r)
+{
+  if (r->best)
+    g_array_free(r->best, TRUE);
+  memset(r, 0, sizeof *r);
+}
+
+/* ---- refinement --------------------------------------------------------------------------- */
+
+static bool plan_simulate(plan_setup *s, plan_candidate *c, eng_kind kind, GError **err)
+{
+  g_auto(GStrv) sets = plan_layout_sets(s, &c->l);
+  pipe_run run;
+  bool ok = pipe_simulate(s->cluster, s->workload, sets, kind, false, &run, err);
+  if (ok && kind == ENG_DES) {
+    c->des_step_time_s = run.result.step_time;
+  } else if (ok) {
+    rep_run rep;
+    rep_figures f;
+    pipe_report_of(&run, &rep);
+    rep_run_figures(&rep, &f);
+    c->step_time_s = f.step_time;
+    c->mfu = f.mfu;
+    c->tokens_per_s = f.tokens_per_s;
+    c->peak_bytes = f.peak_bytes;
+    c->compute_s = run.result.compute;
+    c->exposed_comm_s = run.result.exposed_comm;
+    c->bubble_s = run.result.bubble;
+    c->other_s = run.result.other;
+    memcpy(c->exposed, run.result.exposed, sizeof c->exposed);
+  }
+  pipe_clear(&run);
+  return ok;
+}
+
+static int plan_cmp_step(const void *a, const void *b)
+{
+  const plan_candidate *x = a, *y = b;
+  if (x->step_time_s != y->step_time_s)
+    return x->step_time_s < y->step_time_s ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* What a runner-up loses against the best: its largest extra cost. */
+static void plan_explain(const plan_candidate *best, plan_candidate *c)
+{
+  struct {
+    const char *what;
+    double delta;
+  } parts[PROG_NDIMS + 3] = {{"compute", c->compute_s - best->compute_s},
+                             {"pipeline bubble", c->bubble_s - best->bubble_s},
+                             {"other", c->other_s - best->other_s}};
+  int n = 3;
+  for (int d = 0; d < PROG_NDIMS; d++) {
+    static const char *names[] = {"exposed TP comm", "exposed CP comm", "exposed PP comm",
+                                  "exposed DP comm", "exposed EP comm"};
+    parts[n].what = names[d];
+    parts[n++].delta = c->exposed[d] - best->exposed[d];
+  }
+  int worst = 0;
+  for (int i = 1; i < n; i++)
+    if (parts[i].delta > parts[worst].delta)
+      worst = i;
+  g_snprintf(c->why, sizeof c->why, "%+.3g s: %s %+.3g s", c->step_time_s - best->step_time_s,
+             parts[worst].what, parts[worst].delta);
+}
+
+bool plan_refine(plan_setup *s, const plan_options *o, plan_screen_result *r, GError **err)
+{
+  GArray *best = r->best;
+  qsort(best->data, best->len, sizeof(plan_candidate), plan_cmp_estimate);
+  for (guint i = 0; i < best->len; i++)
+    if (!plan_simulate(s, &g_array_index(best, plan_candidate, i), ENG_ANALYTIC, err))
+      return false;
+  qsort(best->data, best->len, sizeof(plan_candidate), plan_cmp_step);
+  for (guint i = 0; i < best->len && (int)i < o->top_k; i++)
+    if (!plan_simulate(s, &g_array_index(best, plan_candidate, i), ENG_DES, err))
+      return false;
+  for (guint i = 1; i < best->len; i++)
+    plan_explain(&g_array_index(best, plan_candidate, 0), &g_array_index(best, plan_candidate, i));
+  return true;
+}
