@@ -15,6 +15,7 @@ static const dlsim_command dlsim_commands[] = {
     {"memory", cli_memory, "memory per GPU and pipeline stage: ZeRO, offload, activations, fits?"},
     {"coll", cli_coll, "a collective's time and bus bandwidth vs size, as nccl-tests prints"},
     {"calibrate", cli_calibrate, "fit model parameters to real measurements (nccl-tests tables)"},
+    {"serve", cli_serve, "LLM serving: TTFT, TBT, throughput and goodput under request load"},
     {"validate", cli_validate, "predicted vs measured for the real cases in validation/"},
 };
 
