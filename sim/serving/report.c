@@ -58,6 +58,34 @@ static void srv_text_dist(FILE *out, const char *label, const srv_dist *d)
   fprintf(out, "\n");
 }
 
+/* The timeline in eight slices: batch, KV occupancy and queue over the run. */
+static void srv_text_timeline(FILE *out, const srv_result *r)
+{
+  const GArray *tl = r->timeline;
+  int slices = 8, n = tl ? (int)tl->len : 0;
+  if (n < slices)
+    return;
+  double sum[3][8] = {{0}};
+  int count[8] = {0};
+  for (int i = 0; i < n; i++) {
+    const srv_sample *x = &g_array_index(tl, srv_sample, i);
+    int k = i * slices / n;
+    sum[0][k] += x->batch;
+    sum[1][k] += 100 * x->kv_occupancy;
+    sum[2][k] += x->waiting;
+    count[k]++;
+  }
+  g_autofree char *span = units_format_seconds(r->duration / slices);
+  const char *rows[] = {"batch", "KV %", "waiting"};
+  fprintf(out, "  over time    (%d slices of %s)\n", slices, span);
+  for (int row = 0; row < 3; row++) {
+    fprintf(out, "    %-9s", rows[row]);
+    for (int k = 0; k < slices; k++)
+      fprintf(out, " %7.1f", count[k] ? sum[row][k] / count[k] : 0);
+    fprintf(out, "\n");
+  }
+}
+
 void srv_result_text(FILE *out, const srv_result *r)
 {
   srv_text_setup(out, r);
@@ -76,6 +104,7 @@ void srv_result_text(FILE *out, const srv_result *r)
           r->batch_max);
   fprintf(out, "  KV cache     %.1f %% occupied (mean), %.1f %% max\n", 100 * r->kv_mean,
           100 * r->kv_max);
+  srv_text_timeline(out, r);
   g_autofree char *ttft = units_format_seconds(s->slo.ttft);
   g_autofree char *tbt = units_format_seconds(s->slo.tbt);
   fprintf(out, "  SLO          TTFT <= %s and TPOT <= %s: %.1f %% of requests (goodput %.3f requests/s)\n",

@@ -171,13 +171,14 @@ static void srv_lane_start(srv_run *run, srv_lane *lane)
   srv_account(run, lane, start, start + dur);
 }
 
-/* A closed-loop client sends its next request once it has its answer. */
-static void srv_send_next(srv_run *run, double answered)
+/* A closed-loop client sends its next request once it has its answer: the engine sees it
+ * serving.request_overhead after it finished the last (the way back and the way in). */
+static void srv_send_next(srv_run *run, double finished)
 {
   if (run->stream.concurrency == 0 || run->next_send >= run->stream.n)
     return;
   srv_request *r = &run->stream.reqs[run->next_send];
-  r->arrival = answered + run->sim.cfg->request_overhead;
+  r->arrival = finished + run->sim.cfg->request_overhead;
   srv_push(run, r->arrival, SRV_EV_ARRIVAL, run->next_send++);
 }
 
@@ -218,7 +219,7 @@ static void srv_emit(srv_run *run, srv_lane *lane, srv_request *r)
       srv_leave_slot(run, lane, r);
     srv_release(&run->sim, rep, r);
   }
-  srv_send_next(run, t + run->sim.cfg->request_overhead);
+  srv_send_next(run, t);
 }
 
 /* The first request of a group to compute its shared prefix leaves those blocks in the cache. */
