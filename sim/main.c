@@ -18,6 +18,7 @@ static const dlsim_command dlsim_commands[] = {
     {"whatif", cli_whatif, "the same job on changed hardware: deltas, sweeps and plots"},
     {"moe", cli_moe, "one mixture-of-experts layer: routing imbalance, all-to-alls, experts"},
     {"calibrate", cli_calibrate, "fit model parameters to real measurements (nccl-tests tables)"},
+    {"serve", cli_serve, "LLM serving: TTFT, TBT, throughput and goodput under request load"},
     {"validate", cli_validate, "predicted vs measured for the real cases in validation/"},
 };
 

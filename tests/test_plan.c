@@ -207,3 +207,15 @@ Test(plan, bad_requests_exit_2)
     th_proc_clear(&p);
   }
 }
+
+Test(plan, whatif_takes_serving_workloads)
+{
+  th_proc p = th_dlsim("whatif -c dgx-h100 -w llama2-7b-vllm --set gpu.memory_bandwidth=4.8TB/s --json");
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  cJSON *j = cJSON_Parse(p.out);
+  const cJSON *tbt = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "delta"), "tbt_s");
+  double d = cJSON_GetObjectItemCaseSensitive(tbt, "p50")->valuedouble;
+  cr_assert(d < 0, "more HBM bandwidth makes decoding faster: %g", d);
+  cJSON_Delete(j);
+  th_proc_clear(&p);
+}

@@ -4,6 +4,7 @@
 #include "cli/cli_internal.h"
 #include "memory/memory.h"
 #include "pipeline/pipeline.h"
+#include "serving/serving.h"
 
 #include <stdlib.h>
 
@@ -37,6 +38,27 @@ static bool val_json_path(const cJSON *j, const char *path, double *out)
     return false;
   *out = j->valuedouble;
   return true;
+}
+
+/* dlsim serve --json (serve), or with --find-max-rate (serve-max-rate: adds max_rate_rps). */
+static cJSON *val_serve_json(const cfg_cluster *cl, const cfg_workload *w, bool max_rate,
+                             GError **err)
+{
+  cJSON *j = NULL;
+  if (max_rate) {
+    srv_max_rate m;
+    if (srv_find_max_rate(cl, w, &m, err)) {
+      j = m.max_rate > 0 ? srv_result_json(&m.at) : cJSON_CreateObject();
+      cJSON_AddNumberToObject(j, "max_rate_rps", m.max_rate);
+    }
+    srv_max_rate_clear(&m);
+    return j;
+  }
+  srv_result r;
+  if (srv_simulate(cl, w, NULL, &r, err))
+    j = srv_result_json(&r);
+  srv_result_clear(&r);
+  return j;
 }
 
 /* The JSON a command prints for this case and these overrides. */
@@ -78,9 +100,12 @@ static cJSON *val_command_json(const cfg_case *c, char *const *sets, GError **er
       j = rep_memory_json(&r);
     }
     mem_report_clear(&m);
+  } else if (strcmp(cmd, "serve") == 0 || strcmp(cmd, "serve-max-rate") == 0) {
+    j = val_serve_json(cl, w, strcmp(cmd, "serve-max-rate") == 0, err);
   } else {
     g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
-                "command '%s' is not one of run, memory, memory-states, deepspeed, moe", cmd);
+                "command '%s' is not one of run, memory, memory-states, deepspeed, moe, serve, "
+                "serve-max-rate", cmd);
   }
   cfg_cluster_free(cl);
   cfg_workload_free(w);

@@ -7,6 +7,7 @@
 #include "cli/cli_internal.h"
 #include "pipeline/pipeline.h"
 #include "report/report.h"
+#include "serving/serving.h"
 #include "units/units.h"
 
 #include <math.h>
@@ -31,9 +32,43 @@ static void wi_args_clear(wi_args *a)
   g_strfreev(a->base);
 }
 
-/* What `dlsim run --json` reports for these overrides. */
+/* What `dlsim serve --json` reports, for a serving workload. */
+static cJSON *wi_serve(const wi_args *a, char *const *sets, GError **err)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cJSON *j = NULL;
+  srv_result r;
+  if (cfg_load_with(a->cluster, a->workload, sets, &c, &w, err)) {
+    if (srv_simulate(c, w, NULL, &r, err))
+      j = srv_result_json(&r);
+    srv_result_clear(&r);
+  }
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+  return j;
+}
+
+/* Whether the workload file is a serving one (no training section). */
+static bool wi_is_serving(const wi_args *a, char *const *sets, GError **err, bool *serving)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  bool ok = cfg_load_with(a->cluster, a->workload, sets, &c, &w, err);
+  *serving = ok && w->has_serving && !w->has_training;
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+  return ok;
+}
+
+/* What `dlsim run --json` (or `dlsim serve --json`) reports for these overrides. */
 static cJSON *wi_run(const wi_args *a, char *const *sets, eng_kind engine, GError **err)
 {
+  bool serving = false;
+  if (!wi_is_serving(a, sets, err, &serving))
+    return NULL;
+  if (serving)
+    return wi_serve(a, sets, err);
   pipe_run run;
   cJSON *j = NULL;
   if (pipe_simulate(a->cluster, a->workload, sets, engine, false, &run, err)) {
@@ -89,12 +124,38 @@ static void wi_row_seconds(const char *what, double b, double c)
   printf("\n");
 }
 
+static void wi_row_plain(const char *what, double b, double c, const char *unit)
+{
+  printf("  %-20s %12.4g %s %12.4g %s   %+.4g", what, b, unit, c, unit, c - b);
+  if (b > 0)
+    printf(" (%+.1f %%)", 100 * (c / b - 1));
+  printf("\n");
+}
+
+static void wi_print_serving(const cJSON *b, const cJSON *c)
+{
+  const char *lat[] = {"ttft_s", "tbt_s", "e2e_s"}, *q[] = {"p50", "p99"};
+  for (size_t i = 0; i < G_N_ELEMENTS(lat); i++)
+    for (size_t k = 0; k < G_N_ELEMENTS(q); k++) {
+      g_autofree char *what = g_strdup_printf("%.*s %s", (int)(strlen(lat[i]) - 2), lat[i], q[k]);
+      wi_row_seconds(what, wi_num(b, lat[i], q[k]), wi_num(c, lat[i], q[k]));
+    }
+  wi_row_plain("output tokens/s", wi_num(b, "output_tokens_per_s", NULL),
+               wi_num(c, "output_tokens_per_s", NULL), " ");
+  wi_row_plain("requests/s", wi_num(b, "requests_per_s", NULL), wi_num(c, "requests_per_s", NULL), " ");
+  wi_row_plain("SLO attainment", wi_num(b, "slo_attainment", NULL), wi_num(c, "slo_attainment", NULL), " ");
+}
+
 static void wi_print_text(const cJSON *b, const cJSON *c, char *const *sets)
 {
   printf("dlsim whatif:");
   for (int i = 0; sets && sets[i]; i++)
     printf(" %s", sets[i]);
   printf("\n  %-20s %14s %14s   %s\n", "", "baseline", "changed", "delta");
+  if (!cJSON_GetObjectItemCaseSensitive(b, "step_time_s")) {
+    wi_print_serving(b, c);
+    return;
+  }
   wi_row_seconds("step time", wi_num(b, "step_time_s", NULL), wi_num(c, "step_time_s", NULL));
   double mb = wi_num(b, "mfu", NULL), mc = wi_num(c, "mfu", NULL);
   printf("  %-20s %12.1f %% %12.1f %%   %+.1f points\n", "MFU", 100 * mb, 100 * mc, 100 * (mc - mb));
@@ -130,8 +191,44 @@ typedef struct {
   bool fits;
 } wi_point;
 
-/* A plot of step time (left axis) and MFU (right axis) against the swept value. */
-static bool wi_plot(const char *path, const char *key, const GArray *pts, GError **err)
+/* What a sweep reports: a training step (step time, MFU, tokens/s, memory, fits) or a serving
+ * run (TBT p50, SLO attainment, output tokens/s, -, not saturated). */
+typedef struct {
+  const char *json[5], *head[5], *axis[2];
+} wi_columns;
+
+static const wi_columns wi_training = {
+    {"step_time_s", "mfu", "tokens_per_s", "peak_bytes", "fits"},
+    {"step (s)", "MFU %", "tokens/s", "memory (B)", "fits"},
+    {"step time (s)", "MFU (%)"}};
+static const wi_columns wi_serving = {
+    {"tbt_p50_s", "slo_attainment", "output_tokens_per_s", "peak_bytes", "below_saturation"},
+    {"TBT p50 (s)", "SLO %", "out tok/s", "memory (B)", "unsat."},
+    {"TBT p50 (s)", "SLO attainment (%)"}};
+
+static wi_point wi_point_of(const cJSON *j, char *value, double x)
+{
+  wi_point p = {.value = value, .x = x};
+  if (cJSON_GetObjectItemCaseSensitive(j, "step_time_s")) {
+    p.step = wi_num(j, "step_time_s", NULL);
+    p.mfu = wi_num(j, "mfu", NULL);
+    p.tokens = wi_num(j, "tokens_per_s", NULL);
+    p.peak = wi_num(j, "memory", "peak_bytes");
+    p.fits = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "memory"), "fits"));
+  } else {
+    p.step = wi_num(j, "tbt_s", "p50");
+    p.mfu = wi_num(j, "slo_attainment", NULL);
+    p.tokens = wi_num(j, "output_tokens_per_s", NULL);
+    p.peak = NAN;
+    p.fits = !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "saturated"));
+  }
+  return p;
+}
+
+/* A plot of step time (left axis) and MFU (right axis), or their serving counterparts, against
+ * the swept value. */
+static bool wi_plot(const char *path, const char *key, const GArray *pts, const wi_columns *cols,
+                    GError **err)
 {
   const char *ext = strrchr(path, '.');
   const char *dev = ext && strcmp(ext, ".svg") == 0   ? "svg"
@@ -166,14 +263,14 @@ static bool wi_plot(const char *path, const char *key, const GArray *pts, GError
   plcol0(15);
   plbox("bcnst", 0, 0, "bnstv", 0, 0);
   g_autofree char *title = g_strdup_printf("dlsim whatif: %s", key);
-  pllab(key, "step time (s)", title);
+  pllab(key, cols->axis[0], title);
   plcol0(1);
   plline(n, x, t);
   plpoin(n, x, t, 2);
   plwind(x0, x1, 0, 100);
   plcol0(9);
   plbox("", 0, 0, "cmstv", 0, 0);
-  plmtex("r", 3.0, 0.5, 0.5, "MFU (%)");
+  plmtex("r", 3.0, 0.5, 0.5, cols->axis[1]);
   plline(n, x, m);
   plpoin(n, x, m, 4);
   plend();
@@ -191,7 +288,7 @@ static bool wi_sweep(const wi_args *a, eng_kind engine, GError **err)
   g_auto(GStrv) values = g_strsplit(eq + 1, ",", -1);
   GArray *pts = g_array_new(FALSE, TRUE, sizeof(wi_point));
   g_array_set_clear_func(pts, NULL);
-  bool ok = true;
+  bool ok = true, serving = false;
   for (int i = 0; ok && values[i]; i++) {
     g_autofree char *set = g_strdup_printf("%s=%s", key, g_strstrip(values[i]));
     char *one[] = {set, NULL};
@@ -201,25 +298,25 @@ static bool wi_sweep(const wi_args *a, eng_kind engine, GError **err)
     if (ok) {
       char *end = NULL;
       double x = g_ascii_strtod(values[i], &end);
-      wi_point p = {.value = values[i], .x = end != values[i] ? x : i,
-                    .step = wi_num(j, "step_time_s", NULL), .mfu = wi_num(j, "mfu", NULL),
-                    .tokens = wi_num(j, "tokens_per_s", NULL), .peak = wi_num(j, "memory", "peak_bytes"),
-                    .fits = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "memory"), "fits"))};
+      serving = !cJSON_GetObjectItemCaseSensitive(j, "step_time_s");
+      wi_point p = wi_point_of(j, values[i], end != values[i] ? x : i);
       g_array_append_val(pts, p);
     }
     cJSON_Delete(j);
   }
+  const wi_columns *cols = serving ? &wi_serving : &wi_training;
   if (ok && a->json) {
     cJSON *arr = cJSON_CreateArray();
     for (guint i = 0; i < pts->len; i++) {
       const wi_point *p = &g_array_index(pts, wi_point, i);
       cJSON *o = cJSON_CreateObject();
       cJSON_AddStringToObject(o, key, p->value);
-      cJSON_AddNumberToObject(o, "step_time_s", p->step);
-      cJSON_AddNumberToObject(o, "mfu", p->mfu);
-      cJSON_AddNumberToObject(o, "tokens_per_s", p->tokens);
-      cJSON_AddNumberToObject(o, "peak_bytes", p->peak);
-      cJSON_AddBoolToObject(o, "fits", p->fits);
+      cJSON_AddNumberToObject(o, cols->json[0], p->step);
+      cJSON_AddNumberToObject(o, cols->json[1], p->mfu);
+      cJSON_AddNumberToObject(o, cols->json[2], p->tokens);
+      if (!serving)
+        cJSON_AddNumberToObject(o, cols->json[3], p->peak);
+      cJSON_AddBoolToObject(o, cols->json[4], p->fits);
       cJSON_AddItemToArray(arr, o);
     }
     rep_json_print(stdout, arr);
@@ -227,10 +324,11 @@ static bool wi_sweep(const wi_args *a, eng_kind engine, GError **err)
   } else if (ok) {
     const char *fmt = a->csv ? "%s,%.6g,%.4f,%.6g,%.6g,%s\n" : "  %-16s %12.4f %8.1f %12.0f %14.4g %s\n";
     if (a->csv)
-      printf("%s,step_time_s,mfu,tokens_per_s,peak_bytes,fits\n", key);
+      printf("%s,%s,%s,%s,%s,%s\n", key, cols->json[0], cols->json[1], cols->json[2],
+             cols->json[3], cols->json[4]);
     else
       printf("dlsim whatif: sweep of %s\n  %-16s %12s %8s %12s %14s %s\n", key, "value",
-             "step (s)", "MFU %", "tokens/s", "memory (B)", "fits");
+             cols->head[0], cols->head[1], cols->head[2], cols->head[3], cols->head[4]);
     for (guint i = 0; i < pts->len; i++) {
       const wi_point *p = &g_array_index(pts, wi_point, i);
       printf(fmt, p->value, p->step, a->csv ? p->mfu : 100 * p->mfu, p->tokens, p->peak,
@@ -238,7 +336,7 @@ static bool wi_sweep(const wi_args *a, eng_kind engine, GError **err)
     }
   }
   if (ok && a->plot && pts->len > 0) {
-    ok = wi_plot(a->plot, key, pts, err);
+    ok = wi_plot(a->plot, key, pts, cols, err);
     if (ok && !a->json && !a->csv)
       printf("  wrote %s\n", a->plot);
   }

@@ -47,8 +47,23 @@ typedef enum { CFG_RECOMPUTE_NONE, CFG_RECOMPUTE_SELECTIVE, CFG_RECOMPUTE_FULL }
 typedef enum { CFG_SCHED_GPIPE, CFG_SCHED_1F1B, CFG_SCHED_INTERLEAVED } cfg_schedule;
 typedef enum { CFG_OFFLOAD_NONE, CFG_OFFLOAD_CPU, CFG_OFFLOAD_NVME } cfg_offload;
 typedef enum { CFG_DIM_TP, CFG_DIM_CP, CFG_DIM_PP, CFG_DIM_DP, CFG_NDIMS } cfg_dim;
-typedef enum { CFG_SCHEDULER_CONTINUOUS, CFG_SCHEDULER_STATIC } cfg_scheduler;
-typedef enum { CFG_ARRIVAL_POISSON, CFG_ARRIVAL_GAMMA, CFG_ARRIVAL_UNIFORM } cfg_arrival;
+/* serving.scheduler: iteration-level batching with whole prompts (vLLM V0, Orca), static
+ * batches, chunked prefill mixed with decodes (Sarathi-Serve, vLLM V1), or Flover's temporal
+ * fusion (fixed KV slots of max_model_len, buffers compacted when a request leaves) */
+typedef enum {
+  CFG_SCHEDULER_CONTINUOUS,
+  CFG_SCHEDULER_STATIC,
+  CFG_SCHEDULER_CHUNKED,
+  CFG_SCHEDULER_FUSED
+} cfg_scheduler;
+/* burst: every request at time 0 (an offline, infinite-rate benchmark) */
+typedef enum { CFG_ARRIVAL_POISSON, CFG_ARRIVAL_GAMMA, CFG_ARRIVAL_UNIFORM, CFG_ARRIVAL_BURST } cfg_arrival;
+typedef enum { CFG_LENGTHS_FIXED, CFG_LENGTHS_UNIFORM, CFG_LENGTHS_FILE } cfg_lengths;
+/* What a full KV cache does: preempt the newest request and recompute it later (vLLM), or
+ * reserve a request's whole KV at admission so that nothing is ever preempted (TensorRT-LLM's
+ * guaranteed-no-evict) */
+typedef enum { CFG_PREEMPT_RECOMPUTE, CFG_PREEMPT_NONE } cfg_preemption;
+typedef enum { CFG_ROUTER_ROUND_ROBIN, CFG_ROUTER_LEAST_LOADED } cfg_router;
 
 /* ---- calibration (fitted efficiency tables; gpu.calibration points at a file of these) ------ */
 
@@ -218,13 +233,41 @@ typedef struct {
   double rate; /* requests/s */
   cfg_arrival arrival;
   int count, prompt_tokens, output_tokens, seed;
+  double burstiness;    /* gamma arrivals: shape (1 = Poisson, < 1 burstier) */
+  cfg_lengths distribution; /* of prompt and output lengths */
+  double spread;        /* uniform: lengths in [mean (1 - spread), mean (1 + spread)] */
+  char *lengths_file;   /* distribution file: CSV with prompt_tokens, output_tokens columns */
+  char *trace;          /* CSV of arrival_s, prompt_tokens, output_tokens: replayed as is */
+  int concurrency;      /* > 0: closed loop, this many clients each waiting for its answer */
+  int prefix_tokens;    /* leading prompt tokens shared by the requests of a group */
+  int prefix_groups;    /* distinct shared prefixes (system prompts) */
 } cfg_requests;
+
+typedef struct {
+  double ttft, tbt; /* seconds: time to first token, mean time between tokens of a request */
+  double attainment;/* fraction of requests meeting both, for --find-max-rate */
+} cfg_slo;
 
 typedef struct {
   cfg_dtype dtype;
   int tp, pp, ep, max_batch;
   cfg_scheduler scheduler;
   cfg_requests requests;
+  cfg_dtype kv_dtype;          /* KV cache entries (default: the weights' dtype, or bf16) */
+  int replicas;                /* data-parallel copies of the model behind the router */
+  cfg_router router;
+  int max_tokens;              /* tokens per iteration (vLLM max_num_batched_tokens) */
+  int max_model_len;           /* longest prompt + output a request may have */
+  int block_size;              /* tokens per KV block (paging) */
+  int kv_blocks;               /* > 0: KV blocks per replica as measured, overriding the model */
+  double gpu_memory_utilization; /* fraction of GPU memory the engine may take */
+  double kv_cache_free_fraction; /* > 0: TensorRT-LLM's rule instead: the KV cache takes this
+                                    fraction of what weights and activations leave free */
+  cfg_preemption preemption;
+  int prefix_caching;          /* 0/1: shared prefixes are computed once and kept */
+  double iteration_overhead;   /* seconds of host work per iteration (scheduling, sampling) */
+  double request_overhead;     /* seconds per request outside the engine (API server, tokenizer) */
+  cfg_slo slo;
 } cfg_serving;
 
 typedef enum { CFG_A2A_NCCL, CFG_A2A_DEEPEP, CFG_A2A_DEEPEP_LL } cfg_a2a;

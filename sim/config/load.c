@@ -166,6 +166,9 @@ static bool cfg_apply_override(cfg_doc *cluster, cfg_doc *workload, const cfg_ov
                 o->path, schema == &cfg_schema_cluster ? "cluster" : "workload");
     return false;
   }
+  /* `--set model=NAME` names another model file or preset: grafted after the overrides */
+  if (target == workload && strcmp(path, "model") == 0)
+    return cfg_tree_set(target, path, o->value, err);
   if (!cfg_schema_check_path(schema, path, err))
     return false;
   return cfg_tree_set(target, path, o->value, err);
@@ -584,6 +587,91 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
   return true;
 }
 
+static bool cfg_requests_check(cfg_requests *r, const cfg_doc *d, GError **err)
+{
+  CFG_DEFAULT_INT(r->arrival, CFG_ARRIVAL_POISSON);
+  CFG_DEFAULT_INT(r->count, 1000);
+  CFG_DEFAULT_INT(r->seed, 1);
+  CFG_DEFAULT_QTY(r->burstiness, 1.0);
+  CFG_DEFAULT_INT(r->distribution, r->lengths_file ? CFG_LENGTHS_FILE : CFG_LENGTHS_FIXED);
+  CFG_DEFAULT_QTY(r->spread, 0.5);
+  CFG_DEFAULT_INT(r->concurrency, 0);
+  CFG_DEFAULT_INT(r->prefix_tokens, 0);
+  CFG_DEFAULT_INT(r->prefix_groups, 1);
+  bool open_rate = !r->trace && r->concurrency == 0 && r->arrival != CFG_ARRIVAL_BURST;
+  if (open_rate && !(r->rate > 0))
+    return cfg_fail(err, d, "serving.requests",
+                    "serving.requests: missing required key 'rate' (for example 10/s), unless "
+                    "arrival is burst, concurrency is set or a trace is replayed");
+  if (r->arrival == CFG_ARRIVAL_GAMMA && !(r->burstiness > 0))
+    return cfg_fail(err, d, "serving.requests.burstiness",
+                    "serving.requests.burstiness: must be > 0 (the gamma shape; 1 is Poisson)");
+  if (r->distribution == CFG_LENGTHS_FILE && !r->lengths_file)
+    return cfg_fail(err, d, "serving.requests.distribution",
+                    "serving.requests.distribution = file needs 'lengths_file' (a CSV with "
+                    "prompt_tokens and output_tokens columns)");
+  if (!r->trace && r->distribution != CFG_LENGTHS_FILE)
+    for (int i = 0; i < 2; i++)
+      if ((i ? r->output_tokens : r->prompt_tokens) == CFG_UNSET_INT)
+        return cfg_fail(err, d, "serving.requests", "serving.requests: missing required key '%s'",
+                        i ? "output_tokens" : "prompt_tokens");
+  if (r->prefix_tokens > 0 && r->prompt_tokens != CFG_UNSET_INT &&
+      r->prefix_tokens >= r->prompt_tokens * (1 - (r->distribution == CFG_LENGTHS_UNIFORM ? r->spread : 0)))
+    return cfg_fail(err, d, "serving.requests.prefix_tokens",
+                    "serving.requests.prefix_tokens = %d: the shared prefix must be shorter than "
+                    "the shortest prompt (prompt_tokens %d%s)",
+                    r->prefix_tokens, r->prompt_tokens,
+                    r->distribution == CFG_LENGTHS_UNIFORM ? ", less the spread" : "");
+  return true;
+}
+
+/* Serving defaults follow vLLM's where a serving engine has to pick one. */
+static bool cfg_serving_check(cfg_workload *w, const cfg_cluster *c, GError **err)
+{
+  const cfg_doc *d = w->doc;
+  cfg_serving *s = &w->serving;
+  CFG_DEFAULT_INT(s->dtype, CFG_BF16);
+  /* weight-only int8 / int4 quantization keeps 16-bit activations and KV */
+  CFG_DEFAULT_INT(s->kv_dtype, s->dtype == CFG_INT8 || s->dtype == CFG_INT4 ? CFG_BF16 : s->dtype);
+  CFG_DEFAULT_INT(s->tp, 1);
+  CFG_DEFAULT_INT(s->pp, 1);
+  CFG_DEFAULT_INT(s->ep, 1);
+  CFG_DEFAULT_INT(s->max_batch, 256);
+  CFG_DEFAULT_INT(s->scheduler, CFG_SCHEDULER_CONTINUOUS);
+  CFG_DEFAULT_INT(s->replicas, 1);
+  CFG_DEFAULT_INT(s->router, CFG_ROUTER_ROUND_ROBIN);
+  CFG_DEFAULT_INT(s->max_model_len, w->model.seq_len > 0 ? w->model.seq_len : 4096);
+  /* without chunking a whole prompt must fit one iteration (vLLM's rule) */
+  CFG_DEFAULT_INT(s->max_tokens, s->scheduler == CFG_SCHEDULER_CHUNKED ? 2048
+                                                                      : MAX(2048, s->max_model_len));
+  CFG_DEFAULT_INT(s->block_size, 16);
+  CFG_DEFAULT_INT(s->kv_blocks, 0);
+  CFG_DEFAULT_QTY(s->gpu_memory_utilization, 0.9);
+  CFG_DEFAULT_QTY(s->kv_cache_free_fraction, 0);
+  CFG_DEFAULT_INT(s->preemption, CFG_PREEMPT_RECOMPUTE);
+  CFG_DEFAULT_INT(s->prefix_caching, 0);
+  CFG_DEFAULT_QTY(s->iteration_overhead, 0);
+  CFG_DEFAULT_QTY(s->request_overhead, 0);
+  CFG_DEFAULT_QTY(s->slo.ttft, 5.0);   /* the HiDL tutorial's limits */
+  CFG_DEFAULT_QTY(s->slo.tbt, 25e-3);
+  CFG_DEFAULT_QTY(s->slo.attainment, 0.9);
+  if (!(s->gpu_memory_utilization > 0))
+    return cfg_fail(err, d, "serving.gpu_memory_utilization",
+                    "serving.gpu_memory_utilization: must be in (0, 1]");
+  if (!cfg_requests_check(&s->requests, d, err))
+    return false;
+  if (!c)
+    return true;
+  int need = s->replicas * s->tp * s->pp;
+  if (need > cfg_cluster_gpus(c))
+    return cfg_fail(err, d, "serving",
+                    "serving: replicas x tp x pp = %d x %d x %d = %d GPUs, but the cluster has %d "
+                    "(node.count %d x node.gpus_per_node %d)",
+                    s->replicas, s->tp, s->pp, need, cfg_cluster_gpus(c), c->node.count,
+                    c->node.gpus_per_node);
+  return true;
+}
+
 static bool cfg_workload_check(cfg_workload *w, const cfg_cluster *c, GError **err)
 {
   const cfg_doc *d = w->doc;
@@ -614,6 +702,8 @@ static bool cfg_workload_check(cfg_workload *w, const cfg_cluster *c, GError **e
   CFG_DEFAULT_QTY(m->comm_bucket, isnan(w->parallel.gradient_bucket) ? 25.0 * 1048576
                                                                      : w->parallel.gradient_bucket);
   if (w->has_training && c && !cfg_training_check(w, c, err))
+    return false;
+  if (w->has_serving && !cfg_serving_check(w, c, err))
     return false;
   return true;
 }
@@ -757,6 +847,8 @@ void cfg_workload_free(cfg_workload *w)
   g_free(w->model.moe.histogram);
   g_free(w->collectives.algorithm);
   g_free(w->collectives.protocol);
+  g_free(w->serving.requests.lengths_file);
+  g_free(w->serving.requests.trace);
   cfg_doc_free(w->doc);
   g_free(w);
 }

@@ -28,8 +28,11 @@ static const char *const cfg_schedule_names[] = {"gpipe", "1f1b", "interleaved",
 static const char *const cfg_a2a_names[] = {"nccl", "deepep", "deepep-ll", NULL};
 static const char *const cfg_offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const cfg_dim_names[] = {"tp", "cp", "pp", "dp", NULL};
-static const char *const cfg_scheduler_names[] = {"continuous", "static", NULL};
-static const char *const cfg_arrival_names[] = {"poisson", "gamma", "uniform", NULL};
+static const char *const cfg_scheduler_names[] = {"continuous", "static", "chunked", "fused", NULL};
+static const char *const cfg_arrival_names[] = {"poisson", "gamma", "uniform", "burst", NULL};
+static const char *const cfg_lengths_names[] = {"fixed", "uniform", "file", NULL};
+static const char *const cfg_preemption_names[] = {"recompute", "none", NULL};
+static const char *const cfg_router_names[] = {"round-robin", "least-loaded", NULL};
 static const char *const cfg_proto_names[] = {"ll", "ll128", "simple", NULL};
 static const char *const cfg_link_class_names[] = {"intra", "network", NULL};
 static const char *const cfg_kclass_names[] = {"gemm",      "conv",      "attention",
@@ -434,6 +437,10 @@ static void cfg_requests_init(void *p)
   r->rate = NAN;
   r->arrival = (cfg_arrival)CFG_UNSET_INT;
   cfg_init_int(&r->count, 4);
+  r->burstiness = r->spread = NAN;
+  r->distribution = (cfg_lengths)CFG_UNSET_INT;
+  r->lengths_file = r->trace = NULL;
+  r->concurrency = r->prefix_tokens = r->prefix_groups = CFG_UNSET_INT;
 }
 
 static const cfg_field cfg_requests_fields[] = {
@@ -443,17 +450,47 @@ static const cfg_field cfg_requests_fields[] = {
     F_INT(cfg_requests, "prompt_tokens", prompt_tokens, 1),
     F_INT(cfg_requests, "output_tokens", output_tokens, 1),
     F_INT(cfg_requests, "seed", seed, 0),
+    F_QTY(cfg_requests, "burstiness", burstiness, UNITS_NUMBER),
+    F_ENUM(cfg_requests, "distribution", distribution, cfg_lengths_names),
+    {.key = "spread", .type = CFG_T_QTY, .offset = offsetof(cfg_requests, spread),
+     .unit = UNITS_FRACTION, .max = 1.0},
+    F_PATH(cfg_requests, "lengths_file", lengths_file),
+    F_PATH(cfg_requests, "trace", trace),
+    F_INT(cfg_requests, "concurrency", concurrency, 0),
+    F_INT(cfg_requests, "prefix_tokens", prefix_tokens, 0),
+    F_INT(cfg_requests, "prefix_groups", prefix_groups, 1),
 };
 static const cfg_schema cfg_schema_requests =
     SCHEMA("serving.requests", cfg_requests, cfg_requests_fields, cfg_requests_init);
 
+static void cfg_slo_init(void *p)
+{
+  cfg_slo *s = p;
+  s->ttft = s->tbt = s->attainment = NAN;
+}
+
+static const cfg_field cfg_slo_fields[] = {
+    F_QTY(cfg_slo, "ttft", ttft, UNITS_SECONDS),
+    F_QTY(cfg_slo, "tbt", tbt, UNITS_SECONDS),
+    {.key = "attainment", .type = CFG_T_QTY, .offset = offsetof(cfg_slo, attainment),
+     .unit = UNITS_FRACTION, .max = 1.0},
+};
+static const cfg_schema cfg_schema_slo = SCHEMA("serving.slo", cfg_slo, cfg_slo_fields, cfg_slo_init);
+
 static void cfg_serving_init(void *p)
 {
   cfg_serving *s = p;
-  s->dtype = (cfg_dtype)CFG_UNSET_INT;
+  s->dtype = s->kv_dtype = (cfg_dtype)CFG_UNSET_INT;
   cfg_init_int(&s->tp, 4);
   s->scheduler = (cfg_scheduler)CFG_UNSET_INT;
   cfg_requests_init(&s->requests);
+  s->replicas = s->max_tokens = s->max_model_len = s->block_size = s->kv_blocks = CFG_UNSET_INT;
+  s->router = (cfg_router)CFG_UNSET_INT;
+  s->preemption = (cfg_preemption)CFG_UNSET_INT;
+  s->prefix_caching = CFG_UNSET_INT;
+  s->gpu_memory_utilization = s->iteration_overhead = s->request_overhead = NAN;
+  s->kv_cache_free_fraction = NAN;
+  cfg_slo_init(&s->slo);
 }
 
 static const cfg_field cfg_serving_fields[] = {
@@ -464,6 +501,22 @@ static const cfg_field cfg_serving_fields[] = {
     F_INT(cfg_serving, "max_batch", max_batch, 1),
     F_ENUM(cfg_serving, "scheduler", scheduler, cfg_scheduler_names),
     F_MAP(cfg_serving, "requests", requests, cfg_schema_requests),
+    F_ENUM(cfg_serving, "kv_dtype", kv_dtype, cfg_dtype_names),
+    F_INT(cfg_serving, "replicas", replicas, 1),
+    F_ENUM(cfg_serving, "router", router, cfg_router_names),
+    F_INT(cfg_serving, "max_tokens", max_tokens, 1),
+    F_INT(cfg_serving, "max_model_len", max_model_len, 1),
+    F_INT(cfg_serving, "block_size", block_size, 1),
+    F_INT(cfg_serving, "kv_blocks", kv_blocks, 1),
+    {.key = "gpu_memory_utilization", .type = CFG_T_QTY,
+     .offset = offsetof(cfg_serving, gpu_memory_utilization), .unit = UNITS_FRACTION, .max = 1.0},
+    {.key = "kv_cache_free_fraction", .type = CFG_T_QTY,
+     .offset = offsetof(cfg_serving, kv_cache_free_fraction), .unit = UNITS_FRACTION, .max = 1.0},
+    F_ENUM(cfg_serving, "preemption", preemption, cfg_preemption_names),
+    F_BOOL(cfg_serving, "prefix_caching", prefix_caching),
+    F_QTY(cfg_serving, "iteration_overhead", iteration_overhead, UNITS_SECONDS),
+    F_QTY(cfg_serving, "request_overhead", request_overhead, UNITS_SECONDS),
+    F_MAP(cfg_serving, "slo", slo, cfg_schema_slo),
 };
 static const cfg_schema cfg_schema_serving =
     SCHEMA("serving", cfg_serving, cfg_serving_fields, cfg_serving_init);

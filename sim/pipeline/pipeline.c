@@ -85,6 +85,12 @@ bool pipe_simulate(const char *cluster, const char *workload, char *const *sets,
   memset(out, 0, sizeof *out);
   if (!cfg_load_with(cluster, workload, sets, &out->cluster, &out->workload, err))
     return false;
+  if (!out->workload->has_training) { /* nothing below has a training step to work on */
+    g_autofree char *where = cfg_doc_where(out->workload->doc, "serving");
+    g_set_error(err, CFG_ERROR, CFG_ERROR_UNSUPPORTED,
+                "%s: serving workloads run with `dlsim serve`, not `dlsim run`", where);
+    return false;
+  }
   out->hw = hw_cluster_new(out->cluster);
   out->options.kind = engine;
   out->options.trace = trace;

@@ -1,0 +1,393 @@
+/* The cost of one engine iteration on one replica, in closed form over the batch's sums.
+ *
+ * The kernels are those of the training model's transformer layer (workloads/transformer.c):
+ * the same GEMM shapes (fused QKV of width h + 2 kv d, output projection, gated or plain MLP),
+ * FLOPs 2mnk, bytes of the operands each kernel reads and writes; attention FLOPs 4 d per query-
+ * key pair per head, causal. What differs at inference: the weights are read once per iteration
+ * whatever the batch (so decode is memory-bound), attention reads the KV cache of every
+ * sequence, weights may be quantized (fp8 / int8 / int4, read at their width) and the KV cache
+ * too, and only the sequences that sample a token compute logits. Each kernel is timed by
+ * hw_kernel_time (roofline with the calibrated efficiencies and launch cost); each layer adds
+ * two tensor-parallel all-reduces of its activations, timed by the collectives planner at
+ * their (small) size; pipeline stages add a send of the activations between stages. */
+#include "collectives/collectives.h"
+#include "serving/serving_internal.h"
+
+#include <math.h>
+
+typedef struct {
+  double gemm, attention, other, comm;
+} srv_parts;
+
+struct srv_cost {
+  hw_cluster *hw;
+  coll_planner *planner;
+  int tp, pp, layers;
+  int stage_layers;     /* layers of the most loaded stage */
+  /* one GPU's share of a layer */
+  double h, d, heads, kv_heads, qkv, ffn, gate, vocab;
+  double wb, ab, kvb;   /* bytes per weight, activation and KV element */
+  cfg_dtype gemm_dtype; /* tensor-core dtype of the GEMMs */
+  cfg_dtype attn_dtype; /* attention runs in 16 bit */
+  /* mixture of experts (tensor-parallel experts; see srv_moe_supported) */
+  bool moe;
+  int experts, top_k, moe_every;
+  double expert_ffn, shared_ffn;
+  double host;          /* serving.iteration_overhead */
+  int *tp_ranks;        /* the first replica's first stage */
+  int pp_pair[2];
+  GHashTable *comm_memo;/* (op, tokens) -> seconds */
+};
+
+static double srv_kernel(const srv_cost *c, cfg_kernel_class k, cfg_dtype dt, double flops,
+                         double bytes, double inner)
+{
+  if (flops <= 0 && bytes <= 0)
+    return 0;
+  hw_kernel kern = {.kclass = k, .dtype = dt, .flops = flops, .bytes = bytes, .inner = inner};
+  return hw_kernel_time(c->hw, &kern);
+}
+
+/* A GEMM of (tokens x k) by (k x n) weights: weights at their width, activations in 16 bit. */
+static double srv_gemm(const srv_cost *c, double tokens, double k, double n, double wb)
+{
+  if (tokens <= 0)
+    return 0;
+  return srv_kernel(c, CFG_KCLASS_GEMM, c->gemm_dtype, 2 * tokens * k * n,
+                    wb * k * n + c->ab * tokens * (k + n), k);
+}
+
+static double srv_elementwise(const srv_cost *c, double elems, double rw)
+{
+  return elems > 0 ? srv_kernel(c, CFG_KCLASS_ELEMENTWISE, c->attn_dtype, 4 * elems,
+                                c->ab * elems * rw, 0)
+                   : 0;
+}
+
+/* A collective of the replica's tensor-parallel group (or the pipeline's send), memoised by its
+ * size in tokens: an iteration has at most serving.max_tokens distinct sizes. */
+static double srv_comm(srv_cost *c, prog_coll op, double tokens, double bytes_per_token)
+{
+  int n = op == PROG_COLL_SENDRECV ? 2 : c->tp;
+  if (n <= 1 || tokens <= 0)
+    return 0;
+  gint64 key = (gint64)op << 40 | (gint64)tokens;
+  gpointer hit = g_hash_table_lookup(c->comm_memo, &key);
+  if (hit)
+    return *(double *)hit;
+  const int *ranks = op == PROG_COLL_SENDRECV ? c->pp_pair : c->tp_ranks;
+  const coll_schedule *s =
+      coll_planner_get(c->planner, op, ranks, n, op == PROG_COLL_SENDRECV ? 1 : 0,
+                       tokens * bytes_per_token, NULL, NULL);
+  double t = s ? s->time : 0;
+  gint64 *k = g_new(gint64, 1);
+  double *v = g_new(double, 1);
+  *k = key;
+  *v = t;
+  g_hash_table_insert(c->comm_memo, k, v);
+  return t;
+}
+
+/* The feed-forward part of a dense layer. */
+static void srv_mlp_dense(const srv_cost *c, double T, double ffn, srv_parts *p)
+{
+  p->gemm += srv_gemm(c, T, c->h, c->gate * ffn, c->wb) + srv_gemm(c, T, ffn, c->h, c->wb);
+  p->other += srv_elementwise(c, T * ffn, c->gate + 1);
+}
+
+/* The feed-forward part of a layer with experts: each token goes to top_k of the experts; the
+ * weights of every expert that receives a token are read (with uniform routing, an expected
+ * E (1 - (1 - k/E)^T) of them), plus the router and any shared experts. */
+static void srv_mlp_moe(const srv_cost *c, double T, srv_parts *p)
+{
+  double E = c->experts, k = c->top_k;
+  double touched = E * (1 - pow(1 - k / E, T));
+  double routed = T * k, ef = c->expert_ffn;
+  p->gemm += srv_kernel(c, CFG_KCLASS_GEMM, c->attn_dtype, 2 * T * c->h * E,
+                        2 * c->h * E + c->ab * T * (c->h + E), c->h);
+  p->gemm += srv_kernel(c, CFG_KCLASS_GEMM, c->gemm_dtype, 2 * routed * c->h * c->gate * ef,
+                        c->wb * touched * c->h * c->gate * ef + c->ab * routed * (c->h + c->gate * ef),
+                        c->h);
+  p->gemm += srv_kernel(c, CFG_KCLASS_GEMM, c->gemm_dtype, 2 * routed * ef * c->h,
+                        c->wb * touched * ef * c->h + c->ab * routed * (ef + c->h), ef);
+  p->other += srv_elementwise(c, routed * ef, c->gate + 1);
+  if (c->shared_ffn > 0)
+    srv_mlp_dense(c, T, c->shared_ffn, p);
+}
+
+/* Attention over the KV cache: prefill (compute-bound) and decode (reads each sequence's KV)
+ * are separate kernels, as serving engines launch them; the new tokens' K and V are written. */
+static void srv_attention(const srv_cost *c, const srv_batch *b, srv_parts *p)
+{
+  double kv_token = 2 * c->kv_heads * c->d * c->kvb; /* K and V of one token, one layer */
+  double qo = 2 * c->heads * c->d * c->ab;           /* query in, context out */
+  double write = b->tokens * kv_token;
+  double pflops = 4 * c->d * c->heads * b->prefill_attn;
+  double dflops = 4 * c->d * c->heads * b->decode_kv;
+  p->attention += srv_kernel(c, CFG_KCLASS_ATTENTION, c->attn_dtype, pflops,
+                             b->prefill_kv * kv_token + b->prefill_tokens * qo +
+                                 (b->decodes ? 0 : write),
+                             0);
+  p->attention += srv_kernel(c, CFG_KCLASS_ATTENTION, c->attn_dtype, dflops,
+                             b->decode_kv * kv_token + b->decodes * qo + (b->decodes ? write : 0),
+                             0);
+}
+
+static void srv_layer(srv_cost *c, const srv_batch *b, bool moe, srv_parts *p)
+{
+  double T = b->tokens, hd = c->heads * c->d;
+  p->other += srv_elementwise(c, T * c->h, 2);               /* input norm */
+  p->gemm += srv_gemm(c, T, c->h, c->qkv, c->wb);             /* fused QKV */
+  srv_attention(c, b, p);
+  p->gemm += srv_gemm(c, T, hd, c->h, c->wb);                 /* output projection */
+  p->other += srv_elementwise(c, T * c->h, 4);               /* residual + norm */
+  if (moe)
+    srv_mlp_moe(c, T, p);
+  else
+    srv_mlp_dense(c, T, c->ffn, p);
+  p->comm += 2 * srv_comm(c, PROG_COLL_ALLREDUCE, T, c->h * c->ab);
+}
+
+/* The embedding lookup (first stage) and the output layer with sampling (last stage). */
+static void srv_ends(srv_cost *c, const srv_batch *b, srv_parts *first, srv_parts *last)
+{
+  first->other += srv_elementwise(c, b->tokens * c->h, 2);
+  double S = b->samples;
+  if (S <= 0)
+    return;
+  last->other += srv_elementwise(c, S * c->h, 2);
+  /* the output layer stays in 16 bit under fp8 / int quantization (ModelOpt, AWQ) */
+  last->gemm += srv_kernel(c, CFG_KCLASS_GEMM, c->attn_dtype, 2 * S * c->h * c->vocab,
+                           2 * c->h * c->vocab + c->ab * S * c->h + 4 * S * c->vocab, c->h);
+  last->other += srv_kernel(c, CFG_KCLASS_ELEMENTWISE, CFG_FP32, 5 * S * c->vocab,
+                            8 * S * c->vocab, 0);
+  last->comm += srv_comm(c, PROG_COLL_ALLGATHER, S, c->vocab * c->tp * 4);
+}
+
+static double srv_parts_sum(const srv_parts *p)
+{
+  return p->gemm + p->attention + p->other + p->comm;
+}
+
+void srv_iteration_time(srv_cost *c, const srv_batch *b, srv_time *out)
+{
+  srv_parts layer = {0}, moe_layer = {0}, first = {0}, last = {0};
+  srv_layer(c, b, false, &layer);
+  int moe_layers = 0;
+  if (c->moe) {
+    srv_layer(c, b, true, &moe_layer);
+    moe_layers = c->stage_layers / c->moe_every;
+  }
+  srv_ends(c, b, &first, &last);
+  double dense_layers = c->stage_layers - moe_layers;
+  srv_parts stage = {
+      .gemm = dense_layers * layer.gemm + moe_layers * moe_layer.gemm,
+      .attention = dense_layers * layer.attention + moe_layers * moe_layer.attention,
+      .other = dense_layers * layer.other + moe_layers * moe_layer.other,
+      .comm = dense_layers * layer.comm + moe_layers * moe_layer.comm};
+  double body = srv_parts_sum(&stage);
+  double send = srv_comm(c, PROG_COLL_SENDRECV, b->tokens, c->h * c->ab);
+  /* the pipeline's stages run one after another for one iteration; the slowest one bounds how
+   * often iterations can enter it */
+  double ends = srv_parts_sum(&first) + srv_parts_sum(&last);
+  *out = (srv_time){
+      .gemm = c->pp * stage.gemm + first.gemm + last.gemm,
+      .attention = c->pp * stage.attention,
+      .other = c->pp * stage.other + first.other + last.other,
+      .comm = c->pp * stage.comm + first.comm + last.comm + (c->pp - 1) * send,
+      .host = c->host};
+  out->total = c->pp * body + ends + (c->pp - 1) * send + c->host;
+  out->period = c->pp > 1 ? body + MAX(srv_parts_sum(&first), srv_parts_sum(&last)) + send
+                          : out->total;
+}
+
+bool srv_moe_supported(const cfg_workload *w, GError **err)
+{
+  if (w->serving.ep > 1) {
+    g_autofree char *where = cfg_doc_where(w->doc, "serving.ep");
+    g_set_error(err, CFG_ERROR, CFG_ERROR_UNSUPPORTED,
+                "%s: serving.ep = %d: expert parallelism (all-to-all dispatch of tokens to "
+                "experts) is not simulated by dlsim serve yet; with ep 1 the experts are split "
+                "by tensor parallelism",
+                where, w->serving.ep);
+    return false;
+  }
+  return true;
+}
+
+static bool srv_check_model(const cfg_workload *w, GError **err)
+{
+  const cfg_model *m = &w->model;
+  const cfg_serving *s = &w->serving;
+  g_autofree char *where = NULL;
+  const char *key = NULL;
+  g_autofree char *msg = NULL;
+  if (m->kind != CFG_MODEL_TRANSFORMER && m->kind != CFG_MODEL_MOE_TRANSFORMER) {
+    key = "model.kind";
+    msg = g_strdup("dlsim serve simulates transformers (kind transformer or moe-transformer)");
+  } else if (m->heads % s->tp != 0) {
+    key = "serving.tp";
+    msg = g_strdup_printf("serving.tp = %d does not divide model.heads = %d", s->tp, m->heads);
+  } else if (m->kv_heads % s->tp != 0 && s->tp % m->kv_heads != 0) {
+    key = "serving.tp";
+    msg = g_strdup_printf("serving.tp = %d and model.kv_heads = %d: one must divide the other",
+                          s->tp, m->kv_heads);
+  } else if (m->ffn_hidden % s->tp != 0) {
+    key = "serving.tp";
+    msg = g_strdup_printf("serving.tp = %d does not divide model.ffn_hidden = %d", s->tp,
+                          m->ffn_hidden);
+  } else if (s->pp > m->layers) {
+    key = "serving.pp";
+    msg = g_strdup_printf("serving.pp = %d exceeds model.layers = %d", s->pp, m->layers);
+  }
+  if (!key)
+    return m->kind != CFG_MODEL_MOE_TRANSFORMER || srv_moe_supported(w, err);
+  where = cfg_doc_where(w->doc, key);
+  g_set_error(err, CFG_ERROR, m->kind == CFG_MODEL_TRANSFORMER || m->kind == CFG_MODEL_MOE_TRANSFORMER
+                                  ? CFG_ERROR_INPUT
+                                  : CFG_ERROR_UNSUPPORTED,
+              "%s: %s", where, msg);
+  return false;
+}
+
+/* The dtype of the tensor cores that run the GEMMs: fp8 and int8 weights with activations of
+ * the same width (W8A8), int4 weight-only (dequantized into 16-bit GEMMs). */
+static cfg_dtype srv_gemm_dtype(cfg_dtype weights)
+{
+  switch (weights) {
+  case CFG_INT4:
+    return CFG_BF16;
+  default:
+    return weights;
+  }
+}
+
+static void srv_shape(srv_cost *c, const cfg_model *m, const cfg_serving *s)
+{
+  double t = s->tp;
+  c->tp = s->tp;
+  c->pp = s->pp;
+  c->layers = m->layers;
+  c->stage_layers = (m->layers + s->pp - 1) / s->pp;
+  c->d = (double)m->hidden / m->heads;
+  c->h = m->hidden;
+  c->heads = m->heads / t;
+  c->kv_heads = MAX(1.0, m->kv_heads / t); /* fewer kv heads than GPUs: replicated */
+  c->qkv = (c->heads + 2 * c->kv_heads) * c->d;
+  c->ffn = m->ffn_hidden / t;
+  c->gate = m->activation == CFG_ACT_SWIGLU ? 2 : 1;
+  c->vocab = m->vocab / t;
+  c->wb = cfg_dtype_bytes(s->dtype);
+  c->ab = 2;
+  c->kvb = cfg_dtype_bytes(s->kv_dtype);
+  c->gemm_dtype = srv_gemm_dtype(s->dtype);
+  c->attn_dtype = CFG_BF16;
+  c->moe = m->kind == CFG_MODEL_MOE_TRANSFORMER;
+  if (c->moe) {
+    c->experts = m->moe.experts;
+    c->top_k = m->moe.top_k;
+    c->moe_every = MAX(1, m->moe.every);
+    c->expert_ffn = m->moe.expert_ffn_hidden / t;
+    c->shared_ffn = m->moe.shared_experts * c->expert_ffn;
+  }
+  c->host = s->iteration_overhead;
+}
+
+bool srv_cost_new(const cfg_cluster *cl, const cfg_workload *w, srv_cost **out, GError **err)
+{
+  *out = NULL;
+  if (!srv_check_model(w, err))
+    return false;
+  srv_cost *c = g_new0(srv_cost, 1);
+  srv_shape(c, &w->model, &w->serving);
+  c->hw = hw_cluster_new(cl);
+  coll_algo algo = COLL_ALGO_AUTO;
+  int proto = COLL_PROTO_AUTO;
+  if (!coll_algo_parse(w->collectives.algorithm, &algo, err) ||
+      !coll_proto_parse(w->collectives.protocol, &proto, err)) {
+    srv_cost_free(c);
+    return false;
+  }
+  c->planner = coll_planner_new(c->hw, algo, proto, true);
+  c->tp_ranks = g_new(int, c->tp);
+  for (int i = 0; i < c->tp; i++)
+    c->tp_ranks[i] = i;
+  c->pp_pair[0] = 0;
+  c->pp_pair[1] = c->tp; /* the next stage's first GPU */
+  c->comm_memo = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+  *out = c;
+  return true;
+}
+
+void srv_cost_free(srv_cost *c)
+{
+  if (!c)
+    return;
+  if (c->planner)
+    coll_planner_free(c->planner);
+  hw_cluster_free(c->hw);
+  g_free(c->tp_ranks);
+  if (c->comm_memo)
+    g_hash_table_destroy(c->comm_memo);
+  g_free(c);
+}
+
+double srv_layer_gemm_flops(const srv_cost *c, double tokens)
+{
+  double hd = c->heads * c->d;
+  return 2 * tokens * (c->h * c->qkv + hd * c->h + (c->gate + 1) * c->h * c->ffn);
+}
+
+double srv_copy_time(const srv_cost *c, double bytes)
+{
+  return srv_kernel(c, CFG_KCLASS_ELEMENTWISE, c->attn_dtype, 0, 2 * bytes, 0);
+}
+
+double srv_kv_bytes_per_token(const srv_cost *c)
+{
+  return 2.0 * c->stage_layers * c->kv_heads * c->d * c->kvb;
+}
+
+/* Parameters of one layer on one GPU (norms aside). */
+static double srv_layer_params(const srv_cost *c, bool moe)
+{
+  double attn = c->h * c->qkv + c->heads * c->d * c->h;
+  if (!moe)
+    return attn + (c->gate + 1) * c->h * c->ffn;
+  return attn + c->experts * (c->gate + 1) * c->h * c->expert_ffn +
+         (c->gate + 1) * c->h * c->shared_ffn;
+}
+
+/* Weights of the most loaded stage's layers on one GPU: the layers, their norms and routers. */
+static double srv_layers_bytes(const srv_cost *c)
+{
+  int moe_layers = c->moe ? c->stage_layers / c->moe_every : 0;
+  double params = (c->stage_layers - moe_layers) * srv_layer_params(c, false) +
+                  moe_layers * srv_layer_params(c, true);
+  return params * c->wb + moe_layers * c->h * c->experts * 2 + c->stage_layers * 2 * c->h * 2;
+}
+
+/* The output layer (or embedding table) on one GPU, in 16 bit. */
+static double srv_table_bytes(const srv_cost *c)
+{
+  return 2 * c->h * c->vocab;
+}
+
+double srv_weight_bytes(const srv_cost *c)
+{
+  return c->pp * srv_layers_bytes(c) + srv_table_bytes(c);
+}
+
+double srv_stage_weight_bytes(const srv_cost *c, const cfg_model *m)
+{
+  /* one stage holds the embedding and the output layer (two tables unless tied), else the
+   * first and the last each hold one */
+  int tables = c->pp == 1 && !m->tied_embeddings ? 2 : 1;
+  return srv_layers_bytes(c) + tables * srv_table_bytes(c);
+}
+
+double srv_activation_bytes(const srv_cost *c, double tokens, double seqs)
+{
+  double width = c->moe ? MAX(c->ffn, c->top_k * c->expert_ffn) : c->ffn;
+  return tokens * c->ab * (c->gate + 1) * width + seqs * c->vocab * 4;
+}

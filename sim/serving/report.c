@@ -1,0 +1,186 @@
+/* The report of `dlsim serve`: latencies, throughput, batch and KV cache, SLO attainment. */
+#include "serving/serving_internal.h"
+#include "units/units.h"
+
+static const char *srv_scheduler_name(cfg_scheduler s)
+{
+  static const char *const names[] = {"continuous", "static", "chunked", "fused"};
+  return s <= CFG_SCHEDULER_FUSED ? names[s] : "?";
+}
+
+static const char *srv_arrival_name(cfg_arrival a)
+{
+  static const char *const names[] = {"Poisson", "gamma", "uniform", "burst"};
+  return a <= CFG_ARRIVAL_BURST ? names[a] : "?";
+}
+
+static void srv_text_setup(FILE *out, const srv_result *r)
+{
+  const cfg_workload *w = r->workload;
+  const cfg_serving *s = &w->serving;
+  int gpus = s->replicas * s->tp * s->pp;
+  fprintf(out,
+          "dlsim serve: %s on %s, %d replica%s of TP %d x PP %d (%d GPU%s), %s weights, %s KV, "
+          "scheduler %s (max batch %d, %d tokens per iteration)\n",
+          w->model.name, r->cluster->name, s->replicas, s->replicas == 1 ? "" : "s", s->tp, s->pp,
+          gpus, gpus == 1 ? "" : "s", cfg_dtype_name(s->dtype), cfg_dtype_name(s->kv_dtype),
+          srv_scheduler_name(s->scheduler), s->max_batch, s->max_tokens);
+  const cfg_requests *q = &s->requests;
+  fprintf(out, "  requests     %d", r->requests);
+  if (q->trace)
+    fprintf(out, ", replayed from %s", q->trace);
+  else if (q->concurrency > 0)
+    fprintf(out, ", closed loop of %d clients", q->concurrency);
+  else if (q->arrival == CFG_ARRIVAL_BURST)
+    fprintf(out, ", all at once");
+  else
+    fprintf(out, ", %s at %.2f/s", srv_arrival_name(q->arrival), r->offered_rate);
+  fprintf(out, "; prompt %.0f, output %.0f tokens (mean); seed %d\n", r->prompt_tokens_mean,
+          r->output_tokens_mean, q->seed);
+  const srv_capacity *c = &r->capacity;
+  g_autofree char *kv = units_format_bytes(c->tokens * c->kv_per_token);
+  g_autofree char *wt = units_format_bytes(c->weights);
+  g_autofree char *ac = units_format_bytes(c->activations);
+  g_autofree char *ot = units_format_bytes(c->other);
+  fprintf(out, "  KV cache     %d blocks of %d = %.0f tokens per replica, %s per GPU%s\n",
+          c->blocks, c->block_size, c->tokens, kv, c->measured ? " (serving.kv_blocks)" : "");
+  fprintf(out, "               (weights %s, activations %s, other %s per GPU)\n", wt, ac, ot);
+}
+
+static void srv_text_dist(FILE *out, const char *label, const srv_dist *d)
+{
+  double v[] = {d->mean, d->p50, d->p90, d->p99};
+  fprintf(out, "  %-11s", label);
+  for (size_t i = 0; i < G_N_ELEMENTS(v); i++) {
+    g_autofree char *x = units_format_seconds(v[i]);
+    fprintf(out, " %12s", x);
+  }
+  fprintf(out, "\n");
+}
+
+/* The timeline in eight slices: batch, KV occupancy and queue over the run. */
+static void srv_text_timeline(FILE *out, const srv_result *r)
+{
+  const GArray *tl = r->timeline;
+  int slices = 8, n = tl ? (int)tl->len : 0;
+  if (n < slices)
+    return;
+  double sum[3][8] = {{0}};
+  int count[8] = {0};
+  for (int i = 0; i < n; i++) {
+    const srv_sample *x = &g_array_index(tl, srv_sample, i);
+    int k = i * slices / n;
+    sum[0][k] += x->batch;
+    sum[1][k] += 100 * x->kv_occupancy;
+    sum[2][k] += x->waiting;
+    count[k]++;
+  }
+  g_autofree char *span = units_format_seconds(r->duration / slices);
+  const char *rows[] = {"batch", "KV %", "waiting"};
+  fprintf(out, "  over time    (%d slices of %s)\n", slices, span);
+  for (int row = 0; row < 3; row++) {
+    fprintf(out, "    %-9s", rows[row]);
+    for (int k = 0; k < slices; k++)
+      fprintf(out, " %7.1f", count[k] ? sum[row][k] / count[k] : 0);
+    fprintf(out, "\n");
+  }
+}
+
+void srv_result_text(FILE *out, const srv_result *r)
+{
+  srv_text_setup(out, r);
+  const cfg_serving *s = &r->workload->serving;
+  g_autofree char *dur = units_format_seconds(r->duration);
+  fprintf(out, "  simulated    %s, %ld iterations, %ld preemptions\n", dur, r->iterations,
+          r->preemptions);
+  fprintf(out, "  %-11s %12s %12s %12s %12s\n", "latency", "mean", "p50", "p90", "p99");
+  srv_text_dist(out, "TTFT", &r->ttft);
+  srv_text_dist(out, "TBT (ITL)", &r->tbt);
+  srv_text_dist(out, "TPOT", &r->tpot);
+  srv_text_dist(out, "end to end", &r->e2e);
+  fprintf(out, "  throughput   %.1f output tokens/s, %.1f total tokens/s, %.3f requests/s\n",
+          r->output_tokens_per_s, r->total_tokens_per_s, r->requests_per_s);
+  fprintf(out, "  batch        %.1f sequences per iteration (mean), %.0f max\n", r->batch_mean,
+          r->batch_max);
+  fprintf(out, "  KV cache     %.1f %% occupied (mean), %.1f %% max\n", 100 * r->kv_mean,
+          100 * r->kv_max);
+  srv_text_timeline(out, r);
+  g_autofree char *ttft = units_format_seconds(s->slo.ttft);
+  g_autofree char *tbt = units_format_seconds(s->slo.tbt);
+  fprintf(out, "  SLO          TTFT <= %s and TPOT <= %s: %.1f %% of requests (goodput %.3f requests/s)\n",
+          ttft, tbt, 100 * r->slo_attainment, r->goodput_rps);
+  if (r->offered_rate > 0)
+    fprintf(out, "  load         %s\n",
+            r->saturated ? "SATURATED: the queue grows (served below the offered rate)"
+                         : "below saturation");
+}
+
+static cJSON *srv_dist_json(const srv_dist *d)
+{
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddNumberToObject(j, "mean", d->mean);
+  cJSON_AddNumberToObject(j, "p50", d->p50);
+  cJSON_AddNumberToObject(j, "p90", d->p90);
+  cJSON_AddNumberToObject(j, "p99", d->p99);
+  cJSON_AddNumberToObject(j, "max", d->max);
+  return j;
+}
+
+static cJSON *srv_capacity_json(const srv_capacity *c)
+{
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddNumberToObject(j, "blocks", c->blocks);
+  cJSON_AddNumberToObject(j, "block_size", c->block_size);
+  cJSON_AddNumberToObject(j, "tokens", c->tokens);
+  cJSON_AddNumberToObject(j, "bytes_per_token", c->kv_per_token);
+  cJSON_AddNumberToObject(j, "weights_bytes", c->weights);
+  cJSON_AddNumberToObject(j, "activations_bytes", c->activations);
+  cJSON_AddNumberToObject(j, "other_bytes", c->other);
+  return j;
+}
+
+static cJSON *srv_timeline_json(const GArray *tl)
+{
+  cJSON *a = cJSON_CreateArray();
+  for (guint i = 0; tl && i < tl->len; i++) {
+    const srv_sample *x = &g_array_index(tl, srv_sample, i);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "t_s", x->t);
+    cJSON_AddNumberToObject(o, "batch", x->batch);
+    cJSON_AddNumberToObject(o, "kv_occupancy", x->kv_occupancy);
+    cJSON_AddNumberToObject(o, "waiting", x->waiting);
+    cJSON_AddItemToArray(a, o);
+  }
+  return a;
+}
+
+cJSON *srv_result_json(const srv_result *r)
+{
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddItemToObject(j, "ttft_s", srv_dist_json(&r->ttft));
+  cJSON_AddItemToObject(j, "tbt_s", srv_dist_json(&r->tbt));
+  cJSON_AddItemToObject(j, "tpot_s", srv_dist_json(&r->tpot));
+  cJSON_AddItemToObject(j, "e2e_s", srv_dist_json(&r->e2e));
+  cJSON_AddNumberToObject(j, "output_tokens_per_s", r->output_tokens_per_s);
+  cJSON_AddNumberToObject(j, "total_tokens_per_s", r->total_tokens_per_s);
+  cJSON_AddNumberToObject(j, "requests_per_s", r->requests_per_s);
+  cJSON_AddNumberToObject(j, "slo_attainment", r->slo_attainment);
+  cJSON_AddNumberToObject(j, "goodput_rps", r->goodput_rps);
+  cJSON_AddNumberToObject(j, "offered_rate_rps", r->offered_rate);
+  cJSON_AddBoolToObject(j, "saturated", r->saturated);
+  cJSON_AddNumberToObject(j, "requests", r->requests);
+  cJSON_AddNumberToObject(j, "duration_s", r->duration);
+  cJSON_AddNumberToObject(j, "iterations", (double)r->iterations);
+  cJSON_AddNumberToObject(j, "preemptions", (double)r->preemptions);
+  cJSON_AddNumberToObject(j, "prompt_tokens_mean", r->prompt_tokens_mean);
+  cJSON_AddNumberToObject(j, "output_tokens_mean", r->output_tokens_mean);
+  cJSON *b = cJSON_AddObjectToObject(j, "batch");
+  cJSON_AddNumberToObject(b, "mean", r->batch_mean);
+  cJSON_AddNumberToObject(b, "max", r->batch_max);
+  cJSON *k = cJSON_AddObjectToObject(j, "kv_occupancy");
+  cJSON_AddNumberToObject(k, "mean", r->kv_mean);
+  cJSON_AddNumberToObject(k, "max", r->kv_max);
+  cJSON_AddItemToObject(j, "kv_cache", srv_capacity_json(&r->capacity));
+  cJSON_AddItemToObject(j, "timeline", srv_timeline_json(r->timeline));
+  return j;
+}

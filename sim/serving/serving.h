@@ -1,0 +1,159 @@
+/* serving: LLM inference serving on the cluster, request by request.
+ *
+ * A replica (tp x pp GPUs holding one copy of the model) runs engine iterations: each takes a
+ * batch of sequences, some in prefill (prompt tokens, compute-bound, attention quadratic in the
+ * prompt), most in decode (one token each, memory-bound: every weight and the batch's KV cache
+ * are read once per iteration). The cost of an iteration comes from the same kernels as the
+ * training model (GEMMs of the transformer layer, attention, elementwise) timed by the hardware
+ * cost model, plus the tensor-parallel all-reduces of its size (latency-bound at decode sizes)
+ * and the pipeline's sends. A scheduler (static, continuous, chunked prefill, temporal fusion)
+ * picks each iteration's batch under a token budget, a batch limit and the paged KV cache;
+ * requests (Poisson / gamma arrivals, closed-loop clients, or a replayed trace) reach replicas
+ * through a router. The loop is dlsim's own event queue, not SimGrid: iteration-level
+ * scheduling is a sequential decision per replica and replicas share no network traffic, so a
+ * heap of arrivals and iteration ends is exact and simulates thousands of requests in well
+ * under a second. */
+#ifndef DLSIM_SERVING_H
+#define DLSIM_SERVING_H
+
+#include "config/config.h"
+#include "hardware/hardware.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+
+/* ---- the cost of one iteration ------------------------------------------------------------ */
+
+/* What an iteration computes, summed over its sequences: q new tokens of a sequence whose KV
+ * cache already holds c tokens. */
+typedef struct {
+  int seqs;              /* sequences in the batch */
+  double tokens;         /* sum of q: rows of every GEMM */
+  double prefill_tokens; /* sum of q over sequences in prefill (q > 1, or a first chunk) */
+  double prefill_attn;   /* sum over prefill of q (c + (q + 1) / 2): causal attention pairs */
+  double prefill_kv;     /* sum over prefill of c + q: KV tokens the prefill attention reads */
+  int decodes;           /* sequences decoding one token */
+  double decode_kv;      /* sum over decodes of c + 1: KV tokens decode attention reads */
+  int samples;           /* sequences that sample a token (logits) this iteration */
+} srv_batch;
+
+typedef struct srv_cost srv_cost;
+
+typedef struct {
+  double total;     /* seconds from the first stage's start to the last stage's end */
+  double period;    /* seconds the first stage is busy (a new iteration may enter then) */
+  double gemm, attention, other, comm, host; /* parts of `total` */
+} srv_time;
+
+/* The cost model of one replica of the workload's model on the cluster. */
+bool srv_cost_new(const cfg_cluster *c, const cfg_workload *w, srv_cost **out, GError **err);
+void srv_cost_free(srv_cost *cost);
+void srv_iteration_time(srv_cost *cost, const srv_batch *b, srv_time *out);
+/* FLOPs of the GEMMs of one dense layer on one GPU over `tokens` tokens (the same shapes as the
+ * training model's layer: a test holds the two equal). */
+double srv_layer_gemm_flops(const srv_cost *cost, double tokens);
+/* Bytes of the KV cache of one token on one GPU (the most loaded pipeline stage). */
+double srv_kv_bytes_per_token(const srv_cost *cost);
+/* Weight bytes one GPU reads per decode iteration at batch 1 (the most loaded stage). */
+double srv_weight_bytes(const srv_cost *cost);
+/* The mixture-of-experts hook: the feed-forward part of a layer with experts. Expert
+ * parallelism (ep > 1: all-to-all dispatch) is the MoE issue's and is refused here. */
+bool srv_moe_supported(const cfg_workload *w, GError **err);
+
+/* ---- memory: the KV cache a replica holds ------------------------------------------------- */
+
+typedef struct {
+  double memory;       /* GPU memory */
+  double usable;       /* x serving.gpu_memory_utilization */
+  double weights, activations, other; /* per GPU, the most loaded stage */
+  double kv_bytes;     /* what is left for the KV cache */
+  double kv_per_token; /* bytes per token */
+  int blocks;          /* KV blocks of serving.block_size tokens */
+  int block_size;
+  double tokens;       /* blocks x block_size */
+  bool measured;       /* serving.kv_blocks gave the number */
+} srv_capacity;
+
+bool srv_capacity_of(const cfg_cluster *c, const cfg_workload *w, const srv_cost *cost,
+                     srv_capacity *out, GError **err);
+
+/* ---- a simulation ------------------------------------------------------------------------- */
+
+typedef struct {
+  double mean, p50, p90, p99, max;
+  int n;
+} srv_dist;
+
+typedef struct {
+  double t, batch, kv_occupancy, waiting; /* a bucket of the timeline: means over it */
+} srv_sample;
+
+typedef struct {
+  int lane, replica;
+  double start, end;
+  int seqs, prefill_seqs;
+  double tokens, prefill_tokens, kv_occupancy;
+} srv_iter_record;
+
+typedef struct {
+  int id, replica;
+  double arrival, admitted, first_token, finish; /* engine times (no request_overhead) */
+  int prompt, output, preemptions;
+} srv_request_record;
+
+typedef struct {
+  /* the setup */
+  const cfg_cluster *cluster;
+  const cfg_workload *workload;
+  srv_capacity capacity;
+  double offered_rate;       /* requests/s offered (0: closed loop or burst) */
+  int requests;              /* simulated */
+  /* latencies, seconds, as a client sees them (with serving.request_overhead) */
+  srv_dist ttft, tbt, tpot, e2e;
+  double duration;           /* first arrival to last completion */
+  double output_tokens_per_s, total_tokens_per_s, requests_per_s;
+  double slo_attainment;     /* fraction of requests with TTFT and TPOT within serving.slo */
+  double goodput_rps;        /* requests/s that met the SLO */
+  bool saturated;            /* served rate fell below 90 % of the offered rate */
+  double batch_mean, batch_max, kv_mean, kv_max; /* time-weighted over busy iterations */
+  long iterations, preemptions;
+  double prompt_tokens_mean, output_tokens_mean;
+  GArray *timeline;          /* srv_sample */
+  GArray *iters;             /* srv_iter_record, with options.trace */
+  GArray *reqs;              /* srv_request_record, with options.trace */
+  double wall_time;          /* seconds the simulator took */
+} srv_result;
+
+typedef struct {
+  bool trace;    /* keep every iteration and request for a Chrome trace */
+  double rate;   /* > 0: overrides serving.requests.rate */
+} srv_options;
+
+/* Runs the serving workload (its `serving:` section) on the cluster. Bad input (a request
+ * longer than the KV cache or max_model_len, a model that leaves no room for KV) is
+ * CFG_ERROR_INPUT. */
+bool srv_simulate(const cfg_cluster *c, const cfg_workload *w, const srv_options *o,
+                  srv_result *out, GError **err);
+void srv_result_clear(srv_result *r);
+
+/* The highest Poisson rate at which serving.slo.attainment of the requests meet the SLO. */
+typedef struct {
+  double max_rate;  /* requests/s (0: not even the lowest rate tried) */
+  srv_result at;    /* the run at max_rate */
+  int runs;
+} srv_max_rate;
+bool srv_find_max_rate(const cfg_cluster *c, const cfg_workload *w, srv_max_rate *out,
+                       GError **err);
+void srv_max_rate_clear(srv_max_rate *m);
+
+/* ---- report ------------------------------------------------------------------------------ */
+
+void srv_result_text(FILE *out, const srv_result *r);
+/* The keys of SCHEMA.md (ttft_s, tbt_s, e2e_s, output_tokens_per_s, total_tokens_per_s,
+ * requests_per_s, slo_attainment) and more. */
+cJSON *srv_result_json(const srv_result *r);
+/* One process per replica (an iterations row per lane, batch and KV counters) and one row per
+ * request (queued, prefill, decode). */
+bool srv_trace_write(const char *path, const srv_result *r, GError **err);
+
+#endif

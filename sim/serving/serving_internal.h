@@ -1,0 +1,127 @@
+/* Private to the serving module. */
+#ifndef DLSIM_SERVING_INTERNAL_H
+#define DLSIM_SERVING_INTERNAL_H
+
+#include "serving/serving.h"
+
+/* ---- cost model internals used by the capacity ---------------------------------------------- */
+
+/* Weights resident on one GPU of the most loaded pipeline stage. */
+double srv_stage_weight_bytes(const srv_cost *c, const cfg_model *m);
+/* The peak of a forward pass over `tokens` tokens on one GPU (the MLP's widest intermediate
+ * with its input alive) plus the fp32 logits of `seqs` sequences. */
+double srv_activation_bytes(const srv_cost *c, double tokens, double seqs);
+/* Copying `bytes` within one GPU's memory (read and write). */
+double srv_copy_time(const srv_cost *c, double bytes);
+
+/* ---- requests ---------------------------------------------------------------------------- */
+
+typedef enum { SRV_PENDING, SRV_WAITING, SRV_RUNNING, SRV_DONE } srv_state;
+
+typedef struct srv_request {
+  int id;
+  double arrival;      /* at the engine; NAN until a closed-loop client sends it */
+  int prompt, output;  /* tokens */
+  int group;           /* shared-prefix group, or -1 */
+  /* progress */
+  srv_state state;
+  int replica, lane;
+  int known;           /* prompt + tokens generated so far */
+  int ctx;             /* tokens whose KV is in the cache */
+  int generated;
+  int blocks;          /* KV blocks this request holds (shared prefix blocks excluded) */
+  int shared_blocks;   /* blocks of its group's cached prefix it uses */
+  int reserved;        /* blocks reserved at admission (preemption: none, static, fused) */
+  int slot;            /* fused: position in the lane's buffer */
+  int preemptions;
+  double first_token, last_token, finish;
+  double admitted;     /* first admission, for the trace */
+} srv_request;
+
+/* The request stream of a run, in arrival order (closed loop: in sending order). */
+typedef struct {
+  srv_request *reqs;
+  int n;
+  double offered_rate; /* requests/s, 0 when not open-loop */
+  int concurrency;     /* closed loop: clients */
+} srv_stream;
+
+bool srv_stream_build(const cfg_workload *w, double rate, srv_stream *out, GError **err);
+void srv_stream_clear(srv_stream *s);
+
+/* ---- histogram of inter-token gaps ---------------------------------------------------------- */
+
+/* Log-spaced bins (0.1 % wide) from 1 us to 1e4 s: percentiles of millions of gaps in 100 KB. */
+typedef struct {
+  guint32 *bins;
+  int nbins;
+  long n;
+  double sum, max;
+} srv_hist;
+
+void srv_hist_init(srv_hist *h);
+void srv_hist_add(srv_hist *h, double x);
+double srv_hist_quantile(const srv_hist *h, double q);
+void srv_hist_clear(srv_hist *h);
+/* mean and percentiles of `n` values (sorted in place) */
+void srv_dist_of(double *v, int n, srv_dist *out);
+
+/* ---- the engine: replicas, lanes and their schedulers ---------------------------------------- */
+
+typedef struct srv_sim srv_sim;
+
+/* A lane runs one iteration at a time. A replica has one lane per pipeline stage (vLLM's
+ * virtual engines): while one lane's iteration is in stage k, another's may be in stage 0. */
+typedef struct {
+  int id, replica;
+  GQueue waiting;      /* srv_request* */
+  GPtrArray *running;  /* srv_request*, in admission order */
+  bool busy;
+  double pending_cost; /* seconds owed to the next iteration (fused: buffer reordering) */
+  /* the iteration in flight */
+  GArray *batch;       /* srv_sched_item */
+  srv_batch shape;     /* what it costs (static batches: padded) */
+  double iter_start;
+  /* static batching: the batch runs until its longest request is done */
+  int static_steps;
+  int static_ctx;      /* the padded context of every slot */
+  GPtrArray *slots;    /* fused: requests by buffer slot */
+} srv_lane;
+
+typedef struct {
+  srv_request *req;
+  int q;               /* tokens computed for it this iteration */
+} srv_sched_item;
+
+typedef struct {
+  int id;
+  srv_lane *lanes;
+  int nlanes;
+  int free_blocks, total_blocks;
+  double stage0_free;  /* when the first pipeline stage can take the next iteration */
+  bool *prefix_cached; /* per prefix group */
+  int prefix_blocks;   /* blocks of one cached prefix */
+  int outstanding;     /* requests routed here and not done */
+} srv_replica;
+
+/* Plans the next iteration of a lane into lane->batch (empty: nothing to do). */
+void srv_schedule(srv_sim *s, srv_lane *lane);
+/* Frees the KV of a request (finished or preempted). */
+void srv_release(srv_sim *s, srv_replica *rep, srv_request *r);
+srv_replica *srv_replica_of(srv_sim *s, const srv_lane *lane);
+
+struct srv_sim {
+  const cfg_serving *cfg;
+  srv_cost *cost;
+  srv_capacity cap;
+  srv_replica *replicas;
+  int nreplicas;
+  int next_rr;         /* round-robin router */
+  double now;
+  long preemptions;
+};
+
+/* Blocks a request of `tokens` tokens needs. */
+int srv_blocks_for(const srv_sim *s, double tokens);
+
+#endif

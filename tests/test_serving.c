@@ -1,0 +1,365 @@
+/* dlsim serve: the iteration cost model against first principles and the training model, the
+ * schedulers' and the KV cache's behaviour, reproducibility, and bad input. */
+#include "helpers.h"
+#include "serving/serving.h"
+#include "workloads/workloads.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+/* Llama 2 7B on one H100, vLLM-like; tests override what they vary. */
+static const char *srv_workload(void)
+{
+  static char *path = NULL;
+  if (!path)
+    path = th_write("llama2-7b-serve.yaml",
+                    "model: llama2-7b\n"
+                    "serving:\n"
+                    "  dtype: fp16\n"
+                    "  scheduler: chunked\n"
+                    "  max_batch: 128\n"
+                    "  max_tokens: 2048\n"
+                    "  max_model_len: 4096\n"
+                    "  requests: {rate: 2/s, count: 200, prompt_tokens: 512, output_tokens: 64, seed: 7}\n");
+  return path;
+}
+
+static void srv_load(const char *const *sets, cfg_cluster **c, cfg_workload **w)
+{
+  char *why = th_load_error("dgx-h100", srv_workload(), sets);
+  cr_assert_null(why, "%s", why);
+  cr_assert(th_load("dgx-h100", srv_workload(), sets, c, w));
+}
+
+static srv_result srv_run(const char *const *sets)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  srv_load(sets, &c, &w);
+  srv_result r;
+  GError *err = NULL;
+  bool ok = srv_simulate(c, w, NULL, &r, &err);
+  cr_assert(ok, "%s", err ? err->message : "");
+  r.cluster = NULL;
+  r.workload = NULL;
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+  return r;
+}
+
+Test(serving, decode_of_one_sequence_reads_the_weights_once)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  srv_load(NULL, &c, &w);
+  srv_cost *cost = NULL;
+  GError *err = NULL;
+  cr_assert(srv_cost_new(c, w, &cost, &err), "%s", err ? err->message : "");
+  srv_batch one = {.seqs = 1, .tokens = 1, .decodes = 1, .decode_kv = 101, .samples = 1};
+  srv_time t;
+  srv_iteration_time(cost, &one, &t);
+  double weights = srv_weight_bytes(cost);
+  /* 6.74e9 parameters in fp16 (and the output layer read once more) */
+  cr_assert(weights > 13.2e9 && weights < 13.8e9, "weights %g", weights);
+  double peak = weights / c->gpu.memory_bandwidth;
+  double achievable = weights / (c->gpu.memory_bandwidth * c->gpu.efficiency.memory_efficiency);
+  /* memory-bound: the weights at the achievable bandwidth, plus the fixed cost of its 260
+   * kernels (8 per layer: norm, QKV, attention, projection, residual + norm, MLP up,
+   * activation, down; embedding, final norm, logits, sampling), within 3 % (the KV cache and
+   * the activations are the rest) */
+  double launches = (32 * 8 + 4) * c->gpu.efficiency.launch_overhead;
+  cr_assert(t.total > peak, "%g s vs %g s at peak bandwidth", t.total, peak);
+  cr_assert(t.total >= achievable + launches && t.total <= 1.03 * (achievable + launches),
+            "%g s vs weights / HBM %g s + launches %g s", t.total, achievable, launches);
+  cr_assert(t.comm == 0, "one GPU: no collectives");
+  srv_cost_free(cost);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+}
+
+Test(serving, prefill_is_compute_bound_and_decode_memory_bound)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  srv_load(NULL, &c, &w);
+  srv_cost *cost = NULL;
+  cr_assert(srv_cost_new(c, w, &cost, NULL));
+  srv_time t1, t64, p;
+  srv_batch d1 = {.seqs = 1, .tokens = 1, .decodes = 1, .decode_kv = 100, .samples = 1};
+  srv_batch d64 = {.seqs = 64, .tokens = 64, .decodes = 64, .decode_kv = 64 * 100, .samples = 64};
+  srv_batch pre = {.seqs = 1, .tokens = 2048, .prefill_tokens = 2048,
+                   .prefill_attn = 2048 * 2049 / 2.0, .prefill_kv = 2048, .samples = 1};
+  srv_iteration_time(cost, &d1, &t1);
+  srv_iteration_time(cost, &d64, &t64);
+  srv_iteration_time(cost, &pre, &p);
+  /* 64 sequences cost little more than one (the weights are read once) */
+  cr_assert(t64.total < 1.25 * t1.total, "%g vs %g", t64.total, t1.total);
+  /* 2048 prompt tokens: 2 x 6.7e9 x 2048 FLOPs, far above the weights' read time */
+  cr_assert(p.total > 3 * t1.total, "%g vs %g", p.total, t1.total);
+  srv_cost_free(cost);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+}
+
+Test(serving, layer_gemms_match_the_training_model)
+{
+  for (int tp = 1; tp <= 4; tp *= 2) {
+    char tps[32];
+    g_snprintf(tps, sizeof tps, "serving.tp=%d", tp);
+    const char *sets[] = {tps, NULL};
+    cfg_cluster *c = NULL;
+    cfg_workload *w = NULL;
+    srv_load(sets, &c, &w);
+    srv_cost *cost = NULL;
+    cr_assert(srv_cost_new(c, w, &cost, NULL));
+    cfg_training t = {.micro_batch = 1, .dtype = CFG_BF16, .flash_attention = 1,
+                      .recompute = CFG_RECOMPUTE_NONE, .grad_dtype = CFG_FP32};
+    wl_shard sh = {.micro_batch = 1, .tp = tp, .cp = 1};
+    wl_model *m = NULL;
+    cr_assert(wl_model_build(&w->model, &t, &sh, &m, NULL));
+    const wl_layer *l = g_ptr_array_index(m->layers, 1);
+    double gemm = 0;
+    for (guint i = 0; i < l->fwd->len; i++) {
+      const wl_kernel *k = &g_array_index(l->fwd, wl_kernel, i);
+      if (k->kclass == CFG_KCLASS_GEMM)
+        gemm += k->flops;
+    }
+    double mine = srv_layer_gemm_flops(cost, w->model.seq_len);
+    cr_assert(fabs(mine / gemm - 1) < 1e-12, "tp %d: %g vs %g", tp, mine, gemm);
+    wl_model_free(m);
+    srv_cost_free(cost);
+    cfg_cluster_free(c);
+    cfg_workload_free(w);
+  }
+}
+
+Test(serving, ttft_rises_with_prompt_length)
+{
+  double prev = 0;
+  const int prompts[] = {128, 512, 1024, 2048, 3072};
+  for (size_t i = 0; i < G_N_ELEMENTS(prompts); i++) {
+    char p[64];
+    g_snprintf(p, sizeof p, "serving.requests.prompt_tokens=%d", prompts[i]);
+    const char *sets[] = {p, "serving.requests.rate=0.5/s", "serving.requests.count=50", NULL};
+    srv_result r = srv_run(sets);
+    cr_assert(r.ttft.mean > prev, "prompt %d: TTFT %g s after %g s", prompts[i], r.ttft.mean, prev);
+    prev = r.ttft.mean;
+    srv_result_clear(&r);
+  }
+}
+
+Test(serving, throughput_rises_with_batch_until_the_kv_cache_is_full)
+{
+  /* every request at once; a KV cache of 64 blocks holds 8 requests of 128 tokens */
+  double prev = 0, at8 = 0;
+  const int batches[] = {1, 2, 4, 8, 16, 32};
+  for (size_t i = 0; i < G_N_ELEMENTS(batches); i++) {
+    char b[64];
+    g_snprintf(b, sizeof b, "serving.max_batch=%d", batches[i]);
+    const char *sets[] = {b, "serving.requests.arrival=burst", "serving.requests.count=64",
+                          "serving.requests.prompt_tokens=64", "serving.requests.output_tokens=64",
+                          "serving.kv_blocks=64", "serving.preemption=none", NULL};
+    srv_result r = srv_run(sets);
+    if (batches[i] <= 8) {
+      cr_assert(r.output_tokens_per_s > 1.5 * prev, "batch %d: %g tokens/s after %g",
+                batches[i], r.output_tokens_per_s, prev);
+      at8 = r.output_tokens_per_s;
+    } else {
+      cr_assert(fabs(r.output_tokens_per_s / at8 - 1) < 0.02, "batch %d: %g tokens/s, 8: %g",
+                batches[i], r.output_tokens_per_s, at8);
+      cr_assert(r.batch_max <= 8, "the cache holds 8 requests, not %g", r.batch_max);
+    }
+    prev = r.output_tokens_per_s;
+    srv_result_clear(&r);
+  }
+}
+
+Test(serving, a_request_longer_than_the_kv_cache_is_an_input_error)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  const char *sets[] = {"serving.kv_blocks=30", NULL};
+  srv_load(sets, &c, &w);
+  srv_result r;
+  GError *err = NULL;
+  cr_assert_not(srv_simulate(c, w, NULL, &r, &err));
+  cr_assert_eq(err->code, CFG_ERROR_INPUT);
+  cr_assert(strstr(err->message, "needs 576 tokens of KV cache") &&
+                strstr(err->message, "holds 480 (30 blocks of 16 tokens"),
+            "%s", err->message);
+  cr_assert(strstr(err->message, "llama2-7b-serve.yaml:"), "names the file: %s", err->message);
+  g_error_free(err);
+  srv_result_clear(&r);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+  g_autofree char *args = g_strdup_printf(
+      "serve -c dgx-h100 -w %s --set serving.requests.prompt_tokens=4090", srv_workload());
+  th_proc p = th_dlsim(args);
+  cr_assert_eq(p.status, 2, "%s", p.out);
+  cr_assert(strstr(p.out, "exceeds serving.max_model_len = 4096"), "%s", p.out);
+  th_proc_clear(&p);
+}
+
+Test(serving, identical_seeds_give_identical_results)
+{
+  const char *a[] = {"serving.requests.arrival=gamma", "serving.requests.burstiness=0.5",
+                     "serving.requests.distribution=uniform", "serving.requests.rate=8/s", NULL};
+  const char *b[] = {"serving.requests.arrival=gamma", "serving.requests.burstiness=0.5",
+                     "serving.requests.distribution=uniform", "serving.requests.rate=8/s",
+                     "serving.requests.seed=8", NULL};
+  srv_result r1 = srv_run(a), r2 = srv_run(a), r3 = srv_run(b);
+  cJSON *j1 = srv_result_json(&r1), *j2 = srv_result_json(&r2), *j3 = srv_result_json(&r3);
+  char *s1 = cJSON_PrintUnformatted(j1), *s2 = cJSON_PrintUnformatted(j2),
+       *s3 = cJSON_PrintUnformatted(j3);
+  cr_assert_str_eq(s1, s2);
+  cr_assert_str_neq(s1, s3, "another seed, other requests");
+  cJSON_free(s1);
+  cJSON_free(s2);
+  cJSON_free(s3);
+  cJSON_Delete(j1);
+  cJSON_Delete(j2);
+  cJSON_Delete(j3);
+  srv_result_clear(&r1);
+  srv_result_clear(&r2);
+  srv_result_clear(&r3);
+}
+
+Test(serving, chunked_prefill_keeps_decodes_flowing)
+{
+  /* long prompts: vLLM V0's prefill-only iterations stall every decode (Sarathi-Serve's point) */
+  const char *base[] = {"serving.requests.prompt_tokens=3000", "serving.requests.rate=3/s", NULL};
+  const char *v0[] = {"serving.requests.prompt_tokens=3000", "serving.requests.rate=3/s",
+                      "serving.scheduler=continuous", NULL};
+  srv_result chunked = srv_run(base), cont = srv_run(v0);
+  cr_assert(chunked.tbt.p99 < cont.tbt.p99, "TBT p99: chunked %g s, continuous %g s",
+            chunked.tbt.p99, cont.tbt.p99);
+  srv_result_clear(&chunked);
+  srv_result_clear(&cont);
+}
+
+Test(serving, static_batches_wait_for_the_longest_request)
+{
+  const char *dyn[] = {"serving.requests.distribution=uniform", "serving.requests.spread=0.9", NULL};
+  const char *stat[] = {"serving.requests.distribution=uniform", "serving.requests.spread=0.9",
+                        "serving.scheduler=static", NULL};
+  srv_result d = srv_run(dyn), s = srv_run(stat);
+  cr_assert(s.ttft.mean > 2 * d.ttft.mean, "TTFT static %g s, chunked %g s", s.ttft.mean,
+            d.ttft.mean);
+  cr_assert(s.e2e.mean > d.e2e.mean);
+  srv_result_clear(&d);
+  srv_result_clear(&s);
+}
+
+Test(serving, a_full_kv_cache_preempts_or_reserves)
+{
+  const char *small[] = {"serving.kv_blocks=200", "serving.requests.rate=20/s",
+                         "serving.requests.output_tokens=512", NULL};
+  const char *reserve[] = {"serving.kv_blocks=200", "serving.requests.rate=20/s",
+                           "serving.requests.output_tokens=512", "serving.preemption=none", NULL};
+  srv_result p = srv_run(small), n = srv_run(reserve);
+  cr_assert(p.preemptions > 0, "a short cache under load preempts (recompute)");
+  cr_assert_eq(n.preemptions, 0);
+  cr_assert(p.kv_max > 0.9 && n.kv_max > 0.9, "%g %g", p.kv_max, n.kv_max);
+  cr_assert_eq(p.requests, 200);
+  cr_assert_eq(n.requests, 200);
+  srv_result_clear(&p);
+  srv_result_clear(&n);
+}
+
+Test(serving, replicas_share_the_load)
+{
+  const char *one[] = {"serving.requests.rate=4/s", NULL};
+  const char *four[] = {"serving.requests.rate=16/s", "serving.requests.count=800",
+                        "serving.replicas=4", "serving.router=least-loaded", NULL};
+  srv_result a = srv_run(one), b = srv_run(four);
+  cr_assert(fabs(b.tbt.mean / a.tbt.mean - 1) < 0.1, "TBT %g s vs %g s", b.tbt.mean, a.tbt.mean);
+  cr_assert(b.requests_per_s > 3.5 * a.requests_per_s);
+  srv_result_clear(&a);
+  srv_result_clear(&b);
+}
+
+Test(serving, pipeline_stages_overlap_iterations)
+{
+  /* a 70B model on 8 GPUs: TP 4 x PP 2 runs two iterations at once, so it serves close to
+   * TP 8 in throughput even though each iteration takes longer */
+  const char *sets[] = {"model=llama2-70b", "serving.tp=4", "serving.pp=2", "serving.requests.rate=8/s",
+                        NULL};
+  srv_result r = srv_run(sets);
+  cr_assert_not(r.saturated);
+  cr_assert(r.requests_per_s > 7, "%g", r.requests_per_s);
+  srv_result_clear(&r);
+}
+
+Test(serving, overload_is_detected)
+{
+  const char *low[] = {"serving.requests.rate=2/s", NULL};
+  const char *high[] = {"serving.requests.rate=200/s", "serving.requests.count=2000", NULL};
+  srv_result a = srv_run(low), b = srv_run(high);
+  cr_assert_not(a.saturated);
+  cr_assert(b.saturated);
+  cr_assert(b.requests_per_s < 0.9 * 200);
+  srv_result_clear(&a);
+  srv_result_clear(&b);
+}
+
+Test(serving, find_max_rate_meets_the_slo_at_its_answer, .timeout = 60)
+{
+  const char *sets[] = {"serving.slo.ttft=200ms", "serving.slo.tbt=20ms", NULL};
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  srv_load(sets, &c, &w);
+  srv_max_rate m;
+  GError *err = NULL;
+  cr_assert(srv_find_max_rate(c, w, &m, &err), "%s", err ? err->message : "");
+  cr_assert(m.max_rate > 1, "%g", m.max_rate);
+  cr_assert(m.at.slo_attainment >= 0.9 && !m.at.saturated);
+  srv_options o = {.rate = m.max_rate * 1.5};
+  srv_result above;
+  cr_assert(srv_simulate(c, w, &o, &above, NULL));
+  cr_assert(above.slo_attainment < 0.9 || above.saturated, "1.5x the max rate still meets it");
+  srv_result_clear(&above);
+  srv_max_rate_clear(&m);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+}
+
+Test(serving, a_trace_is_replayed_and_bad_rows_are_named)
+{
+  g_autofree char *good = th_write("trace.csv", "arrival_s,prompt_tokens,output_tokens\n"
+                                                "0.5,200,10\n0,100,20\n");
+  g_autofree char *bad = th_write("bad.csv", "arrival_s,prompt_tokens,output_tokens\n0,100,x\n");
+  g_autofree char *sg = g_strdup_printf("serving.requests.trace=%s", good);
+  const char *sets[] = {sg, NULL};
+  srv_result r = srv_run(sets);
+  cr_assert_eq(r.requests, 2);
+  cr_assert_float_eq(r.output_tokens_mean, 15, 1e-9);
+  srv_result_clear(&r);
+  g_autofree char *args = g_strdup_printf("serve -c dgx-h100 -w %s --set serving.requests.trace=%s",
+                                          srv_workload(), bad);
+  th_proc p = th_dlsim(args);
+  cr_assert_eq(p.status, 2, "%s", p.out);
+  cr_assert(strstr(p.out, "bad.csv:2: serving.requests.trace: column output_tokens: expected a number"),
+            "%s", p.out);
+  th_proc_clear(&p);
+}
+
+Test(serving, bad_serving_input_is_named)
+{
+  const char *typo[] = {"serving.max_batchh=4", NULL};
+  char *why = th_load_error("dgx-h100", srv_workload(), typo);
+  cr_assert(why && strstr(why, "did you mean 'max_batch'"), "%s", why);
+  g_free(why);
+  const char *big[] = {"serving.replicas=8", "serving.tp=8", NULL};
+  why = th_load_error("dgx-h100", srv_workload(), big);
+  cr_assert(why && strstr(why, "replicas x tp x pp = 8 x 8 x 1 = 64 GPUs"), "%s", why);
+  g_free(why);
+  g_autofree char *norate = th_write("norate.yaml", "model: llama2-7b\nserving:\n  requests: {prompt_tokens: 10, output_tokens: 10}\n");
+  why = th_load_error("dgx-h100", norate, NULL);
+  cr_assert(why && strstr(why, "norate.yaml:3:13: serving.requests: missing required key 'rate'"), "%s", why);
+  g_free(why);
+  th_proc p = th_dlsim("serve -c dgx-h100 -w configs/workloads/llama3-70b-tp8.yaml --set serving.tp=1");
+  cr_assert_eq(p.status, 2);
+  cr_assert(strstr(p.out, "no room for the KV cache"), "%s", p.out);
+  th_proc_clear(&p);
+}
