@@ -16,6 +16,8 @@ static const dlsim_command dlsim_commands[] = {
     {"coll", cli_coll, "a collective's time and bus bandwidth vs size, as nccl-tests prints"},
     {"calibrate", cli_calibrate, "fit model parameters to real measurements (nccl-tests tables)"},
     {"validate", cli_validate, "predicted vs measured for the real cases in validation/"},
+    {"trace", cli_trace, "summarise a real PyTorch profiler (Kineto) trace per step"},
+    {"replay", cli_replay, "re-simulate a real trace: predicted vs measured step time, what-if"},
 };
 
 static void dlsim_usage(FILE *out)

@@ -11,6 +11,8 @@ int cli_validate(int argc, char **argv);
 int cli_coll(int argc, char **argv);
 int cli_memory(int argc, char **argv);
 int cli_calibrate(int argc, char **argv);
+int cli_trace(int argc, char **argv);
+int cli_replay(int argc, char **argv);
 
 /* Prints "dlsim: error: ..." and returns the exit code that fits the error. */
 int cli_fail(GError *err);

@@ -1,5 +1,4 @@
-#include "cli/cli.h"
-#include "config/config.h"
+#include "cli/cli_internal.h"
 
 #include <stdio.h>
 
@@ -25,4 +24,22 @@ bool cli_parse(const GOptionEntry *entries, const char *summary, int *argc, char
   g_error_free(err);
   *code = 2;
   return false;
+}
+
+cfg_cluster *cli_cluster_for(const char *path, char *const *sets, int gpus, GError **err)
+{
+  cfg_cluster *c = NULL;
+  if (!cfg_load_with(path, NULL, sets, &c, NULL, err))
+    return NULL;
+  if (cfg_cluster_gpus(c) >= gpus)
+    return c;
+  int nodes = (gpus + c->node.gpus_per_node - 1) / c->node.gpus_per_node;
+  cfg_cluster_free(c);
+  int n = sets ? (int)g_strv_length((char **)sets) : 0;
+  g_auto(GStrv) more = g_new0(char *, n + 2);
+  for (int i = 0; i < n; i++)
+    more[i] = g_strdup(sets[i]);
+  more[n] = g_strdup_printf("node.count=%d", nodes);
+  c = NULL;
+  return cfg_load_with(path, NULL, more, &c, NULL, err) ? c : NULL;
 }
