@@ -115,6 +115,9 @@ typedef struct {
 } calib_envelope;
 
 #define CALIB_MAX_ENVELOPES 16
+/* Fewer GEMM ops of known shape than this leave the GEMM model as it was: two parameters,
+ * shapes of one model, and the long GEMMs often inside CUDA graphs whose shapes are unknown. */
+#define CALIB_TRACE_MIN_GEMMS 20
 
 typedef struct {
   int nenvelopes;

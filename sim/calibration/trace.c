@@ -442,7 +442,7 @@ static void calib_fit_gemms(cfg_cluster *c, trc_trace *const *traces, int n, con
   calib_gemm_points(traces, n, w, &f);
   rep->gemm_points = (int)f.pts->len;
   rep->gemm_dtype = f.dtype;
-  if (f.pts->len >= 5) {
+  if (f.pts->len >= CALIB_TRACE_MIN_GEMMS) {
     cfg_efficiency *e = &c->gpu.efficiency;
     rep->gemm_before = calib_gemm_trace_loss(&f);
     /* few shapes for two parameters: the prior keeps the K ramp unless the data insists */
@@ -483,7 +483,7 @@ bool calib_fit_trace(cfg_cluster *c, trc_trace *const *traces, int ntraces, int 
   if (rep->memory_efficiency > 0)
     calib_fitted(rep, "efficiency.memory");
   calib_fit_gemms(c, traces, ntraces, w, rep);
-  if (rep->gemm_points >= 5) {
+  if (rep->gemm_points >= CALIB_TRACE_MIN_GEMMS) {
     calib_fitted(rep, "efficiency.flops.gemm");
     calib_fitted(rep, "efficiency.gemm_k_half");
   }

@@ -24,7 +24,8 @@ typedef struct {
   double *predicted;      /* per step */
   double *measured_comm;  /* per step, NCCL kernels at their measured durations */
   double *baseline;       /* per step, on the unchanged cluster (what-if only) */
-  double measured_mean, predicted_mean, measured_comm_mean, baseline_mean;
+  double *host;           /* per step, every GPU op taking no time: the CPU side's bound */
+  double measured_mean, predicted_mean, measured_comm_mean, baseline_mean, host_mean;
   eng_kind engine;
   char *cluster_name;
   bool default_cluster;
@@ -95,10 +96,24 @@ static bool rpl_simulate(rpl_result *r, const trc_replay_options *o, const hw_cl
 }
 
 typedef struct {
-  char **traces, **sets;
+  char **traces;
+  char **machine; /* overrides that describe the traced machine (its calibration...): both sides */
+  char **sets;    /* what-if overrides: the predicted side only */
   const char *cluster, *target, *steps, *engine, *comm;
   int ranks;
 } rpl_args;
+
+/* `a` followed by `b` (either may be NULL). */
+static char **rpl_concat(char *const *a, char *const *b)
+{
+  GPtrArray *all = g_ptr_array_new();
+  for (int i = 0; a && a[i]; i++)
+    g_ptr_array_add(all, g_strdup(a[i]));
+  for (int i = 0; b && b[i]; i++)
+    g_ptr_array_add(all, g_strdup(b[i]));
+  g_ptr_array_add(all, NULL);
+  return (char **)g_ptr_array_free(all, FALSE);
+}
 
 static bool rpl_load(const rpl_args *a, rpl_result *r, GError **err)
 {
@@ -117,12 +132,13 @@ static bool rpl_load(const rpl_args *a, rpl_result *r, GError **err)
   int ranks = a->ranks > 0 ? a->ranks : MAX(r->traces[0]->world_size, 1);
   r->default_cluster = !a->cluster;
   r->cluster_name = g_strdup(a->cluster ? a->cluster : rpl_default_cluster(r->traces[0]));
-  if (!(r->base_cfg = cli_cluster_for(r->cluster_name, NULL, ranks, err)))
+  if (!(r->base_cfg = cli_cluster_for(r->cluster_name, a->machine, ranks, err)))
     return false;
   r->base = hw_cluster_new(r->base_cfg);
   if (!a->sets && !a->target)
     return true;
-  r->target_cfg = cli_cluster_for(a->target ? a->target : r->cluster_name, a->sets, ranks, err);
+  g_auto(GStrv) sets = rpl_concat(a->target ? NULL : a->machine, a->sets);
+  r->target_cfg = cli_cluster_for(a->target ? a->target : r->cluster_name, sets, ranks, err);
   if (r->target_cfg)
     r->target = hw_cluster_new(r->target_cfg);
   return r->target_cfg != NULL;
@@ -142,13 +158,19 @@ static bool rpl_run(const rpl_args *a, rpl_result *r, GError **err)
     return false;
   r->predicted = g_new(double, n);
   r->measured_comm = g_new(double, n);
+  r->host = g_new(double, n);
   const hw_cluster *on = r->target ? r->target : r->base;
   if (!rpl_simulate(r, &o, on, true, r->predicted, err))
     return false;
-  trc_replay_options mc = o;
+  /* diagnostics of the replay itself, on the cluster the trace ran on */
+  trc_replay_options mc = o, ho = o;
+  mc.target = ho.target = NULL;
   mc.comm_measured = true;
-  if (!rpl_simulate(r, &mc, on, false, r->measured_comm, err))
+  ho.host_only = true;
+  if (!rpl_simulate(r, &mc, r->base, false, r->measured_comm, err) ||
+      !rpl_simulate(r, &ho, r->base, false, r->host, err))
     return false;
+  r->host_mean = rpl_mean(r->host, (int)n);
   r->measured_mean = rpl_mean(r->rep.measured, r->rep.nsteps);
   r->predicted_mean = rpl_mean(r->predicted, r->rep.nsteps);
   r->measured_comm_mean = rpl_mean(r->measured_comm, r->rep.nsteps);
@@ -176,6 +198,7 @@ static void rpl_clear(rpl_result *r)
   g_free(r->predicted);
   g_free(r->measured_comm);
   g_free(r->baseline);
+  g_free(r->host);
   g_free(r->cluster_name);
 }
 
@@ -187,6 +210,7 @@ static cJSON *rpl_json(const rpl_result *r)
   cJSON_AddNumberToObject(j, "error", r->predicted_mean / r->measured_mean - 1);
   cJSON_AddNumberToObject(j, "steps", r->rep.nsteps);
   cJSON_AddNumberToObject(j, "measured_comm_step_s", r->measured_comm_mean);
+  cJSON_AddNumberToObject(j, "host_bound_step_s", r->host_mean);
   if (r->baseline)
     cJSON_AddNumberToObject(j, "baseline_step_s", r->baseline_mean);
   cJSON_AddStringToObject(j, "cluster", r->base_cfg->name);
@@ -211,10 +235,8 @@ cJSON *cli_replay_json(const char *trace, const char *cluster, char *const *sets
                        const char *steps, int engine, GError **err)
 {
   char *traces[] = {(char *)trace, NULL};
-  rpl_args a = {.traces = traces, .sets = (char **)sets, .cluster = cluster, .steps = steps,
+  rpl_args a = {.traces = traces, .machine = (char **)sets, .cluster = cluster, .steps = steps,
                 .engine = engine ? "des" : "analytic"};
-  if (sets && !sets[0])
-    a.sets = NULL;
   rpl_result r;
   cJSON *j = rpl_run(&a, &r, err) ? rpl_json(&r) : NULL;
   rpl_clear(&r);
@@ -238,37 +260,45 @@ static void rpl_print(const rpl_result *r)
          rep->sync_deps, rep->delays);
   if (rep->streams_merged)
     printf(", %d trace streams merged", rep->streams_merged);
-  printf("\n\n  %-20s %12s %12s %8s", "step", "measured", "predicted", "error");
   if (r->baseline)
-    printf(" %12s", "unchanged");
-  printf("\n");
+    printf("\n\n  %-20s %12s %12s %8s %12s %8s\n", "step", "measured", "replayed", "error", "what-if",
+           "change");
+  else
+    printf("\n\n  %-20s %12s %12s %8s\n", "step", "measured", "predicted", "error");
   for (int k = 0; k <= rep->nsteps; k++) {
     bool mean = k == rep->nsteps;
     double m = mean ? r->measured_mean : rep->measured[k];
     double p = mean ? r->predicted_mean : r->predicted[k];
+    double b = r->baseline ? (mean ? r->baseline_mean : r->baseline[k]) : p;
     g_autofree char *ms = units_format_seconds(m), *ps = units_format_seconds(p);
-    printf("  %-20s %12s %12s %+7.1f%%", mean ? "mean" : rep->markers[k], ms, ps, 100 * (p / m - 1));
-    if (r->baseline) {
-      g_autofree char *bs = units_format_seconds(mean ? r->baseline_mean : r->baseline[k]);
-      printf(" %12s", bs);
-    }
+    g_autofree char *bs = units_format_seconds(b);
+    printf("  %-20s %12s %12s %+7.1f%%", mean ? "mean" : rep->markers[k], ms, bs, 100 * (b / m - 1));
+    if (r->baseline)
+      printf(" %12s %+7.1f%%", ps, 100 * (p / b - 1));
     printf("\n");
   }
   g_autofree char *mc = units_format_seconds(r->measured_comm_mean);
+  g_autofree char *hb = units_format_seconds(r->host_mean);
   printf("\n  with every NCCL kernel at its measured duration: %s per step (%+.1f %%): the replay's "
          "own error; the rest is the collective model's\n",
          mc, 100 * (r->measured_comm_mean / r->measured_mean - 1));
+  printf("  with every GPU op taking no time: %s per step (%.0f %% of measured): what the host "
+         "alone takes; the GPU and network models act on the rest\n",
+         hb, 100 * r->host_mean / r->measured_mean);
 }
 
 int cli_replay(int argc, char **argv)
 {
   rpl_args a = {0};
   g_autofree char *cluster = NULL, *target = NULL, *steps = NULL, *engine = NULL, *comm = NULL;
+  g_autofree char *calibration = NULL;
   g_auto(GStrv) sets = NULL;
   gboolean json = FALSE;
   GOptionEntry entries[] = {
       {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &cluster,
        "The cluster the trace ran on (default: the preset for its GPU)", "CLUSTER"},
+      {"calibration", 0, 0, G_OPTION_ARG_FILENAME, &calibration,
+       "Calibration file of the cluster (gpu.calibration), for both sides of a what-if", "FILE"},
       {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &sets, "What-if: change a cluster key", "KEY=VALUE"},
       {"target", 0, 0, G_OPTION_ARG_FILENAME, &target, "What-if: predict on this cluster instead", "CLUSTER"},
       {"steps", 0, 0, G_OPTION_ARG_STRING, &steps, "ProfilerSteps to replay (default all)", "A-B"},
@@ -293,6 +323,9 @@ int cli_replay(int argc, char **argv)
   a.engine = engine;
   a.comm = comm;
   a.sets = sets;
+  g_autofree char *cal_set = calibration ? g_strdup_printf("gpu.calibration=%s", calibration) : NULL;
+  char *machine[] = {cal_set, NULL};
+  a.machine = cal_set ? machine : NULL;
   GError *err = NULL;
   rpl_result r;
   bool ok = rpl_run(&a, &r, &err);

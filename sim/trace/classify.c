@@ -39,8 +39,11 @@ static const trc_rule trc_rules[] = {
     {"wgrad", TRC_CONV},
     {"fft2d", TRC_CONV},
     {"fft3d", TRC_CONV},
-    /* embeddings (DLRM-style tables: fbgemm's split embeddings, embedding_bag) */
+    /* embeddings (DLRM-style tables: fbgemm's split embeddings, embedding_bag) and FBGEMM's
+     * sparse-feature kernels around them (permute, bucketize, bounds checks: no GEMMs) */
     {"embedding", TRC_EMBEDDING},
+    {"fbgemm_gpu::", TRC_EMBEDDING},
+    {"bounds_check_indices", TRC_EMBEDDING},
     {"embedding_bag", TRC_EMBEDDING},
     /* optimizers: fused Adam/LAMB/Adagrad/SGD and the multi-tensor-apply kernels they run on */
     {"multi_tensor_apply", TRC_OPTIMIZER},

@@ -388,7 +388,7 @@ static void rp_emit_gpu(rp_builder *b, int i, bool delay_only)
   uint32_t deps[2];
   uint32_t nd = rp_deps(b, cand, nc, deps);
   if (delay_only) { /* carries the op's dependencies; the op follows it on its stream */
-    rp_fixed(b, g->slot, "delay", CFG_KCLASS_OTHER, g->delay * 1e-6, deps, nd);
+    rp_fixed(b, g->slot, "delay", CFG_KCLASS_OTHER, b->o->host_only ? 0 : g->delay * 1e-6, deps, nd);
     b->out->delays++;
     return;
   }
@@ -396,8 +396,8 @@ static void rp_emit_gpu(rp_builder *b, int i, bool delay_only)
     nd = 0;
   prog_coll coll;
   bool launched = op->call >= (int)b->c0;
-  if (op->kclass == TRC_NCCL && !b->o->comm_measured && launched && op->comm_bytes > 0 &&
-      b->p->nranks > 1 &&
+  if (op->kclass == TRC_NCCL && !b->o->comm_measured && !b->o->host_only && launched &&
+      op->comm_bytes > 0 && b->p->nranks > 1 &&
       trc_nccl_coll_prog((trc_nccl_coll)op->coll, &coll)) {
     b->gpu_op[i] = prog_comm(b->p, b->cls, (prog_stream)g->slot, op->name, coll,
                              rp_family(b, op->group_size), op->comm_bytes, deps, nd);
@@ -405,8 +405,8 @@ static void rp_emit_gpu(rp_builder *b, int i, bool delay_only)
     return;
   }
   b->out->fixed_comm += op->kclass == TRC_NCCL;
-  b->gpu_op[i] = rp_fixed(b, g->slot, op->name, trc_class_model(op->kclass), rp_duration(b, g),
-                          deps, nd);
+  b->gpu_op[i] = rp_fixed(b, g->slot, op->name, trc_class_model(op->kclass),
+                          b->o->host_only ? 0 : rp_duration(b, g), deps, nd);
   prog_op *po = prog_op_at(b->p, b->cls, b->gpu_op[i]);
   po->dtype = (cfg_dtype)op->dtype;
   po->flops = op->flops;

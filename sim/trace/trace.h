@@ -199,6 +199,7 @@ typedef struct {
   int first_step, last_step; /* ProfilerStep numbers to replay, -1: all */
   int nranks;                /* ranks of the program, 0: the trace's world size (1 if unknown) */
   bool comm_measured;        /* NCCL kernels at their measured duration (not the collective model) */
+  bool host_only;            /* every GPU op takes no time: what the CPU side alone allows */
   const hw_cluster *base;    /* the hardware the trace ran on */
   const hw_cluster *target;  /* the hardware to predict on; NULL: as measured (no re-timing) */
 } trc_replay_options;
