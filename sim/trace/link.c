@@ -17,9 +17,11 @@ double trc_type_size(const char *type)
                {"float16", 2},  {"short", 2},     {"int16", 2},    {"float8", 1},   {"char", 1},
                {"bool", 1},     {"byte", 1},      {"int8", 1},     {"uint8", 1},    {"float", 4},
                {"int", 4}};
-  if (!type)
+  char low[64];
+  if (!type || strlen(type) >= sizeof low)
     return 0;
-  g_autofree char *low = g_ascii_strdown(type, -1);
+  for (size_t i = 0; i <= strlen(type); i++)
+    low[i] = g_ascii_tolower(type[i]);
   for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++)
     if (strstr(low, sizes[i].name))
       return sizes[i].size;
@@ -330,7 +332,18 @@ static void trc_link_nccl(const trc_trace *t, trc_gpu_op *op, int cpu)
   }
 }
 
-static void trc_link_shapes(const trc_trace *t, trc_gpu_op *op, int cpu)
+/* The data type a kernel's name states, or CFG_NDTYPES; cached per interned name. */
+static int trc_name_dtype(GHashTable *cache, const char *name)
+{
+  gpointer v;
+  if (g_hash_table_lookup_extended(cache, name, NULL, &v))
+    return GPOINTER_TO_INT(v);
+  int d = (int)trc_kernel_dtype(name, CFG_NDTYPES);
+  g_hash_table_insert(cache, (gpointer)name, GINT_TO_POINTER(d));
+  return d;
+}
+
+static void trc_link_shapes(const trc_trace *t, trc_gpu_op *op, int cpu, GHashTable *dtypes)
 {
   int dtype = -1;
   if (op->kclass == TRC_GEMM) {
@@ -351,13 +364,15 @@ static void trc_link_shapes(const trc_trace *t, trc_gpu_op *op, int cpu)
       dtype = c->dtype;
     }
   }
-  op->dtype = (uint8_t)trc_kernel_dtype(op->name, dtype >= 0 ? (cfg_dtype)dtype : CFG_FP32);
+  int named = trc_name_dtype(dtypes, op->name);
+  op->dtype = (uint8_t)(named < CFG_NDTYPES ? named : dtype >= 0 ? dtype : CFG_FP32);
 }
 
 void trc_link(trc_trace *t)
 {
   trc_nest(t);
   GHashTable *by_corr = g_hash_table_new(g_int64_hash, g_int64_equal);
+  GHashTable *dtypes = g_hash_table_new(g_direct_hash, g_direct_equal);
   for (guint i = 0; i < t->calls->len; i++) {
     trc_call *c = &g_array_index(t->calls, trc_call, i);
     if (c->correlation >= 0 && !g_hash_table_contains(by_corr, &c->correlation))
@@ -370,7 +385,8 @@ void trc_link(trc_trace *t)
     if (op->kclass == TRC_NCCL)
       trc_link_nccl(t, op, cpu);
     else
-      trc_link_shapes(t, op, cpu);
+      trc_link_shapes(t, op, cpu, dtypes);
   }
   g_hash_table_destroy(by_corr);
+  g_hash_table_destroy(dtypes);
 }

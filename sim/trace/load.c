@@ -12,6 +12,7 @@ typedef struct {
   const char *origin;
   cJSON *devices;     /* deviceProperties */
   cJSON *distributed; /* distributedInfo */
+  GHashTable *classes;/* interned kernel name -> class + 1: names repeat thousands of times */
 } trc_loader;
 
 typedef enum { TRC_CAT_NONE, TRC_CAT_KERNEL, TRC_CAT_MEMCPY, TRC_CAT_MEMSET, TRC_CAT_CALL, TRC_CAT_CPU } trc_cat;
@@ -76,7 +77,10 @@ static void trc_add_gpu_op(trc_loader *l, trc_cat cat, const char *name, double 
   op.device = (int)trc_jnum(args, "device", (double)trc_jid(ev, "pid"));
   if (cat == TRC_CAT_KERNEL) {
     op.kind = TRC_OP_KERNEL;
-    op.kclass = trc_classify(name);
+    guint cls = GPOINTER_TO_UINT(g_hash_table_lookup(l->classes, op.name));
+    if (!cls)
+      g_hash_table_insert(l->classes, (gpointer)op.name, GUINT_TO_POINTER(cls = trc_classify(name) + 1));
+    op.kclass = (uint8_t)(cls - 1);
   } else {
     op.kind = cat == TRC_CAT_MEMCPY ? TRC_OP_MEMCPY : TRC_OP_MEMSET;
     op.kclass = cat == TRC_CAT_MEMCPY ? TRC_MEMCPY : TRC_MEMSET;
@@ -265,7 +269,8 @@ static trc_trace *trc_new(const char *path)
 
 static trc_trace *trc_read(GInputStream *in, const char *origin, GError **err)
 {
-  trc_loader l = {.t = trc_new(origin), .origin = origin};
+  trc_loader l = {.t = trc_new(origin), .origin = origin,
+                  .classes = g_hash_table_new(g_direct_hash, g_direct_equal)};
   trc_sink sink = {.event = trc_on_event, .want = trc_want, .meta = trc_meta, .ctx = &l};
   bool ok = trc_stream_read(in, origin, &sink, &l.t->bytes_read, err);
   if (ok && l.t->ops->len == 0 && l.t->cpu_ops->len == 0) {
@@ -286,6 +291,7 @@ static trc_trace *trc_read(GInputStream *in, const char *origin, GError **err)
   }
   cJSON_Delete(l.devices);
   cJSON_Delete(l.distributed);
+  g_hash_table_destroy(l.classes);
   if (!ok)
     g_clear_pointer(&l.t, trc_free);
   return l.t;
