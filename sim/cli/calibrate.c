@@ -363,8 +363,11 @@ static void cal_print_trace(const calib_trace_report *r, const cfg_cluster *c)
   else
     printf("  GEMMs: %d ops of known shape (fewer than %d; no record_shapes, or inside CUDA graphs): "
            "GEMM model kept\n", r->gemm_points, CALIB_TRACE_MIN_GEMMS);
+  if (r->skipped_kinds)
+    printf("  collectives: %d kind%s (op, group) seen fewer than %d times: no envelope\n",
+           r->skipped_kinds, r->skipped_kinds == 1 ? "" : "s", CALIB_TRACE_MIN_COLLECTIVES);
   if (!r->nenvelopes) {
-    printf("  collectives: none with a known size: NCCL parameters kept\n");
+    printf("  collectives: none with a known size and enough kernels: NCCL parameters kept\n");
     return;
   }
   printf("  collectives: lower envelope of (size, duration) per collective and group\n");
@@ -374,9 +377,10 @@ static void cal_print_trace(const calib_trace_report *r, const cfg_cluster *c)
     const calib_envelope *v = &r->env[i];
     g_autofree char *lat = units_format_seconds(v->latency);
     g_autofree char *alg = v->bandwidth > 0 ? units_format_rate(v->bandwidth) : g_strdup("-");
-    printf("    %-13s %5d %7d %5d %10.4g-%-10.4g %10s %10s %+7.0f%%  %.1f %% -> %.1f %%\n",
+    printf("    %-13s %5d %7d %5d %10.4g-%-10.4g %10s %10s %+7.0f%%  %.1f %% -> %.1f %%%s\n",
            prog_coll_name(v->op), v->group, v->points, v->sizes, v->min_size, v->max_size, lat, alg,
-           100 * v->waiting, 100 * v->before, 100 * v->after);
+           100 * v->waiting, 100 * v->before, 100 * v->after,
+           v->after > 0.5 ? "  (no transfer the model can reach: every kernel waited?)" : "");
   }
   const cfg_nccl *n = &c->nccl;
   printf("  NCCL: fitted %d parameters (%d evaluations): link_efficiency intra %.3f network %.3f, "

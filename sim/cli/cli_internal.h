@@ -12,12 +12,16 @@ GPtrArray *cli_case_files(int argc, char **argv, GError **err);
  * ratio_to case: the ratio). Not for table cases. */
 bool cli_case_predict(const cfg_case *c, char *const *extra, double *out, GError **err);
 
+/* `a` followed by `b` (either may be NULL), newly allocated. */
+char **cli_strv_concat(char *const *a, char *const *b);
+
 /* Loads a cluster with at least `gpus` GPUs: more nodes of the same kind when it has fewer
  * (a trace of a 128-rank job on a one-node preset). */
 cfg_cluster *cli_cluster_for(const char *path, char *const *sets, int gpus, GError **err);
 
-/* `dlsim replay TRACE -c CLUSTER --set ... --steps STEPS --json` as JSON (engine: 0 analytic,
- * 1 des), for validation cases. */
+/* `dlsim replay TRACE -c CLUSTER --steps STEPS --json` as JSON (engine: 0 analytic, 1 des),
+ * for validation cases; `sets` describe the traced machine (its calibration...), not a
+ * what-if. */
 typedef struct cJSON cJSON;
 cJSON *cli_replay_json(const char *trace, const char *cluster, char *const *sets,
                        const char *steps, int engine, GError **err);

@@ -43,3 +43,14 @@ cfg_cluster *cli_cluster_for(const char *path, char *const *sets, int gpus, GErr
   c = NULL;
   return cfg_load_with(path, NULL, more, &c, NULL, err) ? c : NULL;
 }
+
+char **cli_strv_concat(char *const *a, char *const *b)
+{
+  GPtrArray *all = g_ptr_array_new();
+  for (int i = 0; a && a[i]; i++)
+    g_ptr_array_add(all, g_strdup(a[i]));
+  for (int i = 0; b && b[i]; i++)
+    g_ptr_array_add(all, g_strdup(b[i]));
+  g_ptr_array_add(all, NULL);
+  return (char **)g_ptr_array_free(all, FALSE);
+}

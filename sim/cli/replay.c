@@ -103,18 +103,6 @@ typedef struct {
   int ranks;
 } rpl_args;
 
-/* `a` followed by `b` (either may be NULL). */
-static char **rpl_concat(char *const *a, char *const *b)
-{
-  GPtrArray *all = g_ptr_array_new();
-  for (int i = 0; a && a[i]; i++)
-    g_ptr_array_add(all, g_strdup(a[i]));
-  for (int i = 0; b && b[i]; i++)
-    g_ptr_array_add(all, g_strdup(b[i]));
-  g_ptr_array_add(all, NULL);
-  return (char **)g_ptr_array_free(all, FALSE);
-}
-
 static bool rpl_load(const rpl_args *a, rpl_result *r, GError **err)
 {
   r->ntraces = (int)g_strv_length(a->traces);
@@ -137,7 +125,7 @@ static bool rpl_load(const rpl_args *a, rpl_result *r, GError **err)
   r->base = hw_cluster_new(r->base_cfg);
   if (!a->sets && !a->target)
     return true;
-  g_auto(GStrv) sets = rpl_concat(a->target ? NULL : a->machine, a->sets);
+  g_auto(GStrv) sets = cli_strv_concat(a->target ? NULL : a->machine, a->sets);
   r->target_cfg = cli_cluster_for(a->target ? a->target : r->cluster_name, sets, ranks, err);
   if (r->target_cfg)
     r->target = hw_cluster_new(r->target_cfg);

@@ -55,6 +55,8 @@ static cJSON *val_command_json(const cfg_case *c, char *const *sets, GError **er
     pipe_clear(&run);
     return j;
   }
+  if (strcmp(cmd, "replay") == 0)
+    return cli_replay_json(c->trace, c->cluster, sets, c->steps, c->engine, err);
   cfg_cluster *cl = NULL;
   cfg_workload *w = NULL;
   cJSON *j = NULL;
@@ -78,7 +80,7 @@ static cJSON *val_command_json(const cfg_case *c, char *const *sets, GError **er
     mem_report_clear(&m);
   } else {
     g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
-                "command '%s' is not one of run, memory, memory-states, deepspeed", cmd);
+                "command '%s' is not one of run, memory, memory-states, deepspeed, replay", cmd);
   }
   cfg_cluster_free(cl);
   cfg_workload_free(w);
@@ -176,26 +178,14 @@ static void val_run_table(val_row *row)
               (row->errors.n_small == 0 || row->errors.median_small <= c->tolerance_small);
 }
 
-/* The case's sets followed by `extra`. */
-static char **val_sets(char *const *sets, char *const *extra)
-{
-  GPtrArray *all = g_ptr_array_new();
-  for (int i = 0; sets && sets[i]; i++)
-    g_ptr_array_add(all, g_strdup(sets[i]));
-  for (int i = 0; extra && extra[i]; i++)
-    g_ptr_array_add(all, g_strdup(extra[i]));
-  g_ptr_array_add(all, NULL);
-  return (char **)g_ptr_array_free(all, FALSE);
-}
-
 bool cli_case_predict(const cfg_case *c, char *const *extra, double *out, GError **err)
 {
-  g_auto(GStrv) sets = val_sets(c->set, extra);
+  g_auto(GStrv) sets = cli_strv_concat(c->set, extra);
   double value = 0, base = 1;
   if (!val_predict(c, sets, &value, err))
     return false;
   if (c->ratio_to) {
-    g_auto(GStrv) ratio = val_sets(c->ratio_to, extra);
+    g_auto(GStrv) ratio = cli_strv_concat(c->ratio_to, extra);
     if (!val_predict(c, ratio, &base, err))
       return false;
   }

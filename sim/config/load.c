@@ -709,6 +709,8 @@ bool cfg_case_load(const char *path, cfg_case *out, GError **err)
   const char *need_run[] = {"name", "role", "source", "cluster", "workload", "metric", "measured"};
   const char *need_table[] = {"name", "role", "source", "cluster", "table", "op", "gpus", NULL};
   bool table = cfg_map_get(doc->root, "table") != NULL;
+  if (cfg_map_get(doc->root, "trace"))
+    need_run[4] = "trace"; /* a replayed trace is the workload */
   if (ok && table && out->op && strcmp(out->op, "gemm") == 0)
     need_table[6] = "dtype"; /* a GEMM table runs on one GPU */
   const char *const *need = table ? need_table : need_run;
@@ -747,5 +749,7 @@ void cfg_case_clear(cfg_case *c)
   g_free(c->time_column);
   g_free(c->time_unit);
   g_strfreev(c->filter);
+  g_free(c->trace);
+  g_free(c->steps);
   memset(c, 0, sizeof *c);
 }

@@ -526,6 +526,8 @@ static const cfg_field cfg_case_fields[] = {
     {.key = "filter", .type = CFG_T_SEQ_STRING, .offset = offsetof(cfg_case, filter)},
     F_QTY(cfg_case, "tolerance_small", tolerance_small, UNITS_FRACTION),
     F_ENUM(cfg_case, "dtype", dtype, cfg_dtype_names),
+    F_PATH(cfg_case, "trace", trace),
+    F_STR(cfg_case, "steps", steps),
 };
 const cfg_schema cfg_schema_case = SCHEMA("case", cfg_case, cfg_case_fields, cfg_case_init);
 
