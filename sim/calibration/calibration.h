@@ -118,10 +118,14 @@ typedef struct {
 /* Fewer GEMM ops of known shape than this leave the GEMM model as it was: two parameters,
  * shapes of one model, and the long GEMMs often inside CUDA graphs whose shapes are unknown. */
 #define CALIB_TRACE_MIN_GEMMS 20
+/* A collective seen fewer times than this gets no envelope: the fastest of one or two kernels
+ * that all waited for a peer says little about the transfer. */
+#define CALIB_TRACE_MIN_COLLECTIVES 3
 
 typedef struct {
   int nenvelopes;
   calib_envelope env[CALIB_MAX_ENVELOPES];
+  int skipped_kinds;    /* collectives (op, group) seen too few times for an envelope */
   int nccl_params;
   char nccl_names[CALIB_MAX_PARAMS_PUBLIC][48];
   int evaluations;

@@ -499,6 +499,11 @@ bool calib_fit_trace(cfg_cluster *c, trc_trace *const *traces, int ntraces, int 
     g_ptr_array_free(kinds, TRUE);
     return false;
   }
+  for (guint i = kinds->len; i-- > 0;) /* an envelope needs kernels that did not wait */
+    if (((calib_kind *)g_ptr_array_index(kinds, i))->size->len < CALIB_TRACE_MIN_COLLECTIVES) {
+      rep->skipped_kinds++;
+      g_ptr_array_remove_index(kinds, i);
+    }
   if (kinds->len)
     calib_fit_envelopes(c, kinds, gpus, rep);
   for (int i = 0; i < rep->nccl_params; i++) {
