@@ -118,6 +118,8 @@ typedef struct {
 /* Fewer GEMM ops of known shape than this leave the GEMM model as it was: two parameters,
  * shapes of one model, and the long GEMMs often inside CUDA graphs whose shapes are unknown. */
 #define CALIB_TRACE_MIN_GEMMS 20
+/* ... and fewer kernels than this leave the fixed cost per kernel as it was. */
+#define CALIB_TRACE_MIN_KERNELS 20
 /* A collective seen fewer times than this gets no envelope: the fastest of one or two kernels
  * that all waited for a peer says little about the transfer. */
 #define CALIB_TRACE_MIN_COLLECTIVES 3

@@ -475,7 +475,7 @@ bool calib_fit_trace(cfg_cluster *c, trc_trace *const *traces, int ntraces, int 
     if (!calib_window_of(traces[k], first_step, last_step, &w[k], err))
       return false;
   calib_fit_launch(traces, ntraces, w, rep);
-  if (rep->kernels) {
+  if (rep->kernels >= CALIB_TRACE_MIN_KERNELS) {
     c->gpu.efficiency.launch_overhead = rep->kernel_floor + rep->launch_gap;
     calib_fitted(rep, "efficiency.launch_overhead");
   }

@@ -344,11 +344,13 @@ static int cal_cases_fit(const cal_args *a)
 static void cal_print_trace(const calib_trace_report *r, const cfg_cluster *c)
 {
   const cfg_efficiency *e = &c->gpu.efficiency;
-  if (r->kernels) {
+  if (r->kernels >= CALIB_TRACE_MIN_KERNELS)
     printf("  kernels: %d in the window; fixed cost %.2f us (10th percentile of durations) + %.2f us "
            "(median gap behind a queued kernel) -> launch_overhead %.3g us\n", r->kernels,
            r->kernel_floor * 1e6, r->launch_gap * 1e6, e->launch_overhead * 1e6);
-  }
+  else
+    printf("  kernels: %d in the window (fewer than %d): launch_overhead kept at %.3g us\n",
+           r->kernels, CALIB_TRACE_MIN_KERNELS, e->launch_overhead * 1e6);
   g_autofree char *bw = units_format_rate(c->gpu.memory_bandwidth);
   if (r->memory_efficiency > 0)
     printf("  HBM: %d streaming kernels of 1 MiB or more reach %.3f of %s (median by time) -> efficiency.memory\n",

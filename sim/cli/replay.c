@@ -44,31 +44,6 @@ static const char *rpl_default_cluster(const trc_trace *t)
   return "dgx-a100";
 }
 
-/* Start times of the step markers on the first trace's rank -> durations of the steps. */
-static bool rpl_step_times(const trc_replay *rep, const eng_result *res, double *out, GError **err)
-{
-  int n = rep->nsteps, rank = prog_class_at(rep->program, 0)->rep;
-  g_autofree double *at = g_new(double, n + 1);
-  for (int k = 0; k <= n; k++)
-    at[k] = NAN;
-  for (guint i = 0; res->events && i < res->events->len; i++) {
-    const eng_event *e = &g_array_index(res->events, eng_event, i);
-    if (e->rank != rank || e->kind != PROG_COMPUTE || e->stream != PROG_STREAM_CP)
-      continue;
-    for (int k = 0; k <= n; k++)
-      if (isnan(at[k]) && strcmp(e->name, rep->markers[k]) == 0)
-        at[k] = e->start;
-  }
-  for (int k = 0; k < n; k++) {
-    if (isnan(at[k]) || isnan(at[k + 1])) {
-      g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "replay: the engine lost the step markers");
-      return false;
-    }
-    out[k] = at[k + 1] - at[k];
-  }
-  return true;
-}
-
 static double rpl_mean(const double *v, int n)
 {
   double s = 0;
@@ -86,7 +61,7 @@ static bool rpl_simulate(rpl_result *r, const trc_replay_options *o, const hw_cl
     return false;
   eng_options eo = {.kind = r->engine, .trace = true, .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
   eng_result res;
-  bool ok = eng_run(rep.program, on, &eo, &res, err) && rpl_step_times(&rep, &res, times, err);
+  bool ok = eng_run(rep.program, on, &eo, &res, err) && trc_replay_step_times(&rep, &res, times, err);
   eng_result_clear(&res);
   if (keep && ok)
     r->rep = rep;

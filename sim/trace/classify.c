@@ -183,7 +183,7 @@ char *trc_short_name(const char *kernel_name)
     gsize end = strcspn(arg, ",<>(");
     return g_strdup_printf("%.*s<%.*s>", (int)angle, s, (int)end, arg);
   }
-  return g_strndup(s, MIN(paren, angle));
+  return g_strstrip(g_strndup(s, MIN(paren, angle)));
 }
 
 /* ---- NCCL kernel names --------------------------------------------------------------------- */
@@ -229,12 +229,13 @@ bool trc_nccl_parse_name(const char *kernel_name, trc_nccl_name *out)
     for (size_t k = 0; out->coll == TRC_NCCL_UNKNOWN && k < G_N_ELEMENTS(colls); k++)
       if (strcmp(tok[i], colls[k].token) == 0)
         out->coll = colls[k].coll;
-    for (int k = 0; algos[k]; k++)
+    for (int k = 0; algos[k] && !out->algo[0]; k++)
       if (strcmp(tok[i], algos[k]) == 0) {
         /* two-word algorithms: COLLNET_DIRECT, COLLNET_CHAIN, NVLS_TREE */
         bool two = tok[i + 1] && (strcmp(tok[i + 1], "DIRECT") == 0 ||
                                   strcmp(tok[i + 1], "CHAIN") == 0 || strcmp(tok[i + 1], "TREE") == 0);
         g_snprintf(out->algo, sizeof out->algo, "%s%s%s", tok[i], two ? "_" : "", two ? tok[i + 1] : "");
+        i += two;
       }
     for (int k = 0; protos[k]; k++)
       if (strcmp(tok[i], protos[k]) == 0)

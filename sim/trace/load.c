@@ -299,6 +299,10 @@ static trc_trace *trc_read(GInputStream *in, const char *origin, GError **err)
 
 trc_trace *trc_load(const char *path, GError **err)
 {
+  if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s: no such file", path);
+    return NULL;
+  }
   GFile *f = g_file_new_for_path(path);
   GError *io = NULL;
   GFileInputStream *in = g_file_read(f, NULL, &io);

@@ -652,3 +652,28 @@ void trc_replay_clear(trc_replay *r)
   g_strfreev(r->markers);
   memset(r, 0, sizeof *r);
 }
+
+bool trc_replay_step_times(const trc_replay *r, const eng_result *res, double *out, GError **err)
+{
+  int n = r->nsteps, rank = prog_class_at(r->program, 0)->rep;
+  g_autofree double *at = g_new(double, n + 1);
+  for (int k = 0; k <= n; k++)
+    at[k] = NAN;
+  for (guint i = 0; res->events && i < res->events->len; i++) {
+    const eng_event *e = &g_array_index(res->events, eng_event, i);
+    if (e->rank != rank || e->kind != PROG_COMPUTE || e->stream != RP_CPU_SLOT)
+      continue;
+    for (int k = 0; k <= n; k++)
+      if (isnan(at[k]) && strcmp(e->name, r->markers[k]) == 0)
+        at[k] = e->start;
+  }
+  for (int k = 0; k < n; k++) {
+    if (isnan(at[k]) || isnan(at[k + 1])) {
+      g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME,
+                  "replay: no step markers in the engine's events (run it with tracing on)");
+      return false;
+    }
+    out[k] = at[k + 1] - at[k];
+  }
+  return true;
+}

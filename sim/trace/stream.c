@@ -76,6 +76,9 @@ static bool rd_fail(trc_rd *r, const char *expected, GError **err)
   if (r->io_error)
     g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s:%d:%d: cannot read the trace: %s", r->origin,
                 r->line, r->col, r->io_error->message);
+  else if (c < 0 && r->consumed == 0)
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s: the file is empty (expected %s)", r->origin,
+                expected);
   else if (c < 0)
     g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
                 "%s:%d:%d: the trace is truncated: it ends where %s was expected (after %" G_GUINT64_FORMAT

@@ -16,6 +16,7 @@
 #define DLSIM_TRACE_H
 
 #include "config/config.h"
+#include "engine/engine.h"
 #include "hardware/hardware.h"
 #include "program/program.h"
 
@@ -221,5 +222,8 @@ typedef struct {
 bool trc_replay_build(trc_trace *const *traces, int ntraces, const trc_replay_options *o,
                       trc_replay *out, GError **err);
 void trc_replay_clear(trc_replay *r);
+/* Each step's predicted duration (seconds), from the times the engine ran the step markers of
+ * the first trace's rank (run it with eng_options.trace). */
+bool trc_replay_step_times(const trc_replay *r, const eng_result *res, double *out, GError **err);
 
 #endif
