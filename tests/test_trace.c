@@ -577,6 +577,20 @@ Test(trace, replay_of_two_ranks_waits_for_the_slow_one)
   cr_expect_float_eq(replay_step(both, 2, &o, ENG_ANALYTIC), 22e-6 + gemm + ar + 53e-6, 1e-12);
   hw_cluster_free(fast_hw);
   cfg_cluster_free(fast_cfg);
+  /* ranks whose collectives do not match cannot be replayed together: said, not deadlocked */
+  g_autofree char *odd_text = g_strdup(slow_text);
+  char *coll = strstr(odd_text, "allreduce\"");
+  memcpy(coll, "broadcast", 9);
+  trc_trace *odd = text_ok(odd_text);
+  trc_trace *mismatch[] = {fast, odd};
+  trc_replay r;
+  GError *err = NULL;
+  o.target = NULL;
+  cr_expect_not(trc_replay_build(mismatch, 2, &o, &r, &err));
+  cr_assert(err);
+  cr_expect(strstr(err->message, "collective 1: allreduce vs broadcast"), "%s", err->message);
+  g_error_free(err);
+  trc_free(odd);
   trc_free(fast);
   trc_free(slow);
   hw_clear(&h);

@@ -359,9 +359,10 @@ static void cal_print_trace(const calib_trace_report *r, const cfg_cluster *c)
     printf("  HBM: %d streaming kernels of known bytes >= 1 MiB: too few, efficiency.memory kept at %.3f\n",
            r->memory_points, e->memory_efficiency);
   if (r->gemm_points >= CALIB_TRACE_MIN_GEMMS)
-    printf("  GEMMs: %d ops of known shape (%s): |log time error| (weighted by time) %.1f %% before, %.1f %% after; "
-           "flops.gemm %.4f, gemm_k_half %.1f\n", r->gemm_points, cfg_dtype_name(r->gemm_dtype),
-           100 * r->gemm_before, 100 * r->gemm_after, e->flops_efficiency[CFG_KCLASS_GEMM], e->gemm_k_half);
+    printf("  GEMMs: %d ops of known shape (%s): mean |log(model / measured)| weighted by time %.3f "
+           "before, %.3f after; flops.gemm %.4f, gemm_k_half %.1f\n", r->gemm_points,
+           cfg_dtype_name(r->gemm_dtype), r->gemm_before, r->gemm_after,
+           e->flops_efficiency[CFG_KCLASS_GEMM], e->gemm_k_half);
   else
     printf("  GEMMs: %d ops of known shape (fewer than %d; no record_shapes, or inside CUDA graphs): "
            "GEMM model kept\n", r->gemm_points, CALIB_TRACE_MIN_GEMMS);

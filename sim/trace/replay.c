@@ -578,7 +578,7 @@ static bool rp_check_collectives(const prog_program *p, trc_trace *const *traces
   for (guint c = 1; c < p->classes->len; c++) {
     const prog_class *b = prog_class_at(p, (int)c);
     guint i = 0, j = 0;
-    for (;;) {
+    for (guint k = 1;; k++, i++, j++) {
       while (i < a->ops->len && g_array_index(a->ops, prog_op, i).kind != PROG_COMM)
         i++;
       while (j < b->ops->len && g_array_index(b->ops, prog_op, j).kind != PROG_COMM)
@@ -587,16 +587,14 @@ static bool rp_check_collectives(const prog_program *p, trc_trace *const *traces
         break;
       const prog_op *x = i < a->ops->len ? &g_array_index(a->ops, prog_op, i) : NULL;
       const prog_op *y = j < b->ops->len ? &g_array_index(b->ops, prog_op, j) : NULL;
-      if (!x || !y || x->coll != y->coll || x->family != y->family) {
-        g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
-                    "%s and %s do not run the same collectives in the same order (%s %s vs %s %s): "
-                    "replay them one at a time",
-                    traces[0]->path, traces[c]->path, x ? "a" : "nothing,", x ? prog_coll_name(x->coll) : "",
-                    y ? "a" : "nothing", y ? prog_coll_name(y->coll) : "");
-        return false;
-      }
-      i++;
-      j++;
+      if (x && y && x->coll == y->coll && x->family == y->family)
+        continue;
+      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                  "%s and %s do not run the same collectives in the same order (collective %u: %s "
+                  "vs %s): replay them one at a time",
+                  traces[0]->path, traces[c]->path, k, x ? prog_coll_name(x->coll) : "none",
+                  y ? prog_coll_name(y->coll) : "none");
+      return false;
     }
   }
   return true;
