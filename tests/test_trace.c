@@ -185,6 +185,10 @@ Test(trace, gzip_and_top_level_arrays)
   cr_expect_eq(t->ops->len, 5);
   cr_expect_eq(t->events, 20);
   trc_free(t);
+  /* the same stream cut short */
+  g_autofree char *msg = text_error(g_memory_output_stream_get_data(m),
+                                    g_memory_output_stream_get_data_size(m) / 2);
+  cr_expect(strstr(msg, "truncated: its gzip stream ends early"), "%s", msg);
   g_object_unref(out);
   g_object_unref(mem);
   g_object_unref(z);

@@ -79,7 +79,6 @@ typedef struct {
   GArray *gpu;       /* rp_gpu, by start */
   GArray *waits;     /* rp_wait */
   uint32_t *cpu_op, *gpu_op; /* program op of each point / GPU op (UINT32_MAX before) */
-  GError *error;
 } rp_builder;
 
 /* ---- the window and the CPU chain ------------------------------------------------------------ */

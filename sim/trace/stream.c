@@ -73,7 +73,11 @@ static void rd_ws(trc_rd *r)
 static bool rd_fail(trc_rd *r, const char *expected, GError **err)
 {
   int c = rd_peek(r);
-  if (r->io_error)
+  if (r->io_error && g_error_matches(r->io_error, G_IO_ERROR, G_IO_ERROR_PARTIAL_INPUT))
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                "%s:%d:%d: the trace is truncated: its gzip stream ends early (after %" G_GUINT64_FORMAT
+                " events)", r->origin, r->line, r->col, r->nevents);
+  else if (r->io_error)
     g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s:%d:%d: cannot read the trace: %s", r->origin,
                 r->line, r->col, r->io_error->message);
   else if (c < 0 && r->consumed == 0)
@@ -331,14 +335,14 @@ bool trc_stream_read(GInputStream *in, const char *origin, const trc_sink *sink,
   r->line = r->col = 1;
   r->origin = origin;
   rd_ws(r);
-  int c = rd_get(r);
+  int c = rd_peek(r);
   bool ok;
-  if (c == '{')
-    ok = rd_object(r, sink, err);
-  else if (c == '[')
-    ok = rd_events(r, sink, true, err);
-  else
+  if (c == '{' || c == '[') {
+    rd_get(r);
+    ok = c == '{' ? rd_object(r, sink, err) : rd_events(r, sink, true, err);
+  } else {
     ok = rd_fail(r, "a JSON object with \"traceEvents\"", err);
+  }
   if (ok) {
     rd_ws(r);
     if (rd_peek(r) >= 0 || r->io_error)
