@@ -8,9 +8,10 @@
  *   --case NAME... --param KEY=START... [--set K=V]...
  *       validation cases (any metric of run / memory): the cluster keys named by --param, with
  *       the --set overrides applied to every case (and written to the file)
- *   --trace TRACE... -c CLUSTER [--steps A-B] [--kernels CSV]
+ *   --trace TRACE... [-c CLUSTER] [--steps A-B] [--kernels CSV]
  *       real PyTorch profiler traces: kernel fixed cost, HBM efficiency, the GEMM model where
- *       shapes were recorded, NCCL parameters from the lower envelope of the collectives
+ *       shapes were recorded, NCCL parameters from the lower envelope of the collectives (the
+ *       cluster defaults to the preset for the trace's GPU, as dlsim replay's does)
  *
  * Common: [--time-column C] [--time-unit U] [--filter COL=V]... -o OUT.yaml [--set K=V]... */
 #include "calibration/calibration_internal.h"
@@ -53,7 +54,7 @@ static int cal_usage(void)
 {
   fprintf(stderr, "dlsim: error: dlsim calibrate needs one of --nccl TABLE (with -c CLUSTER, --op OP, "
                   "--gpus N), --gemm TABLE (with -c CLUSTER, --dtype D), --case NAME (with "
-                  "--param KEY=START) or --trace TRACE (with -c CLUSTER), and -o FILE (see --help)\n");
+                  "--param KEY=START) or --trace TRACE, and -o FILE (see --help)\n");
   return 2;
 }
 
@@ -408,8 +409,6 @@ static char *cal_trace_notes(const cal_args *a, const calib_trace_report *r)
 
 static int cal_trace(const cal_args *a)
 {
-  if (!a->cluster)
-    return cal_usage();
   GError *err = NULL;
   int n = (int)g_strv_length(a->traces), first = -1, last = -1, world = 1;
   trc_trace **traces = g_new0(trc_trace *, n);
@@ -418,7 +417,8 @@ static int cal_trace(const cal_args *a)
     ok = (traces[i] = trc_load(a->traces[i], &err)) != NULL;
     world = ok ? MAX(world, traces[i]->world_size) : world;
   }
-  cfg_cluster *c = ok ? cli_cluster_for(a->cluster, a->sets, world, &err) : NULL;
+  const char *cluster = a->cluster ? a->cluster : ok ? cli_default_cluster(traces[0]->gpu_name) : NULL;
+  cfg_cluster *c = ok ? cli_cluster_for(cluster, a->sets, world, &err) : NULL;
   calib_trace_report rep = {0};
   ok = c && calib_fit_trace(c, traces, n, first, last, &rep, &err);
   if (ok) {

@@ -19,6 +19,10 @@ char **cli_strv_concat(char *const *a, char *const *b);
  * (a trace of a 128-rank job on a one-node preset). */
 cfg_cluster *cli_cluster_for(const char *path, char *const *sets, int gpus, GError **err);
 
+/* The preset a trace's GPU (deviceProperties name) runs on when no cluster is given: dgx-h100,
+ * v100-edr, gh200, else dgx-a100. */
+const char *cli_default_cluster(const char *gpu_name);
+
 /* `dlsim replay TRACE -c CLUSTER --steps STEPS --json` as JSON (engine: 0 analytic, 1 des),
  * for validation cases; `sets` describe the traced machine (its calibration...), not a
  * what-if. */

@@ -1,6 +1,7 @@
 #include "cli/cli_internal.h"
 
 #include <stdio.h>
+#include <string.h>
 
 int cli_fail(GError *err)
 {
@@ -53,4 +54,16 @@ char **cli_strv_concat(char *const *a, char *const *b)
     g_ptr_array_add(all, g_strdup(b[i]));
   g_ptr_array_add(all, NULL);
   return (char **)g_ptr_array_free(all, FALSE);
+}
+
+const char *cli_default_cluster(const char *gpu_name)
+{
+  const char *g = gpu_name ? gpu_name : "";
+  if (strstr(g, "GH200"))
+    return "gh200";
+  if (strstr(g, "H100"))
+    return "dgx-h100";
+  if (strstr(g, "V100"))
+    return "v100-edr";
+  return "dgx-a100";
 }

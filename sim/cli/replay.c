@@ -31,19 +31,6 @@ typedef struct {
   bool default_cluster;
 } rpl_result;
 
-/* The preset for the trace's GPU when no cluster is given. */
-static const char *rpl_default_cluster(const trc_trace *t)
-{
-  const char *g = t->gpu_name ? t->gpu_name : "";
-  if (strstr(g, "H100"))
-    return "dgx-h100";
-  if (strstr(g, "V100"))
-    return "v100-edr";
-  if (strstr(g, "GH200"))
-    return "gh200";
-  return "dgx-a100";
-}
-
 static double rpl_mean(const double *v, int n)
 {
   double s = 0;
@@ -94,7 +81,7 @@ static bool rpl_load(const rpl_args *a, rpl_result *r, GError **err)
   }
   int ranks = a->ranks > 0 ? a->ranks : MAX(r->traces[0]->world_size, 1);
   r->default_cluster = !a->cluster;
-  r->cluster_name = g_strdup(a->cluster ? a->cluster : rpl_default_cluster(r->traces[0]));
+  r->cluster_name = g_strdup(a->cluster ? a->cluster : cli_default_cluster(r->traces[0]->gpu_name));
   if (!(r->base_cfg = cli_cluster_for(r->cluster_name, a->machine, ranks, err)))
     return false;
   r->base = hw_cluster_new(r->base_cfg);
