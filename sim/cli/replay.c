@@ -172,7 +172,7 @@ static cJSON *rpl_json(const rpl_result *r)
   cJSON *steps = cJSON_AddArrayToObject(j, "step_times");
   for (int k = 0; k < r->rep.nsteps; k++) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", r->rep.markers[k]);
+    cJSON_AddStringToObject(o, "name", r->rep.markers[2 * k]);
     cJSON_AddNumberToObject(o, "measured_s", r->rep.measured[k]);
     cJSON_AddNumberToObject(o, "predicted_s", r->predicted[k]);
     cJSON_AddNumberToObject(o, "error", r->predicted[k] / r->rep.measured[k] - 1);
@@ -222,7 +222,7 @@ static void rpl_print(const rpl_result *r)
     double b = r->baseline ? (mean ? r->baseline_mean : r->baseline[k]) : p;
     g_autofree char *ms = units_format_seconds(m), *ps = units_format_seconds(p);
     g_autofree char *bs = units_format_seconds(b);
-    printf("  %-20s %12s %12s %+7.1f%%", mean ? "mean" : rep->markers[k], ms, bs, 100 * (b / m - 1));
+    printf("  %-20s %12s %12s %+7.1f%%", mean ? "mean" : rep->markers[2 * k], ms, bs, 100 * (b / m - 1));
     if (r->baseline)
       printf(" %12s %+7.1f%%", ps, 100 * (p / b - 1));
     printf("\n");

@@ -96,6 +96,13 @@ static guint rp_lower_call(const trc_trace *t, double ts)
   return lo;
 }
 
+/* The time of step boundary k: step k / 2's start (k even) or end (k odd). */
+static double rp_boundary(const rp_builder *b, guint k)
+{
+  const trc_step *s = &g_array_index(b->t->steps, trc_step, b->step0 + k / 2);
+  return k % 2 ? s->ts + s->dur : s->ts;
+}
+
 static void rp_chain(rp_builder *b)
 {
   const trc_trace *t = b->t;
@@ -103,16 +110,12 @@ static void rp_chain(rp_builder *b)
   b->c1 = rp_lower_call(t, b->t1);
   b->points = g_array_new(FALSE, FALSE, sizeof(rp_point));
   b->point_of_call = g_new(int, MAX(b->c1 - b->c0, 1u));
-  guint k = 0;
+  guint k = 0, nmarkers = 2 * b->nsteps;
   for (guint c = b->c0; c <= b->c1; c++) {
     double ts = c < b->c1 ? g_array_index(t->calls, trc_call, c).ts : INFINITY;
     /* step boundaries first: a call at the very start of a step belongs to it */
-    for (; k <= b->nsteps; k++) {
-      const trc_step *s = &g_array_index(t->steps, trc_step, b->step0 + MIN(k, b->nsteps - 1));
-      double at = k < b->nsteps ? s->ts : b->t1;
-      if (at > ts)
-        break;
-      rp_point m = {.ts = at, .call = -1, .marker = (int)k, .wait_end = -INFINITY};
+    for (; k < nmarkers && rp_boundary(b, k) <= ts; k++) {
+      rp_point m = {.ts = rp_boundary(b, k), .call = -1, .marker = (int)k, .wait_end = -INFINITY};
       g_array_append_val(b->points, m);
     }
     if (c < b->c1) {
@@ -554,19 +557,21 @@ static bool rp_ranks(trc_trace *const *traces, int ntraces, int nranks, int *cla
   return true;
 }
 
+/* Two markers per step: its start and its end (steps need not touch: the host may work between
+ * them). */
 static void rp_markers(trc_replay *out, const trc_trace *t, guint step0, guint nsteps)
 {
   out->nsteps = (int)nsteps;
   out->measured = g_new(double, nsteps);
   out->numbers = g_new(int, nsteps);
-  out->markers = g_new0(char *, nsteps + 2);
+  out->markers = g_new0(char *, 2 * nsteps + 1);
   for (guint k = 0; k < nsteps; k++) {
     const trc_step *s = &g_array_index(t->steps, trc_step, step0 + k);
     out->measured[k] = s->dur * 1e-6;
     out->numbers[k] = s->number;
-    out->markers[k] = g_strdup_printf("ProfilerStep#%d", s->number);
+    out->markers[2 * k] = g_strdup_printf("ProfilerStep#%d", s->number);
+    out->markers[2 * k + 1] = g_strdup_printf("end of ProfilerStep#%d", s->number);
   }
-  out->markers[nsteps] = g_strdup("end of the last step");
 }
 
 /* The collectives of every class must meet: same kinds and sizes, in the same order, on each
@@ -652,25 +657,25 @@ void trc_replay_clear(trc_replay *r)
 
 bool trc_replay_step_times(const trc_replay *r, const eng_result *res, double *out, GError **err)
 {
-  int n = r->nsteps, rank = prog_class_at(r->program, 0)->rep;
-  g_autofree double *at = g_new(double, n + 1);
-  for (int k = 0; k <= n; k++)
+  int n = 2 * r->nsteps, rank = prog_class_at(r->program, 0)->rep;
+  g_autofree double *at = g_new(double, MAX(n, 1));
+  for (int k = 0; k < n; k++)
     at[k] = NAN;
   for (guint i = 0; res->events && i < res->events->len; i++) {
     const eng_event *e = &g_array_index(res->events, eng_event, i);
     if (e->rank != rank || e->kind != PROG_COMPUTE || e->stream != RP_CPU_SLOT)
       continue;
-    for (int k = 0; k <= n; k++)
+    for (int k = 0; k < n; k++)
       if (isnan(at[k]) && strcmp(e->name, r->markers[k]) == 0)
         at[k] = e->start;
   }
-  for (int k = 0; k < n; k++) {
-    if (isnan(at[k]) || isnan(at[k + 1])) {
+  for (int k = 0; k < r->nsteps; k++) {
+    if (isnan(at[2 * k]) || isnan(at[2 * k + 1])) {
       g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME,
                   "replay: no step markers in the engine's events (run it with tracing on)");
       return false;
     }
-    out[k] = at[k + 1] - at[k];
+    out[k] = at[2 * k + 1] - at[2 * k];
   }
   return true;
 }

@@ -210,7 +210,7 @@ typedef struct {
   int nsteps;
   double *measured;        /* per step, seconds (the ProfilerStep durations of the first trace) */
   int *numbers;            /* ProfilerStep numbers */
-  char **markers;          /* per step boundary (nsteps + 1): the name of the CPU marker op */
+  char **markers;          /* the CPU marker ops: step k starts at 2k, ends at 2k + 1 */
   /* what went in */
   guint cpu_ops, gpu_ops, collectives, fixed_comm, delays, cross_deps, sync_deps, dropped_deps;
   guint retimed;           /* GPU ops re-timed for the target hardware */
