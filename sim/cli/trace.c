@@ -35,6 +35,13 @@ static void tr_print_header(const trc_trace *t, const trc_summary *s)
       if (s->nccl_counts[c])
         printf(" %s x%u", trc_nccl_coll_name((trc_nccl_coll)c), s->nccl_counts[c]);
     printf("\n");
+    for (guint i = 0; i < s->nccl->len; i++) {
+      const trc_nccl_stat *n = &g_array_index(s->nccl, trc_nccl_stat, i);
+      g_autofree char *t = units_format_seconds(n->total);
+      printf("            %-13s x%-5u %11s  kernel: %s %s %s\n", trc_nccl_coll_name(n->coll), n->count, t,
+             trc_nccl_coll_name(n->name.coll), n->name.algo[0] ? n->name.algo : "-",
+             n->name.proto[0] ? n->name.proto : "-");
+    }
   }
 }
 
@@ -155,6 +162,18 @@ static cJSON *tr_json(const trc_trace *t, const trc_summary *s, int top)
   for (int c = 0; c <= TRC_NCCL_UNKNOWN; c++)
     if (s->nccl_counts[c])
       cJSON_AddNumberToObject(nccl, trc_nccl_coll_name((trc_nccl_coll)c), s->nccl_counts[c]);
+  cJSON *kinds = cJSON_AddArrayToObject(j, "nccl");
+  for (guint i = 0; i < s->nccl->len; i++) {
+    const trc_nccl_stat *n = &g_array_index(s->nccl, trc_nccl_stat, i);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "collective", trc_nccl_coll_name(n->coll));
+    cJSON_AddStringToObject(o, "kernel_collective", trc_nccl_coll_name(n->name.coll));
+    cJSON_AddStringToObject(o, "algorithm", n->name.algo);
+    cJSON_AddStringToObject(o, "protocol", n->name.proto);
+    cJSON_AddNumberToObject(o, "count", n->count);
+    cJSON_AddNumberToObject(o, "total_s", n->total);
+    cJSON_AddItemToArray(kinds, o);
+  }
   cJSON_AddNumberToObject(j, "streams", t->nstreams);
   cJSON *tops = cJSON_AddArrayToObject(j, "top_kernels");
   for (guint i = 0; i < s->kernels->len && (int)i < top; i++) {

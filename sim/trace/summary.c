@@ -110,6 +110,29 @@ static void trc_window_figures(const trc_trace *t, double longest, trc_step_summ
   g_array_free(copy, TRUE);
 }
 
+static void trc_nccl_stats(const trc_trace *t, GArray *out)
+{
+  for (guint i = 0; i < t->ops->len; i++) {
+    const trc_gpu_op *op = &g_array_index(t->ops, trc_gpu_op, i);
+    if (op->kclass != TRC_NCCL)
+      continue;
+    trc_nccl_stat s = {.coll = (trc_nccl_coll)op->coll};
+    trc_nccl_parse_name(op->name, &s.name);
+    trc_nccl_stat *found = NULL;
+    for (guint k = 0; k < out->len && !found; k++) {
+      trc_nccl_stat *x = &g_array_index(out, trc_nccl_stat, k);
+      if (x->coll == s.coll && memcmp(&x->name, &s.name, sizeof s.name) == 0)
+        found = x;
+    }
+    if (!found) {
+      g_array_append_val(out, s);
+      found = &g_array_index(out, trc_nccl_stat, out->len - 1);
+    }
+    found->count++;
+    found->total += op->dur * 1e-6;
+  }
+}
+
 static int trc_cmp_stat(const void *a, const void *b)
 {
   const trc_kernel_stat *x = a, *y = b;
@@ -167,6 +190,8 @@ void trc_summarize(const trc_trace *t, trc_summary *out)
   memset(out, 0, sizeof *out);
   out->steps = g_array_new(FALSE, TRUE, sizeof(trc_step_summary));
   out->kernels = g_array_new(FALSE, TRUE, sizeof(trc_kernel_stat));
+  out->nccl = g_array_new(FALSE, TRUE, sizeof(trc_nccl_stat));
+  trc_nccl_stats(t, out->nccl);
   trc_windows(t, out);
   double longest = 0;
   for (guint i = 0; i < t->ops->len; i++)
@@ -183,5 +208,7 @@ void trc_summary_clear(trc_summary *s)
     g_array_free(s->steps, TRUE);
   if (s->kernels)
     g_array_free(s->kernels, TRUE);
+  if (s->nccl)
+    g_array_free(s->nccl, TRUE);
   memset(s, 0, sizeof *s);
 }

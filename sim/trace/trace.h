@@ -183,7 +183,15 @@ typedef struct {
 } trc_kernel_stat;
 
 typedef struct {
+  trc_nccl_coll coll;    /* what ran (args or CPU op), else what the name says */
+  trc_nccl_name name;    /* what the kernel's name says */
+  guint count;
+  double total;          /* seconds */
+} trc_nccl_stat;
+
+typedef struct {
   GArray *steps;           /* trc_step_summary: ProfilerSteps, or one span of the whole trace */
+  GArray *nccl;            /* trc_nccl_stat per collective, algorithm and protocol */
   bool profiler_steps;     /* false: the trace has no ProfilerStep, the one step is its GPU span */
   double by_class[TRC_NCLASSES]; /* seconds over the whole trace */
   GArray *kernels;         /* trc_kernel_stat over the whole trace, longest total first */
