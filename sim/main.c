@@ -17,9 +17,11 @@ static const dlsim_command dlsim_commands[] = {
     {"plan", cli_plan, "the best TP x CP x PP x DP x EP x ZeRO layout for N GPUs"},
     {"whatif", cli_whatif, "the same job on changed hardware: deltas, sweeps and plots"},
     {"moe", cli_moe, "one mixture-of-experts layer: routing imbalance, all-to-alls, experts"},
-    {"calibrate", cli_calibrate, "fit model parameters to real measurements (nccl-tests tables)"},
+    {"calibrate", cli_calibrate, "fit model parameters to real measurements (nccl-tests, kernel tables, traces)"},
     {"serve", cli_serve, "LLM serving: TTFT, TBT, throughput and goodput under request load"},
     {"validate", cli_validate, "predicted vs measured for the real cases in validation/"},
+    {"trace", cli_trace, "summarise a real PyTorch profiler (Kineto) trace per step"},
+    {"replay", cli_replay, "re-simulate a real trace: predicted vs measured step time, what-if"},
 };
 
 static void dlsim_usage(FILE *out)

@@ -6,6 +6,7 @@
 
 #include "config/config.h"
 #include "engine/engine.h"
+#include "trace/trace.h"
 
 typedef struct {
   double size;      /* bytes, nccl-tests convention; FLOPs of a GEMM table */
@@ -55,6 +56,8 @@ typedef struct {
 
 void calib_errors_of(const calib_table *tab, const double *predicted, calib_errors *out);
 
+#define CALIB_MAX_PARAMS_PUBLIC 16
+
 typedef struct {
   int nparams;         /* parameters the table constrains */
   char names[16][48];
@@ -89,5 +92,67 @@ typedef struct {
 
 /* Fits gpu.efficiency's flops.gemm, gemm_k_half and launch_overhead to the table (in place). */
 void calib_fit_gemm(cfg_cluster *c, cfg_dtype dtype, const calib_table *tab, calib_gemm_report *rep);
+
+/* ---- real kernel traces (PyTorch profiler / Kineto) ---- */
+
+/* The line t = latency + size * per_byte below every point (size_i, time_i), latency >= 0 and
+ * per_byte >= 0, that is highest at the mean size: the edge of the points' lower convex hull
+ * over the mean. An NCCL kernel's duration is its transfer plus the time it waited for its
+ * slowest peer, never less than the transfer: the envelope is the transfer. With a single
+ * distinct size, per_byte is 0 and latency the fastest time. Returns false when n is 0. */
+bool calib_lower_envelope(const double *size, const double *time, int n, double *latency,
+                          double *per_byte);
+
+typedef struct {
+  prog_coll op;
+  int group;            /* ranks of the process group */
+  int points, sizes;    /* kernels, distinct sizes */
+  double min_size, max_size;
+  double latency;       /* envelope, seconds */
+  double bandwidth;     /* envelope algorithm bandwidth, bytes/s (0: one size only) */
+  double waiting;       /* median of measured / envelope - 1: time spent waiting for peers */
+  double before, after; /* median |model / envelope - 1| over the envelope's sizes */
+} calib_envelope;
+
+#define CALIB_MAX_ENVELOPES 16
+/* Fewer GEMM ops of known shape than this leave the GEMM model as it was: two parameters,
+ * shapes of one model, and the long GEMMs often inside CUDA graphs whose shapes are unknown. */
+#define CALIB_TRACE_MIN_GEMMS 20
+/* ... and fewer kernels than this leave the fixed cost per kernel as it was. */
+#define CALIB_TRACE_MIN_KERNELS 20
+/* A collective seen fewer times than this gets no envelope: the fastest of one or two kernels
+ * that all waited for a peer says little about the transfer. */
+#define CALIB_TRACE_MIN_COLLECTIVES 3
+
+typedef struct {
+  int nenvelopes;
+  calib_envelope env[CALIB_MAX_ENVELOPES];
+  int skipped_kinds;    /* collectives (op, group) seen too few times for an envelope */
+  int nccl_params;
+  char nccl_names[CALIB_MAX_PARAMS_PUBLIC][48];
+  int evaluations;
+  /* kernels */
+  int kernels;                 /* compute kernels in the window */
+  double kernel_floor;         /* seconds: 10th percentile of kernel durations */
+  double launch_gap;           /* seconds: median gap between back-to-back queued kernels */
+  int memory_points;           /* streaming kernels of known bytes (>= 1 MiB) */
+  double memory_efficiency;    /* their fraction of HBM bandwidth (median, weighted by time) */
+  int gemm_points;             /* GEMM ops of known shape */
+  cfg_dtype gemm_dtype;
+  double gemm_before, gemm_after; /* mean |log(model / measured)|, weighted by time */
+  char *fitted[2 * CALIB_MAX_PARAMS_PUBLIC + 1]; /* keys for calib_write, NULL-terminated */
+} calib_trace_report;
+
+/* Fits what the cost models need from real traces (ProfilerSteps first..last, -1 unbounded):
+ * the fixed cost per kernel (launch_overhead), the HBM efficiency of streaming kernels, the
+ * GEMM model where shapes were recorded, and the NCCL parameters to the lower envelopes of
+ * the collectives. `c` is changed in place; it must have the GPUs of the traces' world. */
+bool calib_fit_trace(cfg_cluster *c, trc_trace *const *traces, int ntraces, int first_step,
+                     int last_step, calib_trace_report *rep, GError **err);
+void calib_trace_report_clear(calib_trace_report *rep);
+/* Per kernel name: class, count, median and fastest time, and what it achieved where its
+ * FLOPs or bytes are known (CSV). */
+bool calib_trace_kernels_csv(const char *path, trc_trace *const *traces, int ntraces,
+                             const cfg_cluster *c, GError **err);
 
 #endif

@@ -38,4 +38,8 @@ double calib_search_run(calib_search *s, int starts, int evals_per_start, int po
 
 double calib_median(double *v, int n);
 
+/* The NCCL parameters whose names start with an entry of `fit` (NULL: the latencies), as
+ * search parameters; efficiencies are bounded below by `eff_lo`. */
+void calib_nccl_candidates(calib_search *s, cfg_nccl *n, char *const *fit, double eff_lo);
+
 #endif

@@ -107,14 +107,14 @@ static void calib_add(calib_search *s, char *const *fit, double *slot, bool frac
     calib_search_add(s, slot, fraction, lo, hi, name);
 }
 
-static void calib_candidates(calib_search *s, cfg_nccl *n, char *const *fit)
+void calib_nccl_candidates(calib_search *s, cfg_nccl *n, char *const *fit, double eff_lo)
 {
   const char *proto[] = {"ll", "ll128", "simple"};
   char name[48];
-  calib_add(s, fit, &n->link_efficiency[CFG_LINK_INTRA], true, 0.3, 0.99, "link_efficiency.intra");
-  calib_add(s, fit, &n->link_efficiency[CFG_LINK_NETWORK], true, 0.3, 0.99, "link_efficiency.network");
-  calib_add(s, fit, &n->nvls_efficiency, true, 0.3, 0.99, "nvls_efficiency");
-  calib_add(s, fit, &n->p2p_efficiency, true, 0.3, 0.99, "p2p_efficiency");
+  calib_add(s, fit, &n->link_efficiency[CFG_LINK_INTRA], true, eff_lo, 0.99, "link_efficiency.intra");
+  calib_add(s, fit, &n->link_efficiency[CFG_LINK_NETWORK], true, eff_lo, 0.99, "link_efficiency.network");
+  calib_add(s, fit, &n->nvls_efficiency, true, eff_lo, 0.99, "nvls_efficiency");
+  calib_add(s, fit, &n->p2p_efficiency, true, eff_lo, 0.99, "p2p_efficiency");
   for (int p = 0; p < CFG_NPROTOS; p++) {
     g_snprintf(name, sizeof name, "base_latency.%s", proto[p]);
     calib_add(s, fit, &n->base_latency[p], false, 1e-6, 100e-6, name);
@@ -142,7 +142,7 @@ bool calib_fit_nccl(cfg_cluster *c, const calib_target *t, const calib_table *ta
   if (ok) {
     calib_errors_of(tab, f.pred, &rep->before);
     calib_search s = {.prior_weight = CALIB_PRIOR_WEIGHT, .loss = calib_nccl_loss, .ctx = &f};
-    calib_candidates(&s, &c->nccl, fit);
+    calib_nccl_candidates(&s, &c->nccl, fit, 0.3);
     calib_search_keep_sensitive(&s);
     calib_search_run(&s, 12, 600, 1000);
     calib_nccl_loss(&f); /* the predictions of the values left in place */

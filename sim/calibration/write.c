@@ -27,8 +27,7 @@ static void calib_write_efficiency(GString *o, const cfg_efficiency *e, const ch
   g_string_append_printf(o, "}\n  memory: %.4f\n  gemm_k_half: %.1f\n  sustained: %.4f\n",
                          e->memory_efficiency, e->gemm_k_half, e->sustained);
   g_string_append_printf(o, "  fp8_scale: %.4f\n", e->fp8_scale);
-  g_string_append_printf(o, "  launch_overhead: %.4gus\n  comm_overhead: %.4gus\n",
-                         e->launch_overhead * 1e6, e->comm_overhead * 1e6);
+  g_string_append_printf(o, "  launch_overhead: %.4gus\n", e->launch_overhead * 1e6);
   g_string_append_printf(o, "  source: \"%s\"\n", source);
 }
 

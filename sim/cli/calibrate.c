@@ -8,10 +8,15 @@
  *   --case NAME... --param KEY=START... [--set K=V]...
  *       validation cases (any metric of run / memory): the cluster keys named by --param, with
  *       the --set overrides applied to every case (and written to the file)
+ *   --trace TRACE... [-c CLUSTER] [--steps A-B] [--kernels CSV]
+ *       real PyTorch profiler traces: kernel fixed cost, HBM efficiency, the GEMM model where
+ *       shapes were recorded, NCCL parameters from the lower envelope of the collectives (the
+ *       cluster defaults to the preset for the trace's GPU, as dlsim replay's does)
  *
  * Common: [--time-column C] [--time-unit U] [--filter COL=V]... -o OUT.yaml [--set K=V]... */
 #include "calibration/calibration_internal.h"
 #include "cli/cli_internal.h"
+#include "units/units.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +26,7 @@ typedef struct {
   char *nccl, *gemm, *cluster, *op, *output, *size_col, *time_col, *unit, *dtype;
   char **sets, **filters, **fit, **cases, **params;
   int gpus, group;
+  char **traces, *steps, *kernels;
 } cal_args;
 
 static void cal_args_clear(cal_args *a)
@@ -39,13 +45,16 @@ static void cal_args_clear(cal_args *a)
   g_strfreev(a->fit);
   g_strfreev(a->cases);
   g_strfreev(a->params);
+  g_strfreev(a->traces);
+  g_free(a->steps);
+  g_free(a->kernels);
 }
 
 static int cal_usage(void)
 {
   fprintf(stderr, "dlsim: error: dlsim calibrate needs one of --nccl TABLE (with -c CLUSTER, --op OP, "
-                  "--gpus N), --gemm TABLE (with -c CLUSTER, --dtype D) or --case NAME (with "
-                  "--param KEY=START), and -o FILE (see --help)\n");
+                  "--gpus N), --gemm TABLE (with -c CLUSTER, --dtype D), --case NAME (with "
+                  "--param KEY=START) or --trace TRACE, and -o FILE (see --help)\n");
   return 2;
 }
 
@@ -333,6 +342,105 @@ static int cal_cases_fit(const cal_args *a)
   return ok ? 0 : cli_fail(err);
 }
 
+/* ---- real traces ---------------------------------------------------------------------------- */
+
+static void cal_print_trace(const calib_trace_report *r, const cfg_cluster *c)
+{
+  const cfg_efficiency *e = &c->gpu.efficiency;
+  if (r->kernels >= CALIB_TRACE_MIN_KERNELS)
+    printf("  kernels: %d in the window; fixed cost %.2f us (10th percentile of durations) + %.2f us "
+           "(median gap behind a queued kernel) -> launch_overhead %.3g us\n", r->kernels,
+           r->kernel_floor * 1e6, r->launch_gap * 1e6, e->launch_overhead * 1e6);
+  else
+    printf("  kernels: %d in the window (fewer than %d): launch_overhead kept at %.3g us\n",
+           r->kernels, CALIB_TRACE_MIN_KERNELS, e->launch_overhead * 1e6);
+  g_autofree char *bw = units_format_rate(c->gpu.memory_bandwidth);
+  if (r->memory_efficiency > 0)
+    printf("  HBM: %d streaming kernels of 1 MiB or more reach %.3f of %s (median by time) -> efficiency.memory\n",
+           r->memory_points, r->memory_efficiency, bw);
+  else
+    printf("  HBM: %d streaming kernels of known bytes >= 1 MiB: too few, efficiency.memory kept at %.3f\n",
+           r->memory_points, e->memory_efficiency);
+  if (r->gemm_points >= CALIB_TRACE_MIN_GEMMS)
+    printf("  GEMMs: %d ops of known shape (%s): mean |log(model / measured)| weighted by time %.3f "
+           "before, %.3f after; flops.gemm %.4f, gemm_k_half %.1f\n", r->gemm_points,
+           cfg_dtype_name(r->gemm_dtype), r->gemm_before, r->gemm_after,
+           e->flops_efficiency[CFG_KCLASS_GEMM], e->gemm_k_half);
+  else
+    printf("  GEMMs: %d ops of known shape (fewer than %d; no record_shapes, or inside CUDA graphs): "
+           "GEMM model kept\n", r->gemm_points, CALIB_TRACE_MIN_GEMMS);
+  if (r->skipped_kinds)
+    printf("  collectives: %d kind%s (op, group) seen fewer than %d times: no envelope\n",
+           r->skipped_kinds, r->skipped_kinds == 1 ? "" : "s", CALIB_TRACE_MIN_COLLECTIVES);
+  if (!r->nenvelopes) {
+    printf("  collectives: none with a known size and enough kernels: NCCL parameters kept\n");
+    return;
+  }
+  printf("  collectives: lower envelope of (size, duration) per collective and group\n");
+  printf("    %-13s %5s %7s %5s %21s %10s %10s %8s  %s\n", "op", "group", "kernels", "sizes", "sizes (B)",
+         "latency", "algbw", "waiting", "model vs envelope: before -> after");
+  for (int i = 0; i < r->nenvelopes; i++) {
+    const calib_envelope *v = &r->env[i];
+    g_autofree char *lat = units_format_seconds(v->latency);
+    g_autofree char *alg = v->bandwidth > 0 ? units_format_rate(v->bandwidth) : g_strdup("-");
+    printf("    %-13s %5d %7d %5d %10.4g-%-10.4g %10s %10s %+7.0f%%  %.1f %% -> %.1f %%%s\n",
+           prog_coll_name(v->op), v->group, v->points, v->sizes, v->min_size, v->max_size, lat, alg,
+           100 * v->waiting, 100 * v->before, 100 * v->after,
+           v->after > 0.5 ? "  (no transfer the model can reach: every kernel waited?)" : "");
+  }
+  const cfg_nccl *n = &c->nccl;
+  printf("  NCCL: fitted %d parameters (%d evaluations): link_efficiency intra %.3f network %.3f, "
+         "p2p %.3f, base_latency ll %.1f ll128 %.1f simple %.1f us\n", r->nccl_params, r->evaluations,
+         n->link_efficiency[CFG_LINK_INTRA], n->link_efficiency[CFG_LINK_NETWORK], n->p2p_efficiency,
+         n->base_latency[CFG_PROTO_LL] * 1e6, n->base_latency[CFG_PROTO_LL128] * 1e6,
+         n->base_latency[CFG_PROTO_SIMPLE] * 1e6);
+}
+
+static char *cal_trace_notes(const cal_args *a, const calib_trace_report *r)
+{
+  GString *g = g_string_new("fitted on trace");
+  for (int i = 0; a->traces[i]; i++) {
+    g_autofree char *base = g_path_get_basename(a->traces[i]);
+    g_string_append_printf(g, "%s %s", i ? "," : "", base);
+  }
+  g_string_append_printf(g, " (%s%s): %d kernels, %d collective envelopes",
+                         a->steps ? "ProfilerSteps " : "all steps", a->steps ? a->steps : "",
+                         r->kernels, r->nenvelopes);
+  return g_string_free(g, FALSE);
+}
+
+static int cal_trace(const cal_args *a)
+{
+  GError *err = NULL;
+  int n = (int)g_strv_length(a->traces), first = -1, last = -1, world = 1;
+  trc_trace **traces = g_new0(trc_trace *, n);
+  bool ok = trc_parse_steps(a->steps, &first, &last, &err);
+  for (int i = 0; ok && i < n; i++) {
+    ok = (traces[i] = trc_load(a->traces[i], &err)) != NULL;
+    world = ok ? MAX(world, traces[i]->world_size) : world;
+  }
+  const char *cluster = a->cluster ? a->cluster : ok ? cli_default_cluster(traces[0]->gpu_name) : NULL;
+  cfg_cluster *c = ok ? cli_cluster_for(cluster, a->sets, world, &err) : NULL;
+  calib_trace_report rep = {0};
+  ok = c && calib_fit_trace(c, traces, n, first, last, &rep, &err);
+  if (ok) {
+    g_autofree char *notes = cal_trace_notes(a, &rep);
+    printf("dlsim calibrate: %s on %s (%d GPUs)\n", notes, c->name, cfg_cluster_gpus(c));
+    cal_print_trace(&rep, c);
+    ok = calib_write(a->output, c, notes, rep.fitted, &err) &&
+         (!a->kernels || calib_trace_kernels_csv(a->kernels, traces, n, c, &err));
+    if (ok)
+      printf("  wrote %s (point gpu.calibration at it)%s%s\n", a->output, a->kernels ? " and " : "",
+             a->kernels ? a->kernels : "");
+  }
+  calib_trace_report_clear(&rep);
+  cfg_cluster_free(c);
+  for (int i = 0; i < n; i++)
+    trc_free(traces[i]);
+  g_free(traces);
+  return ok ? 0 : cli_fail(err);
+}
+
 int cli_calibrate(int argc, char **argv)
 {
   cal_args a = {0};
@@ -340,6 +448,11 @@ int cli_calibrate(int argc, char **argv)
       {"nccl", 0, 0, G_OPTION_ARG_FILENAME, &a.nccl, "nccl-tests table (CSV) to fit", "TABLE"},
       {"gemm", 0, 0, G_OPTION_ARG_FILENAME, &a.gemm, "GEMM table (CSV: batch, m, n, k, time) to fit", "TABLE"},
       {"case", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.cases, "Validation case to fit, repeatable", "NAME"},
+      {"trace", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &a.traces,
+       "PyTorch profiler (Kineto) trace to fit, repeatable (one per rank)", "TRACE"},
+      {"steps", 0, 0, G_OPTION_ARG_STRING, &a.steps, "With --trace: the ProfilerSteps to fit on", "A-B"},
+      {"kernels", 0, 0, G_OPTION_ARG_FILENAME, &a.kernels,
+       "With --trace: also write per-kernel times and achieved rates (CSV)", "CSV"},
       {"param", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.params,
        "With --case: a cluster key to fit and its starting value, repeatable", "KEY=START"},
       {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &a.cluster, "Cluster the table was measured on", "CLUSTER"},
@@ -361,13 +474,15 @@ int cli_calibrate(int argc, char **argv)
     cal_args_clear(&a);
     return code;
   }
-  int modes = (a.nccl != NULL) + (a.gemm != NULL) + (a.cases != NULL);
+  int modes = (a.nccl != NULL) + (a.gemm != NULL) + (a.cases != NULL) + (a.traces != NULL);
   if (modes != 1 || !a.output)
     code = cal_usage();
   else if (a.nccl)
     code = cal_nccl(&a);
   else if (a.gemm)
     code = cal_gemm(&a);
+  else if (a.traces)
+    code = cal_trace(&a);
   else
     code = cal_cases_fit(&a);
   cal_args_clear(&a);

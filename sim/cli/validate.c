@@ -79,6 +79,8 @@ static cJSON *val_command_json(const cfg_case *c, char *const *sets, GError **er
   }
   if (strcmp(cmd, "moe") == 0)
     return cli_moe_json(c->cluster, c->workload, sets, err);
+  if (strcmp(cmd, "replay") == 0)
+    return cli_replay_json(c->trace, c->cluster, sets, c->steps, c->engine, err);
   cfg_cluster *cl = NULL;
   cfg_workload *w = NULL;
   cJSON *j = NULL;
@@ -105,7 +107,7 @@ static cJSON *val_command_json(const cfg_case *c, char *const *sets, GError **er
   } else {
     g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
                 "command '%s' is not one of run, memory, memory-states, deepspeed, moe, serve, "
-                "serve-max-rate", cmd);
+                "serve-max-rate, replay", cmd);
   }
   cfg_cluster_free(cl);
   cfg_workload_free(w);
@@ -203,25 +205,14 @@ static void val_run_table(val_row *row)
               (row->errors.n_small == 0 || row->errors.median_small <= c->tolerance_small);
 }
 
-char **cli_sets_concat(char *const *sets, char *const *extra)
-{
-  GPtrArray *all = g_ptr_array_new();
-  for (int i = 0; sets && sets[i]; i++)
-    g_ptr_array_add(all, g_strdup(sets[i]));
-  for (int i = 0; extra && extra[i]; i++)
-    g_ptr_array_add(all, g_strdup(extra[i]));
-  g_ptr_array_add(all, NULL);
-  return (char **)g_ptr_array_free(all, FALSE);
-}
-
 bool cli_case_predict(const cfg_case *c, char *const *extra, double *out, GError **err)
 {
-  g_auto(GStrv) sets = cli_sets_concat(c->set, extra);
+  g_auto(GStrv) sets = cli_strv_concat(c->set, extra);
   double value = 0, base = 1;
   if (!val_predict(c, sets, &value, err))
     return false;
   if (c->ratio_to) {
-    g_auto(GStrv) ratio = cli_sets_concat(c->ratio_to, extra);
+    g_auto(GStrv) ratio = cli_strv_concat(c->ratio_to, extra);
     if (!val_predict(c, ratio, &base, err))
       return false;
   }

@@ -292,7 +292,7 @@ static bool wi_sweep(const wi_args *a, eng_kind engine, GError **err)
   for (int i = 0; ok && values[i]; i++) {
     g_autofree char *set = g_strdup_printf("%s=%s", key, g_strstrip(values[i]));
     char *one[] = {set, NULL};
-    g_auto(GStrv) sets = cli_sets_concat(a->base, one);
+    g_auto(GStrv) sets = cli_strv_concat(a->base, one);
     cJSON *j = wi_run(a, sets, engine, err);
     ok = j != NULL;
     if (ok) {
@@ -375,7 +375,7 @@ int cli_whatif(int argc, char **argv)
   if (ok && a.sweep) {
     ok = wi_sweep(&a, engine, &err);
   } else if (ok) {
-    g_auto(GStrv) changed = cli_sets_concat(a.base, a.sets);
+    g_auto(GStrv) changed = cli_strv_concat(a.base, a.sets);
     cJSON *b = wi_run(&a, a.base, engine, &err);
     cJSON *c = b ? wi_run(&a, changed, engine, &err) : NULL;
     ok = c != NULL;

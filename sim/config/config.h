@@ -89,7 +89,6 @@ typedef struct {
                                            * training run sustains (clocks under power and
                                            * thermal limits); scales compute-bound time */
   double launch_overhead;                 /* seconds added to every kernel */
-  double comm_overhead;                   /* seconds added to every collective (framework + launch) */
   char *source;                           /* where the numbers come from */
 } cfg_efficiency;
 
@@ -332,7 +331,8 @@ typedef struct {
   char *name;
   cfg_case_role role;   /* fit: the model was tuned on it; check: it was not; reference: an
                            analytic figure (a formula's output), checks accounting, not hardware */
-  char *command;        /* run (default), memory, memory-states (model states only), deepspeed */
+  char *command;        /* run (default), memory, memory-states (model states only), deepspeed,
+                           replay (a real trace: `trace`, `steps`) */
   char *unit;           /* the measured value's unit: GiB, GB, MiB, MB, s, ms (default: SI) */
   char *source;         /* where the measured number comes from */
   char *notes;
@@ -352,6 +352,9 @@ typedef struct {
   char **filter;        /* "column=value" */
   double tolerance_small; /* for sizes < 64 KiB */
   int dtype;            /* cfg_dtype of a GEMM table (op: gemm) */
+  /* a real trace replayed (command: replay) */
+  char *trace;          /* resolved path of a Kineto trace */
+  char *steps;          /* ProfilerSteps replayed ("A-B"), or NULL for all */
 } cfg_case;
 
 bool cfg_case_load(const char *path, cfg_case *out, GError **err);

@@ -216,7 +216,6 @@ void cfg_efficiency_defaults(cfg_efficiency *e)
   /* measured: H100 SXM best-shape matmul, FP8 e4m3 70.9 % of peak vs BF16 80.3 % (stas00's
    * MAMF table, shared/validation/kernels/kernels.md 1b) */
   CFG_DEFAULT_QTY(e->fp8_scale, 0.883);
-  CFG_DEFAULT_QTY(e->comm_overhead, 10e-6);
   if (!e->source)
     e->source = g_strdup("dlsim defaults (not calibrated)");
 }
@@ -279,7 +278,6 @@ static void cfg_efficiency_merge(cfg_efficiency *dst, const cfg_efficiency *src)
   CFG_DEFAULT_QTY(dst->sustained, src->sustained);
   CFG_DEFAULT_QTY(dst->fp8_scale, src->fp8_scale);
   CFG_DEFAULT_QTY(dst->gemm_k_half, src->gemm_k_half);
-  CFG_DEFAULT_QTY(dst->comm_overhead, src->comm_overhead);
   if (!dst->source && src->source)
     dst->source = g_strdup(src->source);
 }
@@ -863,6 +861,8 @@ bool cfg_case_load(const char *path, cfg_case *out, GError **err)
   const char *need_run[] = {"name", "role", "source", "cluster", "workload", "metric", "measured"};
   const char *need_table[] = {"name", "role", "source", "cluster", "table", "op", "gpus", NULL};
   bool table = cfg_map_get(doc->root, "table") != NULL;
+  if (cfg_map_get(doc->root, "trace"))
+    need_run[4] = "trace"; /* a replayed trace is the workload */
   if (ok && table && out->op && strcmp(out->op, "gemm") == 0)
     need_table[6] = "dtype"; /* a GEMM table runs on one GPU */
   const char *const *need = table ? need_table : need_run;
@@ -901,5 +901,7 @@ void cfg_case_clear(cfg_case *c)
   g_free(c->time_column);
   g_free(c->time_unit);
   g_strfreev(c->filter);
+  g_free(c->trace);
+  g_free(c->steps);
   memset(c, 0, sizeof *c);
 }

@@ -83,7 +83,7 @@ static void cfg_efficiency_init(void *p)
   cfg_efficiency *e = p;
   for (int k = 0; k < CFG_NKCLASSES; k++)
     e->flops_efficiency[k] = NAN;
-  e->memory_efficiency = e->launch_overhead = e->comm_overhead = e->gemm_k_half = NAN;
+  e->memory_efficiency = e->launch_overhead = e->gemm_k_half = NAN;
   e->sustained = e->fp8_scale = NAN;
   e->source = NULL;
 }
@@ -97,7 +97,6 @@ static const cfg_field cfg_efficiency_fields[] = {
     F_QTY(cfg_efficiency, "sustained", sustained, UNITS_FRACTION),
     F_QTY(cfg_efficiency, "fp8_scale", fp8_scale, UNITS_FRACTION),
     F_QTY(cfg_efficiency, "launch_overhead", launch_overhead, UNITS_SECONDS),
-    F_QTY(cfg_efficiency, "comm_overhead", comm_overhead, UNITS_SECONDS),
     F_STR(cfg_efficiency, "source", source),
 };
 const cfg_schema cfg_schema_efficiency =
@@ -620,6 +619,8 @@ static const cfg_field cfg_case_fields[] = {
     {.key = "filter", .type = CFG_T_SEQ_STRING, .offset = offsetof(cfg_case, filter)},
     F_QTY(cfg_case, "tolerance_small", tolerance_small, UNITS_FRACTION),
     F_ENUM(cfg_case, "dtype", dtype, cfg_dtype_names),
+    F_PATH(cfg_case, "trace", trace),
+    F_STR(cfg_case, "steps", steps),
 };
 const cfg_schema cfg_schema_case = SCHEMA("case", cfg_case, cfg_case_fields, cfg_case_init);
 

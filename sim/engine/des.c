@@ -257,7 +257,7 @@ static guint des_run_compute(des_actor_arg *a, GArray *list, guint i)
       break;
     j++;
   }
-  double t0 = simgrid_get_clock(), total = 0;
+  double t0 = simgrid_get_clock(), total = 0, measured = 0;
   for (guint k = i; k <= j; k++) {
     uint32_t idx = g_array_index(list, uint32_t, k);
     const prog_op *op = prog_op_at(c->p, r->cls, idx);
@@ -265,11 +265,19 @@ static guint des_run_compute(des_actor_arg *a, GArray *list, guint i)
       eng_mem_event m = {.time = t0 + total, .delta = op->mem_delta, .seq = idx};
       g_array_append_val(r->mem, m);
     } else {
-      total += eng_op_spans(c->costs, op, r->rank, t0 + total, r->spans, r->hidden);
+      double d = eng_op_spans(c->costs, op, r->rank, t0 + total, r->spans, r->hidden);
+      total += d;
+      if (op->tmpl < 0 && op->fixed_time >= 0)
+        measured += d;
     }
   }
-  if (total > 0)
-    sg_actor_execute(total * c->speed);
+  /* a measured duration (trace replay) already holds whatever shared the GPU with it, and the
+   * host's own time is no GPU work: it passes as a sleep; modelled kernels execute, sharing the
+   * GPU host with the other streams' kernels */
+  if (total - measured > 0)
+    sg_actor_execute((total - measured) * c->speed);
+  if (measured > 0)
+    sg_actor_sleep_for(measured);
   double t1 = simgrid_get_clock();
   for (guint k = i; k <= j; k++)
     des_complete(c, r, g_array_index(list, uint32_t, k), t0, t1);
