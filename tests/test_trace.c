@@ -252,6 +252,10 @@ Test(trace, missing_file_is_an_input_error)
   cr_expect_null(trc_load("/no/such/trace.json.gz", &err));
   cr_assert(err);
   cr_expect(strstr(err->message, "/no/such/trace.json.gz"), "%s", err->message);
+  g_clear_error(&err);
+  cr_expect_null(trc_load(g_get_tmp_dir(), &err)); /* a directory is not a trace */
+  cr_assert(err);
+  cr_expect(strstr(err->message, "not a regular file"), "%s", err->message);
   g_error_free(err);
 }
 

@@ -266,6 +266,11 @@ int cli_replay(int argc, char **argv)
     fprintf(stderr, "dlsim: error: dlsim replay needs a TRACE (a Kineto .json or .json.gz; one per rank)\n");
     return 2;
   }
+  if (a.ranks < 0) {
+    fprintf(stderr, "dlsim: error: --ranks %d: expected a number of ranks >= 1 (default: the trace's world size)\n",
+            a.ranks);
+    return 2;
+  }
   a.traces = argv + 1;
   a.cluster = cluster;
   a.target = target;

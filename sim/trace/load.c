@@ -300,7 +300,9 @@ static trc_trace *trc_read(GInputStream *in, const char *origin, GError **err)
 trc_trace *trc_load(const char *path, GError **err)
 {
   if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
-    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s: no such file", path);
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s: %s", path,
+                g_file_test(path, G_FILE_TEST_EXISTS) ? "not a regular file (expected a trace file)"
+                                                      : "no such file");
     return NULL;
   }
   GFile *f = g_file_new_for_path(path);
