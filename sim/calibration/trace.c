@@ -609,12 +609,7 @@ bool calib_trace_kernels_csv(const char *path, trc_trace *const *traces, int ntr
                             "achieved_GBps,fraction_of_hbm\n");
   for (guint i = 0; i < rows->len; i++)
     calib_csv_row(o, g_ptr_array_index(rows, i), c->gpu.memory_bandwidth);
-  GError *io = NULL;
-  bool ok = g_file_set_contents(path, o->str, (gssize)o->len, &io);
-  if (!ok) {
-    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--kernels %s: %s", path, io->message);
-    g_error_free(io);
-  }
+  bool ok = cfg_write_text("--kernels", path, o, err);
   g_string_free(o, TRUE);
   g_ptr_array_free(rows, TRUE);
   g_hash_table_destroy(by_name);

@@ -73,12 +73,7 @@ bool calib_write(const char *path, const cfg_cluster *c, const char *notes, char
   calib_write_efficiency(o, &c->gpu.efficiency,
                          calib_any_fitted(fitted, "efficiency.") ? notes : c->gpu.efficiency.source);
   calib_write_nccl_block(o, &c->nccl, calib_any_fitted(fitted, "nccl.") ? notes : c->nccl.source);
-  GError *io = NULL;
-  bool ok = g_file_set_contents(path, o->str, (gssize)o->len, &io);
-  if (!ok) {
-    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "-o %s: %s", path, io->message);
-    g_error_free(io);
-  }
+  bool ok = cfg_write_text("-o", path, o, err);
   g_string_free(o, TRUE);
   return ok;
 }

@@ -309,6 +309,10 @@ typedef struct {
 
 /* Resolves a name to a file: an existing path, or a preset under configs/<kind>/NAME.yaml. */
 char *cfg_resolve(const char *name, const char *kind, const char *relative_to);
+
+/* Writes text to path atomically; on failure the error names the option that gave the path
+ * ("-o", "--trace", ...) and what the system said. */
+bool cfg_write_text(const char *option, const char *path, const GString *text, GError **err);
 /* The data directory (configs/, validation/): $DLSIM_DATA_DIR or the build-time default. */
 const char *cfg_data_dir(void);
 

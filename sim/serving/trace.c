@@ -76,12 +76,7 @@ bool srv_trace_write(const char *path, const srv_result *r, GError **err)
   if (r->reqs)
     srv_trace_requests(o, r);
   g_string_append(o, "\n]}\n");
-  GError *io = NULL;
-  bool ok = g_file_set_contents(path, o->str, (gssize)o->len, &io);
-  if (!ok) {
-    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--trace %s: %s", path, io->message);
-    g_error_free(io);
-  }
+  bool ok = cfg_write_text("--trace", path, o, err);
   g_string_free(o, TRUE);
   return ok;
 }
