@@ -1,5 +1,8 @@
 #include "helpers.h"
 
+#include "hardware/hardware.h"
+#include "workloads/workloads.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -44,6 +47,25 @@ bool th_load(const char *cluster, const char *workload, const char *const *sets,
     cfg_override_clear(&ov[i]);
   g_free(ov);
   return ok;
+}
+
+prog_program *th_program(const char *cluster, const char *workload, const char *const *sets)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  if (!th_load(cluster, workload, sets, &c, &w))
+    return NULL;
+  hw_cluster *hw = hw_cluster_new(c);
+  prog_program *p = NULL;
+  GError *err = NULL;
+  if (!wl_build(w, hw, &p, &err)) {
+    fprintf(stderr, "build failed: %s\n", err->message);
+    g_error_free(err);
+  }
+  hw_cluster_free(hw);
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
+  return p;
 }
 
 char *th_load_error(const char *cluster, const char *workload, const char *const *sets)

@@ -3,6 +3,7 @@
 #define DLSIM_TEST_HELPERS_H
 
 #include "config/config.h"
+#include "program/program.h"
 
 #include <glib.h>
 
@@ -12,6 +13,9 @@ char *th_write(const char *name, const char *text);
 char *th_load_error(const char *cluster, const char *workload, const char *const *sets);
 bool th_load(const char *cluster, const char *workload, const char *const *sets, cfg_cluster **c,
              cfg_workload **w);
+/* Loads cluster/workload with overrides and builds the workload's program; NULL (and the reason
+ * on stderr) if either fails. */
+prog_program *th_program(const char *cluster, const char *workload, const char *const *sets);
 
 typedef struct {
   int status;

@@ -76,16 +76,8 @@ static int moe_count_dim(const prog_program *p, prog_dim dim)
 
 static prog_program *moe_program(const char *const *sets)
 {
-  cfg_cluster *c = NULL;
-  cfg_workload *w = NULL;
-  cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", sets, &c, &w));
-  hw_cluster *hw = hw_cluster_new(c);
-  prog_program *p = NULL;
-  GError *err = NULL;
-  cr_assert(wl_build(w, hw, &p, &err), "%s", err ? err->message : "");
-  hw_cluster_free(hw);
-  cfg_workload_free(w);
-  cfg_cluster_free(c);
+  prog_program *p = th_program("dgx-h100", "gpt3-1.3b-dp", sets);
+  cr_assert(p, "the MoE workload loads and builds (reason on stderr)");
   return p;
 }
 
