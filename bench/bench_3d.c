@@ -1,27 +1,27 @@
 /* Simulator speed on 3D-parallel training: GPT-3 175B, TP 8 x PP 8 (interleaved x3) x DP n on
  * DGX A100 nodes, from 64 to 16384 simulated GPUs.
- *   analytic: the time of one whole configuration (build the program, estimate memory, run
- *             the engine), the mean over repeated runs, as a planner would pay it;
+ *   analytic: the time of one configuration as the planner pays it (build the program,
+ *             estimate memory, run the engine; the files are read once), the mean of 20 runs;
  *   des:      one step in SimGrid (tensor-parallel ranks folded), in a fresh process so its
  *             peak RSS is its own.
  * usage: dlsim_bench_3d [MAX_GPUS] [MAX_DES_GPUS]   (defaults 16384 and 16384) */
 #include "bench_util.h"
-#include "pipeline/pipeline.h"
+#include "run/run.h"
 
 #include <stdlib.h>
 
-static bool bench_run(int gpus, bool des, pipe_run *run)
+/* The job on `gpus` GPUs, loaded once: 96 micro-batches per replica up to DP 16 (global batch
+ * 1536, as GPT-3 trained), then 16. */
+static bool bench_load(int gpus, cfg_cluster **c, cfg_workload **w)
 {
   char nodes[64], dp[64], batch[64];
   int replicas = gpus / 64;
   g_snprintf(nodes, sizeof nodes, "node.count=%d", gpus / 8);
   g_snprintf(dp, sizeof dp, "parallel.dp=%d", replicas);
-  /* 96 micro-batches per replica up to DP 16 (global batch 1536, as GPT-3 trained), then 16 */
   g_snprintf(batch, sizeof batch, "training.global_batch=%d", replicas <= 16 ? 1536 : replicas * 16);
   char *sets[] = {nodes, dp, batch, NULL};
   GError *err = NULL;
-  if (pipe_simulate("dgx-a100", "megatron-175b", sets, des ? ENG_DES : ENG_ANALYTIC, false, run,
-                    &err))
+  if (cfg_load_with("dgx-a100", "megatron-175b", sets, c, w, &err))
     return true;
   fprintf(stderr, "bench: %s\n", err->message);
   g_error_free(err);
@@ -31,20 +31,31 @@ static bool bench_run(int gpus, bool des, pipe_run *run)
 static bench_row bench_one(int gpus, bool des)
 {
   bench_row row = {0};
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  if (!bench_load(gpus, &c, &w))
+    return row;
+  sim_options o = sim_options_for(des ? ENG_DES : ENG_ANALYTIC);
   int reps = des ? 1 : 20;
   gint64 t0 = g_get_monotonic_time();
   for (int i = 0; i < reps; i++) {
-    pipe_run run;
-    row.ok = bench_run(gpus, des, &run);
+    sim_result run;
+    GError *err = NULL;
+    row.ok = sim_run(c, w, &o, &run, &err);
     if (row.ok) {
-      row.sim = run.result.step_time;
-      row.messages = run.result.messages;
+      row.sim = run.step_time;
+      row.messages = run.eng.messages;
+    } else {
+      fprintf(stderr, "bench: %s\n", err->message);
+      g_error_free(err);
     }
-    pipe_clear(&run);
+    sim_result_clear(&run);
     if (!row.ok)
       break;
   }
   row.wall = (double)(g_get_monotonic_time() - t0) / 1e6 / reps;
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
   return row;
 }
 

@@ -4,9 +4,7 @@
  * analytic engine). usage: dlsim_bench_plan */
 #include "planner/planner.h"
 
-#include <glib/gstdio.h>
 #include <stdio.h>
-#include <unistd.h>
 
 typedef struct {
   const char *cluster, *model, *label;
@@ -19,24 +17,20 @@ static bool bench_one(const bench_search *b)
   g_autofree char *dp = g_strdup_printf("parallel.dp=%d", b->gpus);
   g_autofree char *gb = g_strdup_printf("training.global_batch=%d", b->gpus);
   char *sets[] = {nodes, dp, gb, "training.micro_batch=1", NULL};
-  g_autofree char *path = NULL;
-  GError *err = NULL;
-  int fd = g_file_open_tmp("dlsim-bench-plan-XXXXXX.yaml", &path, &err);
-  if (fd < 0)
-    return false;
   g_autofree char *text = g_strdup_printf("model: %s\ntraining: {global_batch: 8, micro_batch: 1}\n"
                                           "parallel: {dp: 8}\n", b->model);
-  close(fd);
-  if (!g_file_set_contents(path, text, -1, &err))
-    return false;
-  plan_setup *s = plan_setup_new(b->cluster, path, sets, b->batch, &err);
+  GError *err = NULL;
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  plan_setup *s = cfg_load_text(b->cluster, text, sets, &c, &w, &err)
+                      ? plan_setup_new(c, w, b->batch, &err) : NULL;
   if (!s) {
     fprintf(stderr, "bench: %s\n", err->message);
     g_error_free(err);
     return false;
   }
   plan_options o = {.refine = 16, .nshards = 1};
-  plan_pins_free(&o.pins);
+  plan_pins_init(&o.pins);
   plan_screen_result r;
   gint64 t0 = g_get_monotonic_time();
   bool ok = plan_screen(s, &o, &r, &err);
@@ -48,7 +42,6 @@ static bool bench_one(const bench_search *b)
            r.candidates / screen, total);
   plan_screen_clear(&r);
   plan_setup_free(s);
-  g_unlink(path);
   return ok;
 }
 

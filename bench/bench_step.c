@@ -3,7 +3,7 @@
  * with both engines. Each measurement runs in a fresh process so peak RSS is its own.
  * usage: dlsim_bench [MAX_GPUS]   (default 2048) */
 #include "bench_util.h"
-#include "pipeline/pipeline.h"
+#include "run/run.h"
 
 #include <stdlib.h>
 
@@ -14,19 +14,19 @@ static bench_row bench_one(int gpus, bool des)
   g_snprintf(nodes, sizeof nodes, "node.count=%d", gpus / 8);
   g_snprintf(batch, sizeof batch, "training.global_batch=%d", gpus * 64);
   char *sets[] = {nodes, batch, "training.dtype=bf16", NULL};
-  pipe_run run;
+  sim_result run;
+  sim_options o = sim_options_for(des ? ENG_DES : ENG_ANALYTIC);
   GError *err = NULL;
-  if (pipe_simulate("dgx-a100", "resnet50-horovod", sets, des ? ENG_DES : ENG_ANALYTIC, false, &run,
-                    &err)) {
+  if (sim_run_files("dgx-a100", "resnet50-horovod", sets, &o, &run, &err)) {
     row.ok = 1;
-    row.sim = run.result.step_time;
-    row.wall = run.result.wall_time;
-    row.messages = run.result.messages;
+    row.sim = run.eng.step_time;
+    row.wall = run.eng.wall_time;
+    row.messages = run.eng.messages;
   } else {
     fprintf(stderr, "bench: %s\n", err->message);
     g_error_free(err);
   }
-  pipe_clear(&run);
+  sim_result_clear(&run);
   return row;
 }
 

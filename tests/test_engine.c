@@ -2,25 +2,27 @@
  * adds up, gradient accumulation is folded, memory follows the program. */
 #include "engine/engine.h"
 #include "helpers.h"
-#include "pipeline/pipeline.h"
+#include "run/run.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
+#include <string.h>
 
 static double step_of(const char *cluster, const char *workload, const char *const *sets,
                       eng_kind kind, eng_result *copy)
 {
-  pipe_run run;
+  sim_options o = sim_options_for(kind);
+  sim_result run;
   GError *err = NULL;
-  bool ok = pipe_simulate(cluster, workload, (char *const *)sets, kind, false, &run, &err);
+  bool ok = sim_run_files(cluster, workload, (char *const *)sets, &o, &run, &err);
   cr_assert(ok, "%s", err ? err->message : "");
-  double t = run.result.step_time;
+  double t = run.eng.step_time;
   if (copy) {
-    *copy = run.result;
+    *copy = run.eng;
     copy->class_peak = NULL;
     copy->events = copy->mem_samples = NULL;
   }
-  pipe_clear(&run);
+  sim_result_clear(&run);
   return t;
 }
 
@@ -74,12 +76,71 @@ Test(engine, more_bandwidth_never_hurts)
 
 Test(engine, timeline_peak_matches_closed_form)
 {
-  pipe_run run;
+  sim_options o = {.engine = ENG_DES, .trace = true};
+  sim_result run;
   GError *err = NULL;
-  cr_assert(pipe_simulate("v100-edr", "resnet50-horovod", NULL, ENG_DES, true, &run, &err));
+  cr_assert(sim_run_files("v100-edr", "resnet50-horovod", NULL, &o, &run, &err));
   double closed = mem_worst(&run.memory)->total;
-  cr_assert_float_eq(run.result.peak_memory, closed, closed * 1e-9);
-  cr_assert(run.result.events && run.result.events->len > 100);
-  cr_assert(run.result.mem_samples && run.result.mem_samples->len >= 4);
-  pipe_clear(&run);
+  cr_assert_float_eq(run.eng.peak_memory, closed, closed * 1e-9);
+  cr_assert(run.eng.events && run.eng.events->len > 100);
+  cr_assert(run.eng.mem_samples && run.eng.mem_samples->len >= 4);
+  sim_result_clear(&run);
+}
+
+/* Two ranks that issue their two collectives in opposite orders: a program that cannot finish.
+ * That is the simulation failing (exit 1), not bad input (exit 2), whichever engine finds it. */
+static prog_program *crossed_collectives(void)
+{
+  prog_program *p = prog_new(2);
+  int first = prog_class_add(p, "a then b"), second = prog_class_add(p, "b then a");
+  int fa = prog_family_add(p, "a", PROG_DIM_DP), fb = prog_family_add(p, "b", PROG_DIM_DP);
+  /* two communicators over the same two GPUs (as NCCL has one per process group) */
+  int up[2] = {0, 1}, down[2] = {1, 0};
+  int ga = prog_group_add(p, up, 2), gb = prog_group_add(p, down, 2);
+  for (int r = 0; r < 2; r++) {
+    prog_family_set(p, fa, r, ga);
+    prog_family_set(p, fb, r, gb);
+  }
+  prog_rank_set_class(p, 0, first);
+  prog_rank_set_class(p, 1, second);
+  prog_finalize(p);
+  prog_comm(p, first, PROG_STREAM_DP, "a", PROG_COLL_ALLREDUCE, fa, 1e6, NULL, 0);
+  prog_comm(p, first, PROG_STREAM_DP, "b", PROG_COLL_ALLREDUCE, fb, 1e6, NULL, 0);
+  prog_comm(p, second, PROG_STREAM_DP, "b", PROG_COLL_ALLREDUCE, fb, 1e6, NULL, 0);
+  prog_comm(p, second, PROG_STREAM_DP, "a", PROG_COLL_ALLREDUCE, fa, 1e6, NULL, 0);
+  return p;
+}
+
+Test(engine, a_deadlock_is_a_runtime_failure_on_both_engines)
+{
+  cfg_cluster *c = NULL;
+  cr_assert(th_load("v100-edr", NULL, NULL, &c, NULL));
+  hw_cluster *hw = hw_cluster_new(c);
+  prog_program *p = crossed_collectives();
+  const eng_kind kinds[] = {ENG_ANALYTIC, ENG_DES};
+  for (size_t i = 0; i < G_N_ELEMENTS(kinds); i++) {
+    eng_options o = {.kind = kinds[i], .algo = COLL_ALGO_RING, .proto = CFG_PROTO_SIMPLE};
+    eng_result r;
+    GError *err = NULL;
+    cr_assert_not(eng_run(p, hw, &o, &r, &err), "%s finished", eng_kind_name(kinds[i]));
+    cr_assert(err && strstr(err->message, "deadlock"), "%s", err ? err->message : "no error");
+    cr_assert(g_error_matches(err, CFG_ERROR, CFG_ERROR_RUNTIME), "%s: code %d",
+              eng_kind_name(kinds[i]), err->code);
+    g_error_free(err);
+    eng_result_clear(&r);
+  }
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+}
+
+Test(engine, folding_and_tracing_exclude_each_other)
+{
+  sim_options o = {.engine = ENG_ANALYTIC, .trace = true, .fold = true};
+  sim_result run;
+  GError *err = NULL;
+  cr_assert_not(sim_run_files("v100-edr", "resnet50-horovod", NULL, &o, &run, &err));
+  cr_assert(g_error_matches(err, CFG_ERROR, CFG_ERROR_INPUT) && strstr(err->message, "fold"));
+  g_error_free(err);
+  sim_result_clear(&run);
 }

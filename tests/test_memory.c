@@ -2,7 +2,7 @@
  * KV cache, and the closed form against the engines' timeline. */
 #include "helpers.h"
 #include "memory/memory.h"
-#include "pipeline/pipeline.h"
+#include "run/run.h"
 
 #include <criterion/criterion.h>
 #include <math.h>

@@ -2,7 +2,7 @@
  * parallelism, skew never helps, the all-to-all volume, the load model, and bad layouts. */
 #include "engine/engine.h"
 #include "helpers.h"
-#include "pipeline/pipeline.h"
+#include "run/run.h"
 #include "workloads/workloads.h"
 
 #include <criterion/criterion.h>
@@ -99,20 +99,21 @@ Test(moe, a_skewed_router_is_never_faster)
   const char *base[] = {MOE_SMALL, "model.kind=moe-transformer", "model.moe.experts=64",
                         "model.moe.top_k=4", "parallel.ep=8", NULL};
   eng_result r;
-  pipe_run run;
+  sim_options o = sim_options_for(ENG_ANALYTIC);
+  sim_result run;
   GError *err = NULL;
-  cr_assert(pipe_simulate("dgx-h100", "gpt3-1.3b-dp", (char *const *)base, ENG_ANALYTIC, false, &run, &err));
-  double uniform = run.result.step_time;
-  pipe_clear(&run);
+  cr_assert(sim_run_files("dgx-h100", "gpt3-1.3b-dp", (char *const *)base, &o, &run, &err));
+  double uniform = run.eng.step_time;
+  sim_result_clear(&run);
   const char *skews[] = {"model.moe.zipf_s=0.3", "model.moe.zipf_s=1", "model.moe.zipf_s=2"};
   double last = uniform;
   for (size_t i = 0; i < G_N_ELEMENTS(skews); i++) {
     const char *sets[] = {MOE_SMALL, "model.kind=moe-transformer", "model.moe.experts=64",
                           "model.moe.top_k=4", "parallel.ep=8", "model.moe.routing=zipf", skews[i], NULL};
-    cr_assert(pipe_simulate("dgx-h100", "gpt3-1.3b-dp", (char *const *)sets, ENG_ANALYTIC, false, &run, &err),
+    cr_assert(sim_run_files("dgx-h100", "gpt3-1.3b-dp", (char *const *)sets, &o, &run, &err),
               "%s", err ? err->message : "");
-    r = run.result;
-    pipe_clear(&run);
+    r = run.eng;
+    sim_result_clear(&run);
     cr_assert(r.step_time >= last, "%s: %g after %g (uniform %g)", skews[i], r.step_time, last, uniform);
     last = r.step_time;
   }
@@ -187,18 +188,19 @@ Test(moe, expert_parallelism_shards_expert_states)
                        "parallel.ep=1", "parallel.zero=0", NULL};
   const char *ep8[] = {"node.count=1", "parallel.dp=8", "training.global_batch=8",
                        "parallel.ep=8", "parallel.zero=0", NULL};
-  pipe_run a, b;
+  sim_options o = sim_options_for(ENG_ANALYTIC);
+  sim_result a, b;
   GError *err = NULL;
-  cr_assert(pipe_simulate("dgx-h100", "mixtral-8x7b-train", (char *const *)ep1, ENG_ANALYTIC, false, &a, &err),
+  cr_assert(sim_run_files("dgx-h100", "mixtral-8x7b-train", (char *const *)ep1, &o, &a, &err),
             "%s", err ? err->message : "");
-  cr_assert(pipe_simulate("dgx-h100", "mixtral-8x7b-train", (char *const *)ep8, ENG_ANALYTIC, false, &b, &err),
+  cr_assert(sim_run_files("dgx-h100", "mixtral-8x7b-train", (char *const *)ep8, &o, &b, &err),
             "%s", err ? err->message : "");
   double sa = mem_worst(&a.memory)->model_states, sb = mem_worst(&b.memory)->model_states;
   /* 45B of Mixtral's 46.7B parameters are experts: EP 8 keeps one expert per GPU */
   cr_assert(sb < 0.2 * sa, "EP 8 %g vs EP 1 %g bytes", sb, sa);
-  cr_assert(b.result.comm[PROG_DIM_EP] > 0 && a.result.comm[PROG_DIM_EP] == 0);
-  pipe_clear(&a);
-  pipe_clear(&b);
+  cr_assert(b.eng.comm[PROG_DIM_EP] > 0 && a.eng.comm[PROG_DIM_EP] == 0);
+  sim_result_clear(&a);
+  sim_result_clear(&b);
 }
 
 Test(moe, bad_expert_layouts_exit_2)

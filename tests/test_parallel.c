@@ -3,7 +3,7 @@
  * the errors of impossible layouts. */
 #include "engine/engine.h"
 #include "helpers.h"
-#include "pipeline/pipeline.h"
+#include "run/run.h"
 #include "workloads/workloads.h"
 
 #include <criterion/criterion.h>
@@ -14,14 +14,15 @@
 static eng_result par_run(const char *cluster, const char *workload, const char *const *sets,
                           eng_kind kind, bool full)
 {
-  pipe_run run;
+  sim_options o = {.engine = kind, .fold = !full};
+  sim_result run;
   GError *err = NULL;
-  bool ok = pipe_simulate(cluster, workload, (char *const *)sets, kind, full, &run, &err);
+  bool ok = sim_run_files(cluster, workload, (char *const *)sets, &o, &run, &err);
   cr_assert(ok, "%s", err ? err->message : "");
-  eng_result r = run.result;
+  eng_result r = run.eng;
   r.class_peak = NULL;
   r.events = r.mem_samples = NULL;
-  pipe_clear(&run);
+  sim_result_clear(&run);
   return r;
 }
 

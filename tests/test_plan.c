@@ -2,7 +2,7 @@
  * brute force on the DES, sharding over ranks changes nothing, whatif of nothing is nothing,
  * bad requests are clear errors. */
 #include "helpers.h"
-#include "pipeline/pipeline.h"
+#include "run/run.h"
 #include "planner/planner.h"
 
 #include <cjson/cJSON.h>
@@ -17,7 +17,11 @@ static char *const plan_base[] = {"node.count=1", "parallel.dp=8", "parallel.tp=
 static plan_setup *plan_small(void)
 {
   GError *err = NULL;
-  plan_setup *s = plan_setup_new("dgx-h100", "gpt3-1.3b-dp", plan_base, 16, &err);
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(cfg_load_with("dgx-h100", "gpt3-1.3b-dp", plan_base, &c, &w, &err), "%s",
+            err ? err->message : "");
+  plan_setup *s = plan_setup_new(c, w, 16, &err);
   cr_assert(s, "%s", err ? err->message : "");
   return s;
 }
@@ -25,14 +29,44 @@ static plan_setup *plan_small(void)
 static plan_options plan_opts(int top, int refine)
 {
   plan_options o = {.top_k = top, .refine = refine, .nshards = 1};
-  plan_pins_free(&o.pins);
+  plan_pins_init(&o.pins);
   return o;
 }
 
-static bool plan_run(plan_setup *s, const plan_layout *l, eng_kind kind, pipe_run *run)
+/* The layout as a user would write it: the overrides of `dlsim run`, on the base files. The
+ * planner applies layouts to structs; these tests hold both ways to the same numbers. */
+static char **plan_layout_sets(const plan_layout *l)
 {
-  g_auto(GStrv) sets = plan_layout_sets(s, l);
-  return pipe_simulate("dgx-h100", "gpt3-1.3b-dp", sets, kind, false, run, NULL);
+  static const char *const rc[] = {"none", "selective", "full"};
+  GPtrArray *a = g_ptr_array_new();
+  for (int i = 0; plan_base[i]; i++)
+    g_ptr_array_add(a, g_strdup(plan_base[i]));
+  g_ptr_array_add(a, g_strdup_printf("parallel.tp=%d", l->tp));
+  g_ptr_array_add(a, g_strdup_printf("parallel.cp=%d", l->cp));
+  g_ptr_array_add(a, g_strdup_printf("parallel.pp=%d", l->pp));
+  g_ptr_array_add(a, g_strdup_printf("parallel.dp=%d", l->dp));
+  g_ptr_array_add(a, g_strdup_printf("parallel.ep=%d", l->ep));
+  g_ptr_array_add(a, g_strdup_printf("parallel.zero=%d", l->zero));
+  g_ptr_array_add(a, g_strdup_printf("parallel.virtual_stages=%d", l->virtual_stages));
+  g_ptr_array_add(a, g_strdup(l->virtual_stages > 1 ? "parallel.schedule=interleaved"
+                                                    : "parallel.schedule=1f1b"));
+  g_ptr_array_add(a, g_strdup_printf("parallel.sequence_parallel=%s",
+                                     l->sequence_parallel ? "true" : "false"));
+  g_ptr_array_add(a, g_strdup("parallel.uneven_stages=true"));
+  g_ptr_array_add(a, g_strdup_printf("parallel.placement=[%s]",
+                                     l->pipeline_outer ? "tp, cp, dp, pp" : "tp, cp, pp, dp"));
+  g_ptr_array_add(a, g_strdup("training.global_batch=16"));
+  g_ptr_array_add(a, g_strdup_printf("training.micro_batch=%d", l->micro_batch));
+  g_ptr_array_add(a, g_strdup_printf("training.recompute=%s", rc[l->recompute]));
+  g_ptr_array_add(a, NULL);
+  return (char **)g_ptr_array_free(a, FALSE);
+}
+
+static bool plan_run(const plan_layout *l, eng_kind kind, sim_result *run)
+{
+  g_auto(GStrv) sets = plan_layout_sets(l);
+  sim_options o = sim_options_for(kind);
+  return sim_run_files("dgx-h100", "gpt3-1.3b-dp", sets, &o, run, NULL);
 }
 
 Test(plan, every_returned_layout_runs_and_fits)
@@ -46,12 +80,12 @@ Test(plan, every_returned_layout_runs_and_fits)
             r.fits, r.best->len);
   for (guint i = 0; i < r.best->len; i++) {
     const plan_candidate *c = &g_array_index(r.best, plan_candidate, i);
-    pipe_run run;
-    cr_assert(plan_run(s, &c->l, ENG_ANALYTIC, &run), "layout %u does not run", i);
+    sim_result run;
+    cr_assert(plan_run(&c->l, ENG_ANALYTIC, &run), "layout %u does not run", i);
     cr_assert(mem_worst(&run.memory)->total <= run.cluster->gpu.memory, "layout %u does not fit", i);
-    cr_assert_float_eq(run.result.step_time, c->step_time_s, 1e-9 * c->step_time_s);
+    cr_assert_float_eq(run.eng.step_time, c->step_time_s, 1e-9 * c->step_time_s);
     cr_assert(i == 0 || c->step_time_s >= g_array_index(r.best, plan_candidate, i - 1).step_time_s);
-    pipe_clear(&run);
+    sim_result_clear(&run);
   }
   plan_screen_clear(&r);
   plan_setup_free(s);
@@ -82,14 +116,14 @@ Test(plan, a_small_search_agrees_with_brute_force_on_the_des, .timeout = 120)
             plan_layout l = {.tp = tp, .cp = cp, .pp = pp, .dp = 8 / (tp * cp * pp), .ep = 1,
                              .micro_batch = pow2[m], .virtual_stages = 1, .zero = 1,
                              .recompute = CFG_RECOMPUTE_NONE, .sequence_parallel = sp};
-            pipe_run run;
-            if (!plan_run(s, &l, ENG_DES, &run))
+            sim_result run;
+            if (!plan_run(&l, ENG_DES, &run))
               continue; /* not a valid layout */
             if (mem_worst(&run.memory)->total <= run.cluster->gpu.memory) {
-              brute = MIN(brute, run.result.step_time);
+              brute = MIN(brute, run.eng.step_time);
               tried++;
             }
-            pipe_clear(&run);
+            sim_result_clear(&run);
           }
   cr_assert(tried >= 20, "%d layouts", tried);
   cr_assert(fabs(best->des_step_time_s - brute) <= 1e-6 * brute, "planner %.9g, brute force %.9g",

@@ -12,7 +12,6 @@
 #include "report/report.h"
 #include "units/units.h"
 
-#include <glib/gstdio.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,28 +42,6 @@ static void plan_progress(double fraction, void *ctx)
   if (fraction >= 1)
     fprintf(stderr, "\r%60s\r", "");
   fflush(stderr);
-}
-
-/* The base workload: the given file, or a minimal one for -m MODEL in a temporary file. */
-static char *plan_base_workload(const plan_args *a, GError **err)
-{
-  if (a->workload)
-    return g_strdup(a->workload);
-  g_autofree char *text = g_strdup_printf("model: %s\ntraining: {global_batch: %d, micro_batch: 1, "
-                                          "dtype: %s}\nparallel: {dp: %d}\n",
-                                          a->model, a->batch, a->dtype ? a->dtype : "bf16", a->gpus);
-  char *path = NULL;
-  int fd = g_file_open_tmp("dlsim-plan-XXXXXX.yaml", &path, err);
-  if (fd < 0)
-    return NULL;
-  bool ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
-  close(fd);
-  if (!ok) {
-    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "cannot write %s", path);
-    g_free(path);
-    return NULL;
-  }
-  return path;
 }
 
 /* The overrides that size the cluster and the workload to the request. */
@@ -230,6 +207,25 @@ static bool plan_gpus_per_node(const plan_args *a, int *gpn, GError **err)
   return true;
 }
 
+/* The search's base: the workload file, or for -m MODEL a minimal workload built in memory,
+ * both sized to the request. */
+static plan_setup *plan_base(const plan_args *a, int gpn, GError **err)
+{
+  g_auto(GStrv) sets = plan_base_sets(a, gpn);
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  bool ok;
+  if (a->workload) {
+    ok = cfg_load_with(a->cluster, a->workload, sets, &c, &w, err);
+  } else {
+    g_autofree char *text = g_strdup_printf(
+        "model: %s\ntraining: {global_batch: %d, micro_batch: 1, dtype: %s}\nparallel: {dp: %d}\n",
+        a->model, a->batch, a->dtype ? a->dtype : "bf16", a->gpus);
+    ok = cfg_load_text(a->cluster, text, sets, &c, &w, err);
+  }
+  return ok ? plan_setup_new(c, w, a->batch, err) : NULL;
+}
+
 int cli_plan(int argc, char **argv)
 {
   plan_args a = {.top = -1, .refine = 16};
@@ -240,20 +236,14 @@ int cli_plan(int argc, char **argv)
   }
   GError *err = NULL;
   int gpn = 0;
-  g_autofree char *base = NULL;
-  g_auto(GStrv) sets = NULL;
   plan_setup *s = NULL;
   plan_mpi mpi;
   plan_mpi_init(&mpi, &argc, &argv);
-  bool ok = plan_gpus_per_node(&a, &gpn, &err) && (base = plan_base_workload(&a, &err));
-  if (ok) {
-    sets = plan_base_sets(&a, gpn);
-    ok = (s = plan_setup_new(a.cluster, base, sets, a.batch, &err)) != NULL;
-  }
+  bool ok = plan_gpus_per_node(&a, &gpn, &err) && (s = plan_base(&a, gpn, &err));
   plan_options o = {.top_k = a.top, .refine = MAX(a.refine, a.top),
                     .tokens_per_gpu = a.objective && strcmp(a.objective, "tokens-per-gpu") == 0,
                     .shard = mpi.rank, .nshards = mpi.size};
-  plan_pins_free(&o.pins);
+  plan_pins_init(&o.pins);
   for (int i = 0; ok && a.fix && a.fix[i]; i++)
     ok = plan_pins_parse(&o.pins, a.fix[i], &err);
   if (!a.quiet && mpi.rank == 0 && isatty(STDERR_FILENO))
@@ -275,8 +265,6 @@ int cli_plan(int argc, char **argv)
   }
   plan_screen_clear(&r);
   plan_setup_free(s);
-  if (base && !a.workload)
-    g_unlink(base);
   plan_mpi_finalize(&mpi);
   plan_args_clear(&a);
   return ok ? 0 : cli_fail(err);

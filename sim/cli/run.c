@@ -1,6 +1,7 @@
 /* dlsim run -c CLUSTER -w WORKLOAD [--engine des|analytic] [--json] [--trace FILE] [--set K=V]... */
 #include "cli/cli.h"
-#include "pipeline/pipeline.h"
+#include "report/report.h"
+#include "run/run.h"
 
 #include <stdio.h>
 
@@ -32,24 +33,21 @@ int cli_run(int argc, char **argv)
   eng_kind kind = ENG_DES;
   if (engine && !eng_kind_parse(engine, &kind, &err))
     return cli_fail(err);
-  pipe_run run;
-  if (!pipe_simulate(cluster, workload, sets, kind, trace != NULL, &run, &err)) {
-    pipe_clear(&run);
+  /* a trace shows every op, so every micro-batch is simulated */
+  sim_options o = {.engine = kind, .trace = trace != NULL, .fold = trace == NULL};
+  sim_result run;
+  if (!sim_run_files(cluster, workload, sets, &o, &run, &err)) {
+    sim_result_clear(&run);
     return cli_fail(err);
   }
-  rep_run rep;
-  pipe_report_of(&run, &rep);
   if (json) {
-    cJSON *j = rep_run_json(&rep);
+    cJSON *j = rep_run_json(&run);
     rep_json_print(stdout, j);
     cJSON_Delete(j);
   } else {
-    rep_run_text(stdout, &rep);
+    rep_run_text(stdout, &run);
   }
-  if (trace && !rep_trace_write(trace, run.program, &run.result, &err)) {
-    pipe_clear(&run);
-    return cli_fail(err);
-  }
-  pipe_clear(&run);
-  return 0;
+  bool ok = !trace || rep_trace_write(trace, run.program, &run.eng, &err);
+  sim_result_clear(&run);
+  return ok ? 0 : cli_fail(err);
 }

@@ -3,7 +3,8 @@
 #include "calibration/calibration.h"
 #include "cli/cli_internal.h"
 #include "memory/memory.h"
-#include "pipeline/pipeline.h"
+#include "report/report.h"
+#include "run/run.h"
 #include "serving/serving.h"
 
 #include <stdlib.h>
@@ -66,15 +67,10 @@ static cJSON *val_command_json(const cfg_case *c, char *const *sets, GError **er
 {
   const char *cmd = c->command ? c->command : "run";
   if (strcmp(cmd, "run") == 0) {
-    pipe_run run;
-    cJSON *j = NULL;
-    if (pipe_simulate(c->cluster, c->workload, sets, c->engine ? ENG_DES : ENG_ANALYTIC, false,
-                      &run, err)) {
-      rep_run rep;
-      pipe_report_of(&run, &rep);
-      j = rep_run_json(&rep);
-    }
-    pipe_clear(&run);
+    sim_options o = sim_options_for(c->engine ? ENG_DES : ENG_ANALYTIC);
+    sim_result run;
+    cJSON *j = sim_run_files(c->cluster, c->workload, sets, &o, &run, err) ? rep_run_json(&run) : NULL;
+    sim_result_clear(&run);
     return j;
   }
   if (strcmp(cmd, "moe") == 0)

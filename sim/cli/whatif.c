@@ -5,8 +5,8 @@
  * side with the delta of every reported figure; or a one-dimensional sweep as a table and a
  * plot of step time and MFU against the swept value. */
 #include "cli/cli_internal.h"
-#include "pipeline/pipeline.h"
 #include "report/report.h"
+#include "run/run.h"
 #include "serving/serving.h"
 #include "units/units.h"
 
@@ -69,14 +69,10 @@ static cJSON *wi_run(const wi_args *a, char *const *sets, eng_kind engine, GErro
     return NULL;
   if (serving)
     return wi_serve(a, sets, err);
-  pipe_run run;
-  cJSON *j = NULL;
-  if (pipe_simulate(a->cluster, a->workload, sets, engine, false, &run, err)) {
-    rep_run rep;
-    pipe_report_of(&run, &rep);
-    j = rep_run_json(&rep);
-  }
-  pipe_clear(&run);
+  sim_options o = sim_options_for(engine);
+  sim_result run;
+  cJSON *j = sim_run_files(a->cluster, a->workload, sets, &o, &run, err) ? rep_run_json(&run) : NULL;
+  sim_result_clear(&run);
   return j;
 }
 

@@ -323,6 +323,10 @@ bool cfg_load(const char *cluster_path, const char *workload_path, const cfg_ove
 /* cfg_load with overrides given as "key=value" strings (NULL-terminated, or NULL). */
 bool cfg_load_with(const char *cluster_path, const char *workload_path, char *const *sets,
                    cfg_cluster **cluster, cfg_workload **workload, GError **err);
+/* cfg_load_with, the workload given as YAML text (messages name it "workload") rather than a
+ * file: for workloads a command builds from its options (dlsim plan -m MODEL). */
+bool cfg_load_text(const char *cluster_path, const char *workload_yaml, char *const *sets,
+                   cfg_cluster **cluster, cfg_workload **workload, GError **err);
 /* Parses "a.b.c=value" into an override. */
 bool cfg_override_parse(const char *text, cfg_override *out, GError **err);
 void cfg_override_clear(cfg_override *o);
@@ -368,5 +372,8 @@ void cfg_cluster_free(cfg_cluster *c);
 void cfg_workload_free(cfg_workload *w);
 
 int cfg_cluster_gpus(const cfg_cluster *c);
+/* The number at a dotted key of a loaded cluster (gpu.efficiency.flops.gemm, nccl.chunk.ll...),
+ * to change it in place; NULL and an input error when the key names no number. */
+double *cfg_cluster_param(cfg_cluster *c, const char *key, GError **err);
 
 #endif

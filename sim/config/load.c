@@ -732,18 +732,11 @@ static bool cfg_decode_workload(cfg_doc *doc, const cfg_cluster *c, cfg_workload
   return cfg_decode(doc->root, &cfg_schema_workload, w, "", err) && cfg_workload_check(w, c, err);
 }
 
-bool cfg_load(const char *cluster_path, const char *workload_path, const cfg_override *sets,
-              size_t nsets, cfg_cluster **cluster, cfg_workload **workload, GError **err)
+/* Applies the overrides to the documents (either may be NULL; both are consumed), then decodes
+ * and checks them. */
+static bool cfg_load_docs(cfg_doc *cdoc, cfg_doc *wdoc, const cfg_override *sets, size_t nsets,
+                          cfg_cluster **cluster, cfg_workload **workload, GError **err)
 {
-  cfg_doc *cdoc = NULL, *wdoc = NULL;
-  if (cluster)
-    *cluster = NULL;
-  if (workload)
-    *workload = NULL;
-  if (cluster_path && !(cdoc = cfg_load_named(cluster_path, "clusters", err)))
-    goto fail;
-  if (workload_path && !(wdoc = cfg_load_named(workload_path, "workloads", err)))
-    goto fail;
   if (wdoc && !cfg_graft_model(wdoc, err))
     goto fail;
   for (size_t i = 0; i < nsets; i++)
@@ -778,8 +771,39 @@ fail:
   return false;
 }
 
-bool cfg_load_with(const char *cluster_path, const char *workload_path, char *const *sets,
-                   cfg_cluster **cluster, cfg_workload **workload, GError **err)
+/* Opens the cluster and the workload (a file or preset name, or YAML text) for cfg_load_docs. */
+static bool cfg_load_from(const char *cluster_path, const char *workload_path,
+                          const char *workload_text, const cfg_override *sets, size_t nsets,
+                          cfg_cluster **cluster, cfg_workload **workload, GError **err)
+{
+  cfg_doc *cdoc = NULL, *wdoc = NULL;
+  if (cluster)
+    *cluster = NULL;
+  if (workload)
+    *workload = NULL;
+  if (cluster_path && !(cdoc = cfg_load_named(cluster_path, "clusters", err)))
+    return false;
+  if (workload_path && !(wdoc = cfg_load_named(workload_path, "workloads", err))) {
+    cfg_doc_free(cdoc);
+    return false;
+  }
+  if (workload_text && !(wdoc = cfg_doc_parse(workload_text, "workload", err))) {
+    cfg_doc_free(cdoc);
+    return false;
+  }
+  return cfg_load_docs(cdoc, wdoc, sets, nsets, cluster, workload, err);
+}
+
+bool cfg_load(const char *cluster_path, const char *workload_path, const cfg_override *sets,
+              size_t nsets, cfg_cluster **cluster, cfg_workload **workload, GError **err)
+{
+  return cfg_load_from(cluster_path, workload_path, NULL, sets, nsets, cluster, workload, err);
+}
+
+/* cfg_load_with and cfg_load_text: the overrides parsed from "key=value" strings first. */
+static bool cfg_load_strings(const char *cluster_path, const char *workload_path,
+                             const char *workload_text, char *const *sets, cfg_cluster **cluster,
+                             cfg_workload **workload, GError **err)
 {
   size_t n = sets ? g_strv_length((char **)sets) : 0;
   cfg_override *ov = g_new0(cfg_override, n + 1);
@@ -787,11 +811,23 @@ bool cfg_load_with(const char *cluster_path, const char *workload_path, char *co
   for (size_t i = 0; ok && i < n; i++)
     ok = cfg_override_parse(sets[i], &ov[i], err);
   if (ok)
-    ok = cfg_load(cluster_path, workload_path, ov, n, cluster, workload, err);
+    ok = cfg_load_from(cluster_path, workload_path, workload_text, ov, n, cluster, workload, err);
   for (size_t i = 0; i < n; i++)
     cfg_override_clear(&ov[i]);
   g_free(ov);
   return ok;
+}
+
+bool cfg_load_with(const char *cluster_path, const char *workload_path, char *const *sets,
+                   cfg_cluster **cluster, cfg_workload **workload, GError **err)
+{
+  return cfg_load_strings(cluster_path, workload_path, NULL, sets, cluster, workload, err);
+}
+
+bool cfg_load_text(const char *cluster_path, const char *workload_yaml, char *const *sets,
+                   cfg_cluster **cluster, cfg_workload **workload, GError **err)
+{
+  return cfg_load_strings(cluster_path, NULL, workload_yaml, sets, cluster, workload, err);
 }
 
 bool cfg_calibration_load(const char *path, cfg_calibration *cal, GError **err)

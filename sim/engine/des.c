@@ -340,7 +340,7 @@ static bool des_load_platform(des_ctx *c, GError **err)
     close(fd);
   g_free(xml);
   if (!ok) {
-    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "des engine: cannot write the platform file");
+    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: cannot write the platform file");
     g_free(path);
     return false;
   }
@@ -499,13 +499,13 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
 
 /* ---- the child process and the pipe ------------------------------------------------------- */
 
+/* What the child sends first: the result itself (its pointers mean nothing in the parent and
+ * are replaced by the arrays that follow), how many of each array follow, and the error. */
 typedef struct {
-  double step_time, compute, exposed_comm, bubble, other, peak_memory;
-  double comm[PROG_NDIMS], exposed[PROG_NDIMS];
-  int critical_rank, nclasses;
-  long messages;
+  eng_result r;
   guint nevents, nmem;
   int ok;
+  int code; /* cfg_error_code of the failure: input errors stay input errors */
   char error[512];
 } des_header;
 
@@ -545,21 +545,29 @@ static void des_child(int fd, const prog_program *p, const hw_cluster *hw, const
   GError *err = NULL;
   des_header h = {0};
   h.ok = des_simulate(p, hw, opt, &r, &err);
-  if (!h.ok)
+  if (!h.ok) {
     g_strlcpy(h.error, err ? err->message : "unknown error", sizeof h.error);
-  h.step_time = r.step_time, h.compute = r.compute, h.exposed_comm = r.exposed_comm;
-  h.bubble = r.bubble, h.other = r.other, h.peak_memory = r.peak_memory;
-  memcpy(h.comm, r.comm, sizeof h.comm);
-  memcpy(h.exposed, r.exposed, sizeof h.exposed);
-  h.critical_rank = r.critical_rank, h.nclasses = r.nclasses, h.messages = r.messages;
+    h.code = err ? err->code : CFG_ERROR_RUNTIME;
+  }
+  h.r = r;
   h.nevents = r.events ? r.events->len : 0;
   h.nmem = r.mem_samples ? r.mem_samples->len : 0;
   bool ok = des_write_all(fd, &h, sizeof h) &&
-            des_write_all(fd, r.class_peak, sizeof(double) * (size_t)MAX(h.nclasses, 0)) &&
+            des_write_all(fd, r.class_peak, sizeof(double) * (size_t)MAX(r.nclasses, 0)) &&
             (!h.nevents || des_write_all(fd, r.events->data, sizeof(eng_event) * h.nevents)) &&
             (!h.nmem || des_write_all(fd, r.mem_samples->data, sizeof(eng_mem_sample) * h.nmem));
   close(fd);
   _exit(ok ? 0 : 3);
+}
+
+static GArray *des_read_array(int fd, guint n, size_t size, bool *ok)
+{
+  if (!*ok || n == 0)
+    return NULL;
+  GArray *a = g_array_sized_new(FALSE, FALSE, (guint)size, n);
+  g_array_set_size(a, n);
+  *ok = des_read_all(fd, a->data, size * n);
+  return a;
 }
 
 static bool des_receive(int fd, eng_result *out, GError **err)
@@ -570,26 +578,14 @@ static bool des_receive(int fd, eng_result *out, GError **err)
     return false;
   }
   if (!h.ok) {
-    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s", h.error);
+    g_set_error(err, CFG_ERROR, h.code, "%s", h.error);
     return false;
   }
-  out->step_time = h.step_time, out->compute = h.compute, out->exposed_comm = h.exposed_comm;
-  out->bubble = h.bubble, out->other = h.other, out->peak_memory = h.peak_memory;
-  memcpy(out->comm, h.comm, sizeof h.comm);
-  memcpy(out->exposed, h.exposed, sizeof h.exposed);
-  out->critical_rank = h.critical_rank, out->nclasses = h.nclasses, out->messages = h.messages;
-  out->class_peak = g_new0(double, MAX(h.nclasses, 1));
-  bool ok = des_read_all(fd, out->class_peak, sizeof(double) * (size_t)h.nclasses);
-  if (ok && h.nevents) {
-    out->events = g_array_sized_new(FALSE, FALSE, sizeof(eng_event), h.nevents);
-    g_array_set_size(out->events, h.nevents);
-    ok = des_read_all(fd, out->events->data, sizeof(eng_event) * h.nevents);
-  }
-  if (ok && h.nmem) {
-    out->mem_samples = g_array_sized_new(FALSE, FALSE, sizeof(eng_mem_sample), h.nmem);
-    g_array_set_size(out->mem_samples, h.nmem);
-    ok = des_read_all(fd, out->mem_samples->data, sizeof(eng_mem_sample) * h.nmem);
-  }
+  *out = h.r;
+  out->class_peak = g_new0(double, MAX(h.r.nclasses, 1));
+  bool ok = des_read_all(fd, out->class_peak, sizeof(double) * (size_t)MAX(h.r.nclasses, 0));
+  out->events = des_read_array(fd, h.nevents, sizeof(eng_event), &ok);
+  out->mem_samples = des_read_array(fd, h.nmem, sizeof(eng_mem_sample), &ok);
   if (!ok)
     g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: truncated results");
   return ok;
@@ -622,8 +618,12 @@ bool eng_run_des(const prog_program *p, const hw_cluster *hw, const eng_options 
   int status = 0;
   waitpid(pid, &status, 0);
   if (ok && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: the simulation exited with status %d",
-                status);
+    if (WIFSIGNALED(status))
+      g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: the simulation was killed by "
+                  "signal %d", WTERMSIG(status));
+    else
+      g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: the simulation exited with "
+                  "status %d", WEXITSTATUS(status));
     ok = false;
   } else if (!ok && WIFSIGNALED(status) && err && *err) {
     g_prefix_error(err, "SimGrid aborted (signal %d): ", WTERMSIG(status));

@@ -55,6 +55,30 @@ void eng_result_clear(eng_result *r)
   memset(r, 0, sizeof *r);
 }
 
+static double eng_lerp(double a, double b, double k)
+{
+  return a + (b - a) * k;
+}
+
+void eng_result_extrapolate(const eng_result *a, const eng_result *b, double k, eng_result *r)
+{
+  r->step_time = eng_lerp(a->step_time, b->step_time, k);
+  r->compute = eng_lerp(a->compute, b->compute, k);
+  r->exposed_comm = eng_lerp(a->exposed_comm, b->exposed_comm, k);
+  r->bubble = eng_lerp(a->bubble, b->bubble, k);
+  r->other = eng_lerp(a->other, b->other, k);
+  for (int d = 0; d < PROG_NDIMS; d++) {
+    r->comm[d] = eng_lerp(a->comm[d], b->comm[d], k);
+    r->exposed[d] = eng_lerp(a->exposed[d], b->exposed[d], k);
+  }
+  r->peak_memory = eng_lerp(a->peak_memory, b->peak_memory, k);
+  for (int c = 0; c < r->nclasses && c < a->nclasses; c++)
+    r->class_peak[c] = eng_lerp(a->class_peak[c], b->class_peak[c], k);
+  r->critical_rank = b->critical_rank;
+  r->wall_time = a->wall_time + b->wall_time;
+  r->messages = a->messages + b->messages;
+}
+
 GArray **eng_stream_lists(const prog_program *p)
 {
   /* templates have lists too (empty for ranks): every class index stays valid */

@@ -53,6 +53,9 @@ typedef struct {
 bool eng_run(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
              eng_result *out, GError **err);
 void eng_result_clear(eng_result *r);
+/* r = a + (b - a) k for every time, breakdown and memory peak of a step (the line through two
+ * simulated micro-batch counts); the critical rank is b's and the simulator's own costs add. */
+void eng_result_extrapolate(const eng_result *a, const eng_result *b, double k, eng_result *r);
 const char *eng_kind_name(eng_kind k);
 bool eng_kind_parse(const char *name, eng_kind *out, GError **err);
 

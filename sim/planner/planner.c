@@ -26,20 +26,17 @@ static void plan_skel_free(gpointer p)
   g_free(k);
 }
 
-plan_setup *plan_setup_new(const char *cluster, const char *workload, char *const *sets,
-                           int global_batch, GError **err)
+plan_setup *plan_setup_new(cfg_cluster *c, cfg_workload *w, int global_batch, GError **err)
 {
   plan_setup *s = g_new0(plan_setup, 1);
   s->batch = global_batch;
-  if (!cfg_load_with(cluster, workload, sets, &s->c, &s->w, err) || !s->w->has_training) {
-    if (s->w && !s->w->has_training)
-      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "dlsim plan takes a training workload");
+  s->c = c;
+  s->w = w;
+  if (!w->has_training) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "dlsim plan takes a training workload");
     plan_setup_free(s);
     return NULL;
   }
-  s->cluster = g_strdup(cluster);
-  s->workload = g_strdup(workload);
-  s->sets = g_strdupv((char **)sets);
   s->hw = hw_cluster_new(s->c);
   s->gpus = cfg_cluster_gpus(s->c);
   s->opt.kind = ENG_ANALYTIC;
@@ -73,9 +70,6 @@ void plan_setup_free(plan_setup *s)
   hw_cluster_free(s->hw);
   cfg_workload_free(s->w);
   cfg_cluster_free(s->c);
-  g_free(s->cluster);
-  g_free(s->workload);
-  g_strfreev(s->sets);
   g_free(s);
 }
 
@@ -109,33 +103,6 @@ void plan_apply(const plan_setup *s, const plan_layout *l, cfg_workload *w)
   w->training.micro_batch = l->micro_batch;
   w->training.recompute = l->recompute;
   w->training.global_batch = s->batch;
-}
-
-char **plan_layout_sets(const plan_setup *s, const plan_layout *l)
-{
-  static const char *const rc[] = {"none", "selective", "full"};
-  GPtrArray *a = g_ptr_array_new();
-  for (int i = 0; s->sets && s->sets[i]; i++)
-    g_ptr_array_add(a, g_strdup(s->sets[i]));
-  g_ptr_array_add(a, g_strdup_printf("parallel.tp=%d", l->tp));
-  g_ptr_array_add(a, g_strdup_printf("parallel.cp=%d", l->cp));
-  g_ptr_array_add(a, g_strdup_printf("parallel.pp=%d", l->pp));
-  g_ptr_array_add(a, g_strdup_printf("parallel.dp=%d", l->dp));
-  g_ptr_array_add(a, g_strdup_printf("parallel.ep=%d", l->ep));
-  g_ptr_array_add(a, g_strdup_printf("parallel.zero=%d", l->zero));
-  g_ptr_array_add(a, g_strdup_printf("parallel.virtual_stages=%d", l->virtual_stages));
-  if (l->virtual_stages > 1)
-    g_ptr_array_add(a, g_strdup("parallel.schedule=interleaved"));
-  else if (s->w->parallel.schedule == CFG_SCHED_INTERLEAVED)
-    g_ptr_array_add(a, g_strdup("parallel.schedule=1f1b"));
-  g_ptr_array_add(a, g_strdup_printf("parallel.sequence_parallel=%s", l->sequence_parallel ? "true" : "false"));
-  g_ptr_array_add(a, g_strdup("parallel.uneven_stages=true"));
-  g_ptr_array_add(a, g_strdup_printf("parallel.placement=[%s]", l->pipeline_outer ? "tp, cp, dp, pp" : "tp, cp, pp, dp"));
-  g_ptr_array_add(a, g_strdup_printf("training.global_batch=%d", s->batch));
-  g_ptr_array_add(a, g_strdup_printf("training.micro_batch=%d", l->micro_batch));
-  g_ptr_array_add(a, g_strdup_printf("training.recompute=%s", rc[l->recompute]));
-  g_ptr_array_add(a, NULL);
-  return (char **)g_ptr_array_free(a, FALSE);
 }
 
 char *plan_layout_describe(const plan_layout *l)

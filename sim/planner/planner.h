@@ -36,7 +36,7 @@ typedef struct {
   int tp, cp, pp, ep, micro_batch, virtual_stages, zero, recompute, sequence_parallel,
       pipeline_outer;
 } plan_pins;
-void plan_pins_free(plan_pins *p); /* all -1 */
+void plan_pins_init(plan_pins *p); /* nothing pinned: all -1 */
 /* "zero=1", "recompute=selective", "placement=pp-outer"... */
 bool plan_pins_parse(plan_pins *p, const char *text, GError **err);
 
@@ -50,10 +50,11 @@ typedef struct {
   void *progress_ctx;
 } plan_options;
 
-/* The search's base: a cluster and a workload already sized to the GPU count. */
+/* The search's base: a cluster and a workload already sized to the GPU count; the setup takes
+ * both (and frees them, also on failure). Every candidate is this workload with its layout
+ * applied to the structs, simulated with sim_run: nothing is re-read or re-parsed. */
 typedef struct plan_setup plan_setup;
-plan_setup *plan_setup_new(const char *cluster, const char *workload, char *const *sets,
-                           int global_batch, GError **err);
+plan_setup *plan_setup_new(cfg_cluster *c, cfg_workload *w, int global_batch, GError **err);
 void plan_setup_free(plan_setup *s);
 int plan_setup_gpus(const plan_setup *s);
 
@@ -72,8 +73,9 @@ void plan_screen_clear(plan_screen_result *r);
  * with the DES, and explains what the runners-up lose. */
 bool plan_refine(plan_setup *s, const plan_options *o, plan_screen_result *r, GError **err);
 
-/* The overrides (key=value) that turn the base workload into this layout. */
-char **plan_layout_sets(const plan_setup *s, const plan_layout *l);
+/* The base workload with this layout: a shallow copy that shares the base's strings and
+ * document, so it lives no longer than the setup. */
+void plan_apply(const plan_setup *s, const plan_layout *l, cfg_workload *w);
 /* "TP 8 x PP 16 x DP 8, mb 1, ZeRO-1, selective, SP" */
 char *plan_layout_describe(const plan_layout *l);
 

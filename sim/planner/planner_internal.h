@@ -16,8 +16,6 @@ typedef struct {
 } plan_skel;
 
 struct plan_setup {
-  char *cluster, *workload;
-  char **sets;            /* the base overrides (GPU count...) */
   cfg_cluster *c;
   cfg_workload *w;        /* the base workload */
   hw_cluster *hw;
@@ -30,8 +28,6 @@ struct plan_setup {
   GHashTable *groups;     /* group key -> collective planner id */
 };
 
-/* The base workload with this layout (a shallow copy: it shares the base's strings). */
-void plan_apply(const plan_setup *s, const plan_layout *l, cfg_workload *w);
 bool plan_valid(const plan_setup *s, const plan_layout *l);
 const wl_model *plan_model(plan_setup *s, const cfg_workload *w, const plan_layout *l);
 const plan_skel *plan_skeleton(plan_setup *s, const cfg_workload *w, const plan_layout *l,

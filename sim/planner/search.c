@@ -2,14 +2,14 @@
 #include "planner/planner_internal.h"
 
 #include "memory/memory.h"
-#include "pipeline/pipeline.h"
+#include "run/run.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-void plan_pins_free(plan_pins *p)
+void plan_pins_init(plan_pins *p)
 {
   int *v = &p->tp;
   for (size_t i = 0; i < sizeof *p / sizeof(int); i++)
@@ -265,27 +265,25 @@ void plan_screen_clear(plan_screen_result *r)
 
 static bool plan_simulate(plan_setup *s, plan_candidate *c, eng_kind kind, GError **err)
 {
-  g_auto(GStrv) sets = plan_layout_sets(s, &c->l);
-  pipe_run run;
-  bool ok = pipe_simulate(s->cluster, s->workload, sets, kind, false, &run, err);
+  cfg_workload w;
+  plan_apply(s, &c->l, &w);
+  sim_options o = sim_options_for(kind);
+  sim_result run;
+  bool ok = sim_run(s->c, &w, &o, &run, err);
   if (ok && kind == ENG_DES) {
-    c->des_step_time_s = run.result.step_time;
+    c->des_step_time_s = run.step_time;
   } else if (ok) {
-    rep_run rep;
-    rep_figures f;
-    pipe_report_of(&run, &rep);
-    rep_run_figures(&rep, &f);
-    c->step_time_s = f.step_time;
-    c->mfu = f.mfu;
-    c->tokens_per_s = f.tokens_per_s;
-    c->peak_bytes = f.peak_bytes;
-    c->compute_s = run.result.compute;
-    c->exposed_comm_s = run.result.exposed_comm;
-    c->bubble_s = run.result.bubble;
-    c->other_s = run.result.other;
-    memcpy(c->exposed, run.result.exposed, sizeof c->exposed);
+    c->step_time_s = run.step_time;
+    c->mfu = run.mfu;
+    c->tokens_per_s = run.tokens_per_s;
+    c->peak_bytes = run.peak_bytes;
+    c->compute_s = run.eng.compute;
+    c->exposed_comm_s = run.eng.exposed_comm;
+    c->bubble_s = run.eng.bubble;
+    c->other_s = run.eng.other;
+    memcpy(c->exposed, run.eng.exposed, sizeof c->exposed);
   }
-  pipe_clear(&run);
+  sim_result_clear(&run);
   return ok;
 }
 

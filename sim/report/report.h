@@ -7,30 +7,14 @@
 #include "engine/engine.h"
 #include "memory/memory.h"
 #include "program/program.h"
+#include "run/run.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
 
-typedef struct {
-  const cfg_cluster *cluster;
-  const cfg_workload *workload;
-  const prog_program *program;
-  const eng_result *result;
-  const mem_report *memory;
-  eng_kind engine;
-  int gpus;
-  double peak_flops; /* per GPU, in the training dtype */
-} rep_run;
-
-typedef struct {
-  double step_time, mfu, hfu, model_tflops_per_gpu, samples_per_s, tokens_per_s;
-  double peak_bytes, capacity_bytes;
-  bool fits;
-} rep_figures;
-
-void rep_run_figures(const rep_run *r, rep_figures *f);
-void rep_run_text(FILE *out, const rep_run *r);
-cJSON *rep_run_json(const rep_run *r);
+/* A simulated step (figures, breakdown, memory) for people and for scripts. */
+void rep_run_text(FILE *out, const sim_result *r);
+cJSON *rep_run_json(const sim_result *r);
 bool rep_trace_write(const char *path, const prog_program *p, const eng_result *res, GError **err);
 
 typedef struct {

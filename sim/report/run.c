@@ -1,28 +1,9 @@
-/* The report of `dlsim run`: step time, throughput, MFU/HFU, breakdown, communication, memory.
- *
- * MFU and HFU follow Megatron-LM (Korthikanti et al. 2022): MFU = model FLOPs per step (3x the
- * forward GEMMs and attention, no recomputation) / (step time x GPUs x peak FLOP/s of the
- * training dtype); HFU counts the FLOPs the hardware really ran, recomputation included. */
+/* The report of `dlsim run`: step time, throughput, MFU/HFU, breakdown, communication, memory
+ * (the figures themselves are sim_run's). */
 #include "report/report.h"
 #include "units/units.h"
 
 #include <math.h>
-
-void rep_run_figures(const rep_run *r, rep_figures *f)
-{
-  const prog_meta *m = &r->program->meta;
-  double step = r->result->step_time;
-  double denom = step * r->gpus * r->peak_flops;
-  f->step_time = step;
-  f->mfu = denom > 0 ? m->model_flops / denom : 0;
-  f->hfu = denom > 0 ? m->hardware_flops / denom : 0;
-  f->model_tflops_per_gpu = step > 0 ? m->model_flops / step / r->gpus / 1e12 : 0;
-  f->samples_per_s = step > 0 ? m->samples / step : 0;
-  f->tokens_per_s = step > 0 ? m->tokens / step : 0;
-  f->peak_bytes = MAX(r->result->peak_memory, r->memory ? mem_worst(r->memory)->total : 0);
-  f->capacity_bytes = r->cluster->gpu.memory;
-  f->fits = f->peak_bytes <= f->capacity_bytes;
-}
 
 static void rep_line(FILE *out, const char *label, double seconds, double step)
 {
@@ -30,30 +11,28 @@ static void rep_line(FILE *out, const char *label, double seconds, double step)
   fprintf(out, "    %-16s %12s  %5.1f %%\n", label, t, step > 0 ? 100 * seconds / step : 0);
 }
 
-void rep_run_text(FILE *out, const rep_run *r)
+void rep_run_text(FILE *out, const sim_result *r)
 {
-  rep_figures f;
-  rep_run_figures(r, &f);
-  const eng_result *res = r->result;
-  g_autofree char *step = units_format_seconds(f.step_time);
+  const eng_result *res = &r->eng;
+  g_autofree char *step = units_format_seconds(r->step_time);
   fprintf(out, "dlsim run: %s on %s (%d GPU%s: %d node%s x %d), engine %s\n",
           r->program->meta.description, r->cluster->name, r->gpus, r->gpus == 1 ? "" : "s",
           r->cluster->node.count, r->cluster->node.count == 1 ? "" : "s",
-          r->cluster->node.gpus_per_node, eng_kind_name(r->engine));
+          r->cluster->node.gpus_per_node, eng_kind_name(r->options.kind));
   fprintf(out, "  step time        %12s\n", step);
-  fprintf(out, "  throughput       %12.1f samples/s", f.samples_per_s);
-  if (f.tokens_per_s > 0)
-    fprintf(out, ", %.0f tokens/s", f.tokens_per_s);
+  fprintf(out, "  throughput       %12.1f samples/s", r->samples_per_s);
+  if (r->tokens_per_s > 0)
+    fprintf(out, ", %.0f tokens/s", r->tokens_per_s);
   fprintf(out, "\n");
   fprintf(out, "  MFU              %12.1f %%   (%.1f model TFLOP/s per GPU of %.1f peak %s)\n",
-          100 * f.mfu, f.model_tflops_per_gpu, r->peak_flops / 1e12,
+          100 * r->mfu, r->model_tflops_per_gpu, r->peak_flops / 1e12,
           cfg_dtype_name(r->program->meta.dtype));
-  fprintf(out, "  HFU              %12.1f %%\n", 100 * f.hfu);
+  fprintf(out, "  HFU              %12.1f %%\n", 100 * r->hfu);
   fprintf(out, "  breakdown (rank %d, the last to finish)\n", res->critical_rank);
-  rep_line(out, "compute", res->compute, f.step_time);
-  rep_line(out, "exposed comm", res->exposed_comm, f.step_time);
-  rep_line(out, "pipeline bubble", res->bubble, f.step_time);
-  rep_line(out, "other", res->other, f.step_time);
+  rep_line(out, "compute", res->compute, r->step_time);
+  rep_line(out, "exposed comm", res->exposed_comm, r->step_time);
+  rep_line(out, "pipeline bubble", res->bubble, r->step_time);
+  rep_line(out, "other", res->other, r->step_time);
   bool any = false;
   for (int d = 0; d < PROG_NDIMS; d++)
     any |= res->comm[d] > 0;
@@ -75,12 +54,12 @@ void rep_run_text(FILE *out, const rep_run *r)
       fprintf(out, ", %.1f %% of token copies dropped", 100 * meta->moe_dropped);
     fprintf(out, "\n");
   }
-  g_autofree char *peak = units_format_bytes(f.peak_bytes);
-  g_autofree char *cap = units_format_bytes(f.capacity_bytes);
+  g_autofree char *peak = units_format_bytes(r->peak_bytes);
+  g_autofree char *cap = units_format_bytes(r->capacity_bytes);
   fprintf(out, "  memory per GPU   %12s of %s: %s\n", peak, cap,
-          f.fits ? "fits" : "OUT OF MEMORY");
-  if (r->memory) {
-    const mem_stage *m = mem_worst(r->memory);
+          r->fits ? "fits" : "OUT OF MEMORY");
+  {
+    const mem_stage *m = mem_worst(&r->memory);
     g_autofree char *ms = units_format_bytes(m->model_states);
     g_autofree char *ac = units_format_bytes(m->activations);
     g_autofree char *ot = units_format_bytes(m->other);
@@ -96,18 +75,16 @@ static cJSON *rep_dims_json(const double *v)
   return o;
 }
 
-cJSON *rep_run_json(const rep_run *r)
+cJSON *rep_run_json(const sim_result *r)
 {
-  rep_figures f;
-  rep_run_figures(r, &f);
-  const eng_result *res = r->result;
+  const eng_result *res = &r->eng;
   cJSON *j = cJSON_CreateObject();
-  cJSON_AddNumberToObject(j, "step_time_s", f.step_time);
-  cJSON_AddNumberToObject(j, "mfu", f.mfu);
-  cJSON_AddNumberToObject(j, "hfu", f.hfu);
-  cJSON_AddNumberToObject(j, "model_tflops_per_gpu", f.model_tflops_per_gpu);
-  cJSON_AddNumberToObject(j, "samples_per_s", f.samples_per_s);
-  cJSON_AddNumberToObject(j, "tokens_per_s", f.tokens_per_s);
+  cJSON_AddNumberToObject(j, "step_time_s", r->step_time);
+  cJSON_AddNumberToObject(j, "mfu", r->mfu);
+  cJSON_AddNumberToObject(j, "hfu", r->hfu);
+  cJSON_AddNumberToObject(j, "model_tflops_per_gpu", r->model_tflops_per_gpu);
+  cJSON_AddNumberToObject(j, "samples_per_s", r->samples_per_s);
+  cJSON_AddNumberToObject(j, "tokens_per_s", r->tokens_per_s);
   cJSON *b = cJSON_AddObjectToObject(j, "breakdown_s");
   cJSON_AddNumberToObject(b, "compute", res->compute);
   cJSON_AddNumberToObject(b, "exposed_comm", res->exposed_comm);
@@ -123,10 +100,10 @@ cJSON *rep_run_json(const rep_run *r)
     cJSON_AddNumberToObject(moe, "dropped_fraction", r->program->meta.moe_dropped);
   }
   cJSON *m = cJSON_AddObjectToObject(j, "memory");
-  cJSON_AddNumberToObject(m, "peak_bytes", f.peak_bytes);
-  cJSON_AddNumberToObject(m, "capacity_bytes", f.capacity_bytes);
-  cJSON_AddBoolToObject(m, "fits", f.fits);
-  cJSON_AddStringToObject(j, "engine", eng_kind_name(r->engine));
+  cJSON_AddNumberToObject(m, "peak_bytes", r->peak_bytes);
+  cJSON_AddNumberToObject(m, "capacity_bytes", r->capacity_bytes);
+  cJSON_AddBoolToObject(m, "fits", r->fits);
+  cJSON_AddStringToObject(j, "engine", eng_kind_name(r->options.kind));
   cJSON_AddNumberToObject(j, "gpus", r->gpus);
   cJSON_AddNumberToObject(j, "critical_rank", res->critical_rank);
   cJSON *s = cJSON_AddObjectToObject(j, "simulator");

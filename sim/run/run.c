@@ -1,0 +1,158 @@
+#include "run/run.h"
+
+#include "workloads/workloads.h"
+
+#include <string.h>
+
+sim_options sim_options_for(eng_kind engine)
+{
+  return (sim_options){.engine = engine, .fold = true};
+}
+
+/* Micro-batches each data-parallel replica runs per step. */
+static int sim_micro_batches(const cfg_workload *w)
+{
+  return w->training.global_batch / (w->parallel.dp * w->training.micro_batch);
+}
+
+/* Builds and runs the step with `micro` micro-batches per replica. */
+static bool sim_run_with(sim_result *out, int micro, prog_program **prog, eng_result *res,
+                         GError **err)
+{
+  cfg_workload w = *out->workload;
+  w.training.global_batch = micro * w.parallel.dp * w.training.micro_batch;
+  if (!wl_build(&w, out->hw, prog, err))
+    return false;
+  mem_annotate_program(*prog, &out->memory);
+  return eng_run(*prog, out->hw, &out->options, res, err);
+}
+
+/* Identical micro-batches are not simulated one by one: past the pipeline's warm-up every `step`
+ * more micro-batches add the same time (one period of the steady state; with interleaving, a
+ * round of p), so the step with m micro-batches is simulated at two small counts, m1 and
+ * m1 + step, and extended along the line through them. */
+static bool sim_fold(sim_result *out, int micro, GError **err)
+{
+  /* 1F1B is in its steady state from p micro-batches on; interleaving warms up for up to
+   * (v + 1) p - 2 forward passes of the m v it runs, so it needs 2p */
+  const cfg_parallel *par = &out->workload->parallel;
+  int pp = par->pp, step = pp > 1 ? pp : 1;
+  bool interleaved = pp > 1 && par->schedule == CFG_SCHED_INTERLEAVED && par->virtual_stages > 1;
+  int m1 = interleaved ? 2 * step : step;
+  prog_program *p1 = NULL;
+  eng_result r1 = {0};
+  bool ok = sim_run_with(out, m1, &p1, &r1, err) &&
+            sim_run_with(out, m1 + step, &out->program, &out->eng, err);
+  if (ok) {
+    double k = (double)(micro - m1) / step;
+    eng_result_extrapolate(&r1, &out->eng, k, &out->eng);
+    /* what the step achieves scales with its micro-batches */
+    prog_meta *meta = &out->program->meta;
+    double scale = (double)micro / (m1 + step);
+    meta->samples *= scale;
+    meta->tokens *= scale;
+    meta->model_flops *= scale;
+    meta->hardware_flops *= scale;
+    meta->a2a_bytes *= scale;
+  }
+  eng_result_clear(&r1);
+  prog_free(p1);
+  return ok;
+}
+
+/* The figures every report prints, from the program's totals and the engine's step. MFU and
+ * HFU follow Megatron-LM (Korthikanti et al. 2022): MFU = model FLOPs per step (3x the forward
+ * GEMMs and attention, no recomputation) / (step time x GPUs x peak FLOP/s of the training
+ * dtype); HFU counts the FLOPs the hardware really ran, recomputation included. */
+static void sim_figures(sim_result *r)
+{
+  const prog_meta *m = &r->program->meta;
+  double step = r->eng.step_time;
+  r->gpus = r->program->nranks;
+  r->peak_flops = hw_peak_flops(r->hw, m->dtype);
+  double denom = step * r->gpus * r->peak_flops;
+  r->step_time = step;
+  r->mfu = denom > 0 ? m->model_flops / denom : 0;
+  r->hfu = denom > 0 ? m->hardware_flops / denom : 0;
+  r->model_tflops_per_gpu = step > 0 ? m->model_flops / step / r->gpus / 1e12 : 0;
+  r->samples_per_s = step > 0 ? m->samples / step : 0;
+  r->tokens_per_s = step > 0 ? m->tokens / step : 0;
+  r->peak_bytes = MAX(r->eng.peak_memory, mem_worst(&r->memory)->total);
+  r->capacity_bytes = r->cluster->gpu.memory;
+  r->fits = r->peak_bytes <= r->capacity_bytes;
+}
+
+static bool sim_options_check(const sim_options *o, GError **err)
+{
+  if (o->trace && o->fold) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                "a trace needs every micro-batch simulated: turn folding off to trace");
+    return false;
+  }
+  return true;
+}
+
+static bool sim_engine_options(sim_result *out, const sim_options *o, GError **err)
+{
+  const cfg_collectives *cl = &out->workload->collectives;
+  out->options = (eng_options){.kind = o->engine, .trace = o->trace, .unfold = o->unfold_colls,
+                               .sm_reserved = cl->sm_reserved};
+  return coll_algo_parse(cl->algorithm, &out->options.algo, err) &&
+         coll_proto_parse(cl->protocol, &out->options.proto, err);
+}
+
+bool sim_run(const cfg_cluster *c, const cfg_workload *w, const sim_options *o, sim_result *out,
+             GError **err)
+{
+  memset(out, 0, sizeof *out);
+  out->cluster = c;
+  out->workload = w;
+  if (!sim_options_check(o, err))
+    return false;
+  if (!w->has_training) { /* nothing below has a training step to work on */
+    g_autofree char *where = cfg_doc_where(w->doc, "serving");
+    g_set_error(err, CFG_ERROR, CFG_ERROR_UNSUPPORTED,
+                "%s: serving workloads run with `dlsim serve`, not `dlsim run`", where);
+    return false;
+  }
+  out->hw = hw_cluster_new(c);
+  if (!sim_engine_options(out, o, err))
+    return false;
+  mem_options mo = {.states_only = false};
+  if (!mem_estimate(w, c, &mo, &out->memory, err))
+    return false;
+  /* the folded runs use other micro-batch counts: check the real one first */
+  if (!wl_check_layout(w, err))
+    return false;
+  int micro = sim_micro_batches(w), step = w->parallel.pp > 1 ? w->parallel.pp : 1;
+  bool ok = o->fold && micro >= 4 * step ? sim_fold(out, micro, err)
+                                         : sim_run_with(out, micro, &out->program, &out->eng, err);
+  if (ok)
+    sim_figures(out);
+  return ok;
+}
+
+bool sim_run_files(const char *cluster, const char *workload, char *const *sets,
+                   const sim_options *o, sim_result *out, GError **err)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  memset(out, 0, sizeof *out);
+  if (!cfg_load_with(cluster, workload, sets, &c, &w, err))
+    return false;
+  bool ok = sim_run(c, w, o, out, err);
+  out->own_cluster = c;
+  out->own_workload = w;
+  return ok;
+}
+
+void sim_result_clear(sim_result *r)
+{
+  eng_result_clear(&r->eng);
+  mem_report_clear(&r->memory);
+  prog_free(r->program);
+  hw_cluster_free(r->hw);
+  cfg_workload_free(r->own_workload);
+  cfg_cluster_free(r->own_cluster);
+  memset(r, 0, sizeof *r);
+}

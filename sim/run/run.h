@@ -1,0 +1,61 @@
+/* run: the whole path of one training-step simulation, from typed configs to the figures a
+ * report prints (config -> hardware -> workload program -> memory -> engine -> figures).
+ *
+ * `sim_run` is the one entry point: the CLI, the planner, calibration, what-if, validation
+ * and the benches call it with structs, so they all see the same numbers and nothing is
+ * printed as `--set` text or re-parsed along the way. `sim_run_files` is the thin wrapper
+ * for file names (or preset names) plus `--set` overrides, as users give them. */
+#ifndef DLSIM_RUN_H
+#define DLSIM_RUN_H
+
+#include "config/config.h"
+#include "engine/engine.h"
+#include "hardware/hardware.h"
+#include "memory/memory.h"
+#include "program/program.h"
+
+typedef struct {
+  eng_kind engine;
+  bool trace;        /* keep every op's interval and memory samples (for --trace) */
+  bool fold;         /* simulate identical micro-batches at two small counts and extend the
+                      * step along the line through them (exact in the steady state); a trace
+                      * needs every op, so fold and trace exclude each other */
+  bool unfold_colls; /* run collectives step by step instead of folded phases (for checking) */
+} sim_options;
+
+/* What a user would ask for: the engine, micro-batch folding on, no trace. */
+sim_options sim_options_for(eng_kind engine);
+
+typedef struct {
+  /* the job, as simulated (borrowed from the caller of sim_run; owned by the result when
+   * sim_run_files loaded it) */
+  const cfg_cluster *cluster;
+  const cfg_workload *workload;
+  hw_cluster *hw;
+  prog_program *program; /* of the last run simulated (the larger count when folded) */
+  eng_options options;
+  eng_result eng;        /* the engine's step: time, breakdown of the critical rank, comm */
+  mem_report memory;
+  /* figures, computed once from the above */
+  int gpus;
+  double peak_flops;     /* per GPU, in the training dtype */
+  double step_time, mfu, hfu, model_tflops_per_gpu, samples_per_s, tokens_per_s;
+  double peak_bytes, capacity_bytes;
+  bool fits;
+  /* private: what sim_run_files loaded */
+  cfg_cluster *own_cluster;
+  cfg_workload *own_workload;
+} sim_result;
+
+/* Simulates one training step of `w` on `c`. The result borrows both: they must outlive it.
+ * Errors: CFG_ERROR_INPUT / UNSUPPORTED for what the input asks (exit 2), CFG_ERROR_RUNTIME
+ * when the simulation itself fails (exit 1). On failure the result is still safe to clear. */
+bool sim_run(const cfg_cluster *c, const cfg_workload *w, const sim_options *o, sim_result *out,
+             GError **err);
+/* Loads a cluster and a workload (paths or preset names) with `sets` ("key=value", NULL-
+ * terminated, or NULL) and runs them; the result owns what it loaded. */
+bool sim_run_files(const char *cluster, const char *workload, char *const *sets,
+                   const sim_options *o, sim_result *out, GError **err);
+void sim_result_clear(sim_result *r);
+
+#endif

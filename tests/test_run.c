@@ -1,0 +1,116 @@
+/* sim_run, the typed entry point: structs and files give the same step, the figures are the
+ * program's totals over the engine's step, and a fit's parameter set in place equals --set. */
+#include "helpers.h"
+#include "run/run.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+static const char *const run_small[] = {"node.count=1", "parallel.tp=2", "parallel.pp=2",
+                                        "parallel.dp=2", "training.global_batch=32", NULL};
+
+Test(run, structs_and_files_give_the_same_step)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("dgx-a100", "gpt3-1.3b-dp", (const char *const *)run_small, &c, &w));
+  sim_options o = sim_options_for(ENG_ANALYTIC);
+  sim_result a, b;
+  GError *err = NULL;
+  cr_assert(sim_run(c, w, &o, &a, &err), "%s", err ? err->message : "");
+  cr_assert(sim_run_files("dgx-a100", "gpt3-1.3b-dp", (char *const *)run_small, &o, &b, &err));
+  cr_assert_eq(a.step_time, b.step_time);
+  cr_assert_eq(a.mfu, b.mfu);
+  cr_assert_eq(a.peak_bytes, b.peak_bytes);
+  cr_assert(a.cluster == c && a.workload == w, "sim_run borrows what it is given");
+  sim_result_clear(&a);
+  sim_result_clear(&b);
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
+}
+
+Test(run, figures_are_the_programs_totals_over_the_step)
+{
+  sim_options o = sim_options_for(ENG_ANALYTIC);
+  sim_result r;
+  cr_assert(sim_run_files("dgx-a100", "gpt3-1.3b-dp", (char *const *)run_small, &o, &r, NULL));
+  const prog_meta *m = &r.program->meta;
+  cr_assert_eq(r.gpus, 8);
+  cr_assert_eq(r.step_time, r.eng.step_time);
+  cr_assert_float_eq(r.mfu, m->model_flops / (r.step_time * 8 * r.peak_flops), 1e-12);
+  cr_assert_float_eq(r.hfu, m->hardware_flops / (r.step_time * 8 * r.peak_flops), 1e-12);
+  cr_assert_float_eq(r.tokens_per_s, m->tokens / r.step_time, 1e-6);
+  cr_assert_float_eq(r.peak_flops, 312e12, 1, "A100 bf16 peak");
+  cr_assert(r.fits == (r.peak_bytes <= 80.0 * (1 << 30)));
+  sim_result_clear(&r);
+}
+
+Test(run, folding_is_exact_in_the_steady_state)
+{
+  sim_options folded = sim_options_for(ENG_ANALYTIC), full = folded;
+  full.fold = false;
+  sim_result a, b;
+  cr_assert(sim_run_files("dgx-a100", "gpt3-1.3b-dp", (char *const *)run_small, &folded, &a, NULL));
+  cr_assert(sim_run_files("dgx-a100", "gpt3-1.3b-dp", (char *const *)run_small, &full, &b, NULL));
+  cr_assert_float_eq(a.step_time, b.step_time, 1e-9 * b.step_time);
+  cr_assert_float_eq(a.tokens_per_s, b.tokens_per_s, 1e-9 * b.tokens_per_s);
+  sim_result_clear(&a);
+  sim_result_clear(&b);
+}
+
+/* What `dlsim calibrate --case` changes between evaluations: the number in the loaded struct,
+ * which must mean what the same --set means. */
+Test(run, a_parameter_set_in_place_equals_the_override)
+{
+  const char *keys[] = {"gpu.efficiency.sustained", "gpu.efficiency.flops.gemm",
+                        "nccl.base_latency.simple", "nccl.hop_latency.network.ll128"};
+  const char *values[] = {"0.71", "0.55", "0.00004", "0.000009"};
+  for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
+    g_autofree char *set = g_strdup_printf("%s=%s", keys[i], values[i]);
+    const char *sets[] = {run_small[0], run_small[1], run_small[2], run_small[3], run_small[4], set, NULL};
+    cfg_cluster *c = NULL, *c2 = NULL;
+    cfg_workload *w = NULL, *w2 = NULL;
+    cr_assert(th_load("dgx-a100", "gpt3-1.3b-dp", (const char *const *)run_small, &c, &w));
+    cr_assert(th_load("dgx-a100", "gpt3-1.3b-dp", sets, &c2, &w2));
+    double *p = cfg_cluster_param(c, keys[i], NULL);
+    cr_assert(p, "%s", keys[i]);
+    *p = g_ascii_strtod(values[i], NULL);
+    sim_options o = sim_options_for(ENG_ANALYTIC);
+    sim_result a, b;
+    cr_assert(sim_run(c, w, &o, &a, NULL) && sim_run(c2, w2, &o, &b, NULL));
+    cr_assert_eq(a.step_time, b.step_time, "%s: %.9g vs %.9g", keys[i], a.step_time, b.step_time);
+    sim_result_clear(&a);
+    sim_result_clear(&b);
+    cfg_workload_free(w);
+    cfg_workload_free(w2);
+    cfg_cluster_free(c);
+    cfg_cluster_free(c2);
+  }
+}
+
+Test(run, a_key_that_names_no_number_is_an_input_error)
+{
+  cfg_cluster *c = NULL;
+  cr_assert(th_load("dgx-a100", NULL, NULL, &c, NULL));
+  const char *bad[] = {"gpu.efficiency", "gpu.efficiency.flops.warp", "gpu.name", "nope",
+                       "gpu.efficiency.sustained.x", "node.count"};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    GError *err = NULL;
+    cr_assert_null(cfg_cluster_param(c, bad[i], &err), "%s", bad[i]);
+    cr_assert(g_error_matches(err, CFG_ERROR, CFG_ERROR_INPUT) && strstr(err->message, bad[i]));
+    g_error_free(err);
+  }
+  cfg_cluster_free(c);
+}
+
+Test(run, serving_workloads_are_not_training_steps)
+{
+  sim_options o = sim_options_for(ENG_ANALYTIC);
+  sim_result r;
+  GError *err = NULL;
+  cr_assert_not(sim_run_files("dgx-h100", "llama2-7b-vllm", NULL, &o, &r, &err));
+  cr_assert(g_error_matches(err, CFG_ERROR, CFG_ERROR_UNSUPPORTED) && strstr(err->message, "dlsim serve"));
+  g_error_free(err);
+  sim_result_clear(&r);
+}
