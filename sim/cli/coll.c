@@ -126,6 +126,27 @@ static bool coll_check_group(coll_setup *s, GError **err)
   return true;
 }
 
+/* nccl-tests prints a few dozen rows; ten thousand is already more than anyone reads. */
+#define COLL_MAX_ROWS 10000
+
+/* The next size of the sweep: whole bytes, and always larger (a factor near 1 would otherwise
+ * round back to the same size forever). */
+static double coll_next_size(double size, double factor)
+{
+  return MAX(floor(size * factor), size + 1);
+}
+
+/* Rows of the sweep, counted up to one past the limit. */
+static long coll_count_rows(double lo, double hi, double factor)
+{
+  long n = 0;
+  for (double size = lo; size <= hi * (1 + 1e-12) && n <= COLL_MAX_ROWS;
+       size = coll_next_size(size, factor))
+    n++;
+  return n;
+}
+
+
 static bool coll_sizes(const char *min, const char *max, double factor, double *lo, double *hi,
                        GError **err)
 {
@@ -135,9 +156,16 @@ static bool coll_sizes(const char *min, const char *max, double factor, double *
     g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--min/--max: %s", why);
     return false;
   }
-  if (*lo < 1 || *hi < *lo || factor <= 1.0) {
+  if (!(*lo >= 1 && *hi >= *lo && isfinite(*hi) && factor > 1.0 && isfinite(factor))) {
     g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
-                "sizes: need 1 <= --min <= --max and --factor > 1");
+                "sizes: need 1 <= --min <= --max and a finite --factor > 1");
+    return false;
+  }
+  long rows = coll_count_rows(*lo, *hi, factor);
+  if (rows > COLL_MAX_ROWS) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                "--factor %.9g from %.0f to %.0f bytes makes more than %d rows (a larger factor, "
+                "or a narrower --min/--max)", factor, *lo, *hi, COLL_MAX_ROWS);
     return false;
   }
   return true;
@@ -178,7 +206,7 @@ int cli_coll(int argc, char **argv)
   bool ok = coll_setup_load(&s, cluster, sets, op, algo, proto, engine, &err) &&
             coll_check_group(&s, &err) && coll_sizes(min, max, factor, &lo, &hi, &err);
   GArray *rows = g_array_new(FALSE, FALSE, sizeof(coll_row));
-  for (double size = lo; ok && size <= hi * (1 + 1e-12); size = floor(size * factor)) {
+  for (double size = lo; ok && size <= hi * (1 + 1e-12); size = coll_next_size(size, factor)) {
     coll_row row;
     ok = coll_measure(&s, size, &row, &err);
     if (ok)

@@ -175,6 +175,12 @@ static bool plan_parse(int argc, char **argv, plan_args *a, int *code)
     *code = 2;
     return false;
   }
+  if (a->gpus > CFG_MAX_GPUS) {
+    fprintf(stderr, "dlsim: error: --gpus %d: dlsim simulates clusters of at most %d GPUs\n",
+            a->gpus, CFG_MAX_GPUS);
+    *code = 2;
+    return false;
+  }
   if (a->objective && strcmp(a->objective, "time") && strcmp(a->objective, "tokens-per-gpu")) {
     fprintf(stderr, "dlsim: error: --objective: expected time or tokens-per-gpu, got '%s'\n",
             a->objective);

@@ -8,6 +8,8 @@
 int cli_run(int argc, char **argv)
 {
   g_autofree char *cluster = NULL, *workload = NULL, *engine = NULL, *trace = NULL;
+  g_autofree char *max_memory = NULL;
+  gboolean yes = FALSE;
   g_auto(GStrv) sets = NULL;
   gboolean json = FALSE;
   GOptionEntry entries[] = {
@@ -17,6 +19,9 @@ int cli_run(int argc, char **argv)
       {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON (keys of SCHEMA.md)", NULL},
       {"trace", 't', 0, G_OPTION_ARG_FILENAME, &trace, "Write a Chrome/Perfetto trace", "FILE"},
       {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Override a key: --set parallel.dp=8", "KEY=VALUE"},
+      {"max-memory", 0, 0, G_OPTION_ARG_STRING, &max_memory,
+       "Refuse runs estimated to need more (default 4GiB)", "SIZE"},
+      {"yes", 'y', 0, G_OPTION_ARG_NONE, &yes, "Run even if estimated to take long", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   int code = 0;
   if (!cli_parse(entries, "- simulate one training step", &argc, &argv, &code))
@@ -31,10 +36,12 @@ int cli_run(int argc, char **argv)
   }
   GError *err = NULL;
   eng_kind kind = ENG_DES;
-  if (engine && !eng_kind_parse(engine, &kind, &err))
+  bud_limits budget;
+  if ((engine && !eng_kind_parse(engine, &kind, &err)) ||
+      !bud_limits_parse(&budget, max_memory, yes, &err))
     return cli_fail(err);
   /* a trace shows every op, so every micro-batch is simulated */
-  sim_options o = {.engine = kind, .trace = trace != NULL, .fold = trace == NULL};
+  sim_options o = {.engine = kind, .trace = trace != NULL, .fold = trace == NULL, .budget = &budget};
   sim_result run;
   if (!sim_run_files(cluster, workload, sets, &o, &run, &err)) {
     sim_result_clear(&run);

@@ -10,9 +10,10 @@
 #include <string.h>
 
 typedef struct {
-  char *cluster, *workload, *trace, *rates;
+  char *cluster, *workload, *trace, *rates, *max_memory;
   char **sets;
-  gboolean json, find_max_rate;
+  gboolean json, find_max_rate, yes;
+  bud_limits budget;
 } srv_args;
 
 static void srv_args_clear(srv_args *a)
@@ -21,6 +22,7 @@ static void srv_args_clear(srv_args *a)
   g_free(a->workload);
   g_free(a->trace);
   g_free(a->rates);
+  g_free(a->max_memory);
   g_strfreev(a->sets);
 }
 
@@ -52,7 +54,8 @@ static void srv_print_json(cJSON *j)
 }
 
 /* The latency-vs-rate curve: one line per rate. */
-static int srv_sweep(const cfg_cluster *c, const cfg_workload *w, GArray *rates, bool json)
+static int srv_sweep(const cfg_cluster *c, const cfg_workload *w, GArray *rates, bool json,
+                     const bud_limits *budget)
 {
   cJSON *all = cJSON_CreateArray();
   if (!json)
@@ -62,7 +65,7 @@ static int srv_sweep(const cfg_cluster *c, const cfg_workload *w, GArray *rates,
            "TBT mean", "TPOT p50", "E2E p50", "output tok/s", "SLO %", "load");
   for (guint i = 0; i < rates->len; i++) {
     double rate = g_array_index(rates, double, i);
-    srv_options o = {.rate = rate};
+    srv_options o = {.rate = rate, .budget = budget};
     srv_result r;
     GError *err = NULL;
     if (!srv_simulate(c, w, &o, &r, &err)) {
@@ -127,9 +130,10 @@ static int srv_max_rate_report(const cfg_cluster *c, const cfg_workload *w, bool
   return 0;
 }
 
-static int srv_one(const cfg_cluster *c, const cfg_workload *w, bool json, const char *trace)
+static int srv_one(const cfg_cluster *c, const cfg_workload *w, bool json, const char *trace,
+                   const bud_limits *budget)
 {
-  srv_options o = {.trace = trace != NULL};
+  srv_options o = {.trace = trace != NULL, .budget = budget};
   srv_result r;
   GError *err = NULL;
   if (!srv_simulate(c, w, &o, &r, &err)) {
@@ -160,6 +164,9 @@ int cli_serve(int argc, char **argv)
       {"find-max-rate", 0, 0, G_OPTION_ARG_NONE, &a.find_max_rate,
        "Find the highest request rate that meets serving.slo (goodput)", NULL},
       {"rates", 0, 0, G_OPTION_ARG_STRING, &a.rates, "Latency vs rate: one run per rate", "R1,R2,..."},
+      {"max-memory", 0, 0, G_OPTION_ARG_STRING, &a.max_memory,
+       "Refuse runs estimated to need more (default 4GiB)", "SIZE"},
+      {"yes", 'y', 0, G_OPTION_ARG_NONE, &a.yes, "Run even if estimated to take long", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   int code = 0;
   if (!cli_parse(entries, "- simulate LLM serving: TTFT, TBT, throughput under SLOs", &argc, &argv,
@@ -177,7 +184,8 @@ int cli_serve(int argc, char **argv)
   cfg_cluster *c = NULL;
   cfg_workload *w = NULL;
   GArray *rates = g_array_new(FALSE, FALSE, sizeof(double));
-  if (!cfg_load_with(a.cluster, a.workload, a.sets, &c, &w, &err) ||
+  if (!bud_limits_parse(&a.budget, a.max_memory, a.yes, &err) ||
+      !cfg_load_with(a.cluster, a.workload, a.sets, &c, &w, &err) ||
       (a.rates && !srv_parse_rates(a.rates, rates, &err))) {
     code = cli_fail(err);
   } else if (!w->has_serving) {
@@ -194,9 +202,9 @@ int cli_serve(int argc, char **argv)
   } else if (a.find_max_rate) {
     code = srv_max_rate_report(c, w, a.json);
   } else if (a.rates) {
-    code = srv_sweep(c, w, rates, a.json);
+    code = srv_sweep(c, w, rates, a.json, &a.budget);
   } else {
-    code = srv_one(c, w, a.json, a.trace);
+    code = srv_one(c, w, a.json, a.trace, &a.budget);
   }
   g_array_free(rates, TRUE);
   cfg_cluster_free(c);

@@ -371,6 +371,12 @@ void cfg_case_clear(cfg_case *c);
 void cfg_cluster_free(cfg_cluster *c);
 void cfg_workload_free(cfg_workload *w);
 
+/* The largest cluster dlsim simulates (today's largest training clusters have about 100,000),
+ * and the widest model dimension it takes (the largest dense models have hidden 16-25K): both
+ * keep the sizes formed from them far from overflowing. */
+#define CFG_MAX_GPUS (1 << 20)
+#define CFG_MAX_HIDDEN (1 << 20)
+
 int cfg_cluster_gpus(const cfg_cluster *c);
 /* The number at a dotted key of a loaded cluster (gpu.efficiency.flops.gemm, nccl.chunk.ll...),
  * to change it in place; NULL and an input error when the key names no number. */

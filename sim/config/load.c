@@ -354,6 +354,12 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
     return cfg_fail(err, d, "node.intra.nvls", "node.intra.nvls: needs kind nvswitch");
   if (n->gpus_per_node > 1 && n->intra.bandwidth <= 0)
     return cfg_fail(err, d, "node.intra.bandwidth", "node.intra.bandwidth: must be > 0");
+  gint64 gpus = (gint64)n->count * n->gpus_per_node;
+  if (gpus > CFG_MAX_GPUS)
+    return cfg_fail(err, d, "node.count",
+                    "node.count x node.gpus_per_node = %d x %d = %" G_GINT64_FORMAT " GPUs: dlsim "
+                    "simulates clusters of at most %d GPUs", n->count, n->gpus_per_node, gpus,
+                    CFG_MAX_GPUS);
   CFG_DEFAULT_INT(n->nics_per_node, n->count > 1 ? n->gpus_per_node : 0);
   CFG_DEFAULT_QTY(n->host_memory, 0);
   CFG_DEFAULT_QTY(n->nvme, 0);
@@ -476,6 +482,9 @@ static bool cfg_model_check(cfg_model *m, const cfg_doc *d, GError **err)
     if (have[i] == CFG_UNSET_INT)
       return cfg_fail(err, d, "model", "model: missing required key '%s'", need[i]);
   CFG_DEFAULT_INT(m->kv_heads, m->heads);
+  if (m->hidden > CFG_MAX_HIDDEN)
+    return cfg_fail(err, d, "model.hidden", "model.hidden = %d: at most %d", m->hidden,
+                    CFG_MAX_HIDDEN);
   CFG_DEFAULT_INT(m->ffn_hidden, 4 * m->hidden);
   CFG_DEFAULT_INT(m->activation, CFG_ACT_GELU);
   CFG_DEFAULT_INT(m->tied_embeddings, m->activation == CFG_ACT_GELU);
@@ -500,6 +509,27 @@ static bool cfg_model_check(cfg_model *m, const cfg_doc *d, GError **err)
     if (!cfg_moe_check(&m->moe, m->layers, d, err))
       return false;
   }
+  return true;
+}
+
+/* Each degree of parallelism at most the cluster's GPUs, and so their product computed in 64
+ * bits: tp x pp x cp x dp of user numbers overflows an int long before it is checked. */
+static bool cfg_degrees_fit(const cfg_parallel *p, int gpus, const cfg_doc *d, GError **err)
+{
+  const struct {
+    const char *key;
+    int v;
+  } deg[] = {{"parallel.tp", p->tp}, {"parallel.pp", p->pp}, {"parallel.cp", p->cp},
+             {"parallel.dp", p->dp}, {"parallel.ep", p->ep}};
+  for (size_t i = 0; i < G_N_ELEMENTS(deg); i++)
+    if (deg[i].v != CFG_UNSET_INT && deg[i].v > gpus)
+      return cfg_fail(err, d, deg[i].key, "%s = %d, but the cluster has %d GPUs", deg[i].key,
+                      deg[i].v, gpus);
+  gint64 inner = (gint64)p->tp * p->pp * p->cp;
+  if (inner > gpus)
+    return cfg_fail(err, d, "parallel",
+                    "parallel: tp*pp*cp = %d*%d*%d = %" G_GINT64_FORMAT ", but the cluster has %d GPUs",
+                    p->tp, p->pp, p->cp, inner, gpus);
   return true;
 }
 
@@ -557,6 +587,8 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
                     cfg_dtype_name(t->dtype), cfg_dtype_name(t->dtype));
 
   int gpus = cfg_cluster_gpus(c);
+  if (!cfg_degrees_fit(p, gpus, d, err))
+    return false;
   int inner = p->tp * p->pp * p->cp;
   if (p->dp == CFG_UNSET_INT) {
     if (gpus % inner != 0)
@@ -565,11 +597,11 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
                       "(node.count %d x node.gpus_per_node %d)",
                       inner, gpus, c->node.count, c->node.gpus_per_node);
     p->dp = gpus / inner;
-  } else if (inner * p->dp != gpus) {
+  } else if ((gint64)inner * p->dp != gpus) {
     return cfg_fail(err, d, "parallel.dp",
-                    "parallel: tp*pp*dp*cp = %d*%d*%d*%d = %d, but the cluster has %d GPUs "
-                    "(node.count %d x node.gpus_per_node %d)",
-                    p->tp, p->pp, p->dp, p->cp, inner * p->dp, gpus, c->node.count,
+                    "parallel: tp*pp*dp*cp = %d*%d*%d*%d = %" G_GINT64_FORMAT ", but the cluster "
+                    "has %d GPUs (node.count %d x node.gpus_per_node %d)",
+                    p->tp, p->pp, p->dp, p->cp, (gint64)inner * p->dp, gpus, c->node.count,
                     c->node.gpus_per_node);
   }
   if (t->global_batch % p->dp != 0)
@@ -660,11 +692,11 @@ static bool cfg_serving_check(cfg_workload *w, const cfg_cluster *c, GError **er
     return false;
   if (!c)
     return true;
-  int need = s->replicas * s->tp * s->pp;
+  gint64 need = (gint64)s->replicas * s->tp * s->pp; /* each < 2^31: no 64-bit overflow */
   if (need > cfg_cluster_gpus(c))
     return cfg_fail(err, d, "serving",
-                    "serving: replicas x tp x pp = %d x %d x %d = %d GPUs, but the cluster has %d "
-                    "(node.count %d x node.gpus_per_node %d)",
+                    "serving: replicas x tp x pp = %d x %d x %d = %" G_GINT64_FORMAT " GPUs, but "
+                    "the cluster has %d (node.count %d x node.gpus_per_node %d)",
                     s->replicas, s->tp, s->pp, need, cfg_cluster_gpus(c), c->node.count,
                     c->node.gpus_per_node);
   return true;

@@ -157,9 +157,14 @@ const char *cfg_closest(const char *word, const char *const *candidates, size_t 
 
 /* ---- libyaml -> tree ------------------------------------------------------------------------ */
 
+/* No dlsim file nests deeper than a handful of levels; the reader and everything that walks
+ * its tree recurse, so nesting is bounded where it is read, with a clear error. */
+#define CFG_MAX_DEPTH 64
+
 typedef struct {
   yaml_parser_t parser;
   const char *file;
+  int depth; /* mappings and sequences open around the node being read */
 } cfg_reader;
 
 static void cfg_reader_error(cfg_reader *r, GError **err)
@@ -263,11 +268,19 @@ static cfg_node *cfg_read_node(cfg_reader *r, yaml_event_t *ev, GError **err)
     yaml_event_delete(ev);
     return n;
   case YAML_MAPPING_START_EVENT:
-    yaml_event_delete(ev);
-    return cfg_read_map(r, cfg_node_new(CFG_NODE_MAP, r->file, line, col), err);
   case YAML_SEQUENCE_START_EVENT:
+    if (r->depth >= CFG_MAX_DEPTH) {
+      cfg_set_error_at(err, r->file, line, col,
+                       "nested more than %d levels deep (dlsim files need a few)", CFG_MAX_DEPTH);
+      break;
+    }
+    r->depth++;
+    n = ev->type == YAML_MAPPING_START_EVENT
+            ? cfg_read_map(r, cfg_node_new(CFG_NODE_MAP, r->file, line, col), err)
+            : cfg_read_seq(r, cfg_node_new(CFG_NODE_SEQ, r->file, line, col), err);
+    r->depth--;
     yaml_event_delete(ev);
-    return cfg_read_seq(r, cfg_node_new(CFG_NODE_SEQ, r->file, line, col), err);
+    return n;
   case YAML_ALIAS_EVENT:
     cfg_set_error_at(err, r->file, line, col, "YAML aliases (*name) are not supported");
     break;

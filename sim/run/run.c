@@ -2,6 +2,7 @@
 
 #include "workloads/workloads.h"
 
+#include <math.h>
 #include <string.h>
 
 sim_options sim_options_for(eng_kind engine)
@@ -82,6 +83,40 @@ static void sim_figures(sim_result *r)
   r->fits = r->peak_bytes <= r->capacity_bytes;
 }
 
+static bool sim_sane(double v)
+{
+  return isfinite(v) && v >= 0;
+}
+
+/* Nothing impossible is reported: a time, rate or size that is not a finite number >= 0 means
+ * a cost came out as nonsense (a bandwidth near zero, say), and the run fails naming the part. */
+static bool sim_check_figures(const sim_result *r, GError **err)
+{
+  const eng_result *e = &r->eng;
+  const struct {
+    const char *what;
+    double v;
+  } parts[] = {{"the step time", r->step_time}, {"compute", e->compute},
+               {"exposed communication", e->exposed_comm}, {"the pipeline bubble", e->bubble},
+               {"other time", e->other}, {"the memory peak", r->peak_bytes},
+               {"the throughput", r->samples_per_s}, {"the MFU", r->mfu}};
+  for (size_t i = 0; i < G_N_ELEMENTS(parts); i++)
+    if (!sim_sane(parts[i].v)) {
+      g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME,
+                  "the simulation gave %s = %g, not a result: check the cluster's bandwidths, "
+                  "latencies and FLOP/s", parts[i].what, parts[i].v);
+      return false;
+    }
+  for (int d = 0; d < PROG_NDIMS; d++)
+    if (!sim_sane(e->comm[d]) || !sim_sane(e->exposed[d])) {
+      g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME,
+                  "the simulation gave %g s of %s communication, not a result: check the "
+                  "cluster's bandwidths and latencies", e->comm[d], prog_dim_name((prog_dim)d));
+      return false;
+    }
+  return true;
+}
+
 static bool sim_options_check(const sim_options *o, GError **err)
 {
   if (o->trace && o->fold) {
@@ -115,6 +150,12 @@ bool sim_run(const cfg_cluster *c, const cfg_workload *w, const sim_options *o, 
                 "%s: serving workloads run with `dlsim serve`, not `dlsim run`", where);
     return false;
   }
+  bud_limits def = bud_defaults();
+  int gpus = cfg_cluster_gpus(c);
+  g_autofree char *what = g_strdup_printf("simulating %d GPUs on the %s engine", gpus,
+                                          eng_kind_name(o->engine));
+  if (!bud_check(o->budget ? o->budget : &def, what, bud_run(gpus, o->engine == ENG_DES), err))
+    return false;
   out->hw = hw_cluster_new(c);
   if (!sim_engine_options(out, o, err))
     return false;
@@ -129,7 +170,7 @@ bool sim_run(const cfg_cluster *c, const cfg_workload *w, const sim_options *o, 
                                          : sim_run_with(out, micro, &out->program, &out->eng, err);
   if (ok)
     sim_figures(out);
-  return ok;
+  return ok && sim_check_figures(out, err);
 }
 
 bool sim_run_files(const char *cluster, const char *workload, char *const *sets,

@@ -8,6 +8,7 @@
 #ifndef DLSIM_RUN_H
 #define DLSIM_RUN_H
 
+#include "budget/budget.h"
 #include "config/config.h"
 #include "engine/engine.h"
 #include "hardware/hardware.h"
@@ -21,6 +22,7 @@ typedef struct {
                       * step along the line through them (exact in the steady state); a trace
                       * needs every op, so fold and trace exclude each other */
   bool unfold_colls; /* run collectives step by step instead of folded phases (for checking) */
+  const bud_limits *budget; /* what the run may cost; NULL: the defaults */
 } sim_options;
 
 /* What a user would ask for: the engine, micro-batch folding on, no trace. */

@@ -16,6 +16,7 @@
 #ifndef DLSIM_SERVING_H
 #define DLSIM_SERVING_H
 
+#include "budget/budget.h"
 #include "config/config.h"
 #include "hardware/hardware.h"
 
@@ -127,6 +128,7 @@ typedef struct {
 typedef struct {
   bool trace;    /* keep every iteration and request for a Chrome trace */
   double rate;   /* > 0: overrides serving.requests.rate */
+  const bud_limits *budget; /* NULL: the defaults */
 } srv_options;
 
 /* Runs the serving workload (its `serving:` section) on the cluster. Bad input (a request

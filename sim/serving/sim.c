@@ -505,6 +505,53 @@ static void srv_collect(srv_run *run, srv_result *out)
   srv_timeline_samples(run, t1, out->timeline);
 }
 
+static bool srv_sane(double v)
+{
+  return isfinite(v) && v >= 0;
+}
+
+/* Nothing impossible is reported: a latency or rate that is not a finite number >= 0 means a
+ * cost came out as nonsense (a bandwidth near zero, say), and the run fails naming it. */
+static bool srv_check_result(const srv_result *r, GError **err)
+{
+  const struct {
+    const char *what;
+    const srv_dist *d;
+  } dists[] = {{"TTFT", &r->ttft}, {"time between tokens", &r->tbt}, {"TPOT", &r->tpot},
+               {"end-to-end latency", &r->e2e}};
+  for (size_t i = 0; i < G_N_ELEMENTS(dists); i++) {
+    const srv_dist *d = dists[i].d;
+    if (!(srv_sane(d->mean) && srv_sane(d->p50) && srv_sane(d->p90) && srv_sane(d->p99) &&
+          srv_sane(d->max))) {
+      g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME,
+                  "serving: the %s came out as %g s (mean), not a time: check the GPU's and the "
+                  "network's figures", dists[i].what, d->mean);
+      return false;
+    }
+  }
+  if (!(srv_sane(r->duration) && srv_sane(r->output_tokens_per_s) && srv_sane(r->requests_per_s))) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME,
+                "serving: the run lasted %g s for %g requests/s, not a result: check the GPU's and "
+                "the network's figures", r->duration, r->requests_per_s);
+    return false;
+  }
+  return true;
+}
+
+/* What the request stream will cost, before it is built (a replayed trace is as long as its
+ * file, which was read already). */
+static bool srv_within_budget(const cfg_workload *w, const srv_options *o, GError **err)
+{
+  const cfg_requests *r = &w->serving.requests;
+  if (r->trace)
+    return true;
+  bud_limits def = bud_defaults();
+  double outputs = r->output_tokens > 0 ? r->output_tokens : 1024.0;
+  g_autofree char *what = g_strdup_printf("serving %d requests", r->count);
+  return bud_check(o && o->budget ? o->budget : &def, what,
+                   bud_serve(r->count, (double)r->count * outputs), err);
+}
+
 bool srv_simulate(const cfg_cluster *c, const cfg_workload *w, const srv_options *o,
                   srv_result *out, GError **err)
 {
@@ -520,7 +567,7 @@ bool srv_simulate(const cfg_cluster *c, const cfg_workload *w, const srv_options
   }
   run.sim.cfg = &w->serving;
   double rate = o && o->rate > 0 ? o->rate : w->serving.requests.rate;
-  bool ok = srv_cost_new(c, w, &run.sim.cost, err) &&
+  bool ok = srv_within_budget(w, o, err) && srv_cost_new(c, w, &run.sim.cost, err) &&
             srv_capacity_of(c, w, run.sim.cost, &run.sim.cap, err) &&
             srv_stream_build(w, rate, &run.stream, err) && srv_check_requests(&run, err);
   out->capacity = run.sim.cap;
@@ -531,6 +578,7 @@ bool srv_simulate(const cfg_cluster *c, const cfg_workload *w, const srv_options
     ok = srv_loop(&run, err);
     if (ok)
       srv_collect(&run, out);
+    ok = ok && srv_check_result(out, err);
     srv_replicas_free(&run);
     srv_hist_clear(&run.gaps);
     g_array_free(run.heap, TRUE);
