@@ -22,17 +22,17 @@ static wl_layer *wl_conv(wl_cnn *n, const char *name, int cin, int cout, int k, 
   double flops = 2.0 * w * hw_out * hw_out * n->b;
   double dt = n->dt;
   wl_layer *l = wl_layer_add(n->m, name, w + 2.0 * cout);
-  wl_fwd(n->m, l, "conv", CFG_KCLASS_CONV, flops, dt * (in + w + out));
+  wl_fwd(n->m, l, WL_ROLE_CONV, "conv", CFG_KCLASS_CONV, flops, dt * (in + w + out));
   /* batch-norm reads its input twice (statistics, normalisation) and writes once */
-  wl_fwd(n->m, l, "bn", CFG_KCLASS_ELEMENTWISE, 8 * out, 3 * dt * out);
+  wl_fwd(n->m, l, WL_ROLE_NORM, "bn", CFG_KCLASS_ELEMENTWISE, 8 * out, 3 * dt * out);
   if (relu)
-    wl_fwd(n->m, l, "relu", CFG_KCLASS_ELEMENTWISE, out, 2 * dt * out);
+    wl_fwd(n->m, l, WL_ROLE_ACT, "relu", CFG_KCLASS_ELEMENTWISE, out, 2 * dt * out);
   if (relu)
-    wl_bwd(n->m, l, "relu.bwd", CFG_KCLASS_ELEMENTWISE, out, 3 * dt * out);
-  wl_bwd(n->m, l, "bn.bwd", CFG_KCLASS_ELEMENTWISE, 12 * out, 5 * dt * out);
+    wl_bwd(n->m, l, WL_ROLE_ACT, WL_PHASE_BACKWARD, "relu.bwd", CFG_KCLASS_ELEMENTWISE, out, 3 * dt * out);
+  wl_bwd(n->m, l, WL_ROLE_NORM, WL_PHASE_BACKWARD, "bn.bwd", CFG_KCLASS_ELEMENTWISE, 12 * out, 5 * dt * out);
   if (!first) /* the image needs no gradient */
-    wl_bwd(n->m, l, "conv.dgrad", CFG_KCLASS_CONV, flops, dt * (out + w + in));
-  wl_bwd(n->m, l, "conv.wgrad", CFG_KCLASS_CONV, flops, dt * (in + out + w));
+    wl_bwd(n->m, l, WL_ROLE_CONV, WL_PHASE_DGRAD, "conv.dgrad", CFG_KCLASS_CONV, flops, dt * (out + w + in));
+  wl_bwd(n->m, l, WL_ROLE_CONV, WL_PHASE_WGRAD, "conv.wgrad", CFG_KCLASS_CONV, flops, dt * (in + out + w));
   l->saved_bytes = dt * out * (relu ? 2 : 1);
   l->model_flops = flops;
   return l;
@@ -63,8 +63,8 @@ static void wl_block(wl_cnn *n, int mid, int out, int stride, bool bottleneck, c
   /* residual add + ReLU closes the block */
   double elems = n->b * out * (double)hw_out * hw_out;
   wl_layer *last = g_ptr_array_index(n->m->layers, n->m->layers->len - 1);
-  wl_fwd(n->m, last, "add_relu", CFG_KCLASS_ELEMENTWISE, 2 * elems, 3 * n->dt * elems);
-  wl_bwd(n->m, last, "add_relu.bwd", CFG_KCLASS_ELEMENTWISE, 2 * elems, 4 * n->dt * elems);
+  wl_fwd(n->m, last, WL_ROLE_RESIDUAL, "add_relu", CFG_KCLASS_ELEMENTWISE, 2 * elems, 3 * n->dt * elems);
+  wl_bwd(n->m, last, WL_ROLE_RESIDUAL, WL_PHASE_BACKWARD, "add_relu.bwd", CFG_KCLASS_ELEMENTWISE, 2 * elems, 4 * n->dt * elems);
   last->saved_bytes += n->dt * elems;
   n->c = out;
   n->hw = hw_out;
@@ -108,8 +108,8 @@ bool wl_cnn_build(wl_model *m, const cfg_model *cm, const cfg_training *t, int m
   double pin = n.b * 64.0 * n.hw * n.hw;
   n.hw = (n.hw + 1) / 2;
   double pout = n.b * 64.0 * n.hw * n.hw;
-  wl_fwd(m, pool, "maxpool", CFG_KCLASS_ELEMENTWISE, 9 * pout, n.dt * (pin + pout));
-  wl_bwd(m, pool, "maxpool.bwd", CFG_KCLASS_ELEMENTWISE, pout, n.dt * (2 * pout + pin));
+  wl_fwd(m, pool, WL_ROLE_POOL, "maxpool", CFG_KCLASS_ELEMENTWISE, 9 * pout, n.dt * (pin + pout));
+  wl_bwd(m, pool, WL_ROLE_POOL, WL_PHASE_BACKWARD, "maxpool.bwd", CFG_KCLASS_ELEMENTWISE, pout, n.dt * (2 * pout + pin));
   const int widths[4] = {64, 128, 256, 512};
   for (int s = 0; s < 4; s++) {
     char stage[16];
@@ -122,15 +122,15 @@ bool wl_cnn_build(wl_model *m, const cfg_model *cm, const cfg_training *t, int m
   int feat = n.c;
   wl_layer *fc = wl_layer_add(m, "fc", (double)feat * cm->num_classes + cm->num_classes);
   double pooled = n.b * feat * (double)n.hw * n.hw;
-  wl_fwd(m, fc, "avgpool", CFG_KCLASS_ELEMENTWISE, pooled, n.dt * (pooled + n.b * feat));
+  wl_fwd(m, fc, WL_ROLE_POOL, "avgpool", CFG_KCLASS_ELEMENTWISE, pooled, n.dt * (pooled + n.b * feat));
   double ff = 2.0 * n.b * feat * cm->num_classes;
-  wl_fwd(m, fc, "linear", CFG_KCLASS_GEMM, ff,
+  wl_fwd(m, fc, WL_ROLE_LINEAR, "linear", CFG_KCLASS_GEMM, ff,
          n.dt * (n.b * feat + (double)feat * cm->num_classes + n.b * cm->num_classes));
-  wl_bwd(m, fc, "linear.dgrad", CFG_KCLASS_GEMM, ff,
+  wl_bwd(m, fc, WL_ROLE_LINEAR, WL_PHASE_DGRAD, "linear.dgrad", CFG_KCLASS_GEMM, ff,
          n.dt * (n.b * feat + (double)feat * cm->num_classes + n.b * cm->num_classes));
-  wl_bwd(m, fc, "linear.wgrad", CFG_KCLASS_GEMM, ff,
+  wl_bwd(m, fc, WL_ROLE_LINEAR, WL_PHASE_WGRAD, "linear.wgrad", CFG_KCLASS_GEMM, ff,
          n.dt * (n.b * feat + (double)feat * cm->num_classes + n.b * cm->num_classes));
-  wl_bwd(m, fc, "avgpool.bwd", CFG_KCLASS_ELEMENTWISE, pooled, n.dt * (pooled + n.b * feat));
+  wl_bwd(m, fc, WL_ROLE_POOL, WL_PHASE_BACKWARD, "avgpool.bwd", CFG_KCLASS_ELEMENTWISE, pooled, n.dt * (pooled + n.b * feat));
   fc->saved_bytes = n.dt * n.b * feat;
   fc->model_flops = ff;
   return true;

@@ -39,25 +39,26 @@ wl_layer *wl_layer_add(wl_model *m, const char *name, double params)
   return l;
 }
 
-static void wl_kernel_push(wl_model *m, GArray *to, const wl_layer *l, const char *what,
-                           cfg_kernel_class k, double flops, double bytes)
+static void wl_kernel_push(wl_model *m, GArray *to, const wl_layer *l, wl_role role,
+                           wl_phase phase, const char *what, cfg_kernel_class k, double flops,
+                           double bytes)
 {
   g_autofree char *name = g_strdup_printf("%s.%s", l->name, what);
-  wl_kernel x = {.name = g_string_chunk_insert_const(m->strings, name), .kclass = k,
-                 .flops = flops, .bytes = bytes};
+  wl_kernel x = {.name = g_string_chunk_insert_const(m->strings, name), .role = role,
+                 .phase = phase, .kclass = k, .flops = flops, .bytes = bytes};
   g_array_append_val(to, x);
 }
 
-void wl_fwd(wl_model *m, wl_layer *l, const char *what, cfg_kernel_class k, double flops,
-            double bytes)
+void wl_fwd(wl_model *m, wl_layer *l, wl_role role, const char *what, cfg_kernel_class k,
+            double flops, double bytes)
 {
-  wl_kernel_push(m, l->fwd, l, what, k, flops, bytes);
+  wl_kernel_push(m, l->fwd, l, role, WL_PHASE_FORWARD, what, k, flops, bytes);
 }
 
-void wl_bwd(wl_model *m, wl_layer *l, const char *what, cfg_kernel_class k, double flops,
-            double bytes)
+void wl_bwd(wl_model *m, wl_layer *l, wl_role role, wl_phase phase, const char *what,
+            cfg_kernel_class k, double flops, double bytes)
 {
-  wl_kernel_push(m, l->bwd, l, what, k, flops, bytes);
+  wl_kernel_push(m, l->bwd, l, role, phase, what, k, flops, bytes);
 }
 
 uint32_t wl_emit_kernel(prog_program *p, int cls, const wl_model *m, const wl_kernel *k,
@@ -65,7 +66,7 @@ uint32_t wl_emit_kernel(prog_program *p, int cls, const wl_model *m, const wl_ke
 {
   uint32_t op = prog_compute(p, cls, k->name, k->kclass, m->dtype, k->flops, k->bytes, deps, ndeps);
   prog_op *o = prog_op_at(p, cls, op);
-  o->recompute = k->recompute;
+  o->recompute = k->phase == WL_PHASE_RECOMPUTE;
   o->inner = k->inner;
   return op;
 }

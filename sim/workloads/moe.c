@@ -153,7 +153,9 @@ static double wl_kernels_time(const hw_cluster *hw, const wl_model *m, const GAr
   double t = 0;
   for (guint i = 0; i < ks->len; i++) {
     const wl_kernel *k = &g_array_index(ks, wl_kernel, i);
-    if (experts_only && !strstr(k->name, ".experts_"))
+    bool expert = k->role == WL_ROLE_EXPERT_UP || k->role == WL_ROLE_EXPERT_ACT ||
+                  k->role == WL_ROLE_EXPERT_DOWN;
+    if (experts_only && !expert)
       continue;
     hw_kernel hk = {.kclass = k->kclass, .dtype = m->dtype, .flops = k->flops, .bytes = k->bytes,
                     .inner = k->inner};

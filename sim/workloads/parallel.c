@@ -171,6 +171,12 @@ static void wl_groups(wl_par *x)
 
 /* ---- templates -------------------------------------------------------------------------------- */
 
+/* A kernel by what it is and whether it is forward work (forward or recomputed). */
+typedef struct {
+  wl_role role;
+  bool forward;
+} wl_until;
+
 typedef struct {
   wl_par *x;
   int t;             /* template class */
@@ -180,22 +186,19 @@ typedef struct {
   bool has_pending;
   uint32_t gather;   /* ZeRO-3 parameter all-gather every compute op waits for */
   bool has_gather;
-  uint32_t deferred; /* a collective a later kernel waits for: the next weight gradient, or the
-                      * next kernel named `deferred_until` */
+  uint32_t deferred; /* a collective a later kernel waits for: the next weight gradient, or
+                      * with until_role the next kernel that is `until` */
   bool has_deferred;
-  const char *deferred_until;
+  bool until_role;
+  wl_until until;
 } wl_tb;
 
-/* Whether kernel `k` is `name` of its layer ("layer3.qkv.dgrad" is "qkv.dgrad"). */
-static bool wl_is(const wl_kernel *k, const char *name)
+/* Whether kernel `k` is the one a deferred collective waits for. */
+static bool wl_tb_waits_for(const wl_tb *b, const wl_kernel *k)
 {
-  const char *dot = strchr(k->name, '.');
-  return strcmp(dot ? dot + 1 : k->name, name) == 0;
-}
-
-static bool wl_is_wgrad(const wl_kernel *k)
-{
-  return g_str_has_suffix(k->name, ".wgrad");
+  if (!b->until_role)
+    return k->phase == WL_PHASE_WGRAD;
+  return k->role == b->until.role && wl_is_forward(k) == b->until.forward;
 }
 
 static uint32_t wl_tb_compute(wl_tb *b, const wl_kernel *k)
@@ -204,7 +207,7 @@ static uint32_t wl_tb_compute(wl_tb *b, const wl_kernel *k)
   uint32_t n = 0;
   if (b->has_pending)
     deps[n++] = b->pending;
-  if (b->has_deferred && (b->deferred_until ? wl_is(k, b->deferred_until) : wl_is_wgrad(k))) {
+  if (b->has_deferred && wl_tb_waits_for(b, k)) {
     deps[n++] = b->deferred;
     b->has_deferred = false;
   }
@@ -232,13 +235,26 @@ static void wl_tb_comm(wl_tb *b, prog_stream stream, int family, prog_coll coll,
   } else if (wait == WL_BEFORE_WGRAD) {
     b->deferred = op;
     b->has_deferred = true;
-    b->deferred_until = NULL;
+    b->until_role = false;
   }
 }
 
 
+/* Megatron's split of a transformer layer's GEMMs over the tensor-parallel group: column-
+ * parallel ones take the whole input and produce a shard of the output, row-parallel ones (and
+ * the vocabulary-parallel embedding) produce partial sums of the whole output. */
+static bool wl_column_parallel(const wl_kernel *k)
+{
+  return k->role == WL_ROLE_QKV || k->role == WL_ROLE_MLP_UP || k->role == WL_ROLE_LOGITS;
+}
+
+static bool wl_row_parallel(const wl_kernel *k)
+{
+  return k->role == WL_ROLE_ATTN_OUT || k->role == WL_ROLE_MLP_DOWN;
+}
+
 /* Tensor-parallel collectives around the kernel `k` of a transformer layer (Megatron). */
-static void wl_tp_before(wl_tb *b, const wl_kernel *k, bool backward, double act)
+static void wl_tp_before(wl_tb *b, const wl_kernel *k, double act)
 {
   wl_par *x = b->x;
   if (x->tp == 1 || !x->w->parallel.sequence_parallel)
@@ -246,62 +262,82 @@ static void wl_tp_before(wl_tb *b, const wl_kernel *k, bool backward, double act
   /* sequence parallel: gather the sequence before a column-parallel GEMM; in backward, gather
    * the output gradient of a row-parallel one before its input gradient, and re-gather a
    * column-parallel GEMM's input for its weight gradient while its input gradient runs */
-  if (!backward && (wl_is(k, "qkv") || wl_is(k, "mlp_up") || wl_is(k, "logits")))
+  if (wl_is_forward(k) && wl_column_parallel(k))
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLGATHER, act, "tp allgather", WL_BLOCKING);
-  if (backward && (wl_is(k, "mlp_down.dgrad") || wl_is(k, "proj.dgrad")))
+  if (k->phase == WL_PHASE_DGRAD && wl_row_parallel(k))
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLGATHER, act, "tp allgather grads",
                WL_BLOCKING);
-  if (backward && (wl_is(k, "qkv.dgrad") || wl_is(k, "mlp_up.dgrad") || wl_is(k, "logits.dgrad")))
+  if (k->phase == WL_PHASE_DGRAD && wl_column_parallel(k))
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLGATHER, act, "tp allgather input",
                WL_BEFORE_WGRAD);
 }
 
-static void wl_tp_after(wl_tb *b, const wl_kernel *k, bool backward, double act)
+static void wl_tp_after(wl_tb *b, const wl_kernel *k, double act)
 {
   wl_par *x = b->x;
   if (x->tp == 1)
     return;
   bool sp = x->w->parallel.sequence_parallel;
   prog_coll reduce = sp ? PROG_COLL_REDUCESCATTER : PROG_COLL_ALLREDUCE;
-  if (!backward && (wl_is(k, "proj") || wl_is(k, "mlp_down") || wl_is(k, "lookup")))
+  bool partial_sums = wl_row_parallel(k) || k->role == WL_ROLE_LOOKUP;
+  if (wl_is_forward(k) && partial_sums)
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, reduce, act, sp ? "tp reducescatter" : "tp allreduce",
                WL_BLOCKING);
-  if (!backward && wl_is(k, "cross_entropy")) /* max, sum and target logit over the vocabulary */
+  if (wl_is_forward(k) && k->role == WL_ROLE_LOSS) /* max, sum and target logit over the vocabulary */
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLREDUCE, 3.0 * x->m->tokens * 4,
                "tp allreduce (loss)", WL_BLOCKING);
   /* backward: the input gradient of a column-parallel GEMM is reduced while its weight
    * gradient is computed (Megatron's asynchronous all-reduce) */
-  if (backward && (wl_is(k, "qkv.dgrad") || wl_is(k, "mlp_up.dgrad") || wl_is(k, "logits.dgrad"))) {
+  if (k->phase == WL_PHASE_DGRAD && wl_column_parallel(k))
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, reduce, act, sp ? "tp reducescatter" : "tp allreduce",
                WL_ASYNC);
-  }
 }
 
 /* Context parallelism: gather the other ranks' K and V before attention (ring attention passes
  * them around), reduce-scatter their gradients after. */
-static void wl_cp_around(wl_tb *b, const wl_kernel *k, bool backward, bool before)
+static void wl_cp_around(wl_tb *b, const wl_kernel *k, bool before)
 {
   wl_par *x = b->x;
-  if (x->cp == 1 || !(wl_is(k, "attention") || wl_is(k, "attention.bwd")))
+  if (x->cp == 1 || k->role != WL_ROLE_ATTENTION)
     return;
   const cfg_model *cm = &x->w->model;
   double kv = 2.0 * x->m->tokens * cm->kv_heads * (cm->hidden / cm->heads) / x->tp *
               cfg_dtype_bytes(x->m->dtype) * x->cp;
-  if (before && !backward)
+  if (before && wl_is_forward(k))
     wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_ALLGATHER, kv, "cp allgather kv", WL_BLOCKING);
-  if (!before && backward)
+  if (!before && !wl_is_forward(k))
     wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_REDUCESCATTER, kv, "cp reducescatter dkv", WL_ASYNC);
 }
 
-/* A collective after the last compute op that the next kernel named `until` waits for. */
+/* A collective after the last compute op that the next kernel of `until` waits for. */
 static void wl_tb_comm_until(wl_tb *b, prog_stream stream, int family, prog_coll coll,
-                             double bytes, const char *name, const char *until)
+                             double bytes, const char *name, wl_until until)
 {
   wl_tb_comm(b, stream, family, coll, bytes, name, WL_ASYNC);
   prog_class *t = prog_class_at(b->x->p, b->t);
   b->deferred = t->ops->len - 1;
   b->has_deferred = true;
-  b->deferred_until = until;
+  b->until_role = true;
+  b->until = until;
+}
+
+/* The four all-to-alls of a MoE layer, in the order of the all-to-all model's byte counts. */
+typedef enum { WL_A2A_DISPATCH, WL_A2A_COMBINE, WL_A2A_COMBINE_BWD, WL_A2A_DISPATCH_BWD, WL_A2A_NONE } wl_a2a;
+
+/* Which all-to-all follows kernel `k`: the dispatch after the copies are gathered by expert,
+ * the combine after the experts; in backward, the combine's after the gradients are scattered
+ * back to the copies, the dispatch's after the experts' input gradient. */
+static wl_a2a wl_a2a_after(const wl_kernel *k)
+{
+  if (wl_is_forward(k))
+    return k->role == WL_ROLE_PERMUTE       ? WL_A2A_DISPATCH
+           : k->role == WL_ROLE_EXPERT_DOWN ? WL_A2A_COMBINE
+                                            : WL_A2A_NONE;
+  if (k->role == WL_ROLE_UNPERMUTE && k->phase == WL_PHASE_BACKWARD)
+    return WL_A2A_COMBINE_BWD;
+  if (k->role == WL_ROLE_EXPERT_UP && k->phase == WL_PHASE_DGRAD)
+    return WL_A2A_DISPATCH_BWD;
+  return WL_A2A_NONE;
 }
 
 /* Mixture of experts: the dispatch all-to-all after the token copies are gathered by expert
@@ -309,25 +345,25 @@ static void wl_tb_comm_until(wl_tb *b, prog_stream stream, int family, prog_coll
  * after the experts; in backward, the combine's gradients to the experts and the dispatch's
  * back. With moe_overlap the two half batches hide each other's all-to-alls: nothing in the
  * layer waits for them, the layer takes the longer of its compute and its all-to-alls. */
-static void wl_ep_after(wl_tb *b, const wl_kernel *k, bool backward)
+static void wl_ep_after(wl_tb *b, const wl_kernel *k)
 {
+  static const char *const names[] = {"ep alltoall dispatch", "ep alltoall combine",
+                                      "ep alltoall combine.bwd", "ep alltoall dispatch.bwd"};
   wl_par *x = b->x;
-  if (x->m->moe_tokens <= 0 || x->ep == 1)
+  wl_a2a i = wl_a2a_after(k);
+  if (x->m->moe_tokens <= 0 || x->ep == 1 || i == WL_A2A_NONE)
     return;
-  bool overlap = x->w->parallel.moe_overlap != 0;
-  const char *step = !backward ? (wl_is(k, "permute") ? "dispatch" : wl_is(k, "experts_down") ? "combine" : NULL)
-                               : (wl_is(k, "unpermute.bwd") ? "combine.bwd" : wl_is(k, "experts_up.dgrad") ? "dispatch.bwd" : NULL);
-  if (!step)
-    return;
-  int i = !backward ? (step[0] == 'd' ? 0 : 1) : (step[0] == 'c' ? 2 : 3);
-  g_autofree char *name = g_strdup_printf("ep alltoall %s", step);
-  if (overlap)
-    wl_tb_comm(b, PROG_STREAM_EP, x->fam_ep, PROG_COLL_ALLTOALL, x->a2a[i], name, WL_ASYNC);
-  else if (i == 0 || i == 3) /* the next kernels (shared experts, weight gradients) need not wait */
-    wl_tb_comm_until(b, PROG_STREAM_EP, x->fam_ep, PROG_COLL_ALLTOALL, x->a2a[i], name,
-                     i == 0 ? "experts_up" : "permute.bwd");
+  if (x->w->parallel.moe_overlap)
+    wl_tb_comm(b, PROG_STREAM_EP, x->fam_ep, PROG_COLL_ALLTOALL, x->a2a[i], names[i], WL_ASYNC);
+  else if (i == WL_A2A_DISPATCH) /* the shared experts need not wait: the routed ones do */
+    wl_tb_comm_until(b, PROG_STREAM_EP, x->fam_ep, PROG_COLL_ALLTOALL, x->a2a[i], names[i],
+                     (wl_until){WL_ROLE_EXPERT_UP, true});
+  else if (i == WL_A2A_DISPATCH_BWD) /* the weight gradients need not wait: the
+                                      * permutation's backward does */
+    wl_tb_comm_until(b, PROG_STREAM_EP, x->fam_ep, PROG_COLL_ALLTOALL, x->a2a[i], names[i],
+                     (wl_until){WL_ROLE_PERMUTE, false});
   else
-    wl_tb_comm(b, PROG_STREAM_EP, x->fam_ep, PROG_COLL_ALLTOALL, x->a2a[i], name, WL_BLOCKING);
+    wl_tb_comm(b, PROG_STREAM_EP, x->fam_ep, PROG_COLL_ALLTOALL, x->a2a[i], names[i], WL_BLOCKING);
 }
 
 /* The data-parallel collective of a layer's states: the dense part over the data-parallel
@@ -373,14 +409,13 @@ static int wl_template(wl_par *x, const wl_layer *l, bool backward)
   const GArray *ks = backward ? l->bwd : l->fwd;
   for (guint i = 0; i < ks->len; i++) {
     const wl_kernel *k = &g_array_index(ks, wl_kernel, i);
-    /* recomputation replays the forward, collectives included */
-    bool bwd = backward && !k->recompute;
-    wl_tp_before(&b, k, bwd, act);
-    wl_cp_around(&b, k, bwd, true);
+    /* recomputation replays the forward, collectives included (wl_is_forward) */
+    wl_tp_before(&b, k, act);
+    wl_cp_around(&b, k, true);
     wl_tb_compute(&b, k);
-    wl_cp_around(&b, k, bwd, false);
-    wl_tp_after(&b, k, bwd, act);
-    wl_ep_after(&b, k, bwd);
+    wl_cp_around(&b, k, false);
+    wl_tp_after(&b, k, act);
+    wl_ep_after(&b, k);
   }
   if (zero3 && backward)
     wl_tb_states(&b, l, PROG_COLL_REDUCESCATTER, x->sb.grads, "zero3 reducescatter grads", false);

@@ -29,63 +29,62 @@ typedef struct {
   double ep;
 } wl_shape;
 
-typedef void (*wl_push_fn)(wl_model *, wl_layer *, const char *, cfg_kernel_class, double, double);
-
 static GArray *wl_list(wl_layer *l, bool replay)
 {
   return replay ? l->bwd : l->fwd;
 }
 
 /* A kernel into the forward list, or replayed into the backward one (recomputation). */
-static void wl_k(wl_model *m, wl_layer *l, bool replay, const char *what, cfg_kernel_class kc,
-                 double flops, double bytes)
+static void wl_k(wl_model *m, wl_layer *l, bool replay, wl_role role, const char *what,
+                 cfg_kernel_class kc, double flops, double bytes)
 {
-  (replay ? wl_bwd : wl_fwd)(m, l, what, kc, flops, bytes);
   if (replay)
-    g_array_index(l->bwd, wl_kernel, l->bwd->len - 1).recompute = true;
+    wl_bwd(m, l, role, WL_PHASE_RECOMPUTE, what, kc, flops, bytes);
+  else
+    wl_fwd(m, l, role, what, kc, flops, bytes);
 }
 
 /* A GEMM of (m x k) by (k x n): 2mnk FLOPs, reads both inputs, writes the output. Forward (into
  * the forward list, or replayed), or its backward: dX = dY W^T reduces over N, dW = X^T dY
  * over the M tokens. */
-static void wl_gemm_as(wl_model *m, wl_layer *l, const char *what, double M, double N, double K,
-                       double dt, bool backward, bool replay)
+static void wl_gemm_as(wl_model *m, wl_layer *l, wl_role role, const char *what, double M,
+                       double N, double K, double dt, bool backward, bool replay)
 {
   double flops = 2 * M * N * K, bytes = dt * (M * K + K * N + M * N);
   if (!backward) {
-    wl_k(m, l, replay, what, CFG_KCLASS_GEMM, flops, bytes);
+    wl_k(m, l, replay, role, what, CFG_KCLASS_GEMM, flops, bytes);
     wl_set_inner(wl_list(l, replay), K);
     return;
   }
   g_autofree char *dg = g_strdup_printf("%s.dgrad", what);
   g_autofree char *wg = g_strdup_printf("%s.wgrad", what);
-  wl_bwd(m, l, dg, CFG_KCLASS_GEMM, flops, bytes);
+  wl_bwd(m, l, role, WL_PHASE_DGRAD, dg, CFG_KCLASS_GEMM, flops, bytes);
   wl_set_inner(l->bwd, N);
-  wl_bwd(m, l, wg, CFG_KCLASS_GEMM, flops, bytes);
+  wl_bwd(m, l, role, WL_PHASE_WGRAD, wg, CFG_KCLASS_GEMM, flops, bytes);
   wl_set_inner(l->bwd, M);
 }
 
-static void wl_gemm(wl_model *m, wl_layer *l, const char *what, double M, double N, double K,
-                    double dt, bool backward)
+static void wl_gemm(wl_model *m, wl_layer *l, wl_role role, const char *what, double M, double N,
+                    double K, double dt, bool backward)
 {
-  wl_gemm_as(m, l, what, M, N, K, dt, backward, false);
+  wl_gemm_as(m, l, role, what, M, N, K, dt, backward, false);
 }
 
-static void wl_eltwise_as(wl_model *m, wl_layer *l, const char *what, double elems,
+static void wl_eltwise_as(wl_model *m, wl_layer *l, wl_role role, const char *what, double elems,
                           double rw_bytes, bool backward, bool replay)
 {
   /* Backward of an elementwise op reads the saved input and the incoming gradient. */
   double bytes = elems * rw_bytes * (backward ? 1.5 : 1.0);
   if (backward)
-    wl_bwd(m, l, what, CFG_KCLASS_ELEMENTWISE, 4 * elems, bytes);
+    wl_bwd(m, l, role, WL_PHASE_BACKWARD, what, CFG_KCLASS_ELEMENTWISE, 4 * elems, bytes);
   else
-    wl_k(m, l, replay, what, CFG_KCLASS_ELEMENTWISE, 4 * elems, bytes);
+    wl_k(m, l, replay, role, what, CFG_KCLASS_ELEMENTWISE, 4 * elems, bytes);
 }
 
-static void wl_elementwise(wl_model *m, wl_layer *l, const char *what, double elems, double rw_bytes,
-                           bool backward)
+static void wl_elementwise(wl_model *m, wl_layer *l, wl_role role, const char *what, double elems,
+                           double rw_bytes, bool backward)
 {
-  wl_eltwise_as(m, l, what, elems, rw_bytes, backward, false);
+  wl_eltwise_as(m, l, role, what, elems, rw_bytes, backward, false);
 }
 
 /* ---- attention -------------------------------------------------------------------------- */
@@ -108,17 +107,17 @@ static void wl_attention_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool r
     /* FLOPs = 2 s^2 (d_qk + d_v) per head, halved by the causal mask (s_q s with context
      * parallelism) */
     double flops = 2 * x->b * x->sq * x->s * (x->dqk + x->d) * heads * 0.5;
-    wl_k(m, l, replay, "attention", CFG_KCLASS_ATTENTION, flops, wl_attention_io(x));
+    wl_k(m, l, replay, WL_ROLE_ATTENTION, "attention", CFG_KCLASS_ATTENTION, flops, wl_attention_io(x));
     return;
   }
   double scores = x->b * heads * x->sq * x->s;
   double base = x->b * heads * x->sq * x->s;
   double gbytes = x->dt * (2 * x->T * x->a * x->d / x->t + scores);
   /* Q K^T reduces over the head dimension, P V over the keys */
-  wl_k(m, l, replay, "scores", CFG_KCLASS_GEMM, 2 * base * x->dqk, gbytes);
+  wl_k(m, l, replay, WL_ROLE_SCORES, "scores", CFG_KCLASS_GEMM, 2 * base * x->dqk, gbytes);
   wl_set_inner(to, x->dqk);
-  wl_k(m, l, replay, "softmax_dropout", CFG_KCLASS_ELEMENTWISE, 8 * scores, scores * (3 * x->dt + 1));
-  wl_k(m, l, replay, "context", CFG_KCLASS_GEMM, 2 * base * x->d, gbytes);
+  wl_k(m, l, replay, WL_ROLE_SOFTMAX, "softmax_dropout", CFG_KCLASS_ELEMENTWISE, 8 * scores, scores * (3 * x->dt + 1));
+  wl_k(m, l, replay, WL_ROLE_CONTEXT, "context", CFG_KCLASS_GEMM, 2 * base * x->d, gbytes);
   wl_set_inner(to, x->s);
 }
 
@@ -128,7 +127,7 @@ static void wl_attention_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
   if (x->flash) {
     /* backward does 2.5x the forward's work (FlashAttention-2 paper) */
     double flops = 2.5 * 2 * x->b * x->sq * x->s * (x->dqk + x->d) * heads * 0.5;
-    wl_bwd(m, l, "attention.bwd", CFG_KCLASS_ATTENTION, flops, 2.5 * wl_attention_io(x));
+    wl_bwd(m, l, WL_ROLE_ATTENTION, WL_PHASE_BACKWARD, "attention.bwd", CFG_KCLASS_ATTENTION, flops, 2.5 * wl_attention_io(x));
     return;
   }
   double scores = x->b * heads * x->sq * x->s;
@@ -136,14 +135,14 @@ static void wl_attention_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
   double gbytes = x->dt * (2 * x->T * x->a * x->d / x->t + scores);
   /* dP = dO V^T and dQ... reduce over the head dimension or the keys, dV and dK over the
    * queries */
-  wl_bwd(m, l, "context.dgrad", CFG_KCLASS_GEMM, 2 * base * x->d, gbytes);
+  wl_bwd(m, l, WL_ROLE_CONTEXT, WL_PHASE_DGRAD, "context.dgrad", CFG_KCLASS_GEMM, 2 * base * x->d, gbytes);
   wl_set_inner(l->bwd, x->d);
-  wl_bwd(m, l, "context.wgrad", CFG_KCLASS_GEMM, 2 * base * x->d, gbytes);
+  wl_bwd(m, l, WL_ROLE_CONTEXT, WL_PHASE_WGRAD, "context.wgrad", CFG_KCLASS_GEMM, 2 * base * x->d, gbytes);
   wl_set_inner(l->bwd, x->sq);
-  wl_bwd(m, l, "softmax_dropout.bwd", CFG_KCLASS_ELEMENTWISE, 8 * scores, scores * (4 * x->dt + 1));
-  wl_bwd(m, l, "scores.dgrad", CFG_KCLASS_GEMM, 2 * base * x->dqk, gbytes);
+  wl_bwd(m, l, WL_ROLE_SOFTMAX, WL_PHASE_BACKWARD, "softmax_dropout.bwd", CFG_KCLASS_ELEMENTWISE, 8 * scores, scores * (4 * x->dt + 1));
+  wl_bwd(m, l, WL_ROLE_SCORES, WL_PHASE_DGRAD, "scores.dgrad", CFG_KCLASS_GEMM, 2 * base * x->dqk, gbytes);
   wl_set_inner(l->bwd, x->s);
-  wl_bwd(m, l, "scores.wgrad", CFG_KCLASS_GEMM, 2 * base * x->dqk, gbytes);
+  wl_bwd(m, l, WL_ROLE_SCORES, WL_PHASE_WGRAD, "scores.wgrad", CFG_KCLASS_GEMM, 2 * base * x->dqk, gbytes);
   wl_set_inner(l->bwd, x->sq);
 }
 
@@ -152,21 +151,21 @@ static void wl_attention_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
 static void wl_qkv(wl_model *m, wl_layer *l, const wl_shape *x, bool backward, bool replay)
 {
   if (x->qr == 0) {
-    wl_gemm_as(m, l, "qkv", x->T, x->qkv / x->t, x->h, x->dt, backward, replay);
+    wl_gemm_as(m, l, WL_ROLE_QKV, "qkv", x->T, x->qkv / x->t, x->h, x->dt, backward, replay);
     return;
   }
   double heads = x->a / x->t;
   if (backward) {
-    wl_gemm_as(m, l, "kv_up", x->T, heads * (x->dqk - x->rd + x->d), x->kvr, x->dt, true, false);
-    wl_gemm_as(m, l, "q_up", x->T, heads * x->dqk, x->qr, x->dt, true, false);
-    wl_gemm_as(m, l, "kv_down", x->T, x->kvr + x->rd, x->h, x->dt, true, false);
-    wl_gemm_as(m, l, "qkv", x->T, x->qr, x->h, x->dt, true, false); /* q_down */
+    wl_gemm_as(m, l, WL_ROLE_MLA_UP, "kv_up", x->T, heads * (x->dqk - x->rd + x->d), x->kvr, x->dt, true, false);
+    wl_gemm_as(m, l, WL_ROLE_MLA_UP, "q_up", x->T, heads * x->dqk, x->qr, x->dt, true, false);
+    wl_gemm_as(m, l, WL_ROLE_MLA_DOWN, "kv_down", x->T, x->kvr + x->rd, x->h, x->dt, true, false);
+    wl_gemm_as(m, l, WL_ROLE_QKV, "qkv", x->T, x->qr, x->h, x->dt, true, false); /* q_down */
     return;
   }
-  wl_gemm_as(m, l, "qkv", x->T, x->qr, x->h, x->dt, false, replay); /* q_down */
-  wl_gemm_as(m, l, "kv_down", x->T, x->kvr + x->rd, x->h, x->dt, false, replay);
-  wl_gemm_as(m, l, "q_up", x->T, heads * x->dqk, x->qr, x->dt, false, replay);
-  wl_gemm_as(m, l, "kv_up", x->T, heads * (x->dqk - x->rd + x->d), x->kvr, x->dt, false, replay);
+  wl_gemm_as(m, l, WL_ROLE_QKV, "qkv", x->T, x->qr, x->h, x->dt, false, replay); /* q_down */
+  wl_gemm_as(m, l, WL_ROLE_MLA_DOWN, "kv_down", x->T, x->kvr + x->rd, x->h, x->dt, false, replay);
+  wl_gemm_as(m, l, WL_ROLE_MLA_UP, "q_up", x->T, heads * x->dqk, x->qr, x->dt, false, replay);
+  wl_gemm_as(m, l, WL_ROLE_MLA_UP, "kv_up", x->T, heads * (x->dqk - x->rd + x->d), x->kvr, x->dt, false, replay);
 }
 
 /* ---- feed-forward: dense MLP or mixture of experts --------------------------------------- */
@@ -174,17 +173,17 @@ static void wl_qkv(wl_model *m, wl_layer *l, const wl_shape *x, bool backward, b
 static void wl_mlp_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay)
 {
   double ffn = x->f / x->t;
-  wl_gemm_as(m, l, "mlp_up", x->T, ffn * x->gate, x->h, x->dt, false, replay);
-  wl_k(m, l, replay, "act", CFG_KCLASS_ELEMENTWISE, 4 * x->T * ffn, x->T * ffn * (x->gate + 1) * x->dt);
-  wl_gemm_as(m, l, "mlp_down", x->T, x->h, ffn, x->dt, false, replay);
+  wl_gemm_as(m, l, WL_ROLE_MLP_UP, "mlp_up", x->T, ffn * x->gate, x->h, x->dt, false, replay);
+  wl_k(m, l, replay, WL_ROLE_ACT, "act", CFG_KCLASS_ELEMENTWISE, 4 * x->T * ffn, x->T * ffn * (x->gate + 1) * x->dt);
+  wl_gemm_as(m, l, WL_ROLE_MLP_DOWN, "mlp_down", x->T, x->h, ffn, x->dt, false, replay);
 }
 
 static void wl_mlp_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
 {
   double ffn = x->f / x->t;
-  wl_gemm(m, l, "mlp_down", x->T, x->h, ffn, x->dt, true);
-  wl_elementwise(m, l, "act.bwd", x->T * ffn, (x->gate + 1) * x->dt, true);
-  wl_gemm(m, l, "mlp_up", x->T, ffn * x->gate, x->h, x->dt, true);
+  wl_gemm(m, l, WL_ROLE_MLP_DOWN, "mlp_down", x->T, x->h, ffn, x->dt, true);
+  wl_elementwise(m, l, WL_ROLE_ACT, "act.bwd", x->T * ffn, (x->gate + 1) * x->dt, true);
+  wl_gemm(m, l, WL_ROLE_MLP_UP, "mlp_up", x->T, ffn * x->gate, x->h, x->dt, true);
 }
 
 /* A mixture of experts on this GPU: route its n tokens, gather their k copies by expert
@@ -195,20 +194,20 @@ static void wl_mlp_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
 static void wl_moe_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay)
 {
   double copies = x->n * x->k;
-  wl_gemm_as(m, l, "router", x->n, x->E, x->h, x->dt, false, replay);
-  wl_k(m, l, replay, "router_topk", CFG_KCLASS_ELEMENTWISE, 8 * x->n * x->E, x->n * x->E * 8);
-  wl_k(m, l, replay, "permute", CFG_KCLASS_ELEMENTWISE, 0, 2 * copies * x->h * x->dt);
+  wl_gemm_as(m, l, WL_ROLE_ROUTER, "router", x->n, x->E, x->h, x->dt, false, replay);
+  wl_k(m, l, replay, WL_ROLE_ROUTER_TOPK, "router_topk", CFG_KCLASS_ELEMENTWISE, 8 * x->n * x->E, x->n * x->E * 8);
+  wl_k(m, l, replay, WL_ROLE_PERMUTE, "permute", CFG_KCLASS_ELEMENTWISE, 0, 2 * copies * x->h * x->dt);
   if (x->S > 0) {
-    wl_gemm_as(m, l, "shared_up", x->n, x->S * x->fe * x->gate, x->h, x->dt, false, replay);
-    wl_k(m, l, replay, "shared_act", CFG_KCLASS_ELEMENTWISE, 4 * x->n * x->S * x->fe,
+    wl_gemm_as(m, l, WL_ROLE_SHARED_UP, "shared_up", x->n, x->S * x->fe * x->gate, x->h, x->dt, false, replay);
+    wl_k(m, l, replay, WL_ROLE_ACT, "shared_act", CFG_KCLASS_ELEMENTWISE, 4 * x->n * x->S * x->fe,
          x->n * x->S * x->fe * (x->gate + 1) * x->dt);
-    wl_gemm_as(m, l, "shared_down", x->n, x->h, x->S * x->fe, x->dt, false, replay);
+    wl_gemm_as(m, l, WL_ROLE_SHARED_DOWN, "shared_down", x->n, x->h, x->S * x->fe, x->dt, false, replay);
   }
-  wl_gemm_as(m, l, "experts_up", x->recv, x->fe * x->gate, x->h, x->dt, false, replay);
-  wl_k(m, l, replay, "experts_act", CFG_KCLASS_ELEMENTWISE, 4 * x->recv * x->fe,
+  wl_gemm_as(m, l, WL_ROLE_EXPERT_UP, "experts_up", x->recv, x->fe * x->gate, x->h, x->dt, false, replay);
+  wl_k(m, l, replay, WL_ROLE_EXPERT_ACT, "experts_act", CFG_KCLASS_ELEMENTWISE, 4 * x->recv * x->fe,
        x->recv * x->fe * (x->gate + 1) * x->dt);
-  wl_gemm_as(m, l, "experts_down", x->recv, x->h, x->fe, x->dt, false, replay);
-  wl_k(m, l, replay, "unpermute", CFG_KCLASS_ELEMENTWISE, 2 * copies * x->h, 2 * copies * x->h * x->dt);
+  wl_gemm_as(m, l, WL_ROLE_EXPERT_DOWN, "experts_down", x->recv, x->h, x->fe, x->dt, false, replay);
+  wl_k(m, l, replay, WL_ROLE_UNPERMUTE, "unpermute", CFG_KCLASS_ELEMENTWISE, 2 * copies * x->h, 2 * copies * x->h * x->dt);
 }
 
 /* Backward: [combine's backward all-to-all brings the output gradients to the experts], the
@@ -217,17 +216,17 @@ static void wl_moe_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay)
 static void wl_moe_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
 {
   double copies = x->n * x->k;
-  wl_elementwise(m, l, "unpermute.bwd", 2 * copies * x->h, x->dt * 1.0, true);
-  wl_gemm(m, l, "experts_down", x->recv, x->h, x->fe, x->dt, true);
-  wl_elementwise(m, l, "experts_act.bwd", x->recv * x->fe, (x->gate + 1) * x->dt, true);
-  wl_gemm(m, l, "experts_up", x->recv, x->fe * x->gate, x->h, x->dt, true);
-  wl_elementwise(m, l, "permute.bwd", copies * x->h, 2 * x->dt / 1.5, true);
+  wl_elementwise(m, l, WL_ROLE_UNPERMUTE, "unpermute.bwd", 2 * copies * x->h, x->dt * 1.0, true);
+  wl_gemm(m, l, WL_ROLE_EXPERT_DOWN, "experts_down", x->recv, x->h, x->fe, x->dt, true);
+  wl_elementwise(m, l, WL_ROLE_EXPERT_ACT, "experts_act.bwd", x->recv * x->fe, (x->gate + 1) * x->dt, true);
+  wl_gemm(m, l, WL_ROLE_EXPERT_UP, "experts_up", x->recv, x->fe * x->gate, x->h, x->dt, true);
+  wl_elementwise(m, l, WL_ROLE_PERMUTE, "permute.bwd", copies * x->h, 2 * x->dt / 1.5, true);
   if (x->S > 0) {
-    wl_gemm(m, l, "shared_down", x->n, x->h, x->S * x->fe, x->dt, true);
-    wl_elementwise(m, l, "shared_act.bwd", x->n * x->S * x->fe, (x->gate + 1) * x->dt, true);
-    wl_gemm(m, l, "shared_up", x->n, x->S * x->fe * x->gate, x->h, x->dt, true);
+    wl_gemm(m, l, WL_ROLE_SHARED_DOWN, "shared_down", x->n, x->h, x->S * x->fe, x->dt, true);
+    wl_elementwise(m, l, WL_ROLE_ACT, "shared_act.bwd", x->n * x->S * x->fe, (x->gate + 1) * x->dt, true);
+    wl_gemm(m, l, WL_ROLE_SHARED_UP, "shared_up", x->n, x->S * x->fe * x->gate, x->h, x->dt, true);
   }
-  wl_gemm(m, l, "router", x->n, x->E, x->h, x->dt, true);
+  wl_gemm(m, l, WL_ROLE_ROUTER, "router", x->n, x->E, x->h, x->dt, true);
 }
 
 /* ---- the block ---------------------------------------------------------------------------- */
@@ -236,17 +235,17 @@ static void wl_moe_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
 static void wl_block_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay)
 {
   double proj_in = x->a * x->d / x->t;
-  wl_k(m, l, replay, "ln1", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * 2 * x->dt);
+  wl_k(m, l, replay, WL_ROLE_NORM, "ln1", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * 2 * x->dt);
   wl_qkv(m, l, x, false, replay);
   wl_attention_fwd(m, l, x, replay);
-  wl_gemm_as(m, l, "proj", x->T, x->h, proj_in, x->dt, false, replay);
-  wl_k(m, l, replay, "residual1", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * (3 * x->dt + 1));
-  wl_k(m, l, replay, "ln2", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * 2 * x->dt);
+  wl_gemm_as(m, l, WL_ROLE_ATTN_OUT, "proj", x->T, x->h, proj_in, x->dt, false, replay);
+  wl_k(m, l, replay, WL_ROLE_RESIDUAL, "residual1", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * (3 * x->dt + 1));
+  wl_k(m, l, replay, WL_ROLE_NORM, "ln2", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * 2 * x->dt);
   if (x->moe)
     wl_moe_fwd(m, l, x, replay);
   else
     wl_mlp_fwd(m, l, x, replay);
-  wl_k(m, l, replay, "residual2", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * (3 * x->dt + 1));
+  wl_k(m, l, replay, WL_ROLE_RESIDUAL, "residual2", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * (3 * x->dt + 1));
 }
 
 /* Backward of a block: recomputation first (full: the whole forward; selective: the attention
@@ -257,17 +256,17 @@ static void wl_block_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
     wl_block_fwd(m, l, x, true);
   else if (x->recompute == CFG_RECOMPUTE_SELECTIVE && !x->flash)
     wl_attention_fwd(m, l, x, true);
-  wl_elementwise(m, l, "residual2.bwd", x->Te * x->h, 3 * x->dt + 1, true);
+  wl_elementwise(m, l, WL_ROLE_RESIDUAL, "residual2.bwd", x->Te * x->h, 3 * x->dt + 1, true);
   if (x->moe)
     wl_moe_bwd(m, l, x);
   else
     wl_mlp_bwd(m, l, x);
-  wl_elementwise(m, l, "ln2.bwd", x->Te * x->h, 2 * x->dt, true);
-  wl_elementwise(m, l, "residual1.bwd", x->Te * x->h, 3 * x->dt + 1, true);
-  wl_gemm(m, l, "proj", x->T, x->h, x->a * x->d / x->t, x->dt, true);
+  wl_elementwise(m, l, WL_ROLE_NORM, "ln2.bwd", x->Te * x->h, 2 * x->dt, true);
+  wl_elementwise(m, l, WL_ROLE_RESIDUAL, "residual1.bwd", x->Te * x->h, 3 * x->dt + 1, true);
+  wl_gemm(m, l, WL_ROLE_ATTN_OUT, "proj", x->T, x->h, x->a * x->d / x->t, x->dt, true);
   wl_attention_bwd(m, l, x);
   wl_qkv(m, l, x, true, false);
-  wl_elementwise(m, l, "ln1.bwd", x->Te * x->h, 2 * x->dt, true);
+  wl_elementwise(m, l, WL_ROLE_NORM, "ln1.bwd", x->Te * x->h, 2 * x->dt, true);
 }
 
 /* Activations a block keeps for backward (Korthikanti et al. 2022, Table 2, generalised to
@@ -386,8 +385,8 @@ static wl_shape wl_moe_shape(const wl_shape *dense, const cfg_model *cm, const w
 static void wl_embedding(wl_model *m, const wl_shape *x)
 {
   wl_layer *emb = wl_layer_add(m, "embedding", x->V * x->h / x->t);
-  wl_fwd(m, emb, "lookup", CFG_KCLASS_ELEMENTWISE, 0, 2 * x->dt * x->Te * x->h);
-  wl_bwd(m, emb, "lookup.bwd", CFG_KCLASS_ELEMENTWISE, x->T * x->h,
+  wl_fwd(m, emb, WL_ROLE_LOOKUP, "lookup", CFG_KCLASS_ELEMENTWISE, 0, 2 * x->dt * x->Te * x->h);
+  wl_bwd(m, emb, WL_ROLE_LOOKUP, WL_PHASE_BACKWARD, "lookup.bwd", CFG_KCLASS_ELEMENTWISE, x->T * x->h,
          x->dt * (2 * x->Te * x->h + x->V * x->h / x->t));
   /* its dropout mask */
   emb->saved_bytes = x->Te * x->h;
@@ -396,15 +395,15 @@ static void wl_embedding(wl_model *m, const wl_shape *x)
 static void wl_output(wl_model *m, const cfg_model *cm, const wl_shape *x)
 {
   wl_layer *head = wl_layer_add(m, "output", (cm->tied_embeddings ? 0 : x->V * x->h / x->t) + 2 * x->h);
-  wl_elementwise(m, head, "final_ln", x->Te * x->h, 2 * x->dt, false);
-  wl_gemm(m, head, "logits", x->T, x->V / x->t, x->h, x->dt, false);
+  wl_elementwise(m, head, WL_ROLE_NORM, "final_ln", x->Te * x->h, 2 * x->dt, false);
+  wl_gemm(m, head, WL_ROLE_LOGITS, "logits", x->T, x->V / x->t, x->h, x->dt, false);
   /* Cross-entropy in fp32 over the vocabulary shard (Megatron). */
-  wl_fwd(m, head, "cross_entropy", CFG_KCLASS_ELEMENTWISE, 5 * x->T * x->V / x->t,
+  wl_fwd(m, head, WL_ROLE_LOSS, "cross_entropy", CFG_KCLASS_ELEMENTWISE, 5 * x->T * x->V / x->t,
          x->T * x->V / x->t * (x->dt + 12));
-  wl_bwd(m, head, "cross_entropy.bwd", CFG_KCLASS_ELEMENTWISE, 2 * x->T * x->V / x->t,
+  wl_bwd(m, head, WL_ROLE_LOSS, WL_PHASE_BACKWARD, "cross_entropy.bwd", CFG_KCLASS_ELEMENTWISE, 2 * x->T * x->V / x->t,
          x->T * x->V / x->t * (4 + x->dt));
-  wl_gemm(m, head, "logits", x->T, x->V / x->t, x->h, x->dt, true);
-  wl_elementwise(m, head, "final_ln.bwd", x->Te * x->h, 2 * x->dt, true);
+  wl_gemm(m, head, WL_ROLE_LOGITS, "logits", x->T, x->V / x->t, x->h, x->dt, true);
+  wl_elementwise(m, head, WL_ROLE_NORM, "final_ln.bwd", x->Te * x->h, 2 * x->dt, true);
   /* fp32 logits (softmax kept for the loss gradient) and the final norm's input */
   head->saved_bytes = x->T * x->V / x->t * 4 + x->Te * x->h * x->dt;
   head->model_flops = 2 * x->T * x->h * x->V / x->t;

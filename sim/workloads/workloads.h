@@ -9,13 +9,65 @@
 #include "hardware/hardware.h"
 #include "program/program.h"
 
+/* What a kernel does in its layer. The parallel strategies place their collectives by it
+ * (a column-parallel GEMM is gathered before and reduced after in backward, a row-parallel
+ * one reduced after, ...), never by the kernel's name, which is only for people. */
+typedef enum {
+  WL_ROLE_OTHER,
+  WL_ROLE_NORM,        /* layer or batch norm */
+  WL_ROLE_RESIDUAL,    /* residual add (with dropout) */
+  WL_ROLE_ACT,         /* activation of a dense MLP or of the shared experts, a CNN's ReLU */
+  WL_ROLE_LOOKUP,      /* vocabulary-parallel embedding lookup: its output is reduced */
+  WL_ROLE_QKV,         /* column-parallel input projection of attention (MLA: q_down) */
+  WL_ROLE_MLA_DOWN,    /* MLA's key/value down-projection (whole on every GPU) */
+  WL_ROLE_MLA_UP,      /* MLA's up-projections (split by heads) */
+  WL_ROLE_ATTENTION,   /* the fused attention core (FlashAttention) */
+  WL_ROLE_SCORES,      /* unfused attention: Q K^T, softmax and dropout, P V */
+  WL_ROLE_SOFTMAX,
+  WL_ROLE_CONTEXT,
+  WL_ROLE_ATTN_OUT,    /* row-parallel output projection of attention */
+  WL_ROLE_MLP_UP,      /* column-parallel */
+  WL_ROLE_MLP_DOWN,    /* row-parallel */
+  WL_ROLE_ROUTER,      /* MoE gate GEMM and its top-k */
+  WL_ROLE_ROUTER_TOPK,
+  WL_ROLE_PERMUTE,     /* token copies gathered by expert: the dispatch all-to-all follows */
+  WL_ROLE_SHARED_UP,   /* shared experts: run on local tokens beside the dispatch */
+  WL_ROLE_SHARED_DOWN,
+  WL_ROLE_EXPERT_UP,   /* routed experts on the copies this GPU received */
+  WL_ROLE_EXPERT_ACT,
+  WL_ROLE_EXPERT_DOWN, /* the combine all-to-all follows */
+  WL_ROLE_UNPERMUTE,   /* weighted sum of the copies, back in token order */
+  WL_ROLE_LOGITS,      /* column-parallel output layer over the vocabulary */
+  WL_ROLE_LOSS,        /* cross entropy over the vocabulary shards */
+  WL_ROLE_CONV,
+  WL_ROLE_POOL,
+  WL_ROLE_LINEAR,      /* a classifier head that no strategy splits */
+} wl_role;
+
+/* Which pass a kernel belongs to: forward, forward run again in backward by activation
+ * recomputation, a GEMM's input gradient or weight gradient, or another backward kernel. */
+typedef enum {
+  WL_PHASE_FORWARD,
+  WL_PHASE_RECOMPUTE,
+  WL_PHASE_DGRAD,
+  WL_PHASE_WGRAD,
+  WL_PHASE_BACKWARD,
+} wl_phase;
+
 typedef struct {
-  const char *name;
+  const char *name; /* for traces and reports only */
+  wl_role role;
+  wl_phase phase;
   cfg_kernel_class kclass;
   double flops, bytes;
   double inner;   /* a GEMM's reduction dimension K (its efficiency depends on it), or 0 */
-  bool recompute; /* re-runs forward work that activation recomputation dropped */
 } wl_kernel;
+
+/* The forward work of a kernel: its forward pass, or that pass recomputed in backward. */
+static inline bool wl_is_forward(const wl_kernel *k)
+{
+  return k->phase == WL_PHASE_FORWARD || k->phase == WL_PHASE_RECOMPUTE;
+}
 
 typedef struct {
   const char *name;

@@ -6,10 +6,12 @@
 
 wl_model *wl_model_new(cfg_dtype dtype);
 wl_layer *wl_layer_add(wl_model *m, const char *name, double params);
-void wl_fwd(wl_model *m, wl_layer *l, const char *what, cfg_kernel_class k, double flops,
-            double bytes);
-void wl_bwd(wl_model *m, wl_layer *l, const char *what, cfg_kernel_class k, double flops,
-            double bytes);
+/* A kernel of layer `l` into its forward list, or into its backward list with its phase
+ * (recomputation, a GEMM's input or weight gradient, or another backward kernel). */
+void wl_fwd(wl_model *m, wl_layer *l, wl_role role, const char *what, cfg_kernel_class k,
+            double flops, double bytes);
+void wl_bwd(wl_model *m, wl_layer *l, wl_role role, wl_phase phase, const char *what,
+            cfg_kernel_class k, double flops, double bytes);
 /* The compute op of kernel `k` in class `cls`. */
 uint32_t wl_emit_kernel(prog_program *p, int cls, const wl_model *m, const wl_kernel *k,
                         const uint32_t *deps, uint32_t ndeps);

@@ -1,0 +1,183 @@
+/* Kernel roles: the parallel strategies place their collectives by what a kernel is (its role
+ * and phase), never by its name. Each test reads a block's templates as a sequence of kernel
+ * roles and collectives (".re": recomputed in backward), and the first holds that renaming
+ * every kernel changes nothing. */
+#include "helpers.h"
+#include "workloads/workloads.h"
+
+#include <criterion/criterion.h>
+#include <string.h>
+
+typedef struct {
+  cfg_cluster *c;
+  cfg_workload *w;
+  hw_cluster *hw;
+  wl_model *m;
+  wl_skeleton sk;
+} roles_setup;
+
+static void roles_build(roles_setup *r, const char *workload, const char *const *sets)
+{
+  memset(r, 0, sizeof *r);
+  cr_assert(th_load("dgx-h100", workload, sets, &r->c, &r->w));
+  r->hw = hw_cluster_new(r->c);
+  wl_shard shard = wl_shard_of(r->w);
+  cr_assert(wl_model_build(&r->w->model, &r->w->training, &shard, &r->m, NULL));
+  cr_assert(wl_skeleton_build(r->w, r->hw, r->m, &r->sk));
+}
+
+static void roles_clear(roles_setup *r)
+{
+  wl_skeleton_free(&r->sk);
+  wl_model_free(r->m);
+  hw_cluster_free(r->hw);
+  cfg_workload_free(r->w);
+  cfg_cluster_free(r->c);
+}
+
+static const char *roles_name(const wl_kernel *k)
+{
+  static const struct {
+    wl_role role;
+    const char *name;
+  } names[] = {{WL_ROLE_QKV, "QKV"},           {WL_ROLE_ATTENTION, "ATT"},
+               {WL_ROLE_ATTN_OUT, "OUT"},      {WL_ROLE_MLP_UP, "UP"},
+               {WL_ROLE_MLP_DOWN, "DOWN"},     {WL_ROLE_PERMUTE, "PERM"},
+               {WL_ROLE_EXPERT_UP, "EUP"},     {WL_ROLE_EXPERT_DOWN, "EDOWN"},
+               {WL_ROLE_UNPERMUTE, "UNPERM"},  {WL_ROLE_SHARED_UP, "SUP"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(names); i++)
+    if (names[i].role == k->role)
+      return names[i].name;
+  return NULL;
+}
+
+/* A template as text: the kernels that matter for placement ("UP", "DOWN.dgrad", ...) and
+ * every collective ("allreduce"), in op order, space-separated. */
+static char *roles_sequence(const roles_setup *r, int tmpl, const GArray *kernels)
+{
+  const prog_class *t = prog_class_at(r->sk.p, tmpl);
+  GString *s = g_string_new(NULL);
+  guint k = 0;
+  for (guint i = 0; i < t->ops->len; i++) {
+    const prog_op *op = &g_array_index(t->ops, prog_op, i);
+    if (op->kind == PROG_COMM) {
+      g_string_append_printf(s, "%s ", prog_coll_name(op->coll));
+      continue;
+    }
+    if (op->kind != PROG_COMPUTE)
+      continue;
+    cr_assert(k < kernels->len, "more compute ops than kernels");
+    const wl_kernel *kn = &g_array_index(kernels, wl_kernel, k++);
+    const char *name = roles_name(kn);
+    if (name)
+      g_string_append_printf(s, "%s%s ", name,
+                             kn->phase == WL_PHASE_DGRAD       ? ".dgrad"
+                             : kn->phase == WL_PHASE_WGRAD     ? ".wgrad"
+                             : kn->phase == WL_PHASE_RECOMPUTE ? ".re"
+                                                               : "");
+  }
+  return g_string_free(s, FALSE);
+}
+
+/* The first transformer block (layer 1: layer 0 is the embedding). */
+static const wl_layer *roles_block(const roles_setup *r)
+{
+  return g_ptr_array_index(r->m->layers, 1);
+}
+
+Test(roles, renaming_every_kernel_changes_no_collective)
+{
+  const char *sets[] = {"node.count=1", "parallel.tp=4", "parallel.dp=2",
+                        "parallel.sequence_parallel=true", "training.recompute=full", NULL};
+  roles_setup a, b;
+  roles_build(&a, "gpt3-1.3b-dp", sets);
+  roles_build(&b, "gpt3-1.3b-dp", sets);
+  wl_skeleton_free(&b.sk);
+  for (guint l = 0; l < b.m->layers->len; l++) { /* shared lists are renamed more than once */
+    const wl_layer *layer = g_ptr_array_index(b.m->layers, l);
+    for (guint i = 0; i < layer->fwd->len; i++)
+      g_array_index(layer->fwd, wl_kernel, i).name = "k";
+    for (guint i = 0; i < layer->bwd->len; i++)
+      g_array_index(layer->bwd, wl_kernel, i).name = "k";
+  }
+  cr_assert(wl_skeleton_build(b.w, b.hw, b.m, &b.sk));
+  cr_assert_eq(a.sk.p->classes->len, b.sk.p->classes->len);
+  guint comms = 0;
+  for (guint c = 0; c < a.sk.p->classes->len; c++) {
+    const prog_class *x = prog_class_at(a.sk.p, (int)c), *y = prog_class_at(b.sk.p, (int)c);
+    cr_assert_eq(x->ops->len, y->ops->len, "class %u", c);
+    for (guint i = 0; i < x->ops->len; i++) {
+      const prog_op *p = &g_array_index(x->ops, prog_op, i), *q = &g_array_index(y->ops, prog_op, i);
+      cr_assert(p->kind == q->kind && p->stream == q->stream && p->coll == q->coll &&
+                p->comm_bytes == q->comm_bytes && p->flops == q->flops && p->ndeps == q->ndeps,
+                "class %u op %u differs", c, i);
+      comms += p->kind == PROG_COMM;
+    }
+  }
+  cr_assert(comms > 10, "the templates have their tensor-parallel collectives (%u)", comms);
+  roles_clear(&a);
+  roles_clear(&b);
+}
+
+Test(roles, tensor_parallel_reduces_after_row_parallel_and_input_gradients)
+{
+  const char *sets[] = {"node.count=1", "parallel.tp=8", "parallel.dp=1", NULL};
+  roles_setup r;
+  roles_build(&r, "gpt3-1.3b-dp", sets);
+  const wl_layer *l = roles_block(&r);
+  g_autofree char *fwd = roles_sequence(&r, r.sk.fwd[1], l->fwd);
+  g_autofree char *bwd = roles_sequence(&r, r.sk.bwd[1], l->bwd);
+  cr_assert_str_eq(fwd, "QKV ATT OUT allreduce UP DOWN allreduce ", "forward: %s", fwd);
+  /* the input gradient of a column-parallel GEMM is reduced while its weight gradient runs */
+  cr_assert_str_eq(bwd, "DOWN.dgrad DOWN.wgrad UP.dgrad allreduce UP.wgrad OUT.dgrad OUT.wgrad "
+                        "ATT QKV.dgrad allreduce QKV.wgrad ", "backward: %s", bwd);
+  roles_clear(&r);
+}
+
+Test(roles, sequence_parallel_gathers_before_column_and_scatters_after_row)
+{
+  const char *sets[] = {"node.count=1", "parallel.tp=8", "parallel.dp=1",
+                        "parallel.sequence_parallel=true", NULL};
+  roles_setup r;
+  roles_build(&r, "gpt3-1.3b-dp", sets);
+  const wl_layer *l = roles_block(&r);
+  g_autofree char *fwd = roles_sequence(&r, r.sk.fwd[1], l->fwd);
+  g_autofree char *bwd = roles_sequence(&r, r.sk.bwd[1], l->bwd);
+  cr_assert_str_eq(fwd, "allgather QKV ATT OUT reducescatter allgather UP DOWN reducescatter ",
+                   "forward: %s", fwd);
+  cr_assert_str_eq(bwd, "allgather DOWN.dgrad DOWN.wgrad allgather UP.dgrad reducescatter UP.wgrad "
+                        "allgather OUT.dgrad OUT.wgrad ATT allgather QKV.dgrad reducescatter "
+                        "QKV.wgrad ", "backward: %s", bwd);
+  roles_clear(&r);
+}
+
+Test(roles, context_parallel_gathers_kv_before_attention)
+{
+  const char *sets[] = {"node.count=1", "parallel.cp=4", "parallel.dp=2", NULL};
+  roles_setup r;
+  roles_build(&r, "gpt3-1.3b-dp", sets);
+  const wl_layer *l = roles_block(&r);
+  g_autofree char *fwd = roles_sequence(&r, r.sk.fwd[1], l->fwd);
+  g_autofree char *bwd = roles_sequence(&r, r.sk.bwd[1], l->bwd);
+  cr_assert_str_eq(fwd, "QKV allgather ATT OUT UP DOWN ", "forward: %s", fwd);
+  cr_assert_str_eq(bwd, "DOWN.dgrad DOWN.wgrad UP.dgrad UP.wgrad OUT.dgrad OUT.wgrad ATT "
+                        "reducescatter QKV.dgrad QKV.wgrad ", "backward: %s", bwd);
+  roles_clear(&r);
+}
+
+Test(roles, expert_parallel_dispatches_after_permute_and_combines_after_experts)
+{
+  const char *sets[] = {"node.count=1", "parallel.dp=8", "parallel.ep=8", "parallel.zero=0",
+                        "training.global_batch=8", NULL};
+  roles_setup r;
+  roles_build(&r, "mixtral-8x7b-train", sets);
+  const wl_layer *l = roles_block(&r);
+  g_autofree char *fwd = roles_sequence(&r, r.sk.fwd[1], l->fwd);
+  g_autofree char *bwd = roles_sequence(&r, r.sk.bwd[1], l->bwd);
+  cr_assert_str_eq(fwd, "QKV ATT OUT PERM alltoall EUP EDOWN alltoall UNPERM ", "forward: %s", fwd);
+  /* the preset recomputes each block in full: its forward, all-to-alls included, comes first */
+  cr_assert_str_eq(bwd, "QKV.re ATT.re OUT.re PERM.re alltoall EUP.re EDOWN.re alltoall UNPERM.re "
+                        "UNPERM alltoall EDOWN.dgrad EDOWN.wgrad EUP.dgrad alltoall EUP.wgrad "
+                        "PERM OUT.dgrad OUT.wgrad ATT QKV.dgrad QKV.wgrad ", "backward: %s", bwd);
+  roles_clear(&r);
+}
