@@ -1,9 +1,13 @@
-/* The validation targets, on real measurements (validation/cases/). */
+/* Validation: real measurements (validation/cases/) through the binary, and the validation
+ * module in process: pins, case fits, and every case against its pin. */
 #include "helpers.h"
+#include "run/run.h"
+#include "validation/validation.h"
 
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
+#include <string.h>
 
 static cJSON *validate(const char *cases)
 {
@@ -47,4 +51,162 @@ Test(validation, bad_case_names_are_usage_errors)
   cr_assert_eq(p.status, 2);
   cr_assert(strstr(p.out, "no validation case 'no-such-case'"), "%s", p.out);
   th_proc_clear(&p);
+}
+
+/* ---- the module, in process ------------------------------------------------------------- */
+
+static GArray *pin_rows(const char *const *names, const double *errors, int n)
+{
+  GArray *rows = g_array_new(FALSE, TRUE, sizeof(val_row));
+  g_array_set_size(rows, (guint)n);
+  for (int i = 0; i < n; i++) {
+    val_row *r = &g_array_index(rows, val_row, i);
+    r->c.name = g_strdup(names[i]);
+    if (isnan(errors[i]))
+      r->failure = g_strdup("it did not run");
+    else
+      r->error = errors[i];
+  }
+  return rows;
+}
+
+static GHashTable *pins_of(const char *text)
+{
+  g_autofree char *path = th_write("pins.tsv", text);
+  GHashTable *pins = NULL;
+  GError *err = NULL;
+  cr_assert(val_pins_load(path, &pins, &err), "%s", err ? err->message : "");
+  return pins;
+}
+
+Test(validation, a_case_may_grow_one_point_beyond_its_pin_and_no_more)
+{
+  GHashTable *pins = pins_of("# comment\na\t10.00\nb\t2.00\nc\tfailed\n");
+  const char *names[] = {"a", "b", "c"};
+  const double within[] = {-0.1099, 0.0299, NAN}, worse[] = {0.1101, 0.01, 0.5};
+  GArray *ok = pin_rows(names, within, 3), *bad = pin_rows(names, worse, 3);
+  GString *report = g_string_new(NULL);
+  cr_assert(val_pins_check(ok, pins, true, report), "%s", report->str);
+  cr_assert_str_empty(report->str);
+  cr_assert_not(val_pins_check(bad, pins, true, report));
+  cr_assert(strstr(report->str, "case a: |error| 11.01 % > pin 10.00 % + 1"), "%s", report->str);
+  cr_assert_null(strstr(report->str, "case b"), "b improved");
+  cr_assert_null(strstr(report->str, "case c"), "c was failing and now runs");
+  g_string_free(report, TRUE);
+  val_rows_free(ok);
+  val_rows_free(bad);
+  g_hash_table_destroy(pins);
+}
+
+Test(validation, a_missing_pin_a_gone_case_and_a_new_failure_are_violations)
+{
+  GHashTable *pins = pins_of("a\t1.00\ngone\t3.00\n");
+  const char *names[] = {"a", "new"};
+  const double errors[] = {NAN, 0.01};
+  GArray *rows = pin_rows(names, errors, 2);
+  GString *report = g_string_new(NULL);
+  cr_assert_not(val_pins_check(rows, pins, true, report));
+  cr_assert(strstr(report->str, "case a: failed (it did not run)"), "%s", report->str);
+  cr_assert(strstr(report->str, "case new has no pin"), "%s", report->str);
+  cr_assert(strstr(report->str, "pinned case gone is gone"), "%s", report->str);
+  g_string_truncate(report, 0);
+  const char *one[] = {"a"};
+  const double fine[] = {0.005};
+  GArray *subset = pin_rows(one, fine, 1);
+  cr_assert(val_pins_check(subset, pins, false, report), "a subset answers for itself: %s", report->str);
+  g_string_free(report, TRUE);
+  val_rows_free(rows);
+  val_rows_free(subset);
+  g_hash_table_destroy(pins);
+}
+
+Test(validation, a_bad_pin_line_names_its_file_and_line)
+{
+  g_autofree char *path = th_write("bad-pins.tsv", "a\t1.0\nb 2.0\n");
+  GHashTable *pins = NULL;
+  GError *err = NULL;
+  cr_assert_not(val_pins_load(path, &pins, &err));
+  cr_assert(strstr(err->message, "bad-pins.tsv:2:"), "%s", err->message);
+  g_error_free(err);
+}
+
+Test(validation, pins_written_are_pins_read)
+{
+  const char *names[] = {"x", "y"};
+  const double errors[] = {-0.1234, NAN};
+  GArray *rows = pin_rows(names, errors, 2);
+  g_autofree char *path = th_write("pins-out.tsv", "");
+  GError *err = NULL;
+  cr_assert(val_pins_write(path, rows, &err), "%s", err ? err->message : "");
+  GHashTable *pins = NULL;
+  cr_assert(val_pins_load(path, &pins, &err));
+  cr_assert_float_eq(((val_pin *)g_hash_table_lookup(pins, "x"))->abs_error_pct, 12.34, 1e-9);
+  cr_assert(isnan(((val_pin *)g_hash_table_lookup(pins, "y"))->abs_error_pct));
+  g_hash_table_destroy(pins);
+  val_rows_free(rows);
+}
+
+/* A case file made here: resnet50 on one V100, its throughput as if the convolutions ran at
+ * 0.70 of peak; the fit starts at 0.50 and must find 0.70 again. */
+Test(validation, a_case_fit_recovers_the_parameter_that_made_the_measurement, .timeout = 120)
+{
+  const char *truth[] = {"gpu.efficiency.flops.conv=0.70", NULL};
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("v100-edr", "resnet50-horovod", truth, &c, &w));
+  sim_options o = sim_options_for(ENG_ANALYTIC);
+  sim_result r;
+  cr_assert(sim_run(c, w, &o, &r, NULL));
+  g_autofree char *yaml = g_strdup_printf(
+      "name: synthetic-resnet\nrole: fit\nsource: made by this test\n"
+      "cluster: %s/configs/clusters/v100-edr.yaml\n"
+      "workload: %s/configs/workloads/resnet50-horovod.yaml\n"
+      "engine: analytic\nmetric: samples_per_s\nmeasured: %.9g\n",
+      DLSIM_SOURCE_DIR, DLSIM_SOURCE_DIR, r.samples_per_s);
+  sim_result_clear(&r);
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
+  g_autofree char *path = th_write("synthetic-resnet.yaml", yaml);
+  char *cases[] = {path, NULL}, *params[] = {"gpu.efficiency.flops.conv=0.5", NULL};
+  val_fit f;
+  GError *err = NULL;
+  cr_assert(val_fit_init(&f, cases, params, NULL, &err), "%s", err ? err->message : "");
+  cr_assert(val_fit_loss(&f) > 0.05, "0.5 is far from the truth");
+  cr_assert(val_fit_run(&f, &err), "%s", err ? err->message : "");
+  cr_assert_float_eq(f.values[0], 0.70, 0.005, "fitted %g", f.values[0]);
+  cr_assert(val_fit_loss(&f) < 1e-3);
+  val_fit_clear(&f);
+}
+
+Test(validation, a_replayed_trace_is_not_fitted_by_case)
+{
+  char *cases[] = {"trace-v100-2rank-fit", NULL}, *params[] = {"gpu.efficiency.sustained=0.9", NULL};
+  val_fit f;
+  GError *err = NULL;
+  cr_assert_not(val_fit_init(&f, cases, params, NULL, &err));
+  cr_assert(strstr(err->message, "calibrate --trace"), "%s", err->message);
+  g_error_free(err);
+  val_fit_clear(&f);
+}
+
+/* The accuracy regression guard: every case of validation/cases/, in process, against
+ * validation/pins.tsv. A model change that makes any case worse by more than a point fails
+ * here; one that improves a case updates its pin (dlsim validate --update-pins). */
+Test(validation, every_case_is_within_a_point_of_its_pin, .timeout = 900)
+{
+  GError *err = NULL;
+  GPtrArray *files = val_case_files(NULL, &err);
+  cr_assert(files && files->len > 300, "%s", err ? err->message : "");
+  GArray *rows = NULL;
+  cr_assert(val_run_files(files, 1, &rows, &err), "%s", err ? err->message : "");
+  g_autofree char *path = val_pins_path();
+  GHashTable *pins = NULL;
+  cr_assert(val_pins_load(path, &pins, &err), "%s", err ? err->message : "");
+  GString *report = g_string_new(NULL);
+  bool ok = val_pins_check(rows, pins, true, report);
+  cr_assert(ok, "%s", report->str);
+  g_string_free(report, TRUE);
+  g_hash_table_destroy(pins);
+  val_rows_free(rows);
+  g_ptr_array_free(files, TRUE);
 }

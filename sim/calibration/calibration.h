@@ -56,7 +56,36 @@ typedef struct {
 
 void calib_errors_of(const calib_table *tab, const double *predicted, calib_errors *out);
 
-#define CALIB_MAX_PARAMS_PUBLIC 16
+/* ---- the parameter search every fit shares (validation's case fits too) ----------------- */
+
+/* One model parameter a fit may move. It is searched in a space where it is free (the logit of
+ * a fraction, the log of anything else) and held near its starting value by a penalty on its
+ * log ratio, so that a fit moves it only as far as the data asks. */
+typedef struct {
+  double *slot;
+  bool fraction;  /* logit transform, else log */
+  double lo, hi;  /* physical bounds */
+  double prior;   /* the starting value */
+  char name[48];
+} calib_param;
+
+#define CALIB_MAX_PARAMS 16
+
+typedef struct {
+  calib_param params[CALIB_MAX_PARAMS];
+  int nparams;
+  double prior_weight;       /* penalty per squared log ratio to the prior */
+  double (*loss)(void *ctx); /* the error with the parameters as they are in their slots */
+  void *ctx;
+  int evals;
+} calib_search;
+
+void calib_search_add(calib_search *s, double *slot, bool fraction, double lo, double hi,
+                      const char *name);
+/* Multi-start Nelder-Mead from the current values; leaves the best values in the slots and
+ * returns the best objective. */
+double calib_search_run(calib_search *s, int starts, int evals_per_start, int polish_evals);
+
 
 typedef struct {
   int nparams;         /* parameters the table constrains */
@@ -129,7 +158,7 @@ typedef struct {
   calib_envelope env[CALIB_MAX_ENVELOPES];
   int skipped_kinds;    /* collectives (op, group) seen too few times for an envelope */
   int nccl_params;
-  char nccl_names[CALIB_MAX_PARAMS_PUBLIC][48];
+  char nccl_names[CALIB_MAX_PARAMS][48];
   int evaluations;
   /* kernels */
   int kernels;                 /* compute kernels in the window */
@@ -140,7 +169,7 @@ typedef struct {
   int gemm_points;             /* GEMM ops of known shape */
   cfg_dtype gemm_dtype;
   double gemm_before, gemm_after; /* mean |log(model / measured)|, weighted by time */
-  char *fitted[2 * CALIB_MAX_PARAMS_PUBLIC + 1]; /* keys for calib_write, NULL-terminated */
+  char *fitted[2 * CALIB_MAX_PARAMS + 1]; /* keys for calib_write, NULL-terminated */
 } calib_trace_report;
 
 /* Fits what the cost models need from real traces (ProfilerSteps first..last, -1 unbounded):

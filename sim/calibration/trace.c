@@ -462,7 +462,7 @@ static void calib_fitted(calib_trace_report *rep, const char *key)
   int n = 0;
   while (rep->fitted[n])
     n++;
-  if (n < 2 * CALIB_MAX_PARAMS_PUBLIC)
+  if (n < 2 * CALIB_MAX_PARAMS)
     rep->fitted[n] = g_strdup(key);
 }
 

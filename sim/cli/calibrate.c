@@ -14,8 +14,10 @@
  *       cluster defaults to the preset for the trace's GPU, as dlsim replay's does)
  *
  * Common: [--time-column C] [--time-unit U] [--filter COL=V]... -o OUT.yaml [--set K=V]... */
-#include "calibration/calibration_internal.h"
-#include "cli/cli_internal.h"
+#include "calibration/calibration.h"
+#include "cli/cli.h"
+#include "run/run.h"
+#include "validation/validation.h"
 #include "units/units.h"
 
 #include <math.h>
@@ -167,139 +169,16 @@ static int cal_gemm(const cal_args *a)
 
 /* ---- validation cases ----------------------------------------------------------------------- */
 
-typedef struct {
-  GPtrArray *cases;   /* cfg_case* */
-  char **sets;        /* --set overrides, before the parameters */
-  char **keys;        /* the --param keys */
-  double *values;     /* their current values (the search's slots) */
-  int nkeys;
-  GError *error;      /* the first prediction that failed */
-} cal_cases;
-
-/* "KEY=VALUE" for every parameter, as overrides. */
-static char **cal_param_sets(const cal_cases *cc)
+static void cal_print_cases(val_fit *f, const char *when)
 {
-  int n = cc->sets ? (int)g_strv_length(cc->sets) : 0;
-  char **sets = g_new0(char *, n + cc->nkeys + 1);
-  for (int i = 0; i < n; i++)
-    sets[i] = g_strdup(cc->sets[i]);
-  for (int i = 0; i < cc->nkeys; i++)
-    sets[n + i] = g_strdup_printf("%s=%.9g", cc->keys[i], cc->values[i]);
-  return sets;
-}
-
-/* Mean |log(predicted / measured)| over the cases. */
-static double cal_cases_loss(void *ctx)
-{
-  cal_cases *cc = ctx;
-  g_auto(GStrv) sets = cal_param_sets(cc);
-  double sum = 0;
-  for (guint i = 0; i < cc->cases->len; i++) {
-    const cfg_case *c = g_ptr_array_index(cc->cases, i);
-    double p = 0;
-    if (!cli_case_predict(c, sets, &p, cc->error ? NULL : &cc->error) || !(p > 0))
-      return INFINITY;
-    sum += fabs(log(p / c->measured));
-  }
-  return sum / cc->cases->len;
-}
-
-static void cal_print_cases(const cal_cases *cc, const char *when)
-{
-  g_auto(GStrv) sets = cal_param_sets(cc);
   printf("  %s:\n", when);
-  for (guint i = 0; i < cc->cases->len; i++) {
-    const cfg_case *c = g_ptr_array_index(cc->cases, i);
-    double p = NAN;
-    cli_case_predict(c, sets, &p, NULL);
+  for (guint i = 0; i < f->cases->len; i++) {
+    const cfg_case *c = g_ptr_array_index(f->cases, i);
+    double p = val_fit_predict(f, i);
     printf("    %-38s measured %10.4g  predicted %10.4g  %+6.1f %%\n", c->name, c->measured, p,
            100 * (p / c->measured - 1));
   }
-}
-
-static bool cal_parse_params(cal_cases *cc, char **params, GError **err)
-{
-  cc->nkeys = (int)g_strv_length(params);
-  if (cc->nkeys > CALIB_MAX_PARAMS) {
-    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--param: at most %d", CALIB_MAX_PARAMS);
-    return false;
-  }
-  cc->keys = g_new0(char *, cc->nkeys + 1);
-  cc->values = g_new0(double, MAX(cc->nkeys, 1));
-  for (int i = 0; i < cc->nkeys; i++) {
-    const char *eq = strchr(params[i], '=');
-    char *end = NULL;
-    double v = eq ? g_ascii_strtod(eq + 1, &end) : NAN;
-    if (!eq || !end || *end || !(v > 0) || (strncmp(params[i], "gpu.efficiency.", 15) != 0 &&
-                                           strncmp(params[i], "nccl.", 5) != 0)) {
-      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
-                  "--param %s: expected KEY=START with a positive number, KEY under "
-                  "gpu.efficiency. or nccl.", params[i]);
-      return false;
-    }
-    cc->keys[i] = g_strndup(params[i], (gsize)(eq - params[i]));
-    cc->values[i] = v;
-  }
-  return true;
-}
-
-static bool cal_load_cases(cal_cases *cc, char **names, GError **err)
-{
-  int n = (int)g_strv_length(names);
-  g_autofree char **argv = g_new0(char *, n + 2);
-  argv[0] = "calibrate";
-  for (int i = 0; i < n; i++)
-    argv[i + 1] = names[i];
-  GPtrArray *files = cli_case_files(n + 1, argv, err);
-  if (!files)
-    return false;
-  bool ok = true;
-  for (guint i = 0; ok && i < files->len; i++) {
-    cfg_case *c = g_new0(cfg_case, 1);
-    ok = cfg_case_load(g_ptr_array_index(files, i), c, err);
-    g_ptr_array_add(cc->cases, c);
-    if (ok && (c->table || !(c->measured > 0))) {
-      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
-                  "case %s: only cases with one positive measured number can be fitted", c->name);
-      ok = false;
-    }
-    if (ok && strcmp(c->cluster, ((cfg_case *)g_ptr_array_index(cc->cases, 0))->cluster) != 0) {
-      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
-                  "case %s: every fitted case must use the same cluster file", c->name);
-      ok = false;
-    }
-  }
-  g_ptr_array_free(files, TRUE);
-  return ok;
-}
-
-static void cal_case_free(gpointer p)
-{
-  cfg_case_clear(p);
-  g_free(p);
-}
-
-/* The fitted values as a calibration file: the first case's cluster with the parameters set. */
-static bool cal_write_cases(const cal_cases *cc, const char *output, GError **err)
-{
-  const cfg_case *first = g_ptr_array_index(cc->cases, 0);
-  g_auto(GStrv) sets = cal_param_sets(cc);
-  cfg_cluster *c = NULL;
-  if (!cfg_load_with(first->cluster, NULL, sets, &c, NULL, err))
-    return false;
-  GString *notes = g_string_new("fitted on cases");
-  for (guint i = 0; i < cc->cases->len; i++)
-    g_string_append_printf(notes, "%s %s", i ? "," : "",
-                           ((cfg_case *)g_ptr_array_index(cc->cases, i))->name);
-  for (int i = 0; cc->sets && cc->sets[i]; i++)
-    g_string_append_printf(notes, "%s %s", i ? "," : "; with", cc->sets[i]);
-  char *fitted[CALIB_MAX_PARAMS + 1] = {NULL};
-  for (int i = 0; i < cc->nkeys; i++) /* keys as the calibration file spells them */
-    fitted[i] = cc->keys[i] + (g_str_has_prefix(cc->keys[i], "gpu.") ? 4 : 0);
-  bool ok = calib_write(output, c, notes->str, fitted, err);
-  g_string_free(notes, TRUE);
-  cfg_cluster_free(c);
-  return ok;
+  g_clear_error(&f->error);
 }
 
 static int cal_cases_fit(const cal_args *a)
@@ -307,38 +186,22 @@ static int cal_cases_fit(const cal_args *a)
   if (!a->params)
     return cal_usage();
   GError *err = NULL;
-  cal_cases cc = {.cases = g_ptr_array_new_with_free_func(cal_case_free), .sets = a->sets};
-  bool ok = cal_parse_params(&cc, a->params, &err) && cal_load_cases(&cc, a->cases, &err);
+  val_fit f;
+  bool ok = val_fit_init(&f, a->cases, a->params, a->sets, &err);
   if (ok) {
-    /* few cases, few parameters: a light prior keeps a flat direction from wandering */
-    calib_search s = {.prior_weight = 1e-3, .loss = cal_cases_loss, .ctx = &cc};
-    for (int i = 0; i < cc.nkeys; i++) {
-      double v = cc.values[i];
-      bool fraction = v < 1 && strstr(cc.keys[i], "efficiency") != NULL;
-      calib_search_add(&s, &cc.values[i], fraction, fraction ? 0.05 : v / 10,
-                       fraction ? 0.99 : v * 10, cc.keys[i]);
-    }
-    printf("dlsim calibrate: %u cases, %d parameters\n", cc.cases->len, cc.nkeys);
-    cal_print_cases(&cc, "before");
-    /* each evaluation simulates every case: a few dozen per parameter reach 1e-10 */
-    int budget = 40 * cc.nkeys + 20;
-    calib_search_run(&s, cc.nkeys > 1 ? 3 : 1, budget, budget / 3);
-    ok = !cc.error && isfinite(cal_cases_loss(&cc));
-    if (ok) {
-      for (int i = 0; i < cc.nkeys; i++)
-        printf("  fitted %s = %.4g\n", cc.keys[i], cc.values[i]);
-      cal_print_cases(&cc, "after");
-      ok = cal_write_cases(&cc, a->output, &err);
-      if (ok)
-        printf("  wrote %s (point gpu.calibration at it)\n", a->output);
-    } else if (cc.error) {
-      err = g_steal_pointer(&cc.error);
-    }
+    printf("dlsim calibrate: %u cases, %d parameters\n", f.cases->len, f.nkeys);
+    cal_print_cases(&f, "before");
+    ok = val_fit_run(&f, &err);
   }
-  g_clear_error(&cc.error);
-  g_ptr_array_free(cc.cases, TRUE);
-  g_strfreev(cc.keys);
-  g_free(cc.values);
+  if (ok) {
+    for (int i = 0; i < f.nkeys; i++)
+      printf("  fitted %s = %.4g\n", f.keys[i], f.values[i]);
+    cal_print_cases(&f, "after");
+    ok = val_fit_write(&f, a->output, &err);
+    if (ok)
+      printf("  wrote %s (point gpu.calibration at it)\n", a->output);
+  }
+  val_fit_clear(&f);
   return ok ? 0 : cli_fail(err);
 }
 
@@ -419,8 +282,8 @@ static int cal_trace(const cal_args *a)
     ok = (traces[i] = trc_load(a->traces[i], &err)) != NULL;
     world = ok ? MAX(world, traces[i]->world_size) : world;
   }
-  const char *cluster = a->cluster ? a->cluster : ok ? cli_default_cluster(traces[0]->gpu_name) : NULL;
-  cfg_cluster *c = ok ? cli_cluster_for(cluster, a->sets, world, &err) : NULL;
+  const char *cluster = a->cluster ? a->cluster : ok ? sim_default_cluster(traces[0]->gpu_name) : NULL;
+  cfg_cluster *c = ok ? sim_cluster_for(cluster, a->sets, world, &err) : NULL;
   calib_trace_report rep = {0};
   ok = c && calib_fit_trace(c, traces, n, first, last, &rep, &err);
   if (ok) {

@@ -1,7 +1,7 @@
 /* dlsim trace summary TRACE [--json] [--top N]: a real PyTorch profiler trace, summarised per
  * ProfilerStep: compute, communication, their overlap, exposed communication, idle time, time
  * by kernel class and the kernels that take the most time. */
-#include "cli/cli_internal.h"
+#include "cli/cli.h"
 #include "report/report.h"
 #include "trace/trace.h"
 #include "units/units.h"

@@ -4,7 +4,7 @@
  * The same job on changed hardware (or settings): the baseline and the changed system side by
  * side with the delta of every reported figure; or a one-dimensional sweep as a table and a
  * plot of step time and MFU against the swept value. */
-#include "cli/cli_internal.h"
+#include "cli/cli.h"
 #include "report/report.h"
 #include "run/run.h"
 #include "serving/serving.h"
@@ -288,7 +288,7 @@ static bool wi_sweep(const wi_args *a, eng_kind engine, GError **err)
   for (int i = 0; ok && values[i]; i++) {
     g_autofree char *set = g_strdup_printf("%s=%s", key, g_strstrip(values[i]));
     char *one[] = {set, NULL};
-    g_auto(GStrv) sets = cli_strv_concat(a->base, one);
+    g_auto(GStrv) sets = sim_strv_concat(a->base, one);
     cJSON *j = wi_run(a, sets, engine, err);
     ok = j != NULL;
     if (ok) {
@@ -371,7 +371,7 @@ int cli_whatif(int argc, char **argv)
   if (ok && a.sweep) {
     ok = wi_sweep(&a, engine, &err);
   } else if (ok) {
-    g_auto(GStrv) changed = cli_strv_concat(a.base, a.sets);
+    g_auto(GStrv) changed = sim_strv_concat(a.base, a.sets);
     cJSON *b = wi_run(&a, a.base, engine, &err);
     cJSON *c = b ? wi_run(&a, changed, engine, &err) : NULL;
     ok = c != NULL;

@@ -26,6 +26,14 @@ typedef struct {
 void rep_memory_text(FILE *out, const rep_memory *r);
 cJSON *rep_memory_json(const rep_memory *r);
 
+/* One MoE layer alone (dlsim moe). */
+void rep_moe_text(FILE *out, const cfg_cluster *c, const cfg_workload *w, const sim_moe *s);
+cJSON *rep_moe_json(const sim_moe *s);
+
+/* A replayed trace (dlsim replay). */
+void rep_replay_text(FILE *out, const sim_replay *r);
+cJSON *rep_replay_json(const sim_replay *r);
+
 /* Prints cJSON compactly or indented, followed by a newline. */
 void rep_json_print(FILE *out, cJSON *json);
 

@@ -14,6 +14,8 @@
 #include "hardware/hardware.h"
 #include "memory/memory.h"
 #include "program/program.h"
+#include "trace/trace.h"
+#include "workloads/workloads.h"
 
 typedef struct {
   eng_kind engine;
@@ -59,5 +61,63 @@ bool sim_run(const cfg_cluster *c, const cfg_workload *w, const sim_options *o, 
 bool sim_run_files(const char *cluster, const char *workload, char *const *sets,
                    const sim_options *o, sim_result *out, GError **err);
 void sim_result_clear(sim_result *r);
+
+/* ---- helpers shared by the simulations below and the CLI ---------------------------------- */
+
+/* `a` followed by `b` (either may be NULL), newly allocated. */
+char **sim_strv_concat(char *const *a, char *const *b);
+/* Loads a cluster with at least `gpus` GPUs: more nodes of the same kind when it has fewer
+ * (a trace of a 128-rank job on a one-node preset). */
+cfg_cluster *sim_cluster_for(const char *path, char *const *sets, int gpus, GError **err);
+/* The preset a trace's GPU (deviceProperties name) runs on when no cluster is given: dgx-h100,
+ * v100-edr, gh200, else dgx-a100. */
+const char *sim_default_cluster(const char *gpu_name);
+
+/* ---- a real trace, re-simulated (dlsim replay) --------------------------------------------- */
+
+/* The trace becomes a program (trace/), the engine runs it on the cluster the trace ran on,
+ * and each ProfilerStep's predicted duration is set next to the measured one. With what-if
+ * overrides (or a target cluster) the same job is predicted on changed hardware; two
+ * diagnostics run on the traced cluster: NCCL kernels at their measured durations (the
+ * replay's own error) and every GPU op taking no time (what the host alone takes). */
+typedef struct {
+  int ntraces;
+  trc_trace **traces;
+  cfg_cluster *base_cfg, *target_cfg;
+  hw_cluster *base, *target;
+  trc_replay rep;
+  double *predicted;      /* per step */
+  double *measured_comm;  /* per step, NCCL kernels at their measured durations */
+  double *baseline;       /* per step, on the unchanged cluster (what-if only) */
+  double *host;           /* per step, every GPU op taking no time: the CPU side's bound */
+  double measured_mean, predicted_mean, measured_comm_mean, baseline_mean, host_mean;
+  eng_kind engine;
+  char *cluster_name;
+  bool default_cluster;
+} sim_replay;
+
+typedef struct {
+  char **traces;
+  char **machine; /* overrides that describe the traced machine (its calibration...): both sides */
+  char **sets;    /* what-if overrides: the predicted side only */
+  const char *cluster, *target, *steps, *engine, *comm;
+  int ranks;
+} sim_replay_args;
+
+bool sim_replay_run(const sim_replay_args *a, sim_replay *out, GError **err);
+void sim_replay_clear(sim_replay *r);
+
+/* ---- one mixture-of-experts layer alone (dlsim moe) ------------------------------------------ */
+
+typedef enum { SIM_A2A_DISPATCH, SIM_A2A_COMBINE, SIM_A2A_COMBINE_BWD, SIM_A2A_DISPATCH_BWD } sim_a2a;
+extern const char *const sim_a2a_names[4]; /* dispatch, combine, combine_bwd, dispatch_bwd */
+
+typedef struct {
+  wl_moe_info info;
+  double time[4]; /* of each all-to-all (sim_a2a), on the first ep GPUs */
+} sim_moe;
+
+/* The routing, the four all-to-alls and the expert compute of the workload's MoE layer. */
+bool sim_moe_layer(const cfg_cluster *c, const cfg_workload *w, sim_moe *out, GError **err);
 
 #endif

@@ -57,6 +57,8 @@ typedef struct {
   int nbins;
   long n;
   double sum, max;
+  double last_x; /* the sequences of one batch see the same gap: its bin is reused */
+  int last_bin;
 } srv_hist;
 
 void srv_hist_init(srv_hist *h);

@@ -15,6 +15,8 @@ void srv_hist_init(srv_hist *h)
   h->bins = g_new0(guint32, h->nbins);
   h->n = 0;
   h->sum = h->max = 0;
+  h->last_x = -1;
+  h->last_bin = 0;
 }
 
 static int srv_hist_bin(const srv_hist *h, double x)
@@ -35,7 +37,11 @@ static double srv_hist_value(int b)
 
 void srv_hist_add(srv_hist *h, double x)
 {
-  h->bins[srv_hist_bin(h, x)]++;
+  if (x != h->last_x) {
+    h->last_x = x;
+    h->last_bin = srv_hist_bin(h, x);
+  }
+  h->bins[h->last_bin]++;
   h->n++;
   h->sum += x;
   h->max = MAX(h->max, x);

@@ -1,0 +1,135 @@
+/* Case files, and running them: each case predicted and compared with its measurement. */
+#include "validation/validation_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+const char *val_role_name(cfg_case_role r)
+{
+  return r == CFG_CASE_FIT ? "fit" : r == CFG_CASE_CHECK ? "check" : "ref";
+}
+
+char *val_metric_label(const cfg_case *c)
+{
+  if (val_is_gemm(c))
+    return g_strdup("time median");
+  if (c->table)
+    return g_strdup("busbw median >=1MiB");
+  return c->ratio_to ? g_strdup_printf("%s ratio", c->metric) : g_strdup(c->metric);
+}
+
+static int val_compare_paths(gconstpointer a, gconstpointer b)
+{
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A named case: a path, or NAME(.yaml) in validation/cases/. */
+static char *val_case_path(const char *dir, const char *name, GError **err)
+{
+  g_autofree char *base = g_str_has_suffix(name, ".yaml") ? g_strdup(name)
+                                                          : g_strdup_printf("%s.yaml", name);
+  char *path = g_file_test(name, G_FILE_TEST_IS_REGULAR) ? g_strdup(name)
+                                                         : g_build_filename(dir, base, NULL);
+  if (g_file_test(path, G_FILE_TEST_IS_REGULAR))
+    return path;
+  g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "no validation case '%s' in %s", name, dir);
+  g_free(path);
+  return NULL;
+}
+
+GPtrArray *val_case_files(char *const *names, GError **err)
+{
+  g_autofree char *dir = g_build_filename(cfg_data_dir(), "validation", "cases", NULL);
+  GPtrArray *files = g_ptr_array_new_with_free_func(g_free);
+  if (names && names[0]) {
+    for (int i = 0; names[i]; i++) {
+      char *path = val_case_path(dir, names[i], err);
+      if (!path) {
+        g_ptr_array_free(files, TRUE);
+        return NULL;
+      }
+      g_ptr_array_add(files, path);
+    }
+    return files;
+  }
+  GDir *d = g_dir_open(dir, 0, NULL);
+  const char *e;
+  while (d && (e = g_dir_read_name(d)))
+    if (g_str_has_suffix(e, ".yaml"))
+      g_ptr_array_add(files, g_build_filename(dir, e, NULL));
+  if (d)
+    g_dir_close(d);
+  g_ptr_array_sort(files, val_compare_paths);
+  return files;
+}
+
+void val_run_case(val_row *row)
+{
+  if (row->c.table) {
+    val_run_table(row);
+    return;
+  }
+  GError *err = NULL;
+  if (!val_predict(&row->c, NULL, &row->predicted, &err)) {
+    row->failure = g_strdup(err->message);
+    g_error_free(err);
+    return;
+  }
+  row->error = row->c.measured != 0 ? (row->predicted - row->c.measured) / row->c.measured
+                                    : row->predicted - row->c.measured;
+  row->pass = fabs(row->error) <= row->c.tolerance;
+}
+
+/* Cases that run the DES (which forks) run on the calling thread once the others are done: a
+ * fork while other threads run could copy a lock one of them holds. */
+static bool val_needs_main_thread(const cfg_case *c)
+{
+  bool forks = !c->command || strcmp(c->command, "run") == 0 || strcmp(c->command, "replay") == 0;
+  return c->engine && (forks || c->table);
+}
+
+static void val_run_one(gpointer data, gpointer user)
+{
+  (void)user;
+  val_run_case(data);
+}
+
+bool val_run_files(GPtrArray *files, int threads, GArray **rows, GError **err)
+{
+  GArray *r = g_array_new(FALSE, TRUE, sizeof(val_row));
+  g_array_set_size(r, files->len);
+  for (guint i = 0; i < files->len; i++)
+    if (!cfg_case_load(g_ptr_array_index(files, i), &g_array_index(r, val_row, i).c, err)) {
+      val_rows_free(r);
+      return false;
+    }
+  GThreadPool *pool = threads > 1 ? g_thread_pool_new(val_run_one, NULL, threads, TRUE, NULL) : NULL;
+  for (guint i = 0; i < r->len; i++) {
+    val_row *row = &g_array_index(r, val_row, i);
+    if (pool && !val_needs_main_thread(&row->c))
+      g_thread_pool_push(pool, row, NULL);
+  }
+  if (pool)
+    g_thread_pool_free(pool, FALSE, TRUE); /* waits for every pushed case */
+  for (guint i = 0; i < r->len; i++) {
+    val_row *row = &g_array_index(r, val_row, i);
+    if (!pool || val_needs_main_thread(&row->c))
+      val_run_case(row);
+  }
+  *rows = r;
+  return true;
+}
+
+void val_rows_free(GArray *rows)
+{
+  if (!rows)
+    return;
+  for (guint i = 0; i < rows->len; i++) {
+    val_row *row = &g_array_index(rows, val_row, i);
+    cfg_case_clear(&row->c);
+    calib_table_clear(&row->table);
+    g_free(row->times);
+    g_free(row->failure);
+  }
+  g_array_free(rows, TRUE);
+}
