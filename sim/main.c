@@ -22,6 +22,7 @@ static const dlsim_command dlsim_commands[] = {
     {"validate", cli_validate, "predicted vs measured for the real cases in validation/"},
     {"trace", cli_trace, "summarise a real PyTorch profiler (Kineto) trace per step"},
     {"replay", cli_replay, "re-simulate a real trace: predicted vs measured step time, what-if"},
+    {"schema", cli_schema, "every configuration key: type, unit, default, allowed values"},
 };
 
 static void dlsim_usage(FILE *out)

@@ -17,6 +17,7 @@ int cli_whatif(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_trace(int argc, char **argv);
 int cli_replay(int argc, char **argv);
+int cli_schema(int argc, char **argv);
 
 /* Prints "dlsim: error: ..." and returns the exit code that fits the error. */
 int cli_fail(GError *err);

@@ -66,8 +66,6 @@ static char **plan_base_sets(const plan_args *a, int gpus_per_node)
   return (char **)g_ptr_array_free(s, FALSE);
 }
 
-static const char *const plan_rc[] = {"none", "selective", "full"};
-
 static cJSON *plan_json(const plan_screen_result *r, int shown)
 {
   cJSON *j = cJSON_CreateObject();
@@ -87,7 +85,7 @@ static cJSON *plan_json(const plan_screen_result *r, int shown)
     cJSON_AddNumberToObject(o, "micro_batch", c->l.micro_batch);
     cJSON_AddNumberToObject(o, "virtual_stages", c->l.virtual_stages);
     cJSON_AddNumberToObject(o, "zero", c->l.zero);
-    cJSON_AddStringToObject(o, "recompute", plan_rc[c->l.recompute]);
+    cJSON_AddStringToObject(o, "recompute", cfg_recompute_name(c->l.recompute));
     cJSON_AddBoolToObject(o, "sequence_parallel", c->l.sequence_parallel);
     cJSON_AddStringToObject(o, "placement", c->l.pipeline_outer ? "tp,cp,dp,pp" : "tp,cp,pp,dp");
     cJSON_AddNumberToObject(o, "estimate_s", c->estimate_s);
@@ -112,7 +110,7 @@ static void plan_print_csv(const plan_screen_result *r, int shown)
     const plan_candidate *c = &g_array_index(r->best, plan_candidate, i);
     printf("%u,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%s,%.6g,%.6g,%.6g,%.4f,%.6g,%.6g\n", i + 1, c->l.tp,
            c->l.cp, c->l.pp, c->l.dp, c->l.ep, c->l.micro_batch, c->l.virtual_stages, c->l.zero,
-           plan_rc[c->l.recompute], c->l.sequence_parallel,
+           cfg_recompute_name(c->l.recompute), c->l.sequence_parallel,
            c->l.pipeline_outer ? "tp cp dp pp" : "tp cp pp dp", c->estimate_s, c->step_time_s,
            c->des_step_time_s, c->mfu, c->tokens_per_s, c->peak_bytes);
   }

@@ -64,6 +64,13 @@ typedef enum { CFG_LENGTHS_FIXED, CFG_LENGTHS_UNIFORM, CFG_LENGTHS_FILE } cfg_le
  * guaranteed-no-evict) */
 typedef enum { CFG_PREEMPT_RECOMPUTE, CFG_PREEMPT_NONE } cfg_preemption;
 typedef enum { CFG_ROUTER_ROUND_ROBIN, CFG_ROUTER_LEAST_LOADED } cfg_router;
+typedef enum { CFG_A2A_NCCL, CFG_A2A_DEEPEP, CFG_A2A_DEEPEP_LL } cfg_a2a;
+
+/* Names as the YAML spells them, from the schema's tables ("?" out of range). */
+const char *cfg_recompute_name(cfg_recompute r);
+bool cfg_recompute_parse(const char *name, cfg_recompute *out);
+const char *cfg_scheduler_name(cfg_scheduler s);
+const char *cfg_a2a_name(cfg_a2a a);
 
 /* ---- calibration (fitted efficiency tables; gpu.calibration points at a file of these) ------ */
 
@@ -269,8 +276,6 @@ typedef struct {
   cfg_slo slo;
 } cfg_serving;
 
-typedef enum { CFG_A2A_NCCL, CFG_A2A_DEEPEP, CFG_A2A_DEEPEP_LL } cfg_a2a;
-
 typedef struct {
   char *algorithm; /* "auto" or an algorithm name understood by the collectives module */
   char *protocol;  /* "auto", "ll", "ll128" or "simple" */
@@ -330,6 +335,10 @@ bool cfg_load_text(const char *cluster_path, const char *workload_yaml, char *co
 /* Parses "a.b.c=value" into an override. */
 bool cfg_override_parse(const char *text, cfg_override *out, GError **err);
 void cfg_override_clear(cfg_override *o);
+
+/* The reference of every key (path, type, default, allowed values, what it is), as plain
+ * text or Markdown: what `dlsim schema` prints and docs/schema.md holds. */
+void cfg_schema_reference(GString *out, bool markdown);
 
 /* ---- validation cases (validation/cases/NAME.yaml) --------------------------------------- */
 

@@ -72,22 +72,37 @@ typedef struct {
   const cfg_schema *sub;    /* MAP, SEQ_MAP */
   size_t count_offset;
   double min, max; /* inclusive range for INT and QTY (max 0 = unbounded) */
+  const char *doc; /* one line for `dlsim schema` */
+  /* the default: a constant that cfg_defaults applies (has_def: `def`, `defs` per name of a
+   * QTY_BY_ENUM, `def_str` for strings), or `derived`: how load.c computes it, for the docs */
+  bool has_def;
+  double def;
+  const double *defs;
+  const char *def_str;
+  const char *derived;
 } cfg_field;
 
 struct cfg_schema {
   const char *what; /* "cluster", "gpu", ... for messages */
   const cfg_field *fields;
   size_t nfields;
-  size_t size;          /* sizeof the struct (SEQ_MAP elements) */
-  void (*init)(void *); /* fills "unset" sentinels */
+  size_t size;      /* sizeof the struct (SEQ_MAP elements) */
 };
+
+/* Marks every key of `obj` unset (NAN, CFG_UNSET_INT, NULL, empty), as the table says. */
+void cfg_schema_init(const cfg_schema *s, void *obj);
+/* Gives every unset key of `obj` that has a constant default its default (recursing into
+ * mappings and list elements). */
+void cfg_defaults(const cfg_schema *s, void *obj);
+/* Fills every unset key of `dst` from `src` (a calibration file under the cluster's keys). */
+void cfg_merge(const cfg_schema *s, void *dst, const void *src);
 
 extern const cfg_schema cfg_schema_cluster;
 extern const cfg_schema cfg_schema_workload;
 extern const cfg_schema cfg_schema_model;
 extern const cfg_schema cfg_schema_efficiency;
 extern const cfg_schema cfg_schema_nccl;
-void cfg_nccl_init(void *p);
+extern const cfg_schema cfg_schema_tier;
 extern const cfg_schema cfg_schema_case;
 extern const char *const cfg_dtype_names[];
 
@@ -112,8 +127,5 @@ extern const cfg_schema cfg_schema_calibration;
 
 bool cfg_calibration_load(const char *path, cfg_calibration *cal, GError **err);
 void cfg_calibration_clear(cfg_calibration *cal);
-void cfg_efficiency_defaults(cfg_efficiency *eff);
-void cfg_nccl_defaults(cfg_nccl *n);
-void cfg_nccl_merge(cfg_nccl *dst, const cfg_nccl *src);
 
 #endif

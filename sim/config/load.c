@@ -200,86 +200,16 @@ static bool cfg_fail(GError **err, const cfg_doc *doc, const char *path, const c
       (v) = (d);                                                                                  \
   } while (0)
 
-void cfg_efficiency_defaults(cfg_efficiency *e)
+/* One non-blocking switch over all nodes when no tier is given: the common case of a small
+ * cluster (its keys take the tables' defaults). */
+static void cfg_one_switch(cfg_network *net)
 {
-  /* Used only where no calibration file says better (README: limits). GEMM: the median of the
-   * measured best-shape BF16 efficiencies of A100 SXM / PCIe, H100, GH200 and B200 (81.1 %,
-   * stas00/ml-engineering MAMF table, shared/validation/kernels), with the K ramp fitted on
-   * the sm_90 table (validation/README.md); the other classes are guesses. */
-  static const double flops[CFG_NKCLASSES] = {0.811, 0.60, 0.55, 0.50, 0.50, 0.50};
-  for (int k = 0; k < CFG_NKCLASSES; k++)
-    CFG_DEFAULT_QTY(e->flops_efficiency[k], flops[k]);
-  CFG_DEFAULT_QTY(e->memory_efficiency, 0.80);
-  CFG_DEFAULT_QTY(e->gemm_k_half, 177);
-  CFG_DEFAULT_QTY(e->launch_overhead, 2e-6);
-  CFG_DEFAULT_QTY(e->sustained, 0.8081); /* fitted on A100 (validation/fit-a100.sh) */
-  /* measured: H100 SXM best-shape matmul, FP8 e4m3 70.9 % of peak vs BF16 80.3 % (stas00's
-   * MAMF table, shared/validation/kernels/kernels.md 1b) */
-  CFG_DEFAULT_QTY(e->fp8_scale, 0.883);
-  if (!e->source)
-    e->source = g_strdup("dlsim defaults (not calibrated)");
-}
-
-void cfg_nccl_defaults(cfg_nccl *n)
-{
-  /* Priors of the order of NCCL's own performance model: protocols LL < LL128 < Simple in
-   * latency per step, network steps several times NVLink ones; link efficiencies as NVIDIA
-   * states them (about 370 of 450 GB/s on NVLink4 for rings, 46-48 of 50 GB/s on NDR, about 480
-   * GB/s bus bandwidth for NVLS all-reduce on 8 H100). Presets replace them with fits
-   * (configs/calibration), which start from and are held near these values. */
-  static const double base[CFG_NPROTOS] = {6e-6, 14e-6, 8e-6};
-  static const double hop[CFG_NLINKCLASSES][CFG_NPROTOS] = {{0.2e-6, 0.6e-6, 2.5e-6},
-                                                            {2e-6, 3.5e-6, 12e-6}};
-  static const double chunk[CFG_NPROTOS] = {16384, 131072, 524288};
-  static const double proto[CFG_NPROTOS] = {0.5, 120.0 / 128.0, 1.0};
-  CFG_DEFAULT_QTY(n->link_efficiency[CFG_LINK_INTRA], 0.82);
-  CFG_DEFAULT_QTY(n->link_efficiency[CFG_LINK_NETWORK], 0.95);
-  CFG_DEFAULT_QTY(n->nvls_efficiency, 0.69);
-  CFG_DEFAULT_QTY(n->p2p_efficiency, 0.66); /* fitted: nccl-a100-8gpu-sendrecv */
-  CFG_DEFAULT_QTY(n->deepep_efficiency, 0.956); /* fitted: deepep-h800-ep8-dispatch */
-  for (int p = 0; p < CFG_NPROTOS; p++) {
-    CFG_DEFAULT_QTY(n->base_latency[p], base[p]);
-    for (int c = 0; c < CFG_NLINKCLASSES; c++)
-      CFG_DEFAULT_QTY(n->hop_latency[c][p], hop[c][p]);
-    CFG_DEFAULT_QTY(n->chunk[p], chunk[p]);
-    CFG_DEFAULT_QTY(n->protocol_efficiency[p], proto[p]);
-  }
-  CFG_DEFAULT_INT(n->max_channels, 16);
-  if (!n->source)
-    n->source = g_strdup("dlsim defaults (not calibrated)");
-}
-
-void cfg_nccl_merge(cfg_nccl *dst, const cfg_nccl *src)
-{
-  for (int c = 0; c < CFG_NLINKCLASSES; c++)
-    CFG_DEFAULT_QTY(dst->link_efficiency[c], src->link_efficiency[c]);
-  CFG_DEFAULT_QTY(dst->nvls_efficiency, src->nvls_efficiency);
-  CFG_DEFAULT_QTY(dst->p2p_efficiency, src->p2p_efficiency);
-  CFG_DEFAULT_QTY(dst->deepep_efficiency, src->deepep_efficiency);
-  for (int p = 0; p < CFG_NPROTOS; p++) {
-    CFG_DEFAULT_QTY(dst->base_latency[p], src->base_latency[p]);
-    for (int c = 0; c < CFG_NLINKCLASSES; c++)
-      CFG_DEFAULT_QTY(dst->hop_latency[c][p], src->hop_latency[c][p]);
-    CFG_DEFAULT_QTY(dst->chunk[p], src->chunk[p]);
-    CFG_DEFAULT_QTY(dst->protocol_efficiency[p], src->protocol_efficiency[p]);
-  }
-  CFG_DEFAULT_INT(dst->max_channels, src->max_channels);
-  if (!dst->source && src->source)
-    dst->source = g_strdup(src->source);
-}
-
-/* Fills the unset values of `dst` from `src`. */
-static void cfg_efficiency_merge(cfg_efficiency *dst, const cfg_efficiency *src)
-{
-  for (int k = 0; k < CFG_NKCLASSES; k++)
-    CFG_DEFAULT_QTY(dst->flops_efficiency[k], src->flops_efficiency[k]);
-  CFG_DEFAULT_QTY(dst->memory_efficiency, src->memory_efficiency);
-  CFG_DEFAULT_QTY(dst->launch_overhead, src->launch_overhead);
-  CFG_DEFAULT_QTY(dst->sustained, src->sustained);
-  CFG_DEFAULT_QTY(dst->fp8_scale, src->fp8_scale);
-  CFG_DEFAULT_QTY(dst->gemm_k_half, src->gemm_k_half);
-  if (!dst->source && src->source)
-    dst->source = g_strdup(src->source);
+  if (net->ntiers > 0)
+    return;
+  net->tiers = g_new0(cfg_tier, 1);
+  net->ntiers = 1;
+  cfg_schema_init(&cfg_schema_tier, net->tiers);
+  net->tiers[0].name = g_strdup("leaf");
 }
 
 static bool cfg_cluster_check(cfg_cluster *c, GError **err)
@@ -313,12 +243,13 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
       g_error_free(inner);
       return false;
     }
-    cfg_efficiency_merge(&c->gpu.efficiency, &file.efficiency);
-    cfg_nccl_merge(&c->nccl, &file.nccl);
+    cfg_merge(&cfg_schema_efficiency, &c->gpu.efficiency, &file.efficiency);
+    cfg_merge(&cfg_schema_nccl, &c->nccl, &file.nccl);
     cfg_calibration_clear(&file);
   }
-  cfg_efficiency_defaults(&c->gpu.efficiency);
-  cfg_nccl_defaults(&c->nccl);
+  cfg_one_switch(&c->network);
+  /* every constant default of the tables, after the calibration file filled what it sets */
+  cfg_defaults(&cfg_schema_cluster, c);
   for (int k = 0; k < CFG_NKCLASSES; k++)
     if (c->gpu.efficiency.flops_efficiency[k] <= 0)
       return cfg_fail(err, d, "gpu.efficiency", "gpu.efficiency.flops.%s: must be > 0",
@@ -339,17 +270,13 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
     return cfg_fail(err, d, "nccl", "nccl.nvls_efficiency and nccl.p2p_efficiency: must be > 0");
 
   cfg_node_spec *n = &c->node;
-  CFG_DEFAULT_INT(n->count, 1);
   if (n->gpus_per_node == CFG_UNSET_INT)
     return cfg_fail(err, d, "node", "node: missing required key 'gpus_per_node'");
-  CFG_DEFAULT_INT(n->intra.kind, CFG_INTRA_NVSWITCH);
   if (n->gpus_per_node > 1 && isnan(n->intra.bandwidth))
     return cfg_fail(err, d, "node",
                     "node.intra: missing required key 'bandwidth' (the node has %d GPUs)",
                     n->gpus_per_node);
   CFG_DEFAULT_QTY(n->intra.bandwidth, 0);
-  CFG_DEFAULT_QTY(n->intra.latency, 1e-6);
-  CFG_DEFAULT_INT(n->intra.nvls, 0);
   if (n->intra.nvls && n->intra.kind != CFG_INTRA_NVSWITCH)
     return cfg_fail(err, d, "node.intra.nvls", "node.intra.nvls: needs kind nvswitch");
   if (n->gpus_per_node > 1 && n->intra.bandwidth <= 0)
@@ -361,12 +288,8 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
                     "simulates clusters of at most %d GPUs", n->count, n->gpus_per_node, gpus,
                     CFG_MAX_GPUS);
   CFG_DEFAULT_INT(n->nics_per_node, n->count > 1 ? n->gpus_per_node : 0);
-  CFG_DEFAULT_QTY(n->host_memory, 0);
-  CFG_DEFAULT_QTY(n->nvme, 0);
 
   cfg_network *net = &c->network;
-  CFG_DEFAULT_INT(net->topology, CFG_TOPO_FAT_TREE);
-  CFG_DEFAULT_INT(net->sharp, 0);
   if (n->count > 1) {
     if (isnan(net->nic_bandwidth) || net->nic_bandwidth <= 0)
       return cfg_fail(err, d, "network",
@@ -377,23 +300,12 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
                       "node.nics_per_node: must be >= 1 when there is more than one node");
   }
   CFG_DEFAULT_QTY(net->nic_bandwidth, 0);
-  if (net->ntiers == 0) {
-    /* One non-blocking switch over all nodes: the common case of a small cluster. */
-    net->tiers = g_new0(cfg_tier, 1);
-    net->ntiers = 1;
-    net->tiers[0].name = g_strdup("leaf");
-    net->tiers[0].latency = 1e-6;
-    net->tiers[0].nodes_per_switch = CFG_UNSET_INT;
-    net->tiers[0].oversubscription = NAN;
-  }
   int below = 1;
   for (int i = 0; i < net->ntiers; i++) {
     cfg_tier *t = &net->tiers[i];
     g_autofree char *path = g_strdup_printf("network.tiers.%d", i);
     if (!t->name)
       t->name = g_strdup_printf("tier%d", i);
-    CFG_DEFAULT_QTY(t->latency, 1e-6);
-    CFG_DEFAULT_QTY(t->oversubscription, 1.0);
     if (t->oversubscription < 1.0)
       return cfg_fail(err, d, path, "%s.oversubscription: must be >= 1 (1 = full bisection)", path);
     bool top = i == net->ntiers - 1;
@@ -418,12 +330,6 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
 /* Defaults and checks of the routing of a mixture-of-experts layer. */
 static bool cfg_moe_check(cfg_moe *m, int layers, const cfg_doc *d, GError **err)
 {
-  CFG_DEFAULT_INT(m->first_dense, 0);
-  CFG_DEFAULT_INT(m->routing, CFG_ROUTING_UNIFORM);
-  CFG_DEFAULT_QTY(m->zipf_s, 1.0);
-  CFG_DEFAULT_QTY(m->capacity_factor, 0.0);
-  CFG_DEFAULT_INT(m->drop_tokens, 0);
-  CFG_DEFAULT_INT(m->max_nodes, 0);
   if (m->first_dense >= layers)
     return cfg_fail(err, d, "model.moe.first_dense",
                     "model.moe.first_dense = %d leaves no MoE layer among %d layers",
@@ -459,7 +365,6 @@ static bool cfg_mla_check(cfg_mla *m, const cfg_doc *d, GError **err)
 
 static bool cfg_model_check(cfg_model *m, const cfg_doc *d, GError **err)
 {
-  CFG_DEFAULT_INT(m->kind, CFG_MODEL_TRANSFORMER);
   if (!m->name)
     m->name = g_strdup(m->kind == CFG_MODEL_CNN && m->preset ? m->preset : "model");
   if (m->kind == CFG_MODEL_GENERIC) {
@@ -472,8 +377,6 @@ static bool cfg_model_check(cfg_model *m, const cfg_doc *d, GError **err)
   if (m->kind == CFG_MODEL_CNN) {
     if (!m->preset)
       return cfg_fail(err, d, "model", "model: a cnn needs 'preset' (for example resnet50)");
-    CFG_DEFAULT_INT(m->image_size, 224);
-    CFG_DEFAULT_INT(m->num_classes, 1000);
     return true;
   }
   const char *need[] = {"layers", "hidden", "heads", "vocab", "seq_len"};
@@ -486,7 +389,6 @@ static bool cfg_model_check(cfg_model *m, const cfg_doc *d, GError **err)
     return cfg_fail(err, d, "model.hidden", "model.hidden = %d: at most %d", m->hidden,
                     CFG_MAX_HIDDEN);
   CFG_DEFAULT_INT(m->ffn_hidden, 4 * m->hidden);
-  CFG_DEFAULT_INT(m->activation, CFG_ACT_GELU);
   CFG_DEFAULT_INT(m->tied_embeddings, m->activation == CFG_ACT_GELU);
   if (m->head_dim == CFG_UNSET_INT && m->hidden % m->heads != 0)
     return cfg_fail(err, d, "model.heads", "model.heads = %d does not divide hidden = %d",
@@ -540,23 +442,7 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
   cfg_parallel *p = &w->parallel;
   if (t->global_batch == CFG_UNSET_INT)
     return cfg_fail(err, d, "training", "training: missing required key 'global_batch'");
-  CFG_DEFAULT_INT(t->micro_batch, 1);
-  CFG_DEFAULT_INT(t->dtype, CFG_BF16);
-  CFG_DEFAULT_INT(t->optimizer, CFG_OPT_ADAM);
-  CFG_DEFAULT_INT(t->recompute, CFG_RECOMPUTE_NONE);
-  CFG_DEFAULT_INT(t->flash_attention, 1);
   /* Megatron keeps fp32 main gradients; fp32 training has nothing narrower. */
-  CFG_DEFAULT_INT(t->grad_dtype, CFG_FP32);
-  CFG_DEFAULT_INT(p->tp, 1);
-  CFG_DEFAULT_INT(p->pp, 1);
-  CFG_DEFAULT_INT(p->cp, 1);
-  CFG_DEFAULT_INT(p->ep, 1);
-  CFG_DEFAULT_INT(p->sequence_parallel, 0);
-  CFG_DEFAULT_INT(p->schedule, CFG_SCHED_1F1B);
-  CFG_DEFAULT_INT(p->virtual_stages, 1);
-  CFG_DEFAULT_INT(p->zero, 0);
-  CFG_DEFAULT_INT(p->offload, CFG_OFFLOAD_NONE);
-  CFG_DEFAULT_INT(p->offload_params, 0);
   if (p->offload != CFG_OFFLOAD_NONE && p->zero == 0)
     return cfg_fail(err, d, "parallel.offload",
                     "parallel.offload = %s needs ZeRO (parallel.zero 1, 2 or 3)",
@@ -567,9 +453,6 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
   if (p->offload == CFG_OFFLOAD_NVME && !(c->node.nvme > 0))
     return cfg_fail(err, d, "parallel.offload",
                     "parallel.offload = nvme, but the cluster's nodes have no NVMe (node.nvme)");
-  CFG_DEFAULT_QTY(p->gradient_bucket, 25.0 * 1024 * 1024); /* PyTorch DDP bucket_cap_mb = 25 */
-  CFG_DEFAULT_INT(p->uneven_stages, 0);
-  CFG_DEFAULT_INT(p->moe_overlap, 0);
   if (p->nplacement == 0) {
     const cfg_dim def[] = {CFG_DIM_TP, CFG_DIM_CP, CFG_DIM_PP, CFG_DIM_DP};
     memcpy(p->placement, def, sizeof def);
@@ -619,15 +502,7 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
 
 static bool cfg_requests_check(cfg_requests *r, const cfg_doc *d, GError **err)
 {
-  CFG_DEFAULT_INT(r->arrival, CFG_ARRIVAL_POISSON);
-  CFG_DEFAULT_INT(r->count, 1000);
-  CFG_DEFAULT_INT(r->seed, 1);
-  CFG_DEFAULT_QTY(r->burstiness, 1.0);
   CFG_DEFAULT_INT(r->distribution, r->lengths_file ? CFG_LENGTHS_FILE : CFG_LENGTHS_FIXED);
-  CFG_DEFAULT_QTY(r->spread, 0.5);
-  CFG_DEFAULT_INT(r->concurrency, 0);
-  CFG_DEFAULT_INT(r->prefix_tokens, 0);
-  CFG_DEFAULT_INT(r->prefix_groups, 1);
   bool open_rate = !r->trace && r->concurrency == 0 && r->arrival != CFG_ARRIVAL_BURST;
   if (open_rate && !(r->rate > 0))
     return cfg_fail(err, d, "serving.requests",
@@ -660,31 +535,12 @@ static bool cfg_serving_check(cfg_workload *w, const cfg_cluster *c, GError **er
 {
   const cfg_doc *d = w->doc;
   cfg_serving *s = &w->serving;
-  CFG_DEFAULT_INT(s->dtype, CFG_BF16);
   /* weight-only int8 / int4 quantization keeps 16-bit activations and KV */
   CFG_DEFAULT_INT(s->kv_dtype, s->dtype == CFG_INT8 || s->dtype == CFG_INT4 ? CFG_BF16 : s->dtype);
-  CFG_DEFAULT_INT(s->tp, 1);
-  CFG_DEFAULT_INT(s->pp, 1);
-  CFG_DEFAULT_INT(s->ep, 1);
-  CFG_DEFAULT_INT(s->max_batch, 256);
-  CFG_DEFAULT_INT(s->scheduler, CFG_SCHEDULER_CONTINUOUS);
-  CFG_DEFAULT_INT(s->replicas, 1);
-  CFG_DEFAULT_INT(s->router, CFG_ROUTER_ROUND_ROBIN);
   CFG_DEFAULT_INT(s->max_model_len, w->model.seq_len > 0 ? w->model.seq_len : 4096);
   /* without chunking a whole prompt must fit one iteration (vLLM's rule) */
   CFG_DEFAULT_INT(s->max_tokens, s->scheduler == CFG_SCHEDULER_CHUNKED ? 2048
                                                                       : MAX(2048, s->max_model_len));
-  CFG_DEFAULT_INT(s->block_size, 16);
-  CFG_DEFAULT_INT(s->kv_blocks, 0);
-  CFG_DEFAULT_QTY(s->gpu_memory_utilization, 0.9);
-  CFG_DEFAULT_QTY(s->kv_cache_free_fraction, 0);
-  CFG_DEFAULT_INT(s->preemption, CFG_PREEMPT_RECOMPUTE);
-  CFG_DEFAULT_INT(s->prefix_caching, 0);
-  CFG_DEFAULT_QTY(s->iteration_overhead, 0);
-  CFG_DEFAULT_QTY(s->request_overhead, 0);
-  CFG_DEFAULT_QTY(s->slo.ttft, 5.0);   /* the HiDL tutorial's limits */
-  CFG_DEFAULT_QTY(s->slo.tbt, 25e-3);
-  CFG_DEFAULT_QTY(s->slo.attainment, 0.9);
   if (!(s->gpu_memory_utilization > 0))
     return cfg_fail(err, d, "serving.gpu_memory_utilization",
                     "serving.gpu_memory_utilization: must be in (0, 1]");
@@ -705,6 +561,7 @@ static bool cfg_serving_check(cfg_workload *w, const cfg_cluster *c, GError **er
 static bool cfg_workload_check(cfg_workload *w, const cfg_cluster *c, GError **err)
 {
   const cfg_doc *d = w->doc;
+  cfg_defaults(&cfg_schema_workload, w);
   if (!cfg_map_get(d->root, "model"))
     return cfg_fail(err, d, "model", "workload: missing required key 'model'");
   if (!cfg_model_check(&w->model, d, err))
@@ -713,24 +570,13 @@ static bool cfg_workload_check(cfg_workload *w, const cfg_cluster *c, GError **e
   w->has_serving = cfg_map_get(d->root, "serving") != NULL;
   if (!w->has_training && !w->has_serving)
     return cfg_fail(err, d, "", "workload: expected a 'training' or a 'serving' section");
-  if (!w->collectives.algorithm)
-    w->collectives.algorithm = g_strdup("auto");
-  if (!w->collectives.protocol)
-    w->collectives.protocol = g_strdup("auto");
-  CFG_DEFAULT_INT(w->collectives.a2a, CFG_A2A_NCCL);
-  CFG_DEFAULT_QTY(w->collectives.sm_reserved, 0.0);
   if (!(w->collectives.sm_reserved >= 0 && w->collectives.sm_reserved < 0.9))
     return cfg_fail(err, d, "collectives.sm_reserved",
                     "collectives.sm_reserved = %g: expected a fraction in [0, 0.9)",
                     w->collectives.sm_reserved);
   /* Allowances that are not model states or activations: uncalibrated, documented defaults. */
   cfg_memory *m = &w->memory;
-  CFG_DEFAULT_QTY(m->cuda_context, 512.0 * 1048576);   /* CUDA context + library workspaces */
-  CFG_DEFAULT_QTY(m->nccl_buffers, 256.0 * 1048576);   /* per process group */
-  CFG_DEFAULT_QTY(m->fragmentation, 0.05);             /* caching allocator */
-  CFG_DEFAULT_QTY(m->zero3_prefetch, 1e8);             /* DeepSpeed: 5e7 parameters in 16 bit */
-  CFG_DEFAULT_QTY(m->comm_bucket, isnan(w->parallel.gradient_bucket) ? 25.0 * 1048576
-                                                                     : w->parallel.gradient_bucket);
+  CFG_DEFAULT_QTY(m->comm_bucket, w->parallel.gradient_bucket);
   if (w->has_training && c && !cfg_training_check(w, c, err))
     return false;
   if (w->has_serving && !cfg_serving_check(w, c, err))
@@ -748,7 +594,7 @@ int cfg_cluster_gpus(const cfg_cluster *c)
 static bool cfg_decode_cluster(cfg_doc *doc, cfg_cluster **out, GError **err)
 {
   cfg_cluster *c = g_new0(cfg_cluster, 1);
-  cfg_schema_cluster.init(c);
+  cfg_schema_init(&cfg_schema_cluster, c);
   c->doc = doc;
   *out = c;
   return cfg_decode(doc->root, &cfg_schema_cluster, c, "", err) && cfg_cluster_check(c, err);
@@ -758,7 +604,7 @@ static bool cfg_decode_workload(cfg_doc *doc, const cfg_cluster *c, cfg_workload
                                 GError **err)
 {
   cfg_workload *w = g_new0(cfg_workload, 1);
-  cfg_schema_workload.init(w);
+  cfg_schema_init(&cfg_schema_workload, w);
   w->doc = doc;
   *out = w;
   return cfg_decode(doc->root, &cfg_schema_workload, w, "", err) && cfg_workload_check(w, c, err);
@@ -864,7 +710,7 @@ bool cfg_load_text(const char *cluster_path, const char *workload_yaml, char *co
 
 bool cfg_calibration_load(const char *path, cfg_calibration *cal, GError **err)
 {
-  cfg_schema_calibration.init(cal);
+  cfg_schema_init(&cfg_schema_calibration, cal);
   cfg_doc *doc = cfg_doc_load(path, err);
   if (!doc)
     return false;
@@ -921,7 +767,8 @@ void cfg_workload_free(cfg_workload *w)
 
 bool cfg_case_load(const char *path, cfg_case *out, GError **err)
 {
-  cfg_schema_case.init(out);
+  memset(out, 0, sizeof *out);
+  cfg_schema_init(&cfg_schema_case, out);
   cfg_doc *doc = cfg_doc_load(path, err);
   if (!doc)
     return false;

@@ -1,4 +1,5 @@
-/* The key tables of SCHEMA.md and the generic decoder that applies them to a YAML tree. */
+/* The key tables (the one definition of every key: `dlsim schema` prints them), the generic
+ * initialisation and defaults they drive, and the decoder that applies them to a YAML tree. */
 #include "config/config_internal.h"
 
 #include <math.h>
@@ -35,8 +36,40 @@ static const char *const cfg_preemption_names[] = {"recompute", "none", NULL};
 static const char *const cfg_router_names[] = {"round-robin", "least-loaded", NULL};
 static const char *const cfg_proto_names[] = {"ll", "ll128", "simple", NULL};
 static const char *const cfg_link_class_names[] = {"intra", "network", NULL};
+static const char *const cfg_routing_names[] = {"uniform", "zipf", "histogram", NULL};
 static const char *const cfg_kclass_names[] = {"gemm",      "conv",      "attention",
                                                "elementwise", "optimizer", "other", NULL};
+
+/* The one name table of each enum that reports and options print. */
+static const char *cfg_enum_name(const char *const *names, size_t n, int v)
+{
+  return v >= 0 && (size_t)v < n ? names[v] : "?";
+}
+
+const char *cfg_recompute_name(cfg_recompute r)
+{
+  return cfg_enum_name(cfg_recompute_names, G_N_ELEMENTS(cfg_recompute_names) - 1, (int)r);
+}
+
+bool cfg_recompute_parse(const char *name, cfg_recompute *out)
+{
+  for (int i = 0; cfg_recompute_names[i]; i++)
+    if (strcmp(name, cfg_recompute_names[i]) == 0) {
+      *out = (cfg_recompute)i;
+      return true;
+    }
+  return false;
+}
+
+const char *cfg_scheduler_name(cfg_scheduler s)
+{
+  return cfg_enum_name(cfg_scheduler_names, G_N_ELEMENTS(cfg_scheduler_names) - 1, (int)s);
+}
+
+const char *cfg_a2a_name(cfg_a2a a)
+{
+  return cfg_enum_name(cfg_a2a_names, G_N_ELEMENTS(cfg_a2a_names) - 1, (int)a);
+}
 
 const char *cfg_dtype_name(cfg_dtype d)
 {
@@ -59,570 +92,623 @@ const char *cfg_kernel_class_name(cfg_kernel_class k)
   return k < CFG_NKCLASSES ? cfg_kclass_names[k] : "?";
 }
 
-/* Shorthands so each table row reads like the YAML it accepts. */
-#define F_INT(s, k, m, lo) {.key = k, .type = CFG_T_INT, .offset = offsetof(s, m), .min = lo}
-#define F_QTY(s, k, m, u) {.key = k, .type = CFG_T_QTY, .offset = offsetof(s, m), .unit = u}
-#define F_BOOL(s, k, m) {.key = k, .type = CFG_T_BOOL, .offset = offsetof(s, m)}
-#define F_STR(s, k, m) {.key = k, .type = CFG_T_STRING, .offset = offsetof(s, m)}
-#define F_PATH(s, k, m) {.key = k, .type = CFG_T_PATH, .offset = offsetof(s, m)}
-#define F_ENUM(s, k, m, n) {.key = k, .type = CFG_T_ENUM, .offset = offsetof(s, m), .names = n}
-#define F_MAP(s, k, m, sch) {.key = k, .type = CFG_T_MAP, .offset = offsetof(s, m), .sub = &sch}
-#define SCHEMA(name, type, fields, initfn)                                                      \
-  {name, fields, G_N_ELEMENTS(fields), sizeof(type), initfn}
-
-static void cfg_init_int(int *v, size_t n)
-{
-  for (size_t i = 0; i < n; i++)
-    v[i] = CFG_UNSET_INT;
-}
+/* Each table row is the one definition of a key: where it decodes to, its type and unit, its
+ * default (a constant the loader applies through cfg_defaults, or, `derived`, a rule load.c
+ * computes from other keys), its allowed values or range, and a line for `dlsim schema`. */
+#define ROW(s, k, t, m) .key = k, .type = t, .offset = offsetof(s, m)
+/* The last arguments: the doc line, then optionally DEF(...) or DERIVED(...) and ranges. */
+#define F_INT(s, k, m, lo, ...) {ROW(s, k, CFG_T_INT, m), .min = lo, .doc = __VA_ARGS__}
+#define F_QTY(s, k, m, u, ...) {ROW(s, k, CFG_T_QTY, m), .unit = u, .doc = __VA_ARGS__}
+#define F_FRAC(s, k, m, ...)                                                                    \
+  {ROW(s, k, CFG_T_QTY, m), .unit = UNITS_FRACTION, .max = 1.0, .doc = __VA_ARGS__}
+#define F_BOOL(s, k, m, ...) {ROW(s, k, CFG_T_BOOL, m), .doc = __VA_ARGS__}
+#define F_STR(s, k, m, ...) {ROW(s, k, CFG_T_STRING, m), .doc = __VA_ARGS__}
+#define F_PATH(s, k, m, ...) {ROW(s, k, CFG_T_PATH, m), .doc = __VA_ARGS__}
+#define F_ENUM(s, k, m, n, ...) {ROW(s, k, CFG_T_ENUM, m), .names = n, .doc = __VA_ARGS__}
+#define F_BY_ENUM(s, k, m, u, n, ...)                                                           \
+  {ROW(s, k, CFG_T_QTY_BY_ENUM, m), .unit = u, .names = n, .doc = __VA_ARGS__}
+#define F_MAP(s, k, m, sch, d) {ROW(s, k, CFG_T_MAP, m), .sub = &sch, .doc = d}
+#define DEF(v) .has_def = true, .def = (v)
+#define DEFS(a) .has_def = true, .defs = (a)
+#define DEF_STR(v) .has_def = true, .def_str = (v)
+#define DERIVED(text) .derived = (text)
+#define SCHEMA(name, type, fields) {name, fields, G_N_ELEMENTS(fields), sizeof(type)}
 
 /* ---- efficiency / calibration ------------------------------------------------------------ */
 
-static void cfg_efficiency_init(void *p)
-{
-  cfg_efficiency *e = p;
-  for (int k = 0; k < CFG_NKCLASSES; k++)
-    e->flops_efficiency[k] = NAN;
-  e->memory_efficiency = e->launch_overhead = e->gemm_k_half = NAN;
-  e->sustained = e->fp8_scale = NAN;
-  e->source = NULL;
-}
+/* Used only where no calibration file says better (README: limits). GEMM: the median of the
+ * measured best-shape BF16 efficiencies of A100 SXM / PCIe, H100, GH200 and B200 (81.1 %,
+ * stas00/ml-engineering MAMF table, validation/kernels), with the K ramp fitted on the sm_90
+ * table (validation/README.md); the other classes are guesses. */
+static const double cfg_flops_efficiency_defaults[CFG_NKCLASSES] = {0.811, 0.60, 0.55,
+                                                                    0.50,  0.50, 0.50};
 
 static const cfg_field cfg_efficiency_fields[] = {
-    {.key = "flops", .type = CFG_T_QTY_BY_ENUM, .offset = offsetof(cfg_efficiency, flops_efficiency),
-     .unit = UNITS_FRACTION, .names = cfg_kclass_names, .max = 1.0},
-    {.key = "memory", .type = CFG_T_QTY, .offset = offsetof(cfg_efficiency, memory_efficiency),
-     .unit = UNITS_FRACTION, .max = 1.0},
-    F_QTY(cfg_efficiency, "gemm_k_half", gemm_k_half, UNITS_NUMBER),
-    F_QTY(cfg_efficiency, "sustained", sustained, UNITS_FRACTION),
-    F_QTY(cfg_efficiency, "fp8_scale", fp8_scale, UNITS_FRACTION),
-    F_QTY(cfg_efficiency, "launch_overhead", launch_overhead, UNITS_SECONDS),
-    F_STR(cfg_efficiency, "source", source),
+    F_BY_ENUM(cfg_efficiency, "flops", flops_efficiency, UNITS_FRACTION, cfg_kclass_names,
+              "fraction of peak FLOP/s each kernel class reaches", .max = 1.0,
+              DEFS(cfg_flops_efficiency_defaults)),
+    F_FRAC(cfg_efficiency, "memory", memory_efficiency,
+           "fraction of HBM bandwidth streaming kernels reach", DEF(0.80)),
+    F_QTY(cfg_efficiency, "gemm_k_half", gemm_k_half, UNITS_NUMBER,
+          "a GEMM with reduction dimension K reaches flops.gemm x K / (K + gemm_k_half) of peak",
+          DEF(177)),
+    F_QTY(cfg_efficiency, "sustained", sustained, UNITS_FRACTION,
+           "fraction of the kernel benchmarks' FLOP/s a long training run sustains (clocks under "
+           "power and thermal limits; fitted on A100, validation/fit-a100.sh)",
+           DEF(0.8081)),
+    F_QTY(cfg_efficiency, "fp8_scale", fp8_scale, UNITS_FRACTION,
+           "what fp8 kernels reach of their peak relative to 16-bit ones (H100 best-shape "
+           "matmul: 70.9 % vs 80.3 %, stas00's MAMF table)",
+           DEF(0.883)),
+    F_QTY(cfg_efficiency, "launch_overhead", launch_overhead, UNITS_SECONDS,
+          "fixed time added to every kernel", DEF(2e-6)),
+    F_STR(cfg_efficiency, "source", source, "where the numbers come from",
+          DEF_STR("dlsim defaults (not calibrated)")),
 };
-const cfg_schema cfg_schema_efficiency =
-    SCHEMA("efficiency", cfg_efficiency, cfg_efficiency_fields, cfg_efficiency_init);
+const cfg_schema cfg_schema_efficiency = SCHEMA("efficiency", cfg_efficiency, cfg_efficiency_fields);
 
-static void cfg_nan(double *v, size_t n)
-{
-  for (size_t i = 0; i < n; i++)
-    v[i] = NAN;
-}
+/* Priors of the order of NCCL's own performance model: protocols LL < LL128 < Simple in
+ * latency per step, network steps several times NVLink ones; link efficiencies as NVIDIA
+ * states them (about 370 of 450 GB/s on NVLink4 for rings, 46-48 of 50 GB/s on NDR, about 480
+ * GB/s bus bandwidth for NVLS all-reduce on 8 H100). Presets replace them with fits
+ * (configs/calibration), which start from and are held near these values. */
+static const double cfg_link_efficiency_defaults[CFG_NLINKCLASSES] = {0.82, 0.95};
+static const double cfg_base_latency_defaults[CFG_NPROTOS] = {6e-6, 14e-6, 8e-6};
+static const double cfg_hop_intra_defaults[CFG_NPROTOS] = {0.2e-6, 0.6e-6, 2.5e-6};
+static const double cfg_hop_network_defaults[CFG_NPROTOS] = {2e-6, 3.5e-6, 12e-6};
+static const double cfg_chunk_defaults[CFG_NPROTOS] = {16384, 131072, 524288};
+static const double cfg_protocol_efficiency_defaults[CFG_NPROTOS] = {0.5, 120.0 / 128.0, 1.0};
 
 static const cfg_field cfg_hop_fields[] = {
-    {.key = "intra", .type = CFG_T_QTY_BY_ENUM, .offset = offsetof(cfg_nccl, hop_latency[CFG_LINK_INTRA]),
-     .unit = UNITS_SECONDS, .names = cfg_proto_names},
+    {.key = "intra", .type = CFG_T_QTY_BY_ENUM,
+     .offset = offsetof(cfg_nccl, hop_latency[CFG_LINK_INTRA]), .unit = UNITS_SECONDS,
+     .names = cfg_proto_names, .doc = "per step over NVLink, by protocol",
+     DEFS(cfg_hop_intra_defaults)},
     {.key = "network", .type = CFG_T_QTY_BY_ENUM,
      .offset = offsetof(cfg_nccl, hop_latency[CFG_LINK_NETWORK]), .unit = UNITS_SECONDS,
-     .names = cfg_proto_names},
+     .names = cfg_proto_names, .doc = "per step over the network, by protocol",
+     DEFS(cfg_hop_network_defaults)},
 };
 /* hop_latency decodes straight into cfg_nccl (offsets are from the cfg_nccl start). */
 static const cfg_schema cfg_schema_hop = {"nccl.hop_latency", cfg_hop_fields,
-                                          G_N_ELEMENTS(cfg_hop_fields), sizeof(cfg_nccl), NULL};
-
-void cfg_nccl_init(void *p)
-{
-  cfg_nccl *n = p;
-  cfg_nan(n->link_efficiency, CFG_NLINKCLASSES);
-  n->nvls_efficiency = n->p2p_efficiency = n->deepep_efficiency = NAN;
-  cfg_nan(n->base_latency, CFG_NPROTOS);
-  cfg_nan(&n->hop_latency[0][0], CFG_NLINKCLASSES * CFG_NPROTOS);
-  cfg_nan(n->chunk, CFG_NPROTOS);
-  cfg_nan(n->protocol_efficiency, CFG_NPROTOS);
-  n->max_channels = CFG_UNSET_INT;
-  n->source = NULL;
-}
+                                          G_N_ELEMENTS(cfg_hop_fields), sizeof(cfg_nccl)};
 
 static const cfg_field cfg_nccl_fields[] = {
-    {.key = "link_efficiency", .type = CFG_T_QTY_BY_ENUM, .offset = offsetof(cfg_nccl, link_efficiency),
-     .unit = UNITS_FRACTION, .names = cfg_link_class_names, .max = 1.0},
-    {.key = "nvls_efficiency", .type = CFG_T_QTY, .offset = offsetof(cfg_nccl, nvls_efficiency),
-     .unit = UNITS_FRACTION, .max = 1.0},
-    {.key = "p2p_efficiency", .type = CFG_T_QTY, .offset = offsetof(cfg_nccl, p2p_efficiency),
-     .unit = UNITS_FRACTION, .max = 1.0},
-    {.key = "deepep_efficiency", .type = CFG_T_QTY, .offset = offsetof(cfg_nccl, deepep_efficiency),
-     .unit = UNITS_FRACTION, .max = 1.0},
-    {.key = "base_latency", .type = CFG_T_QTY_BY_ENUM, .offset = offsetof(cfg_nccl, base_latency),
-     .unit = UNITS_SECONDS, .names = cfg_proto_names},
-    {.key = "hop_latency", .type = CFG_T_MAP, .offset = 0, .sub = &cfg_schema_hop},
-    {.key = "chunk", .type = CFG_T_QTY_BY_ENUM, .offset = offsetof(cfg_nccl, chunk),
-     .unit = UNITS_BYTES, .names = cfg_proto_names},
-    {.key = "protocol_efficiency", .type = CFG_T_QTY_BY_ENUM,
-     .offset = offsetof(cfg_nccl, protocol_efficiency), .unit = UNITS_FRACTION,
-     .names = cfg_proto_names, .max = 1.0},
-    F_INT(cfg_nccl, "max_channels", max_channels, 1),
-    F_STR(cfg_nccl, "source", source),
+    F_BY_ENUM(cfg_nccl, "link_efficiency", link_efficiency, UNITS_FRACTION, cfg_link_class_names,
+              "fraction of a link's bandwidth NCCL's rings and trees reach", .max = 1.0,
+              DEFS(cfg_link_efficiency_defaults)),
+    F_FRAC(cfg_nccl, "nvls_efficiency", nvls_efficiency,
+           "the same for NVLink SHARP (in-switch) traffic", DEF(0.69)),
+    F_FRAC(cfg_nccl, "p2p_efficiency", p2p_efficiency,
+           "the same for send/recv and all-to-all (fewer channels per peer; fitted: "
+           "nccl-a100-8gpu-sendrecv)",
+           DEF(0.66)),
+    F_FRAC(cfg_nccl, "deepep_efficiency", deepep_efficiency,
+           "the same for DeepEP's MoE dispatch and combine over NVLink (fitted: "
+           "deepep-h800-ep8-dispatch)",
+           DEF(0.956)),
+    F_BY_ENUM(cfg_nccl, "base_latency", base_latency, UNITS_SECONDS, cfg_proto_names,
+              "per collective: launch and set-up, by protocol", DEFS(cfg_base_latency_defaults)),
+    {.key = "hop_latency", .type = CFG_T_MAP, .offset = 0, .sub = &cfg_schema_hop,
+     .doc = "per algorithm step, by link class and protocol"},
+    F_BY_ENUM(cfg_nccl, "chunk", chunk, UNITS_BYTES, cfg_proto_names,
+              "pipeline chunk per channel (the fill of pipelined algorithms), by protocol",
+              DEFS(cfg_chunk_defaults)),
+    F_BY_ENUM(cfg_nccl, "protocol_efficiency", protocol_efficiency, UNITS_FRACTION,
+              cfg_proto_names, "payload / wire bytes (LL 1/2, LL128 120/128)", .max = 1.0,
+              DEFS(cfg_protocol_efficiency_defaults)),
+    F_INT(cfg_nccl, "max_channels", max_channels, 1, "rings or trees used at once across nodes",
+          DEF(16)),
+    F_STR(cfg_nccl, "source", source, "where the numbers come from",
+          DEF_STR("dlsim defaults (not calibrated)")),
 };
-const cfg_schema cfg_schema_nccl = SCHEMA("nccl", cfg_nccl, cfg_nccl_fields, cfg_nccl_init);
-
-static void cfg_calibration_init(void *p)
-{
-  cfg_calibration *c = p;
-  c->gpu = c->notes = NULL;
-  cfg_efficiency_init(&c->efficiency);
-  cfg_nccl_init(&c->nccl);
-}
+const cfg_schema cfg_schema_nccl = SCHEMA("nccl", cfg_nccl, cfg_nccl_fields);
 
 static const cfg_field cfg_calibration_fields[] = {
-    F_STR(cfg_calibration, "gpu", gpu),
-    F_STR(cfg_calibration, "notes", notes),
-    F_MAP(cfg_calibration, "efficiency", efficiency, cfg_schema_efficiency),
-    F_MAP(cfg_calibration, "nccl", nccl, cfg_schema_nccl),
+    F_STR(cfg_calibration, "gpu", gpu, "the GPU the file was fitted for"),
+    F_STR(cfg_calibration, "notes", notes, "what it was fitted on"),
+    F_MAP(cfg_calibration, "efficiency", efficiency, cfg_schema_efficiency,
+          "the compute model's efficiencies (as gpu.efficiency)"),
+    F_MAP(cfg_calibration, "nccl", nccl, cfg_schema_nccl, "NCCL's parameters (as nccl)"),
 };
 const cfg_schema cfg_schema_calibration =
-    SCHEMA("calibration", cfg_calibration, cfg_calibration_fields, cfg_calibration_init);
+    SCHEMA("calibration", cfg_calibration, cfg_calibration_fields);
 
 /* ---- cluster ------------------------------------------------------------------------------ */
 
-static void cfg_gpu_init(void *p)
-{
-  cfg_gpu *g = p;
-  g->name = NULL;
-  g->memory = g->memory_bandwidth = NAN;
-  for (int d = 0; d < CFG_NDTYPES; d++)
-    g->flops[d] = NAN;
-  g->calibration = NULL;
-  cfg_efficiency_init(&g->efficiency);
-}
-
 static const cfg_field cfg_gpu_fields[] = {
-    F_STR(cfg_gpu, "name", name),
-    F_QTY(cfg_gpu, "memory", memory, UNITS_BYTES),
-    F_QTY(cfg_gpu, "memory_bandwidth", memory_bandwidth, UNITS_BYTES_PER_S),
-    {.key = "flops", .type = CFG_T_QTY_BY_ENUM, .offset = offsetof(cfg_gpu, flops),
-     .unit = UNITS_FLOPS, .names = cfg_dtype_names},
-    F_PATH(cfg_gpu, "calibration", calibration),
-    F_MAP(cfg_gpu, "efficiency", efficiency, cfg_schema_efficiency),
+    F_STR(cfg_gpu, "name", name, "the GPU's name, for reports"),
+    F_QTY(cfg_gpu, "memory", memory, UNITS_BYTES, "HBM capacity", DERIVED("required")),
+    F_QTY(cfg_gpu, "memory_bandwidth", memory_bandwidth, UNITS_BYTES_PER_S, "HBM bandwidth",
+          DERIVED("required")),
+    F_BY_ENUM(cfg_gpu, "flops", flops, UNITS_FLOPS, cfg_dtype_names,
+              "dense peak FLOP/s by data type (a type the GPU lacks is left out)",
+              DERIVED("required for the training dtype")),
+    F_PATH(cfg_gpu, "calibration", calibration,
+           "a calibration file (dlsim calibrate): its efficiencies and NCCL parameters apply "
+           "where the cluster file does not set them; 'none' for none"),
+    F_MAP(cfg_gpu, "efficiency", efficiency, cfg_schema_efficiency,
+          "the compute model: defaults <- calibration file <- these"),
 };
-static const cfg_schema cfg_schema_gpu = SCHEMA("gpu", cfg_gpu, cfg_gpu_fields, cfg_gpu_init);
-
-static void cfg_intra_init(void *p)
-{
-  cfg_intra *i = p;
-  i->kind = (cfg_intra_kind)CFG_UNSET_INT;
-  i->bandwidth = i->latency = NAN;
-  i->nvls = CFG_UNSET_INT;
-}
+static const cfg_schema cfg_schema_gpu = SCHEMA("gpu", cfg_gpu, cfg_gpu_fields);
 
 static const cfg_field cfg_intra_fields[] = {
-    F_ENUM(cfg_intra, "kind", kind, cfg_intra_names),
-    F_QTY(cfg_intra, "bandwidth", bandwidth, UNITS_BYTES_PER_S),
-    F_QTY(cfg_intra, "latency", latency, UNITS_SECONDS),
-    F_BOOL(cfg_intra, "nvls", nvls),
+    F_ENUM(cfg_intra, "kind", kind, cfg_intra_names, "how the GPUs of a node connect",
+           DEF(CFG_INTRA_NVSWITCH)),
+    F_QTY(cfg_intra, "bandwidth", bandwidth, UNITS_BYTES_PER_S, "per GPU, per direction",
+          DERIVED("required with more than one GPU per node")),
+    F_QTY(cfg_intra, "latency", latency, UNITS_SECONDS, "GPU to GPU", DEF(1e-6)),
+    F_BOOL(cfg_intra, "nvls", nvls,
+           "the NVSwitch reduces in the switch (NVLink SHARP, H100 and later)", DEF(0)),
 };
-static const cfg_schema cfg_schema_intra =
-    SCHEMA("node.intra", cfg_intra, cfg_intra_fields, cfg_intra_init);
-
-static void cfg_node_spec_init(void *p)
-{
-  cfg_node_spec *n = p;
-  n->count = n->gpus_per_node = n->nics_per_node = CFG_UNSET_INT;
-  cfg_intra_init(&n->intra);
-  n->host_memory = n->nvme = NAN;
-}
+static const cfg_schema cfg_schema_intra = SCHEMA("node.intra", cfg_intra, cfg_intra_fields);
 
 static const cfg_field cfg_node_fields[] = {
-    F_INT(cfg_node_spec, "count", count, 1),
-    F_INT(cfg_node_spec, "gpus_per_node", gpus_per_node, 1),
-    F_MAP(cfg_node_spec, "intra", intra, cfg_schema_intra),
-    F_INT(cfg_node_spec, "nics_per_node", nics_per_node, 0),
-    F_QTY(cfg_node_spec, "host_memory", host_memory, UNITS_BYTES),
-    F_QTY(cfg_node_spec, "nvme", nvme, UNITS_BYTES),
+    F_INT(cfg_node_spec, "count", count, 1, "nodes", DEF(1)),
+    F_INT(cfg_node_spec, "gpus_per_node", gpus_per_node, 1, "GPUs per node", DERIVED("required")),
+    F_MAP(cfg_node_spec, "intra", intra, cfg_schema_intra,
+          "the NVLink / NVSwitch domain of one node"),
+    F_INT(cfg_node_spec, "nics_per_node", nics_per_node, 0,
+          "network adapters per node (one per GPU on DGX nodes)",
+          DERIVED("gpus_per_node with more than one node, else 0")),
+    F_QTY(cfg_node_spec, "host_memory", host_memory, UNITS_BYTES,
+          "CPU memory per node (ZeRO-Offload)", DEF(0)),
+    F_QTY(cfg_node_spec, "nvme", nvme, UNITS_BYTES, "NVMe per node (ZeRO-Infinity)", DEF(0)),
 };
-static const cfg_schema cfg_schema_node =
-    SCHEMA("node", cfg_node_spec, cfg_node_fields, cfg_node_spec_init);
-
-static void cfg_tier_init(void *p)
-{
-  cfg_tier *t = p;
-  t->name = NULL;
-  t->latency = t->oversubscription = NAN;
-  t->nodes_per_switch = CFG_UNSET_INT;
-}
+static const cfg_schema cfg_schema_node = SCHEMA("node", cfg_node_spec, cfg_node_fields);
 
 static const cfg_field cfg_tier_fields[] = {
-    F_STR(cfg_tier, "name", name),
-    F_QTY(cfg_tier, "latency", latency, UNITS_SECONDS),
-    F_INT(cfg_tier, "nodes_per_switch", nodes_per_switch, 1),
-    F_QTY(cfg_tier, "oversubscription", oversubscription, UNITS_NUMBER),
+    F_STR(cfg_tier, "name", name, "the tier's name, for reports", DERIVED("tierN")),
+    F_QTY(cfg_tier, "latency", latency, UNITS_SECONDS, "per switch traversal", DEF(1e-6)),
+    F_INT(cfg_tier, "nodes_per_switch", nodes_per_switch, 1,
+          "nodes below one switch of this tier (a multiple of the tier below's)",
+          DERIVED("the top tier spans all nodes; required below it")),
+    F_QTY(cfg_tier, "oversubscription", oversubscription, UNITS_NUMBER,
+          "downlink / uplink capacity of this tier's switches (1: full bisection)", DEF(1.0)),
 };
-static const cfg_schema cfg_schema_tier =
-    SCHEMA("network.tiers", cfg_tier, cfg_tier_fields, cfg_tier_init);
-
-static void cfg_network_init(void *p)
-{
-  cfg_network *n = p;
-  n->topology = (cfg_topology)CFG_UNSET_INT;
-  n->nic_bandwidth = NAN;
-  n->tiers = NULL;
-  n->ntiers = 0;
-  n->sharp = CFG_UNSET_INT;
-}
+const cfg_schema cfg_schema_tier = SCHEMA("network.tiers", cfg_tier, cfg_tier_fields);
 
 static const cfg_field cfg_network_fields[] = {
-    F_ENUM(cfg_network, "topology", topology, cfg_topology_names),
-    F_BOOL(cfg_network, "sharp", sharp),
-    F_QTY(cfg_network, "nic_bandwidth", nic_bandwidth, UNITS_BYTES_PER_S),
-    {.key = "tiers", .type = CFG_T_SEQ_MAP, .offset = offsetof(cfg_network, tiers),
-     .count_offset = offsetof(cfg_network, ntiers), .sub = &cfg_schema_tier},
+    F_ENUM(cfg_network, "topology", topology, cfg_topology_names,
+           "how nodes connect (rail-optimized is modelled like a fat tree today)",
+           DEF(CFG_TOPO_FAT_TREE)),
+    F_BOOL(cfg_network, "sharp", sharp, "the switches reduce in the network (InfiniBand SHARP)",
+           DEF(0)),
+    F_QTY(cfg_network, "nic_bandwidth", nic_bandwidth, UNITS_BYTES_PER_S,
+          "per NIC, per direction", DERIVED("required with more than one node")),
+    {ROW(cfg_network, "tiers", CFG_T_SEQ_MAP, tiers), .count_offset = offsetof(cfg_network, ntiers),
+     .sub = &cfg_schema_tier,
+     .doc = "switch tiers, lowest first (default: one non-blocking switch over all nodes)"},
 };
-static const cfg_schema cfg_schema_network =
-    SCHEMA("network", cfg_network, cfg_network_fields, cfg_network_init);
-
-static void cfg_cluster_init(void *p)
-{
-  cfg_cluster *c = p;
-  c->name = NULL;
-  cfg_gpu_init(&c->gpu);
-  cfg_node_spec_init(&c->node);
-  cfg_network_init(&c->network);
-  cfg_nccl_init(&c->nccl);
-  c->doc = NULL;
-}
+static const cfg_schema cfg_schema_network = SCHEMA("network", cfg_network, cfg_network_fields);
 
 static const cfg_field cfg_cluster_fields[] = {
-    F_STR(cfg_cluster, "name", name),
-    F_MAP(cfg_cluster, "gpu", gpu, cfg_schema_gpu),
-    F_MAP(cfg_cluster, "node", node, cfg_schema_node),
-    F_MAP(cfg_cluster, "network", network, cfg_schema_network),
-    F_MAP(cfg_cluster, "nccl", nccl, cfg_schema_nccl),
+    F_STR(cfg_cluster, "name", name, "the cluster's name, for reports"),
+    F_MAP(cfg_cluster, "gpu", gpu, cfg_schema_gpu, "the GPU"),
+    F_MAP(cfg_cluster, "node", node, cfg_schema_node, "the nodes"),
+    F_MAP(cfg_cluster, "network", network, cfg_schema_network, "the network between nodes"),
+    F_MAP(cfg_cluster, "nccl", nccl, cfg_schema_nccl,
+          "NCCL's behaviour: defaults <- gpu.calibration's nccl <- these"),
 };
-const cfg_schema cfg_schema_cluster =
-    SCHEMA("cluster", cfg_cluster, cfg_cluster_fields, cfg_cluster_init);
+const cfg_schema cfg_schema_cluster = SCHEMA("cluster", cfg_cluster, cfg_cluster_fields);
 
 /* ---- model -------------------------------------------------------------------------------- */
 
-static const char *const cfg_routing_names[] = {"uniform", "zipf", "histogram", NULL};
-
-static void cfg_moe_init(void *p)
-{
-  cfg_moe *m = p;
-  cfg_init_int(&m->experts, 5);
-  m->first_dense = m->drop_tokens = m->max_nodes = CFG_UNSET_INT;
-  m->routing = (cfg_routing)CFG_UNSET_INT;
-  m->zipf_s = m->capacity_factor = NAN;
-  m->histogram = NULL;
-}
-
 static const cfg_field cfg_moe_fields[] = {
-    F_INT(cfg_moe, "experts", experts, 1),
-    F_INT(cfg_moe, "top_k", top_k, 1),
-    F_INT(cfg_moe, "expert_ffn_hidden", expert_ffn_hidden, 1),
-    F_INT(cfg_moe, "shared_experts", shared_experts, 0),
-    F_INT(cfg_moe, "every", every, 1),
-    F_INT(cfg_moe, "first_dense", first_dense, 0),
-    F_ENUM(cfg_moe, "routing", routing, cfg_routing_names),
-    F_QTY(cfg_moe, "zipf_s", zipf_s, UNITS_NUMBER),
-    F_PATH(cfg_moe, "histogram", histogram),
-    F_QTY(cfg_moe, "capacity_factor", capacity_factor, UNITS_NUMBER),
-    F_BOOL(cfg_moe, "drop_tokens", drop_tokens),
-    F_INT(cfg_moe, "max_nodes", max_nodes, 0),
+    F_INT(cfg_moe, "experts", experts, 1, "routed experts per MoE layer", DERIVED("required")),
+    F_INT(cfg_moe, "top_k", top_k, 1, "experts each token is routed to", DERIVED("required")),
+    F_INT(cfg_moe, "expert_ffn_hidden", expert_ffn_hidden, 1, "an expert's MLP width",
+          DERIVED("ffn_hidden")),
+    F_INT(cfg_moe, "shared_experts", shared_experts, 0, "experts every token goes through",
+          DERIVED("0")),
+    F_INT(cfg_moe, "every", every, 1, "one MoE layer every N layers", DERIVED("1")),
+    F_INT(cfg_moe, "first_dense", first_dense, 0, "dense layers before the first MoE layer",
+          DEF(0)),
+    F_ENUM(cfg_moe, "routing", routing, cfg_routing_names, "how tokens spread over experts",
+           DEF(CFG_ROUTING_UNIFORM)),
+    F_QTY(cfg_moe, "zipf_s", zipf_s, UNITS_NUMBER,
+          "routing zipf: P(expert of rank i) ~ 1 / i^s", DEF(1.0)),
+    F_PATH(cfg_moe, "histogram", histogram, "routing histogram: a file of per-expert loads"),
+    F_QTY(cfg_moe, "capacity_factor", capacity_factor, UNITS_NUMBER,
+          "tokens an expert takes, in units of the mean (0: unbounded)", DEF(0.0)),
+    F_BOOL(cfg_moe, "drop_tokens", drop_tokens,
+           "tokens over capacity are dropped (else the expert runs them)", DEF(0)),
+    F_INT(cfg_moe, "max_nodes", max_nodes, 0,
+          "device-limited routing: a token goes to at most this many nodes (0: no limit)", DEF(0)),
 };
-static const cfg_schema cfg_schema_moe = SCHEMA("model.moe", cfg_moe, cfg_moe_fields, cfg_moe_init);
-
-static void cfg_mla_init(void *p)
-{
-  cfg_mla *m = p;
-  m->q_rank = m->kv_rank = m->rope_dim = CFG_UNSET_INT;
-}
+static const cfg_schema cfg_schema_moe = SCHEMA("model.moe", cfg_moe, cfg_moe_fields);
 
 static const cfg_field cfg_mla_fields[] = {
-    F_INT(cfg_mla, "q_rank", q_rank, 1),
-    F_INT(cfg_mla, "kv_rank", kv_rank, 1),
-    F_INT(cfg_mla, "rope_dim", rope_dim, 0),
+    F_INT(cfg_mla, "q_rank", q_rank, 1, "multi-head latent attention: query rank"),
+    F_INT(cfg_mla, "kv_rank", kv_rank, 1, "key/value rank"),
+    F_INT(cfg_mla, "rope_dim", rope_dim, 0, "decoupled rotary width per head", DERIVED("0")),
 };
-static const cfg_schema cfg_schema_mla = SCHEMA("model.mla", cfg_mla, cfg_mla_fields, cfg_mla_init);
-
-static void cfg_model_init(void *p)
-{
-  cfg_model *m = p;
-  m->kind = (cfg_model_kind)CFG_UNSET_INT;
-  m->name = NULL;
-  cfg_init_int(&m->layers, 7);
-  m->activation = (cfg_activation)CFG_UNSET_INT;
-  m->tied_embeddings = CFG_UNSET_INT;
-  cfg_moe_init(&m->moe);
-  cfg_mla_init(&m->mla);
-  m->head_dim = CFG_UNSET_INT;
-  m->preset = NULL;
-  m->image_size = m->num_classes = CFG_UNSET_INT;
-  m->params = m->largest_layer_params = NAN;
-}
+static const cfg_schema cfg_schema_mla = SCHEMA("model.mla", cfg_mla, cfg_mla_fields);
 
 static const cfg_field cfg_model_fields[] = {
-    F_ENUM(cfg_model, "kind", kind, cfg_model_kind_names),
-    F_STR(cfg_model, "name", name),
-    F_INT(cfg_model, "layers", layers, 1),
-    F_INT(cfg_model, "hidden", hidden, 1),
-    F_INT(cfg_model, "heads", heads, 1),
-    F_INT(cfg_model, "kv_heads", kv_heads, 1),
-    F_INT(cfg_model, "ffn_hidden", ffn_hidden, 1),
-    F_INT(cfg_model, "vocab", vocab, 1),
-    F_INT(cfg_model, "seq_len", seq_len, 1),
-    F_ENUM(cfg_model, "activation", activation, cfg_activation_names),
-    F_BOOL(cfg_model, "tied_embeddings", tied_embeddings),
-    F_MAP(cfg_model, "moe", moe, cfg_schema_moe),
-    F_INT(cfg_model, "head_dim", head_dim, 1),
-    F_MAP(cfg_model, "mla", mla, cfg_schema_mla),
-    F_STR(cfg_model, "preset", preset),
-    F_INT(cfg_model, "image_size", image_size, 1),
-    F_INT(cfg_model, "num_classes", num_classes, 1),
-    F_QTY(cfg_model, "params", params, UNITS_NUMBER),
-    F_QTY(cfg_model, "largest_layer_params", largest_layer_params, UNITS_NUMBER),
+    F_ENUM(cfg_model, "kind", kind, cfg_model_kind_names, "the kind of model",
+           DEF(CFG_MODEL_TRANSFORMER)),
+    F_STR(cfg_model, "name", name, "the model's name, for reports",
+          DERIVED("the cnn preset, else \"model\"")),
+    F_INT(cfg_model, "layers", layers, 1, "transformer blocks", DERIVED("required (transformers)")),
+    F_INT(cfg_model, "hidden", hidden, 1, "model width", DERIVED("required (transformers)")),
+    F_INT(cfg_model, "heads", heads, 1, "attention heads", DERIVED("required (transformers)")),
+    F_INT(cfg_model, "kv_heads", kv_heads, 1,
+          "key/value heads (grouped-query attention when < heads)", DERIVED("heads")),
+    F_INT(cfg_model, "ffn_hidden", ffn_hidden, 1, "MLP width", DERIVED("4 x hidden")),
+    F_INT(cfg_model, "vocab", vocab, 1, "vocabulary size", DERIVED("required (transformers)")),
+    F_INT(cfg_model, "seq_len", seq_len, 1, "sequence length in tokens",
+          DERIVED("required (transformers); 2048 for generic models")),
+    F_ENUM(cfg_model, "activation", activation, cfg_activation_names,
+           "MLP activation (swiglu: gated, three weight matrices)", DEF(CFG_ACT_GELU)),
+    F_BOOL(cfg_model, "tied_embeddings", tied_embeddings,
+           "the output layer shares the embedding's weights", DERIVED("true for gelu, else false")),
+    F_MAP(cfg_model, "moe", moe, cfg_schema_moe, "mixture of experts (kind moe-transformer)"),
+    F_INT(cfg_model, "head_dim", head_dim, 1, "width of one attention head",
+          DERIVED("hidden / heads")),
+    F_MAP(cfg_model, "mla", mla, cfg_schema_mla,
+          "DeepSeek's multi-head latent attention (absent: none)"),
+    F_STR(cfg_model, "preset", preset, "cnn: resnet18, resnet34, resnet50, resnet101, resnet152"),
+    F_INT(cfg_model, "image_size", image_size, 1, "cnn: input resolution", DEF(224)),
+    F_INT(cfg_model, "num_classes", num_classes, 1, "cnn: classifier outputs", DEF(1000)),
+    F_QTY(cfg_model, "params", params, UNITS_NUMBER,
+          "generic: total parameters (what memory estimators take)"),
+    F_QTY(cfg_model, "largest_layer_params", largest_layer_params, UNITS_NUMBER,
+          "generic: the largest layer, for ZeRO-3's gathered layer", DERIVED("0 (generic)")),
 };
-const cfg_schema cfg_schema_model = SCHEMA("model", cfg_model, cfg_model_fields, cfg_model_init);
+const cfg_schema cfg_schema_model = SCHEMA("model", cfg_model, cfg_model_fields);
 
 /* ---- workloads ----------------------------------------------------------------------------- */
 
-static void cfg_training_init(void *p)
-{
-  cfg_training *t = p;
-  t->global_batch = t->micro_batch = CFG_UNSET_INT;
-  t->dtype = (cfg_dtype)CFG_UNSET_INT;
-  t->optimizer = (cfg_optimizer)CFG_UNSET_INT;
-  t->recompute = (cfg_recompute)CFG_UNSET_INT;
-  t->flash_attention = CFG_UNSET_INT;
-  t->grad_dtype = (cfg_dtype)CFG_UNSET_INT;
-}
-
 static const cfg_field cfg_training_fields[] = {
-    F_INT(cfg_training, "global_batch", global_batch, 1),
-    F_INT(cfg_training, "micro_batch", micro_batch, 1),
-    F_ENUM(cfg_training, "dtype", dtype, cfg_dtype_names),
-    F_ENUM(cfg_training, "optimizer", optimizer, cfg_optimizer_names),
-    F_ENUM(cfg_training, "recompute", recompute, cfg_recompute_names),
-    F_BOOL(cfg_training, "flash_attention", flash_attention),
-    F_ENUM(cfg_training, "grad_dtype", grad_dtype, cfg_dtype_names),
+    F_INT(cfg_training, "global_batch", global_batch, 1, "sequences (or samples) per step",
+          DERIVED("required")),
+    F_INT(cfg_training, "micro_batch", micro_batch, 1, "sequences per micro-batch", DEF(1)),
+    F_ENUM(cfg_training, "dtype", dtype, cfg_dtype_names, "training data type", DEF(CFG_BF16)),
+    F_ENUM(cfg_training, "optimizer", optimizer, cfg_optimizer_names, "the optimizer",
+           DEF(CFG_OPT_ADAM)),
+    F_ENUM(cfg_training, "recompute", recompute, cfg_recompute_names,
+           "activation recomputation", DEF(CFG_RECOMPUTE_NONE)),
+    F_BOOL(cfg_training, "flash_attention", flash_attention,
+           "fused attention (FlashAttention): no attention scores kept", DEF(1)),
+    F_ENUM(cfg_training, "grad_dtype", grad_dtype, cfg_dtype_names,
+           "gradients as accumulated and reduced (Megatron: fp32 main gradients; DeepSpeed and "
+           "the ZeRO paper: fp16)",
+           DEF(CFG_FP32)),
 };
-static const cfg_schema cfg_schema_training =
-    SCHEMA("training", cfg_training, cfg_training_fields, cfg_training_init);
-
-static void cfg_parallel_init(void *p)
-{
-  cfg_parallel *x = p;
-  cfg_init_int(&x->tp, 6);
-  x->schedule = (cfg_schedule)CFG_UNSET_INT;
-  x->virtual_stages = x->zero = CFG_UNSET_INT;
-  x->offload = (cfg_offload)CFG_UNSET_INT;
-  x->offload_params = CFG_UNSET_INT;
-  x->nplacement = 0;
-  x->gradient_bucket = NAN;
-  x->uneven_stages = x->moe_overlap = CFG_UNSET_INT;
-}
+static const cfg_schema cfg_schema_training = SCHEMA("training", cfg_training, cfg_training_fields);
 
 static const cfg_field cfg_parallel_fields[] = {
-    F_INT(cfg_parallel, "tp", tp, 1),
-    F_INT(cfg_parallel, "pp", pp, 1),
-    F_INT(cfg_parallel, "dp", dp, 1),
-    F_INT(cfg_parallel, "cp", cp, 1),
-    F_INT(cfg_parallel, "ep", ep, 1),
-    F_BOOL(cfg_parallel, "sequence_parallel", sequence_parallel),
-    F_ENUM(cfg_parallel, "schedule", schedule, cfg_schedule_names),
-    F_INT(cfg_parallel, "virtual_stages", virtual_stages, 1),
-    {.key = "zero", .type = CFG_T_INT, .offset = offsetof(cfg_parallel, zero), .min = 0, .max = 3},
-    F_ENUM(cfg_parallel, "offload", offload, cfg_offload_names),
-    F_BOOL(cfg_parallel, "offload_params", offload_params),
-    {.key = "placement", .type = CFG_T_SEQ_ENUM, .offset = offsetof(cfg_parallel, placement),
-     .count_offset = offsetof(cfg_parallel, nplacement), .names = cfg_dim_names, .max = CFG_NDIMS},
-    F_QTY(cfg_parallel, "gradient_bucket", gradient_bucket, UNITS_BYTES),
-    F_BOOL(cfg_parallel, "uneven_stages", uneven_stages),
-    F_BOOL(cfg_parallel, "moe_overlap", moe_overlap),
+    F_INT(cfg_parallel, "tp", tp, 1, "tensor parallelism", DEF(1)),
+    F_INT(cfg_parallel, "pp", pp, 1, "pipeline stages", DEF(1)),
+    F_INT(cfg_parallel, "dp", dp, 1, "data parallelism", DERIVED("GPUs / (tp x pp x cp)")),
+    F_INT(cfg_parallel, "cp", cp, 1, "context parallelism (ring attention)", DEF(1)),
+    F_INT(cfg_parallel, "ep", ep, 1, "expert parallelism, carved out of data parallelism",
+          DEF(1)),
+    F_BOOL(cfg_parallel, "sequence_parallel", sequence_parallel,
+           "Megatron's sequence parallelism inside tensor-parallel groups", DEF(0)),
+    F_ENUM(cfg_parallel, "schedule", schedule, cfg_schedule_names, "pipeline schedule",
+           DEF(CFG_SCHED_1F1B)),
+    F_INT(cfg_parallel, "virtual_stages", virtual_stages, 1,
+          "model chunks per pipeline rank (interleaved)", DEF(1)),
+    F_INT(cfg_parallel, "zero", zero, 0, "ZeRO stage (0 to 3)", .max = 3, DEF(0)),
+    F_ENUM(cfg_parallel, "offload", offload, cfg_offload_names,
+           "ZeRO-Offload / ZeRO-Infinity target of the optimizer states", DEF(CFG_OFFLOAD_NONE)),
+    F_BOOL(cfg_parallel, "offload_params", offload_params,
+           "ZeRO-3 also keeps parameters off the GPU", DEF(0)),
+    {ROW(cfg_parallel, "placement", CFG_T_SEQ_ENUM, placement),
+     .count_offset = offsetof(cfg_parallel, nplacement), .names = cfg_dim_names, .max = CFG_NDIMS,
+     .doc = "how dimensions map onto ranks, innermost first", .derived = "[tp, cp, pp, dp]"},
+    F_QTY(cfg_parallel, "gradient_bucket", gradient_bucket, UNITS_BYTES,
+          "data-parallel gradient bucket (PyTorch DDP bucket_cap_mb = 25)", DEF(25.0 * 1048576)),
+    F_BOOL(cfg_parallel, "uneven_stages", uneven_stages,
+           "layers need not divide into pp x virtual_stages chunks", DEF(0)),
+    F_BOOL(cfg_parallel, "moe_overlap", moe_overlap,
+           "each MoE layer runs two half batches, one's all-to-all under the other's compute",
+           DEF(0)),
 };
-static const cfg_schema cfg_schema_parallel =
-    SCHEMA("parallel", cfg_parallel, cfg_parallel_fields, cfg_parallel_init);
-
-static void cfg_requests_init(void *p)
-{
-  cfg_requests *r = p;
-  r->rate = NAN;
-  r->arrival = (cfg_arrival)CFG_UNSET_INT;
-  cfg_init_int(&r->count, 4);
-  r->burstiness = r->spread = NAN;
-  r->distribution = (cfg_lengths)CFG_UNSET_INT;
-  r->lengths_file = r->trace = NULL;
-  r->concurrency = r->prefix_tokens = r->prefix_groups = CFG_UNSET_INT;
-}
+static const cfg_schema cfg_schema_parallel = SCHEMA("parallel", cfg_parallel, cfg_parallel_fields);
 
 static const cfg_field cfg_requests_fields[] = {
-    F_QTY(cfg_requests, "rate", rate, UNITS_PER_SECOND),
-    F_ENUM(cfg_requests, "arrival", arrival, cfg_arrival_names),
-    F_INT(cfg_requests, "count", count, 1),
-    F_INT(cfg_requests, "prompt_tokens", prompt_tokens, 1),
-    F_INT(cfg_requests, "output_tokens", output_tokens, 1),
-    F_INT(cfg_requests, "seed", seed, 0),
-    F_QTY(cfg_requests, "burstiness", burstiness, UNITS_NUMBER),
-    F_ENUM(cfg_requests, "distribution", distribution, cfg_lengths_names),
-    {.key = "spread", .type = CFG_T_QTY, .offset = offsetof(cfg_requests, spread),
-     .unit = UNITS_FRACTION, .max = 1.0},
-    F_PATH(cfg_requests, "lengths_file", lengths_file),
-    F_PATH(cfg_requests, "trace", trace),
-    F_INT(cfg_requests, "concurrency", concurrency, 0),
-    F_INT(cfg_requests, "prefix_tokens", prefix_tokens, 0),
-    F_INT(cfg_requests, "prefix_groups", prefix_groups, 1),
+    F_QTY(cfg_requests, "rate", rate, UNITS_PER_SECOND, "requests per second (open loop)",
+          DERIVED("required unless arrival is burst, concurrency is set or a trace is replayed")),
+    F_ENUM(cfg_requests, "arrival", arrival, cfg_arrival_names,
+           "arrival process (burst: all at time 0)", DEF(CFG_ARRIVAL_POISSON)),
+    F_INT(cfg_requests, "count", count, 1, "requests simulated", DEF(1000)),
+    F_INT(cfg_requests, "prompt_tokens", prompt_tokens, 1, "prompt length (mean)",
+          DERIVED("required unless lengths come from a file or trace")),
+    F_INT(cfg_requests, "output_tokens", output_tokens, 1, "output length (mean)",
+          DERIVED("required unless lengths come from a file or trace")),
+    F_INT(cfg_requests, "seed", seed, 0, "random seed", DEF(1)),
+    F_QTY(cfg_requests, "burstiness", burstiness, UNITS_NUMBER,
+          "gamma arrivals: shape (1 = Poisson, < 1 burstier)", DEF(1.0)),
+    F_ENUM(cfg_requests, "distribution", distribution, cfg_lengths_names,
+           "how prompt and output lengths vary", DERIVED("file with lengths_file, else fixed")),
+    F_FRAC(cfg_requests, "spread", spread,
+           "uniform: lengths in [mean (1 - spread), mean (1 + spread)]", DEF(0.5)),
+    F_PATH(cfg_requests, "lengths_file", lengths_file,
+           "CSV with prompt_tokens, output_tokens columns"),
+    F_PATH(cfg_requests, "trace", trace,
+           "CSV of arrival_s, prompt_tokens, output_tokens: replayed as is"),
+    F_INT(cfg_requests, "concurrency", concurrency, 0,
+          "> 0: closed loop, this many clients each waiting for its answer", DEF(0)),
+    F_INT(cfg_requests, "prefix_tokens", prefix_tokens, 0,
+          "leading prompt tokens shared by the requests of a group", DEF(0)),
+    F_INT(cfg_requests, "prefix_groups", prefix_groups, 1, "distinct shared prefixes", DEF(1)),
 };
 static const cfg_schema cfg_schema_requests =
-    SCHEMA("serving.requests", cfg_requests, cfg_requests_fields, cfg_requests_init);
-
-static void cfg_slo_init(void *p)
-{
-  cfg_slo *s = p;
-  s->ttft = s->tbt = s->attainment = NAN;
-}
+    SCHEMA("serving.requests", cfg_requests, cfg_requests_fields);
 
 static const cfg_field cfg_slo_fields[] = {
-    F_QTY(cfg_slo, "ttft", ttft, UNITS_SECONDS),
-    F_QTY(cfg_slo, "tbt", tbt, UNITS_SECONDS),
-    {.key = "attainment", .type = CFG_T_QTY, .offset = offsetof(cfg_slo, attainment),
-     .unit = UNITS_FRACTION, .max = 1.0},
+    F_QTY(cfg_slo, "ttft", ttft, UNITS_SECONDS, "time to first token (the HiDL tutorial's)",
+          DEF(5.0)),
+    F_QTY(cfg_slo, "tbt", tbt, UNITS_SECONDS, "mean time between tokens of a request",
+          DEF(25e-3)),
+    F_FRAC(cfg_slo, "attainment", attainment,
+           "fraction of requests meeting both, for --find-max-rate", DEF(0.9)),
 };
-static const cfg_schema cfg_schema_slo = SCHEMA("serving.slo", cfg_slo, cfg_slo_fields, cfg_slo_init);
-
-static void cfg_serving_init(void *p)
-{
-  cfg_serving *s = p;
-  s->dtype = s->kv_dtype = (cfg_dtype)CFG_UNSET_INT;
-  cfg_init_int(&s->tp, 4);
-  s->scheduler = (cfg_scheduler)CFG_UNSET_INT;
-  cfg_requests_init(&s->requests);
-  s->replicas = s->max_tokens = s->max_model_len = s->block_size = s->kv_blocks = CFG_UNSET_INT;
-  s->router = (cfg_router)CFG_UNSET_INT;
-  s->preemption = (cfg_preemption)CFG_UNSET_INT;
-  s->prefix_caching = CFG_UNSET_INT;
-  s->gpu_memory_utilization = s->iteration_overhead = s->request_overhead = NAN;
-  s->kv_cache_free_fraction = NAN;
-  cfg_slo_init(&s->slo);
-}
+static const cfg_schema cfg_schema_slo = SCHEMA("serving.slo", cfg_slo, cfg_slo_fields);
 
 static const cfg_field cfg_serving_fields[] = {
-    F_ENUM(cfg_serving, "dtype", dtype, cfg_dtype_names),
-    F_INT(cfg_serving, "tp", tp, 1),
-    F_INT(cfg_serving, "pp", pp, 1),
-    F_INT(cfg_serving, "ep", ep, 1),
-    F_INT(cfg_serving, "max_batch", max_batch, 1),
-    F_ENUM(cfg_serving, "scheduler", scheduler, cfg_scheduler_names),
-    F_MAP(cfg_serving, "requests", requests, cfg_schema_requests),
-    F_ENUM(cfg_serving, "kv_dtype", kv_dtype, cfg_dtype_names),
-    F_INT(cfg_serving, "replicas", replicas, 1),
-    F_ENUM(cfg_serving, "router", router, cfg_router_names),
-    F_INT(cfg_serving, "max_tokens", max_tokens, 1),
-    F_INT(cfg_serving, "max_model_len", max_model_len, 1),
-    F_INT(cfg_serving, "block_size", block_size, 1),
-    F_INT(cfg_serving, "kv_blocks", kv_blocks, 1),
-    {.key = "gpu_memory_utilization", .type = CFG_T_QTY,
-     .offset = offsetof(cfg_serving, gpu_memory_utilization), .unit = UNITS_FRACTION, .max = 1.0},
-    {.key = "kv_cache_free_fraction", .type = CFG_T_QTY,
-     .offset = offsetof(cfg_serving, kv_cache_free_fraction), .unit = UNITS_FRACTION, .max = 1.0},
-    F_ENUM(cfg_serving, "preemption", preemption, cfg_preemption_names),
-    F_BOOL(cfg_serving, "prefix_caching", prefix_caching),
-    F_QTY(cfg_serving, "iteration_overhead", iteration_overhead, UNITS_SECONDS),
-    F_QTY(cfg_serving, "request_overhead", request_overhead, UNITS_SECONDS),
-    F_MAP(cfg_serving, "slo", slo, cfg_schema_slo),
+    F_ENUM(cfg_serving, "dtype", dtype, cfg_dtype_names, "weights' data type", DEF(CFG_BF16)),
+    F_INT(cfg_serving, "tp", tp, 1, "tensor parallelism per replica", DEF(1)),
+    F_INT(cfg_serving, "pp", pp, 1, "pipeline stages per replica", DEF(1)),
+    F_INT(cfg_serving, "ep", ep, 1, "expert parallelism (not yet simulated beyond 1)", DEF(1)),
+    F_INT(cfg_serving, "max_batch", max_batch, 1, "sequences per iteration at most", DEF(256)),
+    F_ENUM(cfg_serving, "scheduler", scheduler, cfg_scheduler_names,
+           "batching: continuous (vLLM V0, Orca), static, chunked prefill (Sarathi-Serve, vLLM "
+           "V1), fused (Flover)",
+           DEF(CFG_SCHEDULER_CONTINUOUS)),
+    F_MAP(cfg_serving, "requests", requests, cfg_schema_requests, "the request stream"),
+    F_ENUM(cfg_serving, "kv_dtype", kv_dtype, cfg_dtype_names, "KV cache entries",
+           DERIVED("dtype, or bf16 for int8 / int4 weights")),
+    F_INT(cfg_serving, "replicas", replicas, 1, "data-parallel copies behind the router", DEF(1)),
+    F_ENUM(cfg_serving, "router", router, cfg_router_names, "how requests go to replicas",
+           DEF(CFG_ROUTER_ROUND_ROBIN)),
+    F_INT(cfg_serving, "max_tokens", max_tokens, 1,
+          "tokens per iteration (vLLM max_num_batched_tokens)",
+          DERIVED("2048 for chunked, else max(2048, max_model_len)")),
+    F_INT(cfg_serving, "max_model_len", max_model_len, 1,
+          "longest prompt + output a request may have", DERIVED("model.seq_len, else 4096")),
+    F_INT(cfg_serving, "block_size", block_size, 1, "tokens per KV block (paging)", DEF(16)),
+    F_INT(cfg_serving, "kv_blocks", kv_blocks, 1,
+          "KV blocks per replica as measured, overriding the model (0: computed)", DEF(0)),
+    F_FRAC(cfg_serving, "gpu_memory_utilization", gpu_memory_utilization,
+           "fraction of GPU memory the engine may take (vLLM)", DEF(0.9)),
+    F_FRAC(cfg_serving, "kv_cache_free_fraction", kv_cache_free_fraction,
+           "> 0: TensorRT-LLM's rule instead: the KV cache takes this fraction of what weights "
+           "and activations leave free",
+           DEF(0)),
+    F_ENUM(cfg_serving, "preemption", preemption, cfg_preemption_names,
+           "a full KV cache preempts the newest request (recompute, vLLM) or nothing is admitted "
+           "that could not finish (none, TensorRT-LLM)",
+           DEF(CFG_PREEMPT_RECOMPUTE)),
+    F_BOOL(cfg_serving, "prefix_caching", prefix_caching,
+           "shared prefixes are computed once and kept", DEF(0)),
+    F_QTY(cfg_serving, "iteration_overhead", iteration_overhead, UNITS_SECONDS,
+          "host work per iteration (scheduling, sampling)", DEF(0)),
+    F_QTY(cfg_serving, "request_overhead", request_overhead, UNITS_SECONDS,
+          "time per request outside the engine (API server, tokenizer)", DEF(0)),
+    F_MAP(cfg_serving, "slo", slo, cfg_schema_slo, "service-level objectives"),
 };
-static const cfg_schema cfg_schema_serving =
-    SCHEMA("serving", cfg_serving, cfg_serving_fields, cfg_serving_init);
-
-static void cfg_collectives_init(void *p)
-{
-  cfg_collectives *c = p;
-  c->algorithm = c->protocol = NULL;
-  c->a2a = (cfg_a2a)CFG_UNSET_INT;
-  c->sm_reserved = NAN;
-}
+static const cfg_schema cfg_schema_serving = SCHEMA("serving", cfg_serving, cfg_serving_fields);
 
 static const cfg_field cfg_collectives_fields[] = {
-    F_STR(cfg_collectives, "algorithm", algorithm),
-    F_STR(cfg_collectives, "protocol", protocol),
-    F_ENUM(cfg_collectives, "a2a", a2a, cfg_a2a_names),
-    F_QTY(cfg_collectives, "sm_reserved", sm_reserved, UNITS_FRACTION),
+    F_STR(cfg_collectives, "algorithm", algorithm,
+          "auto (NCCL's tuner) or ring, tree, rhd, hierarchical, nvls, nvls-tree, sharp, pairwise, "
+          "direct",
+          DEF_STR("auto")),
+    F_STR(cfg_collectives, "protocol", protocol, "auto, ll, ll128 or simple", DEF_STR("auto")),
+    F_ENUM(cfg_collectives, "a2a", a2a, cfg_a2a_names,
+           "MoE dispatch / combine kernels: NCCL all-to-all, or DeepEP's (normal or low-latency)",
+           DEF(CFG_A2A_NCCL)),
+    F_QTY(cfg_collectives, "sm_reserved", sm_reserved, UNITS_FRACTION,
+           "fraction of the SMs communication kernels hold: compute beside a collective slows "
+           "by 1 / (1 - sm_reserved)",
+           DEF(0.0)),
 };
 static const cfg_schema cfg_schema_collectives =
-    SCHEMA("collectives", cfg_collectives, cfg_collectives_fields, cfg_collectives_init);
-
-static void cfg_memory_init(void *p)
-{
-  cfg_memory *m = p;
-  m->cuda_context = m->nccl_buffers = m->fragmentation = m->zero3_prefetch = m->comm_bucket = NAN;
-}
+    SCHEMA("collectives", cfg_collectives, cfg_collectives_fields);
 
 static const cfg_field cfg_memory_fields[] = {
-    F_QTY(cfg_memory, "cuda_context", cuda_context, UNITS_BYTES),
-    F_QTY(cfg_memory, "nccl_buffers", nccl_buffers, UNITS_BYTES),
-    {.key = "fragmentation", .type = CFG_T_QTY, .offset = offsetof(cfg_memory, fragmentation),
-     .unit = UNITS_FRACTION, .max = 1.0},
-    F_QTY(cfg_memory, "zero3_prefetch", zero3_prefetch, UNITS_BYTES),
-    F_QTY(cfg_memory, "comm_bucket", comm_bucket, UNITS_BYTES),
+    F_QTY(cfg_memory, "cuda_context", cuda_context, UNITS_BYTES,
+          "CUDA context and library workspaces per GPU", DEF(512.0 * 1048576)),
+    F_QTY(cfg_memory, "nccl_buffers", nccl_buffers, UNITS_BYTES,
+          "NCCL buffers per process group a GPU belongs to", DEF(256.0 * 1048576)),
+    F_FRAC(cfg_memory, "fragmentation", fragmentation,
+           "fraction of allocated memory the caching allocator loses", DEF(0.05)),
+    F_QTY(cfg_memory, "zero3_prefetch", zero3_prefetch, UNITS_BYTES,
+          "parameters ZeRO-3 gathers ahead of use (DeepSpeed: 5e7 parameters in 16 bit)",
+          DEF(1e8)),
+    F_QTY(cfg_memory, "comm_bucket", comm_bucket, UNITS_BYTES,
+          "ZeRO reduce-scatter / all-gather buckets", DERIVED("parallel.gradient_bucket")),
 };
-static const cfg_schema cfg_schema_memory =
-    SCHEMA("memory", cfg_memory, cfg_memory_fields, cfg_memory_init);
-
-static void cfg_workload_init(void *p)
-{
-  cfg_workload *w = p;
-  cfg_model_init(&w->model);
-  cfg_training_init(&w->training);
-  cfg_parallel_init(&w->parallel);
-  cfg_serving_init(&w->serving);
-  cfg_collectives_init(&w->collectives);
-  cfg_memory_init(&w->memory);
-  w->has_training = w->has_serving = 0;
-  w->doc = NULL;
-}
+static const cfg_schema cfg_schema_memory = SCHEMA("memory", cfg_memory, cfg_memory_fields);
 
 static const cfg_field cfg_workload_fields[] = {
-    F_MAP(cfg_workload, "model", model, cfg_schema_model),
-    F_MAP(cfg_workload, "training", training, cfg_schema_training),
-    F_MAP(cfg_workload, "parallel", parallel, cfg_schema_parallel),
-    F_MAP(cfg_workload, "serving", serving, cfg_schema_serving),
-    F_MAP(cfg_workload, "collectives", collectives, cfg_schema_collectives),
-    F_MAP(cfg_workload, "memory", memory, cfg_schema_memory),
+    F_MAP(cfg_workload, "model", model, cfg_schema_model,
+          "the model: a file or preset name under configs/models, or a mapping"),
+    F_MAP(cfg_workload, "training", training, cfg_schema_training, "a training step (dlsim run)"),
+    F_MAP(cfg_workload, "parallel", parallel, cfg_schema_parallel, "the parallel layout"),
+    F_MAP(cfg_workload, "serving", serving, cfg_schema_serving, "LLM serving (dlsim serve)"),
+    F_MAP(cfg_workload, "collectives", collectives, cfg_schema_collectives,
+          "collective algorithms"),
+    F_MAP(cfg_workload, "memory", memory, cfg_schema_memory,
+          "what else takes GPU memory (uncalibrated, documented allowances)"),
 };
-const cfg_schema cfg_schema_workload =
-    SCHEMA("workload", cfg_workload, cfg_workload_fields, cfg_workload_init);
+const cfg_schema cfg_schema_workload = SCHEMA("workload", cfg_workload, cfg_workload_fields);
 
 /* ---- validation cases --------------------------------------------------------------------- */
 
 static const char *const cfg_role_names[] = {"fit", "check", "reference", NULL};
 static const char *const cfg_engine_names[] = {"analytic", "des", NULL};
 
-static void cfg_case_init(void *p)
+static const cfg_field cfg_case_fields[] = {
+    F_STR(cfg_case, "name", name, "the case's name (its file name)"),
+    F_ENUM(cfg_case, "role", role, cfg_role_names,
+           "fit: a model parameter was tuned on it; check: it was not; reference: a formula's "
+           "output"),
+    F_STR(cfg_case, "source", source, "where the measured number comes from"),
+    F_STR(cfg_case, "command", command,
+          "run, memory, memory-states, deepspeed, moe, serve, serve-max-rate or replay",
+          DERIVED("run")),
+    F_STR(cfg_case, "unit", unit, "the measured value's unit: GiB, GB, MiB, MB, s, ms, us",
+          DERIVED("SI")),
+    F_STR(cfg_case, "notes", notes, "anything a reader should know"),
+    F_PATH(cfg_case, "cluster", cluster, "the cluster file"),
+    F_PATH(cfg_case, "workload", workload, "the workload file"),
+    {ROW(cfg_case, "set", CFG_T_SEQ_STRING, set), .doc = "overrides, KEY=VALUE"},
+    {ROW(cfg_case, "ratio_to", CFG_T_SEQ_STRING, ratio_to),
+     .doc = "the metric is this case / the same case with these overrides"},
+    F_ENUM(cfg_case, "engine", engine, cfg_engine_names, "the engine",
+           DERIVED("des, analytic for tables")),
+    F_STR(cfg_case, "metric", metric, "a dotted key of the command's --json output"),
+    {ROW(cfg_case, "measured", CFG_T_NUMBER, measured), .doc = "the measured value"},
+    F_QTY(cfg_case, "tolerance", tolerance, UNITS_FRACTION, "a check passes when |error| <= tolerance",
+           DERIVED("0.10")),
+    F_PATH(cfg_case, "table", table, "a CSV of collective (nccl-tests) or GEMM times"),
+    F_STR(cfg_case, "op", op, "the table's collective, or gemm"),
+    F_INT(cfg_case, "gpus", gpus, 1, "GPUs of the table"),
+    F_INT(cfg_case, "group_size", group_size, 1, "GPUs per group", DERIVED("gpus")),
+    F_STR(cfg_case, "size_column", size_column, "the table's size column"),
+    F_STR(cfg_case, "time_column", time_column, "the table's time column"),
+    F_STR(cfg_case, "time_unit", time_unit, "the time column's unit"),
+    {ROW(cfg_case, "filter", CFG_T_SEQ_STRING, filter), .doc = "rows kept: COLUMN=VALUE"},
+    F_QTY(cfg_case, "tolerance_small", tolerance_small, UNITS_FRACTION, "tolerance for sizes < 64 KiB",
+           DERIVED("0.25")),
+    F_ENUM(cfg_case, "dtype", dtype, cfg_dtype_names, "a GEMM table's data type"),
+    F_PATH(cfg_case, "trace", trace, "a Kineto trace, replayed"),
+    F_STR(cfg_case, "steps", steps, "ProfilerSteps replayed, A-B", DERIVED("all")),
+};
+const cfg_schema cfg_schema_case = SCHEMA("case", cfg_case, cfg_case_fields);
+
+/* ---- initialisation and defaults, driven by the tables ------------------------------------ */
+
+static size_t cfg_names_count(const char *const *names);
+
+void cfg_schema_init(const cfg_schema *s, void *obj)
 {
-  cfg_case *c = p;
-  memset(c, 0, sizeof *c);
-  c->role = (cfg_case_role)CFG_UNSET_INT;
-  c->engine = CFG_UNSET_INT;
-  c->measured = c->tolerance = c->tolerance_small = NAN;
-  c->gpus = c->group_size = CFG_UNSET_INT;
-  c->dtype = CFG_UNSET_INT;
+  for (size_t i = 0; i < s->nfields; i++) {
+    const cfg_field *f = &s->fields[i];
+    void *slot = (char *)obj + f->offset;
+    switch (f->type) {
+    case CFG_T_INT:
+    case CFG_T_BOOL:
+    case CFG_T_ENUM:
+      *(int *)slot = CFG_UNSET_INT;
+      break;
+    case CFG_T_QTY:
+    case CFG_T_NUMBER:
+      *(double *)slot = NAN;
+      break;
+    case CFG_T_QTY_BY_ENUM:
+      for (size_t k = 0; k < cfg_names_count(f->names); k++)
+        ((double *)slot)[k] = NAN;
+      break;
+    case CFG_T_STRING:
+    case CFG_T_PATH:
+    case CFG_T_SEQ_STRING:
+      *(void **)slot = NULL;
+      break;
+    case CFG_T_MAP:
+      cfg_schema_init(f->sub, slot);
+      break;
+    case CFG_T_SEQ_MAP:
+      *(void **)slot = NULL;
+      *(int *)((char *)obj + f->count_offset) = 0;
+      break;
+    case CFG_T_SEQ_ENUM:
+      *(int *)((char *)obj + f->count_offset) = 0;
+      break;
+    }
+  }
 }
 
-static const cfg_field cfg_case_fields[] = {
-    F_STR(cfg_case, "name", name),
-    F_ENUM(cfg_case, "role", role, cfg_role_names),
-    F_STR(cfg_case, "source", source),
-    F_STR(cfg_case, "command", command),
-    F_STR(cfg_case, "unit", unit),
-    F_STR(cfg_case, "notes", notes),
-    F_PATH(cfg_case, "cluster", cluster),
-    F_PATH(cfg_case, "workload", workload),
-    {.key = "set", .type = CFG_T_SEQ_STRING, .offset = offsetof(cfg_case, set)},
-    {.key = "ratio_to", .type = CFG_T_SEQ_STRING, .offset = offsetof(cfg_case, ratio_to)},
-    F_ENUM(cfg_case, "engine", engine, cfg_engine_names),
-    F_STR(cfg_case, "metric", metric),
-    {.key = "measured", .type = CFG_T_NUMBER, .offset = offsetof(cfg_case, measured)},
-    F_QTY(cfg_case, "tolerance", tolerance, UNITS_FRACTION),
-    F_PATH(cfg_case, "table", table),
-    F_STR(cfg_case, "op", op),
-    F_INT(cfg_case, "gpus", gpus, 1),
-    F_INT(cfg_case, "group_size", group_size, 1),
-    F_STR(cfg_case, "size_column", size_column),
-    F_STR(cfg_case, "time_column", time_column),
-    F_STR(cfg_case, "time_unit", time_unit),
-    {.key = "filter", .type = CFG_T_SEQ_STRING, .offset = offsetof(cfg_case, filter)},
-    F_QTY(cfg_case, "tolerance_small", tolerance_small, UNITS_FRACTION),
-    F_ENUM(cfg_case, "dtype", dtype, cfg_dtype_names),
-    F_PATH(cfg_case, "trace", trace),
-    F_STR(cfg_case, "steps", steps),
-};
-const cfg_schema cfg_schema_case = SCHEMA("case", cfg_case, cfg_case_fields, cfg_case_init);
+static void cfg_default_field(const cfg_field *f, void *obj)
+{
+  void *slot = (char *)obj + f->offset;
+  switch (f->type) {
+  case CFG_T_INT:
+  case CFG_T_BOOL:
+  case CFG_T_ENUM:
+    if (f->has_def && *(int *)slot == CFG_UNSET_INT)
+      *(int *)slot = (int)f->def;
+    break;
+  case CFG_T_QTY:
+  case CFG_T_NUMBER:
+    if (f->has_def && isnan(*(double *)slot))
+      *(double *)slot = f->def;
+    break;
+  case CFG_T_QTY_BY_ENUM:
+    for (size_t k = 0; f->defs && k < cfg_names_count(f->names); k++)
+      if (isnan(((double *)slot)[k]))
+        ((double *)slot)[k] = f->defs[k];
+    break;
+  case CFG_T_STRING:
+  case CFG_T_PATH:
+    if (f->def_str && !*(char **)slot)
+      *(char **)slot = g_strdup(f->def_str);
+    break;
+  case CFG_T_MAP:
+    cfg_defaults(f->sub, slot);
+    break;
+  case CFG_T_SEQ_MAP:
+    for (int k = 0; k < *(int *)((char *)obj + f->count_offset); k++)
+      cfg_defaults(f->sub, *(char **)slot + (size_t)k * f->sub->size);
+    break;
+  case CFG_T_SEQ_ENUM:
+  case CFG_T_SEQ_STRING:
+    break;
+  }
+}
+
+void cfg_defaults(const cfg_schema *s, void *obj)
+{
+  for (size_t i = 0; i < s->nfields; i++)
+    cfg_default_field(&s->fields[i], obj);
+}
+
+static void cfg_merge_field(const cfg_field *f, void *dst, const void *src)
+{
+  void *d = (char *)dst + f->offset;
+  const void *v = (const char *)src + f->offset;
+  switch (f->type) {
+  case CFG_T_INT:
+  case CFG_T_BOOL:
+  case CFG_T_ENUM:
+    if (*(int *)d == CFG_UNSET_INT)
+      *(int *)d = *(const int *)v;
+    break;
+  case CFG_T_QTY:
+  case CFG_T_NUMBER:
+    if (isnan(*(double *)d))
+      *(double *)d = *(const double *)v;
+    break;
+  case CFG_T_QTY_BY_ENUM:
+    for (size_t k = 0; k < cfg_names_count(f->names); k++)
+      if (isnan(((double *)d)[k]))
+        ((double *)d)[k] = ((const double *)v)[k];
+    break;
+  case CFG_T_STRING:
+  case CFG_T_PATH:
+    if (!*(char **)d && *(char *const *)v)
+      *(char **)d = g_strdup(*(char *const *)v);
+    break;
+  case CFG_T_MAP:
+    cfg_merge(f->sub, d, v);
+    break;
+  case CFG_T_SEQ_MAP:
+  case CFG_T_SEQ_ENUM:
+  case CFG_T_SEQ_STRING:
+    break; /* lists are replaced whole, never merged */
+  }
+}
+
+void cfg_merge(const cfg_schema *s, void *dst, const void *src)
+{
+  for (size_t i = 0; i < s->nfields; i++)
+    cfg_merge_field(&s->fields[i], dst, src);
+}
 
 /* ---- decoder ------------------------------------------------------------------------------ */
 
@@ -848,7 +934,7 @@ static bool cfg_decode_seq_map(const cfg_node *n, const cfg_field *f, const char
   *count = 0;
   for (guint i = 0; i < n->items->len; i++) {
     void *elem = items + i * s->size;
-    s->init(elem);
+    cfg_schema_init(s, elem);
     *count = (int)i + 1;
     g_autofree char *sub = g_strdup_printf("%s[%u]", path, i);
     if (!cfg_decode(g_ptr_array_index(n->items, i), s, elem, sub, err))

@@ -20,7 +20,6 @@ bool plan_pins_parse(plan_pins *p, const char *text, GError **err)
 {
   static const char *const keys[] = {"tp", "cp", "pp", "ep", "micro_batch", "virtual_stages",
                                      "zero", "recompute", "sequence_parallel", "placement"};
-  static const char *const rc[] = {"none", "selective", "full"};
   g_auto(GStrv) kv = g_strsplit(text, "=", 2);
   int *slots = &p->tp;
   for (size_t i = 0; kv[1] && i < G_N_ELEMENTS(keys); i++) {
@@ -28,9 +27,8 @@ bool plan_pins_parse(plan_pins *p, const char *text, GError **err)
       continue;
     int v = -1;
     if (i == 7) {
-      for (int r = 0; r < 3; r++)
-        if (strcmp(kv[1], rc[r]) == 0)
-          v = r;
+      cfg_recompute r;
+      v = cfg_recompute_parse(kv[1], &r) ? (int)r : -1;
     } else if (i == 8) {
       v = strcmp(kv[1], "true") == 0 ? 1 : strcmp(kv[1], "false") == 0 ? 0 : -1;
     } else if (i == 9) {

@@ -8,9 +8,7 @@ void rep_moe_text(FILE *out, const cfg_cluster *c, const cfg_workload *w, const 
   const double *time = s->time;
   const char *link = m->nodes > 1 ? "InfiniBand" : "NVLink";
   fprintf(out, "dlsim moe: %s on %s, EP %d over %d node%s, all-to-all %s\n", w->model.name, c->name,
-         m->ep, m->nodes, m->nodes > 1 ? "s" : "", w->collectives.a2a == CFG_A2A_NCCL ? "nccl"
-                                                   : w->collectives.a2a == CFG_A2A_DEEPEP ? "deepep"
-                                                                                          : "deepep-ll");
+         m->ep, m->nodes, m->nodes > 1 ? "s" : "", cfg_a2a_name(w->collectives.a2a));
   fprintf(out, "  per GPU and micro-batch: %.0f tokens routed, %.0f copies (top-%d)\n", m->tokens,
          m->copies, w->model.moe.top_k);
   fprintf(out, "  routing: busiest rank runs %.3fx the mean, %.1f %% of copies dropped\n", m->load,

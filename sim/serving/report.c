@@ -2,12 +2,6 @@
 #include "serving/serving_internal.h"
 #include "units/units.h"
 
-static const char *srv_scheduler_name(cfg_scheduler s)
-{
-  static const char *const names[] = {"continuous", "static", "chunked", "fused"};
-  return s <= CFG_SCHEDULER_FUSED ? names[s] : "?";
-}
-
 static const char *srv_arrival_name(cfg_arrival a)
 {
   static const char *const names[] = {"Poisson", "gamma", "uniform", "burst"};
@@ -24,7 +18,7 @@ static void srv_text_setup(FILE *out, const srv_result *r)
           "scheduler %s (max batch %d, %d tokens per iteration)\n",
           w->model.name, r->cluster->name, s->replicas, s->replicas == 1 ? "" : "s", s->tp, s->pp,
           gpus, gpus == 1 ? "" : "s", cfg_dtype_name(s->dtype), cfg_dtype_name(s->kv_dtype),
-          srv_scheduler_name(s->scheduler), s->max_batch, s->max_tokens);
+          cfg_scheduler_name(s->scheduler), s->max_batch, s->max_tokens);
   const cfg_requests *q = &s->requests;
   fprintf(out, "  requests     %d", r->requests);
   if (q->trace)
