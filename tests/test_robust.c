@@ -1,0 +1,78 @@
+/* Inputs that once broke dlsim, each the reproducer of a report: every one must end with a
+ * clear message and exit 2 (bad input) or 1 (refused as too large), never a crash, a wrapped
+ * number, a runaway or a non-number printed with exit 0. */
+#include "helpers.h"
+
+#include <criterion/criterion.h>
+#include <string.h>
+
+static void expect(const char *args, int status, const char *message)
+{
+  th_proc p = th_dlsim(args);
+  cr_assert_eq(p.status, status, "`dlsim %s` returned %d, expected %d:\n%s", args, p.status,
+               status, p.out);
+  cr_assert(strstr(p.out, message), "`dlsim %s` printed:\n%s\nexpected '%s'", args, p.out, message);
+  th_proc_clear(&p);
+}
+
+Test(robust, deeply_nested_yaml_is_an_error_not_a_stack_overflow)
+{
+  GString *text = g_string_new("x: ");
+  for (int i = 0; i < 30000; i++)
+    g_string_append_c(text, '[');
+  g_autofree char *path = th_write("deep.yaml", text->str);
+  g_string_free(text, TRUE);
+  g_autofree char *args = g_strdup_printf("memory -c %s -w megatron-22b", path);
+  expect(args, 2, "nested more than 64 levels deep");
+}
+
+Test(robust, cluster_sizes_are_formed_in_64_bits)
+{
+  expect("run -c dgx-a100 -w resnet50-horovod --set node.count=536870912 --engine analytic", 2,
+         "= 4294967296 GPUs: dlsim simulates clusters of at most 1048576 GPUs");
+  expect("run -c dgx-a100 -w resnet50-horovod --set node.count=1e9 --engine analytic", 2,
+         "8000000000 GPUs");
+  expect("memory -c dgx-a100 -w megatron-22b --set node.count=1 --set parallel.dp=536870913 "
+         "--set training.global_batch=536870913 --set training.micro_batch=1",
+         2, "parallel.dp = 536870913, but the cluster has 8 GPUs");
+  expect("memory -c dgx-a100 -w megatron-22b --set model.hidden=1073741824", 2,
+         "model.hidden = 1073741824: at most 1048576");
+  expect("plan -c dgx-h100 -m llama3-8b --gpus 2000000000 --global-batch 1024", 2,
+         "--gpus 2000000000: dlsim simulates clusters of at most 1048576 GPUs");
+}
+
+Test(robust, an_option_that_takes_a_value_does_not_swallow_the_next_option)
+{
+  expect("serve -c dgx-h100 -w llama2-7b-vllm --trace --json", 2,
+         "--trace needs a value, but is followed by the option --json");
+  expect("run -c v100-edr -w", 2, "-w needs a value");
+}
+
+Test(robust, a_sweep_factor_near_one_or_not_a_number_is_refused)
+{
+  expect("coll -c dgx-h100 --op allreduce --gpus 8 --factor 1.0000001", 2,
+         "makes more than 10000 rows");
+  expect("coll -c dgx-h100 --op allreduce --gpus 8 --factor nan", 2, "a finite --factor > 1");
+  th_proc p = th_dlsim("coll -c dgx-h100 --op allreduce --gpus 8 --min 8 --max 64 --factor 1.0000001");
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  cr_assert(strstr(p.out, "\n            64 "), "sizes grow by at least a byte: %s", p.out);
+  th_proc_clear(&p);
+}
+
+Test(robust, a_result_that_is_not_a_number_is_a_runtime_error)
+{
+  expect("run -c v100-edr -w resnet50-horovod --set network.nic_bandwidth=1e-308 --engine analytic",
+         1, "the simulation gave the step time = inf, not a result");
+}
+
+Test(robust, runs_too_large_are_refused_with_their_estimate)
+{
+  expect("serve -c dgx-h100 -w llama2-7b-vllm --set serving.requests.count=100000000", 1,
+         "serving 100000000 requests would need about");
+  expect("serve -c dgx-h100 -w llama2-7b-vllm --set serving.requests.count=10000000", 1,
+         "(run it anyway with --yes, or ask for less)");
+  expect("run -c dgx-a100 -w resnet50-horovod --set node.count=131072 "
+         "--set training.global_batch=67108864",
+         1, "simulating 1048576 GPUs on the des engine would need about");
+  expect("serve -c dgx-h100 -w llama2-7b-vllm --max-memory 12parsecs", 2, "--max-memory 12parsecs");
+}
