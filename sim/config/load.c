@@ -538,6 +538,7 @@ static bool cfg_serving_check(cfg_workload *w, const cfg_cluster *c, GError **er
   /* weight-only int8 / int4 quantization keeps 16-bit activations and KV */
   CFG_DEFAULT_INT(s->kv_dtype, s->dtype == CFG_INT8 || s->dtype == CFG_INT4 ? CFG_BF16 : s->dtype);
   CFG_DEFAULT_INT(s->max_model_len, w->model.seq_len > 0 ? w->model.seq_len : 4096);
+  CFG_DEFAULT_INT(s->kv_blocks, 0); /* computed by the serving model */
   /* without chunking a whole prompt must fit one iteration (vLLM's rule) */
   CFG_DEFAULT_INT(s->max_tokens, s->scheduler == CFG_SCHEDULER_CHUNKED ? 2048
                                                                       : MAX(2048, s->max_model_len));
