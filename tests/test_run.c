@@ -65,7 +65,8 @@ Test(run, a_parameter_set_in_place_equals_the_override)
 {
   const char *keys[] = {"gpu.efficiency.sustained", "gpu.efficiency.flops.gemm",
                         "nccl.base_latency.simple", "nccl.hop_latency.network.ll128"};
-  const char *values[] = {"0.71", "0.55", "0.00004", "0.000009"};
+  const char *values[] = {"0.71", "0.55", "40us", "9us"};
+  const double si[] = {0.71, 0.55, 40e-6, 9e-6};
   for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
     g_autofree char *set = g_strdup_printf("%s=%s", keys[i], values[i]);
     const char *sets[] = {run_small[0], run_small[1], run_small[2], run_small[3], run_small[4], set, NULL};
@@ -75,7 +76,7 @@ Test(run, a_parameter_set_in_place_equals_the_override)
     cr_assert(th_load("dgx-a100", "gpt3-1.3b-dp", sets, &c2, &w2));
     double *p = cfg_cluster_param(c, keys[i], NULL);
     cr_assert(p, "%s", keys[i]);
-    *p = g_ascii_strtod(values[i], NULL);
+    *p = si[i];
     sim_options o = sim_options_for(ENG_ANALYTIC);
     sim_result a, b;
     cr_assert(sim_run(c, w, &o, &a, NULL) && sim_run(c2, w2, &o, &b, NULL));

@@ -46,7 +46,7 @@ static bool calib_parse_gemm(char **cells, int n, const int *cols, calib_point *
     if (cols[i] >= n)
       return false;
     p->gemm[i] = g_ascii_strtod(cells[cols[i]], &end);
-    if (!end || *end || !(p->gemm[i] > 0))
+    if (!end || *end || !(p->gemm[i] > 0) || !isfinite(p->gemm[i]))
       return false;
     p->size *= p->gemm[i];
   }
@@ -113,7 +113,8 @@ bool calib_table_load(const char *path, const calib_columns *cols, calib_table *
         if (parsed)
           p.time = MIN(p.time, g_ascii_strtod(cells[time_cols[k]], &e2) * scale);
       }
-      if (!parsed || !e1 || !e2 || *e1 || *e2 || !(p.size > 0) || !(p.time > 0) || !isfinite(p.time)) {
+      if (!parsed || !e1 || !e2 || *e1 || *e2 || !(p.size > 0) || !isfinite(p.size) ||
+          !(p.time > 0) || !isfinite(p.time)) {
         g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s:%d: expected a size and a time, got '%s'",
                     path, lineno, *l);
         g_strfreev(cells);

@@ -13,7 +13,7 @@ static void calib_write_by_proto(GString *o, const char *key, const double *v, b
     if (seconds)
       g_string_append_printf(o, "%s%s: %.4gus", p ? ", " : "", proto[p], v[p] * 1e6);
     else
-      g_string_append_printf(o, "%s%s: %.0f", p ? ", " : "", proto[p], v[p]);
+      g_string_append_printf(o, "%s%s: %.0fB", p ? ", " : "", proto[p], v[p]);
   }
   g_string_append(o, "}\n");
 }

@@ -73,6 +73,7 @@ typedef struct {
   size_t count_offset;
   double min, max; /* inclusive range for INT and QTY (max 0 = unbounded) */
   const char *doc; /* one line for `dlsim schema` */
+  const char *why; /* why values beyond `max` are refused (plausibility, not syntax) */
   /* the default: a constant that cfg_defaults applies (has_def: `def`, `defs` per name of a
    * QTY_BY_ENUM, `def_str` for strings), or `derived`: how load.c computes it, for the docs */
   bool has_def;
@@ -88,6 +89,9 @@ struct cfg_schema {
   size_t nfields;
   size_t size;      /* sizeof the struct (SEQ_MAP elements) */
 };
+
+/* The range (SI) a quantity of this kind must lie in, or 0, and why; false if none. */
+bool cfg_plausible_range(units_kind unit, double *lo, double *hi, const char **why);
 
 /* Marks every key of `obj` unset (NAN, CFG_UNSET_INT, NULL, empty), as the table says. */
 void cfg_schema_init(const cfg_schema *s, void *obj);

@@ -219,11 +219,16 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
     c->name = g_strdup("cluster");
   if (!c->gpu.name)
     c->gpu.name = g_strdup("gpu");
-  if (isnan(c->gpu.memory) || c->gpu.memory <= 0)
+  if (isnan(c->gpu.memory))
     return cfg_fail(err, d, "gpu", "gpu: missing required key 'memory' (for example 80GiB)");
-  if (isnan(c->gpu.memory_bandwidth) || c->gpu.memory_bandwidth <= 0)
+  if (!(c->gpu.memory > 0))
+    return cfg_fail(err, d, "gpu.memory", "gpu.memory: must be > 0 (for example 80GiB)");
+  if (isnan(c->gpu.memory_bandwidth))
     return cfg_fail(err, d, "gpu",
                     "gpu: missing required key 'memory_bandwidth' (for example 3.35TB/s)");
+  if (!(c->gpu.memory_bandwidth > 0))
+    return cfg_fail(err, d, "gpu.memory_bandwidth",
+                    "gpu.memory_bandwidth: must be > 0 (for example 3.35TB/s)");
   bool any_flops = false;
   for (int k = 0; k < CFG_NDTYPES; k++)
     any_flops |= !isnan(c->gpu.flops[k]) && c->gpu.flops[k] > 0;

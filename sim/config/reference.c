@@ -89,6 +89,10 @@ static char *cfg_ref_allowed(const cfg_field *f)
   }
   if (f->type == CFG_T_INT)
     return f->max > 0 ? g_strdup_printf("%g to %g", f->min, f->max) : g_strdup_printf(">= %g", f->min);
+  double lo, hi;
+  const char *why;
+  if (f->type == CFG_T_QTY && f->max == 0 && cfg_plausible_range(f->unit, &lo, &hi, &why))
+    return g_strdup_printf("0, or %g to %g (SI), with its unit", lo, hi);
   if (f->type == CFG_T_QTY)
     return f->max > 0 ? g_strdup_printf("0 to %g", f->max) : g_strdup(">= 0");
   return g_strdup("");
@@ -146,8 +150,10 @@ static const char *const cfg_ref_intro =
     "--markdown`; a test fails when this file is stale).\n\n"
     "Quantities take SI or binary units as strings: sizes `80GiB`, `25MB`; bandwidths "
     "`3.35TB/s`, `400Gb/s` (bits are divided by 8); FLOP/s `989TFLOPS`; times `2us`, `1.5ms`; "
-    "rates `10/s`, `600/min`; fractions `0.9` or `90%`. A bare number is taken in the SI base "
-    "unit (bytes, bytes/s, FLOP/s, seconds). `--set PATH=VALUE` sets any key by its dotted path, "
+    "rates `10/s`, `600/min`; fractions `0.9` or `90%`. A quantity with a dimension needs its "
+    "unit (a bare `400` for a bandwidth is an error, not 400 bytes/s; `0` needs none), and it "
+    "must lie in the plausible range the table gives: a value outside is an error that names "
+    "the key, the value, the range and why. `--set PATH=VALUE` sets any key by its dotted path, "
     "in the cluster or the workload (`--set gpu.memory_bandwidth=4.8TB/s`, `--set "
     "parallel.tp=4`). An unknown key is an error that names the key, its file:line:column and "
     "the closest known key. A default in words is derived from other keys when the file leaves "

@@ -112,6 +112,7 @@ const char *cfg_kernel_class_name(cfg_kernel_class k)
 #define DEFS(a) .has_def = true, .defs = (a)
 #define DEF_STR(v) .has_def = true, .def_str = (v)
 #define DERIVED(text) .derived = (text)
+#define UPTO(hi, reason) .max = (hi), .why = (reason)
 #define SCHEMA(name, type, fields) {name, fields, G_N_ELEMENTS(fields), sizeof(type)}
 
 /* ---- efficiency / calibration ------------------------------------------------------------ */
@@ -198,7 +199,7 @@ static const cfg_field cfg_nccl_fields[] = {
               cfg_proto_names, "payload / wire bytes (LL 1/2, LL128 120/128)", .max = 1.0,
               DEFS(cfg_protocol_efficiency_defaults)),
     F_INT(cfg_nccl, "max_channels", max_channels, 1, "rings or trees used at once across nodes",
-          DEF(16)),
+          DEF(16), UPTO(256, "NCCL runs at most 64 channels")),
     F_STR(cfg_nccl, "source", source, "where the numbers come from",
           DEF_STR("dlsim defaults (not calibrated)")),
 };
@@ -244,13 +245,13 @@ static const cfg_field cfg_intra_fields[] = {
 static const cfg_schema cfg_schema_intra = SCHEMA("node.intra", cfg_intra, cfg_intra_fields);
 
 static const cfg_field cfg_node_fields[] = {
-    F_INT(cfg_node_spec, "count", count, 1, "nodes", DEF(1)),
-    F_INT(cfg_node_spec, "gpus_per_node", gpus_per_node, 1, "GPUs per node", DERIVED("required")),
+    F_INT(cfg_node_spec, "count", count, 1, "nodes", DEF(1), UPTO(1 << 20, "dlsim simulates clusters of at most 2^20 GPUs")),
+    F_INT(cfg_node_spec, "gpus_per_node", gpus_per_node, 1, "GPUs per node", DERIVED("required"), UPTO(1024, "the largest NVLink domains hold a few hundred GPUs")),
     F_MAP(cfg_node_spec, "intra", intra, cfg_schema_intra,
           "the NVLink / NVSwitch domain of one node"),
     F_INT(cfg_node_spec, "nics_per_node", nics_per_node, 0,
           "network adapters per node (one per GPU on DGX nodes)",
-          DERIVED("gpus_per_node with more than one node, else 0")),
+          DERIVED("gpus_per_node with more than one node, else 0"), UPTO(64, "a node carries a few dozen network adapters at most")),
     F_QTY(cfg_node_spec, "host_memory", host_memory, UNITS_BYTES,
           "CPU memory per node (ZeRO-Offload)", DEF(0)),
     F_QTY(cfg_node_spec, "nvme", nvme, UNITS_BYTES, "NVMe per node (ZeRO-Infinity)", DEF(0)),
@@ -262,7 +263,7 @@ static const cfg_field cfg_tier_fields[] = {
     F_QTY(cfg_tier, "latency", latency, UNITS_SECONDS, "per switch traversal", DEF(1e-6)),
     F_INT(cfg_tier, "nodes_per_switch", nodes_per_switch, 1,
           "nodes below one switch of this tier (a multiple of the tier below's)",
-          DERIVED("the top tier spans all nodes; required below it")),
+          DERIVED("the top tier spans all nodes; required below it"), UPTO(1 << 20, "dlsim simulates clusters of at most 2^20 GPUs")),
     F_QTY(cfg_tier, "oversubscription", oversubscription, UNITS_NUMBER,
           "downlink / uplink capacity of this tier's switches (1: full bisection)", DEF(1.0)),
 };
@@ -295,10 +296,10 @@ const cfg_schema cfg_schema_cluster = SCHEMA("cluster", cfg_cluster, cfg_cluster
 /* ---- model -------------------------------------------------------------------------------- */
 
 static const cfg_field cfg_moe_fields[] = {
-    F_INT(cfg_moe, "experts", experts, 1, "routed experts per MoE layer", DERIVED("required")),
-    F_INT(cfg_moe, "top_k", top_k, 1, "experts each token is routed to", DERIVED("required")),
+    F_INT(cfg_moe, "experts", experts, 1, "routed experts per MoE layer", DERIVED("required"), UPTO(1 << 16, "MoE models have at most a few thousand experts")),
+    F_INT(cfg_moe, "top_k", top_k, 1, "experts each token is routed to", DERIVED("required"), UPTO(1 << 16, "MoE models have at most a few thousand experts")),
     F_INT(cfg_moe, "expert_ffn_hidden", expert_ffn_hidden, 1, "an expert's MLP width",
-          DERIVED("ffn_hidden")),
+          DERIVED("ffn_hidden"), UPTO(1 << 22, "the widest MLPs are near 2^17")),
     F_INT(cfg_moe, "shared_experts", shared_experts, 0, "experts every token goes through",
           DERIVED("0")),
     F_INT(cfg_moe, "every", every, 1, "one MoE layer every N layers", DERIVED("1")),
@@ -330,27 +331,27 @@ static const cfg_field cfg_model_fields[] = {
            DEF(CFG_MODEL_TRANSFORMER)),
     F_STR(cfg_model, "name", name, "the model's name, for reports",
           DERIVED("the cnn preset, else \"model\"")),
-    F_INT(cfg_model, "layers", layers, 1, "transformer blocks", DERIVED("required (transformers)")),
-    F_INT(cfg_model, "hidden", hidden, 1, "model width", DERIVED("required (transformers)")),
-    F_INT(cfg_model, "heads", heads, 1, "attention heads", DERIVED("required (transformers)")),
+    F_INT(cfg_model, "layers", layers, 1, "transformer blocks", DERIVED("required (transformers)"), UPTO(10000, "the deepest published transformers have a few hundred layers")),
+    F_INT(cfg_model, "hidden", hidden, 1, "model width", DERIVED("required (transformers)"), UPTO(1 << 20, "the widest dense models have hidden sizes near 2^15")),
+    F_INT(cfg_model, "heads", heads, 1, "attention heads", DERIVED("required (transformers)"), UPTO(1 << 16, "models have at most a few hundred heads")),
     F_INT(cfg_model, "kv_heads", kv_heads, 1,
-          "key/value heads (grouped-query attention when < heads)", DERIVED("heads")),
-    F_INT(cfg_model, "ffn_hidden", ffn_hidden, 1, "MLP width", DERIVED("4 x hidden")),
-    F_INT(cfg_model, "vocab", vocab, 1, "vocabulary size", DERIVED("required (transformers)")),
+          "key/value heads (grouped-query attention when < heads)", DERIVED("heads"), UPTO(1 << 16, "models have at most a few hundred heads")),
+    F_INT(cfg_model, "ffn_hidden", ffn_hidden, 1, "MLP width", DERIVED("4 x hidden"), UPTO(1 << 22, "the widest MLPs are near 2^17")),
+    F_INT(cfg_model, "vocab", vocab, 1, "vocabulary size", DERIVED("required (transformers)"), UPTO(1 << 24, "vocabularies hold at most a few hundred thousand tokens")),
     F_INT(cfg_model, "seq_len", seq_len, 1, "sequence length in tokens",
-          DERIVED("required (transformers); 2048 for generic models")),
+          DERIVED("required (transformers); 2048 for generic models"), UPTO(1 << 24, "the longest trained contexts are a few million tokens")),
     F_ENUM(cfg_model, "activation", activation, cfg_activation_names,
            "MLP activation (swiglu: gated, three weight matrices)", DEF(CFG_ACT_GELU)),
     F_BOOL(cfg_model, "tied_embeddings", tied_embeddings,
            "the output layer shares the embedding's weights", DERIVED("true for gelu, else false")),
     F_MAP(cfg_model, "moe", moe, cfg_schema_moe, "mixture of experts (kind moe-transformer)"),
     F_INT(cfg_model, "head_dim", head_dim, 1, "width of one attention head",
-          DERIVED("hidden / heads")),
+          DERIVED("hidden / heads"), UPTO(1 << 16, "heads are at most a few hundred wide")),
     F_MAP(cfg_model, "mla", mla, cfg_schema_mla,
           "DeepSeek's multi-head latent attention (absent: none)"),
     F_STR(cfg_model, "preset", preset, "cnn: resnet18, resnet34, resnet50, resnet101, resnet152"),
-    F_INT(cfg_model, "image_size", image_size, 1, "cnn: input resolution", DEF(224)),
-    F_INT(cfg_model, "num_classes", num_classes, 1, "cnn: classifier outputs", DEF(1000)),
+    F_INT(cfg_model, "image_size", image_size, 1, "cnn: input resolution", DEF(224), UPTO(1 << 15, "images wider than 32K pixels are not CNN inputs")),
+    F_INT(cfg_model, "num_classes", num_classes, 1, "cnn: classifier outputs", DEF(1000), UPTO(1 << 24, "classifiers have at most millions of classes")),
     F_QTY(cfg_model, "params", params, UNITS_NUMBER,
           "generic: total parameters (what memory estimators take)"),
     F_QTY(cfg_model, "largest_layer_params", largest_layer_params, UNITS_NUMBER,
@@ -362,8 +363,8 @@ const cfg_schema cfg_schema_model = SCHEMA("model", cfg_model, cfg_model_fields)
 
 static const cfg_field cfg_training_fields[] = {
     F_INT(cfg_training, "global_batch", global_batch, 1, "sequences (or samples) per step",
-          DERIVED("required")),
-    F_INT(cfg_training, "micro_batch", micro_batch, 1, "sequences per micro-batch", DEF(1)),
+          DERIVED("required"), UPTO(1 << 26, "the largest batches are a few tens of thousands of sequences")),
+    F_INT(cfg_training, "micro_batch", micro_batch, 1, "sequences per micro-batch", DEF(1), UPTO(1 << 20, "a micro-batch of a million sequences fits no GPU")),
     F_ENUM(cfg_training, "dtype", dtype, cfg_dtype_names, "training data type", DEF(CFG_BF16)),
     F_ENUM(cfg_training, "optimizer", optimizer, cfg_optimizer_names, "the optimizer",
            DEF(CFG_OPT_ADAM)),
@@ -390,7 +391,7 @@ static const cfg_field cfg_parallel_fields[] = {
     F_ENUM(cfg_parallel, "schedule", schedule, cfg_schedule_names, "pipeline schedule",
            DEF(CFG_SCHED_1F1B)),
     F_INT(cfg_parallel, "virtual_stages", virtual_stages, 1,
-          "model chunks per pipeline rank (interleaved)", DEF(1)),
+          "model chunks per pipeline rank (interleaved)", DEF(1), UPTO(1024, "interleaving runs a few chunks per pipeline rank")),
     F_INT(cfg_parallel, "zero", zero, 0, "ZeRO stage (0 to 3)", .max = 3, DEF(0)),
     F_ENUM(cfg_parallel, "offload", offload, cfg_offload_names,
            "ZeRO-Offload / ZeRO-Infinity target of the optimizer states", DEF(CFG_OFFLOAD_NONE)),
@@ -416,9 +417,9 @@ static const cfg_field cfg_requests_fields[] = {
            "arrival process (burst: all at time 0)", DEF(CFG_ARRIVAL_POISSON)),
     F_INT(cfg_requests, "count", count, 1, "requests simulated", DEF(1000)),
     F_INT(cfg_requests, "prompt_tokens", prompt_tokens, 1, "prompt length (mean)",
-          DERIVED("required unless lengths come from a file or trace")),
+          DERIVED("required unless lengths come from a file or trace"), UPTO(1 << 24, "the longest contexts are a few million tokens")),
     F_INT(cfg_requests, "output_tokens", output_tokens, 1, "output length (mean)",
-          DERIVED("required unless lengths come from a file or trace")),
+          DERIVED("required unless lengths come from a file or trace"), UPTO(1 << 24, "the longest contexts are a few million tokens")),
     F_INT(cfg_requests, "seed", seed, 0, "random seed", DEF(1)),
     F_QTY(cfg_requests, "burstiness", burstiness, UNITS_NUMBER,
           "gamma arrivals: shape (1 = Poisson, < 1 burstier)", DEF(1.0)),
@@ -469,8 +470,8 @@ static const cfg_field cfg_serving_fields[] = {
           "tokens per iteration (vLLM max_num_batched_tokens)",
           DERIVED("2048 for chunked, else max(2048, max_model_len)")),
     F_INT(cfg_serving, "max_model_len", max_model_len, 1,
-          "longest prompt + output a request may have", DERIVED("model.seq_len, else 4096")),
-    F_INT(cfg_serving, "block_size", block_size, 1, "tokens per KV block (paging)", DEF(16)),
+          "longest prompt + output a request may have", DERIVED("model.seq_len, else 4096"), UPTO(1 << 24, "the longest contexts are a few million tokens")),
+    F_INT(cfg_serving, "block_size", block_size, 1, "tokens per KV block (paging)", DEF(16), UPTO(1 << 16, "KV blocks hold tens to hundreds of tokens")),
     F_INT(cfg_serving, "kv_blocks", kv_blocks, 1,
           "KV blocks per replica as measured, overriding the model",
           DERIVED("computed from the memory weights and activations leave")),
@@ -800,7 +801,7 @@ static bool cfg_decode_int(const cfg_node *n, const cfg_field *f, const char *pa
     }
     v = (gint64)d;
   }
-  if (v < (gint64)f->min || (f->max > 0 && v > (gint64)f->max)) {
+  if (v < (gint64)f->min) {
     if (f->max > 0)
       cfg_set_error_node(err, n, "%s: expected an integer from %g to %g, got %" G_GINT64_FORMAT,
                          path, f->min, f->max, v);
@@ -809,8 +810,83 @@ static bool cfg_decode_int(const cfg_node *n, const cfg_field *f, const char *pa
                          f->min, v);
     return false;
   }
+  /* counts beyond 2^30 are no configuration: products of them would overflow long before */
+  double hi = f->max > 0 ? f->max : (double)(1 << 30);
+  if ((double)v > hi) {
+    if (f->why || f->max == 0)
+      cfg_set_error_node(err, n, "%s = %" G_GINT64_FORMAT " is out of range [%g, %g]: %s", path, v,
+                         f->min, hi, f->why ? f->why : "a count beyond 2^30 is not a configuration");
+    else
+      cfg_set_error_node(err, n, "%s: expected an integer from %g to %g, got %" G_GINT64_FORMAT,
+                         path, f->min, f->max, v);
+    return false;
+  }
   *out = (int)v;
   return true;
+}
+
+/* What no real machine or workload comes near, by kind of quantity: a value outside is a typo
+ * or a unit slip, and it would otherwise come back as a step of inf s or a runaway. */
+typedef struct {
+  double lo, hi; /* inclusive; 0 is always allowed for the "none" of optional keys */
+  const char *why;
+} cfg_plausible;
+
+static bool cfg_plausible_of(units_kind unit, cfg_plausible *p)
+{
+  static const struct {
+    units_kind unit;
+    cfg_plausible range;
+  } ranges[] = {
+      {UNITS_BYTES, {1, 1125899906842624.0, "no GPU, node or buffer holds more than a petabyte"}},
+      {UNITS_BYTES_PER_S,
+       {1e6, 1e14, "links and memories run between 1 MB/s and 100 TB/s (HBM3e: 8 TB/s)"}},
+      {UNITS_FLOPS, {1e9, 1e17, "GPUs run between 1 GFLOP/s and 100 PFLOP/s (B200 fp4: 10 PFLOP/s)"}},
+      {UNITS_SECONDS, {1e-9, 86400, "latencies and overheads lie between a nanosecond and a day"}},
+      {UNITS_PER_SECOND, {1e-6, 1e9, "request rates lie between one in 11 days and 1e9 per second"}},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(ranges); i++)
+    if (ranges[i].unit == unit) {
+      *p = ranges[i].range;
+      return true;
+    }
+  return false;
+}
+
+/* Quantities with a dimension take their unit: a bare "400" for a bandwidth was 400 bytes/s. */
+static bool cfg_needs_unit(units_kind unit)
+{
+  return unit == UNITS_BYTES || unit == UNITS_BYTES_PER_S || unit == UNITS_FLOPS ||
+         unit == UNITS_SECONDS || unit == UNITS_PER_SECOND;
+}
+
+static bool cfg_bare_number(const char *text)
+{
+  char *end = NULL;
+  g_ascii_strtod(text, &end);
+  return end != text && *end == '\0';
+}
+
+bool cfg_plausible_range(units_kind unit, double *lo, double *hi, const char **why)
+{
+  cfg_plausible p;
+  if (!cfg_plausible_of(unit, &p))
+    return false;
+  *lo = p.lo;
+  *hi = p.hi;
+  *why = p.why;
+  return true;
+}
+
+static bool cfg_check_plausible(const cfg_node *n, units_kind unit, const char *path, double v,
+                                GError **err)
+{
+  cfg_plausible p;
+  if (v == 0 || !cfg_plausible_of(unit, &p) || (v >= p.lo && v <= p.hi))
+    return true;
+  cfg_set_error_node(err, n, "%s = %s is out of range [%g, %g] (SI units): %s", path, n->scalar,
+                     p.lo, p.hi, p.why);
+  return false;
 }
 
 static bool cfg_decode_qty(const cfg_node *n, units_kind unit, double max, const char *path,
@@ -825,6 +901,11 @@ static bool cfg_decode_qty(const cfg_node *n, units_kind unit, double max, const
                        n->scalar, why);
     return false;
   }
+  if (cfg_needs_unit(unit) && v != 0 && cfg_bare_number(n->scalar)) {
+    cfg_set_error_node(err, n, "%s: '%s' needs a unit: expected %s", path, n->scalar,
+                       units_describe(unit));
+    return false;
+  }
   if (v < 0 || (max > 0 && v > max)) {
     if (max > 0)
       cfg_set_error_node(err, n, "%s: expected a value from 0 to %g, got '%s'", path, max,
@@ -833,6 +914,8 @@ static bool cfg_decode_qty(const cfg_node *n, units_kind unit, double max, const
       cfg_set_error_node(err, n, "%s: expected a value >= 0, got '%s'", path, n->scalar);
     return false;
   }
+  if (!cfg_check_plausible(n, unit, path, v, err))
+    return false;
   *out = v;
   return true;
 }

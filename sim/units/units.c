@@ -101,13 +101,13 @@ const char *units_describe(units_kind kind)
   case UNITS_NUMBER:
     return "a number";
   case UNITS_BYTES:
-    return "a size such as 80GiB, 25MB or a number of bytes";
+    return "a size with its unit, such as 80GiB, 25MB or 4096B";
   case UNITS_BYTES_PER_S:
-    return "a bandwidth such as 3.35TB/s, 400Gb/s or a number of bytes/s";
+    return "a bandwidth with its unit, such as 3.35TB/s or 400Gb/s";
   case UNITS_FLOPS:
-    return "a compute rate such as 989TFLOPS or a number of FLOP/s";
+    return "a compute rate with its unit, such as 989TFLOPS";
   case UNITS_SECONDS:
-    return "a duration such as 2us, 1.5ms or a number of seconds";
+    return "a duration with its unit, such as 2us, 1.5ms or 3s";
   case UNITS_PER_SECOND:
     return "a rate such as 10/s or 600/min";
   case UNITS_FRACTION:
