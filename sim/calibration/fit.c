@@ -109,23 +109,22 @@ static void calib_add(calib_search *s, char *const *fit, double *slot, bool frac
 
 void calib_nccl_candidates(calib_search *s, cfg_nccl *n, char *const *fit, double eff_lo)
 {
-  const char *proto[] = {"ll", "ll128", "simple"};
   char name[48];
   calib_add(s, fit, &n->link_efficiency[CFG_LINK_INTRA], true, eff_lo, 0.99, "link_efficiency.intra");
   calib_add(s, fit, &n->link_efficiency[CFG_LINK_NETWORK], true, eff_lo, 0.99, "link_efficiency.network");
   calib_add(s, fit, &n->nvls_efficiency, true, eff_lo, 0.99, "nvls_efficiency");
   calib_add(s, fit, &n->p2p_efficiency, true, eff_lo, 0.99, "p2p_efficiency");
   for (int p = 0; p < CFG_NPROTOS; p++) {
-    g_snprintf(name, sizeof name, "base_latency.%s", proto[p]);
+    g_snprintf(name, sizeof name, "base_latency.%s", cfg_proto_name((cfg_proto)p));
     calib_add(s, fit, &n->base_latency[p], false, 1e-6, 100e-6, name);
   }
   for (int cl = 0; cl < CFG_NLINKCLASSES; cl++)
     for (int p = 0; p < CFG_NPROTOS; p++) {
-      g_snprintf(name, sizeof name, "hop_latency.%s.%s", cl ? "network" : "intra", proto[p]);
+      g_snprintf(name, sizeof name, "hop_latency.%s.%s", cl ? "network" : "intra", cfg_proto_name((cfg_proto)p));
       calib_add(s, fit, &n->hop_latency[cl][p], false, 0.05e-6, 30e-6, name);
     }
   for (int p = 0; p < CFG_NPROTOS; p++) {
-    g_snprintf(name, sizeof name, "chunk.%s", proto[p]);
+    g_snprintf(name, sizeof name, "chunk.%s", cfg_proto_name((cfg_proto)p));
     calib_add(s, fit, &n->chunk[p], false, 4096, 8 << 20, name);
   }
 }

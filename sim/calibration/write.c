@@ -7,13 +7,12 @@
 
 static void calib_write_by_proto(GString *o, const char *key, const double *v, bool seconds)
 {
-  const char *proto[] = {"ll", "ll128", "simple"};
   g_string_append_printf(o, "  %s: {", key);
   for (int p = 0; p < CFG_NPROTOS; p++) {
     if (seconds)
-      g_string_append_printf(o, "%s%s: %.4gus", p ? ", " : "", proto[p], v[p] * 1e6);
+      g_string_append_printf(o, "%s%s: %.4gus", p ? ", " : "", cfg_proto_name((cfg_proto)p), v[p] * 1e6);
     else
-      g_string_append_printf(o, "%s%s: %.0fB", p ? ", " : "", proto[p], v[p]);
+      g_string_append_printf(o, "%s%s: %.0fB", p ? ", " : "", cfg_proto_name((cfg_proto)p), v[p]);
   }
   g_string_append(o, "}\n");
 }

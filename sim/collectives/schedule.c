@@ -28,13 +28,12 @@ bool coll_algo_parse(const char *name, coll_algo *out, GError **err)
 
 bool coll_proto_parse(const char *name, int *out, GError **err)
 {
-  const char *names[] = {"ll", "ll128", "simple"};
   if (strcmp(name, "auto") == 0) {
     *out = COLL_PROTO_AUTO;
     return true;
   }
   for (int p = 0; p < CFG_NPROTOS; p++)
-    if (strcmp(name, names[p]) == 0) {
+    if (strcmp(name, cfg_proto_name((cfg_proto)p)) == 0) {
       *out = p;
       return true;
     }
