@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -191,4 +192,53 @@ Test(cli, bad_files_exit_2_with_a_message)
     cr_assert(strstr(p.out, files[i]), "message should name the file: %s", p.out);
     th_proc_clear(&p);
   }
+}
+
+/* Every <text> of a PLplot SVG (labels, ticks, and the series' marks): near-white ones would
+ * vanish on the white page. */
+static int svg_text_fills(const char *svg, int *dark, int *light)
+{
+  int n = 0;
+  for (const char *p = strstr(svg, "<text"); p; p = strstr(p + 5, "<text")) {
+    const char *fill = strstr(p, "fill=\"#");
+    const char *end = strchr(p, '>');
+    if (!fill || (end && fill > end))
+      continue;
+    unsigned rgb = (unsigned)strtoul(fill + 7, NULL, 16);
+    int sum = (int)((rgb >> 16) & 0xff) + (int)((rgb >> 8) & 0xff) + (int)(rgb & 0xff);
+    (sum > 600 ? light : dark)[0]++;
+    n++;
+  }
+  return n;
+}
+
+Test(cli, a_sweep_plot_has_dark_ink_on_white_with_units_and_a_legend, .timeout = 120)
+{
+  g_autofree char *path = th_write("sweep.svg", "");
+  g_autofree char *args = g_strdup_printf(
+      "whatif -c dgx-a100 -w megatron-175b --base node.count=8 --engine analytic "
+      "--sweep network.nic_bandwidth=50Gb/s,100Gb/s,200Gb/s,400Gb/s --plot %s", path);
+  th_proc p = th_dlsim(args);
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  th_proc_clear(&p);
+  g_autofree char *svg = NULL;
+  cr_assert(g_file_get_contents(path, &svg, NULL, NULL));
+  int dark = 0, light = 0;
+  int texts = svg_text_fills(svg, &dark, &light);
+  /* title, two axis titles, the x label, ticks on three axes, the legend's two entries */
+  cr_assert(texts >= 15 && light == 0, "%d texts, %d light", texts, light);
+  cr_assert(strstr(svg, "&#x42;&#x2f;&#x73;"), "the x axis names its unit (B/s)");
+  cr_assert(strstr(svg, "&#x6c;&#x6f;&#x67;&#x20;&#x73;&#x63;&#x61;&#x6c;&#x65;"),
+            "a geometric sweep is on a log axis");
+  cr_assert(strstr(svg, "&#x4d;&#x46;&#x55;"), "the legend and right axis name MFU");
+}
+
+Test(cli, a_plot_format_is_checked_before_the_sweep_runs)
+{
+  th_proc p = th_dlsim("whatif -c dgx-a100 -w megatron-175b --base node.count=8 "
+                       "--sweep network.nic_bandwidth=50Gb/s,100Gb/s --plot out.png");
+  cr_assert_eq(p.status, 2, "%s", p.out);
+  cr_assert(strstr(p.out, "--plot out.png: expected a .svg, .pdf or .ps file"), "%s", p.out);
+  cr_assert_null(strstr(p.out, "sweep of"), "nothing ran: %s", p.out);
+  th_proc_clear(&p);
 }

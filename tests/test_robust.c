@@ -116,3 +116,17 @@ Test(robust, runs_too_large_are_refused_with_their_estimate)
          1, "simulating 1048576 GPUs on the des engine would need about");
   expect("serve -c dgx-h100 -w llama2-7b-vllm --max-memory 12parsecs", 2, "--max-memory 12parsecs");
 }
+
+/* DeepSpeed's estimator takes the parameter counts: a transformer's are counted from the model
+ * (they were NaN, and it printed "nan GiB per GPU" with exit 0). 22B parameters, ZeRO-3 on 8
+ * GPUs: 4 x the largest layer + 18 x 22e9 / 8 bytes, about 46 GiB. */
+Test(robust, the_deepspeed_estimator_counts_a_transformers_parameters)
+{
+  th_proc p = th_dlsim("memory -c dgx-a100 -w megatron-22b --set node.count=1 --set parallel.zero=3 "
+                       "--set parallel.tp=1 --set parallel.dp=8 --set training.global_batch=32 --deepspeed --json");
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  cr_assert_null(strstr(p.out, "nan"), "%s", p.out);
+  double gpu = g_ascii_strtod(strstr(p.out, "\"gpu_bytes\":") + 12, NULL);
+  cr_assert(gpu > 40.0 * (1 << 30) && gpu < 55.0 * (1 << 30), "%g bytes per GPU", gpu);
+  th_proc_clear(&p);
+}

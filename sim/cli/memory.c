@@ -6,11 +6,14 @@
 
 #include <stdio.h>
 
-static void mem_print_deepspeed(const cfg_cluster *c, const cfg_workload *w, bool json)
+static bool mem_print_deepspeed(const cfg_cluster *c, const cfg_workload *w, bool json,
+                                GError **err)
 {
   const cfg_parallel *p = &w->parallel;
-  double params = w->model.kind == CFG_MODEL_GENERIC ? w->model.params : 0;
-  mem_deepspeed e = mem_deepspeed_estimate(params, w->model.largest_layer_params,
+  double params = 0, largest = 0;
+  if (!mem_model_params(w, &params, &largest, err))
+    return false;
+  mem_deepspeed e = mem_deepspeed_estimate(params, largest,
                                            c->node.gpus_per_node, c->node.count, p->zero,
                                            p->offload != CFG_OFFLOAD_NONE, p->offload_params != 0,
                                            false);
@@ -20,11 +23,12 @@ static void mem_print_deepspeed(const cfg_cluster *c, const cfg_workload *w, boo
     cJSON_AddNumberToObject(j, "cpu_bytes_per_node", e.cpu);
     rep_json_print(stdout, j);
     cJSON_Delete(j);
-    return;
+    return true;
   }
   printf("DeepSpeed estimator (ZeRO-%d%s): %.2f GiB per GPU, %.2f GiB CPU per node\n", p->zero,
          p->offload != CFG_OFFLOAD_NONE ? ", offload" : "", e.gpu / 1073741824.0,
          e.cpu / 1073741824.0);
+  return true;
 }
 
 int cli_memory(int argc, char **argv)
@@ -60,10 +64,10 @@ int cli_memory(int argc, char **argv)
     return 2;
   }
   if (deepspeed) {
-    mem_print_deepspeed(c, w, json);
+    bool done = mem_print_deepspeed(c, w, json, &err);
     cfg_cluster_free(c);
     cfg_workload_free(w);
-    return 0;
+    return done ? 0 : cli_fail(err);
   }
   mem_options o = {.states_only = states_only, .search = true};
   mem_report m;

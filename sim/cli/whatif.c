@@ -221,54 +221,133 @@ static wi_point wi_point_of(const cJSON *j, char *value, double x)
   return p;
 }
 
+/* The plot device for a file name, checked before any simulation runs. */
+static bool wi_plot_device(const char *path, const char **dev, GError **err)
+{
+  const char *ext = strrchr(path, '.');
+  *dev = ext && strcmp(ext, ".svg") == 0   ? "svg"
+         : ext && strcmp(ext, ".pdf") == 0 ? "pdf"
+         : ext && strcmp(ext, ".ps") == 0  ? "psc"
+                                           : NULL;
+  if (!*dev)
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--plot %s: expected a .svg, .pdf or .ps file",
+                path);
+  return *dev != NULL;
+}
+
+/* A swept value as a number on the x axis, in the key's SI unit when it has one. */
+static double wi_sweep_x(const char *key, const char *value, int index)
+{
+  units_kind unit;
+  double x = 0;
+  if (cfg_key_unit(key, &unit) && units_parse(value, unit, &x, NULL))
+    return x;
+  char *end = NULL;
+  x = g_ascii_strtod(value, &end);
+  return end != value ? x : index;
+}
+
+static const char *wi_unit_symbol(const char *key)
+{
+  static const char *const symbols[] = {"", "B", "B/s", "FLOP/s", "s", "1/s", ""};
+  units_kind unit;
+  return cfg_key_unit(key, &unit) ? symbols[unit] : "";
+}
+
+/* Geometric sweeps (all positive, spanning a factor of 8 or more) read best on a log axis. */
+static bool wi_geometric(const PLFLT *x, int n)
+{
+  PLFLT lo = INFINITY, hi = 0;
+  for (int i = 0; i < n; i++) {
+    if (!(x[i] > 0))
+      return false;
+    lo = MIN(lo, x[i]);
+    hi = MAX(hi, x[i]);
+  }
+  return n >= 3 && hi >= 8 * lo;
+}
+
+/* Colours by index: white paper, black ink for axes and text, blue and red series. */
+static void wi_plot_palette(void)
+{
+  plscol0(0, 255, 255, 255);
+  plscol0(1, 0, 0, 0);
+  plscol0(2, 31, 89, 180);
+  plscol0(3, 200, 45, 40);
+}
+
+/* The marks of the two series, the same in the plot and its legend. */
+#define WI_MARK_STEP "#(728)"
+#define WI_MARK_MFU "#(727)"
+
+static void wi_plot_legend(const wi_columns *cols)
+{
+  PLINT opts[2] = {PL_LEGEND_LINE | PL_LEGEND_SYMBOL, PL_LEGEND_LINE | PL_LEGEND_SYMBOL};
+  PLINT colors[2] = {2, 3}, ink[2] = {1, 1}, solid[2] = {1, 1}, marks[2] = {3, 3};
+  PLFLT widths[2] = {1, 1}, scales[2] = {1, 1};
+  const char *texts[2] = {cols->axis[0], cols->axis[1]}, *symbols[2] = {WI_MARK_STEP, WI_MARK_MFU};
+  PLFLT w, h;
+  pllegend(&w, &h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX,
+           PL_POSITION_BOTTOM | PL_POSITION_RIGHT | PL_POSITION_INSIDE, 0.02, 0.02, 0.1, 0, 1, 1, 0,
+           0, 2, opts, 1.0, 0.8, 2.0, 0, ink, texts, NULL, NULL, NULL, NULL, colors, solid, widths,
+           colors, scales, marks, symbols);
+}
+
 /* A plot of step time (left axis) and MFU (right axis), or their serving counterparts, against
- * the swept value. */
+ * the swept value, dark ink on white, with units, a legend, and a log x axis for geometric
+ * sweeps. */
 static bool wi_plot(const char *path, const char *key, const GArray *pts, const wi_columns *cols,
                     GError **err)
 {
-  const char *ext = strrchr(path, '.');
-  const char *dev = ext && strcmp(ext, ".svg") == 0   ? "svg"
-                    : ext && strcmp(ext, ".pdf") == 0 ? "pdf"
-                    : ext && strcmp(ext, ".ps") == 0  ? "psc"
-                                                      : NULL;
-  if (!dev) {
-    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--plot %s: expected a .svg, .pdf or .ps file", path);
+  const char *dev = NULL;
+  if (!wi_plot_device(path, &dev, err))
     return false;
-  }
   int n = (int)pts->len;
   g_autofree PLFLT *x = g_new(PLFLT, n), *t = g_new(PLFLT, n), *m = g_new(PLFLT, n);
-  PLFLT x0 = INFINITY, x1 = -INFINITY, t1 = 0;
+  PLFLT t1 = 0;
   for (int i = 0; i < n; i++) {
     const wi_point *p = &g_array_index(pts, wi_point, i);
     x[i] = p->x;
     t[i] = p->step;
     m[i] = 100 * p->mfu;
+    t1 = MAX(t1, t[i]);
+  }
+  bool log_x = wi_geometric(x, n);
+  PLFLT x0 = INFINITY, x1 = -INFINITY;
+  for (int i = 0; i < n; i++) {
+    x[i] = log_x ? log10(x[i]) : x[i];
     x0 = MIN(x0, x[i]);
     x1 = MAX(x1, x[i]);
-    t1 = MAX(t1, t[i]);
   }
   if (x1 <= x0)
     x1 = x0 + 1;
+  PLFLT pad = 0.05 * (x1 - x0);
+  const char *sym = wi_unit_symbol(key);
+  g_autofree char *xlabel = *sym ? g_strdup_printf("%s (%s%s)", key, sym, log_x ? ", log scale" : "")
+                                 : g_strdup_printf("%s%s", key, log_x ? " (log scale)" : "");
+  g_autofree char *title = g_strdup_printf("dlsim whatif: %s and %s vs %s", cols->axis[0],
+                                           cols->axis[1], key);
   plsdev(dev);
   plsfnam(path);
-  plscolbg(255, 255, 255);
+  wi_plot_palette();
   plinit();
   pladv(0);
-  plvsta();
-  plwind(x0, x1, 0, t1 * 1.1);
-  plcol0(15);
-  plbox("bcnst", 0, 0, "bnstv", 0, 0);
-  g_autofree char *title = g_strdup_printf("dlsim whatif: %s", key);
-  pllab(key, cols->axis[0], title);
+  plvpor(0.12, 0.86, 0.14, 0.88);
+  plwind(x0 - pad, x1 + pad, 0, t1 * 1.15);
   plcol0(1);
+  plbox(log_x ? "bcnstl" : "bcnst", 0, 0, "bnstv", 0, 0);
+  pllab(xlabel, cols->axis[0], title);
+  plcol0(2);
   plline(n, x, t);
-  plpoin(n, x, t, 2);
-  plwind(x0, x1, 0, 100);
-  plcol0(9);
+  plstring(n, x, t, WI_MARK_STEP);
+  plwind(x0 - pad, x1 + pad, 0, 100);
+  plcol0(1);
   plbox("", 0, 0, "cmstv", 0, 0);
   plmtex("r", 3.0, 0.5, 0.5, cols->axis[1]);
+  plcol0(3);
   plline(n, x, m);
-  plpoin(n, x, m, 4);
+  plstring(n, x, m, WI_MARK_MFU);
+  wi_plot_legend(cols);
   plend();
   return true;
 }
@@ -281,6 +360,9 @@ static bool wi_sweep(const wi_args *a, eng_kind engine, GError **err)
     return false;
   }
   g_autofree char *key = g_strndup(a->sweep, (gsize)(eq - a->sweep));
+  const char *dev = NULL;
+  if (a->plot && !wi_plot_device(a->plot, &dev, err)) /* before minutes of sweeping */
+    return false;
   g_auto(GStrv) values = g_strsplit(eq + 1, ",", -1);
   GArray *pts = g_array_new(FALSE, TRUE, sizeof(wi_point));
   g_array_set_clear_func(pts, NULL);
@@ -295,7 +377,8 @@ static bool wi_sweep(const wi_args *a, eng_kind engine, GError **err)
       char *end = NULL;
       double x = g_ascii_strtod(values[i], &end);
       serving = !cJSON_GetObjectItemCaseSensitive(j, "step_time_s");
-      wi_point p = wi_point_of(j, values[i], end != values[i] ? x : i);
+      (void)x;
+      wi_point p = wi_point_of(j, values[i], wi_sweep_x(key, g_strstrip(values[i]), i));
       g_array_append_val(pts, p);
     }
     cJSON_Delete(j);

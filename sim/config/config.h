@@ -336,6 +336,10 @@ bool cfg_load_text(const char *cluster_path, const char *workload_yaml, char *co
 bool cfg_override_parse(const char *text, cfg_override *out, GError **err);
 void cfg_override_clear(cfg_override *o);
 
+/* The unit of a quantity key of a cluster or workload (false for counts, names, unknown keys). */
+#include "units/units.h"
+bool cfg_key_unit(const char *path, units_kind *unit);
+
 /* The reference of every key (path, type, default, allowed values, what it is), as plain
  * text or Markdown: what `dlsim schema` prints and docs/schema.md holds. */
 void cfg_schema_reference(GString *out, bool markdown);

@@ -1143,6 +1143,27 @@ bool cfg_decode(const cfg_node *node, const cfg_schema *schema, void *out, const
   return true;
 }
 
+/* The unit of a quantity key under `s` ("network.nic_bandwidth", "gpu.flops.bf16"). */
+static bool cfg_unit_under(const cfg_schema *s, char **parts, units_kind *unit)
+{
+  const cfg_field *f = *parts ? cfg_schema_field(s, *parts) : NULL;
+  if (!f)
+    return false;
+  if (f->type == CFG_T_MAP)
+    return cfg_unit_under(f->sub, parts + 1, unit);
+  bool leaf = f->type == CFG_T_QTY ? !parts[1] : f->type == CFG_T_QTY_BY_ENUM && parts[1] && !parts[2];
+  if (leaf)
+    *unit = f->unit;
+  return leaf;
+}
+
+bool cfg_key_unit(const char *path, units_kind *unit)
+{
+  g_auto(GStrv) parts = g_strsplit(path, ".", -1);
+  return cfg_unit_under(&cfg_schema_cluster, parts, unit) ||
+         cfg_unit_under(&cfg_schema_workload, parts, unit);
+}
+
 bool cfg_schema_check_path(const cfg_schema *schema, const char *path, GError **err)
 {
   g_autofree char *norm = g_strdup(path);

@@ -204,6 +204,27 @@ double mem_kv_bytes_per_token(const cfg_model *m, cfg_dtype dtype, int tp)
   return 2.0 * m->layers * heads * d * cfg_dtype_bytes(dtype);
 }
 
+bool mem_model_params(const cfg_workload *w, double *params, double *largest_layer, GError **err)
+{
+  if (w->model.kind == CFG_MODEL_GENERIC) {
+    *params = w->model.params;
+    *largest_layer = w->model.largest_layer_params;
+    return true;
+  }
+  /* one GPU holding everything: no tensor, context or expert split */
+  wl_shard whole = {.micro_batch = 1, .tp = 1, .cp = 1, .ep = 1, .moe_load = 1,
+                    .recompute = CFG_RECOMPUTE_NONE};
+  wl_model *m = NULL;
+  if (!wl_model_build(&w->model, &w->training, &whole, &m, err))
+    return false;
+  *params = m->params;
+  *largest_layer = 0;
+  for (guint i = 0; i < m->layers->len; i++)
+    *largest_layer = MAX(*largest_layer, ((const wl_layer *)g_ptr_array_index(m->layers, i))->params);
+  wl_model_free(m);
+  return true;
+}
+
 mem_deepspeed mem_deepspeed_estimate(double params, double largest_layer, int gpus_per_node,
                                      int nodes, int zero, bool offload, bool offload_params,
                                      bool zero_init)

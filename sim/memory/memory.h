@@ -71,6 +71,9 @@ double mem_kv_bytes_per_token(const cfg_model *m, cfg_dtype dtype, int tp);
 typedef struct {
   double gpu, cpu;
 } mem_deepspeed;
+/* The whole model's parameters and its largest layer's, unsharded: what DeepSpeed's estimators
+ * take (a generic model states them; a transformer or CNN is built to count them). */
+bool mem_model_params(const cfg_workload *w, double *params, double *largest_layer, GError **err);
 mem_deepspeed mem_deepspeed_estimate(double params, double largest_layer, int gpus_per_node,
                                      int nodes, int zero, bool offload, bool offload_params,
                                      bool zero_init);

@@ -48,10 +48,13 @@ static cJSON *val_serve_json(const cfg_cluster *cl, const cfg_workload *w, bool 
   return j;
 }
 
-static cJSON *val_deepspeed_json(const cfg_cluster *cl, const cfg_workload *w)
+static cJSON *val_deepspeed_json(const cfg_cluster *cl, const cfg_workload *w, GError **err)
 {
   const cfg_parallel *p = &w->parallel;
-  mem_deepspeed e = mem_deepspeed_estimate(w->model.params, w->model.largest_layer_params,
+  double params = 0, largest = 0;
+  if (!mem_model_params(w, &params, &largest, err))
+    return NULL;
+  mem_deepspeed e = mem_deepspeed_estimate(params, largest,
                                            cl->node.gpus_per_node, cl->node.count, p->zero,
                                            p->offload != CFG_OFFLOAD_NONE, p->offload_params, false);
   cJSON *j = cJSON_CreateObject();
@@ -96,7 +99,7 @@ static cJSON *val_command_json(const cfg_case *c, const cfg_cluster *cl, const c
     return sim_moe_layer(cl, w, &m, err) ? rep_moe_json(&m) : NULL;
   }
   if (strcmp(cmd, "deepspeed") == 0)
-    return val_deepspeed_json(cl, w);
+    return val_deepspeed_json(cl, w, err);
   if (strcmp(cmd, "memory") == 0 || strcmp(cmd, "memory-states") == 0)
     return val_memory_json(cl, w, strcmp(cmd, "memory-states") == 0, err);
   if (strcmp(cmd, "serve") == 0 || strcmp(cmd, "serve-max-rate") == 0)
