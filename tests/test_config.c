@@ -212,3 +212,48 @@ Test(config, calibration_file_merges_under_inline_values)
   const char *bad[] = {"gpu.calibration=/nonexistent/cal.yaml", NULL};
   expect_error(NULL, NULL, bad, "gpu.calibration: /nonexistent/cal.yaml: cannot read");
 }
+
+/* Presets run together: a preset cluster takes the workload's size (its dp stated, or the most
+ * nodes whose data parallelism divides the batch), and says so; a cluster file does not. */
+Test(config, a_preset_cluster_is_sized_to_the_job)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("dgx-a100", "megatron-22b", NULL, &c, &w));
+  cr_assert_eq(c->node.count, 1, "TP 8 x DP 1 on one node of the four-node preset");
+  cr_assert(c->sized_to_job);
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
+  cr_assert(th_load("dgx-a100", "gpt3-1.3b-dp", NULL, &c, &w));
+  cr_assert_eq(c->node.count, 2, "dp 16 divides 128 sequences into micro-batches of 8");
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
+  const char *pinned[] = {"node.count=4", NULL};
+  g_autofree char *err = th_load_error("dgx-a100", "megatron-22b", pinned);
+  cr_assert(err && strstr(err, "but the cluster has 32 GPUs"), "a node count the user set stays: %s",
+            err ? err : "loaded");
+  g_autofree char *file = g_build_filename(DLSIM_SOURCE_DIR, "configs", "clusters", "dgx-a100.yaml", NULL);
+  g_autofree char *err2 = th_load_error(file, "megatron-22b", NULL);
+  cr_assert(err2 && strstr(err2, "but the cluster has 32 GPUs"), "a cluster file is not resized");
+}
+
+/* model: {preset: NAME, KEY: VALUE}: the preset with those keys changed, errors where they are. */
+Test(config, a_model_preset_takes_overrides)
+{
+  g_autofree char *path = th_write("preset-w.yaml", "model: {preset: llama3-70b, seq_len: 8192}\n"
+                                                    "training: {global_batch: 64}\n"
+                                                    "parallel: {tp: 8, pp: 4}\n");
+  const char *nodes[] = {"node.count=8", NULL};
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("dgx-h100", path, nodes, &c, &w));
+  cr_assert_eq(w->model.seq_len, 8192);
+  cr_assert_eq(w->model.layers, 80, "the rest comes from the preset");
+  cr_assert_str_eq(w->model.name, "llama3-70b");
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
+  g_autofree char *bad = th_write("preset-bad.yaml", "model: {preset: llama3-70b, heads: 7}\n"
+                                                     "training: {global_batch: 64}\n");
+  g_autofree char *err = th_load_error("dgx-h100", bad, nodes);
+  cr_assert(err && strstr(err, "preset-bad.yaml:1:") && strstr(err, "model.heads = 7"), "%s", err);
+}

@@ -169,6 +169,7 @@ typedef struct {
   cfg_network network;
   cfg_nccl nccl;  /* defaults <- gpu.calibration file's nccl <- inline nccl */
   cfg_doc *doc; /* for error positions in later cross-checks */
+  bool sized_to_job; /* a preset whose node count was set to the workload's GPUs */
 } cfg_cluster;
 
 /* ---- model --------------------------------------------------------------------------------- */

@@ -79,9 +79,74 @@ static cfg_doc *cfg_load_named(const char *name, const char *kind, GError **err)
 }
 
 /* Replaces `model: NAME` by the mapping of the model file it names. */
+/* A model read from a file is named after the file unless it names itself. */
+static void cfg_name_model(cfg_node *model, const char *path)
+{
+  if (cfg_map_get(model, "name"))
+    return;
+  g_autofree char *base = g_path_get_basename(path);
+  if (g_str_has_suffix(base, ".yaml"))
+    base[strlen(base) - 5] = '\0';
+  cfg_node *n = cfg_node_new(CFG_NODE_SCALAR, model->file, 0, 0);
+  n->scalar = g_strdup(base);
+  cfg_map_put(model, "name", n);
+}
+
+/* Moves every key of `over` onto `base`, mappings merged key by key (over wins). */
+static void cfg_map_overlay(cfg_node *base, cfg_node *over)
+{
+  for (guint i = 0; i < over->items->len; i++) {
+    cfg_pair *o = g_ptr_array_index(over->items, i);
+    cfg_node *b = cfg_map_get(base, o->key);
+    if (b && b->kind == CFG_NODE_MAP && o->value->kind == CFG_NODE_MAP) {
+      cfg_map_overlay(b, o->value);
+      continue;
+    }
+    cfg_map_put(base, o->key, o->value);
+    o->value = NULL;
+  }
+}
+
+/* `model: {preset: NAME, KEY: VALUE...}`: the model file NAME with those keys changed. A `preset`
+ * that names no model file stays what it was, a CNN's architecture (resnet18...). */
+static bool cfg_graft_model_preset(cfg_doc *doc, cfg_pair *p, GError **err)
+{
+  cfg_pair *pre = cfg_map_find(p->value, "preset");
+  if (!pre || pre->value->kind != CFG_NODE_SCALAR)
+    return true;
+  const cfg_node *ref = pre->value;
+  g_autofree char *path = cfg_resolve(ref->scalar, "models", ref->line ? ref->file : NULL);
+  if (!path)
+    return true;
+  g_autofree char *text = NULL;
+  if (!g_file_get_contents(path, &text, NULL, NULL)) {
+    cfg_set_error_node(err, ref, "model.preset: cannot read '%s'", path);
+    return false;
+  }
+  cfg_node *model = cfg_tree_parse(doc, text, path, err);
+  if (!model)
+    return false;
+  if (model->kind != CFG_NODE_MAP) {
+    cfg_set_error_node(err, ref, "model.preset: '%s' is not a mapping", path);
+    cfg_node_free(model);
+    return false;
+  }
+  g_ptr_array_remove(p->value->items, pre); /* the file's own preset, if any, stays */
+  g_free(pre->key);
+  cfg_node_free(pre->value);
+  g_free(pre);
+  cfg_map_overlay(model, p->value);
+  cfg_node_free(p->value);
+  p->value = model;
+  cfg_name_model(model, path);
+  return true;
+}
+
 static bool cfg_graft_model(cfg_doc *doc, GError **err)
 {
   cfg_pair *p = cfg_map_find(doc->root, "model");
+  if (p && p->value->kind == CFG_NODE_MAP)
+    return cfg_graft_model_preset(doc, p, err);
   if (!p || p->value->kind != CFG_NODE_SCALAR)
     return true;
   const cfg_node *ref = p->value;
@@ -99,14 +164,7 @@ static bool cfg_graft_model(cfg_doc *doc, GError **err)
   cfg_node *model = cfg_tree_parse(doc, text, path, err);
   if (!model)
     return false;
-  if (!cfg_map_get(model, "name")) {
-    g_autofree char *base = g_path_get_basename(path);
-    if (g_str_has_suffix(base, ".yaml"))
-      base[strlen(base) - 5] = '\0';
-    cfg_node *n = cfg_node_new(CFG_NODE_SCALAR, model->file, 0, 0);
-    n->scalar = g_strdup(base);
-    cfg_map_put(model, "name", n);
-  }
+  cfg_name_model(model, path);
   cfg_node_free(p->value);
   p->value = model;
   return true;
@@ -618,9 +676,65 @@ static bool cfg_decode_workload(cfg_doc *doc, const cfg_cluster *c, cfg_workload
 
 /* Applies the overrides to the documents (either may be NULL; both are consumed), then decodes
  * and checks them. */
-static bool cfg_load_docs(cfg_doc *cdoc, cfg_doc *wdoc, const cfg_override *sets, size_t nsets,
-                          cfg_cluster **cluster, cfg_workload **workload, GError **err)
+/* An integer at a dotted path of a document's tree (1 where absent: a degree left out). */
+static int cfg_tree_int(const cfg_doc *doc, const char *a, const char *b, int absent)
 {
+  const cfg_node *n = cfg_map_get(cfg_map_get(doc->root, a), b);
+  if (!n)
+    return absent;
+  char *end = NULL;
+  double v = n->kind == CFG_NODE_SCALAR ? g_ascii_strtod(n->scalar, &end) : NAN;
+  return end && !*end && v >= 1 && v <= 1 << 20 && v == floor(v) ? (int)v : -1;
+}
+
+/* Nodes of `gpn` GPUs for a job that leaves dp out: the most (up to `count`) whose data
+ * parallelism divides the batch into whole micro-batches; 0 if none. */
+static int cfg_nodes_for_batch(int count, int gpn, gint64 inner, int batch, int micro)
+{
+  for (int n = count; n >= 1; n--) {
+    gint64 gpus = (gint64)n * gpn;
+    if (gpus % inner)
+      continue;
+    gint64 dp = gpus / inner;
+    if (batch % dp == 0 && (batch / dp) % micro == 0)
+      return n;
+  }
+  return 0;
+}
+
+/* A preset cluster takes the size of the job it is given: `dlsim run -c dgx-a100 -w
+ * megatron-22b` runs the workload's TP 8 on one node, not an error about the preset's four.
+ * With dp stated, the job's GPUs in whole nodes; with dp left out, the most nodes (up to the
+ * preset's) whose data parallelism divides the batch. Only for a cluster given by preset name
+ * whose node count was not set. Returns the nodes it set, or 0. */
+static int cfg_size_preset(cfg_doc *cdoc, const cfg_doc *wdoc, const cfg_override *sets,
+                           size_t nsets)
+{
+  for (size_t i = 0; i < nsets; i++)
+    if (strcmp(sets[i].path, "node.count") == 0)
+      return 0;
+  int gpn = cfg_tree_int(cdoc, "node", "gpus_per_node", -1), count = cfg_tree_int(cdoc, "node", "count", 1);
+  int tp = cfg_tree_int(wdoc, "parallel", "tp", 1), pp = cfg_tree_int(wdoc, "parallel", "pp", 1);
+  int cp = cfg_tree_int(wdoc, "parallel", "cp", 1), dp = cfg_tree_int(wdoc, "parallel", "dp", 0);
+  int batch = cfg_tree_int(wdoc, "training", "global_batch", -1);
+  int micro = cfg_tree_int(wdoc, "training", "micro_batch", 1);
+  if (gpn < 1 || count < 1 || tp < 1 || pp < 1 || cp < 1 || dp < 0 || batch < 1 || micro < 1)
+    return 0;
+  gint64 inner = (gint64)tp * pp * cp, nodes = 0;
+  if (dp > 0)
+    nodes = inner * dp % gpn ? 0 : inner * dp / gpn;
+  else
+    nodes = cfg_nodes_for_batch(count, gpn, inner, batch, micro);
+  if (nodes < 1 || nodes == count || nodes > 1 << 20)
+    return 0;
+  g_autofree char *text = g_strdup_printf("%" G_GINT64_FORMAT, nodes);
+  return cfg_tree_set(cdoc, "node.count", text, NULL) ? (int)nodes : 0;
+}
+
+static bool cfg_load_docs(cfg_doc *cdoc, cfg_doc *wdoc, const cfg_override *sets, size_t nsets,
+                          bool preset, cfg_cluster **cluster, cfg_workload **workload, GError **err)
+{
+  int sized = 0;
   if (wdoc && !cfg_graft_model(wdoc, err))
     goto fail;
   for (size_t i = 0; i < nsets; i++)
@@ -628,8 +742,12 @@ static bool cfg_load_docs(cfg_doc *cdoc, cfg_doc *wdoc, const cfg_override *sets
       goto fail;
   if (wdoc && !cfg_graft_model(wdoc, err)) /* a --set may have named another model */
     goto fail;
+  if (preset && cdoc && wdoc && cfg_map_get(wdoc->root, "training"))
+    sized = cfg_size_preset(cdoc, wdoc, sets, nsets);
   if (cdoc) {
     bool ok = cfg_decode_cluster(cdoc, cluster, err);
+    if (ok)
+      (*cluster)->sized_to_job = sized > 0;
     cdoc = NULL; /* owned by the cluster now */
     if (!ok)
       goto fail;
@@ -675,7 +793,9 @@ static bool cfg_load_from(const char *cluster_path, const char *workload_path,
     cfg_doc_free(cdoc);
     return false;
   }
-  return cfg_load_docs(cdoc, wdoc, sets, nsets, cluster, workload, err);
+  /* a name that is no file is one of configs/clusters: a preset, sized to the job */
+  bool preset = cluster_path && !g_file_test(cluster_path, G_FILE_TEST_IS_REGULAR);
+  return cfg_load_docs(cdoc, wdoc, sets, nsets, preset, cluster, workload, err);
 }
 
 bool cfg_load(const char *cluster_path, const char *workload_path, const cfg_override *sets,

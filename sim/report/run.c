@@ -15,10 +15,11 @@ void rep_run_text(FILE *out, const sim_result *r)
 {
   const eng_result *res = &r->eng;
   g_autofree char *step = units_format_seconds(r->step_time);
-  fprintf(out, "dlsim run: %s on %s (%d GPU%s: %d node%s x %d), engine %s\n",
+  fprintf(out, "dlsim run: %s on %s (%d GPU%s: %d node%s x %d%s), engine %s\n",
           r->program->meta.description, r->cluster->name, r->gpus, r->gpus == 1 ? "" : "s",
           r->cluster->node.count, r->cluster->node.count == 1 ? "" : "s",
-          r->cluster->node.gpus_per_node, eng_kind_name(r->options.kind));
+          r->cluster->node.gpus_per_node,
+          r->cluster->sized_to_job ? ", preset sized to the job" : "", eng_kind_name(r->options.kind));
   fprintf(out, "  step time        %12s\n", step);
   fprintf(out, "  throughput       %12.1f samples/s", r->samples_per_s);
   if (r->tokens_per_s > 0)
