@@ -78,7 +78,6 @@ static cfg_doc *cfg_load_named(const char *name, const char *kind, GError **err)
   return cfg_doc_load(path, err);
 }
 
-/* Replaces `model: NAME` by the mapping of the model file it names. */
 /* A model read from a file is named after the file unless it names itself. */
 static void cfg_name_model(cfg_node *model, const char *path)
 {
@@ -107,6 +106,26 @@ static void cfg_map_overlay(cfg_node *base, cfg_node *over)
   }
 }
 
+/* The model file at `path` as a tree named after the file; `what` names the key for errors. */
+static cfg_node *cfg_read_model(cfg_doc *doc, const cfg_node *ref, const char *what,
+                                const char *path, GError **err)
+{
+  g_autofree char *text = NULL;
+  if (!g_file_get_contents(path, &text, NULL, NULL)) {
+    cfg_set_error_node(err, ref, "%s: cannot read '%s'", what, path);
+    return NULL;
+  }
+  cfg_node *model = cfg_tree_parse(doc, text, path, err);
+  if (model && model->kind != CFG_NODE_MAP) {
+    cfg_set_error_node(err, ref, "%s: '%s' is not a mapping", what, path);
+    cfg_node_free(model);
+    return NULL;
+  }
+  if (model)
+    cfg_name_model(model, path);
+  return model;
+}
+
 /* `model: {preset: NAME, KEY: VALUE...}`: the model file NAME with those keys changed. A `preset`
  * that names no model file stays what it was, a CNN's architecture (resnet18...). */
 static bool cfg_graft_model_preset(cfg_doc *doc, cfg_pair *p, GError **err)
@@ -118,19 +137,9 @@ static bool cfg_graft_model_preset(cfg_doc *doc, cfg_pair *p, GError **err)
   g_autofree char *path = cfg_resolve(ref->scalar, "models", ref->line ? ref->file : NULL);
   if (!path)
     return true;
-  g_autofree char *text = NULL;
-  if (!g_file_get_contents(path, &text, NULL, NULL)) {
-    cfg_set_error_node(err, ref, "model.preset: cannot read '%s'", path);
-    return false;
-  }
-  cfg_node *model = cfg_tree_parse(doc, text, path, err);
+  cfg_node *model = cfg_read_model(doc, ref, "model.preset", path, err);
   if (!model)
     return false;
-  if (model->kind != CFG_NODE_MAP) {
-    cfg_set_error_node(err, ref, "model.preset: '%s' is not a mapping", path);
-    cfg_node_free(model);
-    return false;
-  }
   g_ptr_array_remove(p->value->items, pre); /* the file's own preset, if any, stays */
   g_free(pre->key);
   cfg_node_free(pre->value);
@@ -138,10 +147,10 @@ static bool cfg_graft_model_preset(cfg_doc *doc, cfg_pair *p, GError **err)
   cfg_map_overlay(model, p->value);
   cfg_node_free(p->value);
   p->value = model;
-  cfg_name_model(model, path);
   return true;
 }
 
+/* Replaces `model: NAME` by the mapping of the model file it names. */
 static bool cfg_graft_model(cfg_doc *doc, GError **err)
 {
   cfg_pair *p = cfg_map_find(doc->root, "model");
@@ -156,15 +165,9 @@ static bool cfg_graft_model(cfg_doc *doc, GError **err)
     cfg_set_error_node(err, ref, "model: no model file '%s' (presets: %s)", ref->scalar, list);
     return false;
   }
-  g_autofree char *text = NULL;
-  if (!g_file_get_contents(path, &text, NULL, NULL)) {
-    cfg_set_error_node(err, ref, "model: cannot read '%s'", path);
-    return false;
-  }
-  cfg_node *model = cfg_tree_parse(doc, text, path, err);
+  cfg_node *model = cfg_read_model(doc, ref, "model", path, err);
   if (!model)
     return false;
-  cfg_name_model(model, path);
   cfg_node_free(p->value);
   p->value = model;
   return true;
