@@ -210,3 +210,29 @@ Test(validation, every_case_is_within_a_point_of_its_pin, .timeout = 900)
   val_rows_free(rows);
   g_ptr_array_free(files, TRUE);
 }
+
+Test(validation, the_summary_gives_each_category_its_median_and_signed_error)
+{
+  const char *names[] = {"a", "b", "c", "d"};
+  const double errors[] = {-0.10, 0.02, 0.30, NAN};
+  GArray *rows = pin_rows(names, errors, 4);
+  const char *commands[] = {NULL, "run", "serve", "serve"};
+  for (int i = 0; i < 4; i++) {
+    val_row *r = &g_array_index(rows, val_row, i);
+    r->c.command = commands[i] ? g_strdup(commands[i]) : NULL;
+    r->pass = fabs(r->error) <= 0.1 && !r->failure;
+  }
+  GArray *sum = val_summarize(rows);
+  cr_assert_eq(sum->len, 2);
+  const val_summary *t = &g_array_index(sum, val_summary, 0), *s = &g_array_index(sum, val_summary, 1);
+  cr_assert_str_eq(t->category, "training");
+  cr_assert_eq(t->cases, 2);
+  cr_assert_float_eq(t->median_abs, 0.06, 1e-12);
+  cr_assert_float_eq(t->mean_signed, -0.04, 1e-12, "too fast on average, though the median is small");
+  cr_assert_eq(t->within, 2);
+  cr_assert_str_eq(s->category, "serving");
+  cr_assert(s->cases == 2 && s->failed == 1 && s->within == 0);
+  cr_assert_float_eq(s->mean_signed, 0.30, 1e-12);
+  g_array_free(sum, TRUE);
+  val_rows_free(rows);
+}

@@ -1,10 +1,12 @@
-/* dlsim validate [CASE...] [--json] [--check-pins | --update-pins]: predicted vs measured for
- * every real case in validation/cases/ (sim/validation/), with the error of each and whether
- * the case was used for fitting; against the pinned errors of validation/pins.tsv. */
+/* dlsim validate [CASE...] [--verbose] [--json] [--check-pins | --update-pins]: predicted vs
+ * measured for every real case in validation/cases/ (sim/validation/): a summary per kind of
+ * prediction (exit 1 when a case got worse than its pin), every case with --verbose or when
+ * cases are named (exit 1 when one is outside its tolerance), or JSON. */
 #include "cli/cli.h"
 #include "report/report.h"
 #include "validation/validation.h"
 
+#include <math.h>
 #include <stdio.h>
 
 static void vcli_print_table(const val_row *r)
@@ -152,9 +154,44 @@ static int vcli_pins(const GArray *rows, bool update, bool all_cases)
   return ok ? 0 : 1;
 }
 
+/* The summary a newcomer reads: per kind of prediction, how many cases, their median |error|,
+ * the mean signed error (optimism cannot hide behind a good median) and how many are within
+ * tolerance; then the cases worse than their pins. */
+static bool vcli_print_summary(const GArray *rows)
+{
+  GArray *sum = val_summarize(rows);
+  printf("dlsim validate: %u real measurements (validation/cases), predicted in process\n\n", rows->len);
+  printf("  %-12s %6s %14s %14s %14s\n", "category", "cases", "median |error|", "mean signed",
+         "within tol.");
+  for (guint i = 0; i < sum->len; i++) {
+    const val_summary *s = &g_array_index(sum, val_summary, i);
+    g_autofree char *mean = isnan(s->mean_signed) ? g_strdup("-")
+                                                  : g_strdup_printf("%+.1f%%", 100 * s->mean_signed);
+    printf("  %-12s %6d %13.1f%% %14s %9d of %d", s->category, s->cases, 100 * s->median_abs, mean,
+           s->within, s->cases);
+    if (s->failed)
+      printf("  (%d did not run)", s->failed);
+    printf("\n");
+  }
+  g_array_free(sum, TRUE);
+  g_autofree char *path = val_pins_path();
+  GHashTable *pins = NULL;
+  GString *report = g_string_new(NULL);
+  bool ok = val_pins_load(path, &pins, NULL) && val_pins_check(rows, pins, true, report);
+  printf("\n  %s\n%s", ok ? "no case is worse than its pin (validation/pins.tsv)"
+                           : "WORSE than the pins (validation/pins.tsv):",
+         report->str);
+  printf("  every case, with its source and role (fit or check): dlsim validate --verbose;\n"
+         "  what was fitted on what, and the known misses: validation/README.md\n");
+  g_string_free(report, TRUE);
+  if (pins)
+    g_hash_table_destroy(pins);
+  return ok;
+}
+
 int cli_validate(int argc, char **argv)
 {
-  gboolean json = FALSE, check = FALSE, update = FALSE;
+  gboolean json = FALSE, check = FALSE, update = FALSE, verbose = FALSE;
   int threads = 2;
   GOptionEntry entries[] = {
       {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON", NULL},
@@ -162,6 +199,7 @@ int cli_validate(int argc, char **argv)
        "Fail if any case's |error| grew more than a point beyond validation/pins.tsv", NULL},
       {"update-pins", 0, 0, G_OPTION_ARG_NONE, &update, "Write today's errors to validation/pins.tsv", NULL},
       {"threads", 'j', 0, G_OPTION_ARG_INT, &threads, "Cases run at once (default 2)", "N"},
+      {"verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, "Every case (the summary is the default)", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   int code = 0;
   if (!cli_parse(entries, "[CASE...] - predicted vs measured for real cases", &argc, &argv, &code))
@@ -182,14 +220,17 @@ int cli_validate(int argc, char **argv)
   bool all_pass = true;
   for (guint i = 0; i < rows->len; i++)
     all_pass &= g_array_index(rows, val_row, i).pass;
-  if (check || update)
+  if (check || update) {
     code = vcli_pins(rows, update, argc < 2);
-  else if (json)
+  } else if (json) {
     vcli_print_json((const val_row *)rows->data, rows->len);
-  else
-    vcli_print_text((const val_row *)rows->data, rows->len);
-  if (!check && !update)
     code = all_pass ? 0 : 1;
+  } else if (verbose || argc > 1) { /* named cases: their rows */
+    vcli_print_text((const val_row *)rows->data, rows->len);
+    code = all_pass ? 0 : 1;
+  } else { /* all cases: the summary, failing only when a case got worse than its pin */
+    code = vcli_print_summary(rows) ? 0 : 1;
+  }
   val_rows_free(rows);
   g_ptr_array_free(files, TRUE);
   return code;

@@ -133,3 +133,69 @@ void val_rows_free(GArray *rows)
   }
   g_array_free(rows, TRUE);
 }
+
+const char *val_category(const cfg_case *c)
+{
+  const char *cmd = c->command ? c->command : "run";
+  if (c->table)
+    return val_is_gemm(c) ? "kernels" : "collectives";
+  if (c->trace)
+    return "traces";
+  if (g_str_has_prefix(cmd, "memory") || strcmp(cmd, "deepspeed") == 0)
+    return "memory";
+  if (g_str_has_prefix(cmd, "serve"))
+    return "serving";
+  if (strcmp(cmd, "moe") == 0)
+    return "moe";
+  return "training";
+}
+
+static int val_compare_doubles(gconstpointer a, gconstpointer b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static void val_summary_of(const GArray *rows, const char *category, GArray *out)
+{
+  val_summary s = {.category = category};
+  GArray *abs = g_array_new(FALSE, FALSE, sizeof(double));
+  double signed_sum = 0;
+  bool tables = false; /* a table's error is a median |error|: no sign to average */
+  for (guint i = 0; i < rows->len; i++) {
+    const val_row *r = &g_array_index(rows, val_row, i);
+    if (strcmp(val_category(&r->c), category) != 0)
+      continue;
+    s.cases++;
+    if (r->failure) {
+      s.failed++;
+      continue;
+    }
+    s.within += r->pass;
+    tables |= r->c.table != NULL;
+    double a = fabs(r->error);
+    g_array_append_val(abs, a);
+    signed_sum += r->error;
+  }
+  if (abs->len > 0) {
+    g_array_sort(abs, val_compare_doubles);
+    guint n = abs->len;
+    s.median_abs = n % 2 ? g_array_index(abs, double, n / 2)
+                         : (g_array_index(abs, double, n / 2 - 1) + g_array_index(abs, double, n / 2)) / 2;
+    s.mean_signed = tables ? NAN : signed_sum / n;
+  }
+  g_array_free(abs, TRUE);
+  if (s.cases > 0)
+    g_array_append_val(out, s);
+}
+
+GArray *val_summarize(const GArray *rows)
+{
+  static const char *const order[] = {"training", "memory", "moe", "collectives", "kernels",
+                                      "serving", "traces"};
+  GArray *out = g_array_new(FALSE, FALSE, sizeof(val_summary));
+  for (size_t i = 0; i < G_N_ELEMENTS(order); i++)
+    val_summary_of(rows, order[i], out);
+  return out;
+}
+

@@ -46,6 +46,19 @@ const char *val_role_name(cfg_case_role r);
 /* "time median", "busbw median >=1MiB", "METRIC ratio" or the metric: what the error is of. */
 char *val_metric_label(const cfg_case *c);
 
+/* What kind of prediction a case checks, for summaries: training, memory, serving, moe,
+ * collectives, kernels, traces. */
+const char *val_category(const cfg_case *c);
+
+typedef struct {
+  const char *category;
+  int cases, within, failed; /* failed: no prediction */
+  double median_abs, mean_signed; /* of the errors, checks and fits alike; tables carry a
+                                   * median |error| each, so their mean signed is NAN */
+} val_summary;
+/* One entry per category, in a fixed order, for the categories present. */
+GArray *val_summarize(const GArray *rows);
+
 /* ---- pins: the accuracy regression guard ------------------------------------------------- */
 
 /* Every case's |error| in percent as of the last accepted model change (validation/pins.tsv).
