@@ -130,3 +130,25 @@ Test(robust, the_deepspeed_estimator_counts_a_transformers_parameters)
   cr_assert(gpu > 40.0 * (1 << 30) && gpu < 55.0 * (1 << 30), "%g bytes per GPU", gpu);
   th_proc_clear(&p);
 }
+
+/* A report must not contradict itself: offloaded optimizer states that the node's host memory
+ * cannot hold make the job not fit (it said FITS next to OUT OF MEMORY), and a host memory the
+ * cluster does not state is said to be unchecked, not exceeded. */
+Test(robust, host_memory_that_cannot_hold_the_offload_means_the_job_does_not_fit)
+{
+  th_proc p = th_dlsim("memory -c dgx-a100 -w zero-7.5b --set parallel.offload=cpu "
+                       "--set parallel.zero=2 --set node.host_memory=1GiB --json");
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  cr_assert(strstr(p.out, "\"fits\":\tfalse") && strstr(p.out, "\"host_fits\":\tfalse"), "%s", p.out);
+  th_proc_clear(&p);
+  p = th_dlsim("memory -c dgx-a100 -w zero-7.5b --set parallel.offload=cpu --set parallel.zero=2 "
+               "--set node.host_memory=1GiB");
+  cr_assert(strstr(p.out, "the job does not fit: the GPUs hold their share, the nodes' host memory "
+                          "does not"), "%s", p.out);
+  th_proc_clear(&p);
+  p = th_dlsim("memory -c dgx-a100 -w zero-7.5b --set parallel.offload=cpu --set parallel.zero=2 "
+               "--set node.host_memory=0");
+  cr_assert(strstr(p.out, "(node.host_memory is not stated: not checked)"), "%s", p.out);
+  cr_assert_null(strstr(p.out, "OUT OF MEMORY"), "%s", p.out);
+  th_proc_clear(&p);
+}

@@ -153,7 +153,7 @@ bool mem_estimate(const cfg_workload *w, const cfg_cluster *c, const mem_options
   for (int s = 0; s < out->nstages; s++)
     if (out->stages[s].total > out->stages[out->worst].total)
       out->worst = s;
-  out->fits = out->stages[out->worst].total <= out->capacity;
+  out->gpu_fits = out->stages[out->worst].total <= out->capacity;
   int gpn = c->node.gpus_per_node;
   for (int s = 0; s < out->nstages; s++) {
     out->host_per_node = MAX(out->host_per_node, out->stages[s].host * gpn);
@@ -161,8 +161,11 @@ bool mem_estimate(const cfg_workload *w, const cfg_cluster *c, const mem_options
   }
   out->host_capacity = c->node.host_memory;
   out->nvme_capacity = c->node.nvme;
-  out->host_fits = out->host_per_node <= 0 || out->host_per_node <= out->host_capacity;
+  /* a capacity the cluster does not state cannot be checked: not a failure, but said so */
+  out->host_fits = out->host_per_node <= 0 || !(out->host_capacity > 0) ||
+                   out->host_per_node <= out->host_capacity;
   out->nvme_fits = out->nvme_per_node <= 0 || out->nvme_per_node <= out->nvme_capacity;
+  out->fits = out->gpu_fits && out->host_fits && out->nvme_fits;
   if (o && o->search && !out->states_only && w->model.kind != CFG_MODEL_GENERIC)
     out->max_micro_batch = mem_max_micro_batch(w, out->capacity);
   return true;

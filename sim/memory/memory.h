@@ -40,8 +40,10 @@ typedef struct {
   int worst;            /* the stage that needs the most */
   double capacity;      /* per GPU */
   double host_per_node, nvme_per_node;
-  double host_capacity, nvme_capacity; /* per node */
-  bool fits, host_fits, nvme_fits;
+  double host_capacity, nvme_capacity; /* per node; 0: the cluster does not state it */
+  bool gpu_fits;                 /* the worst stage within the GPU's memory */
+  bool host_fits, nvme_fits;     /* what is offloaded within the node's (true if not stated) */
+  bool fits;                     /* all three: the job fits */
   int max_micro_batch;  /* the largest micro-batch that still fits (0: none) */
   bool states_only;
 } mem_report;

@@ -30,7 +30,7 @@ void rep_memory_text(FILE *out, const rep_memory *r)
   fprintf(out, "  capacity %s per GPU; stage %d needs the most", cap, wst->stage);
   if (wst->inflight > 1)
     fprintf(out, " (activations of %.3g micro-batches in flight)", wst->inflight);
-  fprintf(out, ": %s\n", m->fits ? "FITS" : "OUT OF MEMORY");
+  fprintf(out, ": %s\n", m->gpu_fits ? "FITS" : "OUT OF MEMORY");
   if (!m->states_only) {
     fprintf(out, "  other on stage %d:", wst->stage);
     for (int e = 0; e < MEM_NEXTRA; e++)
@@ -38,7 +38,10 @@ void rep_memory_text(FILE *out, const rep_memory *r)
         fprintf(out, " %s %.2f", mem_extra_name((mem_extra)e), rep_gib(wst->extra[e]));
     fprintf(out, " GiB\n");
   }
-  if (m->host_per_node > 0) {
+  if (m->host_per_node > 0 && !(m->host_capacity > 0)) {
+    g_autofree char *h = units_format_bytes(m->host_per_node);
+    fprintf(out, "  host memory per node: %s (node.host_memory is not stated: not checked)\n", h);
+  } else if (m->host_per_node > 0) {
     g_autofree char *h = units_format_bytes(m->host_per_node), *hc = units_format_bytes(m->host_capacity);
     fprintf(out, "  host memory per node: %s of %s: %s\n", h, hc, m->host_fits ? "FITS" : "OUT OF MEMORY");
   }
@@ -46,6 +49,9 @@ void rep_memory_text(FILE *out, const rep_memory *r)
     g_autofree char *n = units_format_bytes(m->nvme_per_node), *nc = units_format_bytes(m->nvme_capacity);
     fprintf(out, "  NVMe per node: %s of %s: %s\n", n, nc, m->nvme_fits ? "FITS" : "FULL");
   }
+  if (m->gpu_fits && !m->fits)
+    fprintf(out, "  the job does not fit: the GPUs hold their share, the nodes' %s does not\n",
+            m->host_fits ? "NVMe" : "host memory");
   int replica = w->training.global_batch / p->dp;
   if (m->max_micro_batch > 0 && m->max_micro_batch >= replica)
     fprintf(out, "  largest micro-batch that fits: %d (the whole per-replica batch)\n", m->max_micro_batch);

@@ -80,7 +80,8 @@ static void sim_figures(sim_result *r)
   r->tokens_per_s = step > 0 ? m->tokens / step : 0;
   r->peak_bytes = MAX(r->eng.peak_memory, mem_worst(&r->memory)->total);
   r->capacity_bytes = r->cluster->gpu.memory;
-  r->fits = r->peak_bytes <= r->capacity_bytes;
+  /* offloaded states must fit the nodes too (as dlsim memory says) */
+  r->fits = r->peak_bytes <= r->capacity_bytes && r->memory.host_fits && r->memory.nvme_fits;
 }
 
 static bool sim_sane(double v)
