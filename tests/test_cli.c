@@ -30,8 +30,44 @@ static void tesh_check(const char *file, tesh_block *b)
   th_proc_clear(&p);
 }
 
+/* What a command prints, as the golden file's "> " lines. */
+static void tesh_append_output(GString *to, const char *cmd)
+{
+  th_proc p = th_dlsim(cmd + strlen("dlsim "));
+  g_autoptr(GString) out = g_string_new(p.out);
+  g_string_replace(out, DLSIM_SOURCE_DIR "/", "", 0);
+  g_auto(GStrv) lines = g_strsplit(out->str, "\n", -1);
+  for (int i = 0; lines[i] && (lines[i][0] || lines[i + 1]); i++)
+    g_string_append_printf(to, lines[i][0] ? "> %s\n" : ">\n", lines[i]);
+  th_proc_clear(&p);
+}
+
+/* DLSIM_UPDATE_GOLDEN=1: rewrite a golden file with what each command prints now (a change
+ * to the model's numbers is then reviewed as a diff of the .tesh files). */
+static void tesh_update_file(const char *path)
+{
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(path, &text, NULL, NULL), "cannot read %s", path);
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  g_autoptr(GString) out = g_string_new(NULL);
+  for (int i = 0; lines[i]; i++) {
+    const char *l = lines[i];
+    if (g_str_has_prefix(l, "> ") || strcmp(l, ">") == 0)
+      continue;
+    if (lines[i + 1] || l[0])
+      g_string_append_printf(out, "%s\n", l);
+    if (g_str_has_prefix(l, "$ "))
+      tesh_append_output(out, l + 2);
+  }
+  cr_assert(g_file_set_contents(path, out->str, -1, NULL), "cannot write %s", path);
+}
+
 static void tesh_run_file(const char *path)
 {
+  if (g_getenv("DLSIM_UPDATE_GOLDEN")) {
+    tesh_update_file(path);
+    return;
+  }
   g_autofree char *text = NULL;
   cr_assert(g_file_get_contents(path, &text, NULL, NULL), "cannot read %s", path);
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);

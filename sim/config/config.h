@@ -9,6 +9,7 @@
 
 #include <glib.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #define CFG_ERROR (cfg_error_quark())
 GQuark cfg_error_quark(void);
@@ -85,8 +86,34 @@ typedef enum {
 } cfg_kernel_class;
 const char *cfg_kernel_class_name(cfg_kernel_class k);
 
+/* Fused attention kernels by implementation (training.attention). */
+typedef enum { CFG_ATTN_FA2, CFG_ATTN_FA3, CFG_ATTN_CUDNN, CFG_NATTN } cfg_attn_impl;
+const char *cfg_attn_impl_name(cfg_attn_impl a);
+
+/* What a fused attention kernel reaches, per implementation: a fraction of the 16-bit peak at
+ * long sequences (head dim 128), ramping with the keys each query row sees as L / (L +
+ * fwd_half or bwd_half); head dims of 64 or less reach d64 of it; a causal kernel sees L = keys / 2 on
+ * average, wastes the masked half of its diagonal 128-wide tiles and reaches `causal` of the
+ * rest (fitted on the FlashAttention papers' figures: validation/kernels/fit-attention.py). */
+typedef struct {
+  double fwd[CFG_NATTN], bwd[CFG_NATTN];           /* fraction of peak at long sequences */
+  double fwd_half[CFG_NATTN], bwd_half[CFG_NATTN]; /* keys_half of the ramp */
+  double d64[CFG_NATTN];
+  double causal;
+} cfg_attention_eff;
+
+/* A fused attention kernel's shape, for its efficiency (keys 0: not such a kernel). */
+typedef struct {
+  float keys;     /* keys of the sequence (or context-parallel chunk) each call sees */
+  float head_dim;
+  uint8_t impl;   /* cfg_attn_impl */
+  uint8_t backward;
+  uint8_t causal;
+} cfg_attn_shape;
+
 typedef struct {
   double flops_efficiency[CFG_NKCLASSES]; /* fraction of peak FLOP/s reached, per kernel class */
+  cfg_attention_eff attention;            /* fused attention kernels, by implementation */
   double memory_efficiency;               /* fraction of HBM bandwidth reached by streaming kernels */
   double gemm_k_half;                     /* a GEMM with reduction dimension K reaches
                                            * flops.gemm * K / (K + gemm_k_half) of peak */
@@ -217,6 +244,7 @@ typedef struct {
   cfg_optimizer optimizer;
   cfg_recompute recompute;
   int flash_attention; /* 0/1 */
+  int attention;       /* cfg_attn_impl + 1, 0: auto (FlashAttention-2) */
   cfg_dtype grad_dtype;/* gradients as accumulated and reduced (Megatron: fp32 main grads) */
 } cfg_training;
 
