@@ -87,8 +87,17 @@ typedef enum {
 const char *cfg_kernel_class_name(cfg_kernel_class k);
 
 /* Fused attention kernels by implementation (training.attention). */
-typedef enum { CFG_ATTN_FA2, CFG_ATTN_FA3, CFG_ATTN_CUDNN, CFG_NATTN } cfg_attn_impl;
+typedef enum {
+  CFG_ATTN_FA2,
+  CFG_ATTN_FA3,
+  CFG_ATTN_CUDNN,
+  CFG_ATTN_TRITON, /* FlashAttention in Triton (MPT / llm-foundry through 2023) */
+  CFG_ATTN_FA1,
+  CFG_NATTN
+} cfg_attn_impl;
 const char *cfg_attn_impl_name(cfg_attn_impl a);
+/* The name of a validation case's summary row; "auto" for 0. */
+const char *cfg_case_category_name(int category);
 
 /* What a fused attention kernel reaches, per implementation: a fraction of the 16-bit peak at
  * long sequences (head dim 128), ramping with the keys each query row sees as L / (L +
@@ -386,6 +395,7 @@ typedef struct {
   char *unit;           /* the measured value's unit: GiB, GB, MiB, MB, s, ms (default: SI) */
   char *source;         /* where the measured number comes from */
   char *notes;
+  int category;         /* a summary row (cfg_case_category_name), 0: by command */
   char *cluster, *workload; /* resolved paths */
   char **set;           /* overrides, "key=value" */
   char **ratio_to;      /* when set: the metric is this case / the same case with these overrides */
