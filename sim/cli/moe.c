@@ -13,11 +13,11 @@ int cli_moe(int argc, char **argv)
   g_auto(GStrv) sets = NULL;
   gboolean json = FALSE;
   GOptionEntry entries[] = {
-      {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &cluster, "Cluster file or preset name", "CLUSTER"},
-      {"workload", 'w', 0, G_OPTION_ARG_FILENAME, &workload, "Workload file or preset name", "WORKLOAD"},
-      {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON", NULL},
-      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Override a key", "KEY=VALUE"},
-      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+      cli_opt(CLI_CLUSTER, &cluster, NULL),
+      cli_opt(CLI_WORKLOAD, &workload, NULL),
+      cli_opt(CLI_JSON, &json, NULL),
+      cli_opt(CLI_SET, &sets, NULL),
+      CLI_OPT_END};
   int code = 0;
   if (!cli_parse(entries, "- one mixture-of-experts layer: routing, all-to-alls, experts", &argc,
                  &argv, &code))
