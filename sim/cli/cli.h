@@ -80,6 +80,8 @@ bool cli_dtype(const char *value, cfg_dtype *out, GError **err);
 
 /* The leaves of a JSON object as dotted keys and their values (arrays left out). */
 void cli_json_leaves(const cJSON *o, const char *prefix, GPtrArray *keys, GPtrArray *values);
+/* Adds `item` to object `o` as its first key (a CSV's leading column). */
+void cli_json_prepend(cJSON *o, const char *key, cJSON *item);
 /* A JSON array of objects as CSV: a header row of the keys (their units in their names), then
  * one line per object. */
 void cli_csv_print(FILE *out, const cJSON *rows);

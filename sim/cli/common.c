@@ -215,6 +215,8 @@ void cli_json_leaves(const cJSON *o, const char *prefix, GPtrArray *keys, GPtrAr
   const cJSON *x;
   cJSON_ArrayForEach(x, o)
   {
+    if (!x->string) /* a member of an array, not of an object */
+      continue;
     g_autofree char *key = prefix ? g_strdup_printf("%s.%s", prefix, x->string) : g_strdup(x->string);
     if (cJSON_IsObject(x)) {
       cli_json_leaves(x, key, keys, values);
@@ -223,6 +225,12 @@ void cli_json_leaves(const cJSON *o, const char *prefix, GPtrArray *keys, GPtrAr
       g_ptr_array_add(values, (gpointer)x);
     }
   }
+}
+
+void cli_json_prepend(cJSON *o, const char *key, cJSON *item)
+{
+  cJSON_AddItemToObject(o, key, item);
+  cJSON_InsertItemInArray(o, 0, cJSON_DetachItemViaPointer(o, item));
 }
 
 static void cli_csv_cell(FILE *out, const cJSON *x)

@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 
-static bool mem_print_deepspeed(const cfg_cluster *c, const cfg_workload *w, bool json,
+static bool mem_print_deepspeed(const cfg_cluster *c, const cfg_workload *w, bool json, bool csv,
                                 GError **err)
 {
   const cfg_parallel *p = &w->parallel;
@@ -17,12 +17,19 @@ static bool mem_print_deepspeed(const cfg_cluster *c, const cfg_workload *w, boo
                                            c->node.gpus_per_node, c->node.count, p->zero,
                                            p->offload != CFG_OFFLOAD_NONE, p->offload_params != 0,
                                            false);
-  if (json) {
+  if (json || csv) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "gpu_bytes", e.gpu);
     cJSON_AddNumberToObject(j, "cpu_bytes_per_node", e.cpu);
-    rep_json_print(stdout, j);
-    cJSON_Delete(j);
+    if (csv) {
+      cJSON *rows = cJSON_CreateArray();
+      cJSON_AddItemToArray(rows, j);
+      cli_csv_print(stdout, rows);
+      cJSON_Delete(rows);
+    } else {
+      rep_json_print(stdout, j);
+      cJSON_Delete(j);
+    }
     return true;
   }
   printf("DeepSpeed estimator (ZeRO-%d%s): %.2f GiB per GPU, %.2f GiB CPU per node\n", p->zero,
@@ -82,7 +89,7 @@ int cli_memory(int argc, char **argv)
     return 2;
   }
   if (deepspeed) {
-    bool done = mem_print_deepspeed(c, w, json, &err);
+    bool done = mem_print_deepspeed(c, w, json, csv, &err);
     cfg_cluster_free(c);
     cfg_workload_free(w);
     return done ? 0 : cli_fail(err);

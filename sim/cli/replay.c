@@ -1,5 +1,5 @@
 /* dlsim replay TRACE [TRACE...] [-c CLUSTER] [--set K=V]... [--target CLUSTER] [--steps A-B]
- *              [--ranks N] [--engine des|analytic] [--comm model|measured] [--json]
+ *              [--ranks N] [--engine des|analytic] [--comm model|measured] [--json | --csv]
  *
  * A real trace re-simulated: the trace becomes a program (sim/trace/replay.c), the engine runs
  * it on the cluster the trace ran on, and each ProfilerStep's predicted duration is set next
@@ -17,7 +17,7 @@ int cli_replay(int argc, char **argv)
   g_autofree char *cluster = NULL, *target = NULL, *steps = NULL, *engine = NULL, *comm = NULL;
   g_autofree char *calibration = NULL;
   g_auto(GStrv) sets = NULL;
-  gboolean json = FALSE;
+  gboolean json = FALSE, csv = FALSE;
   GOptionEntry entries[] = {
       cli_opt(CLI_CLUSTER, &cluster, "The cluster the trace ran on (default: the preset for its GPU)"),
       {"calibration", 0, 0, G_OPTION_ARG_FILENAME, &calibration,
@@ -30,6 +30,7 @@ int cli_replay(int argc, char **argv)
       {"comm", 0, 0, G_OPTION_ARG_STRING, &comm,
        "model (default): NCCL kernels as modelled collectives; measured: at their durations", "HOW"},
       cli_opt(CLI_JSON, &json, NULL),
+      cli_opt(CLI_CSV, &csv, "Print CSV: one row per step, measured and predicted in seconds"),
       CLI_OPT_END};
   int code = 0;
   if (!cli_parse(entries, "TRACE [TRACE...] - re-simulate a real trace: predicted vs measured",
@@ -62,9 +63,12 @@ int cli_replay(int argc, char **argv)
   a.machine = cal_set ? machine : NULL;
   sim_replay r;
   bool ok = sim_replay_run(&a, &r, &err);
-  if (ok && json) {
+  if (ok && (json || csv)) {
     cJSON *j = rep_replay_json(&r);
-    rep_json_print(stdout, j);
+    if (csv)
+      cli_csv_print(stdout, cJSON_GetObjectItemCaseSensitive(j, "step_times"));
+    else
+      rep_json_print(stdout, j);
     cJSON_Delete(j);
   } else if (ok) {
     rep_replay_text(stdout, &r);

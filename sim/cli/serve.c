@@ -55,14 +55,6 @@ static void srv_print_json(cJSON *j)
 
 typedef enum { SRV_TEXT, SRV_JSON, SRV_CSV } srv_format;
 
-/* A CSV row of one rate: the rate first, then every figure of the JSON. */
-static cJSON *srv_csv_row(cJSON *j, double rate)
-{
-  cJSON_AddNumberToObject(j, "rate_rps", rate);
-  cJSON_InsertItemInArray(j, 0, cJSON_DetachItemFromObjectCaseSensitive(j, "rate_rps"));
-  return j;
-}
-
 /* The latency-vs-rate curve: one line per rate. */
 static int srv_sweep(const cfg_cluster *c, const cfg_workload *w, GArray *rates, srv_format format,
                      const bud_limits *budget)
@@ -85,7 +77,9 @@ static int srv_sweep(const cfg_cluster *c, const cfg_workload *w, GArray *rates,
       return cli_fail(err);
     }
     if (format == SRV_CSV) {
-      cJSON_AddItemToArray(all, srv_csv_row(srv_result_json(&r), rate));
+      cJSON *j = srv_result_json(&r);
+      cli_json_prepend(j, "rate_rps", cJSON_CreateNumber(rate)); /* the rate first */
+      cJSON_AddItemToArray(all, j);
     } else if (json) {
       cJSON *j = srv_result_json(&r);
       cJSON_AddNumberToObject(j, "rate_rps", rate);
