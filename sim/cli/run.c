@@ -13,16 +13,15 @@ int cli_run(int argc, char **argv)
   g_auto(GStrv) sets = NULL;
   gboolean json = FALSE;
   GOptionEntry entries[] = {
-      {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &cluster, "Cluster file or preset name", "CLUSTER"},
-      {"workload", 'w', 0, G_OPTION_ARG_FILENAME, &workload, "Workload file or preset name", "WORKLOAD"},
-      {"engine", 'e', 0, G_OPTION_ARG_STRING, &engine, "des (default) or analytic", "ENGINE"},
-      {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON (keys of SCHEMA.md)", NULL},
-      {"trace", 't', 0, G_OPTION_ARG_FILENAME, &trace, "Write a Chrome/Perfetto trace", "FILE"},
-      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Override a key: --set parallel.dp=8", "KEY=VALUE"},
-      {"max-memory", 0, 0, G_OPTION_ARG_STRING, &max_memory,
-       "Refuse runs estimated to need more (default 4GiB)", "SIZE"},
-      {"yes", 'y', 0, G_OPTION_ARG_NONE, &yes, "Run even if estimated to take long", NULL},
-      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+      cli_opt(CLI_CLUSTER, &cluster, NULL),
+      cli_opt(CLI_WORKLOAD, &workload, NULL),
+      cli_opt(CLI_ENGINE, &engine, NULL),
+      cli_opt(CLI_JSON, &json, NULL),
+      cli_opt(CLI_TRACE, &trace, NULL),
+      cli_opt(CLI_SET, &sets, NULL),
+      cli_opt(CLI_MAX_MEMORY, &max_memory, NULL),
+      cli_opt(CLI_YES, &yes, NULL),
+      CLI_OPT_END};
   int code = 0;
   if (!cli_parse(entries, "- simulate one training step", &argc, &argv, &code))
     return code;
@@ -35,9 +34,9 @@ int cli_run(int argc, char **argv)
     return 2;
   }
   GError *err = NULL;
-  eng_kind kind = ENG_DES;
+  eng_kind kind;
   bud_limits budget;
-  if ((engine && !eng_kind_parse(engine, &kind, &err)) ||
+  if (!cli_engine(engine, &kind, &err) ||
       !bud_limits_parse(&budget, max_memory, yes, &err))
     return cli_fail(err);
   /* a trace shows every op, so every micro-batch is simulated */

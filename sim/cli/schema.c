@@ -11,7 +11,7 @@ int cli_schema(int argc, char **argv)
   gboolean markdown = FALSE;
   GOptionEntry entries[] = {
       {"markdown", 0, 0, G_OPTION_ARG_NONE, &markdown, "Print Markdown (docs/schema.md)", NULL},
-      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+      CLI_OPT_END};
   int code = 0;
   if (!cli_parse(entries, "- every configuration key: type, default, allowed values", &argc, &argv,
                  &code))

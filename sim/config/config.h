@@ -32,6 +32,10 @@ void cfg_doc_free(cfg_doc *doc);
 char *cfg_doc_where(const cfg_doc *doc, const char *path);
 const char *cfg_doc_file(const cfg_doc *doc);
 
+/* The closest candidate to `word` (Levenshtein, case-insensitive), or NULL if nothing is
+ * close: the one "did you mean" of dlsim, for keys, enum values, options and commands. */
+const char *cfg_closest(const char *word, const char *const *candidates, size_t n);
+
 /* ---- enums --------------------------------------------------------------------------------- */
 
 typedef enum { CFG_FP32, CFG_TF32, CFG_BF16, CFG_FP16, CFG_FP8, CFG_INT8, CFG_INT4, CFG_NDTYPES } cfg_dtype;
