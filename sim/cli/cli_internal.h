@@ -15,4 +15,29 @@ void plan_mpi_init(plan_mpi *m, int *argc, char ***argv);
 bool plan_mpi_merge(plan_mpi *m, plan_screen_result *r, int refine, GError **err);
 void plan_mpi_finalize(plan_mpi *m);
 
+/* The man page and the bash completion, from what `dlsim --help` and `dlsim COMMAND --help`
+ * print (cli/docs.c). */
+typedef struct {
+  char short_name; /* 0: none */
+  char *long_name;
+  char *arg;       /* its metavariable ("CLUSTER"), NULL for a flag */
+  char *desc;
+} cli_doc_option;
+
+typedef struct {
+  char *name;         /* "run", or "trace summary" for a subcommand */
+  char *summary;      /* from the command list of dlsim --help */
+  char *synopsis;     /* "dlsim run [OPTION...]", NULL if the help had none */
+  GPtrArray *options; /* cli_doc_option, without -h/--help */
+  GString *text;      /* any further text the help prints */
+} cli_doc_command;
+
+void cli_doc_command_free(gpointer c);
+/* The commands dlsim --help lists, with their summaries (no options yet). */
+GPtrArray *cli_doc_commands(const char *usage);
+/* Adds the synopsis, options and text of `help` (GOption's --help layout) to `c`. */
+void cli_doc_parse_help(cli_doc_command *c, const char *help);
+void cli_doc_man(GString *out, const GPtrArray *commands, const char *version);
+void cli_doc_bash(GString *out, const GPtrArray *commands);
+
 #endif
