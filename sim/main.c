@@ -34,8 +34,7 @@ static const dlsim_command dlsim_hidden[] = {
 
 static void dlsim_usage(FILE *out)
 {
-  fprintf(out, "usage: dlsim COMMAND [OPTIONS]   (dlsim COMMAND --help for its options)\n"
-               "       dlsim --version | --data-dir\n\ncommands:\n");
+  fprintf(out, "usage: dlsim COMMAND [OPTIONS]   (dlsim COMMAND --help for its options)\n\ncommands:\n");
   for (size_t i = 0; i < G_N_ELEMENTS(dlsim_commands); i++)
     fprintf(out, "  %-10s %s\n", dlsim_commands[i].name, dlsim_commands[i].summary);
 }

@@ -149,7 +149,8 @@ static char *inst_complete(const char *words)
       DLSIM_COMPLETION, DLSIM_BINARY, words);
   const char *argv[] = {"bash", "--norc", "-c", script, NULL};
   int status = 0;
-  char *out = inst_spawn(DLSIM_SOURCE_DIR, argv, inst_plain_env(), &status);
+  g_auto(GStrv) env = inst_plain_env();
+  char *out = inst_spawn(DLSIM_SOURCE_DIR, argv, env, &status);
   cr_expect_eq(status, 0, "bash: %s", out);
   return g_strstrip(out);
 }

@@ -447,6 +447,12 @@ static GPtrArray *cli_doc_collect(GError **err)
   if (!usage)
     return NULL;
   GPtrArray *cmds = cli_doc_commands(usage);
+  if (!cmds->len) { /* the build must not install a man page without commands */
+    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "no \"commands:\" list in dlsim --help:\n%s",
+                usage);
+    g_ptr_array_free(cmds, TRUE);
+    return NULL;
+  }
   for (guint i = 0; i < cmds->len; i++) {
     cli_doc_command *c = g_ptr_array_index(cmds, i);
     g_autofree char *help = cli_doc_help_of(exe, c->name, NULL, err);

@@ -60,6 +60,7 @@ struct des_ctx {
   GPtrArray *args;
   GHashTable *hosts; /* name -> sg_host_t: SimGrid's own lookup walks every zone */
   bool *active;      /* ranks simulated (NULL: all); the others mirror a simulated one */
+  long ops_done, ops_total; /* for the progress report */
 };
 
 static bool des_active(const des_ctx *c, int rank)
@@ -132,6 +133,9 @@ static void des_wait_deps(des_ctx *c, des_rank *r, const prog_op *op)
 static void des_complete(des_ctx *c, des_rank *r, uint32_t idx, double start, double end)
 {
   const prog_op *op = prog_op_at(c->p, r->cls, idx);
+  /* every 256 ops: the report reads the clock */
+  if (c->opt->progress && ++c->ops_done % 256 == 0)
+    c->opt->progress((double)c->ops_done / MAX(c->ops_total, 1), c->opt->progress_ctx);
   r->done[idx] = 1;
   r->end[idx] = end;
   r->finish = MAX(r->finish, end);
@@ -476,6 +480,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     x->end = g_new0(double, MAX(nops, 1u));
     x->spans = g_array_new(FALSE, FALSE, sizeof(eng_span));
     x->mem = g_array_new(FALSE, FALSE, sizeof(eng_mem_event));
+    c.ops_total += des_active(&c, r) ? (long)nops : 0;
   }
   des_configure(&c, des_count_actors(&c));
   if (!des_load_platform(&c, err))
