@@ -240,6 +240,8 @@ static const char cli_man_tail[] =
     "\\fItraces/\\fR. Unset, dlsim uses \\fIshare/dlsim\\fR of the prefix it is installed in "
     "(found from its own executable, so the prefix can move), else the source tree it was "
     "built from.\n"
+    ".TP\n.B DLSIM_PROGRESS_DELAY\n"
+    "Seconds a run goes on before its progress line appears on a terminal (default 2).\n"
     ".TP\n.B DLSIM_SIMGRID_CONTEXTS\n"
     "SimGrid's context factory for the DES engine (\\fBthread\\fR, \\fBucontext\\fR, "
     "\\fBraw\\fR); SimGrid's default when unset.\n"
