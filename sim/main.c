@@ -1,6 +1,5 @@
 /* dlsim: a discrete-event simulator of distributed deep-learning training on GPU clusters. */
 #include "cli/cli.h"
-#include "config/config.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -26,25 +25,11 @@ static const dlsim_command dlsim_commands[] = {
     {"schema", cli_schema, "every configuration key: type, unit, default, allowed values"},
 };
 
-/* Not in the list: the build runs them to write the man page and the bash completion. */
-static const dlsim_command dlsim_hidden[] = {
-    {"man", cli_man, "the man page dlsim(1), from the commands' --help"},
-    {"completion", cli_completion, "the bash completion, from the commands' --help"},
-};
-
 static void dlsim_usage(FILE *out)
 {
   fprintf(out, "usage: dlsim COMMAND [OPTIONS]   (dlsim COMMAND --help for its options)\n\ncommands:\n");
   for (size_t i = 0; i < G_N_ELEMENTS(dlsim_commands); i++)
     fprintf(out, "  %-10s %s\n", dlsim_commands[i].name, dlsim_commands[i].summary);
-}
-
-static const dlsim_command *dlsim_find(const dlsim_command *table, size_t n, const char *name)
-{
-  for (size_t i = 0; i < n; i++)
-    if (strcmp(name, table[i].name) == 0)
-      return &table[i];
-  return NULL;
 }
 
 int main(int argc, char **argv)
@@ -61,19 +46,14 @@ int main(int argc, char **argv)
     printf("dlsim %s\n", DLSIM_VERSION);
     return 0;
   }
-  if (strcmp(argv[1], "--data-dir") == 0) {
-    g_autofree char *dir = cfg_data_path(NULL, NULL);
-    printf("%s\n", dir);
-    return 0;
-  }
-  const dlsim_command *cmd = dlsim_find(dlsim_commands, G_N_ELEMENTS(dlsim_commands), argv[1]);
-  if (!cmd)
-    cmd = dlsim_find(dlsim_hidden, G_N_ELEMENTS(dlsim_hidden), argv[1]);
-  if (cmd) {
-    g_autofree char *prog = g_strdup_printf("dlsim %s", argv[1]);
-    argv[1] = prog;
-    return cmd->run(argc - 1, argv + 1);
-  }
+  if (cli_is_hidden(argv[1])) /* --data-dir, and what the build runs: man, completion */
+    return cli_hidden(argc - 1, argv + 1);
+  for (size_t i = 0; i < G_N_ELEMENTS(dlsim_commands); i++)
+    if (strcmp(argv[1], dlsim_commands[i].name) == 0) {
+      g_autofree char *prog = g_strdup_printf("dlsim %s", argv[1]);
+      argv[1] = prog;
+      return dlsim_commands[i].run(argc - 1, argv + 1);
+    }
   fprintf(stderr, "dlsim: error: unknown command '%s'\n", argv[1]);
   dlsim_usage(stderr);
   return 2;

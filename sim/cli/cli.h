@@ -18,9 +18,10 @@ int cli_serve(int argc, char **argv);
 int cli_trace(int argc, char **argv);
 int cli_replay(int argc, char **argv);
 int cli_schema(int argc, char **argv);
-/* Hidden, run by the build: the man page dlsim(1) and the bash completion. */
-int cli_man(int argc, char **argv);
-int cli_completion(int argc, char **argv);
+/* Not in the command list: `dlsim --data-dir` (where the presets are), and what the build runs,
+ * `dlsim man` and `dlsim completion` (the man page dlsim(1) and the bash completion). */
+bool cli_is_hidden(const char *command);
+int cli_hidden(int argc, char **argv);
 
 /* Prints "dlsim: error: ..." and returns the exit code that fits the error. */
 int cli_fail(GError *err);

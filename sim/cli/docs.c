@@ -504,12 +504,21 @@ static void cli_doc_man_current(GString *out, const GPtrArray *commands)
   cli_doc_man(out, commands, DLSIM_VERSION);
 }
 
-int cli_man(int argc, char **argv)
+bool cli_is_hidden(const char *command)
 {
-  return cli_doc_write(argc, argv, cli_doc_man_current);
+  static const char *const hidden[] = {"--data-dir", "man", "completion", NULL};
+  return g_strv_contains(hidden, command);
 }
 
-int cli_completion(int argc, char **argv)
+int cli_hidden(int argc, char **argv)
 {
-  return cli_doc_write(argc, argv, cli_doc_bash);
+  if (strcmp(argv[0], "--data-dir") == 0) {
+    g_autofree char *dir = cfg_data_path(NULL, NULL);
+    printf("%s\n", dir);
+    return 0;
+  }
+  bool man = strcmp(argv[0], "man") == 0;
+  g_autofree char *prog = g_strdup_printf("dlsim %s", argv[0]);
+  argv[0] = prog;
+  return cli_doc_write(argc, argv, man ? cli_doc_man_current : cli_doc_bash);
 }

@@ -56,11 +56,11 @@ struct des_ctx {
   GHashTable *mailboxes;
   double speed;
   long messages;
+  long ops_done, ops_total; /* for the progress report */
   GArray *events;
   GPtrArray *args;
   GHashTable *hosts; /* name -> sg_host_t: SimGrid's own lookup walks every zone */
   bool *active;      /* ranks simulated (NULL: all); the others mirror a simulated one */
-  long ops_done, ops_total; /* for the progress report */
 };
 
 static bool des_active(const des_ctx *c, int rank)
@@ -391,6 +391,14 @@ static void des_spawn(des_ctx *c)
   }
 }
 
+static long des_count_ops(const des_ctx *c)
+{
+  long n = 0;
+  for (int rank = 0; rank < c->p->nranks; rank++)
+    n += des_active(c, rank) ? (long)prog_class_at(c->p, c->ranks[rank].cls)->ops->len : 0;
+  return n;
+}
+
 static int des_count_actors(const des_ctx *c)
 {
   int n = 0;
@@ -480,7 +488,6 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     x->end = g_new0(double, MAX(nops, 1u));
     x->spans = g_array_new(FALSE, FALSE, sizeof(eng_span));
     x->mem = g_array_new(FALSE, FALSE, sizeof(eng_mem_event));
-    c.ops_total += des_active(&c, r) ? (long)nops : 0;
   }
   des_configure(&c, des_count_actors(&c));
   if (!des_load_platform(&c, err))
@@ -489,6 +496,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     c.ranks[r].mutex = sg_mutex_init();
     c.ranks[r].cond = sg_cond_init();
   }
+  c.ops_total = des_count_ops(&c);
   des_spawn(&c);
   simgrid_run();
   if (!des_all_done(&c)) {
