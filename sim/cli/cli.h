@@ -18,15 +18,16 @@ int cli_serve(int argc, char **argv);
 int cli_trace(int argc, char **argv);
 int cli_replay(int argc, char **argv);
 int cli_schema(int argc, char **argv);
-/* Not in the command list: `dlsim --data-dir` (where the presets are), and what the build runs,
- * `dlsim man` and `dlsim completion` (the man page dlsim(1) and the bash completion). */
-bool cli_is_hidden(const char *command);
-int cli_hidden(int argc, char **argv);
 
 /* Prints "dlsim: error: ..." and returns the exit code that fits the error. */
 int cli_fail(GError *err);
 /* Parses options against `entries` ("summary" is the --help line); on error prints it and
  * returns false with the exit code in `code`. */
 bool cli_parse(const GOptionEntry *entries, const char *summary, int *argc, char ***argv, int *code);
+
+/* Not in the command list: `dlsim --data-dir` (where the presets are), and what the build runs,
+ * `dlsim man` and `dlsim completion` (the man page dlsim(1) and the bash completion). */
+bool cli_is_hidden(const char *command);
+int cli_hidden(int argc, char **argv);
 
 #endif
