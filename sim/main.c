@@ -86,6 +86,8 @@ int main(int argc, char **argv)
     printf("dlsim %s\n", DLSIM_VERSION);
     return 0;
   }
+  if (cli_is_hidden(argv[1])) /* --data-dir, and what the build runs: man, completion */
+    return cli_hidden(argc - 1, argv + 1);
   const dlsim_command *cmd = dlsim_find(argv[1]);
   if (!cmd) {
     dlsim_usage(stderr);

@@ -85,5 +85,9 @@ void cli_json_prepend(cJSON *o, const char *key, cJSON *item);
 /* A JSON array of objects as CSV: a header row of the keys (their units in their names), then
  * one line per object. */
 void cli_csv_print(FILE *out, const cJSON *rows);
+/* Not in the command list: `dlsim --data-dir` (where the presets are), and what the build runs,
+ * `dlsim man` and `dlsim completion` (the man page dlsim(1) and the bash completion). */
+bool cli_is_hidden(const char *command);
+int cli_hidden(int argc, char **argv);
 
 #endif

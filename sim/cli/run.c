@@ -1,5 +1,6 @@
-/* dlsim run -c CLUSTER -w WORKLOAD [--engine des|analytic] [--json] [--trace FILE] [--set K=V]... */
-#include "cli/cli.h"
+/* dlsim run -c CLUSTER -w WORKLOAD [--engine des|analytic] [--json] [--trace FILE] [--set K=V]...
+ * [--quiet] */
+#include "cli/cli_internal.h"
 #include "report/report.h"
 #include "run/run.h"
 
@@ -9,7 +10,7 @@ int cli_run(int argc, char **argv)
 {
   g_autofree char *cluster = NULL, *workload = NULL, *engine = NULL, *trace = NULL;
   g_autofree char *max_memory = NULL;
-  gboolean yes = FALSE;
+  gboolean yes = FALSE, quiet = FALSE;
   g_auto(GStrv) sets = NULL;
   gboolean json = FALSE;
   GOptionEntry entries[] = {
@@ -21,6 +22,7 @@ int cli_run(int argc, char **argv)
       cli_opt(CLI_SET, &sets, NULL),
       cli_opt(CLI_MAX_MEMORY, &max_memory, NULL),
       cli_opt(CLI_YES, &yes, NULL),
+      cli_opt(CLI_QUIET, &quiet, "No progress on stderr"),
       CLI_OPT_END};
   int code = 0;
   if (!cli_parse(entries, "- simulate one training step", &argc, &argv, &code))
@@ -40,9 +42,14 @@ int cli_run(int argc, char **argv)
       !bud_limits_parse(&budget, max_memory, yes, &err))
     return cli_fail(err);
   /* a trace shows every op, so every micro-batch is simulated */
-  sim_options o = {.engine = kind, .trace = trace != NULL, .fold = trace == NULL, .budget = &budget};
+  cli_progress progress;
+  cli_progress_init(&progress, "dlsim run", stderr, quiet);
+  sim_options o = {.engine = kind, .trace = trace != NULL, .fold = trace == NULL, .budget = &budget,
+                   .progress = progress.show ? cli_progress_update : NULL, .progress_ctx = &progress};
   sim_result run;
-  if (!sim_run_files(cluster, workload, sets, &o, &run, &err)) {
+  bool ran = sim_run_files(cluster, workload, sets, &o, &run, &err);
+  cli_progress_end(&progress);
+  if (!ran) {
     sim_result_clear(&run);
     return cli_fail(err);
   }

@@ -360,8 +360,11 @@ char *cfg_resolve(const char *name, const char *kind, const char *relative_to);
 /* Writes text to path atomically; on failure the error names the option that gave the path
  * ("-o", "--trace", ...) and what the system said. */
 bool cfg_write_text(const char *option, const char *path, const GString *text, GError **err);
-/* The data directory (configs/, validation/): $DLSIM_DATA_DIR or the build-time default. */
-const char *cfg_data_dir(void);
+/* A path under the data directory (configs/, validation/, traces/), newly allocated: the
+ * elements after it up to NULL are joined as g_build_filename joins them (none: the directory
+ * itself). The directory is $DLSIM_DATA_DIR if set, else share/dlsim of the prefix dlsim is
+ * installed in (found from the executable), else the source tree dlsim was built from. */
+char *cfg_data_path(const char *first, ...) G_GNUC_NULL_TERMINATED;
 
 /* Loads a cluster and a workload (either may be NULL), applying overrides to whichever file
  * owns each path, then decodes and validates both. */
@@ -385,6 +388,8 @@ bool cfg_key_unit(const char *path, units_kind *unit);
 /* The reference of every key (path, type, default, allowed values, what it is), as plain
  * text or Markdown: what `dlsim schema` prints and docs/schema.md holds. */
 void cfg_schema_reference(GString *out, bool markdown);
+/* Every cluster and workload key `--set` takes, one a line (for shell completion). */
+void cfg_schema_set_keys(GString *out);
 
 /* ---- validation cases (validation/cases/NAME.yaml) --------------------------------------- */
 

@@ -1026,7 +1026,7 @@ static bool cfg_decode_path(const cfg_node *n, const char *path, char **out, GEr
   } else if (n->line == 0) { /* --set: relative to here, or to the data directory */
     *out = g_file_test(n->scalar, G_FILE_TEST_EXISTS)
                ? g_strdup(n->scalar)
-               : g_build_filename(cfg_data_dir(), n->scalar, NULL);
+               : cfg_data_path(n->scalar, NULL);
   } else {
     g_autofree char *dir = g_path_get_dirname(n->file);
     *out = g_build_filename(dir, n->scalar, NULL);

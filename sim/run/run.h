@@ -25,6 +25,10 @@ typedef struct {
                       * needs every op, so fold and trace exclude each other */
   bool unfold_colls; /* run collectives step by step instead of folded phases (for checking) */
   const bud_limits *budget; /* what the run may cost; NULL: the defaults */
+  /* Called now and then with the fraction of the whole run done, both folded runs together
+   * (NULL: never); from the DES's child process (see eng_options.progress). */
+  void (*progress)(double fraction, void *ctx);
+  void *progress_ctx;
 } sim_options;
 
 /* What a user would ask for: the engine, micro-batch folding on, no trace. */

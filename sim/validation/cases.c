@@ -39,7 +39,7 @@ static char *val_case_path(const char *dir, const char *name, GError **err)
 
 GPtrArray *val_case_files(char *const *names, GError **err)
 {
-  g_autofree char *dir = g_build_filename(cfg_data_dir(), "validation", "cases", NULL);
+  g_autofree char *dir = cfg_data_path("validation", "cases", NULL);
   GPtrArray *files = g_ptr_array_new_with_free_func(g_free);
   if (names && names[0]) {
     for (int i = 0; names[i]; i++) {
