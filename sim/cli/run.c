@@ -53,6 +53,12 @@ int cli_run(int argc, char **argv)
     sim_result_clear(&run);
     return cli_fail(err);
   }
+  unc_table *bands = unc_table_load(NULL, &err);
+  if (!bands) {
+    sim_result_clear(&run);
+    return cli_fail(err);
+  }
+  sim_result_bracket(&run, bands);
   if (json) {
     cJSON *j = rep_run_json(&run);
     rep_json_print(stdout, j);
@@ -62,5 +68,6 @@ int cli_run(int argc, char **argv)
   }
   bool ok = !trace || rep_trace_write(trace, run.program, &run.eng, &err);
   sim_result_clear(&run);
+  unc_table_free(bands);
   return ok ? 0 : cli_fail(err);
 }

@@ -146,10 +146,13 @@ static int srv_one(const cfg_cluster *c, const cfg_workload *w, bool json, const
   srv_options o = {.trace = trace != NULL, .budget = budget};
   srv_result r;
   GError *err = NULL;
-  if (!srv_simulate(c, w, &o, &r, &err)) {
+  unc_table *bands = NULL;
+  if (!srv_simulate(c, w, &o, &r, &err) || !(bands = unc_table_load(NULL, &err))) {
     srv_result_clear(&r);
     return cli_fail(err);
   }
+  srv_result_bracket(&r, bands);
+  unc_table_free(bands);
   if (json) {
     cJSON *j = srv_result_json(&r);
     srv_print_json(j);

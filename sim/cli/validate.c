@@ -140,9 +140,10 @@ static int vcli_pins(const GArray *rows, bool update, bool all_cases)
       fprintf(stderr, "dlsim: error: --update-pins runs every case: name none\n");
       return 2;
     }
-    if (!val_pins_write(path, rows, &err))
+    g_autofree char *bands = val_intervals_path();
+    if (!val_pins_write(path, rows, &err) || !val_intervals_write(bands, rows, &err))
       return cli_fail(err);
-    printf("dlsim validate: %u pins written to %s\n", rows->len, path);
+    printf("dlsim validate: %u pins written to %s, interval bands to %s\n", rows->len, path, bands);
     return 0;
   }
   GHashTable *pins = NULL;

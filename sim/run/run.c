@@ -222,6 +222,18 @@ bool sim_run_files(const char *cluster, const char *workload, char *const *sets,
   return ok;
 }
 
+void sim_result_bracket(sim_result *r, const unc_table *t)
+{
+  const unc_band *b = unc_band_of(t, unc_run_kind(r->workload));
+  if (!b)
+    return;
+  sim_interval *i = &r->interval;
+  *i = (sim_interval){.set = true, .kind = b->kind, .cases = b->cases, .cv_coverage = b->cv_coverage};
+  unc_interval(b, r->step_time, UNC_TIME, i->step_time);
+  unc_interval(b, r->tokens_per_s, UNC_RATE, i->tokens_per_s);
+  unc_interval(b, r->mfu, UNC_RATE, i->mfu);
+}
+
 void sim_result_clear(sim_result *r)
 {
   eng_result_clear(&r->eng);
