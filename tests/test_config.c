@@ -257,3 +257,59 @@ Test(config, a_model_preset_takes_overrides)
   g_autofree char *err = th_load_error("dgx-h100", bad, nodes);
   cr_assert(err && strstr(err, "preset-bad.yaml:1:") && strstr(err, "model.heads = 7"), "%s", err);
 }
+
+/* ---- framework profiles (configs/frameworks) ---------------------------------------------- */
+
+static cfg_workload *framework_load(const char *const *sets)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("dgx-a100", "gpt3-1.3b-dp", sets, &c, &w));
+  cfg_cluster_free(c);
+  return w;
+}
+
+Test(config, a_framework_profile_gives_its_defaults)
+{
+  const char *sets[] = {"training.framework=fsdp", NULL};
+  cfg_workload *w = framework_load(sets);
+  cr_assert_eq(w->parallel.zero, 3, "FSDP's FULL_SHARD is ZeRO-3");
+  cr_assert_eq(w->training.grad_dtype, CFG_FP32);
+  cr_assert_eq(w->training.attention, 1 + CFG_ATTN_FA2);
+  cr_assert_str_eq(w->training.framework, "fsdp");
+  cfg_workload_free(w);
+  const char *horovod[] = {"training.framework=horovod", NULL};
+  w = framework_load(horovod);
+  cr_assert_float_eq(w->parallel.gradient_bucket, 128e6, 1, "Horovod's 128 MB fusion buffer");
+  cfg_workload_free(w);
+}
+
+Test(config, the_workload_and_its_overrides_win_over_the_profile)
+{
+  const char *sets[] = {"training.framework=fsdp", "parallel.zero=2", "training.attention=fa3", NULL};
+  cfg_workload *w = framework_load(sets);
+  cr_assert_eq(w->parallel.zero, 2);
+  cr_assert_eq(w->training.attention, 1 + CFG_ATTN_FA3);
+  cfg_workload_free(w);
+  const char *none[] = {NULL};
+  w = framework_load(none);
+  cr_assert_str_eq(w->training.framework, "none");
+  cr_assert_float_eq(w->parallel.gradient_bucket, 25 * 1048576.0, 1, "dlsim's generic default");
+  cfg_workload_free(w);
+}
+
+Test(config, an_unknown_framework_lists_the_profiles)
+{
+  const char *sets[] = {"training.framework=fsd", NULL};
+  g_autofree char *msg = th_load_error("dgx-a100", "gpt3-1.3b-dp", sets);
+  cr_assert(msg && strstr(msg, "no framework profile 'fsd'") && strstr(msg, "fsdp"), "%s", msg);
+}
+
+Test(config, a_profile_holds_only_workload_defaults)
+{
+  g_autofree char *path = th_write("bad-framework.yaml", "gpu: {memory: 1GiB}\n");
+  g_autofree char *set = g_strdup_printf("training.framework=%s", path);
+  const char *sets[] = {set, NULL};
+  g_autofree char *msg = th_load_error("dgx-a100", "gpt3-1.3b-dp", sets);
+  cr_assert(msg && strstr(msg, "may hold only the sections") && strstr(msg, "'gpu'"), "%s", msg);
+}

@@ -258,6 +258,7 @@ typedef struct {
   cfg_recompute recompute;
   int flash_attention; /* 0/1 */
   int attention;       /* cfg_attn_impl + 1, 0: auto (FlashAttention-2) */
+  char *framework;     /* the profile (configs/frameworks) whose defaults the workload took */
   cfg_dtype grad_dtype;/* gradients as accumulated and reduced (Megatron: fp32 main grads) */
 } cfg_training;
 

@@ -134,9 +134,10 @@ static void cfg_map_overlay(cfg_node *base, cfg_node *over)
   }
 }
 
-/* The model file at `path` as a tree named after the file; `what` names the key for errors. */
-static cfg_node *cfg_read_model(cfg_doc *doc, const cfg_node *ref, const char *what,
-                                const char *path, GError **err)
+/* The mapping in the file at `path` (a model or a framework profile) as a tree; `what` names the
+ * key that referred to it, for errors. */
+static cfg_node *cfg_read_map(cfg_doc *doc, const cfg_node *ref, const char *what,
+                              const char *path, GError **err)
 {
   g_autofree char *text = NULL;
   if (!g_file_get_contents(path, &text, NULL, NULL)) {
@@ -149,6 +150,14 @@ static cfg_node *cfg_read_model(cfg_doc *doc, const cfg_node *ref, const char *w
     cfg_node_free(model);
     return NULL;
   }
+  return model;
+}
+
+/* The model file at `path` as a tree named after the file. */
+static cfg_node *cfg_read_model(cfg_doc *doc, const cfg_node *ref, const char *what,
+                                const char *path, GError **err)
+{
+  cfg_node *model = cfg_read_map(doc, ref, what, path, err);
   if (model)
     cfg_name_model(model, path);
   return model;
@@ -198,6 +207,69 @@ static bool cfg_graft_model(cfg_doc *doc, GError **err)
     return false;
   cfg_node_free(p->value);
   p->value = model;
+  return true;
+}
+
+/* Moves every key of `defaults` that `base` lacks onto it, mappings filled key by key: what
+ * `base` has keeps its value and its place in its file (for errors). */
+static void cfg_map_fill(cfg_node *base, cfg_node *defaults)
+{
+  for (guint i = 0; i < defaults->items->len; i++) {
+    cfg_pair *d = g_ptr_array_index(defaults->items, i);
+    cfg_node *b = cfg_map_get(base, d->key);
+    if (b && b->kind == CFG_NODE_MAP && d->value->kind == CFG_NODE_MAP) {
+      cfg_map_fill(b, d->value);
+      continue;
+    }
+    if (b)
+      continue;
+    cfg_map_put(base, d->key, d->value);
+    d->value = NULL;
+  }
+}
+
+/* A framework profile holds defaults of these sections only. */
+static bool cfg_framework_sections_ok(const cfg_node *profile, const cfg_node *ref, const char *path,
+                                      GError **err)
+{
+  static const char *const allowed[] = {"training", "parallel", "collectives", "memory"};
+  for (guint i = 0; i < profile->items->len; i++) {
+    const cfg_pair *q = g_ptr_array_index(profile->items, i);
+    bool ok = false;
+    for (size_t k = 0; k < G_N_ELEMENTS(allowed); k++)
+      ok |= strcmp(q->key, allowed[k]) == 0 && q->value->kind == CFG_NODE_MAP;
+    if (!ok) {
+      cfg_set_error_node(err, ref, "training.framework: '%s' may hold only the sections training, "
+                         "parallel, collectives and memory (found '%s')", path, q->key);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* `training.framework: NAME`: the profile configs/frameworks/NAME.yaml (the framework's defaults:
+ * attention kernels, gradient dtype and buckets, sharding) under the workload's own keys, so
+ * that what the workload or a --set states wins. */
+static bool cfg_graft_framework(cfg_doc *doc, GError **err)
+{
+  cfg_node *training = cfg_map_get(doc->root, "training");
+  cfg_node *ref = training && training->kind == CFG_NODE_MAP ? cfg_map_get(training, "framework") : NULL;
+  if (!ref || ref->kind != CFG_NODE_SCALAR || strcmp(ref->scalar, "none") == 0)
+    return true;
+  g_autofree char *path = cfg_resolve(ref->scalar, "frameworks", NULL);
+  if (!path) {
+    g_autofree char *list = cfg_presets_list("frameworks");
+    cfg_set_error_node(err, ref, "training.framework: no framework profile '%s' (profiles: none, %s)",
+                       ref->scalar, list);
+    return false;
+  }
+  cfg_node *profile = cfg_read_map(doc, ref, "training.framework", path, err);
+  if (!profile || !cfg_framework_sections_ok(profile, ref, path, err)) {
+    cfg_node_free(profile);
+    return false;
+  }
+  cfg_map_fill(doc->root, profile);
+  cfg_node_free(profile);
   return true;
 }
 
@@ -773,6 +845,8 @@ static bool cfg_load_docs(cfg_doc *cdoc, cfg_doc *wdoc, const cfg_override *sets
       goto fail;
   if (wdoc && !cfg_graft_model(wdoc, err)) /* a --set may have named another model */
     goto fail;
+  if (wdoc && !cfg_graft_framework(wdoc, err)) /* after the overrides: they may name it */
+    goto fail;
   if (preset && cdoc && wdoc && cfg_map_get(wdoc->root, "training"))
     sized = cfg_size_preset(cdoc, wdoc, sets, nsets);
   if (cdoc) {
@@ -913,6 +987,7 @@ void cfg_workload_free(cfg_workload *w)
     return;
   g_free(w->model.name);
   g_free(w->model.preset);
+  g_free(w->training.framework);
   g_free(w->model.moe.histogram);
   g_free(w->collectives.algorithm);
   g_free(w->collectives.protocol);

@@ -131,6 +131,7 @@ cJSON *rep_run_json(const sim_result *r)
   cJSON_AddNumberToObject(m, "capacity_bytes", r->capacity_bytes);
   cJSON_AddBoolToObject(m, "fits", r->fits);
   cJSON_AddStringToObject(j, "engine", eng_kind_name(r->options.kind));
+  cJSON_AddStringToObject(j, "framework", r->workload->training.framework ? r->workload->training.framework : "none");
   cJSON_AddNumberToObject(j, "gpus", r->gpus);
   cJSON_AddNumberToObject(j, "critical_rank", res->critical_rank);
   cJSON *s = cJSON_AddObjectToObject(j, "simulator");

@@ -1,6 +1,8 @@
 /* Entry point: checks what can run, builds the model for one GPU's shard, lays it out. */
 #include "workloads/workloads_internal.h"
 
+#include <string.h>
+
 #include <stdarg.h>
 
 bool wl_fail(GError **err, const cfg_workload *w, const char *path, cfg_error_code code,
@@ -156,6 +158,8 @@ static char *wl_describe(const cfg_workload *w)
     g_string_append_printf(d, ", ZeRO-%d", p->zero);
   g_string_append_printf(d, ", micro-batch %d, %s", w->training.micro_batch,
                          cfg_dtype_name(w->training.dtype));
+  if (w->training.framework && strcmp(w->training.framework, "none") != 0)
+    g_string_append_printf(d, ", %s", w->training.framework);
   return g_string_free(d, FALSE);
 }
 

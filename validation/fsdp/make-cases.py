@@ -32,7 +32,7 @@ def workload(size):
     with open(path, 'w') as f:
         f.write('# MPT-%s trained by llm-foundry with PyTorch FSDP (validation/fsdp/make-cases.py)\n'
                 'model: mpt-%s\n'
-                'training:\n  global_batch: 8\n  micro_batch: 1\n  dtype: bf16\n  optimizer: adam\n'
+                'training:\n  framework: fsdp\n  global_batch: 8\n  micro_batch: 1\n  dtype: bf16\n  optimizer: adam\n'
                 '  flash_attention: true\n  attention: triton\n'
                 'parallel:\n  zero: 3\n' % (size, size))
 
