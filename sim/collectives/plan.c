@@ -240,3 +240,85 @@ void coll_plan_free(coll_plan *p)
   g_hash_table_destroy(p->member_of);
   g_free(p);
 }
+
+/* ---- crowding ------------------------------------------------------------------------------ */
+
+/* Adds `delta` to the load of every hop of a phase's transfers; with `map`, as a group whose
+ * member i is map[i] runs them (the plan's own endpoints are members 0..n-1, in group order). */
+static void coll_phase_load(const hw_cluster *hw, const coll_plan *p, const coll_phase *ph,
+                            const int *map, int *load, int delta)
+{
+  for (int i = 0; i < ph->nxfers; i++) {
+    int src = ph->xfers[i].src, dst = ph->xfers[i].dst;
+    if (map) {
+      src = map[coll_member(p, src)];
+      dst = map[coll_member(p, dst)];
+    }
+    hw_route r;
+    hw_route_get(hw, src, dst, &r);
+    for (int h = 0; h < r.nhops; h++)
+      load[r.hops[h]] += delta;
+  }
+}
+
+/* The slowest transfer of a phase, with the links loaded as `load` says. */
+static double coll_phase_bulk(const hw_cluster *hw, const coll_phase *ph, const int *load,
+                              double size, double eff)
+{
+  double bulk = 0;
+  for (int i = 0; i < ph->nxfers; i++) {
+    hw_route r;
+    hw_route_get(hw, ph->xfers[i].src, ph->xfers[i].dst, &r);
+    double rate = INFINITY;
+    for (int h = 0; h < r.nhops; h++) {
+      const hw_link *l = hw_link_get(hw, HW_HOP_LINK(r.hops[h]));
+      rate = MIN(rate, l->policy == HW_LINK_FATPIPE ? l->bandwidth : l->bandwidth / load[r.hops[h]]);
+    }
+    double wire = floor(ph->steps * ph->xfers[i].frac * size / eff);
+    bulk = MAX(bulk, wire > 0 ? wire / rate : 0);
+  }
+  return bulk;
+}
+
+/* Loads (or unloads, delta -1) phase i of every sibling. A plan that only moves data between
+ * its ranks runs, on a sibling group of the same shape, as the same transfers between the
+ * sibling's ranks; one with reducing switches is planned again for each sibling. */
+static void coll_siblings_load(const hw_cluster *hw, const coll_plan *p, GPtrArray *plans,
+                               const int *siblings, int nsiblings, int i, int *load, int delta)
+{
+  for (int k = 0; k < nsiblings; k++) {
+    const coll_plan *o = plans ? g_ptr_array_index(plans, k) : p;
+    if (i < o->nphases)
+      coll_phase_load(hw, o, &o->phases[i], plans ? NULL : siblings + (gsize)k * p->n, load, delta);
+  }
+}
+
+double coll_schedule_crowded(const coll_schedule *s, const hw_cluster *hw, bool fold,
+                             const int *siblings, int nsiblings)
+{
+  const coll_plan *p = s->plan;
+  if (!p || p->nphases == 0 || nsiblings == 0)
+    return s->time;
+  GPtrArray *plans = NULL;
+  if (p->nmembers > p->n) {
+    plans = g_ptr_array_new_with_free_func((GDestroyNotify)coll_plan_free);
+    for (int k = 0; k < nsiblings; k++)
+      g_ptr_array_add(plans, coll_plan_new(hw, p->op, siblings + (gsize)k * p->n, p->n, p->algo,
+                                           NULL, fold));
+  }
+  double eff = hw_config(hw)->nccl.protocol_efficiency[s->proto];
+  double size = p->absolute ? 1.0 : s->bytes, extra = 0;
+  g_autofree int *load = g_new0(int, 2 * (gsize)hw_nlinks(hw));
+  for (int i = 0; i < p->nphases; i++) {
+    const coll_phase *ph = &p->phases[i];
+    coll_phase_load(hw, p, ph, NULL, load, 1);
+    double alone = coll_phase_bulk(hw, ph, load, size, eff);
+    coll_siblings_load(hw, p, plans, siblings, nsiblings, i, load, 1);
+    extra += coll_phase_bulk(hw, ph, load, size, eff) - alone;
+    coll_phase_load(hw, p, ph, NULL, load, -1);
+    coll_siblings_load(hw, p, plans, siblings, nsiblings, i, load, -1);
+  }
+  if (plans)
+    g_ptr_array_free(plans, TRUE);
+  return s->time + MAX(extra, 0.0);
+}
