@@ -3,10 +3,11 @@
  * The estimate takes each layer pass's time from the same templates the engines run (one
  * transformer block's kernels with its tensor / context / expert-parallel collectives,
  * evaluated by the engine: first run's makespan, then its period), so it sees what the
- * engines see of a layer; it only replaces the pipeline's list scheduling by the classic
- * closed form: the fill and drain through every stage once, then m - 1 periods of the slowest
- * stage (divided by v for the fill with interleaving), plus the stage-boundary transfers, the
- * exposed tail of the gradient reduction, the optimizer and ZeRO's parameter all-gather.
+ * engines see of a layer; it only replaces the pipeline's list scheduling by a closed form:
+ * m periods of a micro-batch (each round of chunks at the pace of its slowest stage) plus the
+ * fill and drain of the other stages' work, a chunk at a time with interleaving (Megatron's
+ * (p - 1) / v bubble), plus the stage-boundary transfers, the exposed tail of the gradient
+ * reduction, the optimizer and ZeRO's parameter all-gather.
  * Everything it needs is cached per distinct layer shape, so a layout costs microseconds. */
 #include "planner/planner_internal.h"
 
