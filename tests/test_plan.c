@@ -412,3 +412,23 @@ Test(plan, the_table_columns_line_up_whatever_the_layout_length, .timeout = 60)
   cr_assert(rows == 10 && cp, "%d rows, CP layouts among them: %d", rows, cp);
   th_proc_clear(&p);
 }
+
+Test(plan, the_closed_form_sees_an_oversubscribed_spine_as_the_engine_does, .timeout = 60)
+{
+  /* ZeRO-3 over one-node leaves and an 8:1 spine: the tensor-parallel siblings' gathers share
+   * each node's uplink; estimate and engine both count it */
+  th_proc p = th_dlsim("plan -c dgx-h100 -m gpt3-1.3b --gpus 32 --global-batch 64 --top 0 -q "
+                       "--json --fix zero=3 --fix pp=1 --fix tp=4 "
+                       "--set network.tiers[0].nodes_per_switch=1 "
+                       "--set network.tiers[1].oversubscription=8");
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  cJSON *j = cJSON_Parse(p.out), *x;
+  cr_assert_not_null(j, "not JSON: %s", p.out);
+  cJSON_ArrayForEach(x, cJSON_GetObjectItem(j, "top"))
+  {
+    double est = plan_num(x, "estimate_s"), step = plan_num(x, "step_time_s");
+    cr_assert(fabs(est - step) <= 0.04 * step, "estimate %g s, engine %g s", est, step);
+  }
+  cJSON_Delete(j);
+  th_proc_clear(&p);
+}

@@ -298,7 +298,8 @@ static double *des_arrive(des_ctx *c, des_rank *r, const prog_op *op, double now
 {
   if (op->coll == PROG_COLL_SENDRECV)
     return NULL;
-  int group = ((const prog_family *)g_ptr_array_index(c->p->families, op->family))->group_of[r->rank];
+  const prog_family *f = g_ptr_array_index(c->p->families, op->family);
+  int group = f->group_of[r->rank];
   gpointer gk = GINT_TO_POINTER(group);
   gint64 seq = GPOINTER_TO_INT(g_hash_table_lookup(r->seq, gk));
   g_hash_table_insert(r->seq, gk, GINT_TO_POINTER((int)seq + 1));

@@ -319,8 +319,10 @@ static int plan_knobs(const plan_layout *a, const plan_layout *b, char *buf, siz
   PLAN_KNOB(a->virtual_stages != b->virtual_stages, "x%d interleaving", b->virtual_stages)
   PLAN_KNOB(a->zero != b->zero, "ZeRO-%d", b->zero)
   PLAN_KNOB(a->recompute != b->recompute, "%s", rc[b->recompute])
-  PLAN_KNOB(a->sequence_parallel != b->sequence_parallel, "%s", b->sequence_parallel ? "SP" : "no SP")
-  PLAN_KNOB(a->pipeline_outer != b->pipeline_outer, "%s", b->pipeline_outer ? "PP outer" : "PP inner")
+  PLAN_KNOB(a->sequence_parallel != b->sequence_parallel, "%s",
+            b->sequence_parallel ? "SP" : "no SP")
+  PLAN_KNOB(a->pipeline_outer != b->pipeline_outer, "%s",
+            b->pipeline_outer ? "PP outer" : "PP inner")
 #undef PLAN_KNOB
   g_strlcpy(buf, d->str, n);
   g_string_free(d, TRUE);
