@@ -150,6 +150,35 @@ Test(cli, run_json_has_the_schema_fields)
   th_proc_clear(&p);
 }
 
+/* The notes of a layout that asks for something that changes nothing, in run and memory. */
+Test(cli, zero_with_one_data_parallel_rank_is_a_note_not_an_error)
+{
+  const char *cmds[] = {"run", "memory"};
+  for (size_t i = 0; i < G_N_ELEMENTS(cmds); i++) {
+    g_autofree char *args = g_strdup_printf(
+        "%s -c dgx-h100 -w gpt3-1.3b-dp --set node.count=1 --set parallel.tp=8 --set parallel.dp=1 "
+        "--set parallel.zero=2 --set training.global_batch=8 --json", cmds[i]);
+    th_proc p = th_dlsim(args);
+    cr_assert_eq(p.status, 0, "%s", p.out);
+    cJSON *j = cJSON_Parse(p.out);
+    cr_assert_not_null(j, "not JSON: %s", p.out);
+    cJSON *notes = cJSON_GetObjectItem(j, "notes");
+    cr_assert(cJSON_IsArray(notes) && cJSON_GetArraySize(notes) == 1, "%s: %s", cmds[i], p.out);
+    cr_assert(strstr(cJSON_GetArrayItem(notes, 0)->valuestring, "ZeRO-2 with DP 1"));
+    cJSON_Delete(j);
+    th_proc_clear(&p);
+  }
+  /* with two data-parallel ranks ZeRO shards: nothing to say */
+  th_proc p = th_dlsim("run -c dgx-h100 -w gpt3-1.3b-dp --set node.count=1 --set parallel.tp=4 "
+                       "--set parallel.dp=2 --set parallel.zero=2 --set training.global_batch=16 --json");
+  cJSON *j = cJSON_Parse(p.out);
+  cr_assert_not_null(j, "not JSON: %s", p.out);
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "notes")), 0);
+  cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "comm_tier"), "dp")->valuestring, "node");
+  cJSON_Delete(j);
+  th_proc_clear(&p);
+}
+
 Test(cli, trace_is_chrome_json)
 {
   g_autofree char *out = th_write("trace.json", "");

@@ -229,10 +229,11 @@ Test(collectives, tuner_picks_latency_protocols_small_and_bandwidth_ones_large)
   cfg_cluster_free(cfg);
 }
 
-Test(collectives, concurrent_groups_contend_in_the_des_only)
+Test(collectives, concurrent_groups_contend_in_both_engines)
 {
-  /* 4 data-parallel rings across 2 nodes through the same 2 NICs per node: the DES shares the
-   * NICs, the analytic engine (as documented) does not */
+  /* 4 data-parallel rings across 2 nodes through the same NIC per node: the DES shares the
+   * NIC between the flows; the analytic engine times each group beside the other groups of
+   * its class, which run the same collective in step */
   cfg_cluster *cfg = NULL;
   hw_cluster *hw = make_cluster(2, 4, "set:node.nics_per_node=1", &cfg);
   eng_options a = {.kind = ENG_ANALYTIC, .algo = COLL_ALGO_RING, .proto = CFG_PROTO_SIMPLE};
@@ -255,12 +256,49 @@ Test(collectives, concurrent_groups_contend_in_the_des_only)
   eng_result ra, rd;
   cr_assert(eng_run(p, hw, &a, &ra, NULL));
   cr_assert(eng_run(p, hw, &d, &rd, NULL));
-  cr_assert(rd.step_time > 3.5 * ra.step_time, "des %g analytic %g", rd.step_time, ra.step_time);
+  coll_planner *pl = coll_planner_new(hw, COLL_ALGO_RING, CFG_PROTO_SIMPLE, true);
+  int pair[2] = {0, 4};
+  double alone = coll_planner_get(pl, PROG_COLL_ALLREDUCE, pair, 2, 1, 256e6, NULL, NULL)->time;
+  coll_planner_free(pl);
+  cr_assert(rd.step_time > 3.5 * alone, "des %g, one group alone %g", rd.step_time, alone);
+  cr_assert(fabs(ra.step_time - rd.step_time) < 0.01 * rd.step_time, "des %g analytic %g",
+            rd.step_time, ra.step_time);
   eng_result_clear(&ra);
   eng_result_clear(&rd);
   prog_free(p);
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);
+}
+
+/* The extra time of an all-gather over {0, 4} of 2 one-node leaves when the three other GPU
+ * pairs {1, 5}, {2, 6}, {3, 7} gather at the same moment, under spine oversubscription `over`. */
+static double crowded_extra(double over)
+{
+  cfg_cluster *cfg = NULL;
+  g_autofree char *sets = g_strdup_printf("set:network.tiers[0].nodes_per_switch=1;"
+                                          "network.tiers[1].oversubscription=%g;"
+                                          "nccl.link_efficiency.network=1", over);
+  hw_cluster *hw = make_cluster(2, 4, sets, &cfg);
+  coll_planner *pl = coll_planner_new(hw, COLL_ALGO_RING, CFG_PROTO_SIMPLE, true);
+  int own[2] = {0, 4}, others[6] = {1, 5, 2, 6, 3, 7};
+  const coll_schedule *s = coll_planner_get(pl, PROG_COLL_ALLGATHER, own, 2, 1, 1e9, NULL, NULL);
+  cr_assert(s);
+  double t = coll_schedule_crowded(s, hw, true, others, 3) - s->time;
+  coll_planner_free(pl);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+  return t;
+}
+
+Test(collectives, lock_step_groups_share_an_oversubscribed_spine)
+{
+  /* each node's uplink carries 4 NICs of 12.5 GB/s over 4: one pair alone still gets a NIC's
+   * rate, four share it; each GPU sends half of the 1 GB over it, so four pairs take
+   * 3 x 0.5 GB / 12.5 GB/s = 0.12 s more than one */
+  double extra = crowded_extra(4);
+  cr_assert(fabs(extra - 0.12) < 1e-3 * 0.12, "crowded adds %g s", extra);
+  /* a full-bisection spine gives each pair its own NIC and uplink share: nothing changes */
+  cr_assert(fabs(crowded_extra(1)) < 1e-12, "crowded adds %g s at 1:1", crowded_extra(1));
 }
 
 /* The fit recovers parameters it did not start from, on a table the model itself produced. */

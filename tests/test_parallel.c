@@ -143,6 +143,56 @@ Test(parallel, tensor_parallelism_across_nodes_is_slower)
   }
 }
 
+/* GPT-3 1.3B, TP 8 x DP 4 with ZeRO-3 on 4 DGX H100: its 8 data-parallel groups (one per
+ * tensor-parallel rank) gather and reduce-scatter every layer at the same moment. */
+static eng_result par_zero3_spine(const char *leaf, const char *over, eng_kind kind)
+{
+  const char *sets[] = {"node.count=4", "parallel.tp=8", "parallel.dp=4", "parallel.zero=3",
+                        "training.global_batch=32", "training.micro_batch=8", leaf, over, NULL};
+  return par_run("dgx-h100", "gpt3-1.3b-dp", sets, kind, false);
+}
+
+Test(parallel, zero3_across_an_oversubscribed_spine_slows_down_in_proportion)
+{
+  /* one node per leaf: every data-parallel ring leaves its node once per GPU, 8 flows through
+   * an uplink of 8 NICs / 8 at 8:1, so each gets an eighth of a NIC where it had a whole one at
+   * 1:1: the bandwidth part of every ZeRO-3 collective takes 8 times as long */
+  for (int e = 0; e < 2; e++) {
+    eng_kind kind = e ? ENG_DES : ENG_ANALYTIC;
+    const char *leaf = "network.tiers[0].nodes_per_switch=1";
+    eng_result one = par_zero3_spine(leaf, "network.tiers[1].oversubscription=1", kind);
+    eng_result eight = par_zero3_spine(leaf, "network.tiers[1].oversubscription=8", kind);
+    double ratio = eight.comm[PROG_DIM_DP] / one.comm[PROG_DIM_DP];
+    cr_assert(ratio > 7 && ratio <= 8, "%s: dp comm %g -> %g s (x%.2f)", eng_kind_name(kind),
+              one.comm[PROG_DIM_DP], eight.comm[PROG_DIM_DP], ratio);
+    /* the gathers are prefetched one at a time: the step cannot beat its data-parallel stream */
+    cr_assert(eight.step_time >= eight.comm[PROG_DIM_DP], "%s: step %g < dp stream %g",
+              eng_kind_name(kind), eight.step_time, eight.comm[PROG_DIM_DP]);
+    /* and compute can hide at most its own length of the extra communication */
+    double extra = eight.comm[PROG_DIM_DP] - one.comm[PROG_DIM_DP];
+    cr_assert(eight.step_time - one.step_time >= extra - one.compute, "%s: step %g -> %g s",
+              eng_kind_name(kind), one.step_time, eight.step_time);
+    /* the preset's leaf holds 32 nodes: the job never reaches the spine */
+    eng_result local = par_zero3_spine("node.count=4", "network.tiers[1].oversubscription=8", kind);
+    eng_result base = par_zero3_spine("node.count=4", "network.tiers[1].oversubscription=1", kind);
+    cr_assert_float_eq(local.step_time, base.step_time, 1e-12 * base.step_time);
+  }
+}
+
+Test(parallel, a_contended_gradient_reduction_is_communication_not_other)
+{
+  /* ZeRO 0 reduces gradients outside the layer passes, as SimGrid flows in the DES: the time
+   * the 8 rings take sharing the 8:1 spine is communication in flight, and both engines agree */
+  const char *sets[] = {"node.count=4", "parallel.tp=8", "parallel.dp=4", "training.global_batch=32",
+                        "network.tiers[0].nodes_per_switch=1", "network.tiers[1].oversubscription=8",
+                        NULL};
+  eng_result d = par_run("dgx-h100", "gpt3-1.3b-dp", sets, ENG_DES, false);
+  eng_result a = par_run("dgx-h100", "gpt3-1.3b-dp", sets, ENG_ANALYTIC, false);
+  cr_assert(d.other < 1e-6 * d.step_time, "des: %g s of other in a %g s step", d.other, d.step_time);
+  cr_assert_float_eq(a.step_time, d.step_time, 1e-3 * d.step_time);
+  cr_assert_float_eq(a.comm[PROG_DIM_DP], d.comm[PROG_DIM_DP], 1e-3 * d.comm[PROG_DIM_DP]);
+}
+
 Test(parallel, one_stage_one_shard_equals_the_reference_data_parallel_builder)
 {
   const char *const cases[][4] = {

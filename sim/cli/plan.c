@@ -97,6 +97,8 @@ static cJSON *plan_json(const plan_screen_result *r, int shown)
     cJSON_AddNumberToObject(o, "peak_bytes", c->peak_bytes);
     if (i > 0)
       cJSON_AddStringToObject(o, "loses_on", c->why);
+    if (c->same[0])
+      cJSON_AddStringToObject(o, "same_with", c->same);
     cJSON_AddItemToArray(top, o);
   }
   return j;
@@ -105,14 +107,14 @@ static cJSON *plan_json(const plan_screen_result *r, int shown)
 static void plan_print_csv(const plan_screen_result *r, int shown)
 {
   printf("rank,tp,cp,pp,dp,ep,micro_batch,virtual_stages,zero,recompute,sequence_parallel,"
-         "placement,estimate_s,step_time_s,des_step_time_s,mfu,tokens_per_s,peak_bytes\n");
+         "placement,estimate_s,step_time_s,des_step_time_s,mfu,tokens_per_s,peak_bytes,same_with\n");
   for (guint i = 0; i < r->best->len && (int)i < shown; i++) {
     const plan_candidate *c = &g_array_index(r->best, plan_candidate, i);
-    printf("%u,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%s,%.6g,%.6g,%.6g,%.4f,%.6g,%.6g\n", i + 1, c->l.tp,
-           c->l.cp, c->l.pp, c->l.dp, c->l.ep, c->l.micro_batch, c->l.virtual_stages, c->l.zero,
-           cfg_recompute_name(c->l.recompute), c->l.sequence_parallel,
+    printf("%u,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%s,%.6g,%.6g,%.6g,%.4f,%.6g,%.6g,\"%s\"\n", i + 1,
+           c->l.tp, c->l.cp, c->l.pp, c->l.dp, c->l.ep, c->l.micro_batch, c->l.virtual_stages,
+           c->l.zero, cfg_recompute_name(c->l.recompute), c->l.sequence_parallel,
            c->l.pipeline_outer ? "tp cp dp pp" : "tp cp pp dp", c->estimate_s, c->step_time_s,
-           c->des_step_time_s, c->mfu, c->tokens_per_s, c->peak_bytes);
+           c->des_step_time_s, c->mfu, c->tokens_per_s, c->peak_bytes, c->same);
   }
 }
 
@@ -127,7 +129,13 @@ static void plan_print_text(const plan_setup *s, const plan_args *a, const plan_
     printf("  no layout fits\n");
     return;
   }
-  printf("  %2s  %-70s %9s %9s %6s %11s %10s\n", "#", "layout", "step (s)", "DES (s)", "MFU",
+  /* the layout column is as wide as the longest layout shown (CP and EP lengthen them) */
+  int width = (int)strlen("layout");
+  for (guint i = 0; i < r->best->len && (int)i < shown; i++) {
+    g_autofree char *d = plan_layout_describe(&g_array_index(r->best, plan_candidate, i).l);
+    width = MAX(width, (int)strlen(d));
+  }
+  printf("  %2s  %-*s %9s %9s %6s %11s %10s\n", "#", width, "layout", "step (s)", "DES (s)", "MFU",
          "tokens/s", "memory");
   for (guint i = 0; i < r->best->len && (int)i < shown; i++) {
     const plan_candidate *c = &g_array_index(r->best, plan_candidate, i);
@@ -136,8 +144,10 @@ static void plan_print_text(const plan_setup *s, const plan_args *a, const plan_
     char des[32] = "-";
     if (!isnan(c->des_step_time_s))
       g_snprintf(des, sizeof des, "%9.3f", c->des_step_time_s);
-    printf("  %2u  %-70s %9.3f %9s %5.1f%% %11.0f %10s\n", i + 1, d, c->step_time_s, des,
+    printf("  %2u  %-*s %9.3f %9s %5.1f%% %11.0f %10s\n", i + 1, width, d, c->step_time_s, des,
            100 * c->mfu, c->tokens_per_s, mem);
+    if (c->same[0])
+      printf("      the same with: %s\n", c->same);
     if (i > 0)
       printf("      loses on: %s\n", c->why);
   }
@@ -255,7 +265,7 @@ int cli_plan(int argc, char **argv)
   if (!a.quiet && mpi.rank == 0 && isatty(STDERR_FILENO))
     o.progress = plan_progress;
   plan_screen_result r = {0};
-  ok = ok && plan_screen(s, &o, &r, &err) && plan_mpi_merge(&mpi, &r, o.refine, &err);
+  ok = ok && plan_screen(s, &o, &r, &err) && plan_mpi_merge(&mpi, &r, plan_pool(o.refine), &err);
   if (ok && mpi.rank == 0) {
     ok = plan_refine(s, &o, &r, &err);
     int shown = MAX(a.top, MIN((int)r.best->len, 10));

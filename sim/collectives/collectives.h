@@ -105,6 +105,19 @@ double coll_wire_bytes(const coll_plan *p, const coll_phase *ph, const coll_xfer
 void coll_schedule_eval(const coll_plan *p, const hw_cluster *hw, int proto, double bytes,
                         coll_schedule *out);
 void coll_schedule_clear(coll_schedule *s);
+/* The time of `s` when `nsiblings` other groups of the same size (their ranks one group after
+ * the other in `siblings`) run the same algorithm at the same moment, as the ranks of a
+ * lock-step layer pass do: each phase's transfers share links with the siblings' same phase.
+ * Only links that the groups really share slow it down. */
+double coll_schedule_crowded(const coll_schedule *s, const hw_cluster *hw, bool fold,
+                             const int *siblings, int nsiblings);
+/* The same, prepared once for a plan and its siblings (the fair shares do not depend on the
+ * size): coll_crowd_time gives the time of any schedule of that plan. */
+typedef struct coll_crowd coll_crowd;
+coll_crowd *coll_crowd_new(const coll_plan *p, const hw_cluster *hw, bool fold,
+                           const int *siblings, int nsiblings);
+double coll_crowd_time(const coll_crowd *c, const coll_schedule *s, const hw_cluster *hw);
+void coll_crowd_free(coll_crowd *c);
 
 /* Chooses algorithm and protocol like NCCL's tuner (the fastest by this model among NCCL's
  * algorithms), caching plans per group. `algo`/`proto` force a choice. */

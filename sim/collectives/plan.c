@@ -240,3 +240,134 @@ void coll_plan_free(coll_plan *p)
   g_hash_table_destroy(p->member_of);
   g_free(p);
 }
+
+/* ---- crowding ------------------------------------------------------------------------------ */
+
+struct coll_crowd {
+  const coll_plan *plan;
+  double **alone, **crowded; /* per phase, per transfer: its fair share alone and beside the
+                              * siblings */
+};
+
+/* Adds `delta` to the load of every hop of a phase's transfers; with `map`, as a group whose
+ * member i is map[i] runs them (the plan's own endpoints are members 0..n-1, in group order). */
+static void coll_phase_load(const hw_cluster *hw, const coll_plan *p, const coll_phase *ph,
+                            const int *map, int *load, int delta)
+{
+  for (int i = 0; i < ph->nxfers; i++) {
+    int src = ph->xfers[i].src, dst = ph->xfers[i].dst;
+    if (map) {
+      src = map[coll_member(p, src)];
+      dst = map[coll_member(p, dst)];
+    }
+    hw_route r;
+    hw_route_get(hw, src, dst, &r);
+    for (int h = 0; h < r.nhops; h++)
+      load[r.hops[h]] += delta;
+  }
+}
+
+/* Each transfer's fair share of its route with the links loaded as `load` says. */
+static void coll_phase_rates(const hw_cluster *hw, const coll_phase *ph, const int *load,
+                             double *rates)
+{
+  for (int i = 0; i < ph->nxfers; i++) {
+    hw_route r;
+    hw_route_get(hw, ph->xfers[i].src, ph->xfers[i].dst, &r);
+    double rate = INFINITY;
+    for (int h = 0; h < r.nhops; h++) {
+      const hw_link *l = hw_link_get(hw, HW_HOP_LINK(r.hops[h]));
+      double share = l->policy == HW_LINK_FATPIPE ? l->bandwidth : l->bandwidth / load[r.hops[h]];
+      rate = MIN(rate, share);
+    }
+    rates[i] = rate;
+  }
+}
+
+/* Loads (or unloads, delta -1) phase i of every sibling. A plan that only moves data between
+ * its ranks runs, on a sibling group of the same shape, as the same transfers between the
+ * sibling's ranks; one with reducing switches is planned again for each sibling. */
+static void coll_siblings_load(const hw_cluster *hw, const coll_plan *p, GPtrArray *plans,
+                               const int *siblings, int nsiblings, int i, int *load, int delta)
+{
+  for (int k = 0; k < nsiblings; k++) {
+    const coll_plan *o = plans ? g_ptr_array_index(plans, k) : p;
+    if (i < o->nphases)
+      coll_phase_load(hw, o, &o->phases[i], plans ? NULL : siblings + (gsize)k * p->n, load, delta);
+  }
+}
+
+coll_crowd *coll_crowd_new(const coll_plan *p, const hw_cluster *hw, bool fold,
+                           const int *siblings, int nsiblings)
+{
+  coll_crowd *c = g_new0(coll_crowd, 1);
+  c->plan = p;
+  c->alone = g_new0(double *, MAX(p->nphases, 1));
+  c->crowded = g_new0(double *, MAX(p->nphases, 1));
+  GPtrArray *plans = NULL;
+  if (p->nmembers > p->n && nsiblings > 0) {
+    plans = g_ptr_array_new_with_free_func((GDestroyNotify)coll_plan_free);
+    for (int k = 0; k < nsiblings; k++)
+      g_ptr_array_add(plans, coll_plan_new(hw, p->op, siblings + (gsize)k * p->n, p->n, p->algo,
+                                           NULL, fold));
+  }
+  g_autofree int *load = g_new0(int, 2 * (gsize)hw_nlinks(hw));
+  for (int i = 0; i < p->nphases; i++) {
+    const coll_phase *ph = &p->phases[i];
+    c->alone[i] = g_new(double, MAX(ph->nxfers, 1));
+    c->crowded[i] = g_new(double, MAX(ph->nxfers, 1));
+    coll_phase_load(hw, p, ph, NULL, load, 1);
+    coll_phase_rates(hw, ph, load, c->alone[i]);
+    coll_siblings_load(hw, p, plans, siblings, nsiblings, i, load, 1);
+    coll_phase_rates(hw, ph, load, c->crowded[i]);
+    coll_phase_load(hw, p, ph, NULL, load, -1);
+    coll_siblings_load(hw, p, plans, siblings, nsiblings, i, load, -1);
+  }
+  if (plans)
+    g_ptr_array_free(plans, TRUE);
+  return c;
+}
+
+void coll_crowd_free(coll_crowd *c)
+{
+  if (!c)
+    return;
+  for (int i = 0; i < c->plan->nphases; i++) {
+    g_free(c->alone[i]);
+    g_free(c->crowded[i]);
+  }
+  g_free(c->alone);
+  g_free(c->crowded);
+  g_free(c);
+}
+
+double coll_crowd_time(const coll_crowd *c, const coll_schedule *s, const hw_cluster *hw)
+{
+  const coll_plan *p = c->plan;
+  double eff = hw_config(hw)->nccl.protocol_efficiency[s->proto];
+  double size = p->absolute ? 1.0 : s->bytes, extra = 0;
+  for (int i = 0; i < p->nphases; i++) {
+    const coll_phase *ph = &p->phases[i];
+    double alone = 0, crowded = 0;
+    for (int k = 0; k < ph->nxfers; k++) {
+      double wire = floor(ph->steps * ph->xfers[k].frac * size / eff);
+      if (wire > 0) {
+        alone = MAX(alone, wire / c->alone[i][k]);
+        crowded = MAX(crowded, wire / c->crowded[i][k]);
+      }
+    }
+    extra += crowded - alone;
+  }
+  return s->time + MAX(extra, 0.0);
+}
+
+double coll_schedule_crowded(const coll_schedule *s, const hw_cluster *hw, bool fold,
+                             const int *siblings, int nsiblings)
+{
+  if (!s->plan || s->plan->nphases == 0 || nsiblings == 0)
+    return s->time;
+  coll_crowd *c = coll_crowd_new(s->plan, hw, fold, siblings, nsiblings);
+  double t = coll_crowd_time(c, s, hw);
+  coll_crowd_free(c);
+  return t;
+}

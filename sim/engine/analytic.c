@@ -189,7 +189,7 @@ static bool an_arrive(an_state *st, an_unit *u, uint32_t idx, double ready)
                                          st->error ? NULL : &st->error);
   if (!s)
     return false;
-  double dur = op->count * s->time;
+  double dur = op->count * eng_coll_crowded(st->costs, op, u->rank, s);
   GArray *members = an_units_of_group(st, group);
   if (members->len == 1) {
     an_finish_op(st, u, idx, ready, ready + dur);

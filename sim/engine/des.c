@@ -35,6 +35,7 @@ typedef struct {
   double hidden[PROG_NDIMS]; /* collective time run under compute inside macros */
   GArray *mem;   /* eng_mem_event */
   double finish;
+  GHashTable *seq; /* group -> collectives of it this rank has entered */
 } des_rank;
 
 typedef struct des_ctx des_ctx;
@@ -61,6 +62,7 @@ struct des_ctx {
   GPtrArray *args;
   GHashTable *hosts; /* name -> sg_host_t: SimGrid's own lookup walks every zone */
   bool *active;      /* ranks simulated (NULL: all); the others mirror a simulated one */
+  GHashTable *arrivals; /* (group, seq) -> latest arrival of a member, as a double* */
 };
 
 static bool des_active(const des_ctx *c, int rank)
@@ -288,6 +290,30 @@ static guint des_run_compute(des_actor_arg *a, GArray *list, guint i)
   return j;
 }
 
+/* Records that this rank entered its next collective of `group`; returns the latest arrival of
+ * the group's members so far (when the rank leaves the collective, every member has arrived).
+ * Members of a group issue its collectives in one order, but the two sides of a send / receive
+ * do so on different streams: those are not matched (NULL). */
+static double *des_arrive(des_ctx *c, des_rank *r, const prog_op *op, double now)
+{
+  if (op->coll == PROG_COLL_SENDRECV)
+    return NULL;
+  const prog_family *f = g_ptr_array_index(c->p->families, op->family);
+  int group = f->group_of[r->rank];
+  gpointer gk = GINT_TO_POINTER(group);
+  gint64 seq = GPOINTER_TO_INT(g_hash_table_lookup(r->seq, gk));
+  g_hash_table_insert(r->seq, gk, GINT_TO_POINTER((int)seq + 1));
+  gint64 key = (gint64)group << 32 | seq;
+  double *last = g_hash_table_lookup(c->arrivals, &key);
+  if (!last) {
+    last = g_new(double, 1);
+    *last = now;
+    g_hash_table_insert(c->arrivals, g_memdup2(&key, sizeof key), last);
+  }
+  *last = MAX(*last, now);
+  return last;
+}
+
 static void des_actor(int argc, char **argv)
 {
   (void)argc, (void)argv;
@@ -303,11 +329,13 @@ static void des_actor(int argc, char **argv)
     if (op->kind != PROG_COMM) {
       i = des_run_compute(a, list, i);
     } else {
+      const double *last = des_arrive(c, r, op, t0);
       double alone = des_run_collective(a, op);
       double t1 = simgrid_get_clock();
       /* in flight from when the last member arrived, as the analytic engine counts it, not while
-       * this rank waited for the others (a receive is posted long before its send) */
-      des_span(r, MAX(t0, t1 - alone), t1, op->dim);
+       * this rank waited for the others (a receive is posted long before its send); a
+       * collective that shares links with others is in flight all the longer */
+      des_span(r, MAX(t0, last ? *last : t1 - alone), t1, op->dim);
       des_complete(c, r, idx, t0, t1);
     }
   }
@@ -471,6 +499,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     return false;
   c.speed = hw_peak_flops(hw, p->meta.dtype);
   c.mailboxes = g_hash_table_new_full(des_mb_hash, des_mb_equal, g_free, NULL);
+  c.arrivals = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
   c.args = g_ptr_array_new_with_free_func(g_free);
   if (opt->trace) {
     c.events = g_array_new(FALSE, FALSE, sizeof(eng_event));
@@ -488,6 +517,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     x->end = g_new0(double, MAX(nops, 1u));
     x->spans = g_array_new(FALSE, FALSE, sizeof(eng_span));
     x->mem = g_array_new(FALSE, FALSE, sizeof(eng_mem_event));
+    x->seq = g_hash_table_new(g_direct_hash, g_direct_equal);
   }
   des_configure(&c, des_count_actors(&c));
   if (!des_load_platform(&c, err))

@@ -110,6 +110,8 @@ struct eng_costs {
   coll_planner *pl;
   GHashTable *templates; /* (tmpl, class) -> eng_tmpl */
   double slowdown;       /* extra compute time per second a collective runs beside it */
+  bool fold;
+  GHashTable *crowded;   /* eng_crowd_key -> time of a collective beside its siblings */
 };
 
 /* One template as a class runs it. */
@@ -122,6 +124,25 @@ typedef struct {
   double overlap;               /* compute time with a collective in flight beside it */
 } eng_tmpl;
 
+typedef struct {
+  int family, cls, group, coll;
+  double bytes;
+} eng_crowd_key;
+
+static guint eng_crowd_hash(gconstpointer k)
+{
+  const eng_crowd_key *x = k;
+  return (guint)x->family * 73856093u ^ (guint)x->group * 19349663u ^ (guint)x->cls * 83492791u ^
+         (guint)x->coll * 2654435761u ^ g_double_hash(&x->bytes);
+}
+
+static gboolean eng_crowd_equal(gconstpointer a, gconstpointer b)
+{
+  const eng_crowd_key *x = a, *y = b;
+  return x->family == y->family && x->cls == y->cls && x->group == y->group &&
+         x->coll == y->coll && x->bytes == y->bytes;
+}
+
 eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_planner *pl,
                          const eng_options *opt)
 {
@@ -131,7 +152,9 @@ eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_plann
   c->pl = pl;
   double f = opt ? opt->sm_reserved : 0;
   c->slowdown = f > 0 && f < 1 ? f / (1 - f) : 0;
+  c->fold = !(opt && opt->unfold);
   c->templates = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
+  c->crowded = g_hash_table_new_full(eng_crowd_hash, eng_crowd_equal, g_free, g_free);
   return c;
 }
 
@@ -140,6 +163,7 @@ void eng_costs_free(eng_costs *c)
   if (!c)
     return;
   g_hash_table_destroy(c->templates);
+  g_hash_table_destroy(c->crowded);
   g_free(c);
 }
 
@@ -197,6 +221,59 @@ static double eng_intersection(GArray *a, GArray *b)
   return total;
 }
 
+/* Whether the members of a group sit on more than one node: only then can groups of other
+ * ranks share its links (inside a node every GPU has its own). */
+static bool eng_group_spans_nodes(const hw_cluster *hw, const prog_group *g)
+{
+  for (int m = 1; m < g->n; m++)
+    if (hw_node_of(hw, g->ranks[m]) != hw_node_of(hw, g->ranks[0]))
+      return true;
+  return false;
+}
+
+/* The other groups of the family that the ranks of `rank`'s class belong to, their ranks one
+ * group after the other. */
+static int eng_sibling_groups(const prog_program *p, const prog_family *f, int rank, GArray *out)
+{
+  const prog_group *own = g_ptr_array_index(p->groups, f->group_of[rank]);
+  g_autofree bool *seen = g_new0(bool, p->groups->len);
+  seen[f->group_of[rank]] = true;
+  int n = 0;
+  for (int r = 0; r < p->nranks; r++) {
+    int gi = f->group_of[r];
+    if (gi < 0 || seen[gi] || p->class_of[r] != p->class_of[rank])
+      continue;
+    seen[gi] = true;
+    const prog_group *g = g_ptr_array_index(p->groups, gi);
+    if (g->n == own->n) {
+      g_array_append_vals(out, g->ranks, (guint)g->n);
+      n++;
+    }
+  }
+  return n;
+}
+
+double eng_coll_crowded(eng_costs *c, const prog_op *op, int rank, const coll_schedule *s)
+{
+  const prog_program *p = c->p;
+  const prog_family *f = g_ptr_array_index(p->families, op->family);
+  const prog_group *own = g_ptr_array_index(p->groups, f->group_of[rank]);
+  if (!eng_group_spans_nodes(c->hw, own))
+    return s->time;
+  eng_crowd_key key = {.family = op->family, .cls = p->class_of[rank], .group = f->group_of[rank],
+                       .coll = op->coll, .bytes = op->comm_bytes};
+  double *hit = g_hash_table_lookup(c->crowded, &key);
+  if (hit)
+    return *hit;
+  GArray *ranks = g_array_new(FALSE, FALSE, sizeof(int));
+  int nsib = eng_sibling_groups(p, f, rank, ranks);
+  double *t = g_new(double, 1);
+  *t = coll_schedule_crowded(s, c->hw, c->fold, (const int *)ranks->data, nsib);
+  g_array_free(ranks, TRUE);
+  g_hash_table_insert(c->crowded, g_memdup2(&key, sizeof key), t);
+  return *t;
+}
+
 /* List-schedules a template once; with `sync_only` the asynchronous ops are left out. Fills
  * `t`'s busy times (sync_only: the synchronous chain's) and, for the full pass, how long
  * compute ran beside a collective. */
@@ -224,7 +301,7 @@ static double eng_template_pass(eng_costs *c, int tmpl, int rank, bool sync_only
         t->compute += dur;
     } else if (op->kind == PROG_COMM) {
       const coll_schedule *s = eng_schedule_for(c->pl, c->p, op, rank, NULL);
-      dur = s ? op->count * s->time : 0;
+      dur = s ? op->count * eng_coll_crowded(c, op, rank, s) : 0;
       if (sync_only)
         t->sync_comm[op->dim] += dur;
       else if (async)

@@ -42,6 +42,11 @@ eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_plann
                          const eng_options *opt);
 void eng_costs_free(eng_costs *c);
 double eng_op_duration(eng_costs *c, const prog_op *op, int rank);
+/* The time of a collective as `rank` runs it while every other rank of its class runs the same
+ * op in step (the ranks of a pipeline stage do, in a layer pass and in the analytic engine):
+ * the family's other groups in the class share the network with it, which is what makes the
+ * data-parallel traffic of tensor-parallel siblings meet on an oversubscribed spine. */
+double eng_coll_crowded(eng_costs *c, const prog_op *op, int rank, const coll_schedule *s);
 /* The spans of a compute or macro op that starts at `start` (a macro: its compute, then its
  * exposed collective waits per dimension); adds the collective time its compute hid to
  * `hidden`. Returns its duration. */

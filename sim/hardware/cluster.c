@@ -491,3 +491,14 @@ char *hw_platform_xml(const hw_cluster *hw, int ngpus, double host_speed)
   g_string_append(x, "</platform>\n");
   return g_string_free(x, FALSE);
 }
+
+int hw_group_tier(const hw_cluster *hw, const int *ranks, int n)
+{
+  int top = -1;
+  for (int m = 1; m < n; m++) {
+    hw_route r;
+    hw_route_get(hw, ranks[0], ranks[m], &r);
+    top = MAX(top, r.tier);
+  }
+  return top;
+}

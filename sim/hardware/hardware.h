@@ -58,6 +58,9 @@ const hw_link *hw_link_get(const hw_cluster *hw, int id);
 /* Route between two endpoints. Switch endpoints are reached from the GPUs below them and from
  * the switches directly above or below. */
 void hw_route_get(const hw_cluster *hw, int src, int dst, hw_route *out);
+/* The highest tier a group's traffic reaches, as hw_route's `tier` (-1 one GPU, 0 one node,
+ * 1 + t network tier t): in a tree, the highest turn of any route from the first member. */
+int hw_group_tier(const hw_cluster *hw, const int *ranks, int n);
 
 /* SimGrid platform XML (DTD 4.1) for the first `ngpus` GPUs; hosts are named "gpu-<rank>"
  * and run at `host_speed` FLOP/s. Newly allocated. */

@@ -24,11 +24,13 @@ static void plan_zero3(const plan_est *e, const wl_layer *layer, double *ag, dou
   const plan_layout *l = e->l;
   int sdp = l->tp * l->cp * (l->pipeline_outer ? 1 : l->pp);
   double dense = layer->params - layer->expert_params;
-  *ag = plan_coll(e->s, PROG_COLL_ALLGATHER, l->dp, sdp, l->cp, l->tp, dense * e->sb.weights) +
-        plan_coll(e->s, PROG_COLL_ALLGATHER, l->dp / l->ep, sdp * l->ep, l->cp, l->tp,
+  *ag = plan_coll(e->s, PROG_COLL_ALLGATHER, l->dp, sdp, l->cp, l->tp, l->tp, 1,
+                  dense * e->sb.weights) +
+        plan_coll(e->s, PROG_COLL_ALLGATHER, l->dp / l->ep, sdp * l->ep, l->cp, l->tp, l->tp, 1,
                   layer->expert_params * e->sb.weights);
-  *rs = plan_coll(e->s, PROG_COLL_REDUCESCATTER, l->dp, sdp, l->cp, l->tp, dense * e->sb.grads) +
-        plan_coll(e->s, PROG_COLL_REDUCESCATTER, l->dp / l->ep, sdp * l->ep, l->cp, l->tp,
+  *rs = plan_coll(e->s, PROG_COLL_REDUCESCATTER, l->dp, sdp, l->cp, l->tp, l->tp, 1,
+                  dense * e->sb.grads) +
+        plan_coll(e->s, PROG_COLL_REDUCESCATTER, l->dp / l->ep, sdp * l->ep, l->cp, l->tp, l->tp, 1,
                   layer->expert_params * e->sb.grads);
 }
 
@@ -91,8 +93,8 @@ static double plan_tail(const plan_est *e, const plan_stage *st)
   if (l->dp * l->cp > 1 && l->zero <= 2) {
     prog_coll op = l->zero ? PROG_COLL_REDUCESCATTER : PROG_COLL_ALLREDUCE;
     double bytes = dense * e->sb.grads, ebytes = st->experts * e->sb.grads;
-    double r = plan_coll(e->s, op, l->dp, sdp, l->cp, l->tp, bytes) +
-               plan_coll(e->s, op, l->dp / l->ep, sdp * l->ep, l->cp, l->tp, ebytes);
+    double r = plan_coll(e->s, op, l->dp, sdp, l->cp, l->tp, l->tp, 1, bytes) +
+               plan_coll(e->s, op, l->dp / l->ep, sdp * l->ep, l->cp, l->tp, l->tp, 1, ebytes);
     double buckets = MAX(1.0, (bytes + ebytes) / e->w->parallel.gradient_bucket);
     tail += MAX(r - st->bwd, r / buckets);
   }
@@ -102,8 +104,9 @@ static double plan_tail(const plan_est *e, const plan_stage *st)
                    .bytes = shard * (2 * e->sb.weights + e->sb.grads + 2 * e->sb.optimizer)};
   tail += hw_kernel_time(e->s->hw, &opt);
   if (l->zero >= 1 && l->zero <= 2 && l->dp * l->cp > 1)
-    tail += plan_coll(e->s, PROG_COLL_ALLGATHER, l->dp, sdp, l->cp, l->tp, dense * e->sb.weights) +
-            plan_coll(e->s, PROG_COLL_ALLGATHER, l->dp / l->ep, sdp * l->ep, l->cp, l->tp,
+    tail += plan_coll(e->s, PROG_COLL_ALLGATHER, l->dp, sdp, l->cp, l->tp, l->tp, 1,
+                      dense * e->sb.weights) +
+            plan_coll(e->s, PROG_COLL_ALLGATHER, l->dp / l->ep, sdp * l->ep, l->cp, l->tp, l->tp, 1,
                       st->experts * e->sb.weights);
   return tail;
 }
@@ -115,23 +118,32 @@ void plan_estimate(plan_setup *s, const cfg_workload *w, const plan_layout *l, c
                 .sb = wl_state_bytes_per_param(&w->training)};
   int p = l->pp, v = l->virtual_stages;
   double micro = (double)w->training.global_batch / (l->dp * l->micro_batch);
-  double sum = 0, slowest = 0, tail = 0;
+  double sum = 0, tail = 0;
+  g_autofree double *round = g_new0(double, v); /* per chunk index: its slowest stage */
   for (int st_i = 0; st_i < p; st_i++) {
     plan_stage st = {0};
-    for (int ch = 0; ch < v; ch++)
+    for (int ch = 0; ch < v; ch++) {
+      double before = st.fwd + st.bwd;
       plan_chunk(&e, ch * p + st_i, &st);
+      round[ch] = MAX(round[ch], st.fwd + st.bwd - before);
+    }
     sum += st.fwd + st.bwd;
-    slowest = MAX(slowest, st.fwd + st.bwd);
     tail = MAX(tail, plan_tail(&e, &st));
   }
+  /* a micro-batch passes the stages chunk by chunk: each round of chunks goes at the pace of
+   * its slowest stage, so uneven chunks cost more than the stages' totals show */
+  double slowest = 0;
+  for (int ch = 0; ch < v; ch++)
+    slowest += round[ch];
   double p2p = 0;
   if (p > 1) {
     int spp = l->tp * l->cp * (l->pipeline_outer ? l->dp : 1);
-    p2p = 2 * (p - 1) * plan_coll(s, PROG_COLL_SENDRECV, 2, spp, 1, 0, e.k->sk.act_bytes);
+    p2p = 2 * (p - 1) * plan_coll(s, PROG_COLL_SENDRECV, 2, spp, 1, 0, 1, 0, e.k->sk.act_bytes);
   }
-  /* fill and drain through every stage (a chunk at a time with interleaving), then the
-   * slowest stage sets the pace */
-  double pipe = sum / v + (micro - 1) * slowest + p2p;
+  /* the slowest stage runs every micro-batch; the others' share of one micro-batch is the
+   * fill and drain, a chunk at a time with interleaving (Megatron's bubble, (p - 1) / v of a
+   * stage's time on even stages) */
+  double pipe = micro * slowest + (sum - slowest) / v + p2p;
   c->estimate_s = pipe + tail;
   double model_flops, hw_flops;
   wl_step_flops(w, m, &model_flops, &hw_flops);

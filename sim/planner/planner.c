@@ -3,10 +3,11 @@
  * The estimate takes each layer pass's time from the same templates the engines run (one
  * transformer block's kernels with its tensor / context / expert-parallel collectives,
  * evaluated by the engine: first run's makespan, then its period), so it sees what the
- * engines see of a layer; it only replaces the pipeline's list scheduling by the classic
- * closed form: the fill and drain through every stage once, then m - 1 periods of the slowest
- * stage (divided by v for the fill with interleaving), plus the stage-boundary transfers, the
- * exposed tail of the gradient reduction, the optimizer and ZeRO's parameter all-gather.
+ * engines see of a layer; it only replaces the pipeline's list scheduling by a closed form:
+ * m periods of a micro-batch (each round of chunks at the pace of its slowest stage) plus the
+ * fill and drain of the other stages' work, a chunk at a time with interleaving (Megatron's
+ * (p - 1) / v bubble), plus the stage-boundary transfers, the exposed tail of the gradient
+ * reduction, the optimizer and ZeRO's parameter all-gather.
  * Everything it needs is cached per distinct layer shape, so a layout costs microseconds. */
 #include "planner/planner_internal.h"
 
@@ -51,6 +52,7 @@ plan_setup *plan_setup_new(cfg_cluster *c, cfg_workload *w, int global_batch, GE
   s->skels = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, plan_skel_free);
   s->colls = plan_coll_cache_new();
   s->groups = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+  s->crowds = plan_crowd_cache_new();
   return s;
 }
 
@@ -66,6 +68,8 @@ void plan_setup_free(plan_setup *s)
     g_hash_table_destroy(s->colls);
   if (s->groups)
     g_hash_table_destroy(s->groups);
+  if (s->crowds)
+    g_hash_table_destroy(s->crowds);
   coll_planner_free(s->pl);
   hw_cluster_free(s->hw);
   cfg_workload_free(s->w);
@@ -196,7 +200,7 @@ const plan_skel *plan_skeleton(plan_setup *s, const cfg_workload *w, const plan_
 
 typedef struct {
   gint64 group;
-  int op;
+  int op, nsib, ssib;
   double bytes;
   double time;
 } plan_coll_entry;
@@ -204,13 +208,15 @@ typedef struct {
 static guint plan_coll_hash(gconstpointer k)
 {
   const plan_coll_entry *e = k;
-  return g_int64_hash(&e->group) * 31u + (guint)e->op * 7u + g_double_hash(&e->bytes);
+  return g_int64_hash(&e->group) * 31u + (guint)e->op * 7u + (guint)e->nsib * 131u +
+         (guint)e->ssib * 524287u + g_double_hash(&e->bytes);
 }
 
 static gboolean plan_coll_equal(gconstpointer a, gconstpointer b)
 {
   const plan_coll_entry *x = a, *y = b;
-  return x->group == y->group && x->op == y->op && x->bytes == y->bytes;
+  return x->group == y->group && x->op == y->op && x->nsib == y->nsib && x->ssib == y->ssib &&
+         x->bytes == y->bytes;
 }
 
 GHashTable *plan_coll_cache_new(void)
@@ -218,14 +224,55 @@ GHashTable *plan_coll_cache_new(void)
   return g_hash_table_new_full(plan_coll_hash, plan_coll_equal, g_free, NULL);
 }
 
-/* A collective over the ranks {a s1 + b s2 : a < n1, b < n2}, alone. */
-double plan_coll(plan_setup *s, prog_coll op, int n1, int s1, int n2, int s2, double bytes)
+typedef struct {
+  gint64 group;
+  int nsib, ssib;
+  const coll_plan *plan;
+} plan_crowd_key;
+
+static guint plan_crowd_hash(gconstpointer k)
+{
+  const plan_crowd_key *x = k;
+  return g_int64_hash(&x->group) ^ (guint)x->nsib * 131u ^ (guint)x->ssib * 524287u ^
+         g_direct_hash(x->plan);
+}
+
+static gboolean plan_crowd_equal(gconstpointer a, gconstpointer b)
+{
+  const plan_crowd_key *x = a, *y = b;
+  return x->group == y->group && x->nsib == y->nsib && x->ssib == y->ssib && x->plan == y->plan;
+}
+
+GHashTable *plan_crowd_cache_new(void)
+{
+  return g_hash_table_new_full(plan_crowd_hash, plan_crowd_equal, g_free,
+                               (GDestroyNotify)coll_crowd_free);
+}
+
+/* The time of `sch` (a plan of the group whose ranks come first in `ranks`) beside the
+ * siblings that follow; the fair shares are worked out once per plan, whatever the size. */
+static double plan_crowded(plan_setup *s, gint64 group, int nsib, int ssib, const int *ranks,
+                           const coll_schedule *sch)
+{
+  if (nsib <= 1 || !sch->plan->nphases)
+    return sch->time;
+  plan_crowd_key key = {.group = group, .nsib = nsib, .ssib = ssib, .plan = sch->plan};
+  coll_crowd *c = g_hash_table_lookup(s->crowds, &key);
+  if (!c) {
+    c = coll_crowd_new(sch->plan, s->hw, true, ranks + sch->plan->n, nsib - 1);
+    g_hash_table_insert(s->crowds, g_memdup2(&key, sizeof key), c);
+  }
+  return coll_crowd_time(c, sch, s->hw);
+}
+
+double plan_coll(plan_setup *s, prog_coll op, int n1, int s1, int n2, int s2, int nsib, int ssib,
+                 double bytes)
 {
   int n = n1 * n2;
   if (n <= 1 || bytes <= 0)
     return 0;
   gint64 group = (gint64)n1 | (gint64)s1 << 16 | (gint64)n2 << 36 | (gint64)s2 << 46;
-  plan_coll_entry probe = {.group = group, .op = op, .bytes = bytes};
+  plan_coll_entry probe = {.group = group, .op = op, .nsib = nsib, .ssib = ssib, .bytes = bytes};
   plan_coll_entry *hit = g_hash_table_lookup(s->colls, &probe);
   if (hit)
     return hit->time;
@@ -234,13 +281,16 @@ double plan_coll(plan_setup *s, prog_coll op, int n1, int s1, int n2, int s2, do
     id = (int)g_hash_table_size(s->groups) + 1;
     g_hash_table_insert(s->groups, plan_key(group), GINT_TO_POINTER(id));
   }
-  g_autofree int *ranks = g_new(int, n);
+  g_autofree int *ranks = g_new(int, (gsize)n * MAX(nsib, 1));
   for (int a = 0; a < n1; a++)
     for (int b = 0; b < n2; b++)
       ranks[a * n2 + b] = a * s1 + b * s2;
+  for (int k = 1; k < nsib; k++)
+    for (int i = 0; i < n; i++)
+      ranks[k * n + i] = ranks[i] + k * ssib;
   const coll_schedule *sch = coll_planner_get(s->pl, op, ranks, n, id, bytes, NULL, NULL);
   plan_coll_entry *e = g_memdup2(&probe, sizeof probe);
-  e->time = sch ? sch->time : INFINITY;
+  e->time = sch ? plan_crowded(s, group, nsib, ssib, ranks, sch) : INFINITY;
   g_hash_table_add(s->colls, e);
   return e->time;
 }

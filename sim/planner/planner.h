@@ -28,7 +28,8 @@ typedef struct {
   double mfu, tokens_per_s, peak_bytes;
   double compute_s, exposed_comm_s, bubble_s, other_s;
   double exposed[PROG_NDIMS];
-  char why[160];            /* for runners-up: what they lose against the best */
+  char why[160];            /* for runners-up: what they lose against the best, parts that add up */
+  char same[96];            /* layouts one knob away that run the same (collapsed into this one) */
 } plan_candidate;
 
 /* Dimensions the user pins (-1: free). */
@@ -43,7 +44,7 @@ bool plan_pins_parse(plan_pins *p, const char *text, GError **err);
 typedef struct {
   plan_pins pins;
   int top_k;            /* confirmed with the DES (0: none) */
-  int refine;           /* re-simulated with the analytic engine */
+  int refine;           /* distinct layouts re-simulated with the analytic engine */
   bool tokens_per_gpu;  /* objective: throughput per GPU (else step time) */
   int shard, nshards;   /* this process screens candidates with index % nshards == shard */
   void (*progress)(double fraction, void *ctx);
@@ -64,13 +65,18 @@ typedef struct {
   double elapsed_s;
 } plan_screen_result;
 
-/* Enumerates and estimates this shard's candidates; keeps the `o->refine` best. */
+/* How many estimates the screen keeps for `refine` distinct layouts: layouts one knob away
+ * from another that run the same are collapsed into it, and the next estimate takes the slot. */
+int plan_pool(int refine);
+/* Enumerates and estimates this shard's candidates; keeps the plan_pool(o->refine) best. */
 bool plan_screen(plan_setup *s, const plan_options *o, plan_screen_result *out, GError **err);
-/* Merges other shards' results into `into` (keeping the `refine` best). */
-void plan_merge(plan_screen_result *into, const plan_screen_result *other, int refine);
+/* Merges other shards' results into `into` (keeping the `pool` best). */
+void plan_merge(plan_screen_result *into, const plan_screen_result *other, int pool);
 void plan_screen_clear(plan_screen_result *r);
-/* Re-simulates the screened best with the analytic engine, re-ranks them, confirms the top k
- * with the DES, and explains what the runners-up lose. */
+/* Re-simulates the screened best with the analytic engine in the estimate's order until
+ * `refine` distinct layouts are known (collapsing the ones that run the same as one already
+ * simulated, one knob away), ranks them by the engine, confirms the top k with the DES, and
+ * explains what the runners-up lose. */
 bool plan_refine(plan_setup *s, const plan_options *o, plan_screen_result *r, GError **err);
 
 /* The base workload with this layout: a shallow copy that shares the base's strings and

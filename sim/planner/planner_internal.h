@@ -26,6 +26,7 @@ struct plan_setup {
   GHashTable *skels;      /* shard key (+ expert group stride) -> plan_skel */
   GHashTable *colls;      /* plan_coll_entry */
   GHashTable *groups;     /* group key -> collective planner id */
+  GHashTable *crowds;     /* plan_crowd_key -> coll_crowd: a group's plan beside its siblings */
 };
 
 bool plan_valid(const plan_setup *s, const plan_layout *l);
@@ -33,7 +34,12 @@ const wl_model *plan_model(plan_setup *s, const cfg_workload *w, const plan_layo
 const plan_skel *plan_skeleton(plan_setup *s, const cfg_workload *w, const plan_layout *l,
                                const wl_model *m);
 GHashTable *plan_coll_cache_new(void);
-double plan_coll(plan_setup *s, prog_coll op, int n1, int s1, int n2, int s2, double bytes);
+GHashTable *plan_crowd_cache_new(void);
+/* A collective over the ranks {a s1 + b s2 : a < n1, b < n2}, beside the `nsib` - 1 groups
+ * translated by k ssib (0 < k < nsib) that run it at the same moment (the tensor-parallel
+ * siblings of a data-parallel group). */
+double plan_coll(plan_setup *s, prog_coll op, int n1, int s1, int n2, int s2, int nsib, int ssib,
+                 double bytes);
 
 /* Closed-form step time of a valid, fitting layout; fills the candidate's figures. */
 void plan_estimate(plan_setup *s, const cfg_workload *w, const plan_layout *l, const wl_model *m,

@@ -3,6 +3,7 @@
 
 #include "memory/memory.h"
 #include "run/run.h"
+#include "units/units.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -172,7 +173,7 @@ static void plan_visit(plan_walk *wk, const plan_layout *l)
   plan_estimate(wk->s, &w, l, m, &c);
   if (wk->o->tokens_per_gpu) /* the same order for a fixed GPU count, kept for clarity */
     c.estimate_s = 1 / (c.tokens_per_s / wk->s->gpus);
-  plan_keep(out->best, &c, wk->o->refine);
+  plan_keep(out->best, &c, plan_pool(wk->o->refine));
 }
 
 /* The innermost dimensions: memory and time knobs of one parallel layout. */
@@ -242,14 +243,19 @@ bool plan_screen(plan_setup *s, const plan_options *o, plan_screen_result *out, 
   return true;
 }
 
-void plan_merge(plan_screen_result *into, const plan_screen_result *other, int refine)
+int plan_pool(int refine)
+{
+  return 2 * refine;
+}
+
+void plan_merge(plan_screen_result *into, const plan_screen_result *other, int pool)
 {
   into->candidates += other->candidates;
   into->valid += other->valid;
   into->fits += other->fits;
   into->elapsed_s = MAX(into->elapsed_s, other->elapsed_s);
   for (guint i = 0; i < other->best->len; i++)
-    plan_keep(into->best, &g_array_index(other->best, plan_candidate, i), refine);
+    plan_keep(into->best, &g_array_index(other->best, plan_candidate, i), pool);
 }
 
 void plan_screen_clear(plan_screen_result *r)
@@ -293,42 +299,189 @@ static int plan_cmp_step(const void *a, const void *b)
   return x->index < y->index ? -1 : x->index > y->index;
 }
 
-/* What a runner-up loses against the best: its largest extra cost. */
+/* The knobs (beyond the parallel sizes) in which `b` differs from `a`, as b's values read in a
+ * layout ("ZeRO-1 + PP inner"); returns how many (-1: the parallel sizes differ). */
+static int plan_knobs(const plan_layout *a, const plan_layout *b, char *buf, size_t n)
+{
+  static const char *const rc[] = {"no recompute", "selective", "full recompute"};
+  if (a->tp != b->tp || a->cp != b->cp || a->pp != b->pp || a->dp != b->dp)
+    return -1;
+  GString *d = g_string_new(NULL);
+  int count = 0;
+  const char *sep = " + ";
+#define PLAN_KNOB(cond, ...)                                                                     \
+  if (cond) {                                                                                    \
+    g_string_append_printf(d, "%s", count++ ? sep : "");                                         \
+    g_string_append_printf(d, __VA_ARGS__);                                                      \
+  }
+  PLAN_KNOB(a->ep != b->ep, "EP %d", b->ep)
+  PLAN_KNOB(a->micro_batch != b->micro_batch, "mb %d", b->micro_batch)
+  PLAN_KNOB(a->virtual_stages != b->virtual_stages, "x%d interleaving", b->virtual_stages)
+  PLAN_KNOB(a->zero != b->zero, "ZeRO-%d", b->zero)
+  PLAN_KNOB(a->recompute != b->recompute, "%s", rc[b->recompute])
+  PLAN_KNOB(a->sequence_parallel != b->sequence_parallel, "%s",
+            b->sequence_parallel ? "SP" : "no SP")
+  PLAN_KNOB(a->pipeline_outer != b->pipeline_outer, "%s",
+            b->pipeline_outer ? "PP outer" : "PP inner")
+#undef PLAN_KNOB
+  g_strlcpy(buf, d->str, n);
+  g_string_free(d, TRUE);
+  return count;
+}
+
+static bool plan_close(double a, double b)
+{
+  return fabs(a - b) <= 1e-4 * MAX(fabs(a), fabs(b));
+}
+
+/* A simulated layout and the row of the table it shows in. */
+typedef struct {
+  plan_layout l;
+  double step;
+  guint row;
+} plan_seen;
+
+/* Appends to row k's note that `c`'s layout runs the same (with its memory if that differs). */
+static void plan_note_same(plan_candidate *k, const plan_candidate *c)
+{
+  char knobs[64];
+  plan_knobs(&k->l, &c->l, knobs, sizeof knobs);
+  g_autofree char *note = NULL;
+  if (plan_close(k->peak_bytes, c->peak_bytes)) {
+    note = g_strdup(knobs);
+  } else {
+    g_autofree char *mem = units_format_bytes(c->peak_bytes);
+    note = g_strdup_printf("%s (%s)", knobs, mem);
+  }
+  size_t len = strlen(k->same);
+  if (len + strlen(note) + 3 < sizeof k->same)
+    g_snprintf(k->same + len, sizeof k->same - len, "%s%s", len ? ", " : "", note);
+}
+
+/* Collapses `c` into the row of a simulated layout one knob away that runs the same step
+ * (within 0.01 %): that knob changes nothing, or only memory, so the table shows one row,
+ * the layout that needs less memory, with the others noted. Returns whether it did. */
+static bool plan_collapse(GArray *kept, GArray *seen, const plan_candidate *c)
+{
+  for (guint i = 0; i < seen->len; i++) {
+    const plan_seen *x = &g_array_index(seen, plan_seen, i);
+    char knob[64];
+    if (!plan_close(x->step, c->step_time_s) || plan_knobs(&x->l, &c->l, knob, sizeof knob) != 1)
+      continue;
+    plan_candidate *k = &g_array_index(kept, plan_candidate, x->row);
+    bool swap = c->peak_bytes < k->peak_bytes && !plan_close(k->peak_bytes, c->peak_bytes);
+    if (swap && k->same[0])
+      continue; /* the notes so far are relative to k's layout */
+    plan_seen mine = {.l = c->l, .step = c->step_time_s, .row = x->row};
+    g_array_append_val(seen, mine);
+    if (swap) {
+      plan_candidate old = *k;
+      *k = *c;
+      plan_note_same(k, &old);
+    } else {
+      plan_note_same(k, c);
+    }
+    return true;
+  }
+  return false;
+}
+
+typedef struct {
+  char what[40];
+  double delta;
+} plan_part;
+
+static int plan_cmp_part(const void *a, const void *b)
+{
+  double x = fabs(((const plan_part *)a)->delta), y = fabs(((const plan_part *)b)->delta);
+  return x > y ? -1 : x < y;
+}
+
+/* The dimension whose exposed communication changed most (pipeline transfers count as bubble
+ * in the breakdown, so not them). */
+static const char *plan_exposed_dim(const plan_candidate *best, const plan_candidate *c)
+{
+  static const char *names[] = {"TP", "CP", "PP", "DP", "EP"};
+  int top = -1;
+  for (int d = 0; d < PROG_NDIMS; d++)
+    if (d != PROG_DIM_PP && (top < 0 || fabs(c->exposed[d] - best->exposed[d]) >
+                                            fabs(c->exposed[top] - best->exposed[top])))
+      top = d;
+  return names[top];
+}
+
+/* "+21.510 ms", "-1.241 s" */
+static void plan_append_delta(GString *w, double v)
+{
+  g_autofree char *t = units_format_seconds(fabs(v));
+  g_string_append_printf(w, "%c%s", v < 0 ? '-' : '+', t);
+}
+
+/* What a runner-up loses against the best: the difference of the step, then the parts of the
+ * breakdown that make it, largest first (compute, exposed communication, bubble and other add
+ * up to the step, so they add up to the difference); parts under 0.01 % of the step are left
+ * out, and what they sum to is "the rest" when it is not itself that small. */
 static void plan_explain(const plan_candidate *best, plan_candidate *c)
 {
-  struct {
-    const char *what;
-    double delta;
-  } parts[PROG_NDIMS + 3] = {{"compute", c->compute_s - best->compute_s},
-                             {"pipeline bubble", c->bubble_s - best->bubble_s},
-                             {"other", c->other_s - best->other_s}};
-  int n = 3;
-  for (int d = 0; d < PROG_NDIMS; d++) {
-    static const char *names[] = {"exposed TP comm", "exposed CP comm", "exposed PP comm",
-                                  "exposed DP comm", "exposed EP comm"};
-    parts[n].what = names[d];
-    parts[n++].delta = c->exposed[d] - best->exposed[d];
+  double total = c->step_time_s - best->step_time_s, tiny = 1e-4 * best->step_time_s;
+  plan_part parts[4] = {{"compute", c->compute_s - best->compute_s},
+                        {"", c->exposed_comm_s - best->exposed_comm_s},
+                        {"pipeline bubble", c->bubble_s - best->bubble_s},
+                        {"other", c->other_s - best->other_s}};
+  g_snprintf(parts[1].what, sizeof parts[1].what, "exposed comm (mostly %s)",
+             plan_exposed_dim(best, c));
+  qsort(parts, G_N_ELEMENTS(parts), sizeof *parts, plan_cmp_part);
+  GString *w = g_string_new(NULL);
+  if (fabs(total) < tiny) {
+    g_string_append(w, "ties with #1 (within 0.01 %)");
+  } else {
+    plan_append_delta(w, total);
+    g_string_append(w, " =");
+    double listed = 0;
+    int shown = 0;
+    for (size_t i = 0; i < G_N_ELEMENTS(parts) && fabs(parts[i].delta) >= tiny; i++) {
+      g_string_append_printf(w, "%s %s ", shown++ ? "," : "", parts[i].what);
+      plan_append_delta(w, parts[i].delta);
+      listed += parts[i].delta;
+    }
+    if (fabs(total - listed) >= tiny) {
+      g_string_append_printf(w, "%s the rest ", shown ? "," : "");
+      plan_append_delta(w, total - listed);
+    }
   }
-  int worst = 0;
-  for (int i = 1; i < n; i++)
-    if (parts[i].delta > parts[worst].delta)
-      worst = i;
-  g_snprintf(c->why, sizeof c->why, "%+.3g s: %s %+.3g s", c->step_time_s - best->step_time_s,
-             parts[worst].what, parts[worst].delta);
+  g_strlcpy(c->why, w->str, sizeof c->why);
+  g_string_free(w, TRUE);
 }
 
 bool plan_refine(plan_setup *s, const plan_options *o, plan_screen_result *r, GError **err)
 {
-  GArray *best = r->best;
-  qsort(best->data, best->len, sizeof(plan_candidate), plan_cmp_estimate);
-  for (guint i = 0; i < best->len; i++)
-    if (!plan_simulate(s, &g_array_index(best, plan_candidate, i), ENG_ANALYTIC, err))
+  GArray *pool = r->best;
+  qsort(pool->data, pool->len, sizeof(plan_candidate), plan_cmp_estimate);
+  GArray *kept = g_array_new(FALSE, FALSE, sizeof(plan_candidate));
+  GArray *seen = g_array_new(FALSE, FALSE, sizeof(plan_seen));
+  bool ok = true;
+  for (guint i = 0; ok && i < pool->len && (int)kept->len < o->refine; i++) {
+    plan_candidate *c = &g_array_index(pool, plan_candidate, i);
+    ok = plan_simulate(s, c, ENG_ANALYTIC, err);
+    if (ok && !plan_collapse(kept, seen, c)) {
+      plan_seen mine = {.l = c->l, .step = c->step_time_s, .row = kept->len};
+      g_array_append_val(seen, mine);
+      g_array_append_val(kept, *c);
+    }
+  }
+  g_array_free(seen, TRUE);
+  g_array_free(pool, TRUE);
+  if (!ok) {
+    g_array_free(kept, TRUE);
+    r->best = g_array_new(FALSE, FALSE, sizeof(plan_candidate));
+    return false;
+  }
+  r->best = kept;
+  qsort(kept->data, kept->len, sizeof(plan_candidate), plan_cmp_step);
+  for (guint i = 0; i < kept->len && (int)i < o->top_k; i++)
+    if (!plan_simulate(s, &g_array_index(kept, plan_candidate, i), ENG_DES, err))
       return false;
-  qsort(best->data, best->len, sizeof(plan_candidate), plan_cmp_step);
-  for (guint i = 0; i < best->len && (int)i < o->top_k; i++)
-    if (!plan_simulate(s, &g_array_index(best, plan_candidate, i), ENG_DES, err))
-      return false;
-  for (guint i = 1; i < best->len; i++)
-    plan_explain(&g_array_index(best, plan_candidate, 0), &g_array_index(best, plan_candidate, i));
+  for (guint i = 1; i < kept->len; i++)
+    plan_explain(&g_array_index(kept, plan_candidate, 0), &g_array_index(kept, plan_candidate, i));
   return true;
 }

@@ -16,6 +16,7 @@ void rep_memory_text(FILE *out, const rep_memory *r)
           w->model.name, r->cluster->name, p->tp, p->pp, p->dp, p->cp > 1 ? " x CP" : "", p->zero,
           p->offload == CFG_OFFLOAD_CPU ? " + CPU offload" : p->offload == CFG_OFFLOAD_NVME ? " + NVMe offload" : "",
           w->training.micro_batch, m->states_only ? " (model states only)" : "");
+  rep_notes_text(out, w);
   fprintf(out, "  %5s %9s %9s %9s %9s %9s %9s %9s %9s  %s\n", "stage", "params", "grads", "optim",
           "activ", "kv", "other", "total", "headroom", "GiB");
   for (int s = 0; s < m->nstages; s++) {
@@ -67,6 +68,7 @@ cJSON *rep_memory_json(const rep_memory *r)
   cJSON *j = cJSON_CreateObject();
   cJSON_AddNumberToObject(j, "capacity_bytes", m->capacity);
   cJSON_AddBoolToObject(j, "fits", m->fits);
+  cJSON_AddItemToObject(j, "notes", rep_notes_json(r->workload));
   cJSON *ranks = cJSON_AddArrayToObject(j, "ranks");
   for (int s = 0; s < m->nstages; s++) {
     const mem_stage *x = &m->stages[s];

@@ -15,6 +15,10 @@
 /* A simulated step (figures, breakdown, memory) for people and for scripts. */
 void rep_run_text(FILE *out, const sim_result *r);
 cJSON *rep_run_json(const sim_result *r);
+/* What the layout asks for that changes nothing (wl_notes): "  note: ..." lines under a
+ * report's header, or a JSON array of sentences. */
+void rep_notes_text(FILE *out, const cfg_workload *w);
+cJSON *rep_notes_json(const cfg_workload *w);
 bool rep_trace_write(const char *path, const prog_program *p, const eng_result *res, GError **err);
 
 typedef struct {

@@ -2,6 +2,7 @@
  * (the figures themselves are sim_run's). */
 #include "report/report.h"
 #include "units/units.h"
+#include "workloads/workloads.h"
 
 #include <math.h>
 
@@ -9,6 +10,54 @@ static void rep_line(FILE *out, const char *label, double seconds, double step)
 {
   g_autofree char *t = units_format_seconds(seconds);
   fprintf(out, "    %-16s %12s  %5.1f %%\n", label, t, step > 0 ? 100 * seconds / step : 0);
+}
+
+/* The highest tier the critical rank's groups of dimension `d` reach (hw_route's `tier`). */
+static int rep_dim_tier(const sim_result *r, prog_dim d)
+{
+  const prog_program *p = r->program;
+  int rank = r->eng.critical_rank, top = -1;
+  for (guint f = 0; f < p->families->len; f++) {
+    const prog_family *fam = g_ptr_array_index(p->families, f);
+    if (fam->dim != d || fam->group_of[rank] < 0)
+      continue;
+    const prog_group *g = g_ptr_array_index(p->groups, fam->group_of[rank]);
+    top = MAX(top, hw_group_tier(r->hw, g->ranks, g->n));
+  }
+  return top;
+}
+
+static const char *rep_tier_name(const cfg_cluster *c, int tier)
+{
+  return tier < 0 ? "gpu" : tier == 0 ? "node" : c->network.tiers[tier - 1].name;
+}
+
+/* The lowest network tier whose uplinks are oversubscribed, or -1. */
+static int rep_oversubscribed_tier(const cfg_cluster *c)
+{
+  for (int t = 0; t < c->network.ntiers; t++)
+    if (c->network.tiers[t].oversubscription > 1)
+      return t;
+  return -1;
+}
+
+/* On an oversubscribed fabric, whether a dimension's traffic meets the oversubscription: the
+ * step changes with it only if it does. */
+static void rep_tier_suffix(FILE *out, const sim_result *r, prog_dim d)
+{
+  const cfg_network *net = &r->cluster->network;
+  int o = rep_oversubscribed_tier(r->cluster);
+  if (o < 0)
+    return;
+  int reach = rep_dim_tier(r, d) - 1; /* network tier index, -1 inside a node */
+  if (reach >= o)
+    fprintf(out, ", crosses the %g:1 %s", net->tiers[o].oversubscription, net->tiers[o].name);
+  else if (reach < 0)
+    fprintf(out, ", inside a node: below the %g:1 %s", net->tiers[o].oversubscription,
+            net->tiers[o].name);
+  else
+    fprintf(out, ", up to the %s: below the %g:1 %s", net->tiers[reach].name,
+            net->tiers[o].oversubscription, net->tiers[o].name);
 }
 
 void rep_run_text(FILE *out, const sim_result *r)
@@ -20,6 +69,7 @@ void rep_run_text(FILE *out, const sim_result *r)
           r->cluster->node.count, r->cluster->node.count == 1 ? "" : "s",
           r->cluster->node.gpus_per_node,
           r->cluster->sized_to_job ? ", preset sized to the job" : "", eng_kind_name(r->options.kind));
+  rep_notes_text(out, r->workload);
   fprintf(out, "  step time        %12s\n", step);
   if (r->interval.set) {
     g_autofree char *lo = units_format_seconds(r->interval.step_time[0]);
@@ -49,7 +99,9 @@ void rep_run_text(FILE *out, const sim_result *r)
       if (res->comm[d] > 0) {
         g_autofree char *a = units_format_seconds(res->comm[d]);
         g_autofree char *b = units_format_seconds(res->exposed[d]);
-        fprintf(out, "    %-16s %12s  (exposed %s)\n", prog_dim_name((prog_dim)d), a, b);
+        fprintf(out, "    %-16s %12s  (exposed %s)", prog_dim_name((prog_dim)d), a, b);
+        rep_tier_suffix(out, r, (prog_dim)d);
+        fprintf(out, "\n");
       }
   }
   const prog_meta *meta = &r->program->meta;
@@ -100,6 +152,24 @@ static cJSON *rep_interval_json(const sim_interval *i)
   return o;
 }
 
+void rep_notes_text(FILE *out, const cfg_workload *w)
+{
+  g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func(g_free);
+  wl_notes(w, notes);
+  for (guint i = 0; i < notes->len; i++)
+    fprintf(out, "  note: %s\n", (const char *)g_ptr_array_index(notes, i));
+}
+
+cJSON *rep_notes_json(const cfg_workload *w)
+{
+  g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func(g_free);
+  wl_notes(w, notes);
+  cJSON *a = cJSON_CreateArray();
+  for (guint i = 0; i < notes->len; i++)
+    cJSON_AddItemToArray(a, cJSON_CreateString(g_ptr_array_index(notes, i)));
+  return a;
+}
+
 cJSON *rep_run_json(const sim_result *r)
 {
   const eng_result *res = &r->eng;
@@ -119,6 +189,12 @@ cJSON *rep_run_json(const sim_result *r)
   cJSON_AddNumberToObject(b, "other", res->other);
   cJSON_AddItemToObject(j, "comm_s", rep_dims_json(res->comm));
   cJSON_AddItemToObject(j, "exposed_comm_s", rep_dims_json(res->exposed));
+  cJSON *tiers = cJSON_AddObjectToObject(j, "comm_tier");
+  for (int d = 0; d < PROG_NDIMS; d++)
+    if (res->comm[d] > 0)
+      cJSON_AddStringToObject(tiers, prog_dim_name((prog_dim)d),
+                              rep_tier_name(r->cluster, rep_dim_tier(r, (prog_dim)d)));
+  cJSON_AddItemToObject(j, "notes", rep_notes_json(r->workload));
   if (r->program->meta.a2a_bytes > 0) {
     cJSON *moe = cJSON_AddObjectToObject(j, "moe");
     cJSON_AddNumberToObject(moe, "a2a_bytes_per_gpu", r->program->meta.a2a_bytes);

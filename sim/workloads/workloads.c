@@ -163,6 +163,17 @@ static char *wl_describe(const cfg_workload *w)
   return g_string_free(d, FALSE);
 }
 
+void wl_notes(const cfg_workload *w, GPtrArray *out)
+{
+  const cfg_parallel *p = &w->parallel;
+  /* ZeRO partitions over the data- and context-parallel ranks (the expert-data-parallel ones
+   * are a subset): with one of each, every GPU keeps whole states */
+  if (p->zero > 0 && p->dp * p->cp == 1)
+    g_ptr_array_add(out, g_strdup_printf(
+        "ZeRO-%d with DP 1 and CP 1 shards nothing (one data-parallel rank): states and time "
+        "as ZeRO 0, plus ZeRO's buffers", p->zero));
+}
+
 static bool wl_build_with(const cfg_workload *w, const hw_cluster *hw, prog_program **out,
                           bool reference, GError **err)
 {

@@ -205,6 +205,9 @@ double wl_inflight(const cfg_parallel *p, int stage, int micro_batches);
 bool wl_build(const cfg_workload *w, const hw_cluster *hw, prog_program **out, GError **err);
 /* Checks that a layout can run: divisibility of heads, layers, sequence, micro-batches. */
 bool wl_check_layout(const cfg_workload *w, GError **err);
+/* What the layout asks for that changes nothing, for the reports to say (sentences appended
+ * to `out`, which frees them): ZeRO with no data- or context-parallel rank to shard over. */
+void wl_notes(const cfg_workload *w, GPtrArray *out);
 /* The foundation's data-parallel builder, kept as the reference that TP = PP = 1 must match. */
 bool wl_build_reference_dp(const cfg_workload *w, const hw_cluster *hw, prog_program **out,
                            GError **err);
