@@ -34,13 +34,28 @@ void cli_mpi_init(cli_mpi *m)
   MPI_Comm_size(MPI_COMM_WORLD, &m->size);
 }
 
+/* Waits for a collective without spinning: OpenMPI busy-polls in blocking calls, and a rank
+ * done with its share would take a core from the ranks (and their threads and DES children)
+ * still working on the same node. */
+static void cli_mpi_wait(MPI_Request *req)
+{
+  int done = 0;
+  MPI_Test(req, &done, MPI_STATUS_IGNORE);
+  while (!done) {
+    g_usleep(2000);
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+  }
+}
+
 /* Every rank's bytes at rank 0, one after the other; `sizes` and `offsets` say where. */
 static char *cli_mpi_gatherv(const cli_mpi *m, GBytes *mine, int *sizes, int *offsets)
 {
   gsize n = 0;
   const void *data = g_bytes_get_data(mine, &n);
   int bytes = (int)n;
-  MPI_Gather(&bytes, 1, MPI_INT, sizes, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Request req;
+  MPI_Igather(&bytes, 1, MPI_INT, sizes, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
+  cli_mpi_wait(&req);
   char *all = NULL;
   if (m->rank == 0) {
     offsets[0] = 0;
@@ -48,7 +63,8 @@ static char *cli_mpi_gatherv(const cli_mpi *m, GBytes *mine, int *sizes, int *of
       offsets[i] = offsets[i - 1] + sizes[i - 1];
     all = g_malloc(MAX(offsets[m->size - 1] + sizes[m->size - 1], 1));
   }
-  MPI_Gatherv(data, bytes, MPI_BYTE, all, sizes, offsets, MPI_BYTE, 0, MPI_COMM_WORLD);
+  MPI_Igatherv(data, bytes, MPI_BYTE, all, sizes, offsets, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+  cli_mpi_wait(&req);
   return all;
 }
 
@@ -72,8 +88,11 @@ GPtrArray *cli_mpi_gather(const cli_mpi *m, GBytes *mine)
 
 int cli_mpi_share_int(const cli_mpi *m, int value)
 {
-  if (m->size > 1)
-    MPI_Bcast(&value, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (m->size > 1) {
+    MPI_Request req;
+    MPI_Ibcast(&value, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
+    cli_mpi_wait(&req);
+  }
   return value;
 }
 
