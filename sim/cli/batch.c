@@ -64,18 +64,22 @@ static bool batch_capture_start(batch_capture *c)
 {
   fflush(stdout);
   fflush(stderr);
-  c->file[0] = tmpfile();
-  c->file[1] = c->file[0] ? tmpfile() : NULL;
-  if (!c->file[1]) {
-    if (c->file[0])
-      fclose(c->file[0]);
-    return false;
-  }
   for (int k = 0; k < 2; k++) {
-    c->saved[k] = dup(STDOUT_FILENO + k);
-    dup2(fileno(c->file[k]), STDOUT_FILENO + k);
+    c->file[k] = tmpfile();
+    c->saved[k] = c->file[k] ? dup(STDOUT_FILENO + k) : -1;
   }
-  return true;
+  bool ok = c->saved[0] >= 0 && c->saved[1] >= 0;
+  for (int k = 0; k < 2; k++) {
+    if (ok) {
+      dup2(fileno(c->file[k]), STDOUT_FILENO + k);
+      continue;
+    }
+    if (c->saved[k] >= 0)
+      close(c->saved[k]);
+    if (c->file[k])
+      fclose(c->file[k]);
+  }
+  return ok;
 }
 
 static char *batch_read_back(FILE *f)
