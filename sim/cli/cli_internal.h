@@ -1,5 +1,5 @@
-/* Private to the cli module: sharing a command's work over MPI ranks, and the exit code of an
- * error. */
+/* Private to the cli module: sharing a command's work over MPI ranks, the exit code of an error,
+ * progress lines, and the man page and completion built from --help. */
 #ifndef DLSIM_CLI_INTERNAL_H
 #define DLSIM_CLI_INTERNAL_H
 
