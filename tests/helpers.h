@@ -19,10 +19,15 @@ prog_program *th_program(const char *cluster, const char *workload, const char *
 
 typedef struct {
   int status;
-  char *out; /* stdout + stderr */
+  char *out; /* stdout + stderr (th_dlsim_ranks: stdout alone) */
+  char *err; /* th_dlsim_ranks: stderr */
 } th_proc;
 /* Runs the dlsim binary with a shell-style argument string, in the source directory. */
 th_proc th_dlsim(const char *args);
+/* The same with stdout and stderr apart, under `mpirun -np RANKS` when RANKS > 0. */
+th_proc th_dlsim_ranks(const char *args, int ranks);
+/* Whether dlsim was built with MPI and mpirun is on PATH. */
+bool th_have_mpirun(void);
 void th_proc_clear(th_proc *p);
 
 #endif

@@ -453,3 +453,189 @@ Test(cli, validate_csv_has_a_header_and_one_row_per_case)
   cr_assert(g_str_has_prefix(lines[2], "nccl-a100-8gpu-sendrecv,fit,busbw,,"), "%s", lines[2]);
   th_proc_clear(&p);
 }
+
+/* ---- dlsim batch ----------------------------------------------------------------------------- */
+
+/* A command's JSON without the simulator's own figures (wall time), which differ run to run. */
+static cJSON *cli_system_json(const char *text)
+{
+  cJSON *j = cJSON_Parse(text);
+  if (cJSON_IsObject(j))
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "simulator");
+  return j;
+}
+
+/* The batch's records, one per line (the last line ends with a newline). */
+static cJSON **cli_batch_records(const char *out, int expected)
+{
+  g_auto(GStrv) lines = g_strsplit(out, "\n", -1);
+  cr_assert_eq((int)g_strv_length(lines), expected + 1, "%d records expected:\n%s", expected, out);
+  cr_assert_str_empty(lines[expected]);
+  cJSON **recs = g_new0(cJSON *, expected);
+  for (int i = 0; i < expected; i++) {
+    recs[i] = cJSON_Parse(lines[i]);
+    cr_assert(cJSON_IsObject(recs[i]), "not a JSON object: %s", lines[i]);
+  }
+  return recs;
+}
+
+static void cli_batch_records_free(cJSON **recs, int n)
+{
+  for (int i = 0; i < n; i++)
+    cJSON_Delete(recs[i]);
+  g_free(recs);
+}
+
+static int cli_int(const cJSON *o, const char *key)
+{
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+  cr_assert(cJSON_IsNumber(x), "no number '%s'", key);
+  return x->valueint;
+}
+
+static const char *cli_str(const cJSON *o, const char *key)
+{
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+  cr_assert(cJSON_IsString(x), "no string '%s'", key);
+  return x->valuestring;
+}
+
+Test(cli, batch_gives_one_record_per_job_in_order_each_what_the_command_prints_alone, .timeout = 120)
+{
+  const char *jobs[] = {"memory -c dgx-a100 -w megatron-175b --set node.count=8",
+                        "run -c v100-edr -w resnet50-horovod --engine analytic",
+                        "run -c v100-edr -w resnet50-horovod --set gpu.memroy=1GiB"};
+  g_autofree char *text = g_strdup_printf("# two good jobs and a bad one\n\n%s\n  %s\n%s\n", jobs[0],
+                                          jobs[1], jobs[2]);
+  g_autofree char *file = th_write("jobs.txt", text);
+  g_autofree char *args = g_strdup_printf("batch %s", file);
+  th_proc p = th_dlsim_ranks(args, 0);
+  cr_assert_eq(p.status, 2, "the worst job's exit code, got %d: %s", p.status, p.err);
+  cr_assert(strstr(p.err, "1 of 3 jobs failed"), "%s", p.err);
+  cJSON **recs = cli_batch_records(p.out, 3);
+  const int lines[] = {3, 4, 5}, exits[] = {0, 0, 2};
+  for (int i = 0; i < 3; i++) {
+    cr_expect_eq(cli_int(recs[i], "line"), lines[i]);
+    cr_expect_eq(cli_int(recs[i], "exit"), exits[i]);
+    cr_expect_str_eq(cli_str(recs[i], "command"), jobs[i]);
+  }
+  for (int i = 0; i < 2; i++) {
+    g_autofree char *alone_args = g_strdup_printf("%s --json", jobs[i]);
+    th_proc alone = th_dlsim_ranks(alone_args, 0);
+    cr_assert_eq(alone.status, 0, "%s", alone.err);
+    cJSON *want = cli_system_json(alone.out);
+    g_autofree char *got_text = cJSON_Print(cJSON_GetObjectItemCaseSensitive(recs[i], "result"));
+    cJSON *got = cli_system_json(got_text);
+    cr_expect(cJSON_Compare(got, want, true), "job %d: %s\nalone: %s", i + 1, got_text, alone.out);
+    cJSON_Delete(want);
+    cJSON_Delete(got);
+    th_proc_clear(&alone);
+  }
+  cr_expect(!cJSON_GetObjectItemCaseSensitive(recs[2], "result"));
+  cr_expect(strstr(cli_str(recs[2], "error"), "unknown key 'memroy'"), "%s",
+            cli_str(recs[2], "error"));
+  cli_batch_records_free(recs, 3);
+  th_proc_clear(&p);
+}
+
+Test(cli, batch_records_a_malformed_line_with_file_and_line_and_goes_on, .timeout = 60)
+{
+  const char *coll = "coll -c dgx-h100 --op allreduce --gpus 8 --factor 1024 --engine analytic";
+  g_autofree char *text = g_strdup_printf("%s\nrun -c 'v100-edr\nbatch other.txt\ndlsim %s --json\n"
+                                          "schema\n", coll, coll);
+  g_autofree char *file = th_write("odd-jobs.txt", text);
+  g_autofree char *out = th_write("odd-jobs.out", "");
+  g_autofree char *args = g_strdup_printf("batch %s -o %s", file, out);
+  th_proc p = th_dlsim_ranks(args, 0);
+  cr_assert_eq(p.status, 2, "%s", p.err);
+  cr_expect_str_empty(p.out, "-o: nothing on stdout");
+  g_autofree char *written = NULL;
+  cr_assert(g_file_get_contents(out, &written, NULL, NULL));
+  cJSON **recs = cli_batch_records(written, 5);
+  g_autofree char *where = g_strdup_printf("%s:2: ", file);
+  cr_expect(g_str_has_prefix(cli_str(recs[1], "error"), where), "%s", cli_str(recs[1], "error"));
+  cr_expect(strstr(cli_str(recs[2], "error"), "cannot be a batch"));
+  const int exits[] = {0, 2, 2, 0, 0};
+  for (int i = 0; i < 5; i++)
+    cr_expect_eq(cli_int(recs[i], "exit"), exits[i], "record %d", i + 1);
+  /* --json given or not, a pasted `dlsim` or not: the same result */
+  cr_expect(cJSON_Compare(cJSON_GetObjectItemCaseSensitive(recs[0], "result"),
+                          cJSON_GetObjectItemCaseSensitive(recs[3], "result"), true));
+  /* a command without --json: its text */
+  cr_expect(g_str_has_prefix(cli_str(recs[4], "output"), "dlsim configuration reference"));
+  cli_batch_records_free(recs, 5);
+  th_proc_clear(&p);
+}
+
+/* ---- commands shared over MPI ranks ----------------------------------------------------------- */
+
+/* One process and `ranks` MPI ranks print the same bytes on stdout and exit alike. */
+static void cli_same_on_ranks(const char *args, int ranks)
+{
+  th_proc one = th_dlsim_ranks(args, 0), many = th_dlsim_ranks(args, ranks);
+  cr_expect_eq(many.status, one.status, "`%s`: %d ranks exit %d, one process %d\n%s", args, ranks,
+               many.status, one.status, many.err);
+  cr_expect_str_eq(many.out, one.out, "`%s` on %d ranks printed:\n%s\none process:\n%s", args,
+                   ranks, many.out, one.out);
+  th_proc_clear(&one);
+  th_proc_clear(&many);
+}
+
+Test(cli, mpirun_shares_a_sweep_and_prints_what_one_process_prints, .timeout = 120)
+{
+  if (!th_have_mpirun())
+    cr_skip_test("built without MPI, or no mpirun");
+  const char *sweep = "whatif -c dgx-a100 -w megatron-22b --base node.count=1 --sweep "
+                      "gpu.memory_bandwidth=1TB/s,2TB/s,3TB/s,4TB/s,5TB/s";
+  g_autofree char *svg = th_write("mpi-sweep.svg", "");
+  g_autofree char *plot = g_strdup_printf("--plot %s", svg);
+  const char *outputs[] = {"", "--json", "--csv", plot};
+  for (size_t i = 0; i < G_N_ELEMENTS(outputs); i++) {
+    g_autofree char *args = g_strdup_printf("%s %s", sweep, outputs[i]);
+    cli_same_on_ranks(args, 2);
+  }
+  /* the second point is rank 1's: its error travels to rank 0, which reports it */
+  const char *bad = "whatif -c dgx-a100 -w megatron-22b --base node.count=1 --sweep "
+                    "gpu.memory_bandwidth=1TB/s,bogus,3TB/s";
+  cli_same_on_ranks(bad, 2);
+  th_proc p = th_dlsim_ranks(bad, 2);
+  cr_expect_eq(p.status, 2);
+  cr_expect(strstr(p.err, "got 'bogus'"), "%s", p.err);
+  th_proc_clear(&p);
+}
+
+Test(cli, mpirun_shares_validation_cases_and_prints_what_one_process_prints, .timeout = 120)
+{
+  if (!th_have_mpirun())
+    cr_skip_test("built without MPI, or no mpirun");
+  /* a case whose prediction fails, so that a failure travels between ranks too */
+  g_autofree char *broken_text = g_strdup_printf(
+      "name: broken-case\nrole: check\nsource: test\ncluster: %s/configs/clusters/v100-edr.yaml\n"
+      "workload: %s/configs/workloads/resnet50-horovod.yaml\nset: [node.count=3]\n"
+      "metric: samples_per_s\nmeasured: 650.3\ntolerance: 0.05\n",
+      DLSIM_SOURCE_DIR, DLSIM_SOURCE_DIR);
+  g_autofree char *broken = th_write("broken-case.yaml", broken_text);
+  g_autofree char *cases = g_strdup_printf("validate gemm-h100-bf16-batch1 %s "
+                                           "nccl-h100-2node-allreduce horovod-resnet50-v100-2node "
+                                           "korthikanti-22b-states", broken);
+  cli_same_on_ranks(cases, 2);
+  g_autofree char *json = g_strdup_printf("%s --json", cases);
+  cli_same_on_ranks(json, 3);
+}
+
+Test(cli, mpirun_shares_a_batch_and_writes_the_records_in_file_order, .timeout = 120)
+{
+  if (!th_have_mpirun())
+    cr_skip_test("built without MPI, or no mpirun");
+  /* jobs whose JSON has no wall time in it, so that the bytes compare */
+  g_autofree char *file = th_write(
+      "mpi-jobs.txt",
+      "memory -c dgx-a100 -w megatron-175b --set node.count=8\n"
+      "coll -c dgx-h100 --op allreduce --gpus 8 --factor 1024 --engine analytic\n"
+      "# a comment\n"
+      "memory -c dgx-a100 -w megatron-175b --set node.count=8 --set training.micro_batch=5\n"
+      "whatif -c dgx-a100 -w megatron-22b --base node.count=1 -e analytic --sweep gpu.memory_bandwidth=1TB/s,2TB/s\n"
+      "coll -c dgx-h100 --op allgather --gpus 16 'unbalanced\n");
+  g_autofree char *args = g_strdup_printf("batch %s", file);
+  cli_same_on_ranks(args, 2);
+}

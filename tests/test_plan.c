@@ -161,27 +161,15 @@ Test(plan, shards_merge_to_the_single_process_result)
 
 Test(plan, mpirun_with_two_ranks_prints_the_same_plan, .timeout = 120)
 {
-#ifndef DLSIM_MPI
-  cr_skip_test("built without MPI");
-#else
-  if (!g_find_program_in_path("mpirun"))
-    cr_skip_test("no mpirun");
+  if (!th_have_mpirun())
+    cr_skip_test("built without MPI, or no mpirun");
   const char *args = "plan -c dgx-h100 -m gpt3-1.3b --gpus 8 --global-batch 16 --top 1 --csv -q";
-  th_proc one = th_dlsim(args);
-  cr_assert_eq(one.status, 0, "%s", one.out);
-  /* OpenMPI's own allocations outlive MPI_Finalize: leak checking is for dlsim's code, which the
-   * single-process run above covers */
-  g_autofree char *cmd = g_strdup_printf("env ASAN_OPTIONS=detect_leaks=0 mpirun --allow-run-as-root "
-                                         "--oversubscribe -np 2 %s %s", DLSIM_BINARY, args);
-  g_autofree char *out = NULL, *errs = NULL;
-  int status = 0;
-  const char *env_dir = DLSIM_SOURCE_DIR;
-  g_setenv("DLSIM_DATA_DIR", env_dir, TRUE);
-  cr_assert(g_spawn_command_line_sync(cmd, &out, &errs, &status, NULL));
-  cr_assert_eq(status, 0, "%s\n%s", out, errs);
-  cr_assert_str_eq(out, one.out);
+  th_proc one = th_dlsim_ranks(args, 0), two = th_dlsim_ranks(args, 2);
+  cr_assert_eq(one.status, 0, "%s", one.err);
+  cr_assert_eq(two.status, 0, "%s\n%s", two.out, two.err);
+  cr_assert_str_eq(two.out, one.out);
   th_proc_clear(&one);
-#endif
+  th_proc_clear(&two);
 }
 
 Test(plan, whatif_of_nothing_changes_nothing)

@@ -24,6 +24,18 @@ int cli_serve(int argc, char **argv);
 int cli_trace(int argc, char **argv);
 int cli_replay(int argc, char **argv);
 int cli_schema(int argc, char **argv);
+int cli_batch(int argc, char **argv);
+
+typedef struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  bool json; /* takes --json (what dlsim batch records of it) */
+  const char *summary;
+} cli_command;
+/* The command named `name`, or NULL with "unknown command 'NAME' (did you mean ...?)". */
+const cli_command *cli_command_find(const char *name, GError **err);
+/* The usage line, every command with its summary, and the option convention. */
+void cli_usage(FILE *out);
 
 /* Prints "dlsim: error: ..." and returns the exit code that fits the error. */
 int cli_fail(GError *err);

@@ -1,21 +1,40 @@
-/* Private to the cli module: MPI for dlsim plan. */
+/* Private to the cli module: sharing a command's work over MPI ranks, the exit code of an error,
+ * progress lines, and the man page and completion built from --help. */
 #ifndef DLSIM_CLI_INTERNAL_H
 #define DLSIM_CLI_INTERNAL_H
 
 #include "cli/cli.h"
-#include "planner/planner.h"
+#include "config/config.h"
 
 #include <stdio.h>
 
-/* MPI for dlsim plan: without DLSIM_MPI a single process (rank 0 of 1). */
+/* The ranks a command shares its items over: without DLSIM_MPI, without mpirun, or inside a
+ * dlsim batch job, a single process (rank 0 of 1). */
 typedef struct {
   int rank, size;
-  bool active;
-} plan_mpi;
-void plan_mpi_init(plan_mpi *m, int *argc, char ***argv);
-/* Gathers every rank's screening into rank 0's (others keep theirs). */
-bool plan_mpi_merge(plan_mpi *m, plan_screen_result *r, int refine, GError **err);
-void plan_mpi_finalize(plan_mpi *m);
+  bool active; /* this command started MPI and ends it */
+} cli_mpi;
+void cli_mpi_init(cli_mpi *m);
+/* Whether item `item` (0, 1, ...) is this rank's: round robin. */
+bool cli_mpi_takes(const cli_mpi *m, guint item);
+/* Every rank's bytes at rank 0, indexed by rank (GBytes); NULL on the other ranks. */
+GPtrArray *cli_mpi_gather(const cli_mpi *m, GBytes *mine);
+/* `items` (GBytes or NULL, the same length on every rank) holds this rank's results at its
+ * items; afterwards rank 0's holds every rank's, in item order. */
+void cli_mpi_gather_items(const cli_mpi *m, GPtrArray *items);
+/* Rank 0's `value`, on every rank. */
+int cli_mpi_share_int(const cli_mpi *m, int value);
+/* An item's result as bytes: its text, or the error that stopped it. */
+GBytes *cli_mpi_pack_text(const char *text);
+GBytes *cli_mpi_pack_error(const GError *e);
+/* The text, or NULL and the error packed (or that the item has no result). */
+char *cli_mpi_unpack(GBytes *item, GError **err);
+/* Ends a command on every rank: rank 0 reports `err` (which then sets the exit code), the
+ * others stay quiet; MPI ends; every rank returns rank 0's exit code. Takes `err`. */
+int cli_mpi_finish(cli_mpi *m, int code, GError *err);
+
+/* The exit code that fits an error: 1 when the simulation failed, 2 for bad input. */
+int cli_error_code(const GError *err);
 
 /* Progress with the time left, on a terminal, for runs past a few seconds (cli/progress.c).
  * cli_progress_update fits sim_options.progress, with the cli_progress as its context. */

@@ -1,4 +1,4 @@
-#include "cli/cli.h"
+#include "cli/cli_internal.h"
 #include "config/config.h"
 #include "program/program.h"
 
@@ -8,9 +8,14 @@
 
 static void cli_check_convention(const GOptionEntry *entries);
 
+int cli_error_code(const GError *err)
+{
+  return err && err->domain == CFG_ERROR && err->code == CFG_ERROR_RUNTIME ? 1 : 2;
+}
+
 int cli_fail(GError *err)
 {
-  int code = err && err->domain == CFG_ERROR && err->code == CFG_ERROR_RUNTIME ? 1 : 2;
+  int code = cli_error_code(err);
   fprintf(stderr, "dlsim: error: %s\n", err ? err->message : "unknown error");
   if (err)
     g_error_free(err);

@@ -207,6 +207,47 @@ static bool plan_parse(int argc, char **argv, plan_args *a, int *code)
   return true;
 }
 
+/* A rank's screening as bytes: its counters, then its best candidates. */
+typedef struct {
+  long candidates, valid, fits;
+  double elapsed_s;
+  int nbest;
+} plan_share_head;
+
+static GBytes *plan_share_pack(const plan_screen_result *r)
+{
+  plan_share_head h = {r->candidates, r->valid, r->fits, r->elapsed_s, (int)r->best->len};
+  GByteArray *b = g_byte_array_new();
+  g_byte_array_append(b, (const guint8 *)&h, sizeof h);
+  g_byte_array_append(b, (const guint8 *)r->best->data, r->best->len * (guint)sizeof(plan_candidate));
+  return g_byte_array_free_to_bytes(b);
+}
+
+/* Gathers every rank's screening into rank 0's (the others keep theirs); the merge keeps the
+ * same best set, in the same order, as one process would. */
+static void plan_share_merge(const cli_mpi *m, plan_screen_result *r, int pool)
+{
+  if (m->size == 1)
+    return;
+  GBytes *mine = plan_share_pack(r);
+  GPtrArray *all = cli_mpi_gather(m, mine);
+  g_bytes_unref(mine);
+  for (int i = 1; all && i < m->size; i++) {
+    gsize n = 0;
+    const char *p = g_bytes_get_data(all->pdata[i], &n);
+    plan_share_head o;
+    memcpy(&o, p, sizeof o);
+    plan_screen_result other = {.candidates = o.candidates, .valid = o.valid, .fits = o.fits,
+                                .elapsed_s = o.elapsed_s,
+                                .best = g_array_new(FALSE, FALSE, sizeof(plan_candidate))};
+    g_array_append_vals(other.best, p + sizeof o, (guint)o.nbest);
+    plan_merge(r, &other, pool);
+    plan_screen_clear(&other);
+  }
+  if (all)
+    g_ptr_array_free(all, TRUE);
+}
+
 /* Loads the cluster alone, to size the request in nodes. */
 static bool plan_gpus_per_node(const plan_args *a, int *gpn, GError **err)
 {
@@ -253,8 +294,8 @@ int cli_plan(int argc, char **argv)
   GError *err = NULL;
   int gpn = 0;
   plan_setup *s = NULL;
-  plan_mpi mpi;
-  plan_mpi_init(&mpi, &argc, &argv);
+  cli_mpi mpi;
+  cli_mpi_init(&mpi);
   bool ok = plan_gpus_per_node(&a, &gpn, &err) && (s = plan_base(&a, gpn, &err));
   plan_options o = {.top_k = a.top, .refine = MAX(a.refine, a.top),
                     .tokens_per_gpu = a.objective && strcmp(a.objective, "tokens-per-gpu") == 0,
@@ -265,7 +306,9 @@ int cli_plan(int argc, char **argv)
   if (!a.quiet && mpi.rank == 0 && isatty(STDERR_FILENO))
     o.progress = plan_progress;
   plan_screen_result r = {0};
-  ok = ok && plan_screen(s, &o, &r, &err) && plan_mpi_merge(&mpi, &r, plan_pool(o.refine), &err);
+  ok = ok && plan_screen(s, &o, &r, &err);
+  if (ok)
+    plan_share_merge(&mpi, &r, plan_pool(o.refine));
   if (ok && mpi.rank == 0) {
     ok = plan_refine(s, &o, &r, &err);
     int shown = MAX(a.top, MIN((int)r.best->len, 10));
@@ -281,7 +324,6 @@ int cli_plan(int argc, char **argv)
   }
   plan_screen_clear(&r);
   plan_setup_free(s);
-  plan_mpi_finalize(&mpi);
   plan_args_clear(&a);
-  return ok ? 0 : cli_fail(err);
+  return cli_mpi_finish(&mpi, 0, ok ? NULL : err);
 }

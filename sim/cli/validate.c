@@ -2,12 +2,13 @@
  * measured for every real case in validation/cases/ (sim/validation/): a summary per kind of
  * prediction (exit 1 when a case got worse than its pin), every case with --verbose or when
  * cases are named (exit 1 when one is outside its tolerance), or JSON. */
-#include "cli/cli.h"
+#include "cli/cli_internal.h"
 #include "report/report.h"
 #include "validation/validation.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 static void vcli_print_table(const val_row *r)
 {
@@ -193,52 +194,147 @@ static bool vcli_print_summary(const GArray *rows)
   return ok;
 }
 
+/* ---- sharing the cases over MPI ranks ------------------------------------------------------ */
+
+/* What predicting a case produced, as it travels to rank 0 (every rank loaded the case). */
+typedef struct {
+  double predicted, error;
+  calib_errors errors;
+  calib_time_errors_t gemm_errors;
+  gint32 pass, has_table, npoints, has_times, failure_len;
+} vcli_outcome;
+
+static GBytes *vcli_pack(const val_row *r)
+{
+  vcli_outcome o = {.predicted = r->predicted, .error = r->error, .errors = r->errors,
+                    .gemm_errors = r->gemm_errors, .pass = r->pass,
+                    .has_table = r->table.points != NULL,
+                    .npoints = r->table.points ? (gint32)r->table.points->len : 0,
+                    .has_times = r->times != NULL,
+                    .failure_len = r->failure ? (gint32)strlen(r->failure) + 1 : 0};
+  GByteArray *b = g_byte_array_new();
+  g_byte_array_append(b, (const guint8 *)&o, sizeof o);
+  if (o.npoints)
+    g_byte_array_append(b, (const guint8 *)r->table.points->data, (guint)(o.npoints * sizeof(calib_point)));
+  if (o.has_times)
+    g_byte_array_append(b, (const guint8 *)r->times, (guint)(o.npoints * sizeof(double)));
+  if (o.failure_len)
+    g_byte_array_append(b, (const guint8 *)r->failure, (guint)o.failure_len);
+  return g_byte_array_free_to_bytes(b);
+}
+
+static void vcli_unpack(val_row *r, GBytes *item)
+{
+  gsize n = 0;
+  const char *p = item ? g_bytes_get_data(item, &n) : NULL;
+  vcli_outcome o;
+  if (n < sizeof o) {
+    r->failure = g_strdup("no result came back from its MPI rank");
+    return;
+  }
+  memcpy(&o, p, sizeof o);
+  p += sizeof o;
+  r->predicted = o.predicted;
+  r->error = o.error;
+  r->errors = o.errors;
+  r->gemm_errors = o.gemm_errors;
+  r->pass = o.pass;
+  if (o.has_table) {
+    r->table.path = g_strdup(r->c.table);
+    r->table.points = g_array_new(FALSE, FALSE, sizeof(calib_point));
+    g_array_append_vals(r->table.points, p, (guint)o.npoints);
+    p += o.npoints * sizeof(calib_point);
+  }
+  if (o.has_times) {
+    r->times = g_memdup2(p, o.npoints * sizeof(double));
+    p += o.npoints * sizeof(double);
+  }
+  if (o.failure_len)
+    r->failure = g_strndup(p, (gsize)o.failure_len);
+}
+
+/* Each rank predicted its share of the rows; rank 0 gets the others'. */
+static void vcli_share(const cli_mpi *m, GArray *rows)
+{
+  if (m->size == 1)
+    return;
+  GPtrArray *items = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
+  g_ptr_array_set_size(items, (gint)rows->len);
+  for (guint i = 0; i < rows->len; i++)
+    if (cli_mpi_takes(m, i))
+      items->pdata[i] = vcli_pack(&g_array_index(rows, val_row, i));
+  cli_mpi_gather_items(m, items);
+  for (guint i = 0; m->rank == 0 && i < rows->len; i++)
+    if (!cli_mpi_takes(m, i))
+      vcli_unpack(&g_array_index(rows, val_row, i), items->pdata[i]);
+  g_ptr_array_free(items, TRUE);
+}
+
+/* What to print: the options, and whether cases were named. */
+typedef struct {
+  gboolean json, csv, check, update, verbose;
+  bool named;
+} vcli_output;
+
+/* The report and its exit code, from every row (rank 0). */
+static int vcli_report(const GArray *rows, const vcli_output *o)
+{
+  bool all_pass = true;
+  for (guint i = 0; i < rows->len; i++)
+    all_pass &= g_array_index(rows, val_row, i).pass;
+  if (o->check || o->update)
+    return vcli_pins(rows, o->update, !o->named);
+  if (o->json || o->csv) {
+    vcli_print_json((const val_row *)rows->data, rows->len, o->csv);
+    return all_pass ? 0 : 1;
+  }
+  if (o->verbose || o->named) { /* named cases: their rows */
+    vcli_print_text((const val_row *)rows->data, rows->len);
+    return all_pass ? 0 : 1;
+  }
+  /* all cases: the summary, failing only when a case got worse than its pin */
+  return vcli_print_summary(rows) ? 0 : 1;
+}
+
 int cli_validate(int argc, char **argv)
 {
-  gboolean json = FALSE, csv = FALSE, check = FALSE, update = FALSE, verbose = FALSE;
+  vcli_output o = {0};
   int threads = 2;
   GOptionEntry entries[] = {
-      cli_opt(CLI_JSON, &json, NULL),
-      cli_opt(CLI_CSV, &csv,
+      cli_opt(CLI_JSON, &o.json, NULL),
+      cli_opt(CLI_CSV, &o.csv,
               "Print CSV: one row per case (measured and predicted in the metric's unit, "
               "error and tolerance as fractions)"),
-      {"check-pins", 0, 0, G_OPTION_ARG_NONE, &check,
+      {"check-pins", 0, 0, G_OPTION_ARG_NONE, &o.check,
        "Fail if any case's |error| grew more than a point beyond validation/pins.tsv", NULL},
-      {"update-pins", 0, 0, G_OPTION_ARG_NONE, &update, "Write today's errors to validation/pins.tsv", NULL},
+      {"update-pins", 0, 0, G_OPTION_ARG_NONE, &o.update, "Write today's errors to validation/pins.tsv", NULL},
       cli_opt(CLI_THREADS, &threads, "Cases run at once (default 2)"),
-      cli_opt(CLI_VERBOSE, &verbose, "Every case (the summary is the default)"),
+      cli_opt(CLI_VERBOSE, &o.verbose, "Every case (the summary is the default)"),
       CLI_OPT_END};
   int code = 0;
   if (!cli_parse(entries, "[CASE...] - predicted vs measured for real cases", &argc, &argv, &code))
     return code;
-  if (threads < 1 || (check && update)) {
+  if (threads < 1 || (o.check && o.update)) {
     fprintf(stderr, "dlsim: error: %s\n", threads < 1 ? "--threads: expected N >= 1"
                                                        : "--check-pins or --update-pins: one of them");
     return 2;
   }
+  o.named = argc > 1;
   GError *err = NULL;
+  cli_mpi mpi;
+  cli_mpi_init(&mpi);
   GPtrArray *files = val_case_files(argv + 1, &err);
   GArray *rows = NULL;
-  if (!files || !val_run_files(files, threads, &rows, &err)) {
-    if (files)
-      g_ptr_array_free(files, TRUE);
-    return cli_fail(err);
-  }
-  bool all_pass = true;
-  for (guint i = 0; i < rows->len; i++)
-    all_pass &= g_array_index(rows, val_row, i).pass;
-  if (check || update) {
-    code = vcli_pins(rows, update, argc < 2);
-  } else if (json || csv) {
-    vcli_print_json((const val_row *)rows->data, rows->len, csv);
-    code = all_pass ? 0 : 1;
-  } else if (verbose || argc > 1) { /* named cases: their rows */
-    vcli_print_text((const val_row *)rows->data, rows->len);
-    code = all_pass ? 0 : 1;
-  } else { /* all cases: the summary, failing only when a case got worse than its pin */
-    code = vcli_print_summary(rows) ? 0 : 1;
+  bool loaded = files && val_load_files(files, &rows, &err);
+  if (loaded) {
+    /* with MPI, each rank predicts its share of the cases on its own threads */
+    val_run_rows(rows, threads, mpi.rank, mpi.size);
+    vcli_share(&mpi, rows);
+    if (mpi.rank == 0)
+      code = vcli_report(rows, &o);
   }
   val_rows_free(rows);
-  g_ptr_array_free(files, TRUE);
-  return code;
+  if (files)
+    g_ptr_array_free(files, TRUE);
+  return cli_mpi_finish(&mpi, code, loaded ? NULL : err);
 }

@@ -4,7 +4,7 @@
  * The same job on changed hardware (or settings): the baseline and the changed system side by
  * side with the delta of every reported figure; or a one-dimensional sweep as a table and a
  * plot of step time and MFU against the swept value. */
-#include "cli/cli.h"
+#include "cli/cli_internal.h"
 #include "report/report.h"
 #include "run/run.h"
 #include "serving/serving.h"
@@ -387,7 +387,35 @@ static bool wi_plot(const char *path, const char *key, const GArray *pts, const 
   return true;
 }
 
-static bool wi_sweep(const wi_args *a, eng_kind engine, GError **err)
+/* Every point of the sweep this rank takes, as what `dlsim run --json` (or serve) prints or
+ * the error that stopped it; a rank stops at its first error (one process stops at the first
+ * in sweep order, which is never later). Rank 0 ends with every rank's points. */
+static GPtrArray *wi_sweep_run(const wi_args *a, const char *key, char **values, eng_kind engine,
+                               const cli_mpi *m)
+{
+  GPtrArray *results = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
+  g_ptr_array_set_size(results, (gint)g_strv_length(values));
+  bool ok = true;
+  for (guint i = 0; ok && values[i]; i++) {
+    if (!cli_mpi_takes(m, i))
+      continue;
+    g_autofree char *set = g_strdup_printf("%s=%s", key, g_strstrip(values[i]));
+    char *one[] = {set, NULL};
+    g_auto(GStrv) sets = sim_strv_concat(a->base, one);
+    GError *err = NULL;
+    cJSON *j = wi_run(a, sets, engine, &err);
+    ok = j != NULL;
+    g_autofree char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+    results->pdata[i] = ok ? cli_mpi_pack_text(text) : cli_mpi_pack_error(err);
+    cJSON_Delete(j);
+    g_clear_error(&err);
+  }
+  cli_mpi_gather_items(m, results);
+  return results;
+}
+
+/* On MPI ranks, the points are shared out and rank 0 prints what one process would. */
+static bool wi_sweep(const wi_args *a, eng_kind engine, const cli_mpi *m, GError **err)
 {
   const char *eq = strchr(a->sweep, '=');
   if (!eq || !eq[1]) {
@@ -399,25 +427,27 @@ static bool wi_sweep(const wi_args *a, eng_kind engine, GError **err)
   if (a->plot && !wi_plot_device(a->plot, &dev, err)) /* before minutes of sweeping */
     return false;
   g_auto(GStrv) values = g_strsplit(eq + 1, ",", -1);
+  GPtrArray *results = wi_sweep_run(a, key, values, engine, m);
+  if (m->rank != 0) { /* rank 0 reports */
+    g_ptr_array_free(results, TRUE);
+    return true;
+  }
   GArray *pts = g_array_new(FALSE, TRUE, sizeof(wi_point));
-  g_array_set_clear_func(pts, NULL);
   bool ok = true, serving = false;
-  for (int i = 0; ok && values[i]; i++) {
-    g_autofree char *set = g_strdup_printf("%s=%s", key, g_strstrip(values[i]));
-    char *one[] = {set, NULL};
-    g_auto(GStrv) sets = sim_strv_concat(a->base, one);
-    cJSON *j = wi_run(a, sets, engine, err);
+  for (guint i = 0; ok && i < results->len; i++) {
+    g_autofree char *text = cli_mpi_unpack(results->pdata[i], err);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
     ok = j != NULL;
+    if (text && !j)
+      g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "--sweep: point %u came back garbled", i + 1);
     if (ok) {
-      char *end = NULL;
-      double x = g_ascii_strtod(values[i], &end);
       serving = !cJSON_GetObjectItemCaseSensitive(j, "step_time_s");
-      (void)x;
-      wi_point p = wi_point_of(j, values[i], wi_sweep_x(key, g_strstrip(values[i]), i));
+      wi_point p = wi_point_of(j, values[i], wi_sweep_x(key, g_strstrip(values[i]), (int)i));
       g_array_append_val(pts, p);
     }
     cJSON_Delete(j);
   }
+  g_ptr_array_free(results, TRUE);
   const wi_columns *cols = serving ? &wi_serving : &wi_training;
   if (ok && a->json) {
     cJSON *arr = cJSON_CreateArray();
@@ -489,11 +519,13 @@ int cli_whatif(int argc, char **argv)
   }
   GError *err = NULL;
   eng_kind engine;
+  cli_mpi mpi;
+  cli_mpi_init(&mpi);
   bool ok = cli_engine(a.engine, &engine, &err) &&
             bud_limits_parse(&a.budget, a.max_memory, a.yes, &err);
   if (ok && a.sweep) {
-    ok = wi_sweep(&a, engine, &err);
-  } else if (ok) {
+    ok = wi_sweep(&a, engine, &mpi, &err);
+  } else if (ok && mpi.rank == 0) { /* two runs: nothing to share */
     g_auto(GStrv) changed = sim_strv_concat(a.base, a.sets);
     cJSON *b = wi_run(&a, a.base, engine, &err);
     cJSON *c = b ? wi_run(&a, changed, engine, &err) : NULL;
@@ -515,5 +547,5 @@ int cli_whatif(int argc, char **argv)
     cJSON_Delete(c);
   }
   wi_args_clear(&a);
-  return ok ? 0 : cli_fail(err);
+  return cli_mpi_finish(&mpi, 0, ok ? NULL : err);
 }

@@ -94,7 +94,7 @@ static void val_run_one(gpointer data, gpointer user)
   val_run_case(data);
 }
 
-bool val_run_files(GPtrArray *files, int threads, GArray **rows, GError **err)
+bool val_load_files(GPtrArray *files, GArray **rows, GError **err)
 {
   GArray *r = g_array_new(FALSE, TRUE, sizeof(val_row));
   g_array_set_size(r, files->len);
@@ -103,20 +103,38 @@ bool val_run_files(GPtrArray *files, int threads, GArray **rows, GError **err)
       val_rows_free(r);
       return false;
     }
+  *rows = r;
+  return true;
+}
+
+/* Whether row i is this share's. */
+static bool val_in_share(guint i, int shard, int nshards)
+{
+  return nshards <= 1 || i % (guint)nshards == (guint)shard;
+}
+
+void val_run_rows(GArray *r, int threads, int shard, int nshards)
+{
   GThreadPool *pool = threads > 1 ? g_thread_pool_new(val_run_one, NULL, threads, TRUE, NULL) : NULL;
   for (guint i = 0; i < r->len; i++) {
     val_row *row = &g_array_index(r, val_row, i);
-    if (pool && !val_needs_main_thread(&row->c))
+    if (pool && val_in_share(i, shard, nshards) && !val_needs_main_thread(&row->c))
       g_thread_pool_push(pool, row, NULL);
   }
   if (pool)
     g_thread_pool_free(pool, FALSE, TRUE); /* waits for every pushed case */
   for (guint i = 0; i < r->len; i++) {
     val_row *row = &g_array_index(r, val_row, i);
-    if (!pool || val_needs_main_thread(&row->c))
+    if (val_in_share(i, shard, nshards) && (!pool || val_needs_main_thread(&row->c)))
       val_run_case(row);
   }
-  *rows = r;
+}
+
+bool val_run_files(GPtrArray *files, int threads, GArray **rows, GError **err)
+{
+  if (!val_load_files(files, rows, err))
+    return false;
+  val_run_rows(*rows, threads, 0, 1);
   return true;
 }
 

@@ -33,6 +33,10 @@ GPtrArray *val_case_files(char *const *names, GError **err);
  * calling thread, after the rest). Input errors in a case file are returned; a case whose
  * prediction fails is a row with its `failure`. */
 bool val_run_files(GPtrArray *files, int threads, GArray **rows, GError **err);
+/* val_run_files in two steps, the second on a share of the rows (MPI ranks): loads every case
+ * (input errors returned), then predicts the rows whose index is `shard` modulo `nshards`. */
+bool val_load_files(GPtrArray *files, GArray **rows, GError **err);
+void val_run_rows(GArray *rows, int threads, int shard, int nshards);
 void val_rows_free(GArray *rows);
 
 /* The case's metric as dlsim predicts it, with `extra` overrides after the case's own (a
