@@ -75,3 +75,26 @@ Test(readme, lists_the_packages_deps_sh_installs)
     }
   cr_assert(n >= 8);
 }
+
+/* Every bench the README quotes exists and says what it measures; run without arguments it
+ * produces the README's table (its help says so). */
+Test(readme, every_bench_it_quotes_has_help)
+{
+  g_autofree char *readme = rd_read("README.md");
+  g_autofree char *bindir = g_path_get_dirname(DLSIM_BINARY);
+  int n = 0;
+  for (const char *at = readme; (at = strstr(at, "build/release/dlsim_bench")); n++) {
+    at += strlen("build/release/");
+    g_autofree char *name = g_strndup(at, strspn(at, "abcdefghijklmnopqrstuvwxyz0123456789_"));
+    g_autofree char *path = g_build_filename(bindir, name, NULL);
+    char *argv[] = {path, "--help", NULL};
+    g_autofree char *out = NULL;
+    int status = 0;
+    cr_assert(g_spawn_sync(NULL, argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out, NULL,
+                           &status, NULL), "cannot run %s", path);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s --help exited %d", name, status);
+    g_autofree char *usage = g_strdup_printf("usage: %s", name);
+    cr_assert(g_str_has_prefix(out, usage), "%s --help printed:\n%s", name, out);
+  }
+  cr_assert(n >= 6, "the README quotes %d benches", n);
+}
