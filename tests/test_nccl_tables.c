@@ -124,3 +124,26 @@ Test(nccl_tables, coll_output_round_trips_through_calibrate, .timeout = 60)
   th_proc_clear(&p);
   th_proc_clear(&q);
 }
+
+/* mpirun --tag-output and srun -l label every line with its rank. */
+Test(nccl_tables, launcher_rank_labels_are_dropped)
+{
+  const char *row = "           8             2     float     sum      -1    25.01    0.00    0.00      0    24.70    0.00    0.00      0\n";
+  const char *labels[] = {"[1,0]<stdout>:", " 0: "};
+  for (size_t k = 0; k < G_N_ELEMENTS(labels); k++) {
+    g_auto(GStrv) header = g_strsplit(nt_header, "\n", -1);
+    g_autofree char *separator = g_strconcat("\n", labels[k], NULL);
+    g_autofree char *labelled = g_strjoinv(separator, header);
+    g_autofree char *text = g_strconcat(labels[k], labelled, row, NULL);
+    g_autofree char *path = th_write("table.txt", text);
+    calib_columns cols = {.time_column = "oop_time_us|ip_time_us"};
+    calib_table t = {0};
+    GError *err = NULL;
+    cr_assert(calib_table_load(path, &cols, &t, &err), "%s\n%s", err ? err->message : "", text);
+    cr_assert_eq(t.points->len, 1);
+    calib_table_clear(&t);
+  }
+  g_autofree char *bad = g_strconcat(nt_header, " 0:          8             2     float     sum      -1    x    0.00    0.00      0    24.70    0.00    0.00      0\n", NULL);
+  g_autofree char *m = nt_error(bad, "oop_time_us");
+  cr_assert_str_eq(m, ":4:59: oop_time_us: expected a number, got 'x'");
+}

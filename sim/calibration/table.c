@@ -113,11 +113,26 @@ static char *calib_raw_row(const char *path, int lineno, int indent, const char 
   return g_strjoinv(",", words);
 }
 
+/* Launchers that label each line with its rank: srun -l ("0: ") and OpenMPI's --tag-output
+ * ("[1,0]<stdout>:"). The length of the label, or 0. */
+static size_t calib_launcher_label(const char *line)
+{
+  static const char tag[] = "]<stdout>:";
+  size_t n = strspn(line, " "), digits = strspn(line + n, "0123456789");
+  if (digits > 0 && line[n + digits] == ':')
+    return n + digits + 1;
+  const char *end = line[n] == '[' ? strstr(line + n, tag) : NULL;
+  if (end && strspn(line + n + 1, "0123456789,") == (size_t)(end - (line + n + 1)))
+    return (size_t)(end - line) + strlen(tag);
+  return 0;
+}
+
 static bool calib_raw_is_table(char **lines)
 {
   int ncols = 0;
   for (char **l = lines; *l; l++) {
-    g_autofree char *header = calib_raw_header(g_strstrip(*l), &ncols);
+    const char *text = *l + calib_launcher_label(*l);
+    g_autofree char *header = calib_raw_header(text + strspn(text, " \t"), &ncols);
     if (header)
       return true;
   }
@@ -127,15 +142,16 @@ static bool calib_raw_is_table(char **lines)
 /* Rewrites nccl-tests' output in place as CSV, line for line (so errors keep their line
  * numbers): the first column header becomes the CSV header, rows become CSV rows, and the
  * rest (settings, devices, the footer, NCCL's log, what a launcher printed before the table)
- * becomes blank. */
+ * becomes blank. Rank labels of launchers go. */
 static bool calib_raw_to_csv(const char *path, char **lines, GError **err)
 {
   g_auto(GStrv) names = NULL;
   int ncols = 0, lineno = 0;
   for (char **l = lines; *l; l++) {
     lineno++;
-    int indent = (int)strspn(*l, " \t");
-    char *line = g_strstrip(*l), *csv = NULL;
+    size_t label = calib_launcher_label(*l);
+    int indent = (int)(label + strspn(*l + label, " \t"));
+    char *line = g_strstrip(*l + label), *csv = NULL;
     if (!names && (csv = calib_raw_header(line, &ncols)))
       names = g_strsplit(csv, ",", -1);
     else if (names && *line && *line != '#' && !calib_raw_is_log(line) &&
@@ -241,8 +257,10 @@ bool calib_table_load(const char *path, const calib_columns *cols, calib_table *
       header = cells;
       size_col = gemm ? (calib_gemm_cols(header, gemm_cols) ? 0 : -1) : calib_column(header, size_name);
       if (size_col < 0 || !calib_time_cols(header, time_name, time_cols, &ntime)) {
-        g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s:%d: no column '%s' or '%s' in the header",
-                    path, lineno, size_name, time_name);
+        g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s:%d: no column '%s' or '%s' in the header%s",
+                    path, lineno, size_name, time_name,
+                    gemm ? "" : " (nor, anywhere, the column header of nccl-tests' output: "
+                                "'#  size  count  type ...')");
         goto fail;
       }
       continue;
