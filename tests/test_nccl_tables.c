@@ -147,3 +147,11 @@ Test(nccl_tables, launcher_rank_labels_are_dropped)
   g_autofree char *m = nt_error(bad, "oop_time_us");
   cr_assert_str_eq(m, ":4:59: oop_time_us: expected a number, got 'x'");
 }
+
+/* The message of the issue that asked for this reader: it now says what else was looked for. */
+Test(nccl_tables, neither_layout_says_what_was_looked_for)
+{
+  g_autofree char *m = nt_error("a,b\n1,2\n", "oop_time_us");
+  cr_assert_str_eq(m, ":1: no column 'size_bytes' or 'oop_time_us' in the header, and no "
+                      "nccl-tests column header ('#  size  count  type ...') in the file");
+}
