@@ -27,9 +27,49 @@ static const dlsim_command dlsim_commands[] = {
 
 static void dlsim_usage(FILE *out)
 {
-  fprintf(out, "usage: dlsim COMMAND [OPTIONS]   (dlsim COMMAND --help for its options)\n\ncommands:\n");
+  fprintf(out, "usage: dlsim COMMAND [OPTIONS]   (dlsim help COMMAND, or dlsim COMMAND --help, for "
+               "its options)\n\ncommands:\n");
   for (size_t i = 0; i < G_N_ELEMENTS(dlsim_commands); i++)
     fprintf(out, "  %-10s %s\n", dlsim_commands[i].name, dlsim_commands[i].summary);
+  fprintf(out, "\nOptions mean the same in every command: -c cluster, -w workload, -s/--set KEY=VALUE,\n"
+               "-e/--engine des (the default everywhere) or analytic, -o/--output FILE, --json,\n"
+               "and --csv where a command prints a table.\n");
+}
+
+/* The command named `name`, or NULL after "unknown command (did you mean ...?)". */
+static const dlsim_command *dlsim_find(const char *name)
+{
+  const char *names[G_N_ELEMENTS(dlsim_commands)];
+  for (size_t i = 0; i < G_N_ELEMENTS(dlsim_commands); i++) {
+    names[i] = dlsim_commands[i].name;
+    if (strcmp(name, names[i]) == 0)
+      return &dlsim_commands[i];
+  }
+  cli_known("command", name, names, G_N_ELEMENTS(names));
+  return NULL;
+}
+
+static int dlsim_dispatch(const dlsim_command *cmd, int argc, char **argv)
+{
+  g_autofree char *prog = g_strdup_printf("dlsim %s", cmd->name);
+  argv[0] = prog;
+  return cmd->run(argc, argv);
+}
+
+/* dlsim help [COMMAND]: the command's own --help. */
+static int dlsim_help(int argc, char **argv)
+{
+  if (argc < 3) {
+    dlsim_usage(stdout);
+    return 0;
+  }
+  const dlsim_command *cmd = dlsim_find(argv[2]);
+  if (!cmd) {
+    dlsim_usage(stderr);
+    return 2;
+  }
+  char *help_argv[] = {NULL, "--help", NULL};
+  return dlsim_dispatch(cmd, 2, help_argv);
 }
 
 int main(int argc, char **argv)
@@ -38,21 +78,20 @@ int main(int argc, char **argv)
     dlsim_usage(stderr);
     return 2;
   }
-  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
-    dlsim_usage(stdout);
-    return 0;
-  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+    return dlsim_help(1, argv);
+  if (strcmp(argv[1], "help") == 0)
+    return dlsim_help(argc, argv);
   if (strcmp(argv[1], "--version") == 0) {
     printf("dlsim %s\n", DLSIM_VERSION);
     return 0;
   }
-  for (size_t i = 0; i < G_N_ELEMENTS(dlsim_commands); i++)
-    if (strcmp(argv[1], dlsim_commands[i].name) == 0) {
-      g_autofree char *prog = g_strdup_printf("dlsim %s", argv[1]);
-      argv[1] = prog;
-      return dlsim_commands[i].run(argc - 1, argv + 1);
-    }
-  fprintf(stderr, "dlsim: error: unknown command '%s'\n", argv[1]);
-  dlsim_usage(stderr);
-  return 2;
+  if (cli_is_hidden(argv[1])) /* --data-dir, and what the build runs: man, completion */
+    return cli_hidden(argc - 1, argv + 1);
+  const dlsim_command *cmd = dlsim_find(argv[1]);
+  if (!cmd) {
+    dlsim_usage(stderr);
+    return 2;
+  }
+  return dlsim_dispatch(cmd, argc - 1, argv + 1);
 }

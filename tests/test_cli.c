@@ -30,8 +30,44 @@ static void tesh_check(const char *file, tesh_block *b)
   th_proc_clear(&p);
 }
 
+/* What a command prints, as the golden file's "> " lines. */
+static void tesh_append_output(GString *to, const char *cmd)
+{
+  th_proc p = th_dlsim(cmd + strlen("dlsim "));
+  g_autoptr(GString) out = g_string_new(p.out);
+  g_string_replace(out, DLSIM_SOURCE_DIR "/", "", 0);
+  g_auto(GStrv) lines = g_strsplit(out->str, "\n", -1);
+  for (int i = 0; lines[i] && (lines[i][0] || lines[i + 1]); i++)
+    g_string_append_printf(to, lines[i][0] ? "> %s\n" : ">\n", lines[i]);
+  th_proc_clear(&p);
+}
+
+/* DLSIM_UPDATE_GOLDEN=1: rewrite a golden file with what each command prints now (a change
+ * to the model's numbers is then reviewed as a diff of the .tesh files). */
+static void tesh_update_file(const char *path)
+{
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(path, &text, NULL, NULL), "cannot read %s", path);
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  g_autoptr(GString) out = g_string_new(NULL);
+  for (int i = 0; lines[i]; i++) {
+    const char *l = lines[i];
+    if (g_str_has_prefix(l, "> ") || strcmp(l, ">") == 0)
+      continue;
+    if (lines[i + 1] || l[0])
+      g_string_append_printf(out, "%s\n", l);
+    if (g_str_has_prefix(l, "$ "))
+      tesh_append_output(out, l + 2);
+  }
+  cr_assert(g_file_set_contents(path, out->str, -1, NULL), "cannot write %s", path);
+}
+
 static void tesh_run_file(const char *path)
 {
+  if (g_getenv("DLSIM_UPDATE_GOLDEN")) {
+    tesh_update_file(path);
+    return;
+  }
   g_autofree char *text = NULL;
   cr_assert(g_file_get_contents(path, &text, NULL, NULL), "cannot read %s", path);
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
@@ -240,5 +276,151 @@ Test(cli, a_plot_format_is_checked_before_the_sweep_runs)
   cr_assert_eq(p.status, 2, "%s", p.out);
   cr_assert(strstr(p.out, "--plot out.png: expected a .svg, .pdf or .ps file"), "%s", p.out);
   cr_assert_null(strstr(p.out, "sweep of"), "nothing ran: %s", p.out);
+  th_proc_clear(&p);
+}
+
+/* ---- one option convention for every command ---------------------------------------------- */
+
+/* The commands `dlsim --help` lists, plus trace's subcommand. */
+static GPtrArray *cli_commands(void)
+{
+  th_proc p = th_dlsim("--help");
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  GPtrArray *cmds = g_ptr_array_new_with_free_func(g_free);
+  g_auto(GStrv) lines = g_strsplit(p.out, "\n", -1);
+  bool in_list = false;
+  for (int i = 0; lines[i]; i++) {
+    if (strcmp(lines[i], "commands:") == 0)
+      in_list = true;
+    else if (in_list && g_str_has_prefix(lines[i], "  "))
+      g_ptr_array_add(cmds, g_strndup(lines[i] + 2, strcspn(lines[i] + 2, " ")));
+    else if (in_list)
+      break;
+  }
+  g_ptr_array_add(cmds, g_strdup("trace summary"));
+  th_proc_clear(&p);
+  return cmds;
+}
+
+/* Records "-x, --long" and "--long" lines of a --help text into letter -> long name and long
+ * name -> letter, failing on the first letter or name that means two things. */
+static void cli_check_help(const char *cmd, const char *help, GHashTable *by_letter,
+                           GHashTable *by_name)
+{
+  g_auto(GStrv) lines = g_strsplit(help, "\n", -1);
+  for (int i = 0; lines[i]; i++) {
+    const char *l = lines[i] + strspn(lines[i], " ");
+    char letter[2] = "";
+    if (l[0] == '-' && l[1] != '-' && l[1] && l[2] == ',') {
+      letter[0] = l[1];
+      l += 4;
+    }
+    if (!g_str_has_prefix(l, "--") || g_str_has_prefix(l, "--help"))
+      continue;
+    g_autofree char *name = g_strndup(l + 2, strcspn(l + 2, "= "));
+    g_autofree char *where = g_strdup_printf("%s: %s", cmd, lines[i]);
+    if (letter[0]) {
+      const char *seen = g_hash_table_lookup(by_letter, letter);
+      if (seen) {
+        g_autofree char *seen_name = g_strndup(seen, strcspn(seen, " "));
+        cr_assert_str_eq(seen_name, name, "-%s means --%s (%s) and --%s (%s)", letter, seen_name,
+                         seen, name, where);
+      } else {
+        g_hash_table_insert(by_letter, g_strdup(letter), g_strdup_printf("%s (%s)", name, cmd));
+      }
+    }
+    const char *had = g_hash_table_lookup(by_name, name);
+    if (had && *had && letter[0])
+      cr_assert_eq(had[0], letter[0], "--%s is -%c in one command and -%s in %s", name, had[0],
+                   letter, where);
+    if (!had || (!*had && letter[0]))
+      g_hash_table_insert(by_name, g_strdup(name), g_strdup(letter));
+  }
+}
+
+Test(cli, a_short_option_means_one_long_option_in_every_command)
+{
+  g_autoptr(GPtrArray) cmds = cli_commands();
+  cr_assert(cmds->len >= 12, "%u commands", cmds->len);
+  GHashTable *by_letter = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  GHashTable *by_name = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  for (guint i = 0; i < cmds->len; i++) {
+    g_autofree char *args = g_strdup_printf("%s --help", (char *)cmds->pdata[i]);
+    th_proc p = th_dlsim(args);
+    cr_assert_eq(p.status, 0, "dlsim %s: %s", args, p.out);
+    cli_check_help(cmds->pdata[i], p.out, by_letter, by_name);
+    th_proc_clear(&p);
+  }
+  /* the convention the README states */
+  const char *expect[][2] = {{"c", "cluster"}, {"w", "workload"}, {"s", "set"}, {"e", "engine"},
+                             {"o", "output"}, {"n", "gpus"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(expect); i++) {
+    const char *seen = g_hash_table_lookup(by_letter, expect[i][0]);
+    cr_assert(seen && g_str_has_prefix(seen, expect[i][1]), "-%s is %s", expect[i][0], seen);
+  }
+  cr_assert_null(g_hash_table_lookup(by_letter, "f"), "-f was --fix and --factor: now neither");
+  g_hash_table_destroy(by_letter);
+  g_hash_table_destroy(by_name);
+}
+
+Test(cli, help_command_prints_the_commands_own_help)
+{
+  th_proc a = th_dlsim("help run"), b = th_dlsim("run --help");
+  cr_assert_eq(a.status, 0, "%s", a.out);
+  cr_assert_str_eq(a.out, b.out);
+  cr_assert(strstr(a.out, "--workload"), "%s", a.out);
+  th_proc_clear(&a);
+  th_proc_clear(&b);
+  th_proc p = th_dlsim("help rnu");
+  cr_assert_eq(p.status, 2, "%s", p.out);
+  cr_assert(g_str_has_prefix(p.out, "dlsim: error: unknown command 'rnu' (did you mean 'run'?)"), "%s", p.out);
+  th_proc_clear(&p);
+  p = th_dlsim("help nosuch");
+  cr_assert_eq(p.status, 2, "%s", p.out);
+  cr_assert(g_str_has_prefix(p.out, "dlsim: error: unknown command 'nosuch'"), "%s", p.out);
+  th_proc_clear(&p);
+  p = th_dlsim("trace --help");
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  cr_assert(strstr(p.out, "  summary ") && strstr(p.out, "--top") && strstr(p.out, "--csv"), "%s", p.out);
+  th_proc_clear(&p);
+  p = th_dlsim("help trace");
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  cr_assert(strstr(p.out, "  summary "), "%s", p.out);
+  th_proc_clear(&p);
+}
+
+/* One rule: every command that takes --engine runs the DES unless told otherwise, and says so. */
+Test(cli, the_default_engine_is_des_in_every_command, .timeout = 60)
+{
+  const char *cmds[] = {"run", "whatif", "coll", "replay"};
+  for (size_t i = 0; i < G_N_ELEMENTS(cmds); i++) {
+    g_autofree char *args = g_strdup_printf("help %s", cmds[i]);
+    th_proc p = th_dlsim(args);
+    cr_assert(strstr(p.out, "--engine=ENGINE") && strstr(p.out, "des (default"), "%s: %s", cmds[i], p.out);
+    th_proc_clear(&p);
+  }
+  const char *runs[][2] = {
+      {"run -c v100-edr -w resnet50-horovod", "engine des"},
+      {"whatif -c v100-edr -w resnet50-horovod --set network.nic_bandwidth=200Gb/s", "(engine des)"},
+      {"coll -c dgx-h100 --op allreduce --gpus 8 --min 1MiB --max 1MiB", "engine des"},
+      {"replay tests/data/trace_small.json -c dgx-a100", "engine des"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(runs); i++) {
+    th_proc p = th_dlsim(runs[i][0]);
+    cr_assert_eq(p.status, 0, "%s: %s", runs[i][0], p.out);
+    cr_assert(strstr(p.out, runs[i][1]), "%s: %s", runs[i][0], p.out);
+    th_proc_clear(&p);
+  }
+}
+
+Test(cli, validate_csv_has_a_header_and_one_row_per_case)
+{
+  th_proc p = th_dlsim("validate --csv korthikanti-22b-step-full nccl-a100-8gpu-sendrecv");
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  g_auto(GStrv) lines = g_strsplit(p.out, "\n", -1);
+  cr_assert_eq(g_strv_length(lines), 4, "%s", p.out); /* header, two rows, the final newline */
+  cr_assert(g_str_has_prefix(lines[0], "name,role,metric,measured,predicted,error,tolerance,pass"), "%s", lines[0]);
+  cr_assert(g_str_has_prefix(lines[1], "korthikanti-22b-step-full,check,step_time_s,1.42,"), "%s", lines[1]);
+  cr_assert(g_str_has_prefix(lines[2], "nccl-a100-8gpu-sendrecv,fit,busbw,,"), "%s", lines[2]);
   th_proc_clear(&p);
 }

@@ -236,3 +236,30 @@ Test(validation, the_summary_gives_each_category_its_median_and_signed_error)
   g_array_free(sum, TRUE);
   val_rows_free(rows);
 }
+
+Test(validation, a_case_may_name_its_category)
+{
+  const char *names[] = {"a", "b"};
+  const double errors[] = {0.05, -0.05};
+  GArray *rows = pin_rows(names, errors, 2);
+  g_array_index(rows, val_row, 1).c.category = 2; /* fsdp */
+  GArray *sum = val_summarize(rows);
+  cr_assert_eq(sum->len, 2);
+  cr_assert_str_eq(g_array_index(sum, val_summary, 0).category, "training");
+  cr_assert_str_eq(g_array_index(sum, val_summary, 1).category, "fsdp");
+  cr_assert_float_eq(g_array_index(sum, val_summary, 1).mean_signed, -0.05, 1e-12);
+  g_array_free(sum, TRUE);
+  val_rows_free(rows);
+}
+
+Test(validation, an_unknown_category_is_an_input_error)
+{
+  g_autofree char *path = th_write("badcat.yaml", "name: badcat\nrole: check\ncategory: fdsp\n"
+                                                  "metric: step_time_s\nmeasured: 1\n");
+  cfg_case c = {0};
+  GError *err = NULL;
+  cr_assert_not(cfg_case_load(path, &c, &err));
+  cr_assert(strstr(err->message, "category") && strstr(err->message, "fsdp"), "%s", err->message);
+  g_error_free(err);
+  cfg_case_clear(&c);
+}

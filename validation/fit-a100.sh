@@ -10,10 +10,17 @@
 #    GPT3-2.7B at 2k context with FlashAttention-2 on 8 A100 (Table 1). Every other end-to-end
 #    case (the same table's 8k and no-FlashAttention rows, Korthikanti et al. Table 5, MT-NLG)
 #    is a check of it.
+#  - fused attention: FlashAttention-2, its Triton version and v1 on A100
+#    (validation/kernels/fit-attention.py; the same values are dlsim's defaults), not the H100's.
 # usage: validation/fit-a100.sh [path/to/dlsim]
 set -eu
 DLSIM=${1:-build/release/dlsim}
 $DLSIM calibrate --case fa2-gpt3-1.3b-2k-fa2 --case fa2-gpt3-2.7b-2k-fa2 \
   --param gpu.efficiency.sustained=0.9 \
   --set gpu.calibration=configs/calibration/h100.yaml --set gpu.efficiency.flops.gemm=0.90 \
+  --set gpu.efficiency.attention.fwd.fa2=0.724 --set gpu.efficiency.attention.bwd.fa2=0.634 \
+  --set gpu.efficiency.attention.fwd_half.fa2=30 --set gpu.efficiency.attention.bwd_half.fa2=240 \
+  --set gpu.efficiency.attention.d64.fa2=0.865 \
+  --set gpu.efficiency.attention.fwd.triton=0.522 --set gpu.efficiency.attention.bwd.triton=0.264 \
+  --set gpu.efficiency.attention.fwd.fa1=0.230 --set gpu.efficiency.attention.bwd.fa1=0.272 \
   -o configs/calibration/a100.yaml

@@ -10,11 +10,22 @@
 # A100 sendrecv table:
 #   dlsim calibrate --nccl validation/nccl/liplus_a100_8gpu_sendrecv.csv -c dgx-a100 \
 #     --set node.count=1 --set gpu.calibration=none --op sendrecv --gpus 8 --fit p2p_efficiency -o x.yaml
+#  3. Fused attention: FlashAttention-2, FlashAttention-3 and cuDNN on H100 as
+#     validation/kernels/fit-attention.py fits them on the FlashAttention papers' figures
+#     (the values below are its output; the causal factor keeps its default, fitted on A100);
+#     FlashAttention v1 and its Triton version at their A100 curves x 1.69 TFLOP/s (v1's
+#     measured H100 / A100 ratio; no H100 measurement of the Triton kernel exists).
 # usage: validation/fit-h100.sh [path/to/dlsim]
 set -eu
 DLSIM=${1:-build/release/dlsim}
+A=gpu.efficiency.attention
 $DLSIM calibrate --nccl validation/nccl/issue309_h100_16gpu_2node_allreduce.csv \
   -c dgx-h100 --set node.count=2 --set gpu.calibration=none --op allreduce --gpus 16 \
+  --set $A.fwd.fa2=0.380 --set $A.bwd.fa2=0.332 --set $A.fwd_half.fa2=100 --set $A.bwd_half.fa2=270 \
+  --set $A.fwd.fa3=0.676 --set $A.bwd.fa3=0.598 --set $A.fwd_half.fa3=210 --set $A.bwd_half.fa3=430 \
+  --set $A.fwd.cudnn=0.626 --set $A.bwd.cudnn=0.548 --set $A.fwd_half.cudnn=110 --set $A.bwd_half.cudnn=380 \
+  --set $A.fwd.triton=0.278 --set $A.bwd.triton=0.141 --set $A.fwd.fa1=0.123 --set $A.bwd.fa1=0.145 \
+  --set $A.d64.fa2=0.895 --set $A.d64.fa3=0.793 --set $A.d64.cudnn=0.759 \
   --fit base_latency --fit hop_latency --fit nvls_efficiency --fit chunk \
   -o configs/calibration/h100.yaml
 $DLSIM calibrate --gemm validation/kernels/xla_matmul_perf_table_sm90.csv -c dgx-h100 \

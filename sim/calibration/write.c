@@ -17,13 +17,36 @@ static void calib_write_by_proto(GString *o, const char *key, const double *v, b
   g_string_append(o, "}\n");
 }
 
+static void calib_write_by_impl(GString *o, const char *key, const double *v, const char *fmt)
+{
+  g_string_append_printf(o, "    %s: {", key);
+  for (int i = 0; i < CFG_NATTN; i++) {
+    g_string_append_printf(o, "%s%s: ", i ? ", " : "", cfg_attn_impl_name((cfg_attn_impl)i));
+    g_string_append_printf(o, fmt, v[i]);
+  }
+  g_string_append(o, "}\n");
+}
+
+static void calib_write_attention(GString *o, const cfg_attention_eff *a)
+{
+  g_string_append(o, "  attention:\n");
+  calib_write_by_impl(o, "fwd", a->fwd, "%.4f");
+  calib_write_by_impl(o, "bwd", a->bwd, "%.4f");
+  calib_write_by_impl(o, "fwd_half", a->fwd_half, "%.0f");
+  calib_write_by_impl(o, "bwd_half", a->bwd_half, "%.0f");
+  calib_write_by_impl(o, "d64", a->d64, "%.4f");
+  g_string_append_printf(o, "    causal: %.4f\n", a->causal);
+}
+
 static void calib_write_efficiency(GString *o, const cfg_efficiency *e, const char *source)
 {
   g_string_append(o, "efficiency:\n  flops: {");
   for (int k = 0; k < CFG_NKCLASSES; k++)
     g_string_append_printf(o, "%s%s: %.4f", k ? ", " : "", cfg_kernel_class_name((cfg_kernel_class)k),
                            e->flops_efficiency[k]);
-  g_string_append_printf(o, "}\n  memory: %.4f\n  gemm_k_half: %.1f\n  sustained: %.4f\n",
+  g_string_append(o, "}\n");
+  calib_write_attention(o, &e->attention);
+  g_string_append_printf(o, "  memory: %.4f\n  gemm_k_half: %.1f\n  sustained: %.4f\n",
                          e->memory_efficiency, e->gemm_k_half, e->sustained);
   g_string_append_printf(o, "  fp8_scale: %.4f\n", e->fp8_scale);
   g_string_append_printf(o, "  launch_overhead: %.4gus\n", e->launch_overhead * 1e6);

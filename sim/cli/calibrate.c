@@ -86,7 +86,7 @@ static int cal_nccl(const cal_args *a)
   cfg_cluster *c = NULL;
   calib_table tab = {0};
   calib_fit_report rep;
-  bool ok = prog_coll_parse(a->op, &t.op, &err) &&
+  bool ok = cli_coll_op(a->op, &t.op, &err) &&
             (!a->unit || calib_time_unit(a->unit, &cols.time_scale, &err)) &&
             calib_table_load(a->nccl, &cols, &tab, &err) &&
             cfg_load_with(a->cluster, NULL, a->sets, &c, NULL, &err);
@@ -138,7 +138,7 @@ static int cal_gemm(const cal_args *a)
   cfg_cluster *c = NULL;
   calib_table tab = {0};
   cfg_dtype dtype = CFG_BF16;
-  bool ok = cfg_dtype_parse(a->dtype, &dtype, &err) &&
+  bool ok = cli_dtype(a->dtype, &dtype, &err) &&
             (!a->unit || calib_time_unit(a->unit, &cols.time_scale, &err)) &&
             calib_table_load(a->gemm, &cols, &tab, &err) &&
             cfg_load_with(a->cluster, NULL, a->sets, &c, NULL, &err);
@@ -318,20 +318,20 @@ int cli_calibrate(int argc, char **argv)
        "With --trace: also write per-kernel times and achieved rates (CSV)", "CSV"},
       {"param", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.params,
        "With --case: a cluster key to fit and its starting value, repeatable", "KEY=START"},
-      {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &a.cluster, "Cluster the table was measured on", "CLUSTER"},
+      cli_opt(CLI_CLUSTER, &a.cluster, "Cluster the table was measured on"),
       {"op", 0, 0, G_OPTION_ARG_STRING, &a.op, "Collective of the table", "OP"},
       {"dtype", 0, 0, G_OPTION_ARG_STRING, &a.dtype, "Data type of the GEMM table", "D"},
-      {"gpus", 'n', 0, G_OPTION_ARG_INT, &a.gpus, "GPUs of the run", "N"},
-      {"group-size", 'g', 0, G_OPTION_ARG_INT, &a.group, "GPUs per group (groups run at once)", "G"},
+      cli_opt(CLI_GPUS, &a.gpus, "GPUs of the run"),
+      cli_opt(CLI_GROUP_SIZE, &a.group, NULL),
       {"size-column", 0, 0, G_OPTION_ARG_STRING, &a.size_col, "Size column (default size_bytes)", "C"},
       {"time-column", 0, 0, G_OPTION_ARG_STRING, &a.time_col, "Time column; a|b takes the smaller (default oop_time_us|ip_time_us)", "C"},
       {"time-unit", 0, 0, G_OPTION_ARG_STRING, &a.unit, "Unit of the time column (default us)", "U"},
       {"filter", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.filters, "Keep rows where COL=VALUE", "COL=VALUE"},
       {"fit", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.fit,
        "With --nccl: a parameter (or prefix) to fit, repeatable (default: base_latency, hop_latency)", "NAME"},
-      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &a.output, "Calibration file to write", "FILE"},
-      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &a.sets, "Override a cluster key", "KEY=VALUE"},
-      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+      cli_opt(CLI_OUTPUT, &a.output, "Calibration file to write"),
+      cli_opt(CLI_SET, &a.sets, "Override a cluster key, repeatable"),
+      CLI_OPT_END};
   int code = 0;
   if (!cli_parse(entries, "- fit model parameters to real measurements", &argc, &argv, &code)) {
     cal_args_clear(&a);

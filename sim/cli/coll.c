@@ -1,8 +1,9 @@
 /* dlsim coll -c CLUSTER --op OP --gpus N [--group-size G] [--min 8B --max 8GiB --factor 2]
- *            [--algo A] [--proto P] [--engine analytic|des] [--json] [--set K=V]...
+ *            [--algo A] [--proto P] [--engine des|analytic] [--json | --csv] [--set K=V]...
  * A table in the layout of nccl-tests (out-of-place and in-place columns, the footer), with
- * the algorithm and protocol the model picked, so that dlsim calibrate --nccl reads it. The group is the
- * first N GPUs; --group-size splits them into N/G groups that run at once (and contend). */
+ * the algorithm and protocol the model picked, so that dlsim calibrate --nccl reads it. The
+ * group is the first N GPUs; --group-size splits them into N/G groups that run at once (and
+ * contend). */
 #include "cli/cli.h"
 #include "collectives/collectives.h"
 #include "engine/engine.h"
@@ -106,7 +107,7 @@ static void coll_print_text(const coll_setup *s, const GArray *rows)
   printf("# Avg bus bandwidth    : %g\n#\n", rows->len ? busbw_sum / rows->len : 0);
 }
 
-static void coll_print_json(const GArray *rows)
+static void coll_print_json(const GArray *rows, bool csv)
 {
   cJSON *a = cJSON_CreateArray();
   for (guint i = 0; i < rows->len; i++) {
@@ -120,23 +121,45 @@ static void coll_print_json(const GArray *rows)
     cJSON_AddStringToObject(o, "protocol", r->proto);
     cJSON_AddItemToArray(a, o);
   }
-  rep_json_print(stdout, a);
+  if (csv)
+    cli_csv_print(stdout, a);
+  else
+    rep_json_print(stdout, a);
   cJSON_Delete(a);
+}
+
+static bool coll_algo_choice(const char *value, coll_algo *out, GError **err)
+{
+  const char *names[COLL_NALGOS];
+  for (int a = 0; a < COLL_NALGOS; a++)
+    names[a] = coll_algo_name((coll_algo)a);
+  int i = cli_choice("--algo", value, names, COLL_NALGOS, err);
+  *out = i >= 0 ? (coll_algo)i : *out;
+  return i >= 0;
+}
+
+static bool coll_proto_choice(const char *value, int *out, GError **err)
+{
+  const char *names[CFG_NPROTOS + 1] = {"auto"};
+  for (int p = 0; p < CFG_NPROTOS; p++)
+    names[p + 1] = cfg_proto_name((cfg_proto)p);
+  int i = cli_choice("--proto", value, names, CFG_NPROTOS + 1, err);
+  *out = i > 0 ? i - 1 : i == 0 ? COLL_PROTO_AUTO : *out;
+  return i >= 0;
 }
 
 static bool coll_setup_load(coll_setup *s, const char *cluster, char **sets, const char *op,
                             const char *algo, const char *proto, const char *engine, GError **err)
 {
-  if (!cfg_load_with(cluster, NULL, sets, &s->cluster, NULL, err) ||
-      !prog_coll_parse(op, &s->op, err))
-    return false;
-  s->hw = hw_cluster_new(s->cluster);
-  s->opt.kind = ENG_ANALYTIC;
   s->opt.algo = COLL_ALGO_AUTO;
   s->opt.proto = COLL_PROTO_AUTO;
-  return (!engine || eng_kind_parse(engine, &s->opt.kind, err)) &&
-         (!algo || coll_algo_parse(algo, &s->opt.algo, err)) &&
-         (!proto || coll_proto_parse(proto, &s->opt.proto, err));
+  if (!cli_coll_op(op, &s->op, err) || !cli_engine(engine, &s->opt.kind, err) ||
+      (algo && !coll_algo_choice(algo, &s->opt.algo, err)) ||
+      (proto && !coll_proto_choice(proto, &s->opt.proto, err)) ||
+      !cfg_load_with(cluster, NULL, sets, &s->cluster, NULL, err))
+    return false;
+  s->hw = hw_cluster_new(s->cluster);
+  return true;
 }
 
 static bool coll_check_group(coll_setup *s, GError **err)
@@ -221,23 +244,24 @@ int cli_coll(int argc, char **argv)
   g_autofree char *cluster = NULL, *op = NULL, *algo = NULL, *proto = NULL, *engine = NULL;
   g_autofree char *min = NULL, *max = NULL;
   g_auto(GStrv) sets = NULL;
-  gboolean json = FALSE;
+  gboolean json = FALSE, csv = FALSE;
   int gpus = 0, group = 0;
   double factor = 2.0;
   GOptionEntry entries[] = {
-      {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &cluster, "Cluster file or preset name", "CLUSTER"},
-      {"op", 'o', 0, G_OPTION_ARG_STRING, &op, "allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv", "OP"},
-      {"gpus", 'n', 0, G_OPTION_ARG_INT, &gpus, "GPUs taking part (the first N)", "N"},
-      {"group-size", 'g', 0, G_OPTION_ARG_INT, &group, "Split them into groups of G running at once", "G"},
+      cli_opt(CLI_CLUSTER, &cluster, NULL),
+      {"op", 0, 0, G_OPTION_ARG_STRING, &op, "allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv", "OP"},
+      cli_opt(CLI_GPUS, &gpus, "GPUs taking part (the first N)"),
+      cli_opt(CLI_GROUP_SIZE, &group, "Split them into groups of G running at once"),
       {"min", 0, 0, G_OPTION_ARG_STRING, &min, "Smallest size (default 8B)", "SIZE"},
       {"max", 0, 0, G_OPTION_ARG_STRING, &max, "Largest size (default 8GiB)", "SIZE"},
-      {"factor", 'f', 0, G_OPTION_ARG_DOUBLE, &factor, "Size multiplier between rows (default 2)", "F"},
-      {"algo", 'a', 0, G_OPTION_ARG_STRING, &algo, "auto, ring, tree, rhd, hierarchical, nvls, nvls-tree, sharp, pairwise, direct", "ALGO"},
-      {"proto", 'p', 0, G_OPTION_ARG_STRING, &proto, "auto, ll, ll128, simple", "PROTO"},
-      {"engine", 'e', 0, G_OPTION_ARG_STRING, &engine, "analytic (default) or des", "ENGINE"},
-      {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON rows", NULL},
-      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Override a cluster key", "KEY=VALUE"},
-      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+      {"factor", 0, 0, G_OPTION_ARG_DOUBLE, &factor, "Size multiplier between rows (default 2)", "F"},
+      cli_opt(CLI_ALGO, &algo, "auto, ring, tree, rhd, hierarchical, nvls, nvls-tree, sharp, pairwise, direct"),
+      cli_opt(CLI_PROTO, &proto, NULL),
+      cli_opt(CLI_ENGINE, &engine, NULL),
+      cli_opt(CLI_JSON, &json, "Print JSON rows"),
+      cli_opt(CLI_CSV, &csv, "Print CSV rows (size_bytes, time_us, algbw_GBps, busbw_GBps, ...)"),
+      cli_opt(CLI_SET, &sets, "Override a cluster key, repeatable"),
+      CLI_OPT_END};
   int code = 0;
   if (!cli_parse(entries, "- a collective's time vs size, as nccl-tests prints it", &argc, &argv, &code))
     return code;
@@ -258,7 +282,7 @@ int cli_coll(int argc, char **argv)
       g_array_append_val(rows, row);
   }
   if (ok)
-    json ? coll_print_json(rows) : coll_print_text(&s, rows);
+    json || csv ? coll_print_json(rows, csv) : coll_print_text(&s, rows);
   g_array_free(rows, TRUE);
   hw_cluster_free(s.hw);
   cfg_cluster_free(s.cluster);

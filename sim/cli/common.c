@@ -1,8 +1,12 @@
 #include "cli/cli.h"
 #include "config/config.h"
+#include "program/program.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+static void cli_check_convention(const GOptionEntry *entries);
 
 int cli_fail(GError *err)
 {
@@ -49,9 +53,25 @@ static bool cli_values_present(const GOptionEntry *entries, int argc, char **arg
   return true;
 }
 
+/* GOption says "Unknown option --workoad"; say which one was meant. */
+static bool cli_options_known(const GOptionEntry *entries, int argc, char **argv)
+{
+  g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+  for (const GOptionEntry *e = entries; e->long_name; e++)
+    g_ptr_array_add(names, g_strdup_printf("--%s", e->long_name));
+  bool ok = true;
+  for (int i = 1; ok && i < argc && strcmp(argv[i], "--") != 0; i++) {
+    g_autofree char *name = g_strndup(argv[i], strcspn(argv[i], "="));
+    if (g_str_has_prefix(name, "--") && !g_str_has_prefix(name, "--help"))
+      ok = cli_known("option", name, (const char *const *)names->pdata, (int)names->len);
+  }
+  return ok;
+}
+
 bool cli_parse(const GOptionEntry *entries, const char *summary, int *argc, char ***argv, int *code)
 {
-  if (!cli_values_present(entries, *argc, *argv)) {
+  cli_check_convention(entries);
+  if (!cli_options_known(entries, *argc, *argv) || !cli_values_present(entries, *argc, *argv)) {
     *code = 2;
     return false;
   }
@@ -68,3 +88,201 @@ bool cli_parse(const GOptionEntry *entries, const char *summary, int *argc, char
   return false;
 }
 
+/* ---- the option convention ------------------------------------------------------------------ */
+
+/* Every option that has a short letter is a row here, and cli_opt() is the only way a command
+ * gets one, so a letter means one option in every command; the rest of each command's options
+ * are long only. The help is the default; a command may word it for itself. */
+typedef struct {
+  const char *long_name;
+  char short_name;
+  GOptionArg arg;
+  const char *help, *arg_description;
+} cli_opt_row;
+
+static const cli_opt_row cli_opt_rows[CLI_NOPTS] = {
+    [CLI_CLUSTER] = {"cluster", 'c', G_OPTION_ARG_FILENAME, "Cluster file or preset name", "CLUSTER"},
+    [CLI_WORKLOAD] = {"workload", 'w', G_OPTION_ARG_FILENAME, "Workload file or preset name", "WORKLOAD"},
+    [CLI_MODEL] = {"model", 'm', G_OPTION_ARG_STRING, "Model file or preset name", "MODEL"},
+    [CLI_SET] = {"set", 's', G_OPTION_ARG_STRING_ARRAY, "Override a key, repeatable: --set parallel.dp=8", "KEY=VALUE"},
+    [CLI_ENGINE] = {"engine", 'e', G_OPTION_ARG_STRING, CLI_ENGINE_HELP, "ENGINE"},
+    [CLI_OUTPUT] = {"output", 'o', G_OPTION_ARG_FILENAME, "File to write", "FILE"},
+    [CLI_TRACE] = {"trace", 't', G_OPTION_ARG_FILENAME, "Write a Chrome/Perfetto trace", "FILE"},
+    [CLI_GPUS] = {"gpus", 'n', G_OPTION_ARG_INT, "GPUs", "N"},
+    [CLI_GROUP_SIZE] = {"group-size", 'g', G_OPTION_ARG_INT, "GPUs per group (groups run at once)", "G"},
+    [CLI_GLOBAL_BATCH] = {"global-batch", 'b', G_OPTION_ARG_INT, "Global batch (sequences)", "B"},
+    [CLI_TOP] = {"top", 'k', G_OPTION_ARG_INT, "How many to list", "K"},
+    [CLI_ALGO] = {"algo", 'a', G_OPTION_ARG_STRING, "Collective algorithm", "ALGO"},
+    [CLI_PROTO] = {"proto", 'p', G_OPTION_ARG_STRING, "NCCL protocol: auto, ll, ll128, simple", "PROTO"},
+    [CLI_THREADS] = {"threads", 'j', G_OPTION_ARG_INT, "Threads", "N"},
+    [CLI_VERBOSE] = {"verbose", 'v', G_OPTION_ARG_NONE, "Print more", NULL},
+    [CLI_QUIET] = {"quiet", 'q', G_OPTION_ARG_NONE, "No progress on stderr", NULL},
+    [CLI_YES] = {"yes", 'y', G_OPTION_ARG_NONE, "Run even if estimated to take long", NULL},
+    [CLI_JSON] = {"json", 0, G_OPTION_ARG_NONE, "Print JSON (keys of docs/output.md)", NULL},
+    [CLI_CSV] = {"csv", 0, G_OPTION_ARG_NONE,
+                 "Print CSV: a header row, units in the column names (_s seconds, _bytes bytes)", NULL},
+    [CLI_MAX_MEMORY] = {"max-memory", 0, G_OPTION_ARG_STRING,
+                        "Refuse runs estimated to need more (default 4GiB)", "SIZE"},
+};
+
+GOptionEntry cli_opt(cli_opt_id id, gpointer data, const char *help)
+{
+  const cli_opt_row *r = &cli_opt_rows[id];
+  return (GOptionEntry){r->long_name, r->short_name, 0, r->arg, data, help ? help : r->help,
+                        r->arg_description};
+}
+
+/* The convention, checked on every parse: a short letter that is not the table's for that
+ * option is a programming error, caught by the first run of the command (and by test_cli.c). */
+static void cli_check_convention(const GOptionEntry *entries)
+{
+  for (const GOptionEntry *e = entries; e->long_name; e++) {
+    bool ok = !e->short_name;
+    for (int i = 0; !ok && i < CLI_NOPTS; i++)
+      ok = e->short_name == cli_opt_rows[i].short_name &&
+           strcmp(e->long_name, cli_opt_rows[i].long_name) == 0;
+    if (!ok)
+      g_error("-%c, --%s breaks the option convention: short letters come from sim/cli/common.c",
+              e->short_name, e->long_name);
+  }
+}
+
+/* ---- enumerated values ---------------------------------------------------------------------- */
+
+int cli_choice(const char *option, const char *value, const char *const *names, int n, GError **err)
+{
+  for (int i = 0; i < n; i++)
+    if (strcmp(value, names[i]) == 0)
+      return i;
+  GString *all = g_string_new(NULL);
+  for (int i = 0; i < n; i++)
+    g_string_append_printf(all, "%s%s", i ? ", " : "", names[i]);
+  const char *near = cfg_closest(value, names, (size_t)n);
+  g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s %s: expected one of %s%s%s%s", option, value,
+              all->str, near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
+  g_string_free(all, TRUE);
+  return -1;
+}
+
+bool cli_known(const char *what, const char *name, const char *const *names, int n)
+{
+  for (int i = 0; i < n; i++)
+    if (strcmp(name, names[i]) == 0)
+      return true;
+  const char *near = cfg_closest(name, names, (size_t)n);
+  fprintf(stderr, "dlsim: error: unknown %s '%s'%s%s%s\n", what, name, near ? " (did you mean '" : "",
+          near ? near : "", near ? "'?)" : "");
+  return false;
+}
+
+bool cli_engine(const char *value, eng_kind *out, GError **err)
+{
+  static const char *const names[] = {[ENG_ANALYTIC] = "analytic", [ENG_DES] = "des"};
+  *out = CLI_DEFAULT_ENGINE;
+  int i = value ? cli_choice("--engine", value, names, G_N_ELEMENTS(names), err) : (int)*out;
+  if (i < 0)
+    return false;
+  *out = (eng_kind)i;
+  return true;
+}
+
+bool cli_coll_op(const char *value, prog_coll *out, GError **err)
+{
+  const char *names[PROG_NCOLLS];
+  for (int i = 0; i < PROG_NCOLLS; i++)
+    names[i] = prog_coll_name((prog_coll)i);
+  int i = cli_choice("--op", value, names, PROG_NCOLLS, err);
+  *out = i >= 0 ? (prog_coll)i : *out;
+  return i >= 0;
+}
+
+bool cli_dtype(const char *value, cfg_dtype *out, GError **err)
+{
+  const char *names[CFG_NDTYPES];
+  for (int i = 0; i < CFG_NDTYPES; i++)
+    names[i] = cfg_dtype_name((cfg_dtype)i);
+  int i = cli_choice("--dtype", value, names, CFG_NDTYPES, err);
+  *out = i >= 0 ? (cfg_dtype)i : *out;
+  return i >= 0;
+}
+
+/* ---- CSV ------------------------------------------------------------------------------------ */
+
+/* The leaves of a JSON object as (dotted key, value) pairs, in order; arrays are left out (a CSV
+ * row is flat). */
+void cli_json_leaves(const cJSON *o, const char *prefix, GPtrArray *keys, GPtrArray *values)
+{
+  const cJSON *x;
+  cJSON_ArrayForEach(x, o)
+  {
+    if (!x->string) /* a member of an array, not of an object */
+      continue;
+    g_autofree char *key = prefix ? g_strdup_printf("%s.%s", prefix, x->string) : g_strdup(x->string);
+    if (cJSON_IsObject(x)) {
+      cli_json_leaves(x, key, keys, values);
+    } else if (!cJSON_IsArray(x)) {
+      g_ptr_array_add(keys, g_steal_pointer(&key));
+      g_ptr_array_add(values, (gpointer)x);
+    }
+  }
+}
+
+void cli_json_prepend(cJSON *o, const char *key, cJSON *item)
+{
+  cJSON_AddItemToObject(o, key, item);
+  cJSON_InsertItemInArray(o, 0, cJSON_DetachItemViaPointer(o, item));
+}
+
+static void cli_csv_cell(FILE *out, const cJSON *x)
+{
+  if (!x || cJSON_IsNull(x))
+    return;
+  double v = x->valuedouble;
+  if (cJSON_IsNumber(x) && (v == floor(v) || fabs(v) >= 1e6) && fabs(v) < 1e18)
+    fprintf(out, "%.0f", v); /* bytes and counts as plain integers, never 1e+10 */
+  else if (cJSON_IsNumber(x))
+    fprintf(out, "%.10g", x->valuedouble);
+  else if (cJSON_IsBool(x))
+    fputs(cJSON_IsTrue(x) ? "true" : "false", out);
+  else if (cJSON_IsString(x) && strpbrk(x->valuestring, ",\"\n")) {
+    g_auto(GStrv) parts = g_strsplit(x->valuestring, "\"", -1);
+    g_autofree char *quoted = g_strjoinv("\"\"", parts);
+    fprintf(out, "\"%s\"", quoted);
+  } else if (cJSON_IsString(x)) {
+    fputs(x->valuestring, out);
+  }
+}
+
+void cli_csv_print(FILE *out, const cJSON *rows)
+{
+  /* the header is every column any row has, in the order they first appear */
+  GPtrArray *columns = g_ptr_array_new_with_free_func(g_free);
+  const cJSON *row;
+  cJSON_ArrayForEach(row, rows)
+  {
+    g_autoptr(GPtrArray) keys = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GPtrArray) values = g_ptr_array_new();
+    cli_json_leaves(row, NULL, keys, values);
+    for (guint k = 0; k < keys->len; k++)
+      if (!g_ptr_array_find_with_equal_func(columns, keys->pdata[k], g_str_equal, NULL))
+        g_ptr_array_add(columns, g_strdup(keys->pdata[k]));
+  }
+  for (guint c = 0; c < columns->len; c++)
+    fprintf(out, "%s%s", c ? "," : "", (char *)columns->pdata[c]);
+  fputc('\n', out);
+  cJSON_ArrayForEach(row, rows)
+  {
+    g_autoptr(GPtrArray) keys = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GPtrArray) values = g_ptr_array_new();
+    cli_json_leaves(row, NULL, keys, values);
+    for (guint c = 0; c < columns->len; c++) {
+      guint k = 0;
+      if (c)
+        fputc(',', out);
+      if (g_ptr_array_find_with_equal_func(keys, columns->pdata[c], g_str_equal, &k))
+        cli_csv_cell(out, values->pdata[k]);
+    }
+    fputc('\n', out);
+  }
+  g_ptr_array_free(columns, TRUE);
+}

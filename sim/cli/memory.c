@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 
-static bool mem_print_deepspeed(const cfg_cluster *c, const cfg_workload *w, bool json,
+static bool mem_print_deepspeed(const cfg_cluster *c, const cfg_workload *w, bool json, bool csv,
                                 GError **err)
 {
   const cfg_parallel *p = &w->parallel;
@@ -17,12 +17,19 @@ static bool mem_print_deepspeed(const cfg_cluster *c, const cfg_workload *w, boo
                                            c->node.gpus_per_node, c->node.count, p->zero,
                                            p->offload != CFG_OFFLOAD_NONE, p->offload_params != 0,
                                            false);
-  if (json) {
+  if (json || csv) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "gpu_bytes", e.gpu);
     cJSON_AddNumberToObject(j, "cpu_bytes_per_node", e.cpu);
-    rep_json_print(stdout, j);
-    cJSON_Delete(j);
+    if (csv) {
+      cJSON *rows = cJSON_CreateArray();
+      cJSON_AddItemToArray(rows, j);
+      cli_csv_print(stdout, rows);
+      cJSON_Delete(rows);
+    } else {
+      rep_json_print(stdout, j);
+      cJSON_Delete(j);
+    }
     return true;
   }
   printf("DeepSpeed estimator (ZeRO-%d%s): %.2f GiB per GPU, %.2f GiB CPU per node\n", p->zero,
@@ -31,20 +38,38 @@ static bool mem_print_deepspeed(const cfg_cluster *c, const cfg_workload *w, boo
   return true;
 }
 
+/* The CSV's columns name their unit: the extra lines of "other" are bytes too. */
+static void mem_csv_units(cJSON *ranks)
+{
+  cJSON *rank;
+  cJSON_ArrayForEach(rank, ranks)
+  {
+    const cJSON *other = cJSON_GetObjectItemCaseSensitive(rank, "other"), *x;
+    cJSON *named = cJSON_CreateObject();
+    cJSON_ArrayForEach(x, other)
+    {
+      g_autofree char *key = g_strdup_printf("%s_bytes", x->string);
+      cJSON_AddNumberToObject(named, key, x->valuedouble);
+    }
+    cJSON_ReplaceItemInObjectCaseSensitive(rank, "other", named);
+  }
+}
+
 int cli_memory(int argc, char **argv)
 {
   g_autofree char *cluster = NULL, *workload = NULL;
   g_auto(GStrv) sets = NULL;
-  gboolean json = FALSE, states_only = FALSE, deepspeed = FALSE;
+  gboolean json = FALSE, csv = FALSE, states_only = FALSE, deepspeed = FALSE;
   GOptionEntry entries[] = {
-      {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &cluster, "Cluster file or preset name", "CLUSTER"},
-      {"workload", 'w', 0, G_OPTION_ARG_FILENAME, &workload, "Workload file or preset name", "WORKLOAD"},
-      {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON (keys of SCHEMA.md)", NULL},
+      cli_opt(CLI_CLUSTER, &cluster, NULL),
+      cli_opt(CLI_WORKLOAD, &workload, NULL),
+      cli_opt(CLI_JSON, &json, NULL),
+      cli_opt(CLI_CSV, &csv, "Print CSV: one row per pipeline stage, sizes in bytes"),
       {"states-only", 0, 0, G_OPTION_ARG_NONE, &states_only, "Count model states only", NULL},
       {"deepspeed", 0, 0, G_OPTION_ARG_NONE, &deepspeed,
        "DeepSpeed's estimator formulas (generic models, ZeRO 2 or 3)", NULL},
-      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Override a key", "KEY=VALUE"},
-      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+      cli_opt(CLI_SET, &sets, NULL),
+      CLI_OPT_END};
   int code = 0;
   if (!cli_parse(entries, "- per-GPU memory of a training workload", &argc, &argv, &code))
     return code;
@@ -64,7 +89,7 @@ int cli_memory(int argc, char **argv)
     return 2;
   }
   if (deepspeed) {
-    bool done = mem_print_deepspeed(c, w, json, &err);
+    bool done = mem_print_deepspeed(c, w, json, csv, &err);
     cfg_cluster_free(c);
     cfg_workload_free(w);
     return done ? 0 : cli_fail(err);
@@ -74,9 +99,15 @@ int cli_memory(int argc, char **argv)
   bool ok = mem_estimate(w, c, &o, &m, &err);
   if (ok) {
     rep_memory r = {.cluster = c, .workload = w, .memory = &m};
-    if (json) {
+    if (json || csv) {
       cJSON *j = rep_memory_json(&r);
-      rep_json_print(stdout, j);
+      cJSON *ranks = cJSON_GetObjectItemCaseSensitive(j, "ranks");
+      if (csv) {
+        mem_csv_units(ranks);
+        cli_csv_print(stdout, ranks);
+      } else {
+        rep_json_print(stdout, j);
+      }
       cJSON_Delete(j);
     } else {
       rep_memory_text(stdout, &r);

@@ -146,25 +146,25 @@ static void plan_print_text(const plan_setup *s, const plan_args *a, const plan_
 static bool plan_parse(int argc, char **argv, plan_args *a, int *code)
 {
   GOptionEntry entries[] = {
-      {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &a->cluster, "Cluster file or preset name", "CLUSTER"},
-      {"model", 'm', 0, G_OPTION_ARG_STRING, &a->model, "Model file or preset name", "MODEL"},
-      {"workload", 'w', 0, G_OPTION_ARG_FILENAME, &a->workload, "Or a workload to start from", "WORKLOAD"},
-      {"gpus", 'n', 0, G_OPTION_ARG_INT, &a->gpus, "GPUs to lay the job out on", "N"},
-      {"global-batch", 'b', 0, G_OPTION_ARG_INT, &a->batch, "Global batch (sequences)", "B"},
+      cli_opt(CLI_CLUSTER, &a->cluster, NULL),
+      cli_opt(CLI_MODEL, &a->model, NULL),
+      cli_opt(CLI_WORKLOAD, &a->workload, "Or a workload to start from"),
+      cli_opt(CLI_GPUS, &a->gpus, "GPUs to lay the job out on"),
+      cli_opt(CLI_GLOBAL_BATCH, &a->batch, NULL),
       {"seq", 0, 0, G_OPTION_ARG_INT, &a->seq, "Sequence length (default: the model's)", "S"},
       {"dtype", 0, 0, G_OPTION_ARG_STRING, &a->dtype, "Training dtype with -m (default bf16)", "D"},
-      {"top", 'k', 0, G_OPTION_ARG_INT, &a->top,
-       "Layouts to confirm with the DES (default 3 up to 2048 GPUs, else 0: minutes each)", "K"},
+      cli_opt(CLI_TOP, &a->top,
+              "Layouts to confirm with the DES (default 3 up to 2048 GPUs, else 0: minutes each)"),
       {"refine", 0, 0, G_OPTION_ARG_INT, &a->refine, "Layouts to re-simulate with the analytic engine (default 16)", "R"},
       {"objective", 0, 0, G_OPTION_ARG_STRING, &a->objective, "time (default) or tokens-per-gpu", "O"},
-      {"json", 0, 0, G_OPTION_ARG_NONE, &a->json, "Print JSON", NULL},
-      {"csv", 0, 0, G_OPTION_ARG_NONE, &a->csv, "Print CSV", NULL},
-      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &a->quiet, "No progress on stderr", NULL},
-      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &a->sets, "Override a key", "KEY=VALUE"},
-      {"fix", 'f', 0, G_OPTION_ARG_STRING_ARRAY, &a->fix,
+      cli_opt(CLI_JSON, &a->json, NULL),
+      cli_opt(CLI_CSV, &a->csv, "Print CSV: one row per layout (step times in seconds, memory in bytes)"),
+      cli_opt(CLI_QUIET, &a->quiet, NULL),
+      cli_opt(CLI_SET, &a->sets, NULL),
+      {"fix", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a->fix,
        "Pin a dimension: tp, cp, pp, ep, micro_batch, virtual_stages, zero, recompute, "
        "sequence_parallel, placement (pp-inner, pp-outer)", "KEY=VALUE"},
-      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+      CLI_OPT_END};
   if (!cli_parse(entries, "- the best parallel layout for N GPUs", &argc, &argv, code))
     return false;
   if (!a->cluster || (!a->model == !a->workload) || a->gpus < 1 || a->batch < 1) {
@@ -179,10 +179,12 @@ static bool plan_parse(int argc, char **argv, plan_args *a, int *code)
     *code = 2;
     return false;
   }
-  if (a->objective && strcmp(a->objective, "time") && strcmp(a->objective, "tokens-per-gpu")) {
-    fprintf(stderr, "dlsim: error: --objective: expected time or tokens-per-gpu, got '%s'\n",
-            a->objective);
-    *code = 2;
+  static const char *const objectives[] = {"time", "tokens-per-gpu"};
+  GError *err = NULL;
+  cfg_dtype dtype;
+  if ((a->objective && cli_choice("--objective", a->objective, objectives, 2, &err) < 0) ||
+      (a->dtype && !cli_dtype(a->dtype, &dtype, &err))) {
+    *code = cli_fail(err);
     return false;
   }
   if (a->top == -1) /* the DES of a few thousand GPUs takes minutes: only on request */

@@ -1,5 +1,6 @@
-/* dlsim run -c CLUSTER -w WORKLOAD [--engine des|analytic] [--json] [--trace FILE] [--set K=V]... */
-#include "cli/cli.h"
+/* dlsim run -c CLUSTER -w WORKLOAD [--engine des|analytic] [--json] [--trace FILE] [--set K=V]...
+ * [--quiet] */
+#include "cli/cli_internal.h"
 #include "report/report.h"
 #include "run/run.h"
 
@@ -9,20 +10,20 @@ int cli_run(int argc, char **argv)
 {
   g_autofree char *cluster = NULL, *workload = NULL, *engine = NULL, *trace = NULL;
   g_autofree char *max_memory = NULL;
-  gboolean yes = FALSE;
+  gboolean yes = FALSE, quiet = FALSE;
   g_auto(GStrv) sets = NULL;
   gboolean json = FALSE;
   GOptionEntry entries[] = {
-      {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &cluster, "Cluster file or preset name", "CLUSTER"},
-      {"workload", 'w', 0, G_OPTION_ARG_FILENAME, &workload, "Workload file or preset name", "WORKLOAD"},
-      {"engine", 'e', 0, G_OPTION_ARG_STRING, &engine, "des (default) or analytic", "ENGINE"},
-      {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON (keys of SCHEMA.md)", NULL},
-      {"trace", 't', 0, G_OPTION_ARG_FILENAME, &trace, "Write a Chrome/Perfetto trace", "FILE"},
-      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Override a key: --set parallel.dp=8", "KEY=VALUE"},
-      {"max-memory", 0, 0, G_OPTION_ARG_STRING, &max_memory,
-       "Refuse runs estimated to need more (default 4GiB)", "SIZE"},
-      {"yes", 'y', 0, G_OPTION_ARG_NONE, &yes, "Run even if estimated to take long", NULL},
-      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+      cli_opt(CLI_CLUSTER, &cluster, NULL),
+      cli_opt(CLI_WORKLOAD, &workload, NULL),
+      cli_opt(CLI_ENGINE, &engine, NULL),
+      cli_opt(CLI_JSON, &json, NULL),
+      cli_opt(CLI_TRACE, &trace, NULL),
+      cli_opt(CLI_SET, &sets, NULL),
+      cli_opt(CLI_MAX_MEMORY, &max_memory, NULL),
+      cli_opt(CLI_YES, &yes, NULL),
+      cli_opt(CLI_QUIET, &quiet, "No progress on stderr"),
+      CLI_OPT_END};
   int code = 0;
   if (!cli_parse(entries, "- simulate one training step", &argc, &argv, &code))
     return code;
@@ -35,18 +36,29 @@ int cli_run(int argc, char **argv)
     return 2;
   }
   GError *err = NULL;
-  eng_kind kind = ENG_DES;
+  eng_kind kind;
   bud_limits budget;
-  if ((engine && !eng_kind_parse(engine, &kind, &err)) ||
+  if (!cli_engine(engine, &kind, &err) ||
       !bud_limits_parse(&budget, max_memory, yes, &err))
     return cli_fail(err);
   /* a trace shows every op, so every micro-batch is simulated */
-  sim_options o = {.engine = kind, .trace = trace != NULL, .fold = trace == NULL, .budget = &budget};
+  cli_progress progress;
+  cli_progress_init(&progress, "dlsim run", stderr, quiet);
+  sim_options o = {.engine = kind, .trace = trace != NULL, .fold = trace == NULL, .budget = &budget,
+                   .progress = progress.show ? cli_progress_update : NULL, .progress_ctx = &progress};
   sim_result run;
-  if (!sim_run_files(cluster, workload, sets, &o, &run, &err)) {
+  bool ran = sim_run_files(cluster, workload, sets, &o, &run, &err);
+  cli_progress_end(&progress);
+  if (!ran) {
     sim_result_clear(&run);
     return cli_fail(err);
   }
+  unc_table *bands = unc_table_load(NULL, &err);
+  if (!bands) {
+    sim_result_clear(&run);
+    return cli_fail(err);
+  }
+  sim_result_bracket(&run, bands);
   if (json) {
     cJSON *j = rep_run_json(&run);
     rep_json_print(stdout, j);
@@ -56,5 +68,6 @@ int cli_run(int argc, char **argv)
   }
   bool ok = !trace || rep_trace_write(trace, run.program, &run.eng, &err);
   sim_result_clear(&run);
+  unc_table_free(bands);
   return ok ? 0 : cli_fail(err);
 }

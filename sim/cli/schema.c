@@ -8,10 +8,11 @@
 
 int cli_schema(int argc, char **argv)
 {
-  gboolean markdown = FALSE;
+  gboolean markdown = FALSE, keys = FALSE;
   GOptionEntry entries[] = {
       {"markdown", 0, 0, G_OPTION_ARG_NONE, &markdown, "Print Markdown (docs/schema.md)", NULL},
-      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+      {"keys", 0, 0, G_OPTION_ARG_NONE, &keys, "Print only the keys --set takes, one a line", NULL},
+      CLI_OPT_END};
   int code = 0;
   if (!cli_parse(entries, "- every configuration key: type, default, allowed values", &argc, &argv,
                  &code))
@@ -21,7 +22,10 @@ int cli_schema(int argc, char **argv)
     return 2;
   }
   GString *out = g_string_new(NULL);
-  cfg_schema_reference(out, markdown);
+  if (keys)
+    cfg_schema_set_keys(out);
+  else
+    cfg_schema_reference(out, markdown);
   fputs(out->str, stdout);
   g_string_free(out, TRUE);
   return 0;

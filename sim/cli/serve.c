@@ -1,5 +1,5 @@
 /* dlsim serve -c CLUSTER -w SERVING [--json] [--trace FILE] [--set K=V]... [--find-max-rate]
- *             [--rates R1,R2,...] */
+ *             [--rates R1,R2,... [--csv]] */
 #include "cli/cli.h"
 #include "report/report.h"
 #include "serving/serving.h"
@@ -12,7 +12,7 @@
 typedef struct {
   char *cluster, *workload, *trace, *rates, *max_memory;
   char **sets;
-  gboolean json, find_max_rate, yes;
+  gboolean json, csv, find_max_rate, yes;
   bud_limits budget;
 } srv_args;
 
@@ -53,10 +53,13 @@ static void srv_print_json(cJSON *j)
   rep_json_print(stdout, j);
 }
 
+typedef enum { SRV_TEXT, SRV_JSON, SRV_CSV } srv_format;
+
 /* The latency-vs-rate curve: one line per rate. */
-static int srv_sweep(const cfg_cluster *c, const cfg_workload *w, GArray *rates, bool json,
+static int srv_sweep(const cfg_cluster *c, const cfg_workload *w, GArray *rates, srv_format format,
                      const bud_limits *budget)
 {
+  bool json = format != SRV_TEXT;
   cJSON *all = cJSON_CreateArray();
   if (!json)
     printf("dlsim serve: %s on %s, latency vs rate (%d requests per rate)\n"
@@ -73,7 +76,11 @@ static int srv_sweep(const cfg_cluster *c, const cfg_workload *w, GArray *rates,
       cJSON_Delete(all);
       return cli_fail(err);
     }
-    if (json) {
+    if (format == SRV_CSV) {
+      cJSON *j = srv_result_json(&r);
+      cli_json_prepend(j, "rate_rps", cJSON_CreateNumber(rate)); /* the rate first */
+      cJSON_AddItemToArray(all, j);
+    } else if (json) {
       cJSON *j = srv_result_json(&r);
       cJSON_AddNumberToObject(j, "rate_rps", rate);
       cJSON_AddItemToArray(all, j);
@@ -89,7 +96,10 @@ static int srv_sweep(const cfg_cluster *c, const cfg_workload *w, GArray *rates,
     }
     srv_result_clear(&r);
   }
-  if (json) {
+  if (format == SRV_CSV) {
+    cli_csv_print(stdout, all);
+    cJSON_Delete(all);
+  } else if (json) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddItemToObject(j, "sweep", all);
     srv_print_json(j);
@@ -136,10 +146,13 @@ static int srv_one(const cfg_cluster *c, const cfg_workload *w, bool json, const
   srv_options o = {.trace = trace != NULL, .budget = budget};
   srv_result r;
   GError *err = NULL;
-  if (!srv_simulate(c, w, &o, &r, &err)) {
+  unc_table *bands = NULL;
+  if (!srv_simulate(c, w, &o, &r, &err) || !(bands = unc_table_load(NULL, &err))) {
     srv_result_clear(&r);
     return cli_fail(err);
   }
+  srv_result_bracket(&r, bands);
+  unc_table_free(bands);
   if (json) {
     cJSON *j = srv_result_json(&r);
     srv_print_json(j);
@@ -156,18 +169,18 @@ int cli_serve(int argc, char **argv)
 {
   srv_args a = {0};
   GOptionEntry entries[] = {
-      {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &a.cluster, "Cluster file or preset name", "CLUSTER"},
-      {"workload", 'w', 0, G_OPTION_ARG_FILENAME, &a.workload, "Serving workload file or preset", "WORKLOAD"},
-      {"json", 0, 0, G_OPTION_ARG_NONE, &a.json, "Print JSON (keys of SCHEMA.md)", NULL},
-      {"trace", 't', 0, G_OPTION_ARG_FILENAME, &a.trace, "Write a Chrome/Perfetto trace", "FILE"},
-      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &a.sets, "Override a key: --set serving.tp=2", "KEY=VALUE"},
+      cli_opt(CLI_CLUSTER, &a.cluster, NULL),
+      cli_opt(CLI_WORKLOAD, &a.workload, "Serving workload file or preset"),
+      cli_opt(CLI_JSON, &a.json, NULL),
+      cli_opt(CLI_CSV, &a.csv, "With --rates: print CSV, one row per rate (latencies in seconds)"),
+      cli_opt(CLI_TRACE, &a.trace, NULL),
+      cli_opt(CLI_SET, &a.sets, "Override a key, repeatable: --set serving.tp=2"),
       {"find-max-rate", 0, 0, G_OPTION_ARG_NONE, &a.find_max_rate,
        "Find the highest request rate that meets serving.slo (goodput)", NULL},
       {"rates", 0, 0, G_OPTION_ARG_STRING, &a.rates, "Latency vs rate: one run per rate", "R1,R2,..."},
-      {"max-memory", 0, 0, G_OPTION_ARG_STRING, &a.max_memory,
-       "Refuse runs estimated to need more (default 4GiB)", "SIZE"},
-      {"yes", 'y', 0, G_OPTION_ARG_NONE, &a.yes, "Run even if estimated to take long", NULL},
-      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+      cli_opt(CLI_MAX_MEMORY, &a.max_memory, NULL),
+      cli_opt(CLI_YES, &a.yes, NULL),
+      CLI_OPT_END};
   int code = 0;
   if (!cli_parse(entries, "- simulate LLM serving: TTFT, TBT, throughput under SLOs", &argc, &argv,
                  &code))
@@ -196,13 +209,16 @@ int cli_serve(int argc, char **argv)
   } else if (a.find_max_rate && a.rates) {
     fprintf(stderr, "dlsim: error: --find-max-rate and --rates: give one of them\n");
     code = 2;
+  } else if (a.csv && !a.rates) {
+    fprintf(stderr, "dlsim: error: --csv prints the table of --rates: give --rates R1,R2,...\n");
+    code = 2;
   } else if (a.trace && (a.find_max_rate || a.rates)) {
     fprintf(stderr, "dlsim: error: --trace records one run, not --find-max-rate or --rates\n");
     code = 2;
   } else if (a.find_max_rate) {
     code = srv_max_rate_report(c, w, a.json);
   } else if (a.rates) {
-    code = srv_sweep(c, w, rates, a.json, &a.budget);
+    code = srv_sweep(c, w, rates, a.json ? SRV_JSON : a.csv ? SRV_CSV : SRV_TEXT, &a.budget);
   } else {
     code = srv_one(c, w, a.json, a.trace, &a.budget);
   }

@@ -1,4 +1,4 @@
-/* dlsim trace summary TRACE [--json] [--top N]: a real PyTorch profiler trace, summarised per
+/* dlsim trace summary TRACE [--json | --csv] [--top N]: a real PyTorch profiler trace, summarised per
  * ProfilerStep: compute, communication, their overlap, exposed communication, idle time, time
  * by kernel class and the kernels that take the most time. */
 #include "cli/cli.h"
@@ -189,15 +189,40 @@ static cJSON *tr_json(const trc_trace *t, const trc_summary *s, int top)
   return j;
 }
 
+#define TR_SUMMARY_HELP "TRACE - a PyTorch profiler trace, summarised per step"
+
+typedef struct {
+  gboolean json, csv;
+  int top;
+} tr_args;
+
+enum { TR_NENTRIES = 4 };
+
+/* The options of trace summary, for parsing and for dlsim trace --help. */
+static void tr_entries(tr_args *a, GOptionEntry out[TR_NENTRIES])
+{
+  out[0] = cli_opt(CLI_JSON, &a->json, NULL);
+  out[1] = cli_opt(CLI_CSV, &a->csv, "Print CSV: one row per step, times in seconds");
+  out[2] = cli_opt(CLI_TOP, &a->top, "Kernels to list (default 10)");
+  out[3] = (GOptionEntry)CLI_OPT_END;
+}
+
+static void tr_print_csv(const trc_summary *s)
+{
+  cJSON *rows = cJSON_CreateArray();
+  for (guint i = 0; i < s->steps->len; i++)
+    cJSON_AddItemToArray(rows, tr_step_json(&g_array_index(s->steps, trc_step_summary, i)));
+  cli_csv_print(stdout, rows);
+  cJSON_Delete(rows);
+}
+
 static int tr_summary(int argc, char **argv)
 {
-  gboolean json = FALSE;
-  int top = 10;
-  GOptionEntry entries[] = {{"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON (keys of SCHEMA.md)", NULL},
-                            {"top", 'k', 0, G_OPTION_ARG_INT, &top, "Kernels to list (default 10)", "N"},
-                            {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  tr_args a = {.top = 10};
+  GOptionEntry entries[TR_NENTRIES];
+  tr_entries(&a, entries);
   int code = 0;
-  if (!cli_parse(entries, "TRACE - a PyTorch profiler trace, summarised per step", &argc, &argv, &code))
+  if (!cli_parse(entries, TR_SUMMARY_HELP, &argc, &argv, &code))
     return code;
   if (argc != 2) {
     fprintf(stderr, "dlsim: error: dlsim trace summary needs one TRACE (a Kineto .json or .json.gz)\n");
@@ -209,29 +234,52 @@ static int tr_summary(int argc, char **argv)
     return cli_fail(err);
   trc_summary s;
   trc_summarize(t, &s);
-  if (json) {
-    cJSON *j = tr_json(t, &s, top);
+  if (a.csv) {
+    tr_print_csv(&s);
+  } else if (a.json) {
+    cJSON *j = tr_json(t, &s, a.top);
     rep_json_print(stdout, j);
     cJSON_Delete(j);
   } else {
     tr_print_header(t, &s);
     tr_print_steps(&s);
     tr_print_classes(&s);
-    tr_print_top(&s, top);
+    tr_print_top(&s, a.top);
   }
   trc_summary_clear(&s);
   trc_free(t);
   return 0;
 }
 
+/* The subcommands and, for each, its own options, as GOption prints them. */
+static void tr_usage(FILE *out)
+{
+  tr_args a = {0};
+  GOptionEntry entries[TR_NENTRIES];
+  tr_entries(&a, entries);
+  GOptionContext *ctx = g_option_context_new(TR_SUMMARY_HELP);
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  g_option_context_set_help_enabled(ctx, FALSE);
+  g_set_prgname("dlsim trace summary"); /* the name its usage line shows */
+  g_autofree char *help = g_option_context_get_help(ctx, TRUE, NULL);
+  g_option_context_free(ctx);
+  fprintf(out, "usage: dlsim trace SUBCOMMAND ...   (dlsim trace SUBCOMMAND --help for its options)\n\n"
+               "subcommands:\n"
+               "  summary    a PyTorch profiler (Kineto) trace per step: compute, communication,\n"
+               "             overlap, idle, time by kernel class, top kernels\n\n%s", help);
+}
+
 int cli_trace(int argc, char **argv)
 {
-  if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-    printf("usage: dlsim trace summary TRACE [--json] [--top N]\n");
+  static const char *const subcommands[] = {"summary"};
+  if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+                    strcmp(argv[1], "help") == 0)) {
+    tr_usage(stdout);
     return 0;
   }
-  if (argc < 2 || strcmp(argv[1], "summary") != 0) {
-    fprintf(stderr, "dlsim: error: usage: dlsim trace summary TRACE [--json] [--top N]\n");
+  if (argc < 2 || !cli_known("dlsim trace subcommand", argv[1], subcommands,
+                              G_N_ELEMENTS(subcommands))) {
+    tr_usage(stderr);
     return 2;
   }
   g_autofree char *prog = g_strdup_printf("%s summary", argv[0]);

@@ -1,4 +1,4 @@
-/* dlsim validate [CASE...] [--verbose] [--json] [--check-pins | --update-pins]: predicted vs
+/* dlsim validate [CASE...] [--verbose] [--json | --csv] [--check-pins | --update-pins]: predicted vs
  * measured for every real case in validation/cases/ (sim/validation/): a summary per kind of
  * prediction (exit 1 when a case got worse than its pin), every case with --verbose or when
  * cases are named (exit 1 when one is outside its tolerance), or JSON. */
@@ -73,7 +73,7 @@ static void vcli_print_text(const val_row *rows, guint n)
          "(a formula's output, not a measurement). See validation/README.md.\n");
 }
 
-static void vcli_print_json(const val_row *rows, guint n)
+static void vcli_print_json(const val_row *rows, guint n, bool csv)
 {
   cJSON *j = cJSON_CreateObject();
   cJSON *cases = cJSON_AddArrayToObject(j, "cases");
@@ -123,7 +123,10 @@ static void vcli_print_json(const val_row *rows, guint n)
     cJSON_AddStringToObject(o, "source", r->c.source);
     cJSON_AddItemToArray(cases, o);
   }
-  rep_json_print(stdout, j);
+  if (csv)
+    cli_csv_print(stdout, cases);
+  else
+    rep_json_print(stdout, j);
   cJSON_Delete(j);
 }
 
@@ -137,9 +140,10 @@ static int vcli_pins(const GArray *rows, bool update, bool all_cases)
       fprintf(stderr, "dlsim: error: --update-pins runs every case: name none\n");
       return 2;
     }
-    if (!val_pins_write(path, rows, &err))
+    g_autofree char *bands = val_intervals_path();
+    if (!val_pins_write(path, rows, &err) || !val_intervals_write(bands, rows, &err))
       return cli_fail(err);
-    printf("dlsim validate: %u pins written to %s\n", rows->len, path);
+    printf("dlsim validate: %u pins written to %s, interval bands to %s\n", rows->len, path, bands);
     return 0;
   }
   GHashTable *pins = NULL;
@@ -191,16 +195,19 @@ static bool vcli_print_summary(const GArray *rows)
 
 int cli_validate(int argc, char **argv)
 {
-  gboolean json = FALSE, check = FALSE, update = FALSE, verbose = FALSE;
+  gboolean json = FALSE, csv = FALSE, check = FALSE, update = FALSE, verbose = FALSE;
   int threads = 2;
   GOptionEntry entries[] = {
-      {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON", NULL},
+      cli_opt(CLI_JSON, &json, NULL),
+      cli_opt(CLI_CSV, &csv,
+              "Print CSV: one row per case (measured and predicted in the metric's unit, "
+              "error and tolerance as fractions)"),
       {"check-pins", 0, 0, G_OPTION_ARG_NONE, &check,
        "Fail if any case's |error| grew more than a point beyond validation/pins.tsv", NULL},
       {"update-pins", 0, 0, G_OPTION_ARG_NONE, &update, "Write today's errors to validation/pins.tsv", NULL},
-      {"threads", 'j', 0, G_OPTION_ARG_INT, &threads, "Cases run at once (default 2)", "N"},
-      {"verbose", 'v', 0, G_OPTION_ARG_NONE, &verbose, "Every case (the summary is the default)", NULL},
-      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+      cli_opt(CLI_THREADS, &threads, "Cases run at once (default 2)"),
+      cli_opt(CLI_VERBOSE, &verbose, "Every case (the summary is the default)"),
+      CLI_OPT_END};
   int code = 0;
   if (!cli_parse(entries, "[CASE...] - predicted vs measured for real cases", &argc, &argv, &code))
     return code;
@@ -222,8 +229,8 @@ int cli_validate(int argc, char **argv)
     all_pass &= g_array_index(rows, val_row, i).pass;
   if (check || update) {
     code = vcli_pins(rows, update, argc < 2);
-  } else if (json) {
-    vcli_print_json((const val_row *)rows->data, rows->len);
+  } else if (json || csv) {
+    vcli_print_json((const val_row *)rows->data, rows->len, csv);
     code = all_pass ? 0 : 1;
   } else if (verbose || argc > 1) { /* named cases: their rows */
     vcli_print_text((const val_row *)rows->data, rows->len);

@@ -1,5 +1,5 @@
 /* dlsim whatif -c CLUSTER -w WORKLOAD --set KEY=VALUE [--set ...] [--base KEY=VALUE]...
- *              [--engine analytic|des] [--json]
+ *              [--engine des|analytic] [--json | --csv]
  * dlsim whatif -c CLUSTER -w WORKLOAD --sweep KEY=V1,V2,... [--plot FILE.svg] [--csv] [--json]
  * The same job on changed hardware (or settings): the baseline and the changed system side by
  * side with the delta of every reported figure; or a one-dimensional sweep as a table and a
@@ -16,9 +16,10 @@
 #include <string.h>
 
 typedef struct {
-  char *cluster, *workload, *sweep, *plot, *engine;
+  char *cluster, *workload, *sweep, *plot, *engine, *max_memory;
   char **sets, **base;
-  gboolean json, csv;
+  gboolean json, csv, yes;
+  bud_limits budget;
 } wi_args;
 
 static void wi_args_clear(wi_args *a)
@@ -28,6 +29,7 @@ static void wi_args_clear(wi_args *a)
   g_free(a->sweep);
   g_free(a->plot);
   g_free(a->engine);
+  g_free(a->max_memory);
   g_strfreev(a->sets);
   g_strfreev(a->base);
 }
@@ -70,6 +72,7 @@ static cJSON *wi_run(const wi_args *a, char *const *sets, eng_kind engine, GErro
   if (serving)
     return wi_serve(a, sets, err);
   sim_options o = sim_options_for(engine);
+  o.budget = &a->budget;
   sim_result run;
   cJSON *j = sim_run_files(a->cluster, a->workload, sets, &o, &run, err) ? rep_run_json(&run) : NULL;
   sim_result_clear(&run);
@@ -147,6 +150,9 @@ static void wi_print_text(const cJSON *b, const cJSON *c, char *const *sets)
   printf("dlsim whatif:");
   for (int i = 0; sets && sets[i]; i++)
     printf(" %s", sets[i]);
+  const cJSON *engine = cJSON_GetObjectItemCaseSensitive(b, "engine");
+  if (cJSON_IsString(engine))
+    printf(" (engine %s)", engine->valuestring);
   printf("\n  %-20s %14s %14s   %s\n", "", "baseline", "changed", "delta");
   if (!cJSON_GetObjectItemCaseSensitive(b, "step_time_s")) {
     wi_print_serving(b, c);
@@ -177,6 +183,35 @@ static void wi_print_text(const cJSON *b, const cJSON *c, char *const *sets)
   bool fc = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "memory"), "fits"));
   printf("  %-20s %14s %14s   %s%s\n", "memory per GPU", sb, sc, pc - pb < 0 ? "-" : "+", sd);
   printf("  %-20s %14s %14s\n", "fits", fb ? "yes" : "NO", fc ? "yes" : "NO");
+}
+
+/* Every number both systems report, one row each, in the unit its name says. */
+static void wi_print_csv(const cJSON *b, const cJSON *c)
+{
+  g_autoptr(GPtrArray) keys = g_ptr_array_new_with_free_func(g_free);
+  g_autoptr(GPtrArray) values = g_ptr_array_new();
+  g_autoptr(GPtrArray) ckeys = g_ptr_array_new_with_free_func(g_free);
+  g_autoptr(GPtrArray) cvalues = g_ptr_array_new();
+  cli_json_leaves(b, NULL, keys, values);
+  cli_json_leaves(c, NULL, ckeys, cvalues);
+  cJSON *rows = cJSON_CreateArray();
+  for (guint i = 0; i < keys->len; i++) {
+    const cJSON *x = values->pdata[i];
+    guint k = 0;
+    if (!cJSON_IsNumber(x) || g_str_has_prefix(keys->pdata[i], "simulator.") ||
+        !g_ptr_array_find_with_equal_func(ckeys, keys->pdata[i], g_str_equal, &k) ||
+        !cJSON_IsNumber((const cJSON *)cvalues->pdata[k]))
+      continue;
+    double y = ((const cJSON *)cvalues->pdata[k])->valuedouble, d = y - x->valuedouble;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "figure", keys->pdata[i]);
+    cJSON_AddNumberToObject(o, "baseline", x->valuedouble);
+    cJSON_AddNumberToObject(o, "changed", y);
+    cJSON_AddNumberToObject(o, "delta", fabs(d) <= 1e-9 * MAX(fabs(x->valuedouble), fabs(y)) ? 0 : d);
+    cJSON_AddItemToArray(rows, o);
+  }
+  cli_csv_print(stdout, rows);
+  cJSON_Delete(rows);
 }
 
 /* ---- sweeps ------------------------------------------------------------------------------- */
@@ -433,16 +468,20 @@ int cli_whatif(int argc, char **argv)
 {
   wi_args a = {0};
   GOptionEntry entries[] = {
-      {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &a.cluster, "Cluster file or preset name", "CLUSTER"},
-      {"workload", 'w', 0, G_OPTION_ARG_FILENAME, &a.workload, "Workload file or preset name", "WORKLOAD"},
-      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &a.sets, "The change: a key and its new value", "KEY=VALUE"},
-      {"base", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.base, "An override of both systems", "KEY=VALUE"},
+      cli_opt(CLI_CLUSTER, &a.cluster, NULL),
+      cli_opt(CLI_WORKLOAD, &a.workload, NULL),
+      cli_opt(CLI_SET, &a.sets,
+              "The change: override a key in the changed system only, repeatable (--base: in both)"),
+      {"base", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.base, "Override a key of both systems, repeatable", "KEY=VALUE"},
       {"sweep", 0, 0, G_OPTION_ARG_STRING, &a.sweep, "Sweep one key over values", "KEY=V1,V2,..."},
       {"plot", 0, 0, G_OPTION_ARG_FILENAME, &a.plot, "With --sweep: plot to a .svg/.pdf/.ps file", "FILE"},
-      {"engine", 'e', 0, G_OPTION_ARG_STRING, &a.engine, "analytic (default) or des", "ENGINE"},
-      {"json", 0, 0, G_OPTION_ARG_NONE, &a.json, "Print JSON", NULL},
-      {"csv", 0, 0, G_OPTION_ARG_NONE, &a.csv, "With --sweep: print CSV", NULL},
-      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+      cli_opt(CLI_ENGINE, &a.engine, NULL),
+      cli_opt(CLI_MAX_MEMORY, &a.max_memory, NULL),
+      cli_opt(CLI_YES, &a.yes, NULL),
+      cli_opt(CLI_JSON, &a.json, NULL),
+      cli_opt(CLI_CSV, &a.csv,
+              "Print CSV: one row per figure (baseline, changed, delta) or per swept value"),
+      CLI_OPT_END};
   int code = 0;
   if (!cli_parse(entries, "- the same job on changed hardware or settings", &argc, &argv, &code)) {
     wi_args_clear(&a);
@@ -455,8 +494,9 @@ int cli_whatif(int argc, char **argv)
     return 2;
   }
   GError *err = NULL;
-  eng_kind engine = ENG_ANALYTIC;
-  bool ok = !a.engine || eng_kind_parse(a.engine, &engine, &err);
+  eng_kind engine;
+  bool ok = cli_engine(a.engine, &engine, &err) &&
+            bud_limits_parse(&a.budget, a.max_memory, a.yes, &err);
   if (ok && a.sweep) {
     ok = wi_sweep(&a, engine, &err);
   } else if (ok) {
@@ -472,6 +512,8 @@ int cli_whatif(int argc, char **argv)
       b = c = NULL;
       rep_json_print(stdout, j);
       cJSON_Delete(j);
+    } else if (ok && a.csv) {
+      wi_print_csv(b, c);
     } else if (ok) {
       wi_print_text(b, c, a.sets);
     }

@@ -9,6 +9,7 @@
 
 #include <glib.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #define CFG_ERROR (cfg_error_quark())
 GQuark cfg_error_quark(void);
@@ -30,6 +31,10 @@ void cfg_doc_free(cfg_doc *doc);
 /* "file:line:col" of the value at a dotted path (or of its closest existing parent). */
 char *cfg_doc_where(const cfg_doc *doc, const char *path);
 const char *cfg_doc_file(const cfg_doc *doc);
+
+/* The closest candidate to `word` (Levenshtein, case-insensitive), or NULL if nothing is
+ * close: the one "did you mean" of dlsim, for keys, enum values, options and commands. */
+const char *cfg_closest(const char *word, const char *const *candidates, size_t n);
 
 /* ---- enums --------------------------------------------------------------------------------- */
 
@@ -85,8 +90,43 @@ typedef enum {
 } cfg_kernel_class;
 const char *cfg_kernel_class_name(cfg_kernel_class k);
 
+/* Fused attention kernels by implementation (training.attention). */
+typedef enum {
+  CFG_ATTN_FA2,
+  CFG_ATTN_FA3,
+  CFG_ATTN_CUDNN,
+  CFG_ATTN_TRITON, /* FlashAttention in Triton (MPT / llm-foundry through 2023) */
+  CFG_ATTN_FA1,
+  CFG_NATTN
+} cfg_attn_impl;
+const char *cfg_attn_impl_name(cfg_attn_impl a);
+/* The name of a validation case's summary row; "auto" for 0. */
+const char *cfg_case_category_name(int category);
+
+/* What a fused attention kernel reaches, per implementation: a fraction of the 16-bit peak at
+ * long sequences (head dim 128), ramping with the keys each query row sees as L / (L +
+ * fwd_half or bwd_half); head dims of 64 or less reach d64 of it; a causal kernel sees L = keys / 2 on
+ * average, wastes the masked half of its diagonal 128-wide tiles and reaches `causal` of the
+ * rest (fitted on the FlashAttention papers' figures: validation/kernels/fit-attention.py). */
+typedef struct {
+  double fwd[CFG_NATTN], bwd[CFG_NATTN];           /* fraction of peak at long sequences */
+  double fwd_half[CFG_NATTN], bwd_half[CFG_NATTN]; /* keys_half of the ramp */
+  double d64[CFG_NATTN];
+  double causal;
+} cfg_attention_eff;
+
+/* A fused attention kernel's shape, for its efficiency (keys 0: not such a kernel). */
+typedef struct {
+  float keys;     /* keys of the sequence (or context-parallel chunk) each call sees */
+  float head_dim;
+  uint8_t impl;   /* cfg_attn_impl */
+  uint8_t backward;
+  uint8_t causal;
+} cfg_attn_shape;
+
 typedef struct {
   double flops_efficiency[CFG_NKCLASSES]; /* fraction of peak FLOP/s reached, per kernel class */
+  cfg_attention_eff attention;            /* fused attention kernels, by implementation */
   double memory_efficiency;               /* fraction of HBM bandwidth reached by streaming kernels */
   double gemm_k_half;                     /* a GEMM with reduction dimension K reaches
                                            * flops.gemm * K / (K + gemm_k_half) of peak */
@@ -217,6 +257,7 @@ typedef struct {
   cfg_optimizer optimizer;
   cfg_recompute recompute;
   int flash_attention; /* 0/1 */
+  int attention;       /* cfg_attn_impl + 1, 0: auto (FlashAttention-2) */
   cfg_dtype grad_dtype;/* gradients as accumulated and reduced (Megatron: fp32 main grads) */
 } cfg_training;
 
@@ -319,8 +360,11 @@ char *cfg_resolve(const char *name, const char *kind, const char *relative_to);
 /* Writes text to path atomically; on failure the error names the option that gave the path
  * ("-o", "--trace", ...) and what the system said. */
 bool cfg_write_text(const char *option, const char *path, const GString *text, GError **err);
-/* The data directory (configs/, validation/): $DLSIM_DATA_DIR or the build-time default. */
-const char *cfg_data_dir(void);
+/* A path under the data directory (configs/, validation/, traces/), newly allocated: the
+ * elements after it up to NULL are joined as g_build_filename joins them (none: the directory
+ * itself). The directory is $DLSIM_DATA_DIR if set, else share/dlsim of the prefix dlsim is
+ * installed in (found from the executable), else the source tree dlsim was built from. */
+char *cfg_data_path(const char *first, ...) G_GNUC_NULL_TERMINATED;
 
 /* Loads a cluster and a workload (either may be NULL), applying overrides to whichever file
  * owns each path, then decodes and validates both. */
@@ -344,6 +388,8 @@ bool cfg_key_unit(const char *path, units_kind *unit);
 /* The reference of every key (path, type, default, allowed values, what it is), as plain
  * text or Markdown: what `dlsim schema` prints and docs/schema.md holds. */
 void cfg_schema_reference(GString *out, bool markdown);
+/* Every cluster and workload key `--set` takes, one a line (for shell completion). */
+void cfg_schema_set_keys(GString *out);
 
 /* ---- validation cases (validation/cases/NAME.yaml) --------------------------------------- */
 
@@ -358,6 +404,7 @@ typedef struct {
   char *unit;           /* the measured value's unit: GiB, GB, MiB, MB, s, ms (default: SI) */
   char *source;         /* where the measured number comes from */
   char *notes;
+  int category;         /* a summary row (cfg_case_category_name), 0: by command */
   char *cluster, *workload; /* resolved paths */
   char **set;           /* overrides, "key=value" */
   char **ratio_to;      /* when set: the metric is this case / the same case with these overrides */

@@ -42,8 +42,6 @@ const char *cfg_doc_intern_file(cfg_doc *doc, const char *file);
 void cfg_set_error_at(GError **err, const char *file, int line, int col, const char *fmt, ...)
     G_GNUC_PRINTF(5, 6);
 void cfg_set_error_node(GError **err, const cfg_node *n, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
-/* The closest candidate to `word` (Levenshtein), or NULL if nothing is close. */
-const char *cfg_closest(const char *word, const char *const *candidates, size_t n);
 
 /* ---- schema ------------------------------------------------------------------------------- */
 

@@ -5,10 +5,38 @@
 #include <stdarg.h>
 #include <string.h>
 
-const char *cfg_data_dir(void)
+/* An installed dlsim finds its data beside itself (bin/../share/dlsim), wherever the prefix
+ * was moved to; a binary in a build tree has none there and uses the source tree it was built
+ * from. */
+static char *cfg_installed_data_dir(void)
+{
+  g_autofree char *exe = g_file_read_link("/proc/self/exe", NULL);
+  if (!exe)
+    return NULL;
+  g_autofree char *bindir = g_path_get_dirname(exe);
+  g_autofree char *dir = g_build_filename(bindir, DLSIM_DATA_RELATIVE, NULL);
+  g_autofree char *configs = g_build_filename(dir, "configs", NULL);
+  return g_file_test(configs, G_FILE_TEST_IS_DIR) ? g_canonicalize_filename(dir, NULL) : NULL;
+}
+
+char *cfg_data_path(const char *first, ...)
 {
   const char *env = g_getenv("DLSIM_DATA_DIR");
-  return env && *env ? env : DLSIM_DATA_DIR;
+  char *root = env && *env ? g_strdup(env) : cfg_installed_data_dir();
+  if (!root)
+    root = g_strdup(DLSIM_DATA_DIR);
+  GPtrArray *parts = g_ptr_array_new();
+  g_ptr_array_add(parts, root);
+  va_list ap;
+  va_start(ap, first);
+  for (const char *p = first; p; p = va_arg(ap, const char *))
+    g_ptr_array_add(parts, (gpointer)p);
+  va_end(ap);
+  g_ptr_array_add(parts, NULL);
+  char *path = g_build_filenamev((char **)parts->pdata);
+  g_ptr_array_free(parts, TRUE);
+  g_free(root);
+  return path;
 }
 
 char *cfg_resolve(const char *name, const char *kind, const char *relative_to)
@@ -33,7 +61,7 @@ char *cfg_resolve(const char *name, const char *kind, const char *relative_to)
     for (size_t i = 0; i < G_N_ELEMENTS(cands); i++)
       g_free(cands[i]);
   }
-  char *preset = g_build_filename(cfg_data_dir(), "configs", kind, file, NULL);
+  char *preset = cfg_data_path("configs", kind, file, NULL);
   if (g_file_test(preset, G_FILE_TEST_IS_REGULAR))
     return preset;
   g_free(preset);
@@ -47,7 +75,7 @@ static int cfg_compare_names(gconstpointer a, gconstpointer b)
 
 static char *cfg_presets_list(const char *kind)
 {
-  g_autofree char *dir = g_build_filename(cfg_data_dir(), "configs", kind, NULL);
+  g_autofree char *dir = cfg_data_path("configs", kind, NULL);
   GDir *d = g_dir_open(dir, 0, NULL);
   if (!d)
     return g_strdup("none");

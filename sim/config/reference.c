@@ -172,3 +172,26 @@ void cfg_schema_reference(GString *out, bool markdown)
   cfg_ref_section(&r, "Validation case", "validation/cases/*.yaml, run by `dlsim validate`",
                   &cfg_schema_case, "");
 }
+
+/* The keys of `s` a `--set` reaches by a dotted path, one a line; a list's items are left out
+ * (completion offers these, and an item needs its index). */
+static void cfg_keys_walk(GString *out, const cfg_schema *s, const char *prefix)
+{
+  for (size_t i = 0; i < s->nfields; i++) {
+    const cfg_field *f = &s->fields[i];
+    g_autofree char *path = *prefix ? g_strdup_printf("%s.%s", prefix, f->key) : g_strdup(f->key);
+    if (f->type == CFG_T_MAP)
+      cfg_keys_walk(out, f->sub, path);
+    else if (f->type == CFG_T_QTY_BY_ENUM)
+      for (int k = 0; f->names[k]; k++)
+        g_string_append_printf(out, "%s.%s\n", path, f->names[k]);
+    else if (f->type != CFG_T_SEQ_MAP)
+      g_string_append_printf(out, "%s\n", path);
+  }
+}
+
+void cfg_schema_set_keys(GString *out)
+{
+  cfg_keys_walk(out, &cfg_schema_cluster, "");
+  cfg_keys_walk(out, &cfg_schema_workload, "");
+}

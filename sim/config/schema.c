@@ -37,6 +37,12 @@ static const char *const cfg_router_names[] = {"round-robin", "least-loaded", NU
 static const char *const cfg_proto_names[] = {"ll", "ll128", "simple", NULL};
 static const char *const cfg_link_class_names[] = {"intra", "network", NULL};
 static const char *const cfg_routing_names[] = {"uniform", "zipf", "histogram", NULL};
+static const char *const cfg_case_category_names[] = {"auto",        "training", "fsdp",
+                                                      "memory",      "moe",      "collectives",
+                                                      "kernels",     "serving",  "traces", NULL};
+static const char *const cfg_attn_names[] = {"fa2", "fa3", "cudnn", "triton", "fa1", NULL};
+static const char *const cfg_attention_choice_names[] = {"auto", "fa2",    "fa3",
+                                                         "cudnn", "triton", "fa1", NULL};
 static const char *const cfg_kclass_names[] = {"gemm",      "conv",      "attention",
                                                "elementwise", "optimizer", "other", NULL};
 
@@ -44,6 +50,16 @@ static const char *const cfg_kclass_names[] = {"gemm",      "conv",      "attent
 static const char *cfg_enum_name(const char *const *names, size_t n, int v)
 {
   return v >= 0 && (size_t)v < n ? names[v] : "?";
+}
+
+const char *cfg_case_category_name(int category)
+{
+  return cfg_enum_name(cfg_case_category_names, G_N_ELEMENTS(cfg_case_category_names) - 1, category);
+}
+
+const char *cfg_attn_impl_name(cfg_attn_impl a)
+{
+  return cfg_enum_name(cfg_attn_names, CFG_NATTN, (int)a);
 }
 
 const char *cfg_recompute_name(cfg_recompute r)
@@ -124,10 +140,48 @@ const char *cfg_kernel_class_name(cfg_kernel_class k)
 static const double cfg_flops_efficiency_defaults[CFG_NKCLASSES] = {0.811, 0.60, 0.55,
                                                                     0.50,  0.50, 0.50};
 
+/* Fused attention where no calibration says better: FlashAttention-2, its Triton version and
+ * FlashAttention v1 as measured on A100 (the GPU they were written for), FlashAttention-3 and
+ * cuDNN as on H100 (they need Hopper); fitted by validation/kernels/fit-attention.py on the
+ * papers' non-causal figures (and the causal factor on A100's causal ones), checked on the
+ * rest. */
+static const double cfg_attn_fwd_defaults[CFG_NATTN] = {0.724, 0.676, 0.626, 0.522, 0.230};
+static const double cfg_attn_bwd_defaults[CFG_NATTN] = {0.634, 0.598, 0.548, 0.264, 0.272};
+static const double cfg_attn_fwd_half_defaults[CFG_NATTN] = {30, 210, 110, 150, 30};
+static const double cfg_attn_bwd_half_defaults[CFG_NATTN] = {240, 430, 380, 110, 70};
+static const double cfg_attn_d64_defaults[CFG_NATTN] = {0.865, 0.793, 0.759, 1.052, 1.341};
+
+static const cfg_field cfg_attention_eff_fields[] = {
+    F_BY_ENUM(cfg_attention_eff, "fwd", fwd, UNITS_FRACTION, cfg_attn_names,
+              "forward: fraction of the 16-bit peak at long sequences (head dim 128)", .max = 1.0,
+              DEFS(cfg_attn_fwd_defaults)),
+    F_BY_ENUM(cfg_attention_eff, "bwd", bwd, UNITS_FRACTION, cfg_attn_names,
+              "backward: the same (FLOPs 2.5x the forward's)", .max = 1.0,
+              DEFS(cfg_attn_bwd_defaults)),
+    F_BY_ENUM(cfg_attention_eff, "fwd_half", fwd_half, UNITS_NUMBER, cfg_attn_names,
+              "forward reaches L / (L + fwd_half) of its rate with L keys per query row",
+              DEFS(cfg_attn_fwd_half_defaults)),
+    F_BY_ENUM(cfg_attention_eff, "bwd_half", bwd_half, UNITS_NUMBER, cfg_attn_names,
+              "the same for the backward", DEFS(cfg_attn_bwd_half_defaults)),
+    F_BY_ENUM(cfg_attention_eff, "d64", d64, UNITS_FRACTION, cfg_attn_names,
+              "what head dims of 64 or less reach relative to 128 (older kernels run them "
+              "faster)", .max = 2.0,
+              DEFS(cfg_attn_d64_defaults)),
+    F_FRAC(cfg_attention_eff, "causal", causal,
+           "what a causal kernel reaches of a full one at the same mean row length, beyond "
+           "the masked half of its diagonal tiles",
+           DEF(0.95)),
+};
+static const cfg_schema cfg_schema_attention_eff =
+    SCHEMA("attention", cfg_attention_eff, cfg_attention_eff_fields);
+
 static const cfg_field cfg_efficiency_fields[] = {
     F_BY_ENUM(cfg_efficiency, "flops", flops_efficiency, UNITS_FRACTION, cfg_kclass_names,
-              "fraction of peak FLOP/s each kernel class reaches", .max = 1.0,
+              "fraction of peak FLOP/s each kernel class reaches (attention: kernels of no "
+              "known implementation, e.g. in traces)", .max = 1.0,
               DEFS(cfg_flops_efficiency_defaults)),
+    F_MAP(cfg_efficiency, "attention", attention, cfg_schema_attention_eff,
+          "fused attention kernels by implementation (training.attention)"),
     F_FRAC(cfg_efficiency, "memory", memory_efficiency,
            "fraction of HBM bandwidth streaming kernels reach", DEF(0.80)),
     F_QTY(cfg_efficiency, "gemm_k_half", gemm_k_half, UNITS_NUMBER,
@@ -136,7 +190,7 @@ static const cfg_field cfg_efficiency_fields[] = {
     F_QTY(cfg_efficiency, "sustained", sustained, UNITS_FRACTION,
            "fraction of the kernel benchmarks' FLOP/s a long training run sustains (clocks under "
            "power and thermal limits; fitted on A100, validation/fit-a100.sh)",
-           DEF(0.8081)),
+           DEF(0.818)),
     F_QTY(cfg_efficiency, "fp8_scale", fp8_scale, UNITS_FRACTION,
            "what fp8 kernels reach of their peak relative to 16-bit ones (H100 best-shape "
            "matmul: 70.9 % vs 80.3 %, stas00's MAMF table)",
@@ -372,6 +426,12 @@ static const cfg_field cfg_training_fields[] = {
            "activation recomputation", DEF(CFG_RECOMPUTE_NONE)),
     F_BOOL(cfg_training, "flash_attention", flash_attention,
            "fused attention (FlashAttention): no attention scores kept", DEF(1)),
+    F_ENUM(cfg_training, "attention", attention, cfg_attention_choice_names,
+           "the fused attention kernels: fa2 (FlashAttention-2, what PyTorch's SDPA runs), fa3 "
+           "(FlashAttention-3, Hopper), cudnn (cuDNN fused attention, Transformer Engine's), "
+           "triton (FlashAttention in Triton, MPT's until 2024), fa1 (FlashAttention v1); "
+           "auto: fa2",
+           DEF(0)),
     F_ENUM(cfg_training, "grad_dtype", grad_dtype, cfg_dtype_names,
            "gradients as accumulated and reduced (Megatron: fp32 main gradients; DeepSpeed and "
            "the ZeRO paper: fp16)",
@@ -557,6 +617,8 @@ static const cfg_field cfg_case_fields[] = {
     F_STR(cfg_case, "unit", unit, "the measured value's unit: GiB, GB, MiB, MB, s, ms, us",
           DERIVED("SI")),
     F_STR(cfg_case, "notes", notes, "anything a reader should know"),
+    F_ENUM(cfg_case, "category", category, cfg_case_category_names,
+           "the summary row it counts in (auto: by its command)", DEF(0)),
     F_PATH(cfg_case, "cluster", cluster, "the cluster file"),
     F_PATH(cfg_case, "workload", workload, "the workload file"),
     {ROW(cfg_case, "set", CFG_T_SEQ_STRING, set), .doc = "overrides, KEY=VALUE"},
@@ -964,7 +1026,7 @@ static bool cfg_decode_path(const cfg_node *n, const char *path, char **out, GEr
   } else if (n->line == 0) { /* --set: relative to here, or to the data directory */
     *out = g_file_test(n->scalar, G_FILE_TEST_EXISTS)
                ? g_strdup(n->scalar)
-               : g_build_filename(cfg_data_dir(), n->scalar, NULL);
+               : cfg_data_path(n->scalar, NULL);
   } else {
     g_autofree char *dir = g_path_get_dirname(n->file);
     *out = g_build_filename(dir, n->scalar, NULL);

@@ -56,6 +56,7 @@ struct des_ctx {
   GHashTable *mailboxes;
   double speed;
   long messages;
+  long ops_done, ops_total; /* for the progress report */
   GArray *events;
   GPtrArray *args;
   GHashTable *hosts; /* name -> sg_host_t: SimGrid's own lookup walks every zone */
@@ -132,6 +133,9 @@ static void des_wait_deps(des_ctx *c, des_rank *r, const prog_op *op)
 static void des_complete(des_ctx *c, des_rank *r, uint32_t idx, double start, double end)
 {
   const prog_op *op = prog_op_at(c->p, r->cls, idx);
+  /* every 256 ops: the report reads the clock */
+  if (c->opt->progress && ++c->ops_done % 256 == 0)
+    c->opt->progress((double)c->ops_done / MAX(c->ops_total, 1), c->opt->progress_ctx);
   r->done[idx] = 1;
   r->end[idx] = end;
   r->finish = MAX(r->finish, end);
@@ -387,6 +391,14 @@ static void des_spawn(des_ctx *c)
   }
 }
 
+static long des_count_ops(const des_ctx *c)
+{
+  long n = 0;
+  for (int rank = 0; rank < c->p->nranks; rank++)
+    n += des_active(c, rank) ? (long)prog_class_at(c->p, c->ranks[rank].cls)->ops->len : 0;
+  return n;
+}
+
 static int des_count_actors(const des_ctx *c)
 {
   int n = 0;
@@ -484,6 +496,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     c.ranks[r].mutex = sg_mutex_init();
     c.ranks[r].cond = sg_cond_init();
   }
+  c.ops_total = des_count_ops(&c);
   des_spawn(&c);
   simgrid_run();
   if (!des_all_done(&c)) {

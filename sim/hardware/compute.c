@@ -35,11 +35,28 @@ const cfg_efficiency *hw_efficiency(const hw_cluster *hw)
   return &hw_config(hw)->gpu.efficiency;
 }
 
+/* Fraction of the 16-bit peak a fused attention kernel reaches (cfg_attention_eff). The
+ * causal kernel's 128-wide diagonal tiles run in full though half of them is masked. */
+static double hw_attention_efficiency(const cfg_attention_eff *a, const cfg_attn_shape *s)
+{
+  int i = s->impl < CFG_NATTN ? s->impl : CFG_ATTN_FA2;
+  double rows = s->causal ? s->keys / 2 : s->keys;
+  double half = s->backward ? a->bwd_half[i] : a->fwd_half[i];
+  double eff = (s->backward ? a->bwd[i] : a->fwd[i]) * rows / (rows + half);
+  if (s->head_dim <= 64)
+    eff *= a->d64[i];
+  if (s->causal)
+    eff *= a->causal / (1 + 128.0 / s->keys);
+  return eff;
+}
+
 double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k)
 {
   const cfg_gpu *g = &hw_config(hw)->gpu;
   const cfg_efficiency *e = &g->efficiency;
-  double eff = e->flops_efficiency[k->kclass];
+  bool fused_attention = k->kclass == CFG_KCLASS_ATTENTION && k->attn.keys > 0;
+  double eff = fused_attention ? hw_attention_efficiency(&e->attention, &k->attn)
+                               : e->flops_efficiency[k->kclass];
   /* a GEMM streams K in tiles through a software pipeline whose fill and drain do not
    * compute: short reductions (K = head dim in attention scores, h / t after a row-parallel
    * split) run below the large-GEMM rate */

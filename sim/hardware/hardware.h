@@ -72,6 +72,7 @@ typedef struct {
   double flops; /* FLOPs (multiply-add = 2) */
   double bytes; /* HBM bytes read + written */
   double inner; /* a GEMM's reduction dimension K, or 0 when unknown */
+  cfg_attn_shape attn; /* a fused attention kernel's shape (keys 0: none) */
 } hw_kernel;
 
 double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k);

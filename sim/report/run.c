@@ -21,6 +21,12 @@ void rep_run_text(FILE *out, const sim_result *r)
           r->cluster->node.gpus_per_node,
           r->cluster->sized_to_job ? ", preset sized to the job" : "", eng_kind_name(r->options.kind));
   fprintf(out, "  step time        %12s\n", step);
+  if (r->interval.set) {
+    g_autofree char *lo = units_format_seconds(r->interval.step_time[0]);
+    g_autofree char *hi = units_format_seconds(r->interval.step_time[1]);
+    fprintf(out, "  80 %% interval    %12s - %s  (errors on %d real %s runs, validation/intervals.tsv)\n",
+            lo, hi, r->interval.cases, r->interval.kind);
+  }
   fprintf(out, "  throughput       %12.1f samples/s", r->samples_per_s);
   if (r->tokens_per_s > 0)
     fprintf(out, ", %.0f tokens/s", r->tokens_per_s);
@@ -76,11 +82,31 @@ static cJSON *rep_dims_json(const double *v)
   return o;
 }
 
+static void rep_pair(cJSON *o, const char *key, const double *v)
+{
+  cJSON_AddItemToObject(o, key, cJSON_CreateDoubleArray(v, 2));
+}
+
+static cJSON *rep_interval_json(const sim_interval *i)
+{
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "level", 0.8);
+  cJSON_AddStringToObject(o, "kind", i->kind);
+  cJSON_AddNumberToObject(o, "cases", i->cases);
+  cJSON_AddNumberToObject(o, "cv_coverage", i->cv_coverage);
+  rep_pair(o, "step_time_s", i->step_time);
+  rep_pair(o, "tokens_per_s", i->tokens_per_s);
+  rep_pair(o, "mfu", i->mfu);
+  return o;
+}
+
 cJSON *rep_run_json(const sim_result *r)
 {
   const eng_result *res = &r->eng;
   cJSON *j = cJSON_CreateObject();
   cJSON_AddNumberToObject(j, "step_time_s", r->step_time);
+  if (r->interval.set)
+    cJSON_AddItemToObject(j, "intervals", rep_interval_json(&r->interval));
   cJSON_AddNumberToObject(j, "mfu", r->mfu);
   cJSON_AddNumberToObject(j, "hfu", r->hfu);
   cJSON_AddNumberToObject(j, "model_tflops_per_gpu", r->model_tflops_per_gpu);

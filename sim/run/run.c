@@ -16,6 +16,28 @@ static int sim_micro_batches(const cfg_workload *w)
   return w->training.global_batch / (w->parallel.dp * w->training.micro_batch);
 }
 
+/* The engine's progress within one of the runs, as a fraction of the whole: a run covers
+ * [lo, lo + span). */
+typedef struct {
+  const sim_options *o;
+  double lo, span;
+} sim_progress;
+
+static void sim_progress_scaled(double fraction, void *ctx)
+{
+  const sim_progress *p = ctx;
+  p->o->progress(p->lo + p->span * fraction, p->o->progress_ctx);
+}
+
+static void sim_progress_range(sim_result *out, double lo, double hi)
+{
+  if (out->options.progress == sim_progress_scaled) {
+    sim_progress *p = out->options.progress_ctx;
+    p->lo = lo;
+    p->span = hi - lo;
+  }
+}
+
 /* Builds and runs the step with `micro` micro-batches per replica. */
 static bool sim_run_with(sim_result *out, int micro, prog_program **prog, eng_result *res,
                          GError **err)
@@ -42,8 +64,12 @@ static bool sim_fold(sim_result *out, int micro, GError **err)
   int m1 = interleaved ? 2 * step : step;
   prog_program *p1 = NULL;
   eng_result r1 = {0};
-  bool ok = sim_run_with(out, m1, &p1, &r1, err) &&
-            sim_run_with(out, m1 + step, &out->program, &out->eng, err);
+  /* the work of a run grows with its micro-batches */
+  double first = (double)m1 / (2 * m1 + step);
+  sim_progress_range(out, 0, first);
+  bool ok = sim_run_with(out, m1, &p1, &r1, err);
+  sim_progress_range(out, first, 1);
+  ok = ok && sim_run_with(out, m1 + step, &out->program, &out->eng, err);
   if (ok) {
     double k = (double)(micro - m1) / step;
     eng_result_extrapolate(&r1, &out->eng, k, &out->eng);
@@ -167,8 +193,16 @@ bool sim_run(const cfg_cluster *c, const cfg_workload *w, const sim_options *o, 
   if (!wl_check_layout(w, err))
     return false;
   int micro = sim_micro_batches(w), step = w->parallel.pp > 1 ? w->parallel.pp : 1;
+  sim_progress progress = {.o = o, .span = 1};
+  if (o->progress) {
+    out->options.progress = sim_progress_scaled;
+    out->options.progress_ctx = &progress;
+  }
   bool ok = o->fold && micro >= 4 * step ? sim_fold(out, micro, err)
                                          : sim_run_with(out, micro, &out->program, &out->eng, err);
+  /* the result outlives `progress` */
+  out->options.progress = NULL;
+  out->options.progress_ctx = NULL;
   if (ok)
     sim_figures(out);
   return ok && sim_check_figures(out, err);
@@ -186,6 +220,18 @@ bool sim_run_files(const char *cluster, const char *workload, char *const *sets,
   out->own_cluster = c;
   out->own_workload = w;
   return ok;
+}
+
+void sim_result_bracket(sim_result *r, const unc_table *t)
+{
+  const unc_band *b = unc_band_of(t, unc_run_kind(r->workload));
+  if (!b)
+    return;
+  sim_interval *i = &r->interval;
+  *i = (sim_interval){.set = true, .kind = b->kind, .cases = b->cases, .cv_coverage = b->cv_coverage};
+  unc_interval(b, r->step_time, UNC_TIME, i->step_time);
+  unc_interval(b, r->tokens_per_s, UNC_RATE, i->tokens_per_s);
+  unc_interval(b, r->mfu, UNC_RATE, i->mfu);
 }
 
 void sim_result_clear(sim_result *r)

@@ -15,6 +15,7 @@
 #include "memory/memory.h"
 #include "program/program.h"
 #include "trace/trace.h"
+#include "uncertainty/uncertainty.h"
 #include "workloads/workloads.h"
 
 typedef struct {
@@ -25,10 +26,24 @@ typedef struct {
                       * needs every op, so fold and trace exclude each other */
   bool unfold_colls; /* run collectives step by step instead of folded phases (for checking) */
   const bud_limits *budget; /* what the run may cost; NULL: the defaults */
+  /* Called now and then with the fraction of the whole run done, both folded runs together
+   * (NULL: never); from the DES's child process (see eng_options.progress). */
+  void (*progress)(double fraction, void *ctx);
+  void *progress_ctx;
 } sim_options;
 
 /* What a user would ask for: the engine, micro-batch folding on, no trace. */
 sim_options sim_options_for(eng_kind engine);
+
+/* The 80 % interval of a step's figures: what the truth was within, around dlsim's prediction,
+ * for 80 % of the real runs of the same kind (validation/intervals.tsv). */
+typedef struct {
+  bool set;
+  const char *kind;   /* the band's: training, fsdp */
+  int cases;
+  double cv_coverage;
+  double step_time[2], tokens_per_s[2], mfu[2];
+} sim_interval;
 
 typedef struct {
   /* the job, as simulated (borrowed from the caller of sim_run; owned by the result when
@@ -46,6 +61,7 @@ typedef struct {
   double step_time, mfu, hfu, model_tflops_per_gpu, samples_per_s, tokens_per_s;
   double peak_bytes, capacity_bytes;
   bool fits;
+  sim_interval interval; /* set by sim_result_bracket */
   /* private: what sim_run_files loaded */
   cfg_cluster *own_cluster;
   cfg_workload *own_workload;
@@ -61,6 +77,8 @@ bool sim_run(const cfg_cluster *c, const cfg_workload *w, const sim_options *o, 
 bool sim_run_files(const char *cluster, const char *workload, char *const *sets,
                    const sim_options *o, sim_result *out, GError **err);
 void sim_result_clear(sim_result *r);
+/* Brackets the figures with the band of their kind in `t` (nothing when it has none). */
+void sim_result_bracket(sim_result *r, const unc_table *t);
 
 /* ---- helpers shared by the simulations below and the CLI ---------------------------------- */
 

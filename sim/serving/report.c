@@ -80,6 +80,38 @@ static void srv_text_timeline(FILE *out, const srv_result *r)
   }
 }
 
+void srv_result_bracket(srv_result *r, const unc_table *t)
+{
+  static const char *const kinds[3] = {"serve.ttft", "serve.tbt", "serve.throughput"};
+  double *iv[3] = {r->ttft_interval, r->tbt_interval, r->throughput_interval};
+  /* below saturation the output rate is the offered one: no model error to bracket */
+  bool capacity = r->saturated || r->offered_rate <= 0;
+  double value[3] = {r->ttft.mean, r->tbt.mean, capacity ? r->output_tokens_per_s : 0};
+  for (int i = 0; i < 3; i++) {
+    const unc_band *b = unc_band_of(t, kinds[i]);
+    r->interval_cases[i] = b && value[i] > 0 ? b->cases : 0;
+    if (r->interval_cases[i])
+      unc_interval(b, value[i], i < 2 ? UNC_TIME : UNC_RATE, iv[i]);
+  }
+}
+
+/* "80 % interval" lines: where the truth was for 80 % of the real runs of each kind. */
+static void srv_text_intervals(FILE *out, const srv_result *r)
+{
+  const char *what[2] = {"TTFT mean", "TBT mean"};
+  const double *iv[2] = {r->ttft_interval, r->tbt_interval};
+  for (int i = 0; i < 2; i++)
+    if (r->interval_cases[i]) {
+      g_autofree char *lo = units_format_seconds(iv[i][0]);
+      g_autofree char *hi = units_format_seconds(iv[i][1]);
+      fprintf(out, "  80 %% interval %s %s - %s (errors on %d real runs)\n", what[i], lo, hi,
+              r->interval_cases[i]);
+    }
+  if (r->interval_cases[2])
+    fprintf(out, "  80 %% interval output %.1f - %.1f tokens/s (errors on %d real runs)\n",
+            r->throughput_interval[0], r->throughput_interval[1], r->interval_cases[2]);
+}
+
 void srv_result_text(FILE *out, const srv_result *r)
 {
   srv_text_setup(out, r);
@@ -94,6 +126,7 @@ void srv_result_text(FILE *out, const srv_result *r)
   srv_text_dist(out, "end to end", &r->e2e);
   fprintf(out, "  throughput   %.1f output tokens/s, %.1f total tokens/s, %.3f requests/s\n",
           r->output_tokens_per_s, r->total_tokens_per_s, r->requests_per_s);
+  srv_text_intervals(out, r);
   fprintf(out, "  batch        %.1f sequences per iteration (mean), %.0f max\n", r->batch_mean,
           r->batch_max);
   fprintf(out, "  KV cache     %.1f %% occupied (mean), %.1f %% max\n", 100 * r->kv_mean,
@@ -148,6 +181,21 @@ static cJSON *srv_timeline_json(const GArray *tl)
   return a;
 }
 
+static cJSON *srv_intervals_json(const srv_result *r)
+{
+  static const char *const keys[3] = {"ttft_s.mean", "tbt_s.mean", "output_tokens_per_s"};
+  const double *iv[3] = {r->ttft_interval, r->tbt_interval, r->throughput_interval};
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "level", 0.8);
+  cJSON *cases = cJSON_AddObjectToObject(o, "cases");
+  for (int i = 0; i < 3; i++)
+    if (r->interval_cases[i]) {
+      cJSON_AddItemToObject(o, keys[i], cJSON_CreateDoubleArray(iv[i], 2));
+      cJSON_AddNumberToObject(cases, keys[i], r->interval_cases[i]);
+    }
+  return o;
+}
+
 cJSON *srv_result_json(const srv_result *r)
 {
   cJSON *j = cJSON_CreateObject();
@@ -156,6 +204,8 @@ cJSON *srv_result_json(const srv_result *r)
   cJSON_AddItemToObject(j, "tpot_s", srv_dist_json(&r->tpot));
   cJSON_AddItemToObject(j, "e2e_s", srv_dist_json(&r->e2e));
   cJSON_AddNumberToObject(j, "output_tokens_per_s", r->output_tokens_per_s);
+  if (r->interval_cases[0] || r->interval_cases[1] || r->interval_cases[2])
+    cJSON_AddItemToObject(j, "intervals", srv_intervals_json(r));
   cJSON_AddNumberToObject(j, "total_tokens_per_s", r->total_tokens_per_s);
   cJSON_AddNumberToObject(j, "requests_per_s", r->requests_per_s);
   cJSON_AddNumberToObject(j, "slo_attainment", r->slo_attainment);

@@ -19,6 +19,7 @@
 #include "budget/budget.h"
 #include "config/config.h"
 #include "hardware/hardware.h"
+#include "uncertainty/uncertainty.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -123,6 +124,9 @@ typedef struct {
   GArray *iters;             /* srv_iter_record, with options.trace */
   GArray *reqs;              /* srv_request_record, with options.trace */
   double wall_time;          /* seconds the simulator took */
+  /* 80 % intervals (srv_result_bracket): mean TTFT, mean TBT, output tokens/s; cases 0: none */
+  double ttft_interval[2], tbt_interval[2], throughput_interval[2];
+  int interval_cases[3];
 } srv_result;
 
 typedef struct {
@@ -151,6 +155,8 @@ void srv_max_rate_clear(srv_max_rate *m);
 /* ---- report ------------------------------------------------------------------------------ */
 
 void srv_result_text(FILE *out, const srv_result *r);
+/* Brackets mean TTFT, mean TBT and output throughput with the serve.* bands of `t`. */
+void srv_result_bracket(srv_result *r, const unc_table *t);
 /* The keys of SCHEMA.md (ttft_s, tbt_s, e2e_s, output_tokens_per_s, total_tokens_per_s,
  * requests_per_s, slo_attainment) and more. */
 cJSON *srv_result_json(const srv_result *r);

@@ -39,7 +39,7 @@ static char *val_case_path(const char *dir, const char *name, GError **err)
 
 GPtrArray *val_case_files(char *const *names, GError **err)
 {
-  g_autofree char *dir = g_build_filename(cfg_data_dir(), "validation", "cases", NULL);
+  g_autofree char *dir = cfg_data_path("validation", "cases", NULL);
   GPtrArray *files = g_ptr_array_new_with_free_func(g_free);
   if (names && names[0]) {
     for (int i = 0; names[i]; i++) {
@@ -137,6 +137,8 @@ void val_rows_free(GArray *rows)
 const char *val_category(const cfg_case *c)
 {
   const char *cmd = c->command ? c->command : "run";
+  if (c->category > 0)
+    return cfg_case_category_name(c->category);
   if (c->table)
     return val_is_gemm(c) ? "kernels" : "collectives";
   if (c->trace)
@@ -191,8 +193,8 @@ static void val_summary_of(const GArray *rows, const char *category, GArray *out
 
 GArray *val_summarize(const GArray *rows)
 {
-  static const char *const order[] = {"training", "memory", "moe", "collectives", "kernels",
-                                      "serving", "traces"};
+  static const char *const order[] = {"training", "fsdp",    "memory", "moe",
+                                      "collectives", "kernels", "serving", "traces"};
   GArray *out = g_array_new(FALSE, FALSE, sizeof(val_summary));
   for (size_t i = 0; i < G_N_ELEMENTS(order); i++)
     val_summary_of(rows, order[i], out);

@@ -8,7 +8,7 @@
 
 char *val_pins_path(void)
 {
-  return g_build_filename(cfg_data_dir(), "validation", "pins.tsv", NULL);
+  return cfg_data_path("validation", "pins.tsv", NULL);
 }
 
 static void val_pin_free(gpointer p)

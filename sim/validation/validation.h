@@ -80,6 +80,11 @@ bool val_pins_write(const char *path, const GArray *rows, GError **err);
 /* validation/pins.tsv under the data directory. */
 char *val_pins_path(void);
 
+/* The interval bands (uncertainty/) fitted on the check cases of `rows`, per kind of
+ * prediction, written to `path` (validation/intervals.tsv: val_intervals_path). */
+bool val_intervals_write(const char *path, const GArray *rows, GError **err);
+char *val_intervals_path(void);
+
 /* ---- fitting cluster parameters to cases (dlsim calibrate --case) ------------------------ */
 
 typedef struct {

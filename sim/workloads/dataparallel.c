@@ -20,8 +20,7 @@ static double wl_kernels_time(const wl_dp *x, const GArray *ks)
   double t = 0;
   for (guint i = 0; i < ks->len; i++) {
     const wl_kernel *k = &g_array_index(ks, wl_kernel, i);
-    hw_kernel hk = {.kclass = k->kclass, .dtype = x->m->dtype, .flops = k->flops, .bytes = k->bytes,
-                    .inner = k->inner};
+    hw_kernel hk = wl_hw_kernel(k, x->m->dtype);
     t += hw_kernel_time(x->hw, &hk);
   }
   return t;

@@ -68,7 +68,14 @@ uint32_t wl_emit_kernel(prog_program *p, int cls, const wl_model *m, const wl_ke
   prog_op *o = prog_op_at(p, cls, op);
   o->recompute = k->phase == WL_PHASE_RECOMPUTE;
   o->inner = k->inner;
+  o->attn = k->attn;
   return op;
+}
+
+hw_kernel wl_hw_kernel(const wl_kernel *k, cfg_dtype dtype)
+{
+  return (hw_kernel){.kclass = k->kclass, .dtype = dtype, .flops = k->flops, .bytes = k->bytes,
+                     .inner = k->inner, .attn = k->attn};
 }
 
 void wl_layer_share_kernels(wl_layer *l, const wl_layer *like)

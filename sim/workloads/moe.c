@@ -157,8 +157,7 @@ static double wl_kernels_time(const hw_cluster *hw, const wl_model *m, const GAr
                   k->role == WL_ROLE_EXPERT_DOWN;
     if (experts_only && !expert)
       continue;
-    hw_kernel hk = {.kclass = k->kclass, .dtype = m->dtype, .flops = k->flops, .bytes = k->bytes,
-                    .inner = k->inner};
+    hw_kernel hk = wl_hw_kernel(k, m->dtype);
     t += hw_kernel_time(hw, &hk);
   }
   return t;

@@ -20,6 +20,7 @@ typedef struct {
   double dqk;   /* query/key width per head (head_dim, + the rope part with MLA) */
   double qr, kvr, rd; /* MLA: query and key/value ranks, decoupled rope width (0: no MLA) */
   bool flash;
+  cfg_attn_impl impl;   /* the fused attention kernels' implementation */
   cfg_recompute recompute;
   /* mixture of experts (moe false: a dense MLP) */
   bool moe;
@@ -97,6 +98,15 @@ static double wl_attention_io(const wl_shape *x)
   return x->dt * x->T * (x->qkv + x->a * x->d) / x->t;
 }
 
+/* The fused kernel's shape: with context parallelism each call sees one chunk of s / cp keys
+ * (ring attention runs cp of them), so long contexts split finely run short, slow kernels. */
+static void wl_set_attention_shape(GArray *kernels, const wl_shape *x, bool backward)
+{
+  cfg_attn_shape *a = &g_array_index(kernels, wl_kernel, kernels->len - 1).attn;
+  *a = (cfg_attn_shape){.keys = (float)x->sq, .head_dim = (float)((x->dqk + x->d) / 2),
+                        .impl = (uint8_t)x->impl, .backward = backward, .causal = 1};
+}
+
 /* The attention core: FlashAttention, or scores / softmax / context as separate kernels. With
  * `replay` the forward kernels go to the backward list, marked as recomputation. */
 static void wl_attention_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay)
@@ -108,6 +118,7 @@ static void wl_attention_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool r
      * parallelism) */
     double flops = 2 * x->b * x->sq * x->s * (x->dqk + x->d) * heads * 0.5;
     wl_k(m, l, replay, WL_ROLE_ATTENTION, "attention", CFG_KCLASS_ATTENTION, flops, wl_attention_io(x));
+    wl_set_attention_shape(to, x, false);
     return;
   }
   double scores = x->b * heads * x->sq * x->s;
@@ -128,6 +139,7 @@ static void wl_attention_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
     /* backward does 2.5x the forward's work (FlashAttention-2 paper) */
     double flops = 2.5 * 2 * x->b * x->sq * x->s * (x->dqk + x->d) * heads * 0.5;
     wl_bwd(m, l, WL_ROLE_ATTENTION, WL_PHASE_BACKWARD, "attention.bwd", CFG_KCLASS_ATTENTION, flops, 2.5 * wl_attention_io(x));
+    wl_set_attention_shape(l->bwd, x, true);
     return;
   }
   double scores = x->b * heads * x->sq * x->s;
@@ -353,7 +365,8 @@ static wl_shape wl_shape_of(const cfg_model *cm, const cfg_training *t, const wl
   wl_shape x = {.b = sh->micro_batch, .s = cm->seq_len, .h = cm->hidden, .a = cm->heads,
                 .kv = cm->kv_heads, .f = cm->ffn_hidden, .V = cm->vocab, .t = sh->tp,
                 .dt = cfg_dtype_bytes(t->dtype) < 2 ? 2 : cfg_dtype_bytes(t->dtype),
-                .flash = t->flash_attention != 0, .recompute = sh->recompute};
+                .flash = t->flash_attention != 0, .recompute = sh->recompute,
+                .impl = t->attention > 0 ? (cfg_attn_impl)(t->attention - 1) : CFG_ATTN_FA2};
   x.d = cm->head_dim;
   x.sq = x.s / MAX(sh->cp, 1);
   x.T = x.b * x.sq;

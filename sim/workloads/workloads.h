@@ -61,6 +61,7 @@ typedef struct {
   cfg_kernel_class kclass;
   double flops, bytes;
   double inner;   /* a GEMM's reduction dimension K (its efficiency depends on it), or 0 */
+  cfg_attn_shape attn; /* a fused attention kernel's shape (keys 0: none) */
 } wl_kernel;
 
 /* The forward work of a kernel: its forward pass, or that pass recomputed in backward. */

@@ -19,6 +19,8 @@ uint32_t wl_emit_kernel(prog_program *p, int cls, const wl_model *m, const wl_ke
 void wl_layer_share_kernels(wl_layer *l, const wl_layer *like);
 /* Records the GEMM reduction dimension of the last kernel of a list. */
 void wl_set_inner(GArray *kernels, double inner);
+/* The kernel as the cost model takes it. */
+hw_kernel wl_hw_kernel(const wl_kernel *k, cfg_dtype dtype);
 
 bool wl_transformer_build(wl_model *m, const cfg_model *cm, const cfg_training *t,
                           const wl_shard *sh, GError **err);

@@ -1,0 +1,127 @@
+/* Interval bands: percentiles and cross-validation by hand, the time/rate sense, the file
+ * format, and the bands as dlsim run and serve print them. */
+#include "helpers.h"
+#include "uncertainty/uncertainty.h"
+
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+Test(uncertainty, a_band_is_the_interpolated_10th_and_90th_percentile)
+{
+  /* sorted: 0.80 0.90 0.95 1.00 1.00 1.00 1.00 1.05 1.10 1.20; p10 at index 0.9, p90 at 8.1 */
+  const double r[] = {1.0, 0.9, 1.2, 1.05, 0.95, 1.0, 0.8, 1.1, 1.0, 1.0};
+  unc_band b = unc_band_fit("training", r, 10);
+  cr_assert_eq(b.cases, 10);
+  cr_assert_float_eq(b.p10, 0.80 + 0.9 * 0.10, 1e-12);
+  cr_assert_float_eq(b.p90, 1.10 + 0.1 * 0.10, 1e-12);
+  unc_band_clear(&b);
+}
+
+Test(uncertainty, too_few_cases_make_no_band)
+{
+  const double r[] = {1.0, 0.9, 1.1, 1.2};
+  unc_band b = unc_band_fit("fsdp", r, 4);
+  cr_assert_eq(b.cases, 0);
+  unc_band_clear(&b);
+}
+
+Test(uncertainty, a_time_is_divided_and_a_rate_multiplied)
+{
+  unc_band b = {.kind = "training", .cases = 10, .p10 = 0.8, .p90 = 1.25};
+  double t[2], r[2];
+  unc_interval(&b, 10, UNC_TIME, t);
+  unc_interval(&b, 100, UNC_RATE, r);
+  /* predicted 1.25x the truth at worst: the truth is down to 10 / 1.25 */
+  cr_assert_float_eq(t[0], 8.0, 1e-12);
+  cr_assert_float_eq(t[1], 12.5, 1e-12);
+  cr_assert_float_eq(r[0], 80.0, 1e-12);
+  cr_assert_float_eq(r[1], 125.0, 1e-12);
+}
+
+/* A deterministic spread of ratios (a linear congruential generator, log-uniform). */
+static void ratios_of(double *v, int n, unsigned seed)
+{
+  for (int i = 0; i < n; i++) {
+    seed = seed * 1103515245u + 12345u;
+    v[i] = exp(0.3 * ((seed >> 8) / 16777216.0 - 0.5));
+  }
+}
+
+Test(uncertainty, a_band_holds_fresh_cases_of_the_same_spread_80_percent_of_the_time)
+{
+  double fit[1000], fresh[1000];
+  ratios_of(fit, 1000, 1);
+  ratios_of(fresh, 1000, 7);
+  unc_band b = unc_band_fit("fsdp", fit, 1000);
+  int held = 0;
+  for (int i = 0; i < 1000; i++)
+    held += fresh[i] >= b.p10 && fresh[i] <= b.p90;
+  cr_assert(fabs(held / 1000.0 - 0.8) < 0.04, "held %d of 1000", held);
+  cr_assert(fabs(b.cv_coverage - 0.8) < 0.04, "cross-validated %.3f", b.cv_coverage);
+  unc_band_clear(&b);
+}
+
+Test(uncertainty, bands_written_are_bands_read)
+{
+  unc_band in[2] = {{.kind = "fsdp", .cases = 139, .p10 = 0.93, .p90 = 1.19, .cv_coverage = 0.78},
+                    {.kind = "serve.tbt", .cases = 29, .p10 = 0.81, .p90 = 1.16, .cv_coverage = 0.79}};
+  g_autofree char *path = th_write("bands.tsv", "");
+  GError *err = NULL;
+  cr_assert(unc_table_write(path, in, 2, &err));
+  unc_table *t = unc_table_load(path, &err);
+  cr_assert_not_null(t);
+  const unc_band *b = unc_band_of(t, "serve.tbt");
+  cr_assert(b && b->cases == 29 && fabs(b->p90 - 1.16) < 1e-9);
+  cr_assert_null(unc_band_of(t, "training"));
+  unc_table_free(t);
+}
+
+Test(uncertainty, a_missing_file_is_no_band_and_a_bad_line_names_its_place)
+{
+  GError *err = NULL;
+  unc_table *t = unc_table_load("/nonexistent/intervals.tsv", &err);
+  cr_assert(t && !unc_band_of(t, "fsdp"));
+  unc_table_free(t);
+  g_autofree char *path = th_write("bad.tsv", "kind\tcases\tp10\tp90\tcv_coverage\nfsdp\t10\t1.2\t0.9\t0.8\n");
+  cr_assert_null(unc_table_load(path, &err));
+  cr_assert(strstr(err->message, "bad.tsv:2:"), "%s", err->message);
+  g_error_free(err);
+}
+
+static cJSON *json_of(const char *args)
+{
+  th_proc p = th_dlsim(args);
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  cJSON *j = cJSON_Parse(p.out);
+  cr_assert_not_null(j, "%s", p.out);
+  th_proc_clear(&p);
+  return j;
+}
+
+Test(uncertainty, run_brackets_its_step_with_the_band_of_its_kind, .timeout = 60)
+{
+  cJSON *j = json_of("run -c dgx-a100 -w validation/fsdp/workloads/mpt-1b-fsdp.yaml -e analytic "
+                     "--set parallel.dp=8 --set training.global_batch=8 --json");
+  cJSON *iv = cJSON_GetObjectItem(j, "intervals");
+  cr_assert_not_null(iv);
+  cr_assert_str_eq(cJSON_GetObjectItem(iv, "kind")->valuestring, "fsdp");
+  double step = cJSON_GetObjectItem(j, "step_time_s")->valuedouble;
+  cJSON *st = cJSON_GetObjectItem(iv, "step_time_s");
+  double lo = cJSON_GetArrayItem(st, 0)->valuedouble, hi = cJSON_GetArrayItem(st, 1)->valuedouble;
+  cr_assert(lo > 0 && lo < hi, "[%g, %g]", lo, hi);
+  cr_assert(lo <= step * 1.2 && hi >= step * 0.8, "step %g, interval [%g, %g]", step, lo, hi);
+  cJSON_Delete(j);
+}
+
+Test(uncertainty, serve_brackets_latencies_and_leaves_an_unsaturated_rate_alone, .timeout = 60)
+{
+  cJSON *j = json_of("serve -c dgx-h100 -w llama2-7b-vllm --set serving.requests.count=200 --json");
+  cJSON *iv = cJSON_GetObjectItem(j, "intervals");
+  cr_assert_not_null(iv);
+  cr_assert_not_null(cJSON_GetObjectItem(iv, "ttft_s.mean"));
+  cr_assert_not_null(cJSON_GetObjectItem(iv, "tbt_s.mean"));
+  cr_assert_null(cJSON_GetObjectItem(iv, "output_tokens_per_s"), "below saturation the rate is the offered one");
+  cJSON_Delete(j);
+}
