@@ -4,14 +4,22 @@
  *             estimate memory, run the engine; the files are read once), the mean of 20 runs;
  *   des:      one step in SimGrid (tensor-parallel ranks folded), in a fresh process so its
  *             peak RSS is its own.
- * usage: dlsim_bench_3d [MAX_GPUS] [MAX_DES_GPUS]   (defaults 16384 and 16384) */
+ * The defaults give the README's table. */
 #include "bench_util.h"
 #include "run/run.h"
 
-#include <stdlib.h>
+static const char bench_usage[] =
+    "usage: dlsim_bench_3d [MAX_GPUS] [MAX_DES_GPUS]\n"
+    "Simulator speed on one training step of GPT-3 175B, TP 8 x PP 8 (interleaved x3) x DP, DGX\n"
+    "A100 nodes, on 64, 1024, 8192 and 16384 GPUs (global batch 1536 up to DP 16, then 16\n"
+    "micro-batches per replica): the analytic engine's time per configuration (mean of 20) and\n"
+    "one DES step, with peak RSS and SimGrid messages, each in a fresh process.\n"
+    "  MAX_GPUS      largest size to run (default 16384)\n"
+    "  MAX_DES_GPUS  largest size the DES runs (default 16384: the README's table; about 5\n"
+    "                minutes and 400 MB at 16384)\n";
 
-/* The job on `gpus` GPUs, loaded once: 96 micro-batches per replica up to DP 16 (global batch
- * 1536, as GPT-3 trained), then 16. */
+/* The job on `gpus` GPUs, loaded once: global batch 1536 (as GPT-3 trained) up to DP 16, then
+ * 16 micro-batches per replica. */
 static bool bench_load(int gpus, cfg_cluster **c, cfg_workload **w)
 {
   char nodes[64], dp[64], batch[64];
@@ -61,6 +69,7 @@ static bench_row bench_one(int gpus, bool des)
 
 int main(int argc, char **argv)
 {
+  bench_args(argc, argv, bench_usage, 2);
   int max = argc > 1 ? atoi(argv[1]) : 16384;
   int max_des = argc > 2 ? atoi(argv[2]) : 16384;
   printf("dlsim bench: one training step, GPT-3 175B, TP 8 x PP 8 (interleaved x3) x DP, "

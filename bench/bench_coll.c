@@ -1,12 +1,17 @@
 /* Simulator speed for collectives: one 1 GiB ring all-reduce over 512 to 8192 simulated GPUs
  * with the DES engine (DGX H100 nodes of 8), and a full nccl-tests size sweep (8 B to 8 GiB,
- * 31 sizes) with the analytic engine. Each measurement runs in a fresh process.
- * usage: dlsim_bench_coll [MAX_GPUS]   (default 8192) */
+ * 31 sizes) with the analytic engine. Each measurement runs in a fresh process. The defaults
+ * give the README's table. */
 #include "bench_util.h"
 #include "config/config.h"
 #include "engine/engine.h"
 
-#include <stdlib.h>
+static const char bench_usage[] =
+    "usage: dlsim_bench_coll [MAX_GPUS]\n"
+    "Simulator speed on collectives, DGX H100 nodes, 512, 2048 and 8192 GPUs: one 1 GiB ring\n"
+    "all-reduce on the DES, and an all-reduce sweep of 31 sizes from 8 B to 8 GiB on the\n"
+    "analytic engine; wall time, peak RSS and SimGrid messages, each in a fresh process.\n"
+    "  MAX_GPUS  largest size to run (default 8192: the README's table)\n";
 
 static hw_cluster *bench_cluster(int gpus, cfg_cluster **c)
 {
@@ -75,6 +80,7 @@ static bench_row bench_coll(int gpus, bool sweep)
 
 int main(int argc, char **argv)
 {
+  bench_args(argc, argv, bench_usage, 1);
   int max = argc > 1 ? atoi(argv[1]) : 8192;
   printf("dlsim bench: collectives on DGX H100 nodes (8 GPUs, NVSwitch, 8x NDR)\n");
   printf("%6s  %-34s %14s %10s %12s %10s\n", "gpus", "what", "simulated_s", "wall_s", "peak_rss_MB",

@@ -1,10 +1,16 @@
 /* Planner speed: how many candidate layouts dlsim plan screens per second (enumeration,
- * validity, memory, closed-form estimate), for three searches of 45,000 to 150,000 layouts;
+ * validity, memory, closed-form estimate), for three searches of 67,000 to 81,000 layouts;
  * and the time of the whole plan without DES confirmation (the 16 best re-simulated with the
- * analytic engine). usage: dlsim_bench_plan */
+ * analytic engine). The README's table. */
+#include "bench_util.h"
 #include "planner/planner.h"
 
-#include <stdio.h>
+static const char bench_usage[] =
+    "usage: dlsim_bench_plan\n"
+    "Planner speed in one process, on three searches (GPT-3 175B on 1024 A100, batch 1536; Llama\n"
+    "3 405B on 8192 H100, batch 2048, and on 16384 H100, batch 4096): layouts enumerated and\n"
+    "fitting in memory, screening time and layouts per second, and the whole plan without DES\n"
+    "confirmation (the 16 best on the analytic engine). No arguments.\n";
 
 typedef struct {
   const char *cluster, *model, *label;
@@ -45,8 +51,9 @@ static bool bench_one(const bench_search *b)
   return ok;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+  bench_args(argc, argv, bench_usage, 0);
   const bench_search searches[] = {
       {"dgx-a100", "gpt3-175b", "GPT-3 175B, 1024 A100, batch 1536", 1024, 1536},
       {"dgx-h100", "llama3-405b", "Llama 3 405B, 8192 H100, batch 2048", 8192, 2048},

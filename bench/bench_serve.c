@@ -1,10 +1,14 @@
 /* Simulator speed of dlsim serve: wall time and peak memory to simulate a request stream,
- * each in a fresh process so its peak RSS is its own.
- * usage: dlsim_bench_serve [REQUESTS]   (default 10000) */
+ * each in a fresh process so its peak RSS is its own. */
 #include "bench_util.h"
 #include "serving/serving.h"
 
-#include <stdlib.h>
+static const char bench_usage[] =
+    "usage: dlsim_bench_serve [REQUESTS]\n"
+    "Simulator speed of dlsim serve on DGX H100: wall time, peak RSS and engine iterations to\n"
+    "simulate a request stream for each serving case (Llama 2 7B and Llama 3 70B, schedulers\n"
+    "and rates as labelled), each in a fresh process.\n"
+    "  REQUESTS  requests per run (default 10000: the README's figure)\n";
 
 typedef struct {
   const char *what, *workload;
@@ -61,6 +65,7 @@ static bench_row bench_one(int which, bool unused)
 
 int main(int argc, char **argv)
 {
+  bench_args(argc, argv, bench_usage, 1);
   bench_requests = argc > 1 ? atoi(argv[1]) : 10000;
   printf("dlsim bench serve: %d requests per run, DGX H100\n", bench_requests);
   printf("%-42s %14s %10s %12s %12s\n", "case", "simulated_s", "wall_s", "peak_rss_MB", "iterations");

@@ -126,8 +126,16 @@ static bench_row bt_run(int unused, bool replay)
   return row;
 }
 
+static const char bench_usage[] =
+    "usage: dlsim_bench_trace [MB...]\n"
+    "Trace ingestion speed: a synthetic Kineto trace of each size (a real trace's event mix),\n"
+    "written as JSON and as gzip, then loaded, and loaded + summarised + turned into a replay\n"
+    "program, each in a fresh process: events, seconds and peak RSS.\n"
+    "  MB...  sizes of JSON to write, up to 8 (default 10 100: the README's figures)\n";
+
 int main(int argc, char **argv)
 {
+  bench_args(argc, argv, bench_usage, 8);
   double sizes[8] = {10, 100};
   int n = argc > 1 ? MIN(argc - 1, 8) : 2;
   for (int i = 0; i < n && argc > 1; i++)

@@ -1,13 +1,35 @@
-/* Shared by the benchmarks: run one measurement in a fresh process, so its peak RSS is its own. */
+/* Shared by the benchmarks: their command line, and one measurement in a fresh process, so its
+ * peak RSS is its own. */
 #ifndef DLSIM_BENCH_UTIL_H
 #define DLSIM_BENCH_UTIL_H
 
 #include <glib.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* --help prints `usage` (what the bench measures, its arguments and defaults) and exits 0; an
+ * option, or an argument that is not a positive number, is refused with exit 2. At most
+ * `max_args` numbers. */
+static inline void bench_args(int argc, char **argv, const char *usage, int max_args)
+{
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      fputs(usage, stdout);
+      exit(0);
+    }
+    char *end = NULL;
+    double v = g_ascii_strtod(argv[i], &end);
+    if (i > max_args || end == argv[i] || *end || !(v > 0)) {
+      fprintf(stderr, "%s: error: unexpected argument '%s' (see --help)\n", argv[0], argv[i]);
+      exit(2);
+    }
+  }
+}
 
 typedef struct {
   int ok;

@@ -1,7 +1,7 @@
 /* Seeded mutation of every reader: the YAML configuration (files and --set), Kineto traces and
- * nccl-tests tables. Each mutated input must be read or refused with an error, never crash,
- * hang or leak (the suite runs under ASan and UBSan), and a configuration that loads must
- * simulate to finite, non-negative figures or fail with an error. DLSIM_FUZZ_ITERATIONS scales
+ * nccl-tests tables (CSV and raw output). Each mutated input must be read or refused with an
+ * error, never crash, hang or leak (the suite runs under ASan and UBSan), and a configuration
+ * that loads must simulate to finite, non-negative figures or fail with an error. DLSIM_FUZZ_ITERATIONS scales
  * the runs (default: a few thousand inputs in all, for CI); the seed is fixed, so a failure
  * reproduces. Deeper runs: the libFuzzer harness in tests/fuzz (tests/README.md). */
 #include "calibration/calibration.h"
@@ -188,11 +188,12 @@ Test(fuzz, mutated_kineto_traces, .timeout = 600)
   g_rand_free(r);
 }
 
-Test(fuzz, mutated_nccl_tests_tables, .timeout = 600)
+/* Mutations of one nccl-tests table: read to finite rows, or refused with a message. */
+static void fuzz_nccl_table(const char *relative, guint32 seed)
 {
   gsize len = 0;
-  g_autofree char *text = fuzz_read("validation/nccl/issue309_h100_16gpu_2node_allreduce.csv", &len);
-  GRand *r = g_rand_new_with_seed(309);
+  g_autofree char *text = fuzz_read(relative, &len);
+  GRand *r = g_rand_new_with_seed(seed);
   int n = fuzz_iterations(1500), parsed = 0;
   calib_columns cols = {.time_column = "oop_time_us|ip_time_us"};
   for (int i = 0; i < n; i++) {
@@ -215,4 +216,15 @@ Test(fuzz, mutated_nccl_tests_tables, .timeout = 600)
   }
   cr_assert(parsed > 0);
   g_rand_free(r);
+}
+
+Test(fuzz, mutated_nccl_tests_tables, .timeout = 600)
+{
+  fuzz_nccl_table("validation/nccl/issue309_h100_16gpu_2node_allreduce.csv", 309);
+}
+
+/* What all_reduce_perf prints, as users paste it. */
+Test(fuzz, mutated_nccl_tests_output, .timeout = 600)
+{
+  fuzz_nccl_table("tests/data/nccl_issue309_all_reduce_perf.txt", 310);
 }

@@ -80,7 +80,7 @@ Test(robust, a_sweep_factor_near_one_or_not_a_number_is_refused)
   expect("coll -c dgx-h100 --op allreduce --gpus 8 --factor nan", 2, "a finite --factor > 1");
   th_proc p = th_dlsim("coll -c dgx-h100 --op allreduce --gpus 8 --min 8 --max 64 --factor 1.0000001");
   cr_assert_eq(p.status, 0, "%s", p.out);
-  cr_assert(strstr(p.out, "\n            64 "), "sizes grow by at least a byte: %s", p.out);
+  cr_assert(strstr(p.out, "\n          64 "), "sizes grow by at least a byte: %s", p.out);
   th_proc_clear(&p);
 }
 

@@ -1,9 +1,169 @@
-/* nccl-tests tables as CSV (the columns of nccl-tests, or any CSV with a size and a time
- * column, filtered by column values). */
+/* nccl-tests tables: what all_reduce_perf & co. print, or CSV (the columns of nccl-tests, or
+ * any CSV with a size and a time column), filtered by column values. */
 #include "calibration/calibration.h"
 
 #include <math.h>
 #include <string.h>
+
+/* ---- nccl-tests' own output ------------------------------------------------------------------ */
+
+/* The names validation/nccl/ gives nccl-tests' columns, so that the CSV reader (its filters,
+ * its "a|b" time columns) reads both layouts alike. */
+static const char *calib_raw_name(const char *word, int run)
+{
+  static const char *const fixed[][2] = {{"size", "size_bytes"}, {"count", "count_elements"}};
+  static const char *const per_run[][3] = {{"time", "oop_time_us", "ip_time_us"},
+                                           {"algbw", "oop_algbw_GBps", "ip_algbw_GBps"},
+                                           {"busbw", "oop_busbw_GBps", "ip_busbw_GBps"},
+                                           {"#wrong", "oop_wrong_or_error", "ip_wrong_or_error"},
+                                           {"error", "oop_wrong_or_error", "ip_wrong_or_error"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(fixed); i++)
+    if (strcmp(word, fixed[i][0]) == 0)
+      return fixed[i][1];
+  for (size_t i = 0; i < G_N_ELEMENTS(per_run) && run < 2; i++)
+    if (strcmp(word, per_run[i][0]) == 0)
+      return per_run[i][1 + run];
+  return word;
+}
+
+static char **calib_words(const char *line)
+{
+  g_auto(GStrv) parts = g_strsplit_set(line, " \t\r", -1);
+  GPtrArray *words = g_ptr_array_new();
+  for (int i = 0; parts[i]; i++)
+    if (*parts[i])
+      g_ptr_array_add(words, g_strdup(parts[i]));
+  g_ptr_array_add(words, NULL);
+  return (char **)g_ptr_array_free(words, FALSE);
+}
+
+/* The column header nccl-tests prints ("#  size  count  type  redop  root  time ..."), as CSV
+ * names; NULL for any other line. An older nccl-tests prints no root column and "error" for
+ * "#wrong"; dlsim coll adds algorithm and protocol. */
+static char *calib_raw_header(const char *line, int *ncols)
+{
+  if (line[0] != '#')
+    return NULL;
+  g_auto(GStrv) words = calib_words(line + 1);
+  int n = (int)g_strv_length(words);
+  if (n < 6 || strcmp(words[0], "size") != 0 || strcmp(words[1], "count") != 0 ||
+      strcmp(words[2], "type") != 0)
+    return NULL;
+  GString *csv = g_string_new(NULL);
+  int run = 0;
+  for (int i = 0; i < n; i++) {
+    g_string_append_printf(csv, "%s%s", i ? "," : "", calib_raw_name(words[i], run));
+    run += strcmp(words[i], "#wrong") == 0 || strcmp(words[i], "error") == 0;
+  }
+  *ncols = n;
+  return g_string_free(csv, FALSE);
+}
+
+/* NCCL_DEBUG=INFO interleaves its log with the table. */
+static bool calib_raw_is_log(const char *line)
+{
+  return strstr(line, " NCCL INFO ") || strstr(line, " NCCL WARN ");
+}
+
+static bool calib_raw_number(const char *word, bool integer)
+{
+  char *end = NULL;
+  double v = g_ascii_strtod(word, &end);
+  return end != word && *end == '\0' && isfinite(v) && v >= 0 && (!integer || v == floor(v));
+}
+
+/* Whether cell i of a row holds what its column needs: whole numbers for size and count, a
+ * number for times and bandwidths, and no comma anywhere (the row becomes a CSV line). */
+static bool calib_raw_cell_ok(const char *name, const char *word)
+{
+  if (strchr(word, ','))
+    return false;
+  if (strcmp(name, "size_bytes") == 0 || strcmp(name, "count_elements") == 0)
+    return calib_raw_number(word, true);
+  if (g_str_has_suffix(name, "_us") || g_str_has_suffix(name, "_GBps"))
+    return calib_raw_number(word, false);
+  return true;
+}
+
+/* One row under the header, as a CSV line; NULL (and the error) when it is not such a row.
+ * `indent` is how far the stripped line started in the file (for the error's column). */
+static char *calib_raw_row(const char *path, int lineno, int indent, const char *line,
+                           char **names, int ncols, GError **err)
+{
+  g_auto(GStrv) words = calib_words(line);
+  int n = (int)g_strv_length(words);
+  if (n != ncols) {
+    g_autofree char *expected = g_strjoinv(" ", names);
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                "%s:%d: expected an nccl-tests row of %d columns (%s), got %d: '%s'", path, lineno,
+                ncols, expected, n, line);
+    return NULL;
+  }
+  const char *at = line;
+  for (int i = 0; i < n; i++) {
+    at = strstr(at, words[i]);
+    if (!calib_raw_cell_ok(names[i], words[i])) {
+      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s:%d:%d: %s: expected %s, got '%s'", path,
+                  lineno, indent + (int)(at - line) + 1, names[i],
+                  i < 2 ? "a whole number of bytes or elements" : "a number", words[i]);
+      return NULL;
+    }
+    at += strlen(words[i]);
+  }
+  return g_strjoinv(",", words);
+}
+
+/* Launchers that label each line with its rank: srun -l ("0: ") and OpenMPI's --tag-output
+ * ("[1,0]<stdout>:"). The length of the label, or 0. */
+static size_t calib_launcher_label(const char *line)
+{
+  static const char tag[] = "]<stdout>:";
+  size_t n = strspn(line, " "), digits = strspn(line + n, "0123456789");
+  if (digits > 0 && line[n + digits] == ':')
+    return n + digits + 1;
+  const char *end = line[n] == '[' ? strstr(line + n, tag) : NULL;
+  if (end && strspn(line + n + 1, "0123456789,") == (size_t)(end - (line + n + 1)))
+    return (size_t)(end - line) + strlen(tag);
+  return 0;
+}
+
+static bool calib_raw_is_table(char **lines)
+{
+  int ncols = 0;
+  for (char **l = lines; *l; l++) {
+    const char *text = *l + calib_launcher_label(*l);
+    g_autofree char *header = calib_raw_header(text + strspn(text, " \t"), &ncols);
+    if (header)
+      return true;
+  }
+  return false;
+}
+
+/* Rewrites nccl-tests' output in place as CSV, line for line (so errors keep their line
+ * numbers): the first column header becomes the CSV header, rows become CSV rows, and the
+ * rest (settings, devices, the footer, NCCL's log, what a launcher printed before the table)
+ * becomes blank. Rank labels of launchers go. */
+static bool calib_raw_to_csv(const char *path, char **lines, GError **err)
+{
+  g_auto(GStrv) names = NULL;
+  int ncols = 0, lineno = 0;
+  for (char **l = lines; *l; l++) {
+    lineno++;
+    size_t label = calib_launcher_label(*l);
+    int indent = (int)(label + strspn(*l + label, " \t"));
+    char *line = g_strstrip(*l + label), *csv = NULL;
+    if (!names && (csv = calib_raw_header(line, &ncols)))
+      names = g_strsplit(csv, ",", -1);
+    else if (names && *line && *line != '#' && !calib_raw_is_log(line) &&
+             !(csv = calib_raw_row(path, lineno, indent, line, names, ncols, err)))
+      return false;
+    g_free(*l);
+    *l = csv ? csv : g_strdup("");
+  }
+  return true;
+}
+
+/* ---- CSV ------------------------------------------------------------------------------------- */
 
 static int calib_column(char **header, const char *name)
 {
@@ -85,6 +245,8 @@ bool calib_table_load(const char *path, const calib_columns *cols, calib_table *
     size_name = "batch, m, n, k";
   out->path = g_strdup(path);
   out->points = g_array_new(FALSE, FALSE, sizeof(calib_point));
+  if (!gemm && calib_raw_is_table(lines) && !calib_raw_to_csv(path, lines, err))
+    goto fail;
   for (char **l = lines; *l; l++) {
     lineno++;
     g_strstrip(*l);
@@ -95,8 +257,10 @@ bool calib_table_load(const char *path, const calib_columns *cols, calib_table *
       header = cells;
       size_col = gemm ? (calib_gemm_cols(header, gemm_cols) ? 0 : -1) : calib_column(header, size_name);
       if (size_col < 0 || !calib_time_cols(header, time_name, time_cols, &ntime)) {
-        g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s:%d: no column '%s' or '%s' in the header",
-                    path, lineno, size_name, time_name);
+        g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s:%d: no column '%s' or '%s' in the header%s",
+                    path, lineno, size_name, time_name,
+                    gemm || size_col >= 0 ? "" : ", and no nccl-tests column header ('#  size  count  type ...') "
+                                "in the file");
         goto fail;
       }
       continue;

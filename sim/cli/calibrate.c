@@ -1,8 +1,8 @@
 /* dlsim calibrate: fits model parameters to real measurements and writes them as a calibration
  * file that `gpu.calibration` can point at. Three kinds of measurement:
  *
- *   --nccl TABLE.csv -c CLUSTER --op OP --gpus N [--group-size G] [--fit NAME]...
- *       an nccl-tests table: the NCCL parameters (latencies, efficiencies, chunks)
+ *   --nccl TABLE -c CLUSTER --op OP --gpus N [--group-size G] [--fit NAME]...
+ *       nccl-tests output or a CSV of it: the NCCL parameters (latencies, efficiencies, chunks)
  *   --gemm TABLE.csv -c CLUSTER --dtype D [--filter COL=V]...
  *       a table of GEMM times by shape (batch, m, n, k): the GEMM efficiency model
  *   --case NAME... --param KEY=START... [--set K=V]...
@@ -308,7 +308,7 @@ int cli_calibrate(int argc, char **argv)
 {
   cal_args a = {0};
   GOptionEntry entries[] = {
-      {"nccl", 0, 0, G_OPTION_ARG_FILENAME, &a.nccl, "nccl-tests table (CSV) to fit", "TABLE"},
+      {"nccl", 0, 0, G_OPTION_ARG_FILENAME, &a.nccl, "nccl-tests output (as all_reduce_perf prints it) or CSV to fit", "TABLE"},
       {"gemm", 0, 0, G_OPTION_ARG_FILENAME, &a.gemm, "GEMM table (CSV: batch, m, n, k, time) to fit", "TABLE"},
       {"case", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.cases, "Validation case to fit, repeatable", "NAME"},
       {"trace", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &a.traces,

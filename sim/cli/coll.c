@@ -1,7 +1,9 @@
 /* dlsim coll -c CLUSTER --op OP --gpus N [--group-size G] [--min 8B --max 8GiB --factor 2]
  *            [--algo A] [--proto P] [--engine des|analytic] [--json | --csv] [--set K=V]...
- * A table in the layout of nccl-tests: size, count, type, time, algbw, busbw. The group is the
- * first N GPUs; --group-size splits them into N/G groups that run at once (and contend). */
+ * A table in the layout of nccl-tests (out-of-place and in-place columns, the footer), with
+ * the algorithm and protocol the model picked, so that dlsim calibrate --nccl reads it. The
+ * group is the first N GPUs; --group-size splits them into N/G groups that run at once (and
+ * contend). */
 #include "cli/cli.h"
 #include "collectives/collectives.h"
 #include "engine/engine.h"
@@ -41,7 +43,28 @@ static bool coll_measure(const coll_setup *s, double bytes, coll_row *row, GErro
   return true;
 }
 
-static void coll_print_text(const coll_setup *s, const GArray *rows)
+/* nccl-tests' time column: fewer decimals as the time grows. */
+static void coll_time_str(double seconds, char *buf, size_t len)
+{
+  double us = seconds * 1e6;
+  g_snprintf(buf, len, us >= 10000 ? "%7.0f" : us >= 100 ? "%7.1f" : "%7.2f", us);
+}
+
+/* nccl-tests' redop, root and count columns: reductions say "sum", the rooted collectives
+ * root at 0, and a collective that splits its buffer over the ranks counts one rank's part. */
+static void coll_op_columns(const coll_setup *s, double size, const char **redop, int *root,
+                            double *count)
+{
+  bool reduces = s->op == PROG_COLL_ALLREDUCE || s->op == PROG_COLL_REDUCESCATTER ||
+                 s->op == PROG_COLL_REDUCE;
+  bool split = s->op == PROG_COLL_ALLGATHER || s->op == PROG_COLL_REDUCESCATTER ||
+               s->op == PROG_COLL_ALLTOALL;
+  *redop = reduces ? "sum" : "none";
+  *root = s->op == PROG_COLL_BROADCAST || s->op == PROG_COLL_REDUCE ? 0 : -1;
+  *count = floor(size / 4 / (split ? s->group : 1));
+}
+
+static void coll_print_header(const coll_setup *s)
 {
   const cfg_cluster *c = s->cluster;
   int nodes = (s->gpus + c->node.gpus_per_node - 1) / c->node.gpus_per_node;
@@ -50,15 +73,38 @@ static void coll_print_text(const coll_setup *s, const GArray *rows)
   if (s->group != s->gpus)
     printf("%d groups of %d at once, ", s->gpus / s->group, s->group);
   printf("engine %s, algorithm %s\n#\n", eng_kind_name(s->opt.kind), coll_algo_name(s->opt.algo));
-  printf("# %12s %12s %6s %6s %6s %10s %8s %8s  %-10s %s\n", "size", "count", "type", "redop", "root",
-         "time", "algbw", "busbw", "algorithm", "protocol");
-  printf("# %12s %12s %6s %6s %6s %10s %8s %8s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)",
-         "(GB/s)");
+  printf("#%62s%-35s%s\n", "", "out-of-place", "in-place");
+  printf("#%11s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
+  for (int run = 0; run < 2; run++)
+    printf("  %7s  %6s  %6s %6s", "time", "algbw", "busbw", "#wrong");
+  printf("  %-10s %s\n", "algorithm", "protocol");
+  printf("#%11s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
+  for (int run = 0; run < 2; run++)
+    printf("  %7s  %6s  %6s%s", "(us)", "(GB/s)", "(GB/s)", run ? "\n" : "       ");
+}
+
+/* The rows and footer of nccl-tests: the model times a collective the same in place or not,
+ * and checks no data (#wrong N/A, as nccl-tests prints it without -c). */
+static void coll_print_text(const coll_setup *s, const GArray *rows)
+{
+  coll_print_header(s);
+  double busbw_sum = 0;
   for (guint i = 0; i < rows->len; i++) {
     const coll_row *r = &g_array_index(rows, coll_row, i);
-    printf("  %12.0f %12.0f %6s %6s %6d %10.2f %8.2f %8.2f  %-10s %s\n", r->size, floor(r->size / 4),
-           "float", "sum", -1, r->time * 1e6, r->algbw, r->busbw, r->algo, r->proto);
+    const char *redop;
+    int root;
+    double count;
+    char time[32];
+    coll_op_columns(s, r->size, &redop, &root, &count);
+    coll_time_str(r->time, time, sizeof time);
+    printf("%12.0f  %12.0f  %8s  %6s  %6d", r->size, count, "float", redop, root);
+    for (int run = 0; run < 2; run++)
+      printf("  %7s  %6.2f  %6.2f  %5s", time, r->algbw, r->busbw, "N/A");
+    printf("  %-10s %s\n", r->algo, r->proto);
+    busbw_sum += r->busbw;
   }
+  printf("# Out of bounds values : 0 OK\n");
+  printf("# Avg bus bandwidth    : %g\n#\n", rows->len ? busbw_sum / rows->len : 0);
 }
 
 static void coll_print_json(const GArray *rows, bool csv)

@@ -107,14 +107,15 @@ static cJSON *plan_json(const plan_screen_result *r, int shown)
 static void plan_print_csv(const plan_screen_result *r, int shown)
 {
   printf("rank,tp,cp,pp,dp,ep,micro_batch,virtual_stages,zero,recompute,sequence_parallel,"
-         "placement,estimate_s,step_time_s,des_step_time_s,mfu,tokens_per_s,peak_bytes,same_with\n");
+         "placement,estimate_s,step_time_s,des_step_time_s,mfu,tokens_per_s,peak_GiB,same_with\n");
   for (guint i = 0; i < r->best->len && (int)i < shown; i++) {
     const plan_candidate *c = &g_array_index(r->best, plan_candidate, i);
-    printf("%u,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%s,%.6g,%.6g,%.6g,%.4f,%.6g,%.6g,\"%s\"\n", i + 1,
+    printf("%u,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%s,%.6g,%.6g,%.6g,%.4f,%.6g,%.4f,\"%s\"\n", i + 1,
            c->l.tp, c->l.cp, c->l.pp, c->l.dp, c->l.ep, c->l.micro_batch, c->l.virtual_stages,
            c->l.zero, cfg_recompute_name(c->l.recompute), c->l.sequence_parallel,
            c->l.pipeline_outer ? "tp cp dp pp" : "tp cp pp dp", c->estimate_s, c->step_time_s,
-           c->des_step_time_s, c->mfu, c->tokens_per_s, c->peak_bytes, c->same);
+           c->des_step_time_s, c->mfu, c->tokens_per_s, c->peak_bytes / (1024.0 * 1024 * 1024),
+           c->same);
   }
 }
 

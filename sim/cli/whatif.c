@@ -223,18 +223,21 @@ typedef struct {
 } wi_point;
 
 /* What a sweep reports: a training step (step time, MFU, tokens/s, memory, fits) or a serving
- * run (TBT p50, SLO attainment, output tokens/s, -, not saturated). */
+ * run (TBT p50, SLO attainment, output tokens/s, -, not saturated). JSON keeps bytes (for
+ * programs); the table and CSV give GiB (for people and spreadsheets). */
 typedef struct {
-  const char *json[5], *head[5], *axis[2];
+  const char *json[5], *csv_memory, *head[5], *axis[2];
 } wi_columns;
 
 static const wi_columns wi_training = {
     {"step_time_s", "mfu", "tokens_per_s", "peak_bytes", "fits"},
-    {"step (s)", "MFU %", "tokens/s", "memory (B)", "fits"},
+    "peak_GiB",
+    {"step (s)", "MFU %", "tokens/s", "memory (GiB)", "fits"},
     {"step time (s)", "MFU (%)"}};
 static const wi_columns wi_serving = {
     {"tbt_p50_s", "slo_attainment", "output_tokens_per_s", "peak_bytes", "below_saturation"},
-    {"TBT p50 (s)", "SLO %", "out tok/s", "memory (B)", "unsat."},
+    "peak_GiB",
+    {"TBT p50 (s)", "SLO %", "out tok/s", "memory (GiB)", "unsat."},
     {"TBT p50 (s)", "SLO attainment (%)"}};
 
 static wi_point wi_point_of(const cJSON *j, char *value, double x)
@@ -466,17 +469,20 @@ static bool wi_sweep(const wi_args *a, eng_kind engine, const cli_mpi *m, GError
     rep_json_print(stdout, arr);
     cJSON_Delete(arr);
   } else if (ok) {
-    const char *fmt = a->csv ? "%s,%.6g,%.4f,%.6g,%.6g,%s\n" : "  %-16s %12.4f %8.1f %12.0f %14.4g %s\n";
+    const char *fmt = a->csv ? "%s,%.6g,%.4f,%.6g,%s,%s\n" : "  %-16s %12.4f %8.1f %12.0f %14s %s\n";
     if (a->csv)
       printf("%s,%s,%s,%s,%s,%s\n", key, cols->json[0], cols->json[1], cols->json[2],
-             cols->json[3], cols->json[4]);
+             cols->csv_memory, cols->json[4]);
     else
       printf("dlsim whatif: sweep of %s\n  %-16s %12s %8s %12s %14s %s\n", key, "value",
              cols->head[0], cols->head[1], cols->head[2], cols->head[3], cols->head[4]);
     for (guint i = 0; i < pts->len; i++) {
       const wi_point *p = &g_array_index(pts, wi_point, i);
-      printf(fmt, p->value, p->step, a->csv ? p->mfu : 100 * p->mfu, p->tokens, p->peak,
-             p->fits ? "yes" : "no");
+      char gib[32];
+      g_snprintf(gib, sizeof gib, isfinite(p->peak) ? (a->csv ? "%.4f" : "%.2f") : "-",
+                 p->peak / (1024.0 * 1024 * 1024));
+      printf(fmt, p->value, p->step, a->csv ? p->mfu : 100 * p->mfu, p->tokens,
+             isfinite(p->peak) || !a->csv ? gib : "", p->fits ? "yes" : "no");
     }
   }
   if (ok && a->plot && pts->len > 0) {
