@@ -337,7 +337,7 @@ Test(plan, what_a_runner_up_loses_adds_up, .timeout = 60)
     cr_assert(fabs(said - total) <= 1e-3 * fabs(total), "%s (step delta %g)", why, total);
     double sum = 0;
     int parts = 0;
-    for (at = strstr(at, "= "); at && (at = strpbrk(at + 1, "+-"));) {
+    for (at = strstr(at, "= "); at && *at && (at = strpbrk(at + 1, "+-"));) {
       double v = plan_read_delta(&at);
       cr_assert(!isnan(v) && fabs(v) >= 1e-4 * best, "a part of no size: %s", why);
       sum += v;

@@ -125,7 +125,7 @@ static const cli_opt_row cli_opt_rows[CLI_NOPTS] = {
     [CLI_YES] = {"yes", 'y', G_OPTION_ARG_NONE, "Run even if estimated to take long", NULL},
     [CLI_JSON] = {"json", 0, G_OPTION_ARG_NONE, "Print JSON (keys of docs/output.md)", NULL},
     [CLI_CSV] = {"csv", 0, G_OPTION_ARG_NONE,
-                 "Print CSV: a header row, units in the column names (_s seconds, _bytes bytes)", NULL},
+                 "Print CSV: a header row, units in the column names (_s seconds, _GiB memory)", NULL},
     [CLI_MAX_MEMORY] = {"max-memory", 0, G_OPTION_ARG_STRING,
                         "Refuse runs estimated to need more (default 4GiB)", "SIZE"},
 };
@@ -238,13 +238,32 @@ void cli_json_prepend(cJSON *o, const char *key, cJSON *item)
   cJSON_InsertItemInArray(o, 0, cJSON_DetachItemViaPointer(o, item));
 }
 
-static void cli_csv_cell(FILE *out, const cJSON *x)
+/* A memory column: printed in GiB, named _GiB (a spreadsheet reads 64.26, not 68997279410).
+ * Message sizes (size_bytes, as nccl-tests prints them) stay in bytes. */
+static bool cli_csv_bytes_column(const char *key)
+{
+  return g_str_has_suffix(key, "_bytes") && !g_str_has_suffix(key, "size_bytes");
+}
+
+static void cli_csv_header(FILE *out, const char *key)
+{
+  if (cli_csv_bytes_column(key))
+    fprintf(out, "%.*s_GiB", (int)(strlen(key) - strlen("_bytes")), key);
+  else
+    fputs(key, out);
+}
+
+static void cli_csv_cell(FILE *out, const char *key, const cJSON *x)
 {
   if (!x || cJSON_IsNull(x))
     return;
   double v = x->valuedouble;
+  if (cJSON_IsNumber(x) && cli_csv_bytes_column(key)) {
+    fprintf(out, "%.4f", v / (1024.0 * 1024 * 1024));
+    return;
+  }
   if (cJSON_IsNumber(x) && (v == floor(v) || fabs(v) >= 1e6) && fabs(v) < 1e18)
-    fprintf(out, "%.0f", v); /* bytes and counts as plain integers, never 1e+10 */
+    fprintf(out, "%.0f", v); /* counts as plain integers, never 1e+10 */
   else if (cJSON_IsNumber(x))
     fprintf(out, "%.10g", x->valuedouble);
   else if (cJSON_IsBool(x))
@@ -272,8 +291,11 @@ void cli_csv_print(FILE *out, const cJSON *rows)
       if (!g_ptr_array_find_with_equal_func(columns, keys->pdata[k], g_str_equal, NULL))
         g_ptr_array_add(columns, g_strdup(keys->pdata[k]));
   }
-  for (guint c = 0; c < columns->len; c++)
-    fprintf(out, "%s%s", c ? "," : "", (char *)columns->pdata[c]);
+  for (guint c = 0; c < columns->len; c++) {
+    if (c)
+      fputc(',', out);
+    cli_csv_header(out, columns->pdata[c]);
+  }
   fputc('\n', out);
   cJSON_ArrayForEach(row, rows)
   {
@@ -285,7 +307,7 @@ void cli_csv_print(FILE *out, const cJSON *rows)
       if (c)
         fputc(',', out);
       if (g_ptr_array_find_with_equal_func(keys, columns->pdata[c], g_str_equal, &k))
-        cli_csv_cell(out, values->pdata[k]);
+        cli_csv_cell(out, columns->pdata[c], values->pdata[k]);
     }
     fputc('\n', out);
   }
