@@ -162,10 +162,11 @@ static int vcli_pins(const GArray *rows, bool update, bool all_cases)
 /* The summary a newcomer reads: per kind of prediction, how many cases, their median |error|,
  * the mean signed error (optimism cannot hide behind a good median) and how many are within
  * tolerance; then the cases worse than their pins. */
-static bool vcli_print_summary(const GArray *rows)
+static bool vcli_print_summary(const GArray *rows, bool loso)
 {
   GArray *sum = val_summarize(rows);
-  printf("dlsim validate: %u real measurements (validation/cases), predicted in process\n\n", rows->len);
+  printf("dlsim validate: %u real measurements (validation/cases), predicted in process%s\n\n",
+         rows->len, loso ? ", leaving each fitted source out (its fit undone)" : "");
   printf("  %-12s %6s %14s %14s %14s\n", "category", "cases", "median |error|", "mean signed",
          "within tol.");
   for (guint i = 0; i < sum->len; i++) {
@@ -179,6 +180,10 @@ static bool vcli_print_summary(const GArray *rows)
     printf("\n");
   }
   g_array_free(sum, TRUE);
+  if (loso) { /* the pins are of the fitted model: nothing to hold these errors to */
+    printf("\n  fit cases predicted with their 'unfit' overrides; every case: --loso --verbose\n");
+    return true;
+  }
   g_autofree char *path = val_pins_path();
   GHashTable *pins = NULL;
   GString *report = g_string_new(NULL);
@@ -272,7 +277,7 @@ static void vcli_share(const cli_mpi *m, GArray *rows)
 
 /* What to print: the options, and whether cases were named. */
 typedef struct {
-  gboolean json, csv, check, update, verbose;
+  gboolean json, csv, check, update, verbose, loso;
   bool named;
 } vcli_output;
 
@@ -293,7 +298,7 @@ static int vcli_report(const GArray *rows, const vcli_output *o)
     return all_pass ? 0 : 1;
   }
   /* all cases: the summary, failing only when a case got worse than its pin */
-  return vcli_print_summary(rows) ? 0 : 1;
+  return vcli_print_summary(rows, o->loso) ? 0 : 1;
 }
 
 int cli_validate(int argc, char **argv)
@@ -308,15 +313,18 @@ int cli_validate(int argc, char **argv)
       {"check-pins", 0, 0, G_OPTION_ARG_NONE, &o.check,
        "Fail if any case's |error| grew more than a point beyond validation/pins.tsv", NULL},
       {"update-pins", 0, 0, G_OPTION_ARG_NONE, &o.update, "Write today's errors to validation/pins.tsv", NULL},
+      {"loso", 0, 0, G_OPTION_ARG_NONE, &o.loso,
+       "Leave one source out: predict every fit case as if it had not been fitted on", NULL},
       cli_opt(CLI_THREADS, &threads, "Cases run at once (default 2)"),
       cli_opt(CLI_VERBOSE, &o.verbose, "Every case (the summary is the default)"),
       CLI_OPT_END};
   int code = 0;
   if (!cli_parse(entries, "[CASE...] - predicted vs measured for real cases", &argc, &argv, &code))
     return code;
-  if (threads < 1 || (o.check && o.update)) {
-    fprintf(stderr, "dlsim: error: %s\n", threads < 1 ? "--threads: expected N >= 1"
-                                                       : "--check-pins or --update-pins: one of them");
+  if (threads < 1 || (o.check && o.update) || (o.loso && (o.check || o.update))) {
+    fprintf(stderr, "dlsim: error: %s\n", threads < 1  ? "--threads: expected N >= 1"
+                                           : o.loso ? "--loso: pins are of the fitted model, not with --check-pins or --update-pins"
+                                                  : "--check-pins or --update-pins: one of them");
     return 2;
   }
   o.named = argc > 1;
@@ -325,7 +333,8 @@ int cli_validate(int argc, char **argv)
   cli_mpi_init(&mpi);
   GPtrArray *files = val_case_files(argv + 1, &err);
   GArray *rows = NULL;
-  bool loaded = files && val_load_files(files, &rows, &err);
+  bool loaded = files && val_load_files(files, &rows, &err) &&
+                (!o.loso || val_rows_leave_out_fits(rows, &err));
   if (loaded) {
     /* with MPI, each rank predicts its share of the cases on its own threads */
     val_run_rows(rows, threads, mpi.rank, mpi.size);

@@ -409,6 +409,8 @@ typedef struct {
   char *cluster, *workload; /* resolved paths */
   char **set;           /* overrides, "key=value" */
   char **ratio_to;      /* when set: the metric is this case / the same case with these overrides */
+  char **unfit;         /* a fit case: the overrides that put back what was fitted on its source
+                           (the prior), for leave-one-source-out checks */
   int engine;           /* 0 analytic, 1 des */
   char *metric;         /* a key of the command's --json output, dotted: memory.peak_bytes,
                            ranks.0.total_bytes, samples_per_s */

@@ -1039,6 +1039,7 @@ void cfg_case_clear(cfg_case *c)
   g_free(c->workload);
   g_strfreev(c->set);
   g_strfreev(c->ratio_to);
+  g_strfreev(c->unfit);
   g_free(c->metric);
   g_free(c->command);
   g_free(c->unit);

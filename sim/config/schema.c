@@ -627,6 +627,8 @@ static const cfg_field cfg_case_fields[] = {
     F_PATH(cfg_case, "cluster", cluster, "the cluster file"),
     F_PATH(cfg_case, "workload", workload, "the workload file"),
     {ROW(cfg_case, "set", CFG_T_SEQ_STRING, set), .doc = "overrides, KEY=VALUE"},
+    {ROW(cfg_case, "unfit", CFG_T_SEQ_STRING, unfit),
+     .doc = "a fit case: overrides that put back what was fitted on its source (dlsim validate --loso)"},
     {ROW(cfg_case, "ratio_to", CFG_T_SEQ_STRING, ratio_to),
      .doc = "the metric is this case / the same case with these overrides"},
     F_ENUM(cfg_case, "engine", engine, cfg_engine_names, "the engine",

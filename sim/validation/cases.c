@@ -1,4 +1,5 @@
 /* Case files, and running them: each case predicted and compared with its measurement. */
+#include "run/run.h"
 #include "validation/validation_internal.h"
 
 #include <math.h>
@@ -135,6 +136,24 @@ bool val_run_files(GPtrArray *files, int threads, GArray **rows, GError **err)
   if (!val_load_files(files, rows, err))
     return false;
   val_run_rows(*rows, threads, 0, 1);
+  return true;
+}
+
+bool val_rows_leave_out_fits(GArray *rows, GError **err)
+{
+  for (guint i = 0; i < rows->len; i++) {
+    cfg_case *c = &g_array_index(rows, val_row, i).c;
+    if (c->role != CFG_CASE_FIT)
+      continue;
+    if (!c->unfit) {
+      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                  "case %s is fitted on but says nothing of how to undo it (key 'unfit')", c->name);
+      return false;
+    }
+    char **set = sim_strv_concat(c->set, c->unfit);
+    g_strfreev(c->set);
+    c->set = set;
+  }
   return true;
 }
 

@@ -38,6 +38,10 @@ bool val_run_files(GPtrArray *files, int threads, GArray **rows, GError **err);
 bool val_load_files(GPtrArray *files, GArray **rows, GError **err);
 void val_run_rows(GArray *rows, int threads, int shard, int nshards);
 void val_rows_free(GArray *rows);
+/* Leave-one-source-out: every fit case is predicted with its `unfit` overrides, as if its source
+ * had not been fitted on (what the model says of a source it never saw). A fit case without
+ * `unfit` is an input error. */
+bool val_rows_leave_out_fits(GArray *rows, GError **err);
 
 /* The case's metric as dlsim predicts it, with `extra` overrides after the case's own (a
  * ratio_to case: the ratio). Not for table cases. */
