@@ -313,3 +313,21 @@ Test(config, a_profile_holds_only_workload_defaults)
   g_autofree char *msg = th_load_error("dgx-a100", "gpt3-1.3b-dp", sets);
   cr_assert(msg && strstr(msg, "may hold only the sections") && strstr(msg, "'gpu'"), "%s", msg);
 }
+
+Test(config, a_serving_engine_profile_gives_its_defaults)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  const char *sets[] = {"serving.engine=trtllm", "serving.max_batch=64", NULL};
+  cr_assert(th_load("dgx-h100", "llama3-70b-tp8", sets, &c, &w));
+  cr_assert_str_eq(w->serving.engine, "trtllm");
+  cr_assert_float_eq(w->serving.kv_cache_free_fraction, 0.9, 1e-12, "KvCacheConfig's default");
+  cr_assert_eq(w->serving.preemption, CFG_PREEMPT_NONE, "GUARANTEED_NO_EVICT");
+  cr_assert_eq(w->serving.max_batch, 64, "the override wins");
+  cr_assert_eq(w->serving.scheduler, CFG_SCHEDULER_CONTINUOUS, "the workload's own key wins");
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
+  const char *bad[] = {"serving.engine=vlm", NULL};
+  g_autofree char *msg = th_load_error("dgx-h100", "llama3-70b-tp8", bad);
+  cr_assert(msg && strstr(msg, "no serving engine profile 'vlm'") && strstr(msg, "vllm"), "%s", msg);
+}

@@ -1,6 +1,7 @@
 #!/bin/sh
-# Reproduces the one fitted serving parameter: serving.request_overhead of the vLLM workload
-# (validation/serving/vllm-v0.15-h100.yaml), the time a request spends outside the engine (API
+# Reproduces the one fitted serving parameter: serving.request_overhead of the vLLM engine
+# profile (configs/engines/vllm.yaml, which validation/serving/vllm-v0.15-h100.yaml and the
+# llama2-7b-vllm preset name), the time a request spends outside the engine (API
 # server, tokenization, detokenization and streaming). It is FITTED on the mean TTFT of two
 # rows only, one per tensor-parallel size (cases vllm-h100-llama2-7b-tp1-codegen-s0-ttft and
 # vllm-h100-llama2-70b-tp4-codegen-s0-ttft, role fit); every other serving case is a check.

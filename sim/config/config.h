@@ -299,6 +299,7 @@ typedef struct {
 
 typedef struct {
   cfg_dtype dtype;
+  char *engine;                /* the profile (configs/engines) whose defaults it took */
   int tp, pp, ep, max_batch;
   cfg_scheduler scheduler;
   cfg_requests requests;

@@ -228,48 +228,72 @@ static void cfg_map_fill(cfg_node *base, cfg_node *defaults)
   }
 }
 
-/* A framework profile holds defaults of these sections only. */
-static bool cfg_framework_sections_ok(const cfg_node *profile, const cfg_node *ref, const char *path,
-                                      GError **err)
+/* A profile: a key naming a file of defaults for some sections of the workload. */
+typedef struct {
+  const char *section, *key; /* training.framework, serving.engine */
+  const char *kind;          /* its folder of configs/ */
+  const char *what;          /* for errors: "framework profile" */
+  const char *const *allowed;/* the sections it may hold, NULL-terminated */
+} cfg_profile;
+
+static const char *const cfg_framework_sections[] = {"training", "parallel", "collectives", "memory", NULL};
+static const char *const cfg_engine_sections[] = {"serving", NULL};
+static const cfg_profile cfg_profiles[] = {
+    {"training", "framework", "frameworks", "framework profile", cfg_framework_sections},
+    {"serving", "engine", "engines", "serving engine profile", cfg_engine_sections},
+};
+
+static bool cfg_profile_sections_ok(const cfg_profile *pr, const cfg_node *profile,
+                                    const cfg_node *ref, const char *path, GError **err)
 {
-  static const char *const allowed[] = {"training", "parallel", "collectives", "memory"};
   for (guint i = 0; i < profile->items->len; i++) {
     const cfg_pair *q = g_ptr_array_index(profile->items, i);
     bool ok = false;
-    for (size_t k = 0; k < G_N_ELEMENTS(allowed); k++)
-      ok |= strcmp(q->key, allowed[k]) == 0 && q->value->kind == CFG_NODE_MAP;
+    for (int k = 0; pr->allowed[k]; k++)
+      ok |= strcmp(q->key, pr->allowed[k]) == 0 && q->value->kind == CFG_NODE_MAP;
     if (!ok) {
-      cfg_set_error_node(err, ref, "training.framework: '%s' may hold only the sections training, "
-                         "parallel, collectives and memory (found '%s')", path, q->key);
+      g_autofree char *list = g_strjoinv(", ", (char **)pr->allowed);
+      cfg_set_error_node(err, ref, "%s.%s: '%s' may hold only the sections %s (found '%s')",
+                         pr->section, pr->key, path, list, q->key);
       return false;
     }
   }
   return true;
 }
 
-/* `training.framework: NAME`: the profile configs/frameworks/NAME.yaml (the framework's defaults:
- * attention kernels, gradient dtype and buckets, sharding) under the workload's own keys, so
- * that what the workload or a --set states wins. */
-static bool cfg_graft_framework(cfg_doc *doc, GError **err)
+/* `training.framework: NAME` (configs/frameworks: the framework's defaults for attention
+ * kernels, gradient dtype and buckets, sharding) or `serving.engine: NAME` (configs/engines:
+ * the engine's scheduler, batch limits, KV cache and overheads): the profile goes under the
+ * workload's own keys, so that what the workload or a --set states wins. */
+static bool cfg_graft_profile(cfg_doc *doc, const cfg_profile *pr, GError **err)
 {
-  cfg_node *training = cfg_map_get(doc->root, "training");
-  cfg_node *ref = training && training->kind == CFG_NODE_MAP ? cfg_map_get(training, "framework") : NULL;
+  cfg_node *section = cfg_map_get(doc->root, pr->section);
+  cfg_node *ref = section && section->kind == CFG_NODE_MAP ? cfg_map_get(section, pr->key) : NULL;
   if (!ref || ref->kind != CFG_NODE_SCALAR || strcmp(ref->scalar, "none") == 0)
     return true;
-  g_autofree char *path = cfg_resolve(ref->scalar, "frameworks", NULL);
+  g_autofree char *path = cfg_resolve(ref->scalar, pr->kind, NULL);
+  g_autofree char *where = g_strdup_printf("%s.%s", pr->section, pr->key);
   if (!path) {
-    g_autofree char *list = cfg_presets_list("frameworks");
-    cfg_set_error_node(err, ref, "training.framework: no framework profile '%s' (profiles: none, %s)",
+    g_autofree char *list = cfg_presets_list(pr->kind);
+    cfg_set_error_node(err, ref, "%s: no %s '%s' (profiles: none, %s)", where, pr->what,
                        ref->scalar, list);
     return false;
   }
-  cfg_node *profile = cfg_read_map(doc, ref, "training.framework", path, err);
-  if (!profile || !cfg_framework_sections_ok(profile, ref, path, err)) {
+  cfg_node *profile = cfg_read_map(doc, ref, where, path, err);
+  if (!profile || !cfg_profile_sections_ok(pr, profile, ref, path, err)) {
     cfg_node_free(profile);
     return false;
   }
   cfg_map_fill(doc->root, profile);
   cfg_node_free(profile);
+  return true;
+}
+
+static bool cfg_graft_profiles(cfg_doc *doc, GError **err)
+{
+  for (size_t i = 0; i < G_N_ELEMENTS(cfg_profiles); i++)
+    if (!cfg_graft_profile(doc, &cfg_profiles[i], err))
+      return false;
   return true;
 }
 
@@ -845,7 +869,7 @@ static bool cfg_load_docs(cfg_doc *cdoc, cfg_doc *wdoc, const cfg_override *sets
       goto fail;
   if (wdoc && !cfg_graft_model(wdoc, err)) /* a --set may have named another model */
     goto fail;
-  if (wdoc && !cfg_graft_framework(wdoc, err)) /* after the overrides: they may name it */
+  if (wdoc && !cfg_graft_profiles(wdoc, err)) /* after the overrides: they may name them */
     goto fail;
   if (preset && cdoc && wdoc && cfg_map_get(wdoc->root, "training"))
     sized = cfg_size_preset(cdoc, wdoc, sets, nsets);
@@ -988,6 +1012,7 @@ void cfg_workload_free(cfg_workload *w)
   g_free(w->model.name);
   g_free(w->model.preset);
   g_free(w->training.framework);
+  g_free(w->serving.engine);
   g_free(w->model.moe.histogram);
   g_free(w->collectives.algorithm);
   g_free(w->collectives.protocol);

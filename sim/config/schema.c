@@ -520,6 +520,10 @@ static const cfg_field cfg_serving_fields[] = {
     F_INT(cfg_serving, "tp", tp, 1, "tensor parallelism per replica", DEF(1)),
     F_INT(cfg_serving, "pp", pp, 1, "pipeline stages per replica", DEF(1)),
     F_INT(cfg_serving, "ep", ep, 1, "expert parallelism (not yet simulated beyond 1)", DEF(1)),
+    F_STR(cfg_serving, "engine", engine,
+          "the serving engine whose defaults the workload takes (configs/engines: vllm, trtllm, "
+          "sglang; each file says where its numbers come from); none: dlsim's generic defaults",
+          DEF_STR("none")),
     F_INT(cfg_serving, "max_batch", max_batch, 1, "sequences per iteration at most", DEF(256)),
     F_ENUM(cfg_serving, "scheduler", scheduler, cfg_scheduler_names,
            "batching: continuous (vLLM V0, Orca), static, chunked prefill (Sarathi-Serve, vLLM "

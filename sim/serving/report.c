@@ -2,6 +2,8 @@
 #include "serving/serving_internal.h"
 #include "units/units.h"
 
+#include <string.h>
+
 static const char *srv_arrival_name(cfg_arrival a)
 {
   static const char *const names[] = {"Poisson", "gamma", "uniform", "burst"};
@@ -13,10 +15,11 @@ static void srv_text_setup(FILE *out, const srv_result *r)
   const cfg_workload *w = r->workload;
   const cfg_serving *s = &w->serving;
   int gpus = s->replicas * s->tp * s->pp;
+  bool named = s->engine && strcmp(s->engine, "none") != 0;
   fprintf(out,
-          "dlsim serve: %s on %s, %d replica%s of TP %d x PP %d (%d GPU%s), %s weights, %s KV, "
+          "dlsim serve: %s%s%s on %s, %d replica%s of TP %d x PP %d (%d GPU%s), %s weights, %s KV, "
           "scheduler %s (max batch %d, %d tokens per iteration)\n",
-          w->model.name, r->cluster->name, s->replicas, s->replicas == 1 ? "" : "s", s->tp, s->pp,
+          w->model.name, named ? " with " : "", named ? s->engine : "", r->cluster->name, s->replicas, s->replicas == 1 ? "" : "s", s->tp, s->pp,
           gpus, gpus == 1 ? "" : "s", cfg_dtype_name(s->dtype), cfg_dtype_name(s->kv_dtype),
           cfg_scheduler_name(s->scheduler), s->max_batch, s->max_tokens);
   const cfg_requests *q = &s->requests;
