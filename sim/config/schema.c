@@ -428,8 +428,8 @@ static const cfg_field cfg_training_fields[] = {
            "fused attention (FlashAttention): no attention scores kept", DEF(1)),
     F_STR(cfg_training, "framework", framework,
           "the training framework whose defaults the workload takes (configs/frameworks: "
-          "megatron, deepspeed, fsdp, torchtitan, horovod; each file says where its numbers "
-          "come from); none: dlsim's generic defaults",
+          "megatron, nemo, deepspeed, fsdp, torchtitan, horovod; each file says where its "
+          "numbers come from); none: dlsim's generic defaults",
           DEF_STR("none")),
     F_ENUM(cfg_training, "attention", attention, cfg_attention_choice_names,
            "the fused attention kernels: fa2 (FlashAttention-2, what PyTorch's SDPA runs), fa3 "
