@@ -250,3 +250,31 @@ Test(parallel, impossible_layouts_exit_2_naming_the_key)
     th_proc_clear(&p);
   }
 }
+
+static double overlap_step(const char *overlap, eng_kind kind, double *exposed_tp)
+{
+  const char *sets[] = {"node.count=1", "parallel.sequence_parallel=true", "model.layers=8", overlap,
+                        NULL};
+  sim_options o = sim_options_for(kind);
+  sim_result r;
+  GError *err = NULL;
+  cr_assert(sim_run_files("dgx-a100", "megatron-22b", (char *const *)sets, &o, &r, &err), "%s",
+            err ? err->message : "");
+  double t = r.eng.step_time;
+  *exposed_tp = r.eng.exposed[PROG_DIM_TP];
+  sim_result_clear(&r);
+  return t;
+}
+
+Test(parallel, tensor_parallel_collectives_run_beside_their_gemms_when_overlapped)
+{
+  double plain_tp, over_tp, des_tp;
+  double plain = overlap_step("parallel.tp_comm_overlap=false", ENG_ANALYTIC, &plain_tp);
+  double over = overlap_step("parallel.tp_comm_overlap=true", ENG_ANALYTIC, &over_tp);
+  double des = overlap_step("parallel.tp_comm_overlap=true", ENG_DES, &des_tp);
+  /* the forward all-gathers and reduce-scatters hide under their GEMMs, the backward
+   * all-gather of output gradients under the input-gradient GEMM */
+  cr_assert_lt(over, plain, "overlapped %g s, plain %g s", over, plain);
+  cr_assert_lt(over_tp, 0.5 * plain_tp, "exposed TP %g s of %g s", over_tp, plain_tp);
+  cr_assert_float_eq(des, over, 0.03 * over, "DES %g s, analytic %g s", des, over);
+}

@@ -265,6 +265,8 @@ typedef struct {
 typedef struct {
   int tp, pp, dp, cp, ep;
   int sequence_parallel; /* 0/1 */
+  int tp_comm_overlap;   /* 0/1: sequence-parallel all-gathers and reduce-scatters pipelined with
+                          * their GEMMs (Transformer Engine's userbuffers) */
   cfg_schedule schedule;
   int virtual_stages;
   int zero;

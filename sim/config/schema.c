@@ -453,6 +453,11 @@ static const cfg_field cfg_parallel_fields[] = {
           DEF(1)),
     F_BOOL(cfg_parallel, "sequence_parallel", sequence_parallel,
            "Megatron's sequence parallelism inside tensor-parallel groups", DEF(0)),
+    F_BOOL(cfg_parallel, "tp_comm_overlap", tp_comm_overlap,
+           "with sequence parallelism, the tensor-parallel all-gather before a column-parallel "
+           "GEMM and the reduce-scatter after a row-parallel one run beside it in chunks "
+           "(Transformer Engine's userbuffers, Megatron's --tp-comm-overlap)",
+           DEF(0)),
     F_ENUM(cfg_parallel, "schedule", schedule, cfg_schedule_names, "pipeline schedule",
            DEF(CFG_SCHED_1F1B)),
     F_INT(cfg_parallel, "virtual_stages", virtual_stages, 1,
