@@ -267,6 +267,7 @@ typedef struct {
   int sequence_parallel; /* 0/1 */
   int tp_comm_overlap;   /* 0/1: sequence-parallel all-gathers and reduce-scatters pipelined with
                           * their GEMMs (Transformer Engine's userbuffers) */
+  int overlap_param_gather; /* 0/1: ZeRO-1/2's parameter all-gather under the next forward */
   cfg_schedule schedule;
   int virtual_stages;
   int zero;

@@ -458,6 +458,12 @@ static const cfg_field cfg_parallel_fields[] = {
            "GEMM and the reduce-scatter after a row-parallel one run beside it in chunks "
            "(Transformer Engine's userbuffers, Megatron's --tp-comm-overlap)",
            DEF(0)),
+    F_BOOL(cfg_parallel, "overlap_param_gather", overlap_param_gather,
+           "ZeRO-1/2 (Megatron's distributed optimizer): the updated parameters are gathered "
+           "while the next step's forward runs, not after the optimizer "
+           "(Megatron's --overlap-param-gather); modelled as hidden under the whole step, a "
+           "lower bound: Megatron waits for each bucket before its layers' first forward",
+           DEF(0)),
     F_ENUM(cfg_parallel, "schedule", schedule, cfg_schedule_names, "pipeline schedule",
            DEF(CFG_SCHED_1F1B)),
     F_INT(cfg_parallel, "virtual_stages", virtual_stages, 1,

@@ -694,7 +694,24 @@ static void wl_stage_step(wl_st *st, const wl_step *step, int last_mb)
               x->act_bytes, &last, 1);
 }
 
-/* After the last backward: tied embedding gradients, the optimizer, ZeRO's parameter gather. */
+/* ZeRO-1/2's all-gather of the updated parameters (after `dep`, or none). */
+static void wl_param_gather(wl_st *st, double params, double experts, const uint32_t *dep)
+{
+  wl_par *x = st->x;
+  prog_program *p = x->p;
+  const cfg_workload *w = x->w;
+  if (w->parallel.zero < 1 || w->parallel.zero > 2 || x->dp * x->cp == 1)
+    return;
+  double dense = params - experts;
+  prog_comm(p, st->cls, PROG_STREAM_DP, "allgather updated params", PROG_COLL_ALLGATHER, x->fam_dp,
+            dense * x->sb.weights, dep, dep ? 1 : 0);
+  if (experts > 0 && x->dp * x->cp / x->ep > 1)
+    prog_comm(p, st->cls, PROG_STREAM_DP, "allgather updated expert params", PROG_COLL_ALLGATHER,
+              x->fam_edp, experts * x->sb.weights, dep, dep ? 1 : 0);
+}
+
+/* After the last backward: tied embedding gradients, the optimizer, ZeRO's parameter gather
+ * (unless it overlaps the next step's forward: then wl_build_stage issued it first). */
 static void wl_stage_finish(wl_st *st, double params, double experts)
 {
   wl_par *x = st->x;
@@ -718,13 +735,8 @@ static void wl_stage_finish(wl_st *st, double params, double experts)
   uint32_t deps[1] = {st->last_dp};
   uint32_t opt = prog_compute(p, st->cls, w->training.optimizer == CFG_OPT_ADAM ? "optimizer.adam" : "optimizer.sgd",
                               CFG_KCLASS_OPTIMIZER, CFG_FP32, shard * 12, bytes, deps, st->has_dp ? 1 : 0);
-  if (w->parallel.zero >= 1 && w->parallel.zero <= 2 && x->dp * x->cp > 1) {
-    prog_comm(p, st->cls, PROG_STREAM_DP, "allgather updated params", PROG_COLL_ALLGATHER, x->fam_dp,
-              dense * x->sb.weights, &opt, 1);
-    if (experts > 0 && x->dp * x->cp / x->ep > 1)
-      prog_comm(p, st->cls, PROG_STREAM_DP, "allgather updated expert params", PROG_COLL_ALLGATHER,
-                x->fam_edp, experts * x->sb.weights, &opt, 1);
-  }
+  if (!w->parallel.overlap_param_gather)
+    wl_param_gather(st, params, experts, &opt);
 }
 
 static void wl_build_stage(wl_par *x, int s)
@@ -754,6 +766,10 @@ static void wl_build_stage(wl_par *x, int s)
   prog_mem(p, s, "weights", PROG_MEM_PARAMS, states.weights, NULL, 0);
   prog_mem(p, s, "gradients", PROG_MEM_GRADS, states.grads, NULL, 0);
   prog_mem(p, s, "optimizer states", PROG_MEM_OPTIMIZER, states.optimizer, NULL, 0);
+  /* Megatron's --overlap-param-gather: the last step's updated parameters are gathered while
+   * this step's forward runs (in the steady state one gather per step, beside the compute) */
+  if (x->w->parallel.overlap_param_gather)
+    wl_param_gather(&st, params, experts, NULL);
   GArray *order = wl_schedule(x, s);
   for (guint i = 0; i < order->len; i++)
     wl_stage_step(&st, &g_array_index(order, wl_step, i), x->micro - 1);
