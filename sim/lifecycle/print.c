@@ -84,8 +84,9 @@ void lc_text(FILE *out, const lc_run *run)
           100 * run->t.goodput);
   lc_text_failures(out, run);
   lc_text_checkpoints(out, run);
-  g_autofree char *mwh = run->energy_kwh >= 1e3 ? g_strdup_printf("%.1f MWh", run->energy_kwh / 1e3)
-                                                 : g_strdup_printf("%.1f kWh", run->energy_kwh);
+  g_autofree char *mwh = run->energy_kwh >= 1e6   ? g_strdup_printf("%.0f MWh", run->energy_kwh / 1e3)
+                         : run->energy_kwh >= 1e3 ? g_strdup_printf("%.1f MWh", run->energy_kwh / 1e3)
+                                                  : g_strdup_printf("%.1f kWh", run->energy_kwh);
   fprintf(out, "    energy           %12s   (%.3g kWh per step at PUE %.2f; a GPU draws %.0f W "
                "over a step)\n",
           mwh, run->step_energy / 3.6e6, run->pue, run->gpu_watts);
