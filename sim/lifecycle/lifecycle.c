@@ -256,6 +256,8 @@ bool lc_estimate(const sim_result *r, lc_run *out, GError **err)
   if (!(r->cluster->power.pue >= 1))
     return lc_fail(err, r->cluster->doc, "power.pue", "must be at least 1 (facility / IT power)");
   out->fleet = lc_fleet_of(r->cluster, r->gpus);
-  return lc_steps(r, out, err) && lc_checkpoint(r, out, err) && lc_schedule(r, out, err) &&
-         (lc_energy_and_cost(r, out), true);
+  if (!lc_steps(r, out, err) || !lc_checkpoint(r, out, err) || !lc_schedule(r, out, err))
+    return false;
+  lc_energy_and_cost(r, out);
+  return true;
 }
