@@ -81,7 +81,7 @@ bool lc_timeline_at(const lc_timeline_in *in, double interval, lc_timeline *out)
 
 const char *lc_phase_name(lc_phase p)
 {
-  static const char *const names[] = {"compute-bound", "memory-bound", "communicating", "idle"};
+  static const char *const names[] = {"compute_bound", "memory_bound", "communicating", "idle"};
   return p < LC_NPHASES ? names[p] : "?";
 }
 
@@ -228,13 +228,15 @@ static void lc_energy_and_cost(const sim_result *r, lc_run *run)
   cfg_power p_node = c->power;
   p_node.node = lc_node_power(c);
   const cfg_power *p = &p_node;
-  double time[LC_NPHASES];
+  double *time = run->phase_time;
   lc_step_phases(r, time);
   double nodes = run->fleet.count[LC_NODE], switches = run->fleet.count[LC_SWITCH];
   run->step_energy = lc_step_energy(p, time, r->gpus, nodes, switches);
   run->gpu_watts = 0;
-  for (int ph = 0; ph < LC_NPHASES; ph++)
-    run->gpu_watts += lc_gpu_power(p, (lc_phase)ph) * time[ph] / run->step_time;
+  for (int ph = 0; ph < LC_NPHASES; ph++) {
+    run->phase_power[ph] = lc_gpu_power(p, (lc_phase)ph);
+    run->gpu_watts += run->phase_power[ph] * time[ph] / run->step_time;
+  }
   double idle_time[LC_NPHASES] = {0, 0, 0, 1};
   double idle_power = lc_step_energy(p, idle_time, r->gpus, nodes, switches);
   double restarts = run->interruptions * (run->restart + run->read);

@@ -66,7 +66,7 @@ bool lc_timeline_at(const lc_timeline_in *in, double interval, lc_timeline *out)
 /* ---- energy --------------------------------------------------------------------------------- */
 
 typedef enum { LC_COMPUTE_BOUND, LC_MEMORY_BOUND, LC_COMMUNICATING, LC_IDLE, LC_NPHASES } lc_phase;
-const char *lc_phase_name(lc_phase p);
+const char *lc_phase_name(lc_phase p); /* compute_bound, memory_bound, communicating, idle */
 
 /* One GPU's power in each phase, watts (power.gpu_tdp x power.<phase>). */
 double lc_gpu_power(const cfg_power *p, lc_phase phase);
@@ -91,6 +91,8 @@ typedef struct {
   double checkpoint_bytes, checkpoint_write, checkpoint_stall, restart, read;
   bool async, interval_given;
   lc_timeline t;
+  double phase_time[LC_NPHASES];   /* one GPU's step by phase, seconds */
+  double phase_power[LC_NPHASES];  /* one GPU's power in each, watts */
   double step_energy;              /* facility joules per step */
   double gpu_watts;                /* one GPU's mean power over a step */
   double energy_kwh, gpu_hours, cost_usd, cost_per_mtoken;

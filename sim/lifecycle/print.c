@@ -126,6 +126,14 @@ cJSON *lc_json(const lc_run *run)
   cJSON *lost = lc_json_by_kind(run->lost_by);
   cJSON_AddNumberToObject(lost, "checkpoints", run->t.checkpoint_s);
   cJSON_AddItemToObject(j, "lost_s", lost);
+  cJSON *phases = cJSON_CreateObject();
+  for (int ph = 0; ph < LC_NPHASES; ph++) {
+    cJSON *one = cJSON_CreateObject();
+    cJSON_AddNumberToObject(one, "s", run->phase_time[ph]);
+    cJSON_AddNumberToObject(one, "w", run->phase_power[ph]);
+    cJSON_AddItemToObject(phases, lc_phase_name((lc_phase)ph), one);
+  }
+  cJSON_AddItemToObject(j, "gpu_phases", phases);
   cJSON_AddNumberToObject(j, "step_energy_j", run->step_energy);
   cJSON_AddNumberToObject(j, "energy_kwh", run->energy_kwh);
   cJSON_AddNumberToObject(j, "gpu_hours", run->gpu_hours);
