@@ -191,7 +191,15 @@ Test(omb_tables, real_outputs_read_with_a_time_per_row)
   calib_table a2a = omb_load("validation/omb/alps_gh200_osu_alltoall_cuda_2x4.txt");
   cr_assert_eq(a2a.points->len, 21);
   cr_assert_float_eq(omb_point(&a2a, 0)->time, 22.26e-6, 1e-12);
+  /* osu_alltoall's size is per rank pair: the model's is 8 times that over 8 ranks */
+  calib_table_model_sizes(&a2a, PROG_COLL_ALLTOALL, 8);
+  cr_assert_eq(omb_point(&a2a, 20)->size, 8.0 * 1048576);
   calib_table full = omb_load("validation/omb/jsc_a100_osu_allreduce_4gpu_1gib_ucc_cuda.txt");
+  calib_table_model_sizes(&full, PROG_COLL_ALLREDUCE, 4);
+  calib_table nccl = nt_load("tests/data/nccl_issue309_all_reduce_perf.txt");
+  calib_table_model_sizes(&nccl, PROG_COLL_ALLTOALL, 16); /* nccl-tests' sizes are the model's */
+  cr_assert_eq(omb_point(&nccl, 0)->size, 8);
+  calib_table_clear(&nccl);
   cr_assert_eq(full.points->len, 1);
   cr_assert_eq(omb_point(&full, 0)->size, 1073741824.0);
   cr_assert_float_eq(omb_point(&full, 0)->time, 7327.25e-6, 1e-12);

@@ -166,3 +166,11 @@ bool calib_omb_to_csv(const char *path, char **lines, GError **err)
                 "header ('# Size ...') under it", path);
   return ok && names;
 }
+
+void calib_table_model_sizes(calib_table *t, prog_coll op, int group)
+{
+  if (!t->omb || (op != PROG_COLL_ALLGATHER && op != PROG_COLL_ALLTOALL))
+    return;
+  for (guint i = 0; i < t->points->len; i++)
+    g_array_index(t->points, calib_point, i).size *= group;
+}

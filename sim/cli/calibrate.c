@@ -77,16 +77,6 @@ static void cal_print_errors(const char *when, const calib_errors *e)
   printf("\n");
 }
 
-/* OMB's allgather and alltoall sizes are what one rank sends to one other (allgather: its
- * share); nccl-tests' and the model's are a rank's whole buffer, `group` times as large. */
-static void cal_omb_sizes(calib_table *tab, const calib_target *t)
-{
-  if (t->op != PROG_COLL_ALLGATHER && t->op != PROG_COLL_ALLTOALL)
-    return;
-  for (guint i = 0; i < tab->points->len; i++)
-    g_array_index(tab->points, calib_point, i).size *= t->group;
-}
-
 static int cal_nccl(const cal_args *a)
 {
   if (!a->cluster || !a->op || a->gpus < 2)
@@ -107,8 +97,8 @@ static int cal_nccl(const cal_args *a)
             (!a->unit || calib_time_unit(a->unit, &cols.time_scale, &err)) &&
             calib_table_load(table, &cols, &tab, &err) &&
             cfg_load_with(a->cluster, NULL, a->sets, &c, NULL, &err);
-  if (ok && a->omb)
-    cal_omb_sizes(&tab, &t);
+  if (ok)
+    calib_table_model_sizes(&tab, t.op, t.group);
   if (ok && (a->gpus > cfg_cluster_gpus(c) || a->gpus % t.group)) {
     g_set_error(&err, CFG_ERROR, CFG_ERROR_INPUT, "--gpus %d / --group-size %d do not fit the cluster's %d GPUs",
                 a->gpus, t.group, cfg_cluster_gpus(c));
