@@ -254,6 +254,9 @@ Test(omb_tables, malformed_lines_say_where_and_what)
   cr_assert_str_eq(m4, ": an OMB title ('# OSU ...') but no column header ('# Size ...') under it");
   g_autofree char *m5 = nt_error("# OSU MPI Multi Latency Test v7.5\n# Size  Messages/s\n4  1.0\n", "time_us");
   cr_assert(g_str_has_prefix(m5, ":2: expected an OMB column header with 'Avg Latency(us)'"), "%s", m5);
+  g_autofree char *good = g_strconcat(head, "1                       0.90              Pass\n", NULL);
+  g_autofree char *m6 = nt_error(good, "oop_time_us");
+  cr_assert(strstr(m6, "(OMB output has time_us: dlsim calibrate --omb"), "%s", m6);
 }
 
 /* The column where each row's number ends, after the size: OMB prints %-10d%18.2f. */

@@ -267,7 +267,8 @@ bool calib_table_load(const char *path, const calib_columns *cols, calib_table *
       if (size_col < 0 || !calib_time_cols(header, time_name, time_cols, &ntime)) {
         g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s:%d: no column '%s' or '%s' in the header%s",
                     path, lineno, size_name, time_name,
-                    gemm || size_col >= 0 ? "" : ", and no nccl-tests column header ('#  size  count  type ...') "
+                    omb ? " (OMB output has time_us: dlsim calibrate --omb, or time_column: time_us)"
+                    : gemm || size_col >= 0 ? "" : ", and no nccl-tests column header ('#  size  count  type ...') "
                                 "in the file");
         goto fail;
       }
