@@ -165,7 +165,7 @@ Test(install, bash_completion, .timeout = 60)
       {"run -c dgx-h", "dgx-h100"},
       {"run --workload llama3-", "llama3-405b llama3-70b-tp8"},
       {"plan -m gpt3-1", "gpt3-1.3b gpt3-175b"},
-      {"run --set parallel.t", "parallel.tp="},
+      {"run --set parallel.ze", "parallel.zero="},
       {"whatif --sweep node.cou", "node.count="},
       {"run --cluster = v100", "v100-edr"},
       {"trace s", "summary"},

@@ -250,3 +250,57 @@ Test(parallel, impossible_layouts_exit_2_naming_the_key)
     th_proc_clear(&p);
   }
 }
+
+static double overlap_step(const char *overlap, eng_kind kind, double *exposed_tp)
+{
+  const char *sets[] = {"node.count=1", "parallel.sequence_parallel=true", "model.layers=8", overlap,
+                        NULL};
+  sim_options o = sim_options_for(kind);
+  sim_result r;
+  GError *err = NULL;
+  cr_assert(sim_run_files("dgx-a100", "megatron-22b", (char *const *)sets, &o, &r, &err), "%s",
+            err ? err->message : "");
+  double t = r.eng.step_time;
+  *exposed_tp = r.eng.exposed[PROG_DIM_TP];
+  sim_result_clear(&r);
+  return t;
+}
+
+Test(parallel, tensor_parallel_collectives_run_beside_their_gemms_when_overlapped)
+{
+  double plain_tp, over_tp, des_tp;
+  double plain = overlap_step("parallel.tp_comm_overlap=false", ENG_ANALYTIC, &plain_tp);
+  double over = overlap_step("parallel.tp_comm_overlap=true", ENG_ANALYTIC, &over_tp);
+  double des = overlap_step("parallel.tp_comm_overlap=true", ENG_DES, &des_tp);
+  /* the forward all-gathers and reduce-scatters hide under their GEMMs, the backward
+   * all-gather of output gradients under the input-gradient GEMM */
+  cr_assert_lt(over, plain, "overlapped %g s, plain %g s", over, plain);
+  cr_assert_lt(over_tp, 0.5 * plain_tp, "exposed TP %g s of %g s", over_tp, plain_tp);
+  cr_assert_float_eq(des, over, 0.03 * over, "DES %g s, analytic %g s", des, over);
+}
+
+static double gather_step(const char *overlap, eng_kind kind, double *exposed_dp)
+{
+  const char *sets[] = {"node.count=4", "parallel.dp=4", "parallel.zero=1", "model.layers=8",
+                        "training.global_batch=16", overlap, NULL};
+  sim_options o = sim_options_for(kind);
+  sim_result r;
+  GError *err = NULL;
+  cr_assert(sim_run_files("dgx-a100", "megatron-22b", (char *const *)sets, &o, &r, &err), "%s",
+            err ? err->message : "");
+  double t = r.eng.step_time;
+  *exposed_dp = r.eng.exposed[PROG_DIM_DP];
+  sim_result_clear(&r);
+  return t;
+}
+
+Test(parallel, an_overlapped_parameter_gather_runs_beside_the_next_forward)
+{
+  double plain_dp, over_dp, des_dp;
+  double plain = gather_step("parallel.overlap_param_gather=false", ENG_ANALYTIC, &plain_dp);
+  double over = gather_step("parallel.overlap_param_gather=true", ENG_ANALYTIC, &over_dp);
+  double des = gather_step("parallel.overlap_param_gather=true", ENG_DES, &des_dp);
+  cr_assert_lt(over, plain, "overlapped %g s, after the optimizer %g s", over, plain);
+  cr_assert_lt(over_dp, plain_dp, "exposed DP %g s, was %g s", over_dp, plain_dp);
+  cr_assert_float_eq(des, over, 0.03 * over, "DES %g s, analytic %g s", des, over);
+}

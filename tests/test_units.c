@@ -56,6 +56,9 @@ Test(units, flops_time_rate_fraction)
   cr_assert_float_eq(parse_ok("2 req/s", UNITS_PER_SECOND), 2, 0);
   cr_assert_float_eq(parse_ok("90%", UNITS_FRACTION), 0.9, 1e-15);
   cr_assert_float_eq(parse_ok("0.9", UNITS_FRACTION), 0.9, 0);
+  cr_assert_float_eq(parse_ok("700W", UNITS_WATTS), 700, 0);
+  cr_assert_float_eq(parse_ok("10.2kW", UNITS_WATTS), 10200, 1e-9);
+  cr_assert_float_eq(parse_ok("50000h", UNITS_SECONDS), 1.8e8, 0);
 }
 
 Test(units, rejects_wrong_units_and_garbage)
@@ -65,6 +68,7 @@ Test(units, rejects_wrong_units_and_garbage)
   parse_bad("80GiB", UNITS_BYTES_PER_S);   /* nor the reverse */
   parse_bad("989TB", UNITS_FLOPS);
   parse_bad("fast", UNITS_SECONDS);
+  parse_bad("700J", UNITS_WATTS);
   parse_bad("", UNITS_NUMBER);
   parse_bad("12kg", UNITS_NUMBER);
   parse_bad("nan", UNITS_BYTES);

@@ -5,7 +5,7 @@
 #include <string.h>
 
 static const cli_command cli_commands[] = {
-    {"run", cli_run, true, "simulate one training step: time, MFU, breakdown, memory"},
+    {"run", cli_run, true, "simulate one training step: time, MFU, breakdown, memory; a whole run with training.tokens"},
     {"memory", cli_memory, true, "memory per GPU and pipeline stage: ZeRO, offload, activations, fits?"},
     {"coll", cli_coll, true, "a collective's time and bus bandwidth vs size, as nccl-tests prints"},
     {"plan", cli_plan, true, "the best TP x CP x PP x DP x EP x ZeRO layout for N GPUs"},

@@ -1,6 +1,7 @@
 /* dlsim run -c CLUSTER -w WORKLOAD [--engine des|analytic] [--json] [--trace FILE] [--set K=V]...
  * [--quiet] */
 #include "cli/cli_internal.h"
+#include "lifecycle/lifecycle.h"
 #include "report/report.h"
 #include "run/run.h"
 
@@ -59,14 +60,22 @@ int cli_run(int argc, char **argv)
     return cli_fail(err);
   }
   sim_result_bracket(&run, bands);
-  if (json) {
+  /* a whole run when the workload gives its length; the step report alone otherwise */
+  lc_run life;
+  bool whole = lc_wanted(run.workload);
+  bool ok = !whole || lc_estimate(&run, &life, &err);
+  if (ok && json) {
     cJSON *j = rep_run_json(&run);
+    if (whole)
+      cJSON_AddItemToObject(j, "run", lc_json(&life));
     rep_json_print(stdout, j);
     cJSON_Delete(j);
-  } else {
+  } else if (ok) {
     rep_run_text(stdout, &run);
+    if (whole)
+      lc_text(stdout, &life);
   }
-  bool ok = !trace || rep_trace_write(trace, run.program, &run.eng, &err);
+  ok = ok && (!trace || rep_trace_write(trace, run.program, &run.eng, &err));
   sim_result_clear(&run);
   unc_table_free(bands);
   return ok ? 0 : cli_fail(err);

@@ -202,12 +202,43 @@ typedef struct {
   int sharp;            /* 0/1: the switches reduce in the network (InfiniBand SHARP) */
 } cfg_network;
 
+/* What a long run needs beyond one step (lifecycle/): how often parts fail, what the machine
+ * draws, where checkpoints go, what an hour costs. Each mean time between failures is per
+ * component, in seconds; 0: that kind never interrupts the job. */
+typedef struct {
+  double gpu_mtbf, node_mtbf, software_mtbf, nic_mtbf, switch_mtbf, link_mtbf;
+  int switch_radix; /* ports per switch, to count the switches of the fabric */
+} cfg_reliability;
+
+typedef struct {
+  double gpu_tdp;               /* watts */
+  double compute, memory_bound, communication, idle; /* fractions of gpu_tdp */
+  double node;                  /* watts per node beside its GPUs: CPUs, NICs, fans, NVSwitches */
+  double switch_power;          /* watts per network switch */
+  double pue;                   /* facility power / IT power */
+} cfg_power;
+
+typedef struct {
+  double bandwidth;      /* aggregate write bandwidth of the checkpoint store, bytes/s */
+  double node_bandwidth; /* per node towards it, bytes/s */
+  double host_bandwidth; /* GPU to host memory per GPU (asynchronous checkpoints' snapshot) */
+} cfg_storage;
+
+typedef struct {
+  double gpu_hour; /* dollars per GPU-hour */
+  double kwh;      /* dollars per kWh of facility energy */
+} cfg_cost;
+
 typedef struct {
   char *name;
   cfg_gpu gpu;
   cfg_node_spec node;
   cfg_network network;
   cfg_nccl nccl;  /* defaults <- gpu.calibration file's nccl <- inline nccl */
+  cfg_reliability reliability;
+  cfg_power power;
+  cfg_storage storage;
+  cfg_cost cost;
   cfg_doc *doc; /* for error positions in later cross-checks */
   bool sized_to_job; /* a preset whose node count was set to the workload's GPUs */
 } cfg_cluster;
@@ -260,11 +291,23 @@ typedef struct {
   int attention;       /* cfg_attn_impl + 1, 0: auto (FlashAttention-2) */
   char *framework;     /* the profile (configs/frameworks) whose defaults the workload took */
   cfg_dtype grad_dtype;/* gradients as accumulated and reduced (Megatron: fp32 main grads) */
+  double tokens;       /* a whole run: tokens to train on (0: one step only) */
+  int steps;           /* ... or steps (0: not given) */
 } cfg_training;
+
+/* How a run checkpoints and restarts (lifecycle/). */
+typedef struct {
+  double interval;     /* seconds of training between checkpoints; NAN: Young/Daly's */
+  int async;           /* 0/1: a snapshot to host memory, written while training goes on */
+  double restart;      /* seconds from a failure to training again, before reading the checkpoint */
+} cfg_checkpoint;
 
 typedef struct {
   int tp, pp, dp, cp, ep;
   int sequence_parallel; /* 0/1 */
+  int tp_comm_overlap;   /* 0/1: sequence-parallel all-gathers and reduce-scatters pipelined with
+                          * their GEMMs (Transformer Engine's userbuffers) */
+  int overlap_param_gather; /* 0/1: ZeRO-1/2's parameter all-gather under the next forward */
   cfg_schedule schedule;
   int virtual_stages;
   int zero;
@@ -345,6 +388,7 @@ typedef struct {
   cfg_serving serving;
   cfg_collectives collectives;
   cfg_memory memory;
+  cfg_checkpoint checkpoint;
   cfg_doc *doc;
 } cfg_workload;
 

@@ -8,7 +8,7 @@
 static const char *cfg_ref_type(const cfg_field *f)
 {
   static const char *const qty[] = {"number", "size", "bandwidth", "FLOP/s",
-                                    "time",   "rate", "fraction"};
+                                    "time",   "rate", "fraction", "power"};
   switch (f->type) {
   case CFG_T_INT:
     return "integer";
@@ -46,9 +46,11 @@ static char *cfg_ref_value(units_kind unit, double v)
   case UNITS_BYTES:
     return units_format_bytes(v);
   case UNITS_SECONDS:
-    return units_format_seconds(v);
+    return v >= 86400 ? g_strdup_printf("%.0fh", v / 3600) : units_format_seconds(v);
   case UNITS_BYTES_PER_S:
     return units_format_rate(v);
+  case UNITS_WATTS:
+    return g_strdup_printf("%gW", v);
   default:
     return g_strdup_printf("%g", v);
   }

@@ -63,6 +63,8 @@ static bool units_suffix_factor(const char *s, units_kind kind, double *factor)
   static const char *const fl_names[] = {"FLOPS", "FLOP/s", "flops", "flop/s", "FLOP/S", "Flops",
                                          "Flop/s", "F"};
   static const double fl_f[] = {1, 1, 1, 1, 1, 1, 1, 1};
+  static const char *const watt_names[] = {"W"};
+  static const double watt_f[] = {1};
   const char *rest = NULL;
   if (*s == '\0') {
     *factor = 1.0;
@@ -85,6 +87,8 @@ static bool units_suffix_factor(const char *s, units_kind kind, double *factor)
     return units_prefixed(s, fl_names, fl_f, G_N_ELEMENTS(fl_names), factor);
   case UNITS_SECONDS:
     return units_match_table(s, units_time, G_N_ELEMENTS(units_time), factor);
+  case UNITS_WATTS:
+    return units_prefixed(s, watt_names, watt_f, G_N_ELEMENTS(watt_names), factor);
   case UNITS_PER_SECOND:
     /* "10/s", "10 req/s", "10 requests/s" */
     rest = strchr(s, '/');
@@ -112,6 +116,8 @@ const char *units_describe(units_kind kind)
     return "a rate such as 10/s or 600/min";
   case UNITS_FRACTION:
     return "a fraction such as 0.9 or 90%";
+  case UNITS_WATTS:
+    return "a power with its unit, such as 700W or 10.2kW";
   }
   return "a value";
 }

@@ -13,6 +13,7 @@ typedef enum {
   UNITS_SECONDS,      /* "2us", "1.5ms", "3s", "100ns" */
   UNITS_PER_SECOND,   /* event rate: "10/s", "600/min", "2 req/s" */
   UNITS_FRACTION,     /* "0.9" or "90%" */
+  UNITS_WATTS,        /* power: "700W", "10.2kW" */
 } units_kind;
 
 /* Parses `text` as a quantity of `kind`. On failure returns false and, if `why` is non-NULL,

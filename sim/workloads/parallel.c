@@ -182,6 +182,10 @@ typedef struct {
   int t;             /* template class */
   uint32_t last;     /* last op on the compute chain */
   bool has_last;
+  uint32_t before_last; /* the compute op before it (what `last` waited for on the chain) */
+  bool has_before_last;
+  uint32_t beside;   /* a collective that runs beside the next compute op: the one after waits */
+  bool has_beside;
   uint32_t pending;  /* a collective the next compute op waits for */
   bool has_pending;
   uint32_t gather;   /* ZeRO-3 parameter all-gather every compute op waits for */
@@ -214,22 +218,44 @@ static uint32_t wl_tb_compute(wl_tb *b, const wl_kernel *k)
   if (b->has_gather && !b->has_last)
     deps[n++] = b->gather;
   uint32_t op = wl_emit_kernel(b->x->p, b->t, b->x->m, k, deps, n);
+  b->before_last = b->last;
+  b->has_before_last = b->has_last;
   b->last = op;
   b->has_last = true;
   b->has_pending = false;
+  if (b->has_beside) { /* it ran beside this op: the next one waits for both */
+    b->pending = b->beside;
+    b->has_pending = true;
+    b->has_beside = false;
+  }
   return op;
 }
 
-typedef enum { WL_ASYNC, WL_BLOCKING, WL_BEFORE_WGRAD } wl_wait;
+typedef enum {
+  WL_ASYNC,
+  WL_BLOCKING,
+  WL_BEFORE_WGRAD,
+  WL_BESIDE_NEXT, /* pipelined with the next compute op (the op after both waits) */
+  WL_BESIDE_LAST, /* pipelined with the last compute op (the next op waits for both) */
+} wl_wait;
 
 /* A collective after the last compute op, that the next compute op waits for (WL_BLOCKING),
- * the next weight-gradient kernel waits for, or nothing in the template does. */
+ * the next weight-gradient kernel waits for, or nothing in the template does; or one that
+ * runs beside a GEMM in chunks, as Transformer Engine's userbuffers overlap does. */
 static void wl_tb_comm(wl_tb *b, prog_stream stream, int family, prog_coll coll, double bytes,
                        const char *name, wl_wait wait)
 {
   uint32_t deps[1] = {b->last};
-  uint32_t op = prog_comm(b->x->p, b->t, stream, name, coll, family, bytes, deps, b->has_last ? 1 : 0);
-  if (wait == WL_BLOCKING) {
+  bool has_dep = b->has_last;
+  if (wait == WL_BESIDE_LAST) {
+    deps[0] = b->before_last;
+    has_dep = b->has_before_last;
+  }
+  uint32_t op = prog_comm(b->x->p, b->t, stream, name, coll, family, bytes, deps, has_dep ? 1 : 0);
+  if (wait == WL_BESIDE_NEXT) {
+    b->beside = op;
+    b->has_beside = true;
+  } else if (wait == WL_BLOCKING || wait == WL_BESIDE_LAST) {
     b->pending = op;
     b->has_pending = true;
   } else if (wait == WL_BEFORE_WGRAD) {
@@ -262,11 +288,11 @@ static void wl_tp_before(wl_tb *b, const wl_kernel *k, double act)
   /* sequence parallel: gather the sequence before a column-parallel GEMM; in backward, gather
    * the output gradient of a row-parallel one before its input gradient, and re-gather a
    * column-parallel GEMM's input for its weight gradient while its input gradient runs */
+  wl_wait gemm = x->w->parallel.tp_comm_overlap ? WL_BESIDE_NEXT : WL_BLOCKING;
   if (wl_is_forward(k) && wl_column_parallel(k))
-    wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLGATHER, act, "tp allgather", WL_BLOCKING);
+    wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLGATHER, act, "tp allgather", gemm);
   if (k->phase == WL_PHASE_DGRAD && wl_row_parallel(k))
-    wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLGATHER, act, "tp allgather grads",
-               WL_BLOCKING);
+    wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLGATHER, act, "tp allgather grads", gemm);
   if (k->phase == WL_PHASE_DGRAD && wl_column_parallel(k))
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLGATHER, act, "tp allgather input",
                WL_BEFORE_WGRAD);
@@ -280,9 +306,11 @@ static void wl_tp_after(wl_tb *b, const wl_kernel *k, double act)
   bool sp = x->w->parallel.sequence_parallel;
   prog_coll reduce = sp ? PROG_COLL_REDUCESCATTER : PROG_COLL_ALLREDUCE;
   bool partial_sums = wl_row_parallel(k) || k->role == WL_ROLE_LOOKUP;
+  /* overlapped, a row-parallel GEMM's output is reduce-scattered chunk by chunk as it comes */
+  bool beside = x->w->parallel.tp_comm_overlap && sp && wl_row_parallel(k);
   if (wl_is_forward(k) && partial_sums)
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, reduce, act, sp ? "tp reducescatter" : "tp allreduce",
-               WL_BLOCKING);
+               beside ? WL_BESIDE_LAST : WL_BLOCKING);
   if (wl_is_forward(k) && k->role == WL_ROLE_LOSS) /* max, sum and target logit over the vocabulary */
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLREDUCE, 3.0 * x->m->tokens * 4,
                "tp allreduce (loss)", WL_BLOCKING);
@@ -666,7 +694,24 @@ static void wl_stage_step(wl_st *st, const wl_step *step, int last_mb)
               x->act_bytes, &last, 1);
 }
 
-/* After the last backward: tied embedding gradients, the optimizer, ZeRO's parameter gather. */
+/* ZeRO-1/2's all-gather of the updated parameters (after `dep`, or none). */
+static void wl_param_gather(wl_st *st, double params, double experts, const uint32_t *dep)
+{
+  wl_par *x = st->x;
+  prog_program *p = x->p;
+  const cfg_workload *w = x->w;
+  if (w->parallel.zero < 1 || w->parallel.zero > 2 || x->dp * x->cp == 1)
+    return;
+  double dense = params - experts;
+  prog_comm(p, st->cls, PROG_STREAM_DP, "allgather updated params", PROG_COLL_ALLGATHER, x->fam_dp,
+            dense * x->sb.weights, dep, dep ? 1 : 0);
+  if (experts > 0 && x->dp * x->cp / x->ep > 1)
+    prog_comm(p, st->cls, PROG_STREAM_DP, "allgather updated expert params", PROG_COLL_ALLGATHER,
+              x->fam_edp, experts * x->sb.weights, dep, dep ? 1 : 0);
+}
+
+/* After the last backward: tied embedding gradients, the optimizer, ZeRO's parameter gather
+ * (unless it overlaps the next step's forward: then wl_build_stage issued it first). */
 static void wl_stage_finish(wl_st *st, double params, double experts)
 {
   wl_par *x = st->x;
@@ -690,13 +735,8 @@ static void wl_stage_finish(wl_st *st, double params, double experts)
   uint32_t deps[1] = {st->last_dp};
   uint32_t opt = prog_compute(p, st->cls, w->training.optimizer == CFG_OPT_ADAM ? "optimizer.adam" : "optimizer.sgd",
                               CFG_KCLASS_OPTIMIZER, CFG_FP32, shard * 12, bytes, deps, st->has_dp ? 1 : 0);
-  if (w->parallel.zero >= 1 && w->parallel.zero <= 2 && x->dp * x->cp > 1) {
-    prog_comm(p, st->cls, PROG_STREAM_DP, "allgather updated params", PROG_COLL_ALLGATHER, x->fam_dp,
-              dense * x->sb.weights, &opt, 1);
-    if (experts > 0 && x->dp * x->cp / x->ep > 1)
-      prog_comm(p, st->cls, PROG_STREAM_DP, "allgather updated expert params", PROG_COLL_ALLGATHER,
-                x->fam_edp, experts * x->sb.weights, &opt, 1);
-  }
+  if (!w->parallel.overlap_param_gather)
+    wl_param_gather(st, params, experts, &opt);
 }
 
 static void wl_build_stage(wl_par *x, int s)
@@ -726,6 +766,10 @@ static void wl_build_stage(wl_par *x, int s)
   prog_mem(p, s, "weights", PROG_MEM_PARAMS, states.weights, NULL, 0);
   prog_mem(p, s, "gradients", PROG_MEM_GRADS, states.grads, NULL, 0);
   prog_mem(p, s, "optimizer states", PROG_MEM_OPTIMIZER, states.optimizer, NULL, 0);
+  /* Megatron's --overlap-param-gather: the last step's updated parameters are gathered while
+   * this step's forward runs (in the steady state one gather per step, beside the compute) */
+  if (x->w->parallel.overlap_param_gather)
+    wl_param_gather(&st, params, experts, NULL);
   GArray *order = wl_schedule(x, s);
   for (guint i = 0; i < order->len; i++)
     wl_stage_step(&st, &g_array_index(order, wl_step, i), x->micro - 1);
