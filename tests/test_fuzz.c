@@ -1,9 +1,10 @@
-/* Seeded mutation of every reader: the YAML configuration (files and --set), Kineto traces and
- * nccl-tests tables (CSV and raw output). Each mutated input must be read or refused with an
- * error, never crash, hang or leak (the suite runs under ASan and UBSan), and a configuration
- * that loads must simulate to finite, non-negative figures or fail with an error. DLSIM_FUZZ_ITERATIONS scales
- * the runs (default: a few thousand inputs in all, for CI); the seed is fixed, so a failure
- * reproduces. Deeper runs: the libFuzzer harness in tests/fuzz (tests/README.md). */
+/* Seeded mutation of every reader: the YAML configuration (files and --set), Kineto traces,
+ * nccl-tests tables (CSV and raw output) and OSU Micro-Benchmarks output. Each mutated input
+ * must be read or refused with an error, never crash, hang or leak (the suite runs under ASan
+ * and UBSan), and a configuration that loads must simulate to finite, non-negative figures or
+ * fail with an error. DLSIM_FUZZ_ITERATIONS scales the runs (default: a few thousand inputs in
+ * all, for CI); the seed is fixed, so a failure reproduces. Deeper runs: the libFuzzer harness
+ * in tests/fuzz (tests/README.md). */
 #include "calibration/calibration.h"
 #include "helpers.h"
 #include "run/run.h"
@@ -188,14 +189,15 @@ Test(fuzz, mutated_kineto_traces, .timeout = 600)
   g_rand_free(r);
 }
 
-/* Mutations of one nccl-tests table: read to finite rows, or refused with a message. */
-static void fuzz_nccl_table(const char *relative, guint32 seed)
+/* Mutations of one benchmark table (nccl-tests, OMB): read to finite rows, or refused with a
+ * message. */
+static void fuzz_table(const char *relative, const char *time_column, guint32 seed)
 {
   gsize len = 0;
   g_autofree char *text = fuzz_read(relative, &len);
   GRand *r = g_rand_new_with_seed(seed);
   int n = fuzz_iterations(1500), parsed = 0;
-  calib_columns cols = {.time_column = "oop_time_us|ip_time_us"};
+  calib_columns cols = {.time_column = time_column};
   for (int i = 0; i < n; i++) {
     gsize mlen = 0;
     g_autofree char *m = fuzz_mutate(r, text, len, &mlen);
@@ -220,11 +222,17 @@ static void fuzz_nccl_table(const char *relative, guint32 seed)
 
 Test(fuzz, mutated_nccl_tests_tables, .timeout = 600)
 {
-  fuzz_nccl_table("validation/nccl/issue309_h100_16gpu_2node_allreduce.csv", 309);
+  fuzz_table("validation/nccl/issue309_h100_16gpu_2node_allreduce.csv", "oop_time_us|ip_time_us", 309);
 }
 
 /* What all_reduce_perf prints, as users paste it. */
 Test(fuzz, mutated_nccl_tests_output, .timeout = 600)
 {
-  fuzz_nccl_table("tests/data/nccl_issue309_all_reduce_perf.txt", 310);
+  fuzz_table("tests/data/nccl_issue309_all_reduce_perf.txt", "oop_time_us|ip_time_us", 310);
+}
+
+/* What osu_bw prints (its bandwidth becomes a time, the one step the latency layouts lack). */
+Test(fuzz, mutated_omb_output, .timeout = 600)
+{
+  fuzz_table("validation/omb/alps_gh200_osu_bw_dd_internode.txt", "time_us", 20);
 }

@@ -17,6 +17,7 @@ typedef struct {
 typedef struct {
   char *path;
   GArray *points; /* calib_point, in file order */
+  bool omb;       /* read from OSU Micro-Benchmarks output (see calib_table_model_sizes) */
 } calib_table;
 
 typedef struct {
@@ -29,6 +30,10 @@ typedef struct {
 
 bool calib_table_load(const char *path, const calib_columns *cols, calib_table *out, GError **err);
 void calib_table_clear(calib_table *t);
+/* OMB's allgather and alltoall sizes are what one rank sends to one other (allgather: its
+ * share); the model's, as nccl-tests', are a rank's whole buffer, `group` times as large. Scales
+ * the sizes of an OMB table of `op` to the model's; any other table is left as it is. */
+void calib_table_model_sizes(calib_table *t, prog_coll op, int group);
 
 /* What the table measured: `op` over the first `gpus` GPUs in groups of `group`. */
 typedef struct {

@@ -1,6 +1,6 @@
 /* nccl-tests tables: what all_reduce_perf & co. print, or CSV (the columns of nccl-tests, or
  * any CSV with a size and a time column), filtered by column values. */
-#include "calibration/calibration.h"
+#include "calibration/calibration_internal.h"
 
 #include <math.h>
 #include <string.h>
@@ -26,7 +26,7 @@ static const char *calib_raw_name(const char *word, int run)
   return word;
 }
 
-static char **calib_words(const char *line)
+char **calib_words(const char *line)
 {
   g_auto(GStrv) parts = g_strsplit_set(line, " \t\r", -1);
   GPtrArray *words = g_ptr_array_new();
@@ -60,43 +60,48 @@ static char *calib_raw_header(const char *line, int *ncols)
 }
 
 /* NCCL_DEBUG=INFO interleaves its log with the table. */
-static bool calib_raw_is_log(const char *line)
+bool calib_raw_is_log(const char *line)
 {
   return strstr(line, " NCCL INFO ") || strstr(line, " NCCL WARN ");
 }
 
-static bool calib_raw_number(const char *word, bool integer)
+bool calib_raw_number(const char *word, bool integer)
 {
   char *end = NULL;
   double v = g_ascii_strtod(word, &end);
   return end != word && *end == '\0' && isfinite(v) && v >= 0 && (!integer || v == floor(v));
 }
 
+static bool calib_raw_whole(const char *name)
+{
+  return strcmp(name, "size_bytes") == 0 || strcmp(name, "count_elements") == 0;
+}
+
 /* Whether cell i of a row holds what its column needs: whole numbers for size and count, a
- * number for times and bandwidths, and no comma anywhere (the row becomes a CSV line). */
+ * number for times, bandwidths and OMB's iteration counts, and no comma anywhere (the row
+ * becomes a CSV line). */
 static bool calib_raw_cell_ok(const char *name, const char *word)
 {
   if (strchr(word, ','))
     return false;
-  if (strcmp(name, "size_bytes") == 0 || strcmp(name, "count_elements") == 0)
+  if (calib_raw_whole(name))
     return calib_raw_number(word, true);
-  if (g_str_has_suffix(name, "_us") || g_str_has_suffix(name, "_GBps"))
+  if (g_str_has_suffix(name, "_us") || g_str_has_suffix(name, "_GBps") ||
+      g_str_has_suffix(name, "_MBps") || strcmp(name, "iterations") == 0)
     return calib_raw_number(word, false);
   return true;
 }
 
-/* One row under the header, as a CSV line; NULL (and the error) when it is not such a row.
- * `indent` is how far the stripped line started in the file (for the error's column). */
-static char *calib_raw_row(const char *path, int lineno, int indent, const char *line,
-                           char **names, int ncols, GError **err)
+char *calib_raw_row(const char *path, int lineno, int indent, const char *line, char **names,
+                    int ncols, const char *tool, GError **err)
 {
   g_auto(GStrv) words = calib_words(line);
   int n = (int)g_strv_length(words);
   if (n != ncols) {
     g_autofree char *expected = g_strjoinv(" ", names);
     g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
-                "%s:%d: expected an nccl-tests row of %d columns (%s), got %d: '%s'", path, lineno,
-                ncols, expected, n, line);
+                "%s:%d: expected %s row of %d columns (%s), got %d: '%s'", path, lineno,
+                tool, ncols, expected, n, line);
     return NULL;
   }
   const char *at = line;
@@ -105,7 +110,8 @@ static char *calib_raw_row(const char *path, int lineno, int indent, const char 
     if (!calib_raw_cell_ok(names[i], words[i])) {
       g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s:%d:%d: %s: expected %s, got '%s'", path,
                   lineno, indent + (int)(at - line) + 1, names[i],
-                  i < 2 ? "a whole number of bytes or elements" : "a number", words[i]);
+                  calib_raw_whole(names[i]) ? "a whole number of bytes or elements" : "a number",
+                  words[i]);
       return NULL;
     }
     at += strlen(words[i]);
@@ -115,7 +121,7 @@ static char *calib_raw_row(const char *path, int lineno, int indent, const char 
 
 /* Launchers that label each line with its rank: srun -l ("0: ") and OpenMPI's --tag-output
  * ("[1,0]<stdout>:"). The length of the label, or 0. */
-static size_t calib_launcher_label(const char *line)
+size_t calib_launcher_label(const char *line)
 {
   static const char tag[] = "]<stdout>:";
   size_t n = strspn(line, " "), digits = strspn(line + n, "0123456789");
@@ -155,7 +161,7 @@ static bool calib_raw_to_csv(const char *path, char **lines, GError **err)
     if (!names && (csv = calib_raw_header(line, &ncols)))
       names = g_strsplit(csv, ",", -1);
     else if (names && *line && *line != '#' && !calib_raw_is_log(line) &&
-             !(csv = calib_raw_row(path, lineno, indent, line, names, ncols, err)))
+             !(csv = calib_raw_row(path, lineno, indent, line, names, ncols, "an nccl-tests", err)))
       return false;
     g_free(*l);
     *l = csv ? csv : g_strdup("");
@@ -245,8 +251,10 @@ bool calib_table_load(const char *path, const calib_columns *cols, calib_table *
     size_name = "batch, m, n, k";
   out->path = g_strdup(path);
   out->points = g_array_new(FALSE, FALSE, sizeof(calib_point));
-  if (!gemm && calib_raw_is_table(lines) && !calib_raw_to_csv(path, lines, err))
+  bool raw = !gemm && calib_raw_is_table(lines), omb = !gemm && !raw && calib_omb_is_table(lines);
+  if ((raw && !calib_raw_to_csv(path, lines, err)) || (omb && !calib_omb_to_csv(path, lines, err)))
     goto fail;
+  out->omb = omb;
   for (char **l = lines; *l; l++) {
     lineno++;
     g_strstrip(*l);
@@ -259,7 +267,8 @@ bool calib_table_load(const char *path, const calib_columns *cols, calib_table *
       if (size_col < 0 || !calib_time_cols(header, time_name, time_cols, &ntime)) {
         g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s:%d: no column '%s' or '%s' in the header%s",
                     path, lineno, size_name, time_name,
-                    gemm || size_col >= 0 ? "" : ", and no nccl-tests column header ('#  size  count  type ...') "
+                    omb ? " (OMB output has time_us: dlsim calibrate --omb, or time_column: time_us)"
+                    : gemm || size_col >= 0 ? "" : ", and no nccl-tests column header ('#  size  count  type ...') "
                                 "in the file");
         goto fail;
       }

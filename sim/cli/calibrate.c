@@ -3,6 +3,9 @@
  *
  *   --nccl TABLE -c CLUSTER --op OP --gpus N [--group-size G] [--fit NAME]...
  *       nccl-tests output or a CSV of it: the NCCL parameters (latencies, efficiencies, chunks)
+ *   --omb TABLE -c CLUSTER --op OP --gpus N [--group-size G] [--fit NAME]...
+ *       OSU Micro-Benchmarks output: the same NCCL parameters (dlsim has no model of MPI's own
+ *       collective algorithms yet)
  *   --gemm TABLE.csv -c CLUSTER --dtype D [--filter COL=V]...
  *       a table of GEMM times by shape (batch, m, n, k): the GEMM efficiency model
  *   --case NAME... --param KEY=START... [--set K=V]...
@@ -25,7 +28,7 @@
 #include <string.h>
 
 typedef struct {
-  char *nccl, *gemm, *cluster, *op, *output, *size_col, *time_col, *unit, *dtype;
+  char *nccl, *omb, *gemm, *cluster, *op, *output, *size_col, *time_col, *unit, *dtype;
   char **sets, **filters, **fit, **cases, **params;
   int gpus, group;
   char **traces, *steps, *kernels;
@@ -34,6 +37,7 @@ typedef struct {
 static void cal_args_clear(cal_args *a)
 {
   g_free(a->nccl);
+  g_free(a->omb);
   g_free(a->gemm);
   g_free(a->cluster);
   g_free(a->op);
@@ -54,8 +58,8 @@ static void cal_args_clear(cal_args *a)
 
 static int cal_usage(void)
 {
-  fprintf(stderr, "dlsim: error: dlsim calibrate needs one of --nccl TABLE (with -c CLUSTER, --op OP, "
-                  "--gpus N), --gemm TABLE (with -c CLUSTER, --dtype D), --case NAME (with "
+  fprintf(stderr, "dlsim: error: dlsim calibrate needs one of --nccl TABLE or --omb TABLE (with "
+                  "-c CLUSTER, --op OP, --gpus N), --gemm TABLE (with -c CLUSTER, --dtype D), --case NAME (with "
                   "--param KEY=START) or --trace TRACE, and -o FILE (see --help)\n");
   return 2;
 }
@@ -78,18 +82,23 @@ static int cal_nccl(const cal_args *a)
   if (!a->cluster || !a->op || a->gpus < 2)
     return cal_usage();
   GError *err = NULL;
+  const char *table = a->nccl ? a->nccl : a->omb;
   calib_target t = {.gpus = a->gpus, .group = a->group > 0 ? a->group : a->gpus,
                     .engine = ENG_ANALYTIC, .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
   calib_columns cols = {.size_column = a->size_col,
-                        .time_column = a->time_col ? a->time_col : "oop_time_us|ip_time_us",
+                        .time_column = a->time_col ? a->time_col
+                                       : a->omb    ? "time_us"
+                                                   : "oop_time_us|ip_time_us",
                         .filters = a->filters};
   cfg_cluster *c = NULL;
   calib_table tab = {0};
   calib_fit_report rep;
   bool ok = cli_coll_op(a->op, &t.op, &err) &&
             (!a->unit || calib_time_unit(a->unit, &cols.time_scale, &err)) &&
-            calib_table_load(a->nccl, &cols, &tab, &err) &&
+            calib_table_load(table, &cols, &tab, &err) &&
             cfg_load_with(a->cluster, NULL, a->sets, &c, NULL, &err);
+  if (ok)
+    calib_table_model_sizes(&tab, t.op, t.group);
   if (ok && (a->gpus > cfg_cluster_gpus(c) || a->gpus % t.group)) {
     g_set_error(&err, CFG_ERROR, CFG_ERROR_INPUT, "--gpus %d / --group-size %d do not fit the cluster's %d GPUs",
                 a->gpus, t.group, cfg_cluster_gpus(c));
@@ -97,7 +106,7 @@ static int cal_nccl(const cal_args *a)
   }
   ok = ok && calib_fit_nccl(c, &t, &tab, a->fit, &rep, &err);
   if (ok) {
-    g_autofree char *base = g_path_get_basename(a->nccl);
+    g_autofree char *base = g_path_get_basename(table);
     g_autofree char *notes = g_strdup_printf("fitted on %s (%s, %d GPUs, groups of %d, %u rows)",
                                              base, a->op, a->gpus, t.group, tab.points->len);
     char *fitted[CALIB_MAX_PARAMS + 1] = {NULL};
@@ -309,6 +318,9 @@ int cli_calibrate(int argc, char **argv)
   cal_args a = {0};
   GOptionEntry entries[] = {
       {"nccl", 0, 0, G_OPTION_ARG_FILENAME, &a.nccl, "nccl-tests output (as all_reduce_perf prints it) or CSV to fit", "TABLE"},
+      {"omb", 0, 0, G_OPTION_ARG_FILENAME, &a.omb,
+       "OSU Micro-Benchmarks output to fit dlsim's collective model to (NCCL-style parameters; a "
+       "model of MPI's own algorithms is issue 20 item 1)", "TABLE"},
       {"gemm", 0, 0, G_OPTION_ARG_FILENAME, &a.gemm, "GEMM table (CSV: batch, m, n, k, time) to fit", "TABLE"},
       {"case", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.cases, "Validation case to fit, repeatable", "NAME"},
       {"trace", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &a.traces,
@@ -324,11 +336,11 @@ int cli_calibrate(int argc, char **argv)
       cli_opt(CLI_GPUS, &a.gpus, "GPUs of the run"),
       cli_opt(CLI_GROUP_SIZE, &a.group, NULL),
       {"size-column", 0, 0, G_OPTION_ARG_STRING, &a.size_col, "Size column (default size_bytes)", "C"},
-      {"time-column", 0, 0, G_OPTION_ARG_STRING, &a.time_col, "Time column; a|b takes the smaller (default oop_time_us|ip_time_us)", "C"},
+      {"time-column", 0, 0, G_OPTION_ARG_STRING, &a.time_col, "Time column; a|b takes the smaller (default oop_time_us|ip_time_us, with --omb time_us)", "C"},
       {"time-unit", 0, 0, G_OPTION_ARG_STRING, &a.unit, "Unit of the time column (default us)", "U"},
       {"filter", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.filters, "Keep rows where COL=VALUE", "COL=VALUE"},
       {"fit", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a.fit,
-       "With --nccl: a parameter (or prefix) to fit, repeatable (default: base_latency, hop_latency)", "NAME"},
+       "With --nccl or --omb: a parameter (or prefix) to fit, repeatable (default: base_latency, hop_latency)", "NAME"},
       cli_opt(CLI_OUTPUT, &a.output, "Calibration file to write"),
       cli_opt(CLI_SET, &a.sets, "Override a cluster key, repeatable"),
       CLI_OPT_END};
@@ -337,10 +349,10 @@ int cli_calibrate(int argc, char **argv)
     cal_args_clear(&a);
     return code;
   }
-  int modes = (a.nccl != NULL) + (a.gemm != NULL) + (a.cases != NULL) + (a.traces != NULL);
+  int modes = (a.nccl != NULL) + (a.omb != NULL) + (a.gemm != NULL) + (a.cases != NULL) + (a.traces != NULL);
   if (modes != 1 || !a.output)
     code = cal_usage();
-  else if (a.nccl)
+  else if (a.nccl || a.omb)
     code = cal_nccl(&a);
   else if (a.gemm)
     code = cal_gemm(&a);

@@ -1,9 +1,11 @@
 /* dlsim coll -c CLUSTER --op OP --gpus N [--group-size G] [--min 8B --max 8GiB --factor 2]
  *            [--algo A] [--proto P] [--engine des|analytic] [--json | --csv] [--set K=V]...
+ *            [--format nccl-tests|omb|omb-latency]
  * A table in the layout of nccl-tests (out-of-place and in-place columns, the footer), with
- * the algorithm and protocol the model picked, so that dlsim calibrate --nccl reads it. The
- * group is the first N GPUs; --group-size splits them into N/G groups that run at once (and
- * contend). */
+ * the algorithm and protocol the model picked, so that dlsim calibrate --nccl reads it; or in
+ * the layout of the OSU Micro-Benchmarks (osu_allreduce ... --full, osu_bw, osu_latency), which
+ * dlsim calibrate --omb reads. The group is the first N GPUs; --group-size splits them into N/G
+ * groups that run at once (and contend). */
 #include "cli/cli.h"
 #include "collectives/collectives.h"
 #include "engine/engine.h"
@@ -64,7 +66,8 @@ static void coll_op_columns(const coll_setup *s, double size, const char **redop
   *count = floor(size / 4 / (split ? s->group : 1));
 }
 
-static void coll_print_header(const coll_setup *s)
+/* What was modelled, as a comment line above either layout. */
+static void coll_print_title(const coll_setup *s)
 {
   const cfg_cluster *c = s->cluster;
   int nodes = (s->gpus + c->node.gpus_per_node - 1) / c->node.gpus_per_node;
@@ -72,7 +75,13 @@ static void coll_print_header(const coll_setup *s)
          nodes, nodes == 1 ? "" : "s", MIN(s->gpus, c->node.gpus_per_node), c->name);
   if (s->group != s->gpus)
     printf("%d groups of %d at once, ", s->gpus / s->group, s->group);
-  printf("engine %s, algorithm %s\n#\n", eng_kind_name(s->opt.kind), coll_algo_name(s->opt.algo));
+  printf("engine %s, algorithm %s\n", eng_kind_name(s->opt.kind), coll_algo_name(s->opt.algo));
+}
+
+static void coll_print_header(const coll_setup *s)
+{
+  coll_print_title(s);
+  printf("#\n");
   printf("#%62s%-35s%s\n", "", "out-of-place", "in-place");
   printf("#%11s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
   for (int run = 0; run < 2; run++)
@@ -105,6 +114,77 @@ static void coll_print_text(const coll_setup *s, const GArray *rows)
   }
   printf("# Out of bounds values : 0 OK\n");
   printf("# Avg bus bandwidth    : %g\n#\n", rows->len ? busbw_sum / rows->len : 0);
+}
+
+/* ---- the OSU Micro-Benchmarks' layout ------------------------------------------------------ */
+
+typedef enum { COLL_FORMAT_NCCL, COLL_FORMAT_OMB, COLL_FORMAT_OMB_LATENCY } coll_format;
+
+/* OMB's allgather and alltoall sizes are what one rank sends to one other (allgather: its
+ * share), a rank's whole buffer over the group; every other benchmark's is the whole buffer,
+ * as nccl-tests' is. */
+static double coll_omb_share(const coll_setup *s, coll_format f)
+{
+  bool split = s->op == PROG_COLL_ALLGATHER || s->op == PROG_COLL_ALLTOALL;
+  return f != COLL_FORMAT_NCCL && split ? s->group : 1;
+}
+
+/* The benchmark OMB would run: its title, and whether it reports a bandwidth. */
+static const char *coll_omb_title(prog_coll op, coll_format f, bool *bandwidth)
+{
+  static const char *const titles[] = {
+      [PROG_COLL_ALLREDUCE] = "Allreduce Latency Test",
+      [PROG_COLL_ALLGATHER] = "Allgather Latency Test",
+      [PROG_COLL_REDUCESCATTER] = "Reduce_scatter Latency Test",
+      [PROG_COLL_ALLTOALL] = "All-to-All Personalized Exchange Latency Test",
+      [PROG_COLL_BROADCAST] = "Broadcast Latency Test",
+      [PROG_COLL_REDUCE] = "Reduce Latency Test",
+      [PROG_COLL_SENDRECV] = "Bandwidth Test",
+  };
+  *bandwidth = op == PROG_COLL_SENDRECV && f == COLL_FORMAT_OMB;
+  return op == PROG_COLL_SENDRECV && f == COLL_FORMAT_OMB_LATENCY ? "Latency Test" : titles[op];
+}
+
+/* As OMB 7.5 prints it with -d cuda (and --full for collectives: one evaluation of a model
+ * has min = max = avg and 1 iteration): sizes in bytes, %-10d, values %18.2f. */
+static void coll_print_omb(const coll_setup *s, const GArray *rows, coll_format f)
+{
+  bool bandwidth = false;
+  const char *title = coll_omb_title(s->op, f, &bandwidth);
+  bool full = s->op != PROG_COLL_SENDRECV;
+  double share = coll_omb_share(s, f);
+  coll_print_title(s);
+  printf("# OSU MPI-CUDA %s v7.5\n", title);
+  if (bandwidth)
+    printf("# Size      Bandwidth (MB/s)\n");
+  else
+    printf("# Size       Avg Latency(us)%s\n",
+           full ? "   Min Latency(us)   Max Latency(us)  Iterations" : "");
+  for (guint i = 0; i < rows->len; i++) {
+    const coll_row *r = &g_array_index(rows, coll_row, i);
+    double size = r->size / share, us = r->time * 1e6;
+    printf("%-10.0f%18.2f", size, bandwidth ? r->size / us : us);
+    if (full)
+      printf("%18.2f%18.2f%12d", us, us, 1);
+    printf("\n");
+  }
+}
+
+static bool coll_format_choice(const char *value, const coll_setup *s, coll_format *out,
+                               GError **err)
+{
+  const char *names[] = {"nccl-tests", "omb", "omb-latency"};
+  int i = value ? cli_choice("--format", value, names, G_N_ELEMENTS(names), err) : 0;
+  if (i < 0)
+    return false;
+  if (i == COLL_FORMAT_OMB_LATENCY && s->op != PROG_COLL_SENDRECV) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                "--format omb-latency is osu_latency, point to point: it needs --op sendrecv "
+                "(--format omb prints %s as OMB does)", prog_coll_name(s->op));
+    return false;
+  }
+  *out = (coll_format)i;
+  return true;
 }
 
 static void coll_print_json(const GArray *rows, bool csv)
@@ -215,12 +295,24 @@ static long coll_count_rows(double lo, double hi, double factor)
 }
 
 
+/* The default sweep: nccl-tests' -b 8 -e 8G of the README, or OMB's own defaults (1 B to
+ * 1 MiB for collectives, 4 MiB point to point). */
+static void coll_default_sizes(const coll_setup *s, coll_format f, const char **min, const char **max)
+{
+  if (f == COLL_FORMAT_NCCL) {
+    *min = *min ? *min : "8";
+    *max = *max ? *max : "8GiB";
+  } else {
+    *min = *min ? *min : "1";
+    *max = *max ? *max : s->op == PROG_COLL_SENDRECV ? "4MiB" : "1MiB";
+  }
+}
+
 static bool coll_sizes(const char *min, const char *max, double factor, double *lo, double *hi,
                        GError **err)
 {
   g_autofree char *why = NULL;
-  if (!units_parse(min ? min : "8", UNITS_BYTES, lo, &why) ||
-      !units_parse(max ? max : "8GiB", UNITS_BYTES, hi, &why)) {
+  if (!units_parse(min, UNITS_BYTES, lo, &why) || !units_parse(max, UNITS_BYTES, hi, &why)) {
     g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--min/--max: %s", why);
     return false;
   }
@@ -242,7 +334,7 @@ static bool coll_sizes(const char *min, const char *max, double factor, double *
 int cli_coll(int argc, char **argv)
 {
   g_autofree char *cluster = NULL, *op = NULL, *algo = NULL, *proto = NULL, *engine = NULL;
-  g_autofree char *min = NULL, *max = NULL;
+  g_autofree char *min = NULL, *max = NULL, *format = NULL;
   g_auto(GStrv) sets = NULL;
   gboolean json = FALSE, csv = FALSE;
   int gpus = 0, group = 0;
@@ -252,12 +344,15 @@ int cli_coll(int argc, char **argv)
       {"op", 0, 0, G_OPTION_ARG_STRING, &op, "allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv", "OP"},
       cli_opt(CLI_GPUS, &gpus, "GPUs taking part (the first N)"),
       cli_opt(CLI_GROUP_SIZE, &group, "Split them into groups of G running at once"),
-      {"min", 0, 0, G_OPTION_ARG_STRING, &min, "Smallest size (default 8B)", "SIZE"},
-      {"max", 0, 0, G_OPTION_ARG_STRING, &max, "Largest size (default 8GiB)", "SIZE"},
+      {"min", 0, 0, G_OPTION_ARG_STRING, &min, "Smallest size (default 8B; OMB: 1B)", "SIZE"},
+      {"max", 0, 0, G_OPTION_ARG_STRING, &max, "Largest size (default 8GiB; OMB: 1MiB, 4MiB for sendrecv)", "SIZE"},
       {"factor", 0, 0, G_OPTION_ARG_DOUBLE, &factor, "Size multiplier between rows (default 2)", "F"},
       cli_opt(CLI_ALGO, &algo, "auto, ring, tree, rhd, hierarchical, nvls, nvls-tree, sharp, pairwise, direct"),
       cli_opt(CLI_PROTO, &proto, NULL),
       cli_opt(CLI_ENGINE, &engine, NULL),
+      {"format", 0, 0, G_OPTION_ARG_STRING, &format,
+       "nccl-tests (default), omb (osu_allreduce --full ..., osu_bw for sendrecv) or omb-latency "
+       "(osu_latency); OMB's allgather/alltoall size is one rank's share", "F"},
       cli_opt(CLI_JSON, &json, "Print JSON rows"),
       cli_opt(CLI_CSV, &csv, "Print CSV rows (size_bytes, time_us, algbw_GBps, busbw_GBps, ...)"),
       cli_opt(CLI_SET, &sets, "Override a cluster key, repeatable"),
@@ -269,19 +364,31 @@ int cli_coll(int argc, char **argv)
     fprintf(stderr, "dlsim: error: dlsim coll needs -c CLUSTER, --op OP and --gpus N (see --help)\n");
     return 2;
   }
+  if (format && (json || csv)) {
+    fprintf(stderr, "dlsim: error: --format is a text layout; --json and --csv print rows of their own\n");
+    return 2;
+  }
   coll_setup s = {.gpus = gpus, .group = group};
+  coll_format f = COLL_FORMAT_NCCL;
   GError *err = NULL;
   double lo = 0, hi = 0;
   bool ok = coll_setup_load(&s, cluster, sets, op, algo, proto, engine, &err) &&
-            coll_check_group(&s, &err) && coll_sizes(min, max, factor, &lo, &hi, &err);
+            coll_format_choice(format, &s, &f, &err) && coll_check_group(&s, &err);
+  const char *from = min, *to = max;
+  if (ok)
+    coll_default_sizes(&s, f, &from, &to);
+  ok = ok && coll_sizes(from, to, factor, &lo, &hi, &err);
   GArray *rows = g_array_new(FALSE, FALSE, sizeof(coll_row));
+  double share = ok ? coll_omb_share(&s, f) : 1;
   for (double size = lo; ok && size <= hi * (1 + 1e-12); size = coll_next_size(size, factor)) {
     coll_row row;
-    ok = coll_measure(&s, size, &row, &err);
+    ok = coll_measure(&s, size * share, &row, &err);
     if (ok)
       g_array_append_val(rows, row);
   }
-  if (ok)
+  if (ok && f != COLL_FORMAT_NCCL)
+    coll_print_omb(&s, rows, f);
+  else if (ok)
     json || csv ? coll_print_json(rows, csv) : coll_print_text(&s, rows);
   g_array_free(rows, TRUE);
   hw_cluster_free(s.hw);

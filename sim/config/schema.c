@@ -777,7 +777,7 @@ static const cfg_field cfg_case_fields[] = {
     {ROW(cfg_case, "measured", CFG_T_NUMBER, measured), .doc = "the measured value"},
     F_QTY(cfg_case, "tolerance", tolerance, UNITS_FRACTION, "a check passes when |error| <= tolerance",
            DERIVED("0.10")),
-    F_PATH(cfg_case, "table", table, "nccl-tests output or a CSV of collective or GEMM times"),
+    F_PATH(cfg_case, "table", table, "nccl-tests or OMB output, or a CSV of collective or GEMM times"),
     F_STR(cfg_case, "op", op, "the table's collective, or gemm"),
     F_INT(cfg_case, "gpus", gpus, 1, "GPUs of the table"),
     F_INT(cfg_case, "group_size", group_size, 1, "GPUs per group", DERIVED("gpus")),

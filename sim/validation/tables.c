@@ -53,6 +53,7 @@ static void val_run_coll_table(val_row *row)
             calib_table_load(c->table, &cols, &row->table, &err) &&
             cfg_load_with(c->cluster, NULL, c->set, &cl, NULL, &err);
   if (ok) {
+    calib_table_model_sizes(&row->table, t.op, t.group);
     row->times = g_new(double, row->table.points->len);
     ok = calib_predict(cl, &t, &row->table, row->times, &err);
   }

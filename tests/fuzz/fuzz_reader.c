@@ -1,6 +1,6 @@
 /* libFuzzer harness for dlsim's readers, one binary per reader (DLSIM_FUZZ_READER): the YAML
  * configuration (a workload on the dgx-h100 preset), --set overrides (one per line), Kineto
- * traces and nccl-tests tables. An input must be read or refused with an error; whatever
+ * traces and nccl-tests and OMB tables. An input must be read or refused with an error; whatever
  * loads as a training workload must simulate to finite figures or fail with an error.
  * Build and run: tests/README.md. */
 #include "calibration/calibration.h"
@@ -72,7 +72,10 @@ static void fuzz_nccl(const char *text, size_t len)
   if (fd < 0 || write(fd, text, len) != (ssize_t)len)
     abort();
   close(fd);
-  calib_columns cols = {.time_column = "oop_time_us|ip_time_us"};
+  /* OMB's output gets a time_us column where nccl-tests' has out-of-place and in-place times */
+  calib_columns cols = {.time_column = g_strstr_len(text, (gssize)len, "# OSU ")
+                                           ? "time_us"
+                                           : "oop_time_us|ip_time_us"};
   calib_table t = {0};
   GError *err = NULL;
   if (calib_table_load(path, &cols, &t, &err)) {
