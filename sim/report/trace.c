@@ -370,6 +370,19 @@ static int rep_event_cmp(const void *a, const void *b)
   return (x->op > y->op) - (x->op < y->op);
 }
 
+/* The streams a class's ops run on, its macros' templates included: the rows it needs. */
+static void rep_streams_used(const prog_program *p, int cls, bool used[PROG_NSTREAMS])
+{
+  const prog_class *k = prog_class_at(p, cls);
+  for (guint i = 0; i < k->ops->len; i++) {
+    const prog_op *op = &g_array_index(k->ops, prog_op, i);
+    if (op->kind != PROG_MEM)
+      used[op->stream] = true;
+    if (op->tmpl >= 0 && op->tmpl != cls)
+      rep_streams_used(p, op->tmpl, used);
+  }
+}
+
 static void rep_process_name(rep_tr *t, const int *src)
 {
   g_autoptr(GString) name = g_string_new(NULL);
@@ -388,8 +401,11 @@ static void rep_process_name(rep_tr *t, const int *src)
   g_array_free(stands, TRUE);
   rep_meta(t, 0, "process_name", "name", cJSON_CreateString(name->str));
   rep_meta(t, 0, "process_sort_index", "sort_index", cJSON_CreateNumber(t->rank));
+  bool used[PROG_NSTREAMS] = {0};
+  rep_streams_used(t->p, t->p->class_of[t->src], used);
   for (int s = 0; s < PROG_NSTREAMS; s++)
-    rep_meta(t, s, "thread_name", "name", cJSON_CreateString(rep_stream_name(s)));
+    if (used[s])
+      rep_meta(t, s, "thread_name", "name", cJSON_CreateString(rep_stream_name(s)));
 }
 
 static void rep_memory_counter(rep_tr *t, const eng_result *res)
