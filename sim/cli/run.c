@@ -5,7 +5,17 @@
 #include "report/report.h"
 #include "run/run.h"
 
+#include <glib/gstdio.h>
 #include <stdio.h>
+
+/* Perfetto's UI slows down past a few hundred megabytes: say how to cap a trace that big. */
+static void cli_trace_size_note(const char *path)
+{
+  GStatBuf st;
+  if (g_stat(path, &st) == 0 && st.st_size > 100 * 1000 * 1000)
+    fprintf(stderr, "dlsim run: the trace is %.0f MB; --trace-ranks (e.g. 0-7) and --trace-steps "
+            "(micro-batches per GPU) make it smaller\n", st.st_size / 1e6);
+}
 
 int cli_run(int argc, char **argv)
 {
@@ -93,6 +103,8 @@ int cli_run(int argc, char **argv)
   }
   rep_trace_options to = {.ranks = ranks, .steps = trace_steps};
   ok = ok && (!trace || rep_trace_write(trace, &run, &to, &err));
+  if (ok && trace)
+    cli_trace_size_note(trace);
   sim_result_clear(&run);
   unc_table_free(bands);
   return ok ? 0 : cli_fail(err);
