@@ -21,7 +21,7 @@ int cli_run(int argc, char **argv)
 {
   g_autofree char *cluster = NULL, *workload = NULL, *engine = NULL, *trace = NULL;
   g_autofree char *max_memory = NULL, *trace_ranks = NULL;
-  gint trace_steps = 0;
+  gint trace_steps = G_MININT; /* unset */
   gboolean yes = FALSE, quiet = FALSE;
   g_auto(GStrv) sets = NULL;
   gboolean json = FALSE;
@@ -51,11 +51,11 @@ int cli_run(int argc, char **argv)
     fprintf(stderr, "dlsim: error: dlsim run needs -c CLUSTER and -w WORKLOAD (see dlsim run --help)\n");
     return 2;
   }
-  if ((trace_ranks || trace_steps) && !trace) {
+  if ((trace_ranks || trace_steps != G_MININT) && !trace) {
     fprintf(stderr, "dlsim: error: --trace-ranks and --trace-steps shape a trace: add --trace FILE\n");
     return 2;
   }
-  if (trace_steps < 0) {
+  if (trace_steps != G_MININT && trace_steps < 1) {
     fprintf(stderr, "dlsim: error: --trace-steps: expected a number of micro-batches >= 1, got %d\n",
             trace_steps);
     return 2;
@@ -101,7 +101,7 @@ int cli_run(int argc, char **argv)
     if (whole)
       lc_text(stdout, &life);
   }
-  rep_trace_options to = {.ranks = ranks, .steps = trace_steps};
+  rep_trace_options to = {.ranks = ranks, .steps = MAX(trace_steps, 0)};
   ok = ok && (!trace || rep_trace_write(trace, &run, &to, &err));
   if (ok && trace)
     cli_trace_size_note(trace);
