@@ -7,6 +7,7 @@
 #include "report/report.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,11 +159,13 @@ static cJSON *rep_slice(rep_tr *t, int tid, double start, double end, const char
   cJSON_AddStringToObject(e, "ph", "X");
   cJSON_AddNumberToObject(e, "pid", t->rank);
   cJSON_AddNumberToObject(e, "tid", tid);
-  /* microseconds to the nanosecond: enough, and stable text */
+  /* microseconds to the nanosecond, both ends rounded before the duration is taken: a kernel
+   * that ends with its layer pass does not overrun it by a rounding */
+  long long from = llround(start * 1e9), to = llround(end * 1e9);
   char num[48];
-  g_snprintf(num, sizeof num, "%.3f", start * 1e6);
+  g_snprintf(num, sizeof num, "%lld.%03lld", from / 1000, from % 1000);
   cJSON_AddRawToObject(e, "ts", num);
-  g_snprintf(num, sizeof num, "%.3f", (end - start) * 1e6);
+  g_snprintf(num, sizeof num, "%lld.%03lld", (to - from) / 1000, (to - from) % 1000);
   cJSON_AddRawToObject(e, "dur", num);
   cJSON_AddStringToObject(e, "name", name);
   cJSON_AddStringToObject(e, "cat", cat);
