@@ -179,14 +179,24 @@ Test(cli, zero_with_one_data_parallel_rank_is_a_note_not_an_error)
   th_proc_clear(&p);
 }
 
-Test(cli, trace_is_chrome_json)
+/* Runs `dlsim run JOB --trace FILE`; returns the trace's text (and what dlsim printed). */
+static char *trace_of(const char *job, char **printed)
 {
   g_autofree char *out = th_write("trace.json", "");
-  g_autofree char *args = g_strdup_printf("run -c v100-edr -w resnet50-horovod --trace %s", out);
+  g_autofree char *args = g_strdup_printf("run %s --trace %s", job, out);
   th_proc p = th_dlsim(args);
   cr_assert_eq(p.status, 0, "%s", p.out);
-  g_autofree char *text = NULL;
+  if (printed)
+    *printed = g_strdup(p.out);
+  th_proc_clear(&p);
+  char *text = NULL;
   cr_assert(g_file_get_contents(out, &text, NULL, NULL));
+  return text;
+}
+
+Test(cli, trace_is_chrome_json)
+{
+  g_autofree char *text = trace_of("-c v100-edr -w resnet50-horovod", NULL);
   cJSON *j = cJSON_Parse(text);
   cr_assert_not_null(j);
   cJSON *ev = cJSON_GetObjectItem(j, "traceEvents");
@@ -201,7 +211,159 @@ Test(cli, trace_is_chrome_json)
   }
   cr_assert(complete > 100 && counters >= 4, "%d complete events, %d counter samples", complete, counters);
   cJSON_Delete(j);
+}
+
+/* A `dlsim run` trace of megatron-22b on one DGX A100 (TP 8), parsed; `extra` more options. */
+static cJSON *trace_22b(const char *extra, char **report)
+{
+  g_autofree char *job = g_strdup_printf("-c dgx-a100 -w megatron-22b -q --json %s", extra);
+  g_autofree char *text = trace_of(job, report);
+  cJSON *j = cJSON_Parse(text);
+  cr_assert_not_null(j, "the trace is not JSON");
+  return j;
+}
+
+static const char *trace_str(const cJSON *o, const char *key)
+{
+  const cJSON *v = cJSON_GetObjectItem(o, key);
+  return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* Per GPU (pid < 64): processes, layer passes by direction and micro-batch, and the
+ * tensor-parallel collectives that say their group, size and algorithm. */
+typedef struct {
+  int processes, fwd[64][4], bwd[64][4], tp[64];
+} trace_counts;
+
+static void trace_count_pass(trace_counts *c, int pid, const cJSON *e)
+{
+  const cJSON *args = cJSON_GetObjectItem(e, "args");
+  int mb = cJSON_GetObjectItem(args, "micro_batch")->valueint;
+  const char *pass = trace_str(args, "pass");
+  cr_assert(mb >= 0 && mb < 4, "micro-batch %d", mb);
+  /* the block stacks' passes: layer0 ... layer47 */
+  if (!g_str_has_prefix(trace_str(args, "layer"), "layer"))
+    return;
+  if (strcmp(pass, "fwd") == 0)
+    c->fwd[pid][mb]++;
+  else if (strcmp(pass, "bwd") == 0)
+    c->bwd[pid][mb]++;
+}
+
+static void trace_count_tp(trace_counts *c, int pid, const cJSON *e)
+{
+  const cJSON *args = cJSON_GetObjectItem(e, "args");
+  cr_assert_str_eq(trace_str(args, "group"), "0-7");
+  cr_assert_str_eq(trace_str(args, "dimension"), "tp");
+  cr_assert(cJSON_GetObjectItem(args, "bytes")->valuedouble > 0);
+  cr_assert(*trace_str(args, "algorithm") && *trace_str(args, "protocol"), "%s", cJSON_PrintUnformatted(e));
+  c->tp[pid]++;
+}
+
+static trace_counts trace_count(const cJSON *j)
+{
+  trace_counts c = {0};
+  const cJSON *e;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "traceEvents"))
+  {
+    int pid = cJSON_GetObjectItem(e, "pid")->valueint;
+    cr_assert(pid >= 0 && pid < 64);
+    const char *ph = trace_str(e, "ph"), *cat = trace_str(e, "cat");
+    if (strcmp(ph, "M") == 0 && strcmp(trace_str(e, "name"), "process_name") == 0)
+      c.processes++;
+    else if (strcmp(ph, "X") == 0 && strcmp(cat, "layer") == 0)
+      trace_count_pass(&c, pid, e);
+    else if (strcmp(ph, "X") == 0 && strcmp(cat, "tp") == 0)
+      trace_count_tp(&c, pid, e);
+  }
+  return c;
+}
+
+/* The issue's test: every GPU of the TP group shows every layer's forward and backward for
+ * every micro-batch (48 layers x 2 micro-batches), each with its tensor-parallel collectives. */
+Test(cli, trace_shows_every_layer_pass_on_every_gpu)
+{
+  cJSON *j = trace_22b("--set training.global_batch=8", NULL);
+  trace_counts c = trace_count(j);
+  cr_assert_eq(c.processes, 8);
+  for (int pid = 0; pid < 8; pid++) {
+    for (int mb = 0; mb < 2; mb++) {
+      cr_assert_eq(c.fwd[pid][mb], 48, "GPU %d micro-batch %d: %d forward passes", pid, mb, c.fwd[pid][mb]);
+      cr_assert_eq(c.bwd[pid][mb], 48, "GPU %d micro-batch %d: %d backward passes", pid, mb, c.bwd[pid][mb]);
+    }
+    cr_assert_eq(c.fwd[pid][2], 0);
+    /* sequence parallel: 4 collectives a layer forward, 4 backward, and the embedding's */
+    cr_assert(c.tp[pid] >= 2 * 48 * 8, "GPU %d: %d tp collectives", pid, c.tp[pid]);
+  }
+  cJSON_Delete(j);
+}
+
+Test(cli, trace_ranks_and_steps_cap_the_trace)
+{
+  cJSON *j = trace_22b("--set training.global_batch=8 --trace-ranks 0,3-4 --trace-steps 1", NULL);
+  trace_counts c = trace_count(j);
+  cr_assert_eq(c.processes, 3);
+  int pids[] = {0, 3, 4};
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(c.fwd[pids[i]][0], 48);
+    cr_assert_eq(c.fwd[pids[i]][1], 0, "--trace-steps 1 still shows micro-batch 1");
+  }
+  cr_assert_eq(c.fwd[1][0] + c.fwd[2][0] + c.fwd[5][0], 0);
+  cJSON_Delete(j);
+  const char *bad[][2] = {{"--trace-ranks 8", "rank 8 is not in this job (ranks 0-7)"},
+                          {"--trace-ranks 3-1", "range 3-1 runs backwards"},
+                          {"--trace-ranks 0,x", "expected ranks like 0-7,64, got '0,x'"},
+                          {"--trace-steps 0", "--trace-steps: expected"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autofree char *args = g_strdup_printf("run -c dgx-a100 -w megatron-22b -q --trace /dev/null %s", bad[i][0]);
+    th_proc p = th_dlsim(args);
+    cr_assert_eq(p.status, 2, "%s: %s", bad[i][0], p.out);
+    cr_assert(strstr(p.out, bad[i][1]), "%s: %s", bad[i][0], p.out);
+    th_proc_clear(&p);
+  }
+  th_proc p = th_dlsim("run -c dgx-a100 -w megatron-22b -q --trace-ranks 0");
+  cr_assert_eq(p.status, 2);
+  cr_assert(strstr(p.out, "add --trace FILE"), "%s", p.out);
   th_proc_clear(&p);
+}
+
+static double trace_step_time(const char *json)
+{
+  cJSON *j = cJSON_Parse(json);
+  cr_assert_not_null(j, "%s", json);
+  double t = cJSON_GetObjectItem(j, "step_time_s")->valuedouble;
+  cJSON_Delete(j);
+  return t;
+}
+
+/* The trace explains the step, it does not change it. A folded run (two small micro-batch
+ * counts, extended) and the full one a trace needs differ only by rounding. */
+Test(cli, trace_leaves_the_step_time_unchanged)
+{
+  g_autofree char *traced = NULL;
+  cJSON_Delete(trace_22b("", &traced));
+  th_proc p = th_dlsim("run -c dgx-a100 -w megatron-22b -q --json");
+  cr_assert_eq(p.status, 0);
+  cr_assert(trace_step_time(p.out) == trace_step_time(traced), "%s\n%s", p.out, traced);
+  th_proc_clear(&p);
+  g_autofree char *out = th_write("trace-175b.json", "");
+  const char *job = "run -c dgx-a100 -w megatron-175b --set node.count=8 -q --json";
+  g_autofree char *args = g_strdup_printf("%s --trace %s --trace-ranks 0 --trace-steps 1", job, out);
+  th_proc folded = th_dlsim(job), full = th_dlsim(args);
+  double a = trace_step_time(folded.out), b = trace_step_time(full.out);
+  cr_assert_float_eq(a, b, a * 1e-12);
+  th_proc_clear(&folded);
+  th_proc_clear(&full);
+}
+
+/* The first lines of the 22B trace, as the README shows them (tests/data/trace-22b-head.txt;
+ * to renew it: dlsim run -c dgx-a100 -w megatron-22b -q --trace t.json; head -16 t.json). */
+Test(cli, trace_first_lines_are_pinned)
+{
+  g_autofree char *text = trace_of("-c dgx-a100 -w megatron-22b -q", NULL), *golden = NULL;
+  g_autofree char *path = g_build_filename(DLSIM_SOURCE_DIR, "tests/data/trace-22b-head.txt", NULL);
+  cr_assert(g_file_get_contents(path, &golden, NULL, NULL));
+  cr_assert(g_str_has_prefix(text, golden), "the trace begins:\n%.3000s", text);
 }
 
 /* Every prefix of a real preset and deterministic garbage: an error or a result, never a crash. */

@@ -144,3 +144,43 @@ Test(engine, folding_and_tracing_exclude_each_other)
   g_error_free(err);
   sim_result_clear(&run);
 }
+
+/* What a trace shows inside a layer stack is the schedule the engine timed it with: one run's
+ * ops end by its makespan, and `count` runs started a period apart end where the macro does. */
+Test(engine, template_schedule_adds_up_to_the_macro)
+{
+  const char *sets[] = {"parallel.zero=3", NULL};
+  prog_program *p = th_program("dgx-h100", "gpt3-1.3b-dp", sets);
+  cr_assert_not_null(p);
+  hw_cluster *hw = NULL;
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", sets, &c, &w));
+  hw = hw_cluster_new(c);
+  eng_options o = {.kind = ENG_ANALYTIC, .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
+  eng_evaluator *ev = eng_evaluator_new(p, hw, &o);
+  int templates = 0;
+  for (guint t = 0; t < p->classes->len; t++) {
+    if (!prog_class_at(p, (int)t)->is_template)
+      continue;
+    eng_template_schedule s;
+    eng_evaluate_template(ev, (int)t, 0, &s);
+    double last = 0;
+    for (guint i = 0; i < s.nops; i++) {
+      cr_assert(s.start[i] >= 0 && s.end[i] >= s.start[i]);
+      last = MAX(last, s.end[i]);
+    }
+    cr_assert_float_eq(last, s.makespan, s.makespan * 1e-12);
+    cr_assert(s.period > 0 && s.period <= s.makespan);
+    double macro = eng_evaluate_macro(ev, (int)t, 24, 0);
+    cr_assert_float_eq(macro, s.makespan + 23 * s.period, macro * 1e-12);
+    eng_template_schedule_clear(&s);
+    templates++;
+  }
+  cr_assert(templates >= 2, "%d templates", templates);
+  eng_evaluator_free(ev);
+  hw_cluster_free(hw);
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
+  prog_free(p);
+}

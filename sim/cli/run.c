@@ -1,16 +1,27 @@
-/* dlsim run -c CLUSTER -w WORKLOAD [--engine des|analytic] [--json] [--trace FILE] [--set K=V]...
- * [--quiet] */
+/* dlsim run -c CLUSTER -w WORKLOAD [--engine des|analytic] [--json] [--trace FILE
+ * [--trace-ranks LIST] [--trace-steps N]] [--set K=V]... [--quiet] */
 #include "cli/cli_internal.h"
 #include "lifecycle/lifecycle.h"
 #include "report/report.h"
 #include "run/run.h"
 
+#include <glib/gstdio.h>
 #include <stdio.h>
+
+/* Perfetto's UI slows down past a few hundred megabytes: say how to cap a trace that big. */
+static void cli_trace_size_note(const char *path)
+{
+  GStatBuf st;
+  if (g_stat(path, &st) == 0 && st.st_size > 100 * 1000 * 1000)
+    fprintf(stderr, "dlsim run: the trace is %.0f MB; --trace-ranks (e.g. 0-7) and --trace-steps "
+            "(micro-batches per GPU) make it smaller\n", st.st_size / 1e6);
+}
 
 int cli_run(int argc, char **argv)
 {
   g_autofree char *cluster = NULL, *workload = NULL, *engine = NULL, *trace = NULL;
-  g_autofree char *max_memory = NULL;
+  g_autofree char *max_memory = NULL, *trace_ranks = NULL;
+  gint trace_steps = G_MININT; /* unset */
   gboolean yes = FALSE, quiet = FALSE;
   g_auto(GStrv) sets = NULL;
   gboolean json = FALSE;
@@ -20,6 +31,10 @@ int cli_run(int argc, char **argv)
       cli_opt(CLI_ENGINE, &engine, NULL),
       cli_opt(CLI_JSON, &json, NULL),
       cli_opt(CLI_TRACE, &trace, NULL),
+      {"trace-ranks", 0, 0, G_OPTION_ARG_STRING, &trace_ranks,
+       "With --trace: only these GPUs (default all)", "LIST"},
+      {"trace-steps", 0, 0, G_OPTION_ARG_INT, &trace_steps,
+       "With --trace: only each GPU's first N micro-batches (default all)", "N"},
       cli_opt(CLI_SET, &sets, NULL),
       cli_opt(CLI_MAX_MEMORY, &max_memory, NULL),
       cli_opt(CLI_YES, &yes, NULL),
@@ -36,11 +51,22 @@ int cli_run(int argc, char **argv)
     fprintf(stderr, "dlsim: error: dlsim run needs -c CLUSTER and -w WORKLOAD (see dlsim run --help)\n");
     return 2;
   }
+  if ((trace_ranks || trace_steps != G_MININT) && !trace) {
+    fprintf(stderr, "dlsim: error: --trace-ranks and --trace-steps shape a trace: add --trace FILE\n");
+    return 2;
+  }
+  if (trace_steps != G_MININT && trace_steps < 1) {
+    fprintf(stderr, "dlsim: error: --trace-steps: expected a number of micro-batches >= 1, got %d\n",
+            trace_steps);
+    return 2;
+  }
   GError *err = NULL;
   eng_kind kind;
   bud_limits budget;
+  g_autoptr(GArray) ranks = NULL;
   if (!cli_engine(engine, &kind, &err) ||
-      !bud_limits_parse(&budget, max_memory, yes, &err))
+      !bud_limits_parse(&budget, max_memory, yes, &err) ||
+      (trace_ranks && !rep_trace_ranks_parse(trace_ranks, &ranks, &err)))
     return cli_fail(err);
   /* a trace shows every op, so every micro-batch is simulated */
   cli_progress progress;
@@ -75,7 +101,10 @@ int cli_run(int argc, char **argv)
     if (whole)
       lc_text(stdout, &life);
   }
-  ok = ok && (!trace || rep_trace_write(trace, run.program, &run.eng, &err));
+  rep_trace_options to = {.ranks = ranks, .steps = MAX(trace_steps, 0)};
+  ok = ok && (!trace || rep_trace_write(trace, &run, &to, &err));
+  if (ok && trace)
+    cli_trace_size_note(trace);
   sim_result_clear(&run);
   unc_table_free(bands);
   return ok ? 0 : cli_fail(err);

@@ -165,7 +165,7 @@ static void an_finish_op(an_state *st, an_unit *u, uint32_t idx, double start, d
     g_array_append_val(u->spans, ((eng_span){start, end, (int)op->dim}));
   if (st->opt->trace) {
     eng_event e = {.rank = u->rank, .stream = op->stream, .kind = op->kind, .dim = op->dim,
-                   .name = op->name, .start = start, .end = end};
+                   .op = idx, .name = op->name, .start = start, .end = end};
     g_array_append_val(st->out->events, e);
   }
 }

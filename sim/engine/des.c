@@ -148,7 +148,7 @@ static void des_complete(des_ctx *c, des_rank *r, uint32_t idx, double start, do
   }
   if (c->events) {
     eng_event e = {.rank = r->rank, .stream = op->stream, .kind = op->kind, .dim = op->dim,
-                   .name = op->name, .start = start, .end = end};
+                   .op = idx, .name = op->name, .start = start, .end = end};
     g_array_append_val(c->events, e);
   }
 }

@@ -276,8 +276,10 @@ double eng_coll_crowded(eng_costs *c, const prog_op *op, int rank, const coll_sc
 
 /* List-schedules a template once; with `sync_only` the asynchronous ops are left out. Fills
  * `t`'s busy times (sync_only: the synchronous chain's) and, for the full pass, how long
- * compute ran beside a collective. */
-static double eng_template_pass(eng_costs *c, int tmpl, int rank, bool sync_only, eng_tmpl *t)
+ * compute ran beside a collective; `starts` (NULL: not wanted) and `ends` get every op's
+ * interval. */
+static double eng_template_pass(eng_costs *c, int tmpl, int rank, bool sync_only, eng_tmpl *t,
+                                double *starts, double *ends)
 {
   const prog_class *k = prog_class_at(c->p, tmpl);
   double free_at[PROG_NSTREAMS] = {0}, makespan = 0;
@@ -308,6 +310,10 @@ static double eng_template_pass(eng_costs *c, int tmpl, int rank, bool sync_only
         t->async_comm[op->dim] += dur;
     }
     end[i] = ready + dur;
+    if (starts) {
+      starts[i] = ready;
+      ends[i] = end[i];
+    }
     free_at[op->stream] = end[i];
     makespan = MAX(makespan, end[i]);
     if (dur > 0 && op->kind != PROG_MEM)
@@ -327,8 +333,8 @@ static const eng_tmpl *eng_template_times(eng_costs *c, int tmpl, int rank)
   if (t)
     return t;
   t = g_new0(eng_tmpl, 1);
-  t->makespan = eng_template_pass(c, tmpl, rank, false, t);
-  t->sync = eng_template_pass(c, tmpl, rank, true, t);
+  t->makespan = eng_template_pass(c, tmpl, rank, false, t, NULL, NULL);
+  t->sync = eng_template_pass(c, tmpl, rank, true, t, NULL, NULL);
   /* communication kernels hold SMs: the compute that runs beside them is slower */
   double slow = c->slowdown * t->overlap;
   t->makespan += slow;
@@ -432,6 +438,37 @@ bool eng_evaluate_coll(eng_evaluator *e, prog_coll coll, int family, double byte
   const coll_schedule *s = eng_schedule_for(e->pl, e->p, &op, rank, err);
   *time = s ? s->time : 0;
   return s != NULL;
+}
+
+void eng_evaluate_template(eng_evaluator *e, int tmpl, int rank, eng_template_schedule *out)
+{
+  const eng_tmpl *t = eng_template_times(e->costs, tmpl, rank);
+  guint n = prog_class_at(e->p, tmpl)->ops->len;
+  out->makespan = t->makespan;
+  out->period = t->period;
+  out->nops = n;
+  out->start = g_new0(double, MAX(n, 1u));
+  out->end = g_new0(double, MAX(n, 1u));
+  eng_tmpl scratch = {0};
+  double raw = eng_template_pass(e->costs, tmpl, rank, false, &scratch, out->start, out->end);
+  /* compute slowed by the SMs collectives hold stretches the run: spread that over its ops */
+  double k = raw > 0 ? t->makespan / raw : 1;
+  for (guint i = 0; i < n; i++) {
+    out->start[i] *= k;
+    out->end[i] *= k;
+  }
+}
+
+void eng_template_schedule_clear(eng_template_schedule *s)
+{
+  g_free(s->start);
+  g_free(s->end);
+  memset(s, 0, sizeof *s);
+}
+
+const coll_schedule *eng_evaluate_schedule(eng_evaluator *e, const prog_op *op, int rank)
+{
+  return eng_schedule_for(e->pl, e->p, op, rank, NULL);
 }
 
 /* ---- schedules ---------------------------------------------------------------------------- */

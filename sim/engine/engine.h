@@ -29,6 +29,7 @@ typedef struct {
 typedef struct {
   int rank;
   uint8_t stream, kind, dim;
+  uint32_t op;      /* its index in the rank's class */
   const char *name; /* owned by the program */
   double start, end;
 } eng_event;
@@ -82,6 +83,21 @@ void eng_evaluator_free(eng_evaluator *e);
 double eng_evaluate_macro(eng_evaluator *e, int tmpl, uint32_t count, int rank);
 bool eng_evaluate_coll(eng_evaluator *e, prog_coll op, int family, double bytes, int rank,
                        double *time, GError **err);
+
+/* One run of a template inside a macro op as `rank` runs it, for a trace to show what the
+ * macro's one interval holds: each op's start and end from the run's start, as the list
+ * schedule the engine timed it with gives them; run j of a macro starts j periods after the
+ * first. Reading it changes no duration. */
+typedef struct {
+  double makespan, period;
+  guint nops;
+  double *start, *end; /* per op of the template */
+} eng_template_schedule;
+void eng_evaluate_template(eng_evaluator *e, int tmpl, int rank, eng_template_schedule *out);
+void eng_template_schedule_clear(eng_template_schedule *s);
+/* The schedule (algorithm, protocol, time alone) the planner picks for a comm op as `rank` runs
+ * it, or NULL when none can run it. */
+const coll_schedule *eng_evaluate_schedule(eng_evaluator *e, const prog_op *op, int rank);
 
 /* Duration of a compute op by the hardware cost model (or its measured time). */
 double eng_compute_time(const hw_cluster *hw, const prog_op *op);

@@ -19,7 +19,17 @@ cJSON *rep_run_json(const sim_result *r);
  * report's header, or a JSON array of sentences. */
 void rep_notes_text(FILE *out, const cfg_workload *w);
 cJSON *rep_notes_json(const cfg_workload *w);
-bool rep_trace_write(const char *path, const prog_program *p, const eng_result *res, GError **err);
+/* What --trace writes of a run: the GPUs of `ranks` (pairs of first and last rank, as
+ * rep_trace_ranks_parse reads "0-7,64"; NULL: all) and their first `steps` micro-batches (0:
+ * all). Every GPU gets a process, a GPU the engine did not simulate on its own the events of
+ * the one it ran in step with (said in its name). */
+typedef struct {
+  const GArray *ranks;
+  int steps;
+} rep_trace_options;
+bool rep_trace_ranks_parse(const char *text, GArray **out, GError **err);
+bool rep_trace_write(const char *path, const sim_result *run, const rep_trace_options *o,
+                     GError **err);
 
 typedef struct {
   const cfg_cluster *cluster;
