@@ -251,19 +251,25 @@ Test(parallel, impossible_layouts_exit_2_naming_the_key)
   }
 }
 
-static double overlap_step(const char *overlap, eng_kind kind, double *exposed_tp)
+/* 22B on DGX A100 nodes with `sets` (NULL-terminated): the step, and its exposed time of `dim`. */
+static double step_exposing(const char *const *sets, eng_kind kind, prog_dim dim, double *exposed)
 {
-  const char *sets[] = {"node.count=1", "parallel.sequence_parallel=true", "model.layers=8", overlap,
-                        NULL};
   sim_options o = sim_options_for(kind);
   sim_result r;
   GError *err = NULL;
   cr_assert(sim_run_files("dgx-a100", "megatron-22b", (char *const *)sets, &o, &r, &err), "%s",
             err ? err->message : "");
   double t = r.eng.step_time;
-  *exposed_tp = r.eng.exposed[PROG_DIM_TP];
+  *exposed = r.eng.exposed[dim];
   sim_result_clear(&r);
   return t;
+}
+
+static double overlap_step(const char *overlap, eng_kind kind, double *exposed_tp)
+{
+  const char *sets[] = {"node.count=1", "parallel.sequence_parallel=true", "model.layers=8", overlap,
+                        NULL};
+  return step_exposing(sets, kind, PROG_DIM_TP, exposed_tp);
 }
 
 Test(parallel, tensor_parallel_collectives_run_beside_their_gemms_when_overlapped)
@@ -283,15 +289,7 @@ static double gather_step(const char *overlap, eng_kind kind, double *exposed_dp
 {
   const char *sets[] = {"node.count=4", "parallel.dp=4", "parallel.zero=1", "model.layers=8",
                         "training.global_batch=16", overlap, NULL};
-  sim_options o = sim_options_for(kind);
-  sim_result r;
-  GError *err = NULL;
-  cr_assert(sim_run_files("dgx-a100", "megatron-22b", (char *const *)sets, &o, &r, &err), "%s",
-            err ? err->message : "");
-  double t = r.eng.step_time;
-  *exposed_dp = r.eng.exposed[PROG_DIM_DP];
-  sim_result_clear(&r);
-  return t;
+  return step_exposing(sets, kind, PROG_DIM_DP, exposed_dp);
 }
 
 Test(parallel, an_overlapped_parameter_gather_runs_beside_the_next_forward)
