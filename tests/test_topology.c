@@ -212,11 +212,26 @@ Test(topology, two_nvl72_racks_meet_over_the_network)
   cfg_cluster_free(cfg);
 }
 
+/* A partly filled rack: 5 trays are one NVLink domain of 20 GPUs. */
+Test(topology, a_partial_rack_is_one_smaller_domain)
+{
+  const char *const sets[] = {"node.count=5", NULL};
+  cfg_cluster *cfg = NULL;
+  cr_assert(th_load("gb200-nvl72", NULL, sets, &cfg, NULL));
+  hw_cluster *hw = hw_cluster_new(cfg);
+  cr_assert_eq(hw_gpus(hw), 20);
+  cr_assert_eq(hw_nodes(hw), 1);
+  hw_route r;
+  hw_route_get(hw, 0, 19, &r);
+  cr_assert_eq(r.tier, 0);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
 Test(topology, an_nvlink_domain_is_whole_nodes)
 {
   const char *const bad[][2] = {
       {"node.nvlink_domain=6", "multiple of node.gpus_per_node"},
-      {"node.count=20", "whole NVLink domains"},
       {"network.tiers[0].nodes_per_switch=9", "splits an NVLink domain"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {

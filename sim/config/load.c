@@ -397,7 +397,7 @@ static void cfg_one_switch(cfg_network *net)
   net->tiers[0].name = g_strdup("leaf");
 }
 
-/* An NVLink domain is whole nodes on one NVSwitch fabric, and the cluster whole domains. */
+/* An NVLink domain is whole nodes on one NVSwitch fabric (the last one may be partly filled). */
 static bool cfg_domain_check(cfg_node_spec *n, const cfg_doc *d, GError **err)
 {
   CFG_DEFAULT_INT(n->nvlink_domain, n->gpus_per_node);
@@ -411,11 +411,6 @@ static bool cfg_domain_check(cfg_node_spec *n, const cfg_doc *d, GError **err)
     return cfg_fail(err, d, "node.nvlink_domain",
                     "node.nvlink_domain = %d spans nodes: needs node.intra.kind nvswitch",
                     n->nvlink_domain);
-  if ((gint64)n->count * n->gpus_per_node % n->nvlink_domain != 0)
-    return cfg_fail(err, d, "node.count",
-                    "node.count = %d: the cluster must be whole NVLink domains (%d nodes of %d "
-                    "GPUs each)", n->count, n->nvlink_domain / n->gpus_per_node,
-                    n->gpus_per_node);
   return true;
 }
 

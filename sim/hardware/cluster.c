@@ -138,7 +138,7 @@ hw_cluster *hw_cluster_new(const cfg_cluster *cfg)
   hw->trays = domain / cfg->node.gpus_per_node;
   hw->gpn = domain;
   hw->ngpus = cfg->node.gpus_per_node * cfg->node.count;
-  hw->nnodes = hw->ngpus / hw->gpn;
+  hw->nnodes = (hw->ngpus + hw->gpn - 1) / hw->gpn; /* the last domain may be partly filled */
   hw->nics = MAX(cfg->node.nics_per_node, 1) * hw->trays;
   if (cfg->network.topology == CFG_TOPO_RAIL_OPTIMIZED)
     hw->rails = MAX(cfg->node.nics_per_node, 1);
