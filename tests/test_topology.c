@@ -9,15 +9,10 @@
 #include <math.h>
 #include <string.h>
 
-/* A pure alpha-beta network: no protocol costs, full link rates. */
-static const char *const plain =
-    "nccl: {link_efficiency: {intra: 1, network: 1}, base_latency: {ll: 0, ll128: 0, simple: 0},\n"
-    "  hop_latency: {intra: {ll: 0, ll128: 0, simple: 0}, network: {ll: 0, ll128: 0, simple: 0}},\n"
-    "  protocol_efficiency: {ll: 1, ll128: 1, simple: 1}, chunk: {ll: 0, ll128: 0, simple: 0}}\n";
-
 /* 2 nodes of 4 GPUs and 4 NICs of 12.5 GB/s, both below one leaf group, a spine over it with
- * `over`:1 oversubscription; `net` adds network keys (topology, rails). */
-static hw_cluster *rail_cluster(const char *net, double over, cfg_cluster **cfg)
+ * `over`:1 oversubscription; `net` adds network keys (topology, rails); NCCL a pure alpha-beta
+ * model (no protocol costs, full link rates), with PXN or not. */
+static hw_cluster *rail_cluster_pxn(const char *net, double over, bool pxn, cfg_cluster **cfg)
 {
   g_autofree char *text = g_strdup_printf(
       "name: t\n"
@@ -27,11 +22,20 @@ static hw_cluster *rail_cluster(const char *net, double over, cfg_cluster **cfg)
       "network: {%s nic_bandwidth: 100Gb/s,\n"
       "          tiers: [{name: leaf, latency: 1us, nodes_per_switch: 2},\n"
       "                  {name: spine, latency: 1us, oversubscription: %g}]}\n"
-      "%s",
-      net, over, plain);
+      "nccl: {link_efficiency: {intra: 1, network: 1}, base_latency: {ll: 0, ll128: 0, simple: 0},\n"
+      "  hop_latency: {intra: {ll: 0, ll128: 0, simple: 0}, network: {ll: 0, ll128: 0, simple: 0}},\n"
+      "  protocol_efficiency: {ll: 1, ll128: 1, simple: 1}, chunk: {ll: 0, ll128: 0, simple: 0},\n"
+      "  pxn: %s}\n",
+      net, over, pxn ? "true" : "false");
   g_autofree char *path = th_write("rail.yaml", text);
   cr_assert(th_load(path, NULL, NULL, cfg, NULL));
   return hw_cluster_new(*cfg);
+}
+
+/* The fabric's own paths: NCCL's PXN off. */
+static hw_cluster *rail_cluster(const char *net, double over, cfg_cluster **cfg)
+{
+  return rail_cluster_pxn(net, over, false, cfg);
 }
 
 /* The highest link tier a route uses (-1 NVLink, 0 NIC and leaf, 1 leaf to spine). */
@@ -73,21 +77,25 @@ Test(topology, a_fat_tree_leaf_joins_every_nic)
   cfg_cluster_free(cfg);
 }
 
-Test(topology, rail_only_changes_rail_over_nvlink_first)
+/* Rail-only has no spine between rails; NCCL's PXN does not use it either. */
+Test(topology, rail_only_and_pxn_change_rail_over_nvlink_first)
 {
-  cfg_cluster *cfg = NULL;
-  hw_cluster *hw = rail_cluster("topology: rail-optimized, rails: only,", 1, &cfg);
-  hw_route r;
-  hw_route_get(hw, 1, 6, &r);
-  /* GPU 1 -> NVSwitch -> GPU 2 of the same node, then rail 2: NIC, leaf, leaf, NIC */
-  cr_assert_eq(r.tier, 1, "no spine between rails: tier %d", r.tier);
-  cr_assert_eq(r.nhops, 6);
-  cr_assert_eq(hw_link_get(hw, HW_HOP_LINK(r.hops[0]))->tier, -1);
-  cr_assert_eq(hw_link_get(hw, HW_HOP_LINK(r.hops[1]))->tier, -1);
-  cr_assert_eq(top_link_tier(hw, &r), 0);
-  cr_assert_float_eq(r.latency, 2e-6 + 1e-6, 1e-15); /* NVLink, then one leaf */
-  hw_cluster_free(hw);
-  cfg_cluster_free(cfg);
+  const char *nets[] = {"topology: rail-optimized, rails: only,", "topology: rail-optimized,"};
+  for (int i = 0; i < 2; i++) {
+    cfg_cluster *cfg = NULL;
+    hw_cluster *hw = rail_cluster_pxn(nets[i], 1, i == 1, &cfg);
+    hw_route r;
+    hw_route_get(hw, 1, 6, &r);
+    /* GPU 1 -> NVSwitch -> GPU 2 of the same node, then rail 2: NIC, leaf, leaf, NIC */
+    cr_assert_eq(r.tier, 1, "%s: no spine between rails: tier %d", nets[i], r.tier);
+    cr_assert_eq(r.nhops, 6);
+    cr_assert_eq(hw_link_get(hw, HW_HOP_LINK(r.hops[0]))->tier, -1);
+    cr_assert_eq(hw_link_get(hw, HW_HOP_LINK(r.hops[1]))->tier, -1);
+    cr_assert_eq(top_link_tier(hw, &r), 0);
+    cr_assert_float_eq(r.latency, 2e-6 + 1e-6, 1e-15); /* NVLink, then one leaf */
+    hw_cluster_free(hw);
+    cfg_cluster_free(cfg);
+  }
 }
 
 Test(topology, rails_meeting_at_a_missing_spine_is_an_error)
@@ -128,6 +136,12 @@ Test(topology, an_oversubscribed_spine_slows_cross_rail_traffic_only)
   /* at 8:1 it carries 25 / 8 = 3.125 GB/s: 4 times slower than the NIC */
   double cross8 = 3e-6 + 0.5e9 / 3.125e9;
   cr_assert_float_eq(pair_allgather(over, 1, 6), cross8, cross8 * 1e-9);
+  /* with NCCL's PXN the spine is not used: NVLink (2 us, 100 GB/s), then the NIC */
+  cfg_cluster *cp = NULL;
+  hw_cluster *pxn = rail_cluster_pxn("topology: rail-optimized,", 8, true, &cp);
+  cr_assert_float_eq(pair_allgather(pxn, 1, 6), cross1, cross1 * 1e-9);
+  hw_cluster_free(pxn);
+  cfg_cluster_free(cp);
   hw_cluster_free(full);
   hw_cluster_free(over);
   cfg_cluster_free(c1);
@@ -146,10 +160,11 @@ static double engine_time(hw_cluster *hw, eng_kind kind, prog_coll op, int gpus,
 
 Test(topology, the_des_routes_a_rail_fabric_as_the_closed_form_does)
 {
-  const char *nets[] = {"topology: rail-optimized,", "topology: rail-optimized, rails: only,"};
+  const char *nets[] = {"topology: rail-optimized,", "topology: rail-optimized, rails: only,",
+                        "topology: rail-optimized,"};
   for (size_t i = 0; i < G_N_ELEMENTS(nets); i++) {
     cfg_cluster *cfg = NULL;
-    hw_cluster *hw = rail_cluster(nets[i], 1, &cfg);
+    hw_cluster *hw = rail_cluster_pxn(nets[i], 1, i == 2, &cfg);
     double a = engine_time(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, 8, 1 << 28);
     double d = engine_time(hw, ENG_DES, PROG_COLL_ALLREDUCE, 8, 1 << 28);
     cr_assert(fabs(d / a - 1) < 1e-6, "%s des %.9g analytic %.9g", nets[i], d, a);

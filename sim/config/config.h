@@ -158,6 +158,7 @@ typedef struct {
   double chunk[CFG_NPROTOS];                 /* pipeline chunk per channel (fill of pipelines) */
   double protocol_efficiency[CFG_NPROTOS];   /* payload / wire bytes (LL 1/2, LL128 120/128) */
   int max_channels;                          /* rings / trees used at once across nodes */
+  int pxn;                                   /* 0/1: change rail over NVLink (NCCL's PXN) */
   char *source;
 } cfg_nccl;
 

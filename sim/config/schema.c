@@ -255,6 +255,11 @@ static const cfg_field cfg_nccl_fields[] = {
               DEFS(cfg_protocol_efficiency_defaults)),
     F_INT(cfg_nccl, "max_channels", max_channels, 1, "rings or trees used at once across nodes",
           DEF(16), UPTO(256, "NCCL runs at most 64 channels")),
+    F_BOOL(cfg_nccl, "pxn", pxn,
+           "on a rail-optimized fabric, a GPU reaches another node's GPU on another rail through "
+           "the GPU of its own node on that rail (NVLink, then one rail), as NCCL does by default "
+           "(NCCL_PXN_DISABLE=0); off, through the spine",
+           DEF(1)),
     F_STR(cfg_nccl, "source", source, "where the numbers come from",
           DEF_STR("dlsim defaults (not calibrated)")),
 };

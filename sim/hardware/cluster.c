@@ -318,13 +318,16 @@ static void hw_switch_route(const hw_cluster *hw, int src, int dst, hw_route *r)
   r->tier = 1 + hi.tier;
 }
 
-/* Rail-only: no switch joins two rails, so traffic changes rail over NVLink inside the source
- * node first, to the GPU on the destination's rail (NCCL's PXN). Returns the GPU that sends. */
+/* Between rails, NCCL moves the data over NVLink inside the source node first, to the GPU on
+ * the destination's rail, and sends it from there (PXN): its rings leave a node through the
+ * NIC of the next node's entry GPU. Rail-only fabrics have no other path. Returns the GPU that
+ * sends. */
 static int hw_pxn_hop(const hw_cluster *hw, int src, int dst, hw_route *r)
 {
-  int rail = hw_rail_of(hw, dst);
-  if (!hw->rails || hw->cfg->network.rails != CFG_RAILS_ONLY || hw_rail_of(hw, src) == rail)
+  bool pxn = hw->cfg->nccl.pxn || hw->cfg->network.rails == CFG_RAILS_ONLY;
+  if (!hw->rails || !pxn || hw_rail_of(hw, src) == hw_rail_of(hw, dst))
     return src;
+  int rail = hw_rail_of(hw, dst);
   int nic = (src % hw->gpn * hw->nics / hw->gpn) / hw->rails * hw->rails + rail;
   int via = src / hw->gpn * hw->gpn + (nic * hw->gpn + hw->nics - 1) / hw->nics;
   hw_push(hw, r, hw->gpu_link0 + src, false);
