@@ -12,7 +12,8 @@
 /* 2 nodes of 4 GPUs and 4 NICs of 12.5 GB/s, both below one leaf group, a spine over it with
  * `over`:1 oversubscription; `net` adds network keys (topology, rails); NCCL a pure alpha-beta
  * model (no protocol costs, full link rates), with PXN or not. */
-static hw_cluster *rail_cluster_pxn(const char *net, double over, bool pxn, cfg_cluster **cfg)
+static hw_cluster *rail_cluster_leaf(const char *net, double over, bool pxn, int leaf,
+                                     cfg_cluster **cfg)
 {
   g_autofree char *text = g_strdup_printf(
       "name: t\n"
@@ -20,16 +21,21 @@ static hw_cluster *rail_cluster_pxn(const char *net, double over, bool pxn, cfg_
       "node: {count: 2, gpus_per_node: 4, nics_per_node: 4,\n"
       "       intra: {bandwidth: 100GB/s, latency: 2us}}\n"
       "network: {%s nic_bandwidth: 100Gb/s,\n"
-      "          tiers: [{name: leaf, latency: 1us, nodes_per_switch: 2},\n"
+      "          tiers: [{name: leaf, latency: 1us, nodes_per_switch: %d},\n"
       "                  {name: spine, latency: 1us, oversubscription: %g}]}\n"
       "nccl: {link_efficiency: {intra: 1, network: 1}, base_latency: {ll: 0, ll128: 0, simple: 0},\n"
       "  hop_latency: {intra: {ll: 0, ll128: 0, simple: 0}, network: {ll: 0, ll128: 0, simple: 0}},\n"
       "  protocol_efficiency: {ll: 1, ll128: 1, simple: 1}, chunk: {ll: 0, ll128: 0, simple: 0},\n"
       "  pxn: %s}\n",
-      net, over, pxn ? "true" : "false");
+      net, leaf, over, pxn ? "true" : "false");
   g_autofree char *path = th_write("rail.yaml", text);
   cr_assert(th_load(path, NULL, NULL, cfg, NULL));
   return hw_cluster_new(*cfg);
+}
+
+static hw_cluster *rail_cluster_pxn(const char *net, double over, bool pxn, cfg_cluster **cfg)
+{
+  return rail_cluster_leaf(net, over, pxn, 2, cfg);
 }
 
 /* The fabric's own paths: NCCL's PXN off. */
@@ -162,15 +168,18 @@ Test(topology, the_des_routes_a_rail_fabric_as_the_closed_form_does)
 {
   const char *nets[] = {"topology: rail-optimized,", "topology: rail-optimized, rails: only,",
                         "topology: rail-optimized,"};
-  for (size_t i = 0; i < G_N_ELEMENTS(nets); i++) {
-    cfg_cluster *cfg = NULL;
-    hw_cluster *hw = rail_cluster_pxn(nets[i], 1, i == 2, &cfg);
-    double a = engine_time(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, 8, 1 << 28);
-    double d = engine_time(hw, ENG_DES, PROG_COLL_ALLREDUCE, 8, 1 << 28);
-    cr_assert(fabs(d / a - 1) < 1e-6, "%s des %.9g analytic %.9g", nets[i], d, a);
-    hw_cluster_free(hw);
-    cfg_cluster_free(cfg);
-  }
+  /* one leaf group over both nodes, then a leaf group per node (routes through the spine zone) */
+  for (int leaf = 2; leaf >= 1; leaf--)
+    for (size_t i = 0; i < G_N_ELEMENTS(nets); i++) {
+      cfg_cluster *cfg = NULL;
+      hw_cluster *hw = rail_cluster_leaf(nets[i], 8, i == 2, leaf, &cfg);
+      double a = engine_time(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, 8, 1 << 28);
+      double d = engine_time(hw, ENG_DES, PROG_COLL_ALLREDUCE, 8, 1 << 28);
+      cr_assert(fabs(d / a - 1) < 1e-6, "%s leaf %d: des %.9g analytic %.9g", nets[i], leaf, d,
+                a);
+      hw_cluster_free(hw);
+      cfg_cluster_free(cfg);
+    }
 }
 
 /* gb200-nvl72 with the alpha-beta NCCL parameters: only the datasheet links remain. */
