@@ -109,10 +109,15 @@ Test(topology, rails_meeting_at_a_missing_spine_is_an_error)
   const char *text = "name: t\n"
                      "gpu: {memory: 80GiB, memory_bandwidth: 2TB/s, flops: {bf16: 100TFLOPS}}\n"
                      "node: {count: 2, gpus_per_node: 4, intra: {bandwidth: 100GB/s}}\n"
-                     "network: {topology: rail-optimized, nic_bandwidth: 100Gb/s}\n";
+                     "network: {topology: rail-optimized, nic_bandwidth: 100Gb/s}\n"
+                     "nccl: {pxn: false}\n";
   g_autofree char *path = th_write("onetier.yaml", text);
   g_autofree char *msg = th_load_error(path, NULL, NULL);
   cr_assert(msg && strstr(msg, "network.rails"), "%s", msg ? msg : "(loaded)");
+  /* with PXN (NCCL's default) no traffic changes rail in the network: one tier will do */
+  const char *const pxn[] = {"nccl.pxn=true", NULL};
+  g_autofree char *none = th_load_error(path, NULL, pxn);
+  cr_assert_null(none, "%s", none);
 }
 
 /* A 2-GPU all-gather of 1 GB: each GPU sends 0.5 GB to the other, alone on its route. */

@@ -534,11 +534,12 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
                       "%d nodes): expected a multiple of %d", path, below, n->nvlink_domain,
                       trays, trays);
   }
+  /* with NCCL's PXN no traffic changes rail in the network, so one tier of rails will do */
   if (net->topology == CFG_TOPO_RAIL_OPTIMIZED && net->rails == CFG_RAILS_SPINE && n->count > 1 &&
-      net->ntiers < 2)
+      net->ntiers < 2 && !c->nccl.pxn)
     return cfg_fail(err, d, "network.rails",
-                    "network.rails: spine needs a spine (network.tiers with at least two tiers); "
-                    "with one tier set rails: only");
+                    "network.rails: spine needs a spine (network.tiers with at least two tiers) "
+                    "when nccl.pxn is off; with one tier set rails: only");
   if (below < n->count)
     return cfg_fail(err, d, "network.tiers",
                     "network.tiers: the top tier spans %d nodes but the cluster has %d", below,
