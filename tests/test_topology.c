@@ -257,6 +257,21 @@ Test(topology, a_partial_rack_is_one_smaller_domain)
   cfg_cluster_free(cfg);
 }
 
+/* A rack and 2 trays: the second domain's 8 NICs share its 16:1 port, not a full rack's 72. */
+Test(topology, a_partial_domain_has_only_its_trays_nics)
+{
+  const char *const sets[] = {"node.count=20", "network.tiers[0].oversubscription=16", NULL};
+  cfg_cluster *cfg = NULL;
+  cr_assert(th_load("gb200-nvl72", NULL, sets, &cfg, NULL));
+  hw_cluster *hw = hw_cluster_new(cfg);
+  hw_route r;
+  hw_route_get(hw, 72, 0, &r);
+  double eff = cfg->nccl.link_efficiency[CFG_LINK_NETWORK];
+  cr_assert_float_eq(r.bandwidth, 8 * 50e9 * eff / 16, 1, "%g", r.bandwidth);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
 Test(topology, an_nvlink_domain_is_whole_nodes)
 {
   const char *const bad[][2] = {

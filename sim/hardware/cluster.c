@@ -47,11 +47,18 @@ static int hw_group_of(const hw_cluster *hw, int node, int tier)
   return node / hw->nps[tier];
 }
 
-/* Nodes below group g of tier t (the last group may be partial). */
-static int hw_group_nodes(const hw_cluster *hw, int tier, int g)
+/* NICs below group g of tier t: its trays' (the last group, and an NVLink domain, may be
+ * partly filled). */
+static int hw_group_nics(const hw_cluster *hw, int tier, int g)
 {
-  int per = hw->nps[tier];
-  return MIN(per, hw->nnodes - g * per);
+  int per = hw->nps[tier] * hw->trays;
+  return MIN(per, hw->cfg->node.count - g * per) * (hw->nics / hw->trays);
+}
+
+/* NICs of node n (an NVLink domain may be partly filled). */
+static int hw_node_nics(const hw_cluster *hw, int n)
+{
+  return MIN(hw->trays, hw->cfg->node.count - n * hw->trays) * (hw->nics / hw->trays);
 }
 
 /* Each rail switch of a leaf group has its own uplinks to the spine: 1/rails of the group's. */
@@ -64,7 +71,7 @@ static void hw_build_rail_links(hw_cluster *hw, double eff_net)
   double lat = (net->tiers[0].latency + net->tiers[1].latency) / 2;
   for (int g = 0; g < hw->groups[0]; g++)
     for (int k = 0; k < hw->rails; k++) {
-      double nics = (double)hw_group_nodes(hw, 0, g) * hw->nics / hw->rails;
+      double nics = (double)hw_group_nics(hw, 0, g) / hw->rails;
       hw_add_link(hw, nics * net->nic_bandwidth * eff_net / net->tiers[1].oversubscription, lat,
                   HW_LINK_SHARED, 1);
     }
@@ -96,7 +103,7 @@ static void hw_build_links(hw_cluster *hw)
   double over0 = net->tiers[0].oversubscription;
   for (int n = 0; n < hw->nnodes && hw->nnodes > 1; n++) {
     bool limited = over0 > 1.0;
-    double bw = limited ? hw->nics * net->nic_bandwidth * eff_net / over0 : 1e15;
+    double bw = limited ? hw_node_nics(hw, n) * net->nic_bandwidth * eff_net / over0 : 1e15;
     hw_add_link(hw, bw, lat0 / 2, limited ? HW_LINK_SHARED
                                                                          : HW_LINK_FATPIPE, 0);
   }
@@ -109,7 +116,7 @@ static void hw_build_links(hw_cluster *hw)
     double over = net->tiers[t + 1].oversubscription;
     double lat = (net->tiers[t].latency + net->tiers[t + 1].latency) / 2;
     for (int g = 0; g < hw->groups[t]; g++) {
-      double bw = hw_group_nodes(hw, t, g) * hw->nics * net->nic_bandwidth * eff_net / over;
+      double bw = hw_group_nics(hw, t, g) * net->nic_bandwidth * eff_net / over;
       if (t == 0 && hw->rails) /* the rail uplinks below carry it; this joins the XML zones */
         hw_add_link(hw, 1e15, 0.0, HW_LINK_FATPIPE, 1);
       else
