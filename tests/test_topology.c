@@ -284,3 +284,38 @@ Test(topology, an_nvlink_domain_is_whole_nodes)
     cr_assert(msg && strstr(msg, bad[i][1]), "%s: %s", bad[i][0], msg ? msg : "(loaded)");
   }
 }
+
+/* The highest tier any group of dimension `d` reaches. */
+static int dim_tier(const prog_program *p, const hw_cluster *hw, prog_dim d)
+{
+  int top = -1;
+  for (guint f = 0; f < p->families->len; f++) {
+    const prog_family *fam = g_ptr_array_index(p->families, f);
+    for (int r = 0; r < p->nranks && fam->dim == d; r++)
+      if (fam->group_of[r] >= 0) {
+        const prog_group *g = g_ptr_array_index(p->groups, fam->group_of[r]);
+        top = MAX(top, hw_group_tier(hw, g->ranks, g->n));
+      }
+  }
+  return top;
+}
+
+/* Ranks fill the rack in order, TP innermost: every TP 16 group of 64 GPUs (16 trays, one
+ * domain) is on NVLink, and data parallelism across them too. */
+Test(topology, tp16_placement_on_an_nvl72_rack_stays_on_nvlink)
+{
+  const char *const sets[] = {"node.count=16", "parallel.tp=16", "parallel.dp=4",
+                              "training.global_batch=16", NULL};
+  cfg_cluster *cfg = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("gb200-nvl72", "megatron-22b", sets, &cfg, &w));
+  prog_program *p = th_program("gb200-nvl72", "megatron-22b", sets);
+  cr_assert(p);
+  hw_cluster *hw = hw_cluster_new(cfg);
+  cr_assert_eq(dim_tier(p, hw, PROG_DIM_TP), 0);
+  cr_assert_eq(dim_tier(p, hw, PROG_DIM_DP), 0);
+  hw_cluster_free(hw);
+  prog_free(p);
+  cfg_workload_free(w);
+  cfg_cluster_free(cfg);
+}
