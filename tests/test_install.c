@@ -162,7 +162,7 @@ Test(install, bash_completion, .timeout = 60)
   } cases[] = {
       {"r", "replay run"},
       {"run --cl", "--cluster"},
-      {"run -c dgx-h", "dgx-h100"},
+      {"run -c dgx-h100-s", "dgx-h100-superpod"},
       {"run --workload llama3-", "llama3-405b llama3-70b-tp8"},
       {"plan -m gpt3-1", "gpt3-1.3b gpt3-175b"},
       {"run --set parallel.ze", "parallel.zero="},

@@ -73,6 +73,8 @@ static void coll_print_title(const coll_setup *s)
   int nodes = (s->gpus + c->node.gpus_per_node - 1) / c->node.gpus_per_node;
   printf("# dlsim coll: %s on %d GPUs (%d node%s x %d) of %s, ", prog_coll_name(s->op), s->gpus,
          nodes, nodes == 1 ? "" : "s", MIN(s->gpus, c->node.gpus_per_node), c->name);
+  if (c->node.nvlink_domain > c->node.gpus_per_node)
+    printf("NVLink domains of %d GPUs, ", c->node.nvlink_domain);
   if (s->group != s->gpus)
     printf("%d groups of %d at once, ", s->gpus / s->group, s->group);
   printf("engine %s, algorithm %s\n", eng_kind_name(s->opt.kind), coll_algo_name(s->opt.algo));

@@ -45,6 +45,7 @@ double cfg_dtype_bytes(cfg_dtype dtype);
 
 typedef enum { CFG_INTRA_NVSWITCH, CFG_INTRA_NVLINK_RING, CFG_INTRA_PCIE } cfg_intra_kind;
 typedef enum { CFG_TOPO_FAT_TREE, CFG_TOPO_RAIL_OPTIMIZED } cfg_topology;
+typedef enum { CFG_RAILS_SPINE, CFG_RAILS_ONLY } cfg_rails;
 typedef enum { CFG_MODEL_TRANSFORMER, CFG_MODEL_MOE_TRANSFORMER, CFG_MODEL_CNN, CFG_MODEL_GENERIC } cfg_model_kind;
 typedef enum { CFG_ACT_GELU, CFG_ACT_SWIGLU } cfg_activation;
 typedef enum { CFG_OPT_ADAM, CFG_OPT_SGD } cfg_optimizer;
@@ -157,6 +158,7 @@ typedef struct {
   double chunk[CFG_NPROTOS];                 /* pipeline chunk per channel (fill of pipelines) */
   double protocol_efficiency[CFG_NPROTOS];   /* payload / wire bytes (LL 1/2, LL128 120/128) */
   int max_channels;                          /* rings / trees used at once across nodes */
+  int pxn;                                   /* 0/1: change rail over NVLink (NCCL's PXN) */
   char *source;
 } cfg_nccl;
 
@@ -183,6 +185,7 @@ typedef struct {
   int gpus_per_node;
   cfg_intra intra;
   int nics_per_node;
+  int nvlink_domain; /* GPUs on one NVSwitch fabric: gpus_per_node, or several nodes (NVL72) */
   double host_memory;
   double nvme;
 } cfg_node_spec;
@@ -196,6 +199,7 @@ typedef struct {
 
 typedef struct {
   cfg_topology topology;
+  cfg_rails rails;      /* rail-optimized: how traffic changes rail (spine, or NVLink first) */
   double nic_bandwidth; /* per NIC, per direction, bytes/s */
   cfg_tier *tiers;
   int ntiers;

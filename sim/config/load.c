@@ -397,6 +397,23 @@ static void cfg_one_switch(cfg_network *net)
   net->tiers[0].name = g_strdup("leaf");
 }
 
+/* An NVLink domain is whole nodes on one NVSwitch fabric (the last one may be partly filled). */
+static bool cfg_domain_check(cfg_node_spec *n, const cfg_doc *d, GError **err)
+{
+  CFG_DEFAULT_INT(n->nvlink_domain, n->gpus_per_node);
+  if (n->nvlink_domain % n->gpus_per_node != 0)
+    return cfg_fail(err, d, "node.nvlink_domain",
+                    "node.nvlink_domain = %d: expected a multiple of node.gpus_per_node (%d)",
+                    n->nvlink_domain, n->gpus_per_node);
+  if (n->nvlink_domain == n->gpus_per_node)
+    return true;
+  if (n->intra.kind != CFG_INTRA_NVSWITCH)
+    return cfg_fail(err, d, "node.nvlink_domain",
+                    "node.nvlink_domain = %d spans nodes: needs node.intra.kind nvswitch",
+                    n->nvlink_domain);
+  return true;
+}
+
 static bool cfg_cluster_check(cfg_cluster *c, GError **err)
 {
   const cfg_doc *d = c->doc;
@@ -478,6 +495,8 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
                     "simulates clusters of at most %d GPUs", n->count, n->gpus_per_node, gpus,
                     CFG_MAX_GPUS);
   CFG_DEFAULT_INT(n->nics_per_node, n->count > 1 ? n->gpus_per_node : 0);
+  if (!cfg_domain_check(n, d, err))
+    return false;
 
   cfg_network *net = &c->network;
   if (n->count > 1) {
@@ -490,7 +509,7 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
                       "node.nics_per_node: must be >= 1 when there is more than one node");
   }
   CFG_DEFAULT_QTY(net->nic_bandwidth, 0);
-  int below = 1;
+  int below = 1, trays = n->nvlink_domain / n->gpus_per_node;
   for (int i = 0; i < net->ntiers; i++) {
     cfg_tier *t = &net->tiers[i];
     g_autofree char *path = g_strdup_printf("network.tiers.%d", i);
@@ -509,7 +528,18 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
                       "%s.nodes_per_switch = %d is not a multiple of the tier below (%d)", path,
                       t->nodes_per_switch, below);
     below = t->nodes_per_switch;
+    if (below % trays != 0)
+      return cfg_fail(err, d, path,
+                      "%s.nodes_per_switch = %d splits an NVLink domain (node.nvlink_domain %d = "
+                      "%d nodes): expected a multiple of %d", path, below, n->nvlink_domain,
+                      trays, trays);
   }
+  /* with NCCL's PXN no traffic changes rail in the network, so one tier of rails will do */
+  if (net->topology == CFG_TOPO_RAIL_OPTIMIZED && net->rails == CFG_RAILS_SPINE && n->count > 1 &&
+      net->ntiers < 2 && !c->nccl.pxn)
+    return cfg_fail(err, d, "network.rails",
+                    "network.rails: spine needs a spine (network.tiers with at least two tiers) "
+                    "when nccl.pxn is off; with one tier set rails: only");
   if (below < n->count)
     return cfg_fail(err, d, "network.tiers",
                     "network.tiers: the top tier spans %d nodes but the cluster has %d", below,

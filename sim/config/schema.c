@@ -21,6 +21,7 @@ bool cfg_dtype_parse(const char *name, cfg_dtype *out, GError **err)
 }
 static const char *const cfg_intra_names[] = {"nvswitch", "nvlink-ring", "pcie", NULL};
 static const char *const cfg_topology_names[] = {"fat-tree", "rail-optimized", NULL};
+static const char *const cfg_rails_names[] = {"spine", "only", NULL};
 static const char *const cfg_model_kind_names[] = {"transformer", "moe-transformer", "cnn", "generic", NULL};
 static const char *const cfg_activation_names[] = {"gelu", "swiglu", NULL};
 static const char *const cfg_optimizer_names[] = {"adam", "sgd", NULL};
@@ -254,6 +255,11 @@ static const cfg_field cfg_nccl_fields[] = {
               DEFS(cfg_protocol_efficiency_defaults)),
     F_INT(cfg_nccl, "max_channels", max_channels, 1, "rings or trees used at once across nodes",
           DEF(16), UPTO(256, "NCCL runs at most 64 channels")),
+    F_BOOL(cfg_nccl, "pxn", pxn,
+           "on a rail-optimized fabric, a GPU reaches another node's GPU on another rail through "
+           "the GPU of its own node on that rail (NVLink, then one rail), as NCCL does by default "
+           "(NCCL_PXN_DISABLE=0); off, through the spine",
+           DEF(1)),
     F_STR(cfg_nccl, "source", source, "where the numbers come from",
           DEF_STR("dlsim defaults (not calibrated)")),
 };
@@ -306,6 +312,10 @@ static const cfg_field cfg_node_fields[] = {
     F_INT(cfg_node_spec, "nics_per_node", nics_per_node, 0,
           "network adapters per node (one per GPU on DGX nodes)",
           DERIVED("gpus_per_node with more than one node, else 0"), UPTO(64, "a node carries a few dozen network adapters at most")),
+    F_INT(cfg_node_spec, "nvlink_domain", nvlink_domain, 1,
+          "GPUs on one NVSwitch fabric, a multiple of gpus_per_node (72 on a GB200 NVL72 rack "
+          "of 18 four-GPU trays): they talk over NVLink, and each tray keeps its own NICs, "
+          "host memory and NVMe", DERIVED("gpus_per_node"), UPTO(1024, "the largest NVLink domains hold a few hundred GPUs")),
     F_QTY(cfg_node_spec, "host_memory", host_memory, UNITS_BYTES,
           "CPU memory per node (ZeRO-Offload)", DEF(0)),
     F_QTY(cfg_node_spec, "nvme", nvme, UNITS_BYTES, "NVMe per node (ZeRO-Infinity)", DEF(0)),
@@ -325,8 +335,14 @@ const cfg_schema cfg_schema_tier = SCHEMA("network.tiers", cfg_tier, cfg_tier_fi
 
 static const cfg_field cfg_network_fields[] = {
     F_ENUM(cfg_network, "topology", topology, cfg_topology_names,
-           "how nodes connect (rail-optimized is modelled like a fat tree today)",
+           "how nodes connect (rail-optimized: NIC k of every node on rail switch k of its leaf "
+           "group)",
            DEF(CFG_TOPO_FAT_TREE)),
+    F_ENUM(cfg_network, "rails", rails, cfg_rails_names,
+           "rail-optimized: traffic between rails crosses the spine (spine), or there is no spine "
+           "between rails and it moves to the destination's rail over NVLink first (only, as "
+           "NCCL's PXN does)",
+           DEF(CFG_RAILS_SPINE)),
     F_BOOL(cfg_network, "sharp", sharp, "the switches reduce in the network (InfiniBand SHARP)",
            DEF(0)),
     F_QTY(cfg_network, "nic_bandwidth", nic_bandwidth, UNITS_BYTES_PER_S,

@@ -16,7 +16,13 @@
 
 struct hw_cluster {
   const cfg_cluster *cfg;
+  /* A node here is one NVLink domain (node.nvlink_domain GPUs, one node unless it spans
+   * several): what the GPUs share is their NVSwitch fabric, and the NICs of all its trays. */
   int ngpus, gpn, nnodes, nics;
+  int trays;       /* configuration nodes (compute trays) per NVLink domain */
+  int rails;       /* rails of a rail-optimized fabric (NIC k of every tray on rail k), else 0 */
+  int *nps;        /* per tier: domains below one switch */
+  int rail_link0;  /* rail-optimized: uplink of rail k of tier-0 group g: rail_link0 + g*rails + k */
   GArray *links;   /* hw_link */
   int gpu_link0;   /* nvl link of GPU g (nvswitch, pcie) or ring link g (nvlink-ring) */
   int nic_link0;   /* nic link of node n, NIC k: nic_link0 + n*nics + k */
@@ -38,14 +44,37 @@ static int hw_add_link(hw_cluster *hw, double bw, double lat, hw_link_policy pol
 
 static int hw_group_of(const hw_cluster *hw, int node, int tier)
 {
-  return node / hw->cfg->network.tiers[tier].nodes_per_switch;
+  return node / hw->nps[tier];
 }
 
-/* Nodes below group g of tier t (the last group may be partial). */
-static int hw_group_nodes(const hw_cluster *hw, int tier, int g)
+/* NICs below group g of tier t: its trays' (the last group, and an NVLink domain, may be
+ * partly filled). */
+static int hw_group_nics(const hw_cluster *hw, int tier, int g)
 {
-  int per = hw->cfg->network.tiers[tier].nodes_per_switch;
-  return MIN(per, hw->nnodes - g * per);
+  int per = hw->nps[tier] * hw->trays;
+  return MIN(per, hw->cfg->node.count - g * per) * (hw->nics / hw->trays);
+}
+
+/* NICs of node n (an NVLink domain may be partly filled). */
+static int hw_node_nics(const hw_cluster *hw, int n)
+{
+  return MIN(hw->trays, hw->cfg->node.count - n * hw->trays) * (hw->nics / hw->trays);
+}
+
+/* Each rail switch of a leaf group has its own uplinks to the spine: 1/rails of the group's. */
+static void hw_build_rail_links(hw_cluster *hw, double eff_net)
+{
+  const cfg_network *net = &hw->cfg->network;
+  hw->rail_link0 = (int)hw->links->len;
+  if (!hw->rails || net->ntiers < 2 || hw->nnodes < 2)
+    return;
+  double lat = (net->tiers[0].latency + net->tiers[1].latency) / 2;
+  for (int g = 0; g < hw->groups[0]; g++)
+    for (int k = 0; k < hw->rails; k++) {
+      double nics = (double)hw_group_nics(hw, 0, g) / hw->rails;
+      hw_add_link(hw, nics * net->nic_bandwidth * eff_net / net->tiers[1].oversubscription, lat,
+                  HW_LINK_SHARED, 1);
+    }
 }
 
 static void hw_build_links(hw_cluster *hw)
@@ -74,23 +103,27 @@ static void hw_build_links(hw_cluster *hw)
   double over0 = net->tiers[0].oversubscription;
   for (int n = 0; n < hw->nnodes && hw->nnodes > 1; n++) {
     bool limited = over0 > 1.0;
-    double bw = limited ? hw->nics * net->nic_bandwidth * eff_net / over0 : 1e15;
+    double bw = limited ? hw_node_nics(hw, n) * net->nic_bandwidth * eff_net / over0 : 1e15;
     hw_add_link(hw, bw, lat0 / 2, limited ? HW_LINK_SHARED
                                                                          : HW_LINK_FATPIPE, 0);
   }
   hw->up_link0 = g_new0(int, net->ntiers);
   hw->groups = g_new0(int, net->ntiers);
   for (int t = 0; t < net->ntiers; t++)
-    hw->groups[t] = (hw->nnodes + net->tiers[t].nodes_per_switch - 1) / net->tiers[t].nodes_per_switch;
+    hw->groups[t] = (hw->nnodes + hw->nps[t] - 1) / hw->nps[t];
   for (int t = 0; t + 1 < net->ntiers && hw->nnodes > 1; t++) {
     hw->up_link0[t] = (int)hw->links->len;
     double over = net->tiers[t + 1].oversubscription;
     double lat = (net->tiers[t].latency + net->tiers[t + 1].latency) / 2;
     for (int g = 0; g < hw->groups[t]; g++) {
-      double bw = hw_group_nodes(hw, t, g) * hw->nics * net->nic_bandwidth * eff_net / over;
-      hw_add_link(hw, bw, lat, HW_LINK_SHARED, t + 1);
+      double bw = hw_group_nics(hw, t, g) * net->nic_bandwidth * eff_net / over;
+      if (t == 0 && hw->rails) /* the rail uplinks below carry it; this joins the XML zones */
+        hw_add_link(hw, 1e15, 0.0, HW_LINK_FATPIPE, 1);
+      else
+        hw_add_link(hw, bw, lat, HW_LINK_SHARED, t + 1);
     }
   }
+  hw_build_rail_links(hw, eff_net);
   /* switch endpoints: node switches, then network switches tier by tier */
   hw->nendpoints = hw->ngpus + hw->nnodes;
   hw->switch0 = g_new0(int, net->ntiers);
@@ -108,10 +141,17 @@ hw_cluster *hw_cluster_new(const cfg_cluster *cfg)
 {
   hw_cluster *hw = g_new0(hw_cluster, 1);
   hw->cfg = cfg;
-  hw->gpn = cfg->node.gpus_per_node;
-  hw->nnodes = cfg->node.count;
-  hw->ngpus = hw->gpn * hw->nnodes;
-  hw->nics = MAX(cfg->node.nics_per_node, 1);
+  int domain = MAX(cfg->node.nvlink_domain, cfg->node.gpus_per_node);
+  hw->trays = domain / cfg->node.gpus_per_node;
+  hw->gpn = domain;
+  hw->ngpus = cfg->node.gpus_per_node * cfg->node.count;
+  hw->nnodes = (hw->ngpus + hw->gpn - 1) / hw->gpn; /* the last domain may be partly filled */
+  hw->nics = MAX(cfg->node.nics_per_node, 1) * hw->trays;
+  if (cfg->network.topology == CFG_TOPO_RAIL_OPTIMIZED)
+    hw->rails = MAX(cfg->node.nics_per_node, 1);
+  hw->nps = g_new0(int, cfg->network.ntiers);
+  for (int t = 0; t < cfg->network.ntiers; t++)
+    hw->nps[t] = MAX(1, cfg->network.tiers[t].nodes_per_switch / hw->trays);
   hw->links = g_array_new(FALSE, FALSE, sizeof(hw_link));
   hw_build_links(hw);
   return hw;
@@ -126,6 +166,7 @@ void hw_cluster_free(hw_cluster *hw)
   g_free(hw->groups);
   g_free(hw->switch0);
   g_free(hw->swl_link0);
+  g_free(hw->nps);
   g_free(hw);
 }
 
@@ -199,6 +240,21 @@ static int hw_nic_of(const hw_cluster *hw, int gpu)
   return hw->nic_link0 + node * hw->nics + local * hw->nics / hw->gpn;
 }
 
+/* The rail of a GPU: the index of its NIC within its tray. */
+static int hw_rail_of(const hw_cluster *hw, int gpu)
+{
+  return (gpu % hw->gpn * hw->nics / hw->gpn) % hw->rails;
+}
+
+/* The uplink that leaves tier t's group `group` towards the tier above, on `rail` (-1: from a
+ * switch, not a NIC): a rail-optimized leaf group has one per rail switch. */
+static int hw_uplink(const hw_cluster *hw, int t, int group, int rail)
+{
+  if (t == 0 && hw->rails && rail >= 0 && hw->cfg->network.ntiers > 1)
+    return hw->rail_link0 + group * hw->rails + rail;
+  return hw->up_link0[t] + group;
+}
+
 /* Where an endpoint sits: a GPU, a node switch, or the switch of group g at tier t. */
 typedef struct {
   int kind; /* 0 GPU, 1 node switch, 2 network switch */
@@ -235,10 +291,10 @@ static void hw_up_path(const hw_cluster *hw, hw_route *r, int e, const hw_place 
     t0 = from->tier;
   }
   int group = from->kind == 0 ? hw_group_of(hw, from->node, 0) : from->group;
+  int rail = from->kind == 0 && hw->rails ? hw_rail_of(hw, e) : -1;
   for (int t = t0; t < tier; t++) {
-    hw_push(hw, r, hw->up_link0[t] + group, down);
-    group = group * hw->cfg->network.tiers[t].nodes_per_switch /
-            hw->cfg->network.tiers[t + 1].nodes_per_switch;
+    hw_push(hw, r, hw_uplink(hw, t, group, rail), down);
+    group = group * hw->nps[t] / hw->nps[t + 1];
   }
   hw_push(hw, r, hw->swl_link0[tier] + group, down);
 }
@@ -269,6 +325,47 @@ static void hw_switch_route(const hw_cluster *hw, int src, int dst, hw_route *r)
   r->tier = 1 + hi.tier;
 }
 
+/* Between rails, NCCL moves the data over NVLink inside the source node first, to the GPU on
+ * the destination's rail, and sends it from there (PXN): its rings leave a node through the
+ * NIC of the next node's entry GPU. Rail-only fabrics have no other path. Returns the GPU that
+ * sends. */
+static int hw_pxn_hop(const hw_cluster *hw, int src, int dst, hw_route *r)
+{
+  bool pxn = hw->cfg->nccl.pxn || hw->cfg->network.rails == CFG_RAILS_ONLY;
+  if (!hw->rails || !pxn || hw_rail_of(hw, src) == hw_rail_of(hw, dst))
+    return src;
+  int rail = hw_rail_of(hw, dst);
+  int nic = (src % hw->gpn * hw->nics / hw->gpn) / hw->rails * hw->rails + rail;
+  int via = src / hw->gpn * hw->gpn + (nic * hw->gpn + hw->nics - 1) / hw->nics;
+  hw_push(hw, r, hw->gpu_link0 + src, false);
+  hw_push(hw, r, hw->gpu_link0 + via, true);
+  return via;
+}
+
+/* Between GPUs of different nodes: up to the lowest tier that holds both, and down. On a
+ * rail-optimized fabric the leaf switch is the source's rail switch, and it reaches another
+ * rail only through the spine. */
+static void hw_net_route(const hw_cluster *hw, int src, int dst, hw_route *r)
+{
+  src = hw_pxn_hop(hw, src, dst, r);
+  int ns = src / hw->gpn, nd = dst / hw->gpn;
+  int ra = hw->rails ? hw_rail_of(hw, src) : -1, rb = hw->rails ? hw_rail_of(hw, dst) : -1;
+  int top = 0;
+  while (hw_group_of(hw, ns, top) != hw_group_of(hw, nd, top))
+    top++;
+  if (ra != rb && top == 0)
+    top = 1;
+  r->tier = 1 + top;
+  hw_push(hw, r, hw_nic_of(hw, src), false);
+  hw_push(hw, r, hw->port_link0 + ns, false);
+  for (int t = 0; t < top; t++)
+    hw_push(hw, r, hw_uplink(hw, t, hw_group_of(hw, ns, t), ra), false);
+  for (int t = top - 1; t >= 0; t--)
+    hw_push(hw, r, hw_uplink(hw, t, hw_group_of(hw, nd, t), rb), true);
+  hw_push(hw, r, hw->port_link0 + nd, true);
+  hw_push(hw, r, hw_nic_of(hw, dst), true);
+}
+
 void hw_route_get(const hw_cluster *hw, int src, int dst, hw_route *r)
 {
   memset(r, 0, sizeof *r);
@@ -291,18 +388,7 @@ void hw_route_get(const hw_cluster *hw, int src, int dst, hw_route *r)
     }
     return;
   }
-  int top = 0;
-  while (hw_group_of(hw, ns, top) != hw_group_of(hw, nd, top))
-    top++;
-  r->tier = 1 + top;
-  hw_push(hw, r, hw_nic_of(hw, src), false);
-  hw_push(hw, r, hw->port_link0 + ns, false);
-  for (int t = 0; t < top; t++)
-    hw_push(hw, r, hw->up_link0[t] + hw_group_of(hw, ns, t), false);
-  for (int t = top - 1; t >= 0; t--)
-    hw_push(hw, r, hw->up_link0[t] + hw_group_of(hw, nd, t), true);
-  hw_push(hw, r, hw->port_link0 + nd, true);
-  hw_push(hw, r, hw_nic_of(hw, dst), true);
+  hw_net_route(hw, src, dst, r);
 }
 
 void hw_host_name(int gpu, char *buf, size_t len)
@@ -417,15 +503,96 @@ static void hw_xml_all_links(GString *x, const hw_cluster *hw)
   g_string_append(x, "</zone>\n");
 }
 
+static void hw_xml_route(GString *x, const hw_cluster *hw, const char *src, const char *dst,
+                         const hw_route *r)
+{
+  g_string_append_printf(x, "<route src=\"%s\" dst=\"%s\" symmetrical=\"NO\">", src, dst);
+  hw_xml_hops(x, hw, r);
+  g_string_append(x, "</route>\n");
+}
+
+/* The route between two endpoints, from the link table, both ways. */
+static void hw_xml_pair(GString *x, const hw_cluster *hw, int a, int b)
+{
+  char an[32], bn[32];
+  hw_route r;
+  hw_endpoint_name(hw, a, an, sizeof an);
+  hw_endpoint_name(hw, b, bn, sizeof bn);
+  hw_route_get(hw, a, b, &r);
+  hw_xml_route(x, hw, an, bn, &r);
+  hw_route_get(hw, b, a, &r);
+  hw_xml_route(x, hw, bn, an, &r);
+}
+
+/* A GPU to its leaf group's gateway (swr0-g) and back: up to its rail switch's uplink, which
+ * the spine continues. */
+static void hw_xml_rail_exit(GString *x, const hw_cluster *hw, int gpu, int g)
+{
+  char name[32], gw[32];
+  hw_host_name(gpu, name, sizeof name);
+  g_snprintf(gw, sizeof gw, "swr0-%d", g);
+  hw_route up = {.bandwidth = INFINITY}, down = {.bandwidth = INFINITY};
+  int node = gpu / hw->gpn, rail = hw_uplink(hw, 0, g, hw_rail_of(hw, gpu));
+  int links[] = {hw_nic_of(hw, gpu), hw->port_link0 + node, rail};
+  for (int i = 0; i < 3; i++) {
+    hw_push(hw, &up, links[i], false);
+    hw_push(hw, &down, links[2 - i], true);
+  }
+  hw_xml_route(x, hw, name, gw, &up);
+  hw_xml_route(x, hw, gw, name, &down);
+}
+
+/* A leaf group of a rail-optimized fabric: its nodes are not subtrees of one switch (each NIC
+ * has its rail switch, and rails meet only at the spine), so the group is one zone with a route
+ * from the link table between every two of its GPUs. */
+static void hw_xml_rail_group(GString *x, const hw_cluster *hw, int g, int ngpus, double speed,
+                              bool root)
+{
+  int first = g * hw->nps[0] * hw->gpn, last = MIN(first + hw->nps[0] * hw->gpn, ngpus);
+  int node0 = first / hw->gpn, node1 = (last - 1) / hw->gpn;
+  int sw = hw_net_switch(hw, 0, g);
+  if (root) { /* a zone's hosts may not follow a sub-zone, so the links need a zone above */
+    g_string_append(x, "<zone id=\"root\" routing=\"Floyd\">\n");
+    hw_xml_all_links(x, hw);
+  }
+  g_string_append_printf(x, "<zone id=\"t0-%d\" routing=\"Full\">\n", g);
+  char name[32];
+  for (int e = first; e < last; e++) {
+    hw_host_name(e, name, sizeof name);
+    g_string_append_printf(x, "<host id=\"%s\" speed=\"%.17gf\"/>\n", name, speed);
+  }
+  bool nvswitch = hw->cfg->node.intra.kind != CFG_INTRA_NVLINK_RING;
+  for (int n = node0; n <= node1 && nvswitch; n++)
+    g_string_append_printf(x, "<host id=\"nvs-%d\" speed=\"1e9f\"/>\n", n);
+  g_string_append_printf(x, "<host id=\"swh0-%d\" speed=\"1e9f\"/><router id=\"swr0-%d\"/>\n", g, g);
+  for (int a = first; a < last; a++) {
+    for (int b = a + 1; b < last; b++)
+      hw_xml_pair(x, hw, a, b);
+    if (nvswitch)
+      hw_xml_pair(x, hw, a, hw_node_switch(hw, a / hw->gpn));
+    hw_xml_pair(x, hw, a, sw);
+    if (hw->cfg->network.ntiers > 1)
+      hw_xml_rail_exit(x, hw, a, g);
+  }
+  g_string_append_printf(x, "<route src=\"swh0-%d\" dst=\"swr0-%d\" symmetrical=\"NO\">", g, g);
+  hw_xml_one(x, hw, hw->swl_link0[0] + g, false);
+  g_string_append_printf(x, "</route>\n<route src=\"swr0-%d\" dst=\"swh0-%d\" symmetrical=\"NO\">", g, g);
+  hw_xml_one(x, hw, hw->swl_link0[0] + g, true);
+  g_string_append(x, "</route>\n</zone>\n");
+  if (root)
+    g_string_append(x, "</zone>\n");
+}
+
 static void hw_xml_group(GString *x, const hw_cluster *hw, int tier, int g, int ngpus, double speed,
                          bool root)
 {
-  const cfg_network *net = &hw->cfg->network;
+  if (tier == 0 && hw->rails) {
+    hw_xml_rail_group(x, hw, g, ngpus, speed, root);
+    return;
+  }
   int used_nodes = (ngpus + hw->gpn - 1) / hw->gpn;
-  int per = tier == 0 ? net->tiers[0].nodes_per_switch
-                      : net->tiers[tier].nodes_per_switch / net->tiers[tier - 1].nodes_per_switch;
-  int child_count = tier == 0 ? used_nodes : (used_nodes + net->tiers[tier - 1].nodes_per_switch - 1) /
-                                                 net->tiers[tier - 1].nodes_per_switch;
+  int per = tier == 0 ? hw->nps[0] : hw->nps[tier] / hw->nps[tier - 1];
+  int child_count = tier == 0 ? used_nodes : (used_nodes + hw->nps[tier - 1] - 1) / hw->nps[tier - 1];
   int c0 = g * per, c1 = MIN(c0 + per, child_count);
   g_string_append_printf(x, "<zone id=\"t%d-%d\" routing=\"Floyd\">\n", tier, g);
   if (root)

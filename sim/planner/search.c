@@ -204,9 +204,9 @@ static void plan_walk_knobs(plan_walk *wk, plan_layout l)
 static void plan_walk_all(plan_walk *wk)
 {
   const cfg_workload *w = wk->s->w;
-  int gpus = wk->s->gpus, gpn = wk->s->c->node.gpus_per_node;
+  int gpus = wk->s->gpus, gpn = MAX(wk->s->c->node.nvlink_domain, wk->s->c->node.gpus_per_node);
   bool moe = w->model.kind == CFG_MODEL_MOE_TRANSFORMER;
-  /* tensor parallelism up to two nodes: the slow cases show why it stays inside one */
+  /* tensor parallelism up to two NVLink domains: the slow cases show why it stays inside one */
   plan_choices tp = plan_pow2(gpus, 2 * gpn);
   for (int a = 0; a < tp.n; a++) {
     plan_choices cp = plan_pow2(gpus / tp.v[a], w->training.flash_attention ? 16 : 1);

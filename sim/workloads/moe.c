@@ -185,7 +185,8 @@ bool wl_moe_layer(const cfg_workload *w, const hw_cluster *hw, wl_moe_info *out,
   out->ep = shard.ep;
   /* an expert-parallel group of consecutive ranks (tensor parallel 1 inside it) */
   int span = shard.ep * w->parallel.tp * w->parallel.cp;
-  out->nodes = MAX(1, (span + c->node.gpus_per_node - 1) / c->node.gpus_per_node);
+  int domain = hw_gpus_per_node(hw); /* one NVLink domain, several trays on NVL72 */
+  out->nodes = MAX(1, (span + domain - 1) / domain);
   out->tokens = m->moe_tokens;
   out->copies = m->moe_copies;
   out->load = shard.moe_load;
