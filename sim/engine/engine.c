@@ -590,7 +590,8 @@ void eng_breakdown(GArray *spans, const double hidden[PROG_NDIMS], bool pipeline
     e[2 * i] = (eng_edge){s->start, s->what, +1};
     e[2 * i + 1] = (eng_edge){s->end, s->what, -1};
   }
-  qsort(e, 2 * (size_t)n, sizeof *e, eng_edge_cmp);
+  if (n > 0)
+    qsort(e, 2 * (size_t)n, sizeof *e, eng_edge_cmp);
   int active[PROG_NDIMS + 1] = {0}; /* [0] compute, [1 + dim] */
   double compute = 0, exposed = 0, bubble = 0, comm[PROG_NDIMS] = {0}, exp_dim[PROG_NDIMS] = {0};
   double prev = 0;

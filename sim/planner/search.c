@@ -456,7 +456,8 @@ static void plan_explain(const plan_candidate *best, plan_candidate *c)
 bool plan_refine(plan_setup *s, const plan_options *o, plan_screen_result *r, GError **err)
 {
   GArray *pool = r->best;
-  qsort(pool->data, pool->len, sizeof(plan_candidate), plan_cmp_estimate);
+  if (pool->len > 1) /* an empty GArray's data is NULL, which qsort must not get */
+    qsort(pool->data, pool->len, sizeof(plan_candidate), plan_cmp_estimate);
   GArray *kept = g_array_new(FALSE, FALSE, sizeof(plan_candidate));
   GArray *seen = g_array_new(FALSE, FALSE, sizeof(plan_seen));
   bool ok = true;
@@ -477,7 +478,8 @@ bool plan_refine(plan_setup *s, const plan_options *o, plan_screen_result *r, GE
     return false;
   }
   r->best = kept;
-  qsort(kept->data, kept->len, sizeof(plan_candidate), plan_cmp_step);
+  if (kept->len > 1)
+    qsort(kept->data, kept->len, sizeof(plan_candidate), plan_cmp_step);
   for (guint i = 0; i < kept->len && (int)i < o->top_k; i++)
     if (!plan_simulate(s, &g_array_index(kept, plan_candidate, i), ENG_DES, err))
       return false;

@@ -458,7 +458,8 @@ static GPtrArray **rep_events_by_rank(const prog_program *p, const eng_result *r
     g_ptr_array_add(by[e->rank], e);
   }
   for (int r = 0; r < p->nranks; r++)
-    qsort(by[r]->pdata, by[r]->len, sizeof(gpointer), rep_event_cmp);
+    if (by[r]->len > 1) /* an empty array has no data to pass qsort */
+      qsort(by[r]->pdata, by[r]->len, sizeof(gpointer), rep_event_cmp);
   return by;
 }
 
