@@ -331,3 +331,15 @@ Test(config, a_serving_engine_profile_gives_its_defaults)
   g_autofree char *msg = th_load_error("dgx-h100", "llama3-70b-tp8", bad);
   cr_assert(msg && strstr(msg, "no serving engine profile 'vlm'") && strstr(msg, "vllm"), "%s", msg);
 }
+
+Test(config, a_preset_set_on_a_transformer_is_refused_not_ignored)
+{
+  /* it used to be grafted under the model already there and change nothing */
+  const char *sets[] = {"model.preset=gpt3-1.3b", NULL};
+  g_autofree char *msg = th_load_error("dgx-a100", "megatron-22b", sets);
+  cr_assert(msg && strstr(msg, "model.preset names a CNN") && strstr(msg, "--set model=gpt3-1.3b"),
+            "%s", msg);
+  const char *cnn[] = {"model.preset=resnet18", NULL};
+  g_autofree char *ok = th_load_error("v100-edr", "resnet50-horovod", cnn);
+  cr_assert_null(ok, "a CNN's architecture is what model.preset is for: %s", ok);
+}

@@ -316,6 +316,14 @@ void cfg_override_clear(cfg_override *o)
   g_clear_pointer(&o->value, g_free);
 }
 
+/* Whether the workload's model, as the tree holds it, is a CNN. */
+static bool cfg_model_is_cnn(const cfg_doc *workload)
+{
+  const cfg_node *model = cfg_map_get(workload->root, "model");
+  const cfg_node *kind = model && model->kind == CFG_NODE_MAP ? cfg_map_get(model, "kind") : NULL;
+  return kind && kind->kind == CFG_NODE_SCALAR && strcmp(kind->scalar, "cnn") == 0;
+}
+
 /* Routes an override to the cluster or the workload by its first key. */
 static bool cfg_apply_override(cfg_doc *cluster, cfg_doc *workload, const cfg_override *o,
                                GError **err)
@@ -354,6 +362,13 @@ static bool cfg_apply_override(cfg_doc *cluster, cfg_doc *workload, const cfg_ov
   /* `--set model=NAME` names another model file or preset: grafted after the overrides */
   if (target == workload && strcmp(path, "model") == 0)
     return cfg_tree_set(target, path, o->value, err);
+  if (target == workload && strcmp(path, "model.preset") == 0 && !cfg_model_is_cnn(workload)) {
+    /* grafted under the model already there, it would change nothing: say so */
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                "--set model.preset=%s: model.preset names a CNN's architecture; to run another "
+                "model, use --set model=%s", o->value, o->value);
+    return false;
+  }
   if (!cfg_schema_check_path(schema, path, err))
     return false;
   return cfg_tree_set(target, path, o->value, err);
