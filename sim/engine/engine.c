@@ -253,12 +253,16 @@ static int eng_sibling_groups(const prog_program *p, const prog_family *f, int r
   return n;
 }
 
+static bool eng_topology_foldable(const hw_cluster *hw);
+
 double eng_coll_crowded(eng_costs *c, const prog_op *op, int rank, const coll_schedule *s)
 {
   const prog_program *p = c->p;
   const prog_family *f = g_ptr_array_index(p->families, op->family);
   const prog_group *own = g_ptr_array_index(p->groups, f->group_of[rank]);
-  if (!eng_group_spans_nodes(c->hw, own))
+  /* every GPU with its own NIC and no tier oversubscribed: siblings share no link, and the
+   * crowd's link loads (the costliest part of a large job's analytic step) are not needed */
+  if (!eng_group_spans_nodes(c->hw, own) || eng_topology_foldable(c->hw))
     return s->time;
   eng_crowd_key key = {.family = op->family, .cls = p->class_of[rank], .group = f->group_of[rank],
                        .coll = op->coll, .bytes = op->comm_bytes};
