@@ -369,6 +369,10 @@ static bool cfg_apply_override(cfg_doc *cluster, cfg_doc *workload, const cfg_ov
                 "model, use --set model=%s", o->value, o->value);
     return false;
   }
+  /* another CNN architecture is another model: it is named after it, not after the file */
+  if (target == workload && strcmp(path, "model.preset") == 0 &&
+      !cfg_tree_set(target, "model.name", o->value, err))
+    return false;
   if (!cfg_schema_check_path(schema, path, err))
     return false;
   return cfg_tree_set(target, path, o->value, err);
