@@ -119,16 +119,20 @@ static void cfg_name_model(cfg_node *model, const char *path)
   cfg_map_put(model, "name", n);
 }
 
-/* Moves every key of `over` onto `base`, mappings merged key by key (over wins). */
-static void cfg_map_overlay(cfg_node *base, cfg_node *over)
+/* Moves the keys of `other` onto `base`, mappings merged key by key. Where both hold a key,
+ * `other` wins (an overlay: a preset's keys under a workload's) or `base` does, keeping its value
+ * and its place in its file for errors (a fill: a framework profile's defaults). */
+static void cfg_map_merge(cfg_node *base, cfg_node *other, bool other_wins)
 {
-  for (guint i = 0; i < over->items->len; i++) {
-    cfg_pair *o = g_ptr_array_index(over->items, i);
+  for (guint i = 0; i < other->items->len; i++) {
+    cfg_pair *o = g_ptr_array_index(other->items, i);
     cfg_node *b = cfg_map_get(base, o->key);
     if (b && b->kind == CFG_NODE_MAP && o->value->kind == CFG_NODE_MAP) {
-      cfg_map_overlay(b, o->value);
+      cfg_map_merge(b, o->value, other_wins);
       continue;
     }
+    if (b && !other_wins)
+      continue;
     cfg_map_put(base, o->key, o->value);
     o->value = NULL;
   }
@@ -181,7 +185,7 @@ static bool cfg_graft_model_preset(cfg_doc *doc, cfg_pair *p, GError **err)
   g_free(pre->key);
   cfg_node_free(pre->value);
   g_free(pre);
-  cfg_map_overlay(model, p->value);
+  cfg_map_merge(model, p->value, true);
   cfg_node_free(p->value);
   p->value = model;
   return true;
@@ -208,24 +212,6 @@ static bool cfg_graft_model(cfg_doc *doc, GError **err)
   cfg_node_free(p->value);
   p->value = model;
   return true;
-}
-
-/* Moves every key of `defaults` that `base` lacks onto it, mappings filled key by key: what
- * `base` has keeps its value and its place in its file (for errors). */
-static void cfg_map_fill(cfg_node *base, cfg_node *defaults)
-{
-  for (guint i = 0; i < defaults->items->len; i++) {
-    cfg_pair *d = g_ptr_array_index(defaults->items, i);
-    cfg_node *b = cfg_map_get(base, d->key);
-    if (b && b->kind == CFG_NODE_MAP && d->value->kind == CFG_NODE_MAP) {
-      cfg_map_fill(b, d->value);
-      continue;
-    }
-    if (b)
-      continue;
-    cfg_map_put(base, d->key, d->value);
-    d->value = NULL;
-  }
 }
 
 /* A profile: a key naming a file of defaults for some sections of the workload. */
@@ -284,7 +270,7 @@ static bool cfg_graft_profile(cfg_doc *doc, const cfg_profile *pr, GError **err)
     cfg_node_free(profile);
     return false;
   }
-  cfg_map_fill(doc->root, profile);
+  cfg_map_merge(doc->root, profile, false);
   cfg_node_free(profile);
   return true;
 }
