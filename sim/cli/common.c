@@ -182,7 +182,8 @@ bool cli_known(const char *what, const char *name, const char *const *names, int
 
 bool cli_engine(const char *value, eng_kind *out, GError **err)
 {
-  static const char *const names[] = {[ENG_ANALYTIC] = "analytic", [ENG_DES] = "des"};
+  const char *const names[] = {[ENG_ANALYTIC] = eng_kind_name(ENG_ANALYTIC),
+                               [ENG_DES] = eng_kind_name(ENG_DES)};
   *out = CLI_DEFAULT_ENGINE;
   int i = value ? cli_choice("--engine", value, names, G_N_ELEMENTS(names), err) : (int)*out;
   if (i < 0)

@@ -110,6 +110,7 @@ struct eng_costs {
   coll_planner *pl;
   GHashTable *templates; /* (tmpl, class) -> eng_tmpl */
   double slowdown;       /* extra compute time per second a collective runs beside it */
+  bool siblings_apart;   /* no link two sibling groups could share (eng_topology_foldable) */
   bool fold;
   GHashTable *crowded;   /* eng_crowd_key -> time of a collective beside its siblings */
 };
@@ -143,6 +144,8 @@ static gboolean eng_crowd_equal(gconstpointer a, gconstpointer b)
          x->coll == y->coll && x->bytes == y->bytes;
 }
 
+static bool eng_topology_foldable(const hw_cluster *hw);
+
 eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_planner *pl,
                          const eng_options *opt)
 {
@@ -153,6 +156,7 @@ eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_plann
   double f = opt ? opt->sm_reserved : 0;
   c->slowdown = f > 0 && f < 1 ? f / (1 - f) : 0;
   c->fold = !(opt && opt->unfold);
+  c->siblings_apart = eng_topology_foldable(hw);
   c->templates = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
   c->crowded = g_hash_table_new_full(eng_crowd_hash, eng_crowd_equal, g_free, g_free);
   return c;
@@ -253,8 +257,6 @@ static int eng_sibling_groups(const prog_program *p, const prog_family *f, int r
   return n;
 }
 
-static bool eng_topology_foldable(const hw_cluster *hw);
-
 double eng_coll_crowded(eng_costs *c, const prog_op *op, int rank, const coll_schedule *s)
 {
   const prog_program *p = c->p;
@@ -262,7 +264,7 @@ double eng_coll_crowded(eng_costs *c, const prog_op *op, int rank, const coll_sc
   const prog_group *own = g_ptr_array_index(p->groups, f->group_of[rank]);
   /* every GPU with its own NIC and no tier oversubscribed: siblings share no link, and the
    * crowd's link loads (the costliest part of a large job's analytic step) are not needed */
-  if (!eng_group_spans_nodes(c->hw, own) || eng_topology_foldable(c->hw))
+  if (!eng_group_spans_nodes(c->hw, own) || c->siblings_apart)
     return s->time;
   eng_crowd_key key = {.family = op->family, .cls = p->class_of[rank], .group = f->group_of[rank],
                        .coll = op->coll, .bytes = op->comm_bytes};
