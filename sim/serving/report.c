@@ -123,6 +123,9 @@ void srv_result_bracket(srv_result *r, const unc_table *t)
 {
   static const char *const kinds[3] = {"serve.ttft", "serve.tbt", "serve.throughput"};
   double *iv[3] = {r->ttft_interval, r->tbt_interval, r->throughput_interval};
+  /* no real disaggregated run is among the bands' cases: a band would claim what is unchecked */
+  if (r->npools)
+    return;
   /* below saturation the output rate is the offered one: no model error to bracket */
   bool capacity = r->saturated || r->offered_rate <= 0;
   double value[3] = {r->ttft.mean, r->tbt.mean, capacity ? r->output_tokens_per_s : 0};
