@@ -253,6 +253,23 @@ Test(disagg, json_has_the_transfer_and_pool_keys)
   th_proc_clear(&p);
 }
 
+Test(disagg, the_trace_shows_both_pools_and_the_transfer)
+{
+  g_autofree char *path = th_write("disagg-trace.json", "");
+  g_autofree char *args = g_strdup_printf(
+      "serve -c dgx-h100 -w %s --set serving.decode.pp=2 --trace %s", dis_workload(), path);
+  th_proc p = th_dlsim(args);
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(path, &text, NULL, NULL));
+  const char *want[] = {"\"prefill 0\"", "\"decode 0\"", "iterations (lane 1)", "\"KV transfer\"",
+                        "\"decode wait\"" /* zero long: absent */};
+  for (size_t i = 0; i < 4; i++)
+    cr_assert(strstr(text, want[i]), "no %s in the trace", want[i]);
+  cr_assert_null(strstr(text, want[4]), "a lone request waits for nothing");
+  th_proc_clear(&p);
+}
+
 static void dis_bad(const char *const *sets, const char *yaml, const char *want)
 {
   const char *w = yaml ? th_write("bad-disagg.yaml", yaml) : dis_workload();
