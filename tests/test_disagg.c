@@ -297,6 +297,14 @@ Test(disagg, bad_pools_are_named_at_their_position)
   dis_bad(stat, NULL, "disaggregated pools run continuous or chunked batching");
   g_autofree char *args = g_strdup_printf("serve -c dgx-h100 -w %s --set serving.prefill.tp=3",
                                           dis_workload());
+  /* a prompt that one prefill replica cannot hold (7B on one H100: about 120k tokens of KV) */
+  g_autofree char *huge = g_strdup_printf(
+      "serve -c dgx-h100 -w %s --set serving.requests.prompt_tokens=200000 "
+      "--set serving.max_model_len=300000", dis_workload());
+  th_proc q = th_dlsim(huge);
+  cr_assert_eq(q.status, 2, "%s", q.out);
+  cr_assert(strstr(q.out, "but a prefill replica holds"), "%s", q.out);
+  th_proc_clear(&q);
   th_proc p = th_dlsim(args);
   cr_assert_eq(p.status, 2, "%s", p.out);
   th_proc_clear(&p);
