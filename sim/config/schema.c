@@ -719,7 +719,8 @@ static const cfg_field cfg_serving_fields[] = {
           "time per request outside the engine (API server, tokenizer)", DEF(0)),
     F_MAP(cfg_serving, "slo", slo, cfg_schema_slo, "service-level objectives"),
     F_MAP(cfg_serving, "prefill", prefill, cfg_schema_pool,
-          "the prefill pool of a disaggregated deployment (with serving.decode)"),
+          "the prefill pool of a disaggregated deployment (with serving.decode; the two pools "
+          "replace serving.tp, pp, ep and replicas)"),
     F_MAP(cfg_serving, "decode", decode, cfg_schema_pool,
           "the decode pool of a disaggregated deployment (with serving.prefill); the KV cache of "
           "each request moves to it over the cluster's links"),
