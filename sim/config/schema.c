@@ -34,7 +34,7 @@ static const char *const cfg_scheduler_names[] = {"continuous", "static", "chunk
 static const char *const cfg_arrival_names[] = {"poisson", "gamma", "uniform", "burst", NULL};
 static const char *const cfg_lengths_names[] = {"fixed", "uniform", "file", NULL};
 static const char *const cfg_preemption_names[] = {"recompute", "none", NULL};
-static const char *const cfg_router_names[] = {"round-robin", "least-loaded", NULL};
+static const char *const cfg_router_names[] = {"round-robin", "least-loaded", "kv-aware", NULL};
 static const char *const cfg_proto_names[] = {"ll", "ll128", "simple", NULL};
 static const char *const cfg_link_class_names[] = {"intra", "network", NULL};
 static const char *const cfg_routing_names[] = {"uniform", "zipf", "histogram", NULL};
@@ -647,6 +647,30 @@ static const cfg_field cfg_slo_fields[] = {
 };
 static const cfg_schema cfg_schema_slo = SCHEMA("serving.slo", cfg_slo, cfg_slo_fields);
 
+/* A pool of a disaggregated deployment: the same keys for prefill and decode, so that a planner's
+ * overlay (serving.prefill.tp=4) reads as the aggregated one does. */
+static const cfg_field cfg_pool_fields[] = {
+    F_INT(cfg_pool, "tp", tp, 1, "tensor parallelism per replica of the pool", DEF(1)),
+    F_INT(cfg_pool, "pp", pp, 1, "pipeline stages per replica of the pool", DEF(1)),
+    F_INT(cfg_pool, "ep", ep, 1, "expert parallelism (not yet simulated beyond 1)", DEF(1)),
+    F_INT(cfg_pool, "replicas", replicas, 1, "replicas (workers) in the pool", DEF(1)),
+    F_INT(cfg_pool, "max_batch", max_batch, 1, "sequences per iteration at most",
+          DERIVED("serving.max_batch")),
+    F_INT(cfg_pool, "max_tokens", max_tokens, 1, "tokens per iteration",
+          DERIVED("serving.max_tokens")),
+    F_ENUM(cfg_pool, "router", router, cfg_router_names, "how requests go to the pool's replicas",
+           DERIVED("serving.router")),
+};
+static const cfg_schema cfg_schema_pool = SCHEMA("serving pool", cfg_pool, cfg_pool_fields);
+
+static const cfg_field cfg_disagg_fields[] = {
+    F_INT(cfg_disagg, "direct_decode_below", direct_decode_below, 0,
+          "prompts shorter than this many tokens skip the prefill pool: a decode worker prefills "
+          "them itself",
+          DEF(0)),
+};
+static const cfg_schema cfg_schema_disagg = SCHEMA("serving.disagg", cfg_disagg, cfg_disagg_fields);
+
 static const cfg_field cfg_serving_fields[] = {
     F_ENUM(cfg_serving, "dtype", dtype, cfg_dtype_names, "weights' data type", DEF(CFG_BF16)),
     F_INT(cfg_serving, "tp", tp, 1, "tensor parallelism per replica", DEF(1)),
@@ -665,7 +689,8 @@ static const cfg_field cfg_serving_fields[] = {
     F_ENUM(cfg_serving, "kv_dtype", kv_dtype, cfg_dtype_names, "KV cache entries",
            DERIVED("dtype, or bf16 for int8 / int4 weights")),
     F_INT(cfg_serving, "replicas", replicas, 1, "data-parallel copies behind the router", DEF(1)),
-    F_ENUM(cfg_serving, "router", router, cfg_router_names, "how requests go to replicas",
+    F_ENUM(cfg_serving, "router", router, cfg_router_names,
+           "how requests go to replicas (kv-aware: to the shared prefix, else the most free KV)",
            DEF(CFG_ROUTER_ROUND_ROBIN)),
     F_INT(cfg_serving, "max_tokens", max_tokens, 1,
           "tokens per iteration (vLLM max_num_batched_tokens)",
@@ -693,6 +718,13 @@ static const cfg_field cfg_serving_fields[] = {
     F_QTY(cfg_serving, "request_overhead", request_overhead, UNITS_SECONDS,
           "time per request outside the engine (API server, tokenizer)", DEF(0)),
     F_MAP(cfg_serving, "slo", slo, cfg_schema_slo, "service-level objectives"),
+    F_MAP(cfg_serving, "prefill", prefill, cfg_schema_pool,
+          "the prefill pool of a disaggregated deployment (with serving.decode; the two pools "
+          "replace serving.tp, pp, ep and replicas)"),
+    F_MAP(cfg_serving, "decode", decode, cfg_schema_pool,
+          "the decode pool of a disaggregated deployment (with serving.prefill); the KV cache of "
+          "each request moves to it over the cluster's links"),
+    F_MAP(cfg_serving, "disagg", disagg, cfg_schema_disagg, "disaggregated deployments"),
 };
 static const cfg_schema cfg_schema_serving = SCHEMA("serving", cfg_serving, cfg_serving_fields);
 
