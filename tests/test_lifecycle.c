@@ -4,6 +4,7 @@
 #include "helpers.h"
 #include "lifecycle/lifecycle.h"
 
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
@@ -392,4 +393,25 @@ Test(lifecycle, bad_straggler_input_names_its_key)
   cr_assert_eq(bad.status, 2, "%s", bad.out);
   cr_assert(strstr(bad.out, "did you mean 'jitter'"), "%s", bad.out);
   th_proc_clear(&bad);
+}
+
+Test(lifecycle, dlsim_run_reports_what_stragglers_cost)
+{
+  th_proc none = th_dlsim("run -c v100-edr -w resnet50-horovod -e analytic --json");
+  cr_assert_eq(none.status, 0, "%s", none.out);
+  cr_assert_null(strstr(none.out, "straggler_s"), "no stragglers, no key");
+  th_proc_clear(&none);
+  th_proc json = th_dlsim("run -c v100-edr -w resnet50-horovod -e analytic --json "
+                          "--set stragglers.fraction=0.5 --set stragglers.slowdown=1.5");
+  cr_assert_eq(json.status, 0, "%s", json.out);
+  cJSON *j = cJSON_Parse(json.out);
+  cr_assert_not_null(j, "%s", json.out);
+  /* one of 2 GPUs at 1.5x: half the compute again */
+  double compute = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "breakdown_s"), "compute")->valuedouble;
+  cr_assert_float_eq(cJSON_GetObjectItem(j, "straggler_s")->valuedouble, 0.5 * compute, 1e-9);
+  const cJSON *s = cJSON_GetObjectItem(j, "stragglers");
+  cr_assert_eq(cJSON_GetObjectItem(s, "slow_gpus")->valueint, 1);
+  cr_assert_eq(cJSON_GetObjectItem(s, "steps")->valueint, 0, "the analytic engine: closed form");
+  cJSON_Delete(j);
+  th_proc_clear(&json);
 }
