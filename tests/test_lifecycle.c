@@ -415,3 +415,48 @@ Test(lifecycle, dlsim_run_reports_what_stragglers_cost)
   cJSON_Delete(j);
   th_proc_clear(&json);
 }
+
+/* The stage of the one slow GPU `seed` picks among 8, in TP 2 x PP 2 x DP 2 (TP innermost). */
+static int slow_stage(int seed)
+{
+  cfg_stragglers s = {.fraction = 0.125, .slowdown = 2, .seed = seed};
+  double f[8];
+  g_autoptr(GRand) g = g_rand_new_with_seed((guint32)seed);
+  sim_stragglers_lasting(&s, 8, g, f);
+  for (int r = 0; r < 8; r++)
+    if (f[r] > 1)
+      return r / 2 % 2;
+  return -1;
+}
+
+Test(lifecycle, a_slow_last_stage_costs_its_compute_and_a_first_stage_less)
+{
+  /* GPT-3 1.3B, TP 2 x PP 2 x DP 2, two micro-batches of 1F1B, one GPU at 2x. On the last stage
+   * every forward and backward it runs is on the critical path: the step grows by its whole
+   * compute C, as the closed form says. On the first, the other stage's work overlaps part of
+   * the slowdown: the DES finds less, and the closed form is an upper bound. */
+  sim_result a, d;
+  for (int seed = 1; seed <= 3; seed += 2) {
+    g_autofree char *pick = g_strdup_printf("stragglers.seed=%d", seed);
+    const char *const extra[] = {"training.steps=10", "stragglers.fraction=0.125",
+                                 "stragglers.steps=1", pick, NULL};
+    lc_run run;
+    GError *err = NULL;
+    g_auto(GStrv) sets = sim_strv_concat((char *const *)small_run, (char *const *)extra);
+    sim_options od = sim_options_for(ENG_DES);
+    cr_assert(sim_run_files("dgx-a100", "gpt3-1.3b-dp", sets, &od, &d, &err), "%s",
+              err ? err->message : "");
+    cr_assert(run_estimate(extra, &a, &run, &err), "%s", err ? err->message : "");
+    double c = a.eng.compute;
+    cr_assert_float_eq(a.stragglers.cost, c, 1e-9 * c);
+    if (slow_stage(seed) == 1)
+      cr_assert_float_eq(d.stragglers.cost, c, 1e-6 * c, "seed %d: DES %g, C %g", seed,
+                         d.stragglers.cost, c);
+    else
+      cr_assert(d.stragglers.cost > 0.3 * c && d.stragglers.cost < 0.9 * c,
+                "seed %d: DES %g, C %g", seed, d.stragglers.cost, c);
+    sim_result_clear(&a);
+    sim_result_clear(&d);
+  }
+  cr_assert_neq(slow_stage(1), slow_stage(3), "the two seeds cover both stages");
+}
