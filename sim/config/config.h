@@ -235,6 +235,14 @@ typedef struct {
   double kwh;      /* dollars per kWh of facility energy */
 } cfg_cost;
 
+/* Slow GPUs (run/stragglers.c): each GPU's compute runs its lasting factor (lognormal, and
+ * for a `fraction` of them `slowdown` more) times a per-step one (lognormal `jitter`); a
+ * synchronous step waits for its slowest rank. All 0: none. */
+typedef struct {
+  double sigma, fraction, slowdown, jitter;
+  int seed, steps; /* the draws' seed; steps the DES samples */
+} cfg_stragglers;
+
 typedef struct {
   char *name;
   cfg_gpu gpu;
@@ -245,6 +253,7 @@ typedef struct {
   cfg_power power;
   cfg_storage storage;
   cfg_cost cost;
+  cfg_stragglers stragglers;
   cfg_doc *doc; /* for error positions in later cross-checks */
   bool sized_to_job; /* a preset whose node count was set to the workload's GPUs */
 } cfg_cluster;

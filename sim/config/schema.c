@@ -447,6 +447,33 @@ static const cfg_field cfg_cost_fields[] = {
 };
 static const cfg_schema cfg_schema_cost = SCHEMA("cost", cfg_cost, cfg_cost_fields);
 
+/* Stragglers are off unless asked for: published fleets differ too much for one default
+ * (validation/lifecycle/README.md: FALCON, ByteDance, Llama 3). */
+static const cfg_field cfg_stragglers_fields[] = {
+    {ROW(cfg_stragglers, "sigma", CFG_T_QTY, sigma), .unit = UNITS_NUMBER,
+     .doc = "lognormal sigma of each GPU's lasting compute-time factor, drawn once per run (0.02: "
+            "a 2 % spread between GPUs)",
+     DEF(0), UPTO(2, "a sigma of 2 makes one GPU in 40 over 50x slower")},
+    F_FRAC(cfg_stragglers, "fraction", fraction,
+           "fraction of the GPUs (rounded to a count) that run `slowdown` times slower for the "
+           "whole run (chosen by the seed)",
+           DEF(0)),
+    {ROW(cfg_stragglers, "slowdown", CFG_T_QTY, slowdown), .unit = UNITS_NUMBER,
+     .doc = "compute-time factor of the slow GPUs (at least 1)", DEF(2),
+     UPTO(100, "a GPU 100x slower has failed, not straggled")},
+    {ROW(cfg_stragglers, "jitter", CFG_T_QTY, jitter), .unit = UNITS_NUMBER,
+     .doc = "lognormal sigma of each GPU's compute-time factor drawn anew every step (transient "
+            "slowdowns: thermal throttling, host interference)",
+     DEF(0), UPTO(2, "a sigma of 2 makes one GPU in 40 over 50x slower")},
+    F_INT(cfg_stragglers, "seed", seed, 0, "seed of the draws", DEF(1)),
+    F_INT(cfg_stragglers, "steps", steps, 1,
+          "steps the DES simulates with fresh draws (the analytic engine takes the expected "
+          "slowest rank in closed form)",
+          DEF(8), UPTO(1000, "each step is a whole DES run")),
+};
+static const cfg_schema cfg_schema_stragglers =
+    SCHEMA("stragglers", cfg_stragglers, cfg_stragglers_fields);
+
 static const cfg_field cfg_cluster_fields[] = {
     F_STR(cfg_cluster, "name", name, "the cluster's name, for reports"),
     F_MAP(cfg_cluster, "gpu", gpu, cfg_schema_gpu, "the GPU"),
@@ -459,6 +486,8 @@ static const cfg_field cfg_cluster_fields[] = {
     F_MAP(cfg_cluster, "power", power, cfg_schema_power, "what the machine draws"),
     F_MAP(cfg_cluster, "storage", storage, cfg_schema_storage, "where checkpoints go"),
     F_MAP(cfg_cluster, "cost", cost, cfg_schema_cost, "what the machine costs to run"),
+    F_MAP(cfg_cluster, "stragglers", stragglers, cfg_schema_stragglers,
+          "slow GPUs, and what a synchronous step pays for them"),
 };
 const cfg_schema cfg_schema_cluster = SCHEMA("cluster", cfg_cluster, cfg_cluster_fields);
 
