@@ -61,7 +61,9 @@ static bool sim_fold(sim_result *out, int micro, GError **err)
   const cfg_parallel *par = &out->workload->parallel;
   int pp = par->pp, step = pp > 1 ? pp : 1;
   bool interleaved = pp > 1 && par->schedule == CFG_SCHED_INTERLEAVED && par->virtual_stages > 1;
-  int m1 = interleaved ? 2 * step : step;
+  /* DualPipe runs at least 2p (deepseek-ai/DualPipe's rule), its steady state from there */
+  bool dual = pp > 1 && par->schedule == CFG_SCHED_DUALPIPE;
+  int m1 = interleaved || dual ? 2 * step : step;
   prog_program *p1 = NULL;
   eng_result r1 = {0};
   /* the work of a run grows with its micro-batches */

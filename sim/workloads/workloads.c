@@ -55,6 +55,24 @@ static bool wl_check_experts(const cfg_workload *w, GError **err)
   return true;
 }
 
+/* DualPipe sends half the micro-batches each way through pp stages paired from both ends
+ * (deepseek-ai/DualPipe asserts an even rank count and at least 2 pp micro-batches). */
+static bool wl_check_dualpipe(const cfg_workload *w, int micro, GError **err)
+{
+  const cfg_parallel *p = &w->parallel;
+  if (p->schedule != CFG_SCHED_DUALPIPE || p->pp == 1)
+    return true;
+  if (p->pp % 2 != 0)
+    return wl_fail(err, w, "parallel.schedule", CFG_ERROR_INPUT,
+                   "dualpipe pairs stage s with stage pp - 1 - s: it needs an even parallel.pp "
+                   "(got %d)", p->pp);
+  if (micro < 2 * p->pp || micro % 2 != 0)
+    return wl_fail(err, w, "training.global_batch", CFG_ERROR_INPUT,
+                   "dualpipe sends half the micro-batches each way: it needs an even number of "
+                   "at least 2 pp = %d per replica (got %d)", 2 * p->pp, micro);
+  return true;
+}
+
 bool wl_check_layout(const cfg_workload *w, GError **err)
 {
   const cfg_parallel *p = &w->parallel;
@@ -95,6 +113,8 @@ bool wl_check_layout(const cfg_workload *w, GError **err)
                    "model.layers = %d: fewer than pp x virtual_stages = %d x %d chunks",
                    m->layers, p->pp, v);
   int micro = w->training.global_batch / (p->dp * w->training.micro_batch);
+  if (!wl_check_dualpipe(w, micro, err))
+    return false;
   if (v > 1 && micro % p->pp != 0)
     return wl_fail(err, w, "training.global_batch", CFG_ERROR_INPUT,
                    "interleaved 1F1B needs the micro-batches per replica (%d) to be a multiple of "
