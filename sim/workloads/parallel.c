@@ -634,7 +634,7 @@ static void wl_dual_w(wl_dual *d)
 static GArray *wl_schedule_dualpipe(const wl_par *x, int s)
 {
   int n = x->pp, half = n / 2, hr = MIN(s, n - 1 - s), chunks = x->micro / 2;
-  bool second = s >= half, middle = hr == half - 1;
+  bool second = s >= half;
   wl_dual d = {.order = g_array_new(FALSE, FALSE, sizeof(wl_step)),
                .chunk = {second ? 1 : 0, second ? 0 : 1},
                .pending = g_array_new(FALSE, FALSE, sizeof(wl_step))};
@@ -649,10 +649,11 @@ static GArray *wl_schedule_dualpipe(const wl_par *x, int s)
     wl_dual_w(&d);
     wl_dual_f(&d, 1, false);
   }
-  for (int i = 0; i < chunks - n + hr + 1; i++) { /* 4: the steady state, in pairs */
-    bool pair = i > 0 || !middle; /* the middle ranks' first two do not overlap */
-    wl_dual_f(&d, 0, pair);
-    wl_dual_b(&d, 1, false, pair);
+  /* 4: the steady state, in pairs (the repository runs the middle ranks' first two apart,
+   * which saves at most B - F once; the report's bubble is that of pairs throughout) */
+  for (int i = 0; i < chunks - n + hr + 1; i++) {
+    wl_dual_f(&d, 0, true);
+    wl_dual_b(&d, 1, false, true);
     wl_dual_f(&d, 1, true);
     wl_dual_b(&d, 0, false, true);
   }
@@ -716,6 +717,8 @@ typedef struct {
   double bucket;        /* parameters waiting in the current gradient bucket */
   double expert_bucket; /* ... of them, routed experts' */
   int buckets;
+  uint32_t paired_recv; /* the gradients a paired backward receives, posted before its forward */
+  bool has_paired_recv;
 } wl_st;
 
 /* Which of the pipeline's chunks chunk c of stage s is, and how many there are: interleaving
@@ -891,16 +894,30 @@ static wl_links wl_links_of(const wl_par *x, int c)
  * 5as term stored) that is 32/34. */
 #define WL_W_ACTIVATIONS (32.0 / 34.0)
 
-static void wl_stage_forward(wl_st *st, const wl_step *step, wl_links lk)
+static uint32_t wl_recv_gradients(wl_st *st, int c)
+{
+  wl_links lk = wl_links_of(st->x, c);
+  return prog_comm(st->x->p, st->cls, lk.recv, "recv gradients", PROG_COLL_SENDRECV, lk.brecv,
+                   st->x->act_bytes, NULL, 0);
+}
+
+/* A forward; when it opens a DualPipe pair (`next` is the paired backward) the pair starts once
+ * both its inputs are in, as deepseek-ai/DualPipe receives both before running the two. */
+static void wl_stage_forward(wl_st *st, const wl_step *step, const wl_step *next, wl_links lk)
 {
   wl_par *x = st->x;
   prog_program *p = x->p;
   int s = st->stage, c = step->chunk;
   uint32_t dep = 0;
   bool has = false;
+  if (step->paired && next && next->paired && next->pass != WL_PASS_F &&
+      !wl_last_chunk(x, s, next->chunk)) {
+    dep = st->paired_recv = wl_recv_gradients(st, next->chunk);
+    has = st->has_paired_recv = true;
+  }
   if (!wl_first_chunk(x, s, c)) {
     dep = prog_comm(p, st->cls, lk.recv, "recv activations", PROG_COLL_SENDRECV, lk.frecv,
-                    x->act_bytes, NULL, 0);
+                    x->act_bytes, &dep, has ? 1 : 0);
     has = true;
   }
   uint32_t last = wl_pass_ops(st, c, step, false, dep, has);
@@ -910,7 +927,7 @@ static void wl_stage_forward(wl_st *st, const wl_step *step, wl_links lk)
               &last, 1);
 }
 
-static void wl_stage_step(wl_st *st, const wl_step *step, int last_mb)
+static void wl_stage_step(wl_st *st, const wl_step *step, const wl_step *next, int last_mb)
 {
   wl_par *x = st->x;
   prog_program *p = x->p;
@@ -918,7 +935,7 @@ static void wl_stage_step(wl_st *st, const wl_step *step, int last_mb)
   wl_links lk = wl_links_of(x, c);
   double act = st->chunk_act[c], act_w = x->split ? WL_W_ACTIVATIONS * act : 0;
   if (step->pass == WL_PASS_F) {
-    wl_stage_forward(st, step, lk);
+    wl_stage_forward(st, step, next, lk);
     return;
   }
   if (step->pass == WL_PASS_W) {
@@ -929,9 +946,9 @@ static void wl_stage_step(wl_st *st, const wl_step *step, int last_mb)
   uint32_t dep = 0;
   bool has = false;
   if (!wl_last_chunk(x, s, c)) {
-    dep = prog_comm(p, st->cls, lk.recv, "recv gradients", PROG_COLL_SENDRECV, lk.brecv,
-                    x->act_bytes, NULL, 0);
+    dep = st->has_paired_recv ? st->paired_recv : wl_recv_gradients(st, c);
     has = true;
+    st->has_paired_recv = false;
   }
   if (x->m->recompute_peak > 0)
     prog_mem(p, st->cls, "recompute working set", PROG_MEM_ACTIVATIONS, x->m->recompute_peak, NULL, 0);
@@ -1024,7 +1041,9 @@ static void wl_build_stage(wl_par *x, int s)
     wl_param_gather(&st, params, experts, NULL);
   GArray *order = wl_schedule(x, s);
   for (guint i = 0; i < order->len; i++)
-    wl_stage_step(&st, &g_array_index(order, wl_step, i), (x->dual ? x->micro / 2 : x->micro) - 1);
+    wl_stage_step(&st, &g_array_index(order, wl_step, i),
+                  i + 1 < order->len ? &g_array_index(order, wl_step, i + 1) : NULL,
+                  (x->dual ? x->micro / 2 : x->micro) - 1);
   g_array_free(order, TRUE);
   wl_stage_finish(&st, params, experts);
 }
