@@ -166,6 +166,8 @@ static char *wl_describe(const cfg_workload *w)
     g_string_append_printf(d, " x PP %d", p->pp);
     if (p->pp > 1 && p->schedule == CFG_SCHED_INTERLEAVED && p->virtual_stages > 1)
       g_string_append_printf(d, " (interleaved x%d)", p->virtual_stages);
+    if (p->pp > 1 && (p->schedule == CFG_SCHED_ZB_H1 || p->schedule == CFG_SCHED_DUALPIPE))
+      g_string_append(d, p->schedule == CFG_SCHED_ZB_H1 ? " (zb-h1)" : " (dualpipe)");
     g_string_append_printf(d, " x DP %d", p->dp);
     if (p->ep > 1)
       g_string_append_printf(d, " (EP %d)", p->ep);
