@@ -78,6 +78,19 @@ hw_kernel wl_hw_kernel(const wl_kernel *k, cfg_dtype dtype)
                      .inner = k->inner, .attn = k->attn};
 }
 
+double wl_layer_wgrad_share(const wl_layer *l, const hw_cluster *hw, cfg_dtype dtype)
+{
+  double all = 0, w = 0;
+  for (guint i = 0; i < l->bwd->len; i++) {
+    const wl_kernel *k = &g_array_index(l->bwd, wl_kernel, i);
+    hw_kernel hk = wl_hw_kernel(k, dtype);
+    double t = hw_kernel_time(hw, &hk);
+    all += t;
+    w += k->phase == WL_PHASE_WGRAD ? t : 0;
+  }
+  return all > 0 ? w / all : 0;
+}
+
 void wl_layer_share_kernels(wl_layer *l, const wl_layer *like)
 {
   g_array_unref(l->fwd);
