@@ -73,6 +73,8 @@ Test(parallel, folded_micro_batches_equal_the_full_simulation)
       {"node.count=1", "parallel.pp=1", "parallel.dp=8", "training.global_batch=512", NULL},
       {PAR_IDEAL, "training.global_batch=256", "parallel.schedule=zb-h1", NULL},
       {PAR_IDEAL, "training.global_batch=320", "parallel.schedule=dualpipe", NULL},
+      {PAR_IDEAL, "training.global_batch=256", "parallel.schedule=zb-v", "parallel.virtual_stages=2",
+       NULL},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++)
     for (int e = 0; e < 2; e++) {
@@ -465,4 +467,51 @@ Test(parallel, a_schedule_the_layout_cannot_run_exits_2_at_its_key)
   cr_assert_eq(q.status, 2, "%s", q.out);
   cr_assert(strstr(q.out, "training.global_batch") && strstr(q.out, "at least 2 pp = 8"), "%s", q.out);
   th_proc_clear(&q);
+  g_autofree char *vee = th_write("zb-v-one-chunk.yaml", "model: gpt3-1.3b\n"
+                                                         "training:\n"
+                                                         "  global_batch: 256\n"
+                                                         "  micro_batch: 8\n"
+                                                         "parallel:\n"
+                                                         "  pp: 4\n"
+                                                         "  dp: 2\n"
+                                                         "  schedule: zb-v\n");
+  g_autofree char *vargs = g_strdup_printf("run -c dgx-a100 -w %s --set node.count=1", vee);
+  th_proc v = th_dlsim(vargs);
+  g_autofree char *vwhere = g_strdup_printf("%s:8:13:", vee);
+  cr_assert_eq(v.status, 2, "%s", v.out);
+  cr_assert(strstr(v.out, vwhere) && strstr(v.out, "parallel.virtual_stages: 2"), "%s", v.out);
+  th_proc_clear(&v);
+}
+
+/* ZB-V (Qi et al., Sec. 6): two half-size chunks per rank in a V, B before W; its bubble is below
+ * ZB-H1's and 1F1B's, every rank peaking at 1F1B's p micro-batches of activations (2p chunks). */
+Test(parallel, zb_v_beats_zb_h1_at_1f1b_activation_memory)
+{
+  for (int e = 0; e < 2; e++) {
+    eng_kind kind = e ? ENG_DES : ENG_ANALYTIC;
+    const char *vee[] = {PAR_IDEAL, "training.global_batch=256", "parallel.schedule=zb-v",
+                         "parallel.virtual_stages=2", NULL};
+    eng_result v = par_run("dgx-a100", "gpt3-1.3b-dp", vee, kind, true);
+    sim_result zb, one;
+    par_against_1f1b("zb-h1", e, &zb, &one);
+    cr_assert(v.bubble < zb.eng.bubble && zb.eng.bubble < one.eng.bubble, "zb-v %g zb-h1 %g 1f1b %g",
+              v.bubble, zb.eng.bubble, one.eng.bubble);
+    sim_result_clear(&zb);
+    sim_result_clear(&one);
+  }
+  prog_program *p = th_program("dgx-a100", "gpt3-1.3b-dp",
+                               (const char *const[]){PAR_IDEAL, "training.global_batch=256",
+                                                     "parallel.schedule=zb-v",
+                                                     "parallel.virtual_stages=2", NULL});
+  prog_program *q = th_program("dgx-a100", "gpt3-1.3b-dp",
+                               (const char *const[]){PAR_IDEAL, "training.global_batch=256",
+                                                     "parallel.schedule=1f1b", NULL});
+  /* the middle ranks hold 4 blocks' worth per micro-batch either way (3 + 3 of 24 in a V) */
+  for (int s = 1; s < 3; s++) {
+    double vee = par_list_peak_activations(p, s), flat = par_list_peak_activations(q, 0);
+    cr_assert(vee <= flat * (1 + 1e-9) && vee > 0.9 * flat, "rank %d: %g vs 1f1b's first %g", s,
+              vee, flat);
+  }
+  prog_free(p);
+  prog_free(q);
 }

@@ -60,7 +60,8 @@ static bool sim_fold(sim_result *out, int micro, GError **err)
    * (v + 1) p - 2 forward passes of the m v it runs, so it needs 2p */
   const cfg_parallel *par = &out->workload->parallel;
   int pp = par->pp, step = pp > 1 ? pp : 1;
-  bool interleaved = pp > 1 && par->schedule == CFG_SCHED_INTERLEAVED && par->virtual_stages > 1;
+  bool interleaved = pp > 1 && ((par->schedule == CFG_SCHED_INTERLEAVED && par->virtual_stages > 1) ||
+                                par->schedule == CFG_SCHED_ZB_V);
   /* DualPipe runs at least 2p (deepseek-ai/DualPipe's rule) and is in its steady state from 3p
    * on (at 2p its bubble is a few microseconds shorter) */
   bool dual = pp > 1 && par->schedule == CFG_SCHED_DUALPIPE;

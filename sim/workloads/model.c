@@ -223,6 +223,10 @@ double wl_inflight(const cfg_parallel *p, int stage, int micro_batches)
     /* Qi et al., Sec. 2.3: (p - s) micro-batches awaiting B and s awaiting W, which keeps 32/34
      * of them (their Table 1, without the attention scores FlashAttention does not store) */
     return MIN(micro_batches, pp - stage) + MIN(micro_batches, stage) * 32.0 / 34.0;
+  case CFG_SCHED_ZB_V:
+    /* Qi et al., Sec. 6: every worker peaks at 1F1B's first stage, p M_B (2p half-stage
+     * chunks) */
+    return MIN(micro_batches, pp);
   case CFG_SCHED_DUALPIPE:
     /* DeepSeek-V3 report, Table 2: PP + 1 micro-batches of one stage's activations */
     return MIN(micro_batches, pp + 1);

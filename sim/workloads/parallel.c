@@ -42,7 +42,8 @@ typedef struct {
                       * their backward passes */
   int fam_fsend, fam_frecv, fam_bsend, fam_brecv;
   int fam_rsend, fam_rrecv, fam_rbsend, fam_rbrecv; /* DualPipe's reverse direction */
-  bool split; /* backward runs as B and W passes (zb-h1, dualpipe) */
+  bool split; /* backward runs as B and W passes (zb-h1, zb-v, dualpipe) */
+  bool vshape; /* ZB-V: chunk 0 is chunk s of 2p, chunk 1 chunk 2p - 1 - s (the V's way back) */
   bool dual;  /* DualPipe: chunk 0 is stage s of the forward direction, chunk 1 stage pp - 1 - s
                * of the reverse one (a second copy of the parameters) */
   wl_pass *passes; /* per wl_model layer (blocks share one) */
@@ -144,7 +145,7 @@ static void wl_expert_groups(wl_par *x)
   }
 }
 
-/* DualPipe's reverse direction flows from stage s to s - 1: its own groups (never shared with
+/* DualPipe's reverse direction and ZB-V's way back flow from stage s to s - 1: their own groups (never shared with
  * the forward direction's, whose transfers between the same two ranks come in another order),
  * each registered once from its sender. */
 static void wl_reverse_channels(wl_par *x, int r, int s)
@@ -177,7 +178,7 @@ static void wl_groups(wl_par *x)
   x->fam_frecv = prog_family_add(p, "pp-recv-prev", PROG_DIM_PP);
   x->fam_bsend = prog_family_add(p, "pp-send-prev", PROG_DIM_PP);
   x->fam_brecv = prog_family_add(p, "pp-recv-next", PROG_DIM_PP);
-  if (x->dual) {
+  if (x->dual || x->vshape) {
     x->fam_rsend = prog_family_add(p, "pp-reverse-send-prev", PROG_DIM_PP);
     x->fam_rrecv = prog_family_add(p, "pp-reverse-recv-next", PROG_DIM_PP);
     x->fam_rbsend = prog_family_add(p, "pp-reverse-send-next", PROG_DIM_PP);
@@ -198,7 +199,7 @@ static void wl_groups(wl_par *x)
     prog_family_set(p, x->fam_frecv, r, wl_pair(x, prev, r));
     prog_family_set(p, x->fam_bsend, r, wl_pair(x, r, prev));
     prog_family_set(p, x->fam_brecv, r, wl_pair(x, next, r));
-    if (x->dual)
+    if (x->dual || x->vshape)
       wl_reverse_channels(x, r, s);
     if (s == 0 || s == x->pp - 1)
       prog_family_set(p, x->fam_emb, r,
@@ -679,6 +680,56 @@ static GArray *wl_schedule_dualpipe(const wl_par *x, int s)
   return d.order;
 }
 
+/* ZB-V's passes on one rank: how many of each kind each chunk has issued. */
+typedef struct {
+  GArray *order;
+  int m;
+  int done[WL_NPASSES][2];
+} wl_vee;
+
+static void wl_vee_push(wl_vee *z, wl_pass_kind pass, int c)
+{
+  if (z->done[pass][c] < z->m)
+    wl_push(z->order, pass, c, z->done[pass][c]++, false);
+}
+
+static void wl_vee_group(wl_vee *z, int c)
+{
+  wl_vee_push(z, WL_PASS_F, c);
+  wl_vee_push(z, WL_PASS_B, c);
+  wl_vee_push(z, WL_PASS_W, c);
+}
+
+/* ZB-V (Qi et al., ICLR 2024, Sec. 6): rank s holds chunks s and 2p - 1 - s of 2p, so a
+ * micro-batch goes down the ranks and back up. Warm-up: 2p - 1 - s forwards of the first chunk
+ * and s of the second, the second's interleaved as they arrive; then p - 1 - s groups F, B, W
+ * of the second chunk, then groups of the two in turn until the forwards are done; then the
+ * remaining B (the critical path) and last the remaining W. */
+static GArray *wl_schedule_zb_v(const wl_par *x, int s)
+{
+  int p = x->pp;
+  wl_vee z = {.order = g_array_new(FALSE, FALSE, sizeof(wl_step)), .m = x->micro};
+  for (int i = 0; i < 2 * p - 2 * s - 1; i++)
+    wl_vee_push(&z, WL_PASS_F, 0);
+  for (int i = 0; i < s; i++) {
+    wl_vee_push(&z, WL_PASS_F, 1);
+    wl_vee_push(&z, WL_PASS_F, 0);
+  }
+  for (int i = 0; i < p - 1 - s; i++)
+    wl_vee_group(&z, 1);
+  for (int c = 1; z.done[WL_PASS_F][0] < z.m || z.done[WL_PASS_F][1] < z.m; c = 1 - c)
+    wl_vee_group(&z, c);
+  while (z.done[WL_PASS_B][0] < z.m || z.done[WL_PASS_B][1] < z.m) {
+    wl_vee_push(&z, WL_PASS_B, 1);
+    wl_vee_push(&z, WL_PASS_B, 0);
+  }
+  while (z.done[WL_PASS_W][0] < z.m || z.done[WL_PASS_W][1] < z.m) {
+    wl_vee_push(&z, WL_PASS_W, 1);
+    wl_vee_push(&z, WL_PASS_W, 0);
+  }
+  return z.order;
+}
+
 /* The order in which stage s runs its forward and backward chunk passes: `warm` forwards, then
  * one forward and one backward in turn, then the remaining backwards (GPipe: all forwards
  * first). Interleaved 1F1B walks the chunks p micro-batches at a time (Megatron). */
@@ -690,6 +741,8 @@ static GArray *wl_schedule(const wl_par *x, int s)
     return wl_schedule_dualpipe(x, s);
   if (kind == CFG_SCHED_ZB_H1)
     return wl_schedule_zb_h1(x, s);
+  if (kind == CFG_SCHED_ZB_V)
+    return wl_schedule_zb_v(x, s);
   GArray *order = g_array_new(FALSE, FALSE, sizeof(wl_step));
   int warm = kind == CFG_SCHED_GPIPE ? total
              : v > 1                 ? MIN((p - s - 1) * 2 + (v - 1) * p, total)
@@ -727,7 +780,21 @@ typedef struct {
 static int wl_chunk_index(const wl_par *x, int s, int c, int *chunks)
 {
   *chunks = x->dual ? x->pp : x->pp * x->v;
+  if (x->vshape)
+    return c == 0 ? s : 2 * x->pp - 1 - s;
   return x->dual ? (c == 0 ? s : x->pp - 1 - s) : c * x->pp + s;
+}
+
+/* ZB-V's turn: the last rank passes its first chunk's output to its own second chunk, and its
+ * second chunk's input gradient back to its first, without a transfer. */
+static bool wl_next_here(const wl_par *x, int s, int c)
+{
+  return x->vshape && s == x->pp - 1 && c == 0;
+}
+
+static bool wl_prev_here(const wl_par *x, int s, int c)
+{
+  return x->vshape && s == x->pp - 1 && c == 1;
 }
 
 /* Layers of chunk c on stage s: chunk g of the blocks split into as many chunks as there are. */
@@ -882,7 +949,7 @@ typedef struct {
 
 static wl_links wl_links_of(const wl_par *x, int c)
 {
-  if (x->dual && c == 1)
+  if ((x->dual || x->vshape) && c == 1)
     return (wl_links){x->fam_rsend, x->fam_rrecv, x->fam_rbsend, x->fam_rbrecv,
                       PROG_STREAM_PP_REV, PROG_STREAM_PP_REV_RECV};
   return (wl_links){x->fam_fsend, x->fam_frecv, x->fam_bsend, x->fam_brecv, PROG_STREAM_PP,
@@ -915,14 +982,14 @@ static void wl_stage_forward(wl_st *st, const wl_step *step, const wl_step *next
     dep = st->paired_recv = wl_recv_gradients(st, next->chunk);
     has = st->has_paired_recv = true;
   }
-  if (!wl_first_chunk(x, s, c)) {
+  if (!wl_first_chunk(x, s, c) && !wl_prev_here(x, s, c)) {
     dep = prog_comm(p, st->cls, lk.recv, "recv activations", PROG_COLL_SENDRECV, lk.frecv,
                     x->act_bytes, &dep, has ? 1 : 0);
     has = true;
   }
   uint32_t last = wl_pass_ops(st, c, step, false, dep, has);
   prog_mem(p, st->cls, "activations", PROG_MEM_ACTIVATIONS, st->chunk_act[c], NULL, 0);
-  if (!wl_last_chunk(x, s, c))
+  if (!wl_last_chunk(x, s, c) && !wl_next_here(x, s, c))
     prog_comm(p, st->cls, lk.send, "send activations", PROG_COLL_SENDRECV, lk.fsend, x->act_bytes,
               &last, 1);
 }
@@ -945,7 +1012,7 @@ static void wl_stage_step(wl_st *st, const wl_step *step, const wl_step *next, i
   }
   uint32_t dep = 0;
   bool has = false;
-  if (!wl_last_chunk(x, s, c)) {
+  if (!wl_last_chunk(x, s, c) && !wl_next_here(x, s, c)) {
     dep = st->has_paired_recv ? st->paired_recv : wl_recv_gradients(st, c);
     has = true;
     st->has_paired_recv = false;
@@ -958,7 +1025,7 @@ static void wl_stage_step(wl_st *st, const wl_step *step, const wl_step *next, i
   /* a whole backward frees the micro-batch; B keeps what W needs */
   prog_mem(p, st->cls, "activations", PROG_MEM_ACTIVATIONS,
            step->pass == WL_PASS_B ? -(act - act_w) : -act, NULL, 0);
-  if (!wl_first_chunk(x, s, c))
+  if (!wl_first_chunk(x, s, c) && !wl_prev_here(x, s, c))
     prog_comm(p, st->cls, lk.send, "send gradients", PROG_COLL_SENDRECV, lk.bsend, x->act_bytes,
               &last, 1);
 }
@@ -987,7 +1054,8 @@ static void wl_stage_finish(wl_st *st, double params, double experts)
   prog_program *p = x->p;
   const cfg_workload *w = x->w;
   bool first = st->stage == 0, last = st->stage == x->pp - 1;
-  if (x->pp > 1 && w->model.tied_embeddings && x->m->blocks > 0 && (first || last)) {
+  if (x->pp > 1 && w->model.tied_embeddings && x->m->blocks > 0 && (first || last) &&
+      !x->vshape) { /* ZB-V: rank 0 holds the embedding and the output layer */
     const wl_layer *emb = g_ptr_array_index(x->m->layers, 0);
     st->last_dp = prog_comm(p, st->cls, PROG_STREAM_DP, "allreduce tied embedding grads",
                             PROG_COLL_ALLREDUCE, x->fam_emb, emb->params * x->sb.grads, NULL, 0);
@@ -1029,7 +1097,8 @@ static void wl_build_stage(wl_par *x, int s)
     if (x->m->blocks > 0 && out)
       params += ((const wl_layer *)g_ptr_array_index(x->m->layers, x->m->layers->len - 1))->params;
   }
-  if (x->pp > 1 && s == x->pp - 1 && x->w->model.tied_embeddings && x->m->blocks > 0 && !x->dual)
+  if (x->pp > 1 && s == x->pp - 1 && x->w->model.tied_embeddings && x->m->blocks > 0 && !x->dual &&
+      !x->vshape)
     params += ((const wl_layer *)g_ptr_array_index(x->m->layers, 0))->params;
   wl_states states = wl_states_of_split(x->w, params, experts);
   prog_mem(p, s, "weights", PROG_MEM_PARAMS, states.weights, NULL, 0);
@@ -1087,8 +1156,9 @@ bool wl_build_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_mod
               .dp = par->dp, .ep = MAX(par->ep, 1), .v = par->pp > 1 ? par->virtual_stages : 1,
               .sb = wl_state_bytes_per_param(&w->training)};
   x.micro = w->training.global_batch / (par->dp * w->training.micro_batch);
-  x.split = par->pp > 1 && (par->schedule == CFG_SCHED_ZB_H1 || par->schedule == CFG_SCHED_DUALPIPE);
+  x.split = par->pp > 1 && par->schedule >= CFG_SCHED_ZB_H1;
   x.dual = par->pp > 1 && par->schedule == CFG_SCHED_DUALPIPE;
+  x.vshape = par->pp > 1 && par->schedule == CFG_SCHED_ZB_V;
   if (x.dual)
     x.v = 2;
   /* Megatron sends 1/t of the activation and gathers it on arrival (scatter-gather) */

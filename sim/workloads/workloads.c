@@ -77,7 +77,8 @@ bool wl_check_layout(const cfg_workload *w, GError **err)
 {
   const cfg_parallel *p = &w->parallel;
   const cfg_model *m = &w->model;
-  int v = p->schedule == CFG_SCHED_INTERLEAVED ? p->virtual_stages : 1;
+  bool chunked = p->schedule == CFG_SCHED_INTERLEAVED || p->schedule == CFG_SCHED_ZB_V;
+  int v = chunked ? p->virtual_stages : 1;
   if (m->kind == CFG_MODEL_CNN && (p->tp > 1 || p->pp > 1 || p->cp > 1))
     return wl_fail(err, w, "parallel", CFG_ERROR_UNSUPPORTED,
                    "a cnn runs data parallel only (parallel.tp, pp and cp must be 1)");
@@ -96,10 +97,14 @@ bool wl_check_layout(const cfg_workload *w, GError **err)
   if (m->ffn_hidden % p->tp != 0)
     return wl_fail(err, w, "parallel.tp", CFG_ERROR_INPUT,
                    "parallel.tp = %d does not divide model.ffn_hidden = %d", p->tp, m->ffn_hidden);
-  if (p->virtual_stages > 1 && p->schedule != CFG_SCHED_INTERLEAVED)
+  if (p->virtual_stages > 1 && !chunked)
     return wl_fail(err, w, "parallel.virtual_stages", CFG_ERROR_INPUT,
-                   "parallel.virtual_stages = %d needs parallel.schedule: interleaved",
+                   "parallel.virtual_stages = %d needs parallel.schedule: interleaved (or zb-v)",
                    p->virtual_stages);
+  if (p->schedule == CFG_SCHED_ZB_V && p->pp > 1 && p->virtual_stages != 2)
+    return wl_fail(err, w, "parallel.schedule", CFG_ERROR_INPUT,
+                   "zb-v runs two chunks per pipeline rank in a V: it needs "
+                   "parallel.virtual_stages: 2 (got %d)", p->virtual_stages);
   if (v > 64)
     return wl_fail(err, w, "parallel.virtual_stages", CFG_ERROR_INPUT,
                    "parallel.virtual_stages = %d: at most 64", v);
@@ -115,7 +120,7 @@ bool wl_check_layout(const cfg_workload *w, GError **err)
   int micro = w->training.global_batch / (p->dp * w->training.micro_batch);
   if (!wl_check_dualpipe(w, micro, err))
     return false;
-  if (v > 1 && micro % p->pp != 0)
+  if (v > 1 && p->schedule == CFG_SCHED_INTERLEAVED && micro % p->pp != 0)
     return wl_fail(err, w, "training.global_batch", CFG_ERROR_INPUT,
                    "interleaved 1F1B needs the micro-batches per replica (%d) to be a multiple of "
                    "pp = %d (Megatron's rule)",
@@ -166,8 +171,10 @@ static char *wl_describe(const cfg_workload *w)
     g_string_append_printf(d, " x PP %d", p->pp);
     if (p->pp > 1 && p->schedule == CFG_SCHED_INTERLEAVED && p->virtual_stages > 1)
       g_string_append_printf(d, " (interleaved x%d)", p->virtual_stages);
-    if (p->pp > 1 && (p->schedule == CFG_SCHED_ZB_H1 || p->schedule == CFG_SCHED_DUALPIPE))
-      g_string_append(d, p->schedule == CFG_SCHED_ZB_H1 ? " (zb-h1)" : " (dualpipe)");
+    if (p->pp > 1 && p->schedule >= CFG_SCHED_ZB_H1)
+      g_string_append_printf(d, " (%s)", p->schedule == CFG_SCHED_ZB_H1  ? "zb-h1"
+                                         : p->schedule == CFG_SCHED_ZB_V ? "zb-v"
+                                                                         : "dualpipe");
     g_string_append_printf(d, " x DP %d", p->dp);
     if (p->ep > 1)
       g_string_append_printf(d, " (EP %d)", p->ep);
