@@ -60,6 +60,27 @@ static void mem_add_mirror(const cfg_workload *w, const wl_model *m, int stage, 
   *act = MAX(*act, mem_stage_activations(m, &mirror));
 }
 
+/* ZB-V: rank s holds chunks s and 2p - 1 - s of 2p (rank 0 the embedding and the output layer,
+ * so no tied copy); a micro-batch leaves both chunks' activations. Returns the parameters. */
+static double mem_vee_chunks(const cfg_workload *w, const wl_model *m, int stage, double *largest,
+                             double *experts, double *act)
+{
+  int chunks = 2 * w->parallel.pp;
+  double params = 0;
+  *largest = *experts = *act = 0;
+  for (int c = 0; c < 2; c++) {
+    wl_stage ch = wl_chunk_of(m, chunks, c ? chunks - 1 - stage : stage);
+    double big, exp;
+    params += mem_stage_params(m, w, &ch, &big, &exp);
+    *largest = MAX(*largest, big);
+    *experts += exp;
+    *act += mem_stage_activations(m, &ch);
+  }
+  if (stage == 0 && w->model.tied_embeddings && m->blocks > 0)
+    params -= ((const wl_layer *)g_ptr_array_index(m->layers, 0))->params;
+  return params;
+}
+
 static void mem_extras(const cfg_workload *w, const wl_model *m, double largest, mem_stage *s)
 {
   const cfg_memory *mm = &w->memory;
@@ -91,6 +112,8 @@ static void mem_fill_stage(const cfg_workload *w, const wl_model *m, int stage, 
   double act = mem_stage_activations(m, &st);
   if (p->pp > 1 && p->schedule == CFG_SCHED_DUALPIPE)
     mem_add_mirror(w, m, stage, &params, &largest, &experts, &act);
+  if (p->pp > 1 && p->schedule == CFG_SCHED_ZB_V)
+    params = mem_vee_chunks(w, m, stage, &largest, &experts, &act);
   wl_states states = wl_states_of_split(w, params, experts);
   memset(s, 0, sizeof *s);
   s->stage = stage;

@@ -186,6 +186,12 @@ void wl_chunk_blocks(int blocks, int chunks, int g, int *first, int *count)
 
 wl_stage wl_stage_of(const wl_model *m, int pp, int s)
 {
+  return wl_chunk_of(m, pp, s);
+}
+
+wl_stage wl_chunk_of(const wl_model *m, int chunks, int g)
+{
+  int pp = chunks, s = g;
   wl_stage st = {0};
   guint n = m->layers->len;
   if (pp <= 1 || m->blocks <= 0) {

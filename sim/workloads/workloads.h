@@ -195,6 +195,9 @@ typedef struct {
   bool embedding, output;
 } wl_stage;
 wl_stage wl_stage_of(const wl_model *m, int pp, int s);
+/* The same for chunk g when the blocks are split into `chunks` (the embedding with chunk 0, the
+ * output layer with the last). */
+wl_stage wl_chunk_of(const wl_model *m, int chunks, int g);
 /* Blocks [first, first + count) of chunk g when `blocks` are split into `chunks` pipeline
  * chunks as evenly as possible (the remainder to the middle chunks). */
 void wl_chunk_blocks(int blocks, int chunks, int g, int *first, int *count);
