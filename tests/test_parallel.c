@@ -1,4 +1,5 @@
-/* 3D parallelism and ZeRO: the pipeline bubble on an ideal machine, interleaving, the folding of
+/* 3D parallelism and ZeRO: the pipeline bubble on an ideal machine, interleaving, the zero-bubble
+ * schedules and DualPipe against their papers' expressions, the folding of
  * identical micro-batches, ZeRO-3's traffic, placement, the reference data-parallel builder, and
  * the errors of impossible layouts. */
 #include "engine/engine.h"

@@ -41,13 +41,14 @@ typedef struct {
   double a2a[4];     /* bytes per GPU of a MoE layer's all-to-alls: dispatch, combine, and
                       * their backward passes */
   int fam_fsend, fam_frecv, fam_bsend, fam_brecv;
-  int fam_rsend, fam_rrecv, fam_rbsend, fam_rbrecv; /* DualPipe's reverse direction */
+  int fam_rsend, fam_rrecv, fam_rbsend, fam_rbrecv; /* DualPipe's reverse direction, ZB-V's
+                                                     * way back */
   bool split; /* backward runs as B and W passes (zb-h1, zb-v, dualpipe) */
   bool vshape; /* ZB-V: chunk 0 is chunk s of 2p, chunk 1 chunk 2p - 1 - s (the V's way back) */
   bool dual;  /* DualPipe: chunk 0 is stage s of the forward direction, chunk 1 stage pp - 1 - s
                * of the reverse one (a second copy of the parameters) */
   wl_pass *passes; /* per wl_model layer (blocks share one) */
-  GHashTable *names; /* (layer, count, backward) -> macro name, interned in the program */
+  GHashTable *names; /* (layer, count, pass) -> macro name, interned in the program */
   wl_state_bytes sb;
   double act_bytes;  /* one micro-batch's activation sent between stages */
 } wl_par;
@@ -145,9 +146,9 @@ static void wl_expert_groups(wl_par *x)
   }
 }
 
-/* DualPipe's reverse direction and ZB-V's way back flow from stage s to s - 1: their own groups (never shared with
- * the forward direction's, whose transfers between the same two ranks come in another order),
- * each registered once from its sender. */
+/* DualPipe's reverse direction and ZB-V's way back flow from stage s to s - 1: their own groups
+ * (never shared with the forward direction's, whose transfers between the same two ranks come
+ * in another order), each registered once from its sender. */
 static void wl_reverse_channels(wl_par *x, int r, int s)
 {
   if (s > 0) {
