@@ -50,7 +50,16 @@ typedef enum { CFG_MODEL_TRANSFORMER, CFG_MODEL_MOE_TRANSFORMER, CFG_MODEL_CNN, 
 typedef enum { CFG_ACT_GELU, CFG_ACT_SWIGLU } cfg_activation;
 typedef enum { CFG_OPT_ADAM, CFG_OPT_SGD } cfg_optimizer;
 typedef enum { CFG_RECOMPUTE_NONE, CFG_RECOMPUTE_SELECTIVE, CFG_RECOMPUTE_FULL } cfg_recompute;
-typedef enum { CFG_SCHED_GPIPE, CFG_SCHED_1F1B, CFG_SCHED_INTERLEAVED } cfg_schedule;
+/* parallel.schedule; the last three split each backward into its input-gradient (B) and
+ * weight-gradient (W) passes (Qi et al., ICLR 2024; DeepSeek-V3 report, Sec. 3.2.1) */
+typedef enum {
+  CFG_SCHED_GPIPE,
+  CFG_SCHED_1F1B,
+  CFG_SCHED_INTERLEAVED,
+  CFG_SCHED_ZB_H1,
+  CFG_SCHED_ZB_V,
+  CFG_SCHED_DUALPIPE
+} cfg_schedule;
 typedef enum { CFG_OFFLOAD_NONE, CFG_OFFLOAD_CPU, CFG_OFFLOAD_NVME } cfg_offload;
 typedef enum { CFG_DIM_TP, CFG_DIM_CP, CFG_DIM_PP, CFG_DIM_DP, CFG_NDIMS } cfg_dim;
 /* serving.scheduler: iteration-level batching with whole prompts (vLLM V0, Orca), static
