@@ -304,9 +304,11 @@ static void srv_replicas_new(srv_run *run)
 {
   srv_sim *s = &run->sim;
   const cfg_serving *c = s->cfg;
-  s->nreplicas = c->replicas;
+  /* each data-parallel attention rank schedules its own batch over its own KV cache; the
+   * ranks of a replica run in lockstep, each iteration costed as if all carried its batch */
+  s->nreplicas = c->replicas * srv_attention_dp(c);
   s->replicas = g_new0(srv_replica, s->nreplicas);
-  run->nlanes = c->replicas * c->pp;
+  run->nlanes = s->nreplicas * c->pp;
   run->lanes = g_new(srv_lane *, run->nlanes);
   int groups = c->requests.prefix_groups;
   for (int i = 0; i < s->nreplicas; i++) {
@@ -578,6 +580,9 @@ bool srv_simulate(const cfg_cluster *c, const cfg_workload *w, const srv_options
     ok = srv_loop(&run, err);
     if (ok)
       srv_collect(&run, out);
+    if (ok)
+      srv_ep_summary_of(run.sim.cost, c, w, out->prompt_tokens_mean, out->output_tokens_mean,
+                        &out->ep);
     ok = ok && srv_check_result(out, err);
     srv_replicas_free(&run);
     srv_hist_clear(&run.gaps);

@@ -26,7 +26,8 @@ static void srv_span(GString *o, int pid, int tid, double start, double end, con
 static void srv_trace_iterations(GString *o, const srv_result *r)
 {
   const cfg_serving *s = &r->workload->serving;
-  for (int rep = 0; rep < s->replicas; rep++) {
+  int engines = s->replicas * srv_attention_dp(s); /* DP attention: an engine per DP rank */
+  for (int rep = 0; rep < engines; rep++) {
     g_autofree char *name = g_strdup_printf("replica %d", rep);
     srv_meta(o, rep, 0, "process_name", name);
     for (int l = 0; l < s->pp; l++) {
@@ -52,7 +53,7 @@ static void srv_trace_iterations(GString *o, const srv_result *r)
 
 static void srv_trace_requests(GString *o, const srv_result *r)
 {
-  int pid = r->workload->serving.replicas;
+  int pid = r->workload->serving.replicas * srv_attention_dp(&r->workload->serving);
   srv_meta(o, pid, 0, "process_name", "requests");
   for (guint i = 0; i < r->reqs->len; i++) {
     const srv_request_record *q = &g_array_index(r->reqs, srv_request_record, i);
