@@ -507,40 +507,59 @@ Test(serving, ep_routing_imbalance_raises_the_expert_time_by_its_load)
             load[1] / load[0]);
 }
 
+/* An iteration of batch `d` (halves `h`) with two-batch overlap against the same without it:
+ * over the 2 MoE layers, without overlap each runs its compute, then dispatch and combine; with
+ * it the 4 half-batch jobs flow through compute (slowed by `slowdown`, the SMs the kernels hold)
+ * and communication as a two-machine flow shop: 4 x the larger half-batch part, plus the
+ * smaller one once (the first compute or the last combine, which nothing hides). */
+static void ep_check_overlap(const char *sm, const srv_batch *d, const srv_batch *h,
+                             double slowdown)
+{
+  cfg_cluster *c = NULL, *c2 = NULL;
+  cfg_workload *w = NULL, *w2 = NULL;
+  const char *plain_sets[] = {sm, NULL};
+  const char *tbo[] = {sm, "serving.two_batch_overlap=true", NULL};
+  srv_cost *plain = ep_cost(plain_sets, &c, &w), *overlap = ep_cost(tbo, &c2, &w2);
+  srv_ep_layer full, half;
+  cr_assert(srv_ep_layer_of(plain, d, &full) && srv_ep_layer_of(plain, h, &half));
+  srv_time a, b;
+  srv_iteration_time(plain, d, &a);
+  srv_iteration_time(overlap, d, &b);
+  double cs = half.compute * slowdown, a2a = half.time[0] + half.time[1];
+  double moe_plain = 2 * (full.compute + full.time[0] + full.time[1]);
+  double expect = a.total - moe_plain + 4 * MAX(cs, a2a) + MIN(cs, a2a);
+  cr_assert(fabs(b.total / expect - 1) < 1e-9, "%d seqs: %g vs %g s", d->seqs, b.total, expect);
+  cr_assert(b.comm >= 0, "%d seqs: exposed comm %g", d->seqs, b.comm);
+  srv_cost_free(plain);
+  srv_cost_free(overlap);
+  cfg_cluster_free(c);
+  cfg_cluster_free(c2);
+  cfg_workload_free(w);
+  cfg_workload_free(w2);
+}
+
 Test(serving, ep_two_batch_overlap_is_the_larger_part_plus_what_cannot_overlap)
 {
   const int batches[] = {8, 64, 512};
   for (size_t i = 0; i < G_N_ELEMENTS(batches); i++) {
     int B = batches[i];
-    cfg_cluster *c = NULL, *c2 = NULL;
-    cfg_workload *w = NULL, *w2 = NULL;
-    const char *tbo[] = {"serving.two_batch_overlap=true", NULL};
-    srv_cost *plain = ep_cost(NULL, &c, &w), *overlap = ep_cost(tbo, &c2, &w2);
     srv_batch d = {.seqs = B, .tokens = B, .decodes = B, .decode_kv = B * 1001.0, .samples = B};
     srv_batch h = {.seqs = B / 2, .tokens = B / 2, .decodes = B / 2, .decode_kv = B / 2 * 1001.0,
                    .samples = B / 2};
-    srv_ep_layer full, half;
-    cr_assert(srv_ep_layer_of(plain, &d, &full) && srv_ep_layer_of(plain, &h, &half));
-    srv_time a, b;
-    srv_iteration_time(plain, &d, &a);
-    srv_iteration_time(overlap, &d, &b);
-    /* 2 MoE layers: without overlap each runs its compute, then dispatch and combine; with it
-     * the 4 half-batch jobs flow through compute and communication as a two-machine flow shop:
-     * 4 x the larger half-batch part, plus the smaller one once (the first compute or the last
-     * combine, which nothing hides) */
-    double a2a = half.time[0] + half.time[1];
-    double moe_plain = 2 * (full.compute + full.time[0] + full.time[1]);
-    double moe_tbo = 4 * MAX(half.compute, a2a) + MIN(half.compute, a2a);
-    double expect = a.total - moe_plain + moe_tbo;
-    cr_assert(fabs(b.total / expect - 1) < 1e-9, "batch %d: %g vs %g s", B, b.total, expect);
-    cr_assert(b.comm >= 0, "batch %d: exposed comm %g", B, b.comm);
-    srv_cost_free(plain);
-    srv_cost_free(overlap);
-    cfg_cluster_free(c);
-    cfg_cluster_free(c2);
-    cfg_workload_free(w);
-    cfg_workload_free(w2);
+    /* decode: the low-latency kernels hold no SMs */
+    ep_check_overlap("collectives.sm_reserved=0.2", &d, &h, 1);
   }
+}
+
+Test(serving, ep_two_batch_overlap_slows_compute_by_the_sms_normal_kernels_hold)
+{
+  /* a prefill of 2 x 1024 tokens: DeepEP's normal kernels, 20 % of the SMs theirs */
+  srv_batch p = {.seqs = 2, .tokens = 2048, .prefill_tokens = 2048,
+                 .prefill_attn = 2 * 1024 * 1025 / 2.0, .prefill_kv = 2048, .samples = 2};
+  srv_batch h = {.seqs = 1, .tokens = 1024, .prefill_tokens = 1024,
+                 .prefill_attn = 1024 * 1025 / 2.0, .prefill_kv = 1024, .samples = 1};
+  ep_check_overlap("collectives.sm_reserved=0.2", &p, &h, 1 / 0.8);
+  ep_check_overlap("collectives.sm_reserved=0", &p, &h, 1);
 }
 
 Test(serving, ep_memory_divides_the_experts_and_keeps_attention_per_dp_rank)
@@ -620,4 +639,24 @@ Test(serving, ep_bad_input_is_named_with_its_position)
   th_proc p = th_dlsim(args);
   cr_assert_eq(p.status, 2, "%s", p.out);
   th_proc_clear(&p);
+}
+
+Test(serving, ep_deepseek_v3_caches_the_mla_latent_and_fits_on_32_h100)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("dgx-h100", "deepseek-v3-sglang-ep", NULL, &c, &w));
+  srv_cost *cost = NULL;
+  cr_assert(srv_cost_new(c, w, &cost, NULL));
+  /* 61 layers x (KV rank 512 + RoPE 64) in bf16, whole on every DP rank */
+  cr_assert_float_eq(srv_kv_bytes_per_token(cost), 61 * 576 * 2.0, 1e-6);
+  srv_capacity cap;
+  cr_assert(srv_capacity_of(c, w, cost, &cap, NULL));
+  /* 58 MoE layers of 8 of the 256 experts (3 x 7168 x 2048 each, fp8) = 20.4 GB, plus
+   * attention, shared experts, dense layers (fp8) and the two 16-bit tables: 36-40 GiB */
+  cr_assert(cap.weights > 36 * 1073741824.0 && cap.weights < 40 * 1073741824.0, "%g",
+            cap.weights);
+  srv_cost_free(cost);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
 }

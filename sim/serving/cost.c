@@ -38,6 +38,7 @@ struct srv_cost {
   double expert_ffn, shared_ffn;
   srv_ep ep;
   double host;          /* serving.iteration_overhead */
+  double sm_reserved;   /* collectives.sm_reserved */
   int *tp_ranks;        /* the first replica's first stage */
   int pp_pair[2];
   GHashTable *comm_memo;/* (op, tokens) -> seconds */
@@ -244,9 +245,18 @@ bool srv_ep_layer_of(srv_cost *c, const srv_batch *b, srv_ep_layer *out)
   return true;
 }
 
+/* Compute beside DeepEP's normal kernels (and NCCL's) runs on the SMs they leave:
+ * 1 / (1 - collectives.sm_reserved); the low-latency kernels receive without holding SMs
+ * (DeepEP's hook-based overlap). */
+static double srv_ep_sm_slowdown(const srv_cost *c, const srv_ep_layer *l)
+{
+  return l->kind == CFG_A2A_DEEPEP_LL ? 1.0 : 1.0 / (1.0 - c->sm_reserved);
+}
+
 /* The n MoE layers of a stage: parts summed, comm holding the exposed all-to-all time. Two
  * micro-batches (two_batch_overlap, a batch of 2 or more sequences) hide one's dispatch and
- * combine under the other's compute; each micro-batch reads the weights again. */
+ * combine under the other's compute, slowed by the SMs the kernels hold; each micro-batch reads
+ * the weights again. */
 static void srv_moe_layers(srv_cost *c, const srv_batch *b, int n, srv_parts *out)
 {
   *out = (srv_parts){0};
@@ -268,7 +278,7 @@ static void srv_moe_layers(srv_cost *c, const srv_batch *b, int n, srv_parts *ou
   }
   double compute = srv_parts_sum(out);
   srv_parts_scale(out, 2.0 * n);
-  out->comm += srv_tbo_time(n, compute, a2a) - 2.0 * n * compute;
+  out->comm += srv_tbo_time(n, compute * srv_ep_sm_slowdown(c, &l), a2a) - 2.0 * n * compute;
 }
 
 /* The embedding lookup (first stage) and the output layer with sampling (last stage). */
@@ -413,6 +423,7 @@ bool srv_cost_new(const cfg_cluster *cl, const cfg_workload *w, srv_cost **out, 
   srv_cost *c = g_new0(srv_cost, 1);
   srv_shape(c, &w->model, &w->serving);
   c->hw = hw_cluster_new(cl);
+  c->sm_reserved = w->collectives.sm_reserved;
   coll_algo algo = COLL_ALGO_AUTO;
   int proto = COLL_PROTO_AUTO;
   if (!coll_algo_parse(w->collectives.algorithm, &algo, err) ||
