@@ -32,6 +32,10 @@ static void srv_text_setup(FILE *out, const srv_result *r)
     fprintf(out, ", all at once");
   else
     fprintf(out, ", %s at %.2f/s", srv_arrival_name(q->arrival), r->offered_rate);
+  if (q->turns > 1) {
+    g_autofree char *think = units_format_seconds(q->think_time);
+    fprintf(out, " (conversations of %d turns, %s think time)", q->turns, think);
+  }
   fprintf(out, "; prompt %.0f, output %.0f tokens (mean); seed %d\n", r->prompt_tokens_mean,
           r->output_tokens_mean, q->seed);
   const srv_capacity *c = &r->capacity;
@@ -115,6 +119,29 @@ static void srv_text_intervals(FILE *out, const srv_result *r)
             r->throughput_interval[0], r->throughput_interval[1], r->interval_cases[2]);
 }
 
+static double srv_share(double part, double whole)
+{
+  return whole > 0 ? part / whole : 0;
+}
+
+/* Hit rates are shares of the prompt tokens of first admissions. */
+static void srv_text_prefix(FILE *out, const srv_result *r)
+{
+  const srv_prefix_stats *p = &r->prefix;
+  if (!p->on)
+    return;
+  double gpu = srv_share(p->gpu_hit_tokens, p->prompt_tokens);
+  double host = srv_share(p->host_hit_tokens, p->prompt_tokens);
+  fprintf(out, "  prefix cache %.1f %% of prompt tokens hit (GPU %.1f %%, host %.1f %%), %ld blocks "
+               "evicted", 100 * (gpu + host), 100 * gpu, 100 * host, p->evicted);
+  if (p->host_blocks > 0) {
+    g_autofree char *load = units_format_seconds(p->host_load_s);
+    fprintf(out, ", %ld to host (%d blocks there), %s copying back", p->offloaded,
+            p->host_blocks, load);
+  }
+  fprintf(out, "\n");
+}
+
 void srv_result_text(FILE *out, const srv_result *r)
 {
   srv_text_setup(out, r);
@@ -134,6 +161,7 @@ void srv_result_text(FILE *out, const srv_result *r)
           r->batch_max);
   fprintf(out, "  KV cache     %.1f %% occupied (mean), %.1f %% max\n", 100 * r->kv_mean,
           100 * r->kv_max);
+  srv_text_prefix(out, r);
   srv_text_timeline(out, r);
   g_autofree char *ttft = units_format_seconds(s->slo.ttft);
   g_autofree char *tbt = units_format_seconds(s->slo.tbt);
@@ -199,6 +227,22 @@ static cJSON *srv_intervals_json(const srv_result *r)
   return o;
 }
 
+static cJSON *srv_prefix_json(const srv_prefix_stats *p)
+{
+  cJSON *j = cJSON_CreateObject();
+  double hits = p->gpu_hit_tokens + p->host_hit_tokens;
+  cJSON_AddNumberToObject(j, "hit_rate", srv_share(hits, p->prompt_tokens));
+  cJSON_AddNumberToObject(j, "gpu_hit_rate", srv_share(p->gpu_hit_tokens, p->prompt_tokens));
+  cJSON_AddNumberToObject(j, "host_hit_rate", srv_share(p->host_hit_tokens, p->prompt_tokens));
+  cJSON_AddNumberToObject(j, "prompt_tokens", p->prompt_tokens);
+  cJSON_AddNumberToObject(j, "hit_tokens", hits);
+  cJSON_AddNumberToObject(j, "evicted_blocks", (double)p->evicted);
+  cJSON_AddNumberToObject(j, "offloaded_blocks", (double)p->offloaded);
+  cJSON_AddNumberToObject(j, "host_blocks", p->host_blocks);
+  cJSON_AddNumberToObject(j, "host_load_s", p->host_load_s);
+  return j;
+}
+
 cJSON *srv_result_json(const srv_result *r)
 {
   cJSON *j = cJSON_CreateObject();
@@ -228,6 +272,8 @@ cJSON *srv_result_json(const srv_result *r)
   cJSON_AddNumberToObject(k, "mean", r->kv_mean);
   cJSON_AddNumberToObject(k, "max", r->kv_max);
   cJSON_AddItemToObject(j, "kv_cache", srv_capacity_json(&r->capacity));
+  if (r->prefix.on)
+    cJSON_AddItemToObject(j, "prefix_cache", srv_prefix_json(&r->prefix));
   cJSON_AddItemToObject(j, "timeline", srv_timeline_json(r->timeline));
   return j;
 }

@@ -57,26 +57,9 @@ static void srv_add(srv_lane *lane, srv_request *r, int q)
 
 void srv_release(srv_sim *s, srv_replica *rep, srv_request *r)
 {
-  (void)s;
   rep->free_blocks += r->reserved > 0 ? r->reserved : r->blocks;
   r->blocks = r->reserved = 0;
-}
-
-/* A cached prefix of the request's group skips its compute (whole blocks only). */
-static void srv_use_prefix(const srv_sim *s, const srv_replica *rep, srv_request *r)
-{
-  if (!s->cfg->prefix_caching || r->group < 0 || r->ctx > 0 || !rep->prefix_cached[r->group])
-    return;
-  r->shared_blocks = rep->prefix_blocks;
-  r->ctx = rep->prefix_blocks * s->cap.block_size;
-}
-
-static void srv_unuse_prefix(srv_request *r)
-{
-  if (r->shared_blocks > 0 && r->blocks == 0 && r->reserved == 0) {
-    r->ctx = 0;
-    r->shared_blocks = 0;
-  }
+  srv_prefix_release(s, rep, r);
 }
 
 static void srv_preempt(srv_sim *s, srv_lane *lane, srv_request *victim)
@@ -84,7 +67,6 @@ static void srv_preempt(srv_sim *s, srv_lane *lane, srv_request *victim)
   g_ptr_array_remove(lane->running, victim);
   srv_release(s, srv_replica_of(s, lane), victim);
   victim->ctx = 0;
-  victim->shared_blocks = 0;
   victim->state = SRV_WAITING;
   victim->preemptions++;
   g_queue_push_head(&lane->waiting, victim);
@@ -106,7 +88,7 @@ static bool srv_grow(srv_sim *s, srv_lane *lane, srv_request *r, int tokens)
       return false;
   }
   if (need > 0) {
-    rep->free_blocks -= need;
+    srv_take_blocks(s, rep, need);
     r->blocks += need;
   }
   return true;
@@ -120,13 +102,14 @@ static bool srv_admit(srv_sim *s, srv_lane *lane, srv_request *r, int q)
   int need = reserve ? srv_reservation(s, r) : srv_blocks_for(s, r->ctx + q) - r->shared_blocks;
   if (need > rep->free_blocks)
     return false;
-  rep->free_blocks -= need;
+  srv_take_blocks(s, rep, need);
   if (reserve)
     r->reserved = need;
   else
     r->blocks = need;
   g_queue_pop_head(&lane->waiting);
   r->state = SRV_RUNNING;
+  srv_prefix_admitted(s, lane, r, isnan(r->admitted));
   if (isnan(r->admitted))
     r->admitted = s->now;
   g_ptr_array_add(lane->running, r);
@@ -154,10 +137,10 @@ static void srv_schedule_chunked(srv_sim *s, srv_lane *lane)
   srv_replica *rep = srv_replica_of(s, lane);
   while (budget > 0 && (int)lane->running->len < s->cfg->max_batch && lane->waiting.length) {
     srv_request *r = g_queue_peek_head(&lane->waiting);
-    srv_use_prefix(s, rep, r);
+    srv_prefix_use(s, rep, r);
     int q = MIN(r->known - r->ctx, budget);
     if (!srv_admit(s, lane, r, q)) {
-      srv_unuse_prefix(r);
+      srv_prefix_unuse(s, rep, r);
       break;
     }
     budget -= q;
@@ -171,11 +154,11 @@ static int srv_admit_prompts(srv_sim *s, srv_lane *lane, int tokens)
   int admitted = 0;
   while ((int)lane->running->len < s->cfg->max_batch && lane->waiting.length) {
     srv_request *r = g_queue_peek_head(&lane->waiting);
-    srv_use_prefix(s, rep, r);
+    srv_prefix_use(s, rep, r);
     int q = r->known - r->ctx;
     bool fits = admitted == 0 || tokens + q <= s->cfg->max_tokens;
     if (!fits || !srv_admit(s, lane, r, q)) {
-      srv_unuse_prefix(r);
+      srv_prefix_unuse(s, rep, r);
       break;
     }
     if (lane->slots) {

@@ -103,6 +103,16 @@ typedef struct {
   int prompt, output, preemptions;
 } srv_request_record;
 
+/* The prefix cache over a run, all replicas. */
+typedef struct {
+  bool on;
+  int host_blocks;                /* the host tier's blocks per replica (0: none) */
+  double prompt_tokens;           /* of first admissions */
+  double gpu_hit_tokens, host_hit_tokens; /* of those, found cached in either tier */
+  long evicted, offloaded;        /* blocks out of GPU memory; of those, kept in host memory */
+  double host_load_s;             /* seconds of copies back from host memory */
+} srv_prefix_stats;
+
 typedef struct {
   /* the setup */
   const cfg_cluster *cluster;
@@ -124,6 +134,7 @@ typedef struct {
   GArray *iters;             /* srv_iter_record, with options.trace */
   GArray *reqs;              /* srv_request_record, with options.trace */
   double wall_time;          /* seconds the simulator took */
+  srv_prefix_stats prefix;
   /* 80 % intervals (srv_result_bracket): mean TTFT, mean TBT, output tokens/s; cases 0: none */
   double ttft_interval[2], tbt_interval[2], throughput_interval[2];
   int interval_cases[3];

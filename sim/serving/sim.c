@@ -197,6 +197,17 @@ static void srv_leave_slot(srv_run *run, srv_lane *lane, srv_request *r)
   r->slot = -1;
 }
 
+/* A conversation's next turn reaches the engine when the user has read this answer and
+ * written the next message (serving.requests.think_time), after the way back and in. */
+static void srv_send_turn(srv_run *run, const srv_request *r)
+{
+  if (r->next_turn < 0)
+    return;
+  srv_request *next = &run->stream.reqs[r->next_turn];
+  next->arrival = r->finish + run->sim.cfg->request_overhead + run->sim.cfg->requests.think_time;
+  srv_push(run, next->arrival, SRV_EV_ARRIVAL, r->next_turn);
+}
+
 static void srv_emit(srv_run *run, srv_lane *lane, srv_request *r)
 {
   double t = run->sim.now;
@@ -220,21 +231,7 @@ static void srv_emit(srv_run *run, srv_lane *lane, srv_request *r)
     srv_release(&run->sim, rep, r);
   }
   srv_send_next(run, t);
-}
-
-/* The first request of a group to compute its shared prefix leaves those blocks in the cache. */
-static void srv_publish_prefix(const srv_sim *s, srv_replica *rep, srv_request *r)
-{
-  int pb = rep->prefix_blocks;
-  if (pb == 0 || s->cfg->scheduler == CFG_SCHEDULER_STATIC || r->group < 0 || rep->prefix_cached[r->group] || r->shared_blocks > 0 ||
-      r->ctx < pb * s->cap.block_size)
-    return;
-  rep->prefix_cached[r->group] = true;
-  r->shared_blocks = pb;
-  if (r->reserved > 0)
-    r->reserved -= pb;
-  else
-    r->blocks -= pb;
+  srv_send_turn(run, r);
 }
 
 static void srv_lane_finish(srv_run *run, srv_lane *lane)
@@ -247,7 +244,7 @@ static void srv_lane_finish(srv_run *run, srv_lane *lane)
     if (it->q == 0)
       continue;
     r->ctx += it->q;
-    srv_publish_prefix(s, rep, r);
+    srv_prefix_publish(s, rep, r);
     if (r->ctx >= r->known)
       srv_emit(run, lane, r);
   }
@@ -308,13 +305,15 @@ static void srv_replicas_new(srv_run *run)
   s->replicas = g_new0(srv_replica, s->nreplicas);
   run->nlanes = c->replicas * c->pp;
   run->lanes = g_new(srv_lane *, run->nlanes);
-  int groups = c->requests.prefix_groups;
+  srv_prefix_stats *ps = &s->prefix;
+  ps->on = c->prefix_caching && c->scheduler != CFG_SCHEDULER_STATIC;
+  double block_bytes = s->cap.kv_per_token * s->cap.block_size * c->tp * c->pp;
+  ps->host_blocks = ps->on ? (int)MIN(c->kv_offload.size / block_bytes, G_MAXINT / 2) : 0;
   for (int i = 0; i < s->nreplicas; i++) {
     srv_replica *rep = &s->replicas[i];
     rep->id = i;
     rep->total_blocks = rep->free_blocks = s->cap.blocks;
-    rep->prefix_cached = g_new0(bool, MAX(groups, 1));
-    rep->prefix_blocks = c->prefix_caching ? c->requests.prefix_tokens / s->cap.block_size : 0;
+    rep->cache = ps->on ? srv_prefix_new(ps->host_blocks) : NULL;
     rep->nlanes = c->pp;
     rep->lanes = g_new0(srv_lane, rep->nlanes);
     for (int l = 0; l < rep->nlanes; l++) {
@@ -344,7 +343,7 @@ static void srv_replicas_free(srv_run *run)
         g_ptr_array_free(lane->slots, TRUE);
     }
     g_free(rep->lanes);
-    g_free(rep->prefix_cached);
+    srv_prefix_free(rep->cache);
   }
   g_free(s->replicas);
   g_free(run->lanes);
@@ -394,7 +393,8 @@ static bool srv_loop(srv_run *run, GError **err)
   srv_stream *st = &run->stream;
   int first = st->concurrency > 0 ? MIN(st->concurrency, st->n) : st->n;
   for (int i = 0; i < first; i++)
-    srv_push(run, st->reqs[i].arrival, SRV_EV_ARRIVAL, i);
+    if (!isnan(st->reqs[i].arrival)) /* a later turn waits for the answer before it */
+      srv_push(run, st->reqs[i].arrival, SRV_EV_ARRIVAL, i);
   run->next_send = first;
   while (run->heap->len) {
     srv_event e = srv_pop(run);
@@ -502,6 +502,7 @@ static void srv_collect(srv_run *run, srv_result *out)
   out->kv_mean = run->busy > 0 ? run->kv_sum / run->busy : 0;
   out->batch_max = run->batch_max;
   out->kv_max = run->kv_max;
+  out->prefix = run->sim.prefix;
   srv_timeline_samples(run, t1, out->timeline);
 }
 
