@@ -358,8 +358,10 @@ static bool cfg_apply_override(cfg_doc *cluster, cfg_doc *workload, const cfg_ov
                 o->path, schema == &cfg_schema_cluster ? "cluster" : "workload");
     return false;
   }
-  /* `--set model=NAME` names another model file or preset: grafted after the overrides */
-  if (target == workload && strcmp(path, "model") == 0)
+  /* `--set model=NAME` names another model file or preset (a draft model too): grafted after
+   * the overrides */
+  if (target == workload && (strcmp(path, "model") == 0 ||
+                             strcmp(path, "serving.speculative.draft") == 0))
     return cfg_tree_set(target, path, o->value, err);
   if (target == workload && strcmp(path, "model.preset") == 0 && !cfg_model_is_cnn(workload)) {
     /* grafted under the model already there, it would change nothing: say so */
@@ -833,11 +835,16 @@ static bool cfg_draft_check(cfg_model *m, const cfg_doc *d, GError **err)
   return true;
 }
 
-static bool cfg_speculative_check(cfg_speculative *sp, const cfg_doc *d, GError **err)
+static bool cfg_speculative_check(cfg_speculative *sp, cfg_scheduler sched, const cfg_doc *d,
+                                  GError **err)
 {
   CFG_DEFAULT_INT(sp->tokens, sp->nprofile > 0 ? sp->nprofile : 1);
   if (sp->method == CFG_SPEC_NONE)
     return true;
+  if (sched == CFG_SCHEDULER_STATIC)
+    return cfg_fail(err, d, "serving.speculative.method",
+                    "serving.speculative: static batches (serving.scheduler static) decode "
+                    "padded one token at a time; speculative decoding needs another scheduler");
   if (sp->nprofile > 0 && sp->nprofile != sp->tokens)
     return cfg_fail(err, d, "serving.speculative.acceptance_profile",
                     "serving.speculative.acceptance_profile: %d entries, but tokens = %d: give "
@@ -871,7 +878,7 @@ static bool cfg_serving_check(cfg_workload *w, const cfg_cluster *c, GError **er
   if (!cfg_requests_check(&s->requests, d, err) ||
       !cfg_same_key(&s->prefix_caching, &s->prefix_cache, 0, true, "serving.prefix_caching",
                     "serving.prefix_cache", d, err) ||
-      !cfg_speculative_check(&s->speculative, d, err))
+      !cfg_speculative_check(&s->speculative, s->scheduler, d, err))
     return false;
   if (!c)
     return true;

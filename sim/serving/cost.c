@@ -37,6 +37,10 @@ struct srv_cost {
   int *tp_ranks;        /* the first replica's first stage */
   int pp_pair[2];
   GHashTable *comm_memo;/* (op, tokens) -> seconds */
+  /* speculative decoding: the proposer's cost model (on the same GPUs, one stage) */
+  srv_cost *draft;
+  int spec_k;
+  double spec_weights;  /* its weights on one GPU */
 };
 
 static double srv_kernel(const srv_cost *c, cfg_kernel_class k, cfg_dtype dt, double flops,
@@ -123,13 +127,14 @@ static void srv_attention(const srv_cost *c, const srv_batch *b, srv_parts *p)
   double qo = 2 * c->heads * c->d * c->ab;           /* query in, context out */
   double write = b->tokens * kv_token;
   double pflops = 4 * c->d * c->heads * b->prefill_attn;
-  double dflops = 4 * c->d * c->heads * b->decode_kv;
+  double dflops = 4 * c->d * c->heads * (b->decode_kv + b->verify_pairs);
+  double dq = b->tokens - b->prefill_tokens; /* decode queries, verify passes' k + 1 each */
   p->attention += srv_kernel(c, CFG_KCLASS_ATTENTION, c->attn_dtype, pflops,
                              b->prefill_kv * kv_token + b->prefill_tokens * qo +
                                  (b->decodes ? 0 : write),
                              0);
   p->attention += srv_kernel(c, CFG_KCLASS_ATTENTION, c->attn_dtype, dflops,
-                             b->decode_kv * kv_token + b->decodes * qo + (b->decodes ? write : 0),
+                             b->decode_kv * kv_token + dq * qo + (b->decodes ? write : 0),
                              0);
 }
 
@@ -169,6 +174,28 @@ static double srv_parts_sum(const srv_parts *p)
   return p->gemm + p->attention + p->other + p->comm;
 }
 
+/* The proposer before a verify pass: its first forward takes the iteration's prompt tokens
+ * (it keeps a KV cache of its own) with one token of every verifying sequence, then k - 1 more
+ * one-token passes; MTP runs its one layer the same way. */
+static double srv_draft_time(srv_cost *c, const srv_batch *b)
+{
+  if (!c->draft || (b->verifies == 0 && b->prefill_tokens == 0))
+    return 0;
+  srv_batch step = {.seqs = b->verifies, .tokens = b->verifies, .decodes = b->verifies,
+                    .decode_kv = b->verify_kv, .samples = b->verifies};
+  srv_batch first = step;
+  first.seqs += b->seqs - b->decodes;
+  first.tokens += b->prefill_tokens;
+  first.prefill_tokens = b->prefill_tokens;
+  first.prefill_attn = b->prefill_attn;
+  first.prefill_kv = b->prefill_kv;
+  srv_time t1, tk = {0};
+  srv_iteration_time(c->draft, &first, &t1);
+  if (b->verifies > 0 && c->spec_k > 1)
+    srv_iteration_time(c->draft, &step, &tk);
+  return t1.total + (c->spec_k - 1) * tk.total;
+}
+
 void srv_iteration_time(srv_cost *c, const srv_batch *b, srv_time *out)
 {
   srv_parts layer = {0}, moe_layer = {0}, first = {0}, last = {0};
@@ -199,6 +226,9 @@ void srv_iteration_time(srv_cost *c, const srv_batch *b, srv_time *out)
   out->total = c->pp * body + ends + (c->pp - 1) * send + c->host;
   out->period = c->pp > 1 ? body + MAX(srv_parts_sum(&first), srv_parts_sum(&last)) + send
                           : out->total;
+  out->draft = srv_draft_time(c, b);
+  out->total += out->draft;
+  out->period += out->draft;
 }
 
 bool srv_moe_supported(const cfg_workload *w, GError **err)
@@ -293,6 +323,37 @@ static void srv_shape(srv_cost *c, const cfg_model *m, const cfg_serving *s)
   c->host = s->iteration_overhead;
 }
 
+static double srv_layers_bytes(const srv_cost *c);
+
+/* The proposer: the draft model, or (MTP) one more layer of the model's own shape whose
+ * embedding and output layer are the model's, plus its projection of two hidden states. Both
+ * run with the replica's tensor parallelism, in one stage, without the host's iteration cost. */
+static bool srv_spec_cost_new(const cfg_cluster *cl, const cfg_workload *w, srv_cost *c,
+                              GError **err)
+{
+  const cfg_speculative *sp = &w->serving.speculative;
+  if (sp->method == CFG_SPEC_NONE)
+    return true;
+  cfg_workload dw = *w;
+  dw.model = sp->method == CFG_SPEC_DRAFT ? sp->draft : w->model;
+  if (sp->method == CFG_SPEC_MTP)
+    dw.model.layers = 1;
+  dw.serving.pp = 1;
+  dw.serving.iteration_overhead = 0;
+  dw.serving.speculative.method = CFG_SPEC_NONE;
+  if (!srv_cost_new(cl, &dw, &c->draft, err)) {
+    g_prefix_error(err, "serving.speculative (the %s): ",
+                   sp->method == CFG_SPEC_DRAFT ? "draft model" : "MTP head");
+    return false;
+  }
+  c->spec_k = sp->tokens;
+  srv_cost *d = c->draft;
+  c->spec_weights = sp->method == CFG_SPEC_DRAFT
+                        ? srv_stage_weight_bytes(d, &dw.model)
+                        : srv_layers_bytes(d) + 2 * d->h * d->h / d->tp * d->wb;
+  return true;
+}
+
 bool srv_cost_new(const cfg_cluster *cl, const cfg_workload *w, srv_cost **out, GError **err)
 {
   *out = NULL;
@@ -316,6 +377,11 @@ bool srv_cost_new(const cfg_cluster *cl, const cfg_workload *w, srv_cost **out, 
   c->pp_pair[1] = c->tp; /* the next stage's first GPU */
   c->comm_memo = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
   *out = c;
+  if (!srv_spec_cost_new(cl, w, c, err)) {
+    srv_cost_free(c);
+    *out = NULL;
+    return false;
+  }
   return true;
 }
 
@@ -329,6 +395,7 @@ void srv_cost_free(srv_cost *c)
   g_free(c->tp_ranks);
   if (c->comm_memo)
     g_hash_table_destroy(c->comm_memo);
+  srv_cost_free(c->draft);
   g_free(c);
 }
 
@@ -390,4 +457,14 @@ double srv_activation_bytes(const srv_cost *c, double tokens, double seqs)
 {
   double width = c->moe ? MAX(c->ffn, c->top_k * c->expert_ffn) : c->ffn;
   return tokens * c->ab * (c->gate + 1) * width + seqs * c->vocab * 4;
+}
+
+double srv_spec_weight_bytes(const srv_cost *c)
+{
+  return c->draft ? c->spec_weights : 0;
+}
+
+double srv_spec_kv_bytes_per_token(const srv_cost *c)
+{
+  return c->draft ? srv_kv_bytes_per_token(c->draft) : 0;
 }

@@ -142,6 +142,22 @@ static void srv_text_prefix(FILE *out, const srv_result *r)
   fprintf(out, "\n");
 }
 
+static void srv_text_spec(FILE *out, const srv_result *r)
+{
+  const srv_spec_stats *p = &r->spec;
+  if (!p->on)
+    return;
+  const cfg_speculative *sp = &r->workload->serving.speculative;
+  g_autofree char *wt = units_format_bytes(p->weights);
+  g_autofree char *kv = units_format_bytes(p->kv_per_token);
+  fprintf(out, "  speculative  %s, %d tokens proposed: %.2f tokens per verify step expected, "
+               "%.2f drawn over %ld steps\n",
+          sp->method == CFG_SPEC_DRAFT ? sp->draft.name : "MTP head", sp->tokens, p->expected,
+          p->steps ? p->drawn / p->steps : 0, p->steps);
+  fprintf(out, "               proposer %.1f %% of busy time, %s weights and %s KV per token per "
+               "GPU\n", 100 * srv_share(p->draft_s, p->busy_s), wt, kv);
+}
+
 void srv_result_text(FILE *out, const srv_result *r)
 {
   srv_text_setup(out, r);
@@ -162,6 +178,7 @@ void srv_result_text(FILE *out, const srv_result *r)
   fprintf(out, "  KV cache     %.1f %% occupied (mean), %.1f %% max\n", 100 * r->kv_mean,
           100 * r->kv_max);
   srv_text_prefix(out, r);
+  srv_text_spec(out, r);
   srv_text_timeline(out, r);
   g_autofree char *ttft = units_format_seconds(s->slo.ttft);
   g_autofree char *tbt = units_format_seconds(s->slo.tbt);
@@ -243,6 +260,22 @@ static cJSON *srv_prefix_json(const srv_prefix_stats *p)
   return j;
 }
 
+static cJSON *srv_spec_json(const srv_result *r)
+{
+  const srv_spec_stats *p = &r->spec;
+  const cfg_speculative *sp = &r->workload->serving.speculative;
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "method", sp->method == CFG_SPEC_DRAFT ? "draft" : "mtp");
+  cJSON_AddNumberToObject(j, "tokens", sp->tokens);
+  cJSON_AddNumberToObject(j, "expected_tokens_per_step", p->expected);
+  cJSON_AddNumberToObject(j, "tokens_per_step", p->steps ? p->drawn / p->steps : 0);
+  cJSON_AddNumberToObject(j, "verify_steps", (double)p->steps);
+  cJSON_AddNumberToObject(j, "proposer_s", p->draft_s);
+  cJSON_AddNumberToObject(j, "proposer_weights_bytes", p->weights);
+  cJSON_AddNumberToObject(j, "proposer_kv_bytes_per_token", p->kv_per_token);
+  return j;
+}
+
 cJSON *srv_result_json(const srv_result *r)
 {
   cJSON *j = cJSON_CreateObject();
@@ -274,6 +307,8 @@ cJSON *srv_result_json(const srv_result *r)
   cJSON_AddItemToObject(j, "kv_cache", srv_capacity_json(&r->capacity));
   if (r->prefix.on)
     cJSON_AddItemToObject(j, "prefix_cache", srv_prefix_json(&r->prefix));
+  if (r->spec.on)
+    cJSON_AddItemToObject(j, "speculative", srv_spec_json(r));
   cJSON_AddItemToObject(j, "timeline", srv_timeline_json(r->timeline));
   return j;
 }

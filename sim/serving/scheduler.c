@@ -55,6 +55,39 @@ static void srv_add(srv_lane *lane, srv_request *r, int q)
     b->samples++;
 }
 
+/* A decoding sequence's step: with speculative decoding, a verify pass over its last token and
+ * k proposals (k + 1 tokens of the budget and of KV, written before the check throws the
+ * rejected ones away), else one token. Returns the tokens taken. */
+static int srv_add_decode(srv_sim *s, srv_lane *lane, srv_request *r, int budget)
+{
+  int q = s->spec_rng ? s->cfg->speculative.tokens + 1 : 1;
+  if (q > budget) /* the engines shorten the proposal when the budget is short */
+    q = 1;
+  if (q == 1) {
+    srv_add(lane, r, 1);
+    return 1;
+  }
+  srv_add(lane, r, q);
+  srv_sched_item *it = &g_array_index(lane->batch, srv_sched_item, lane->batch->len - 1);
+  it->verify = true;
+  srv_batch *b = &lane->shape; /* srv_add counted it as a prompt chunk: a decode instead */
+  b->prefill_tokens -= q;
+  b->prefill_attn -= q * (r->ctx + (q + 1) / 2.0);
+  b->prefill_kv -= r->ctx + q;
+  b->decodes++;
+  b->decode_kv += r->ctx + q;
+  b->verifies++;
+  b->verify_kv += r->ctx + 1;
+  b->verify_pairs += q * (r->ctx + (q + 1) / 2.0) - (r->ctx + q);
+  b->samples += q - 1; /* the logits of every position */
+  return q;
+}
+
+static bool srv_decoding(const srv_request *r)
+{
+  return r->ctx > 0 && r->known - r->ctx == 1;
+}
+
 void srv_release(srv_sim *s, srv_replica *rep, srv_request *r)
 {
   rep->free_blocks += r->reserved > 0 ? r->reserved : r->blocks;
@@ -125,11 +158,17 @@ static void srv_schedule_chunked(srv_sim *s, srv_lane *lane)
   long preempted = s->preemptions;
   for (guint i = 0; i < lane->running->len && budget > 0;) {
     srv_request *r = g_ptr_array_index(lane->running, i);
-    int q = MIN(r->known - r->ctx, budget);
+    bool dec = srv_decoding(r) && s->spec_rng;
+    int q = dec && s->cfg->speculative.tokens < budget ? s->cfg->speculative.tokens + 1
+                                                       : MIN(r->known - r->ctx, budget);
     if (!srv_grow(s, lane, r, r->ctx + q))
       break;
-    srv_add(lane, r, q);
-    budget -= q;
+    if (dec) {
+      budget -= srv_add_decode(s, lane, r, budget);
+    } else {
+      srv_add(lane, r, q);
+      budget -= q;
+    }
     i++;
   }
   if (s->preemptions != preempted)
@@ -177,11 +216,12 @@ static void srv_schedule_continuous(srv_sim *s, srv_lane *lane)
 {
   if (srv_admit_prompts(s, lane, 0) > 0)
     return;
+  int k = s->spec_rng ? s->cfg->speculative.tokens : 0;
   for (guint i = 0; i < lane->running->len;) {
     srv_request *r = g_ptr_array_index(lane->running, i);
-    if (!srv_grow(s, lane, r, r->ctx + 1))
+    if (!srv_grow(s, lane, r, r->ctx + 1 + k))
       break;
-    srv_add(lane, r, 1);
+    srv_add_decode(s, lane, r, s->cfg->max_tokens);
     i++;
   }
 }
@@ -190,9 +230,10 @@ static void srv_schedule_continuous(srv_sim *s, srv_lane *lane)
  * folded into the same iteration (KV slots reserved at admission). */
 static void srv_schedule_fused(srv_sim *s, srv_lane *lane)
 {
+  int tokens = 0;
   for (guint i = 0; i < lane->running->len; i++)
-    srv_add(lane, g_ptr_array_index(lane->running, i), 1);
-  srv_admit_prompts(s, lane, (int)lane->running->len);
+    tokens += srv_add_decode(s, lane, g_ptr_array_index(lane->running, i), s->cfg->max_tokens);
+  srv_admit_prompts(s, lane, tokens);
 }
 
 /* A static batch decodes until its longest request is done, padded: every slot computes. */

@@ -96,6 +96,7 @@ typedef struct {
 typedef struct {
   srv_request *req;
   int q;               /* tokens computed for it this iteration */
+  bool verify;         /* a speculative step: q - 1 proposals checked, some kept */
 } srv_sched_item;
 
 typedef struct {
@@ -140,6 +141,11 @@ void srv_prefix_release(srv_sim *s, srv_replica *rep, srv_request *r);
 /* The replica's blocks in the cache, idle (evictable) ones only. */
 int srv_prefix_idle(const srv_replica *rep);
 
+/* ---- speculative decoding (speculative.c) ---------------------------------------------------- */
+
+/* Tokens one verify step yields: 1 + the proposals accepted in a row, drawn from `g`. */
+int srv_spec_draw(const cfg_speculative *sp, GRand *g);
+
 struct srv_sim {
   const cfg_serving *cfg;
   srv_cost *cost;
@@ -150,6 +156,8 @@ struct srv_sim {
   double now;
   long preemptions;
   srv_prefix_stats prefix;
+  GRand *spec_rng;     /* speculative decoding's acceptances (NULL: none) */
+  srv_spec_stats spec;
 };
 
 /* Blocks a request of `tokens` tokens needs. */

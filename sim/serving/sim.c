@@ -161,6 +161,7 @@ static void srv_lane_start(srv_run *run, srv_lane *lane)
   }
   srv_time t;
   srv_iteration_time(s->cost, &lane->shape, &t);
+  s->spec.draft_s += t.draft;
   double start = MAX(s->now, rep->stage0_free);
   double dur = t.total + lane->pending_cost;
   rep->stage0_free = start + t.period + lane->pending_cost;
@@ -208,7 +209,9 @@ static void srv_send_turn(srv_run *run, const srv_request *r)
   srv_push(run, next->arrival, SRV_EV_ARRIVAL, r->next_turn);
 }
 
-static void srv_emit(srv_run *run, srv_lane *lane, srv_request *r)
+/* `n` tokens reach the client together (a speculative step's): one gap between tokens, as a
+ * client that streams them sees. */
+static void srv_emit(srv_run *run, srv_lane *lane, srv_request *r, int n)
 {
   double t = run->sim.now;
   if (r->generated == 0)
@@ -216,8 +219,9 @@ static void srv_emit(srv_run *run, srv_lane *lane, srv_request *r)
   else
     srv_hist_add(&run->gaps, t - r->last_token);
   r->last_token = t;
-  r->generated++;
-  r->known++;
+  n = MIN(n, r->output - r->generated);
+  r->generated += n;
+  r->known += n;
   if (r->generated < r->output)
     return;
   r->finish = t;
@@ -234,6 +238,16 @@ static void srv_emit(srv_run *run, srv_lane *lane, srv_request *r)
   srv_send_turn(run, r);
 }
 
+/* A verify step keeps the KV of the last token and the accepted proposals: as many tokens as
+ * it yields (at most what the request still has to say). */
+static int srv_spec_step(srv_sim *s, const srv_request *r)
+{
+  int n = srv_spec_draw(&s->cfg->speculative, s->spec_rng);
+  s->spec.steps++;
+  s->spec.drawn += n;
+  return MIN(n, r->output - r->generated);
+}
+
 static void srv_lane_finish(srv_run *run, srv_lane *lane)
 {
   srv_sim *s = &run->sim;
@@ -243,10 +257,11 @@ static void srv_lane_finish(srv_run *run, srv_lane *lane)
     srv_request *r = it->req;
     if (it->q == 0)
       continue;
-    r->ctx += it->q;
+    int kept = it->verify ? srv_spec_step(s, r) : it->q;
+    r->ctx += kept;
     srv_prefix_publish(s, rep, r);
     if (r->ctx >= r->known)
-      srv_emit(run, lane, r);
+      srv_emit(run, lane, r, it->verify ? kept : 1);
   }
   if (s->cfg->scheduler != CFG_SCHEDULER_STATIC) {
     guint k = 0;
@@ -327,6 +342,20 @@ static void srv_replicas_new(srv_run *run)
       run->lanes[lane->id] = lane;
     }
   }
+}
+
+/* Acceptances draw from a generator of their own, so the arrivals and lengths stay those of
+ * the run without speculation. */
+static void srv_spec_start(srv_sim *s, const cfg_workload *w)
+{
+  const cfg_speculative *sp = &w->serving.speculative;
+  if (sp->method == CFG_SPEC_NONE)
+    return;
+  s->spec_rng = g_rand_new_with_seed((guint32)w->serving.requests.seed ^ 0x5bec0de5u);
+  s->spec.on = true;
+  s->spec.expected = srv_spec_expected_tokens(sp);
+  s->spec.weights = srv_spec_weight_bytes(s->cost);
+  s->spec.kv_per_token = srv_spec_kv_bytes_per_token(s->cost);
 }
 
 static void srv_replicas_free(srv_run *run)
@@ -503,6 +532,8 @@ static void srv_collect(srv_run *run, srv_result *out)
   out->batch_max = run->batch_max;
   out->kv_max = run->kv_max;
   out->prefix = run->sim.prefix;
+  out->spec = run->sim.spec;
+  out->spec.busy_s = run->busy;
   srv_timeline_samples(run, t1, out->timeline);
 }
 
@@ -576,11 +607,14 @@ bool srv_simulate(const cfg_cluster *c, const cfg_workload *w, const srv_options
     run.heap = g_array_new(FALSE, FALSE, sizeof(srv_event));
     srv_hist_init(&run.gaps);
     srv_replicas_new(&run);
+    srv_spec_start(&run.sim, w);
     ok = srv_loop(&run, err);
     if (ok)
       srv_collect(&run, out);
     ok = ok && srv_check_result(out, err);
     srv_replicas_free(&run);
+    if (run.sim.spec_rng)
+      g_rand_free(run.sim.spec_rng);
     srv_hist_clear(&run.gaps);
     g_array_free(run.heap, TRUE);
   }
