@@ -204,6 +204,22 @@ Test(serving_cache, a_host_hit_costs_its_copy_over_the_host_link)
   srv_prefix_free(c.rep.cache);
 }
 
+Test(serving_cache, a_block_coming_back_from_host_memory_is_not_pushed_out_by_the_room_it_needs)
+{
+  sc_cache c;
+  sc_cache_served(&c, 1);
+  srv_take_blocks(&c.s, &c.rep, 2); /* A1, A0 out; the host holds A0; B1, B0 idle */
+  srv_request again = sc_req(0);
+  /* A0's way back evicts B1 to the one-block host tier, which must not drop A0 for it */
+  srv_prefix_use(&c.s, &c.rep, &again);
+  cr_assert_eq(again.shared_blocks, 1);
+  cr_assert_eq(again.host_blocks, 1);
+  cr_assert_eq(c.s.prefix.evicted, 3);
+  srv_release(&c.s, &c.rep, &again);
+  cr_assert_eq(sc_found(&c, 0), 1);
+  srv_prefix_free(c.rep.cache);
+}
+
 Test(serving_cache, a_turn_holds_the_conversation_and_arrives_after_the_answer)
 {
   const char *sets[] = {"serving.requests.count=2", "serving.requests.turns=2",

@@ -147,16 +147,17 @@ static void srv_unref(srv_replica *rep, srv_block *b)
   rep->free_blocks++;
 }
 
-/* A block only in host memory comes back into a GPU block of its own. */
+/* A block only in host memory comes back into a GPU block of its own. It is marked in use
+ * first: making room may push other blocks to host memory, and they must not push it out. */
 static bool srv_bring_back(srv_sim *s, srv_replica *rep, srv_block *b)
 {
   if (rep->free_blocks < 1)
     return false;
-  srv_take_blocks(s, rep, 1);
   b->gpu = true;
   b->ref = 1;
   g_queue_unlink(&rep->cache->host_lru, &b->host_link);
   g_queue_push_tail_link(&rep->cache->host_lru, &b->host_link);
+  srv_take_blocks(s, rep, 1);
   return true;
 }
 
