@@ -150,9 +150,10 @@ static void srv_text_spec(FILE *out, const srv_result *r)
   const cfg_speculative *sp = &r->workload->serving.speculative;
   g_autofree char *wt = units_format_bytes(p->weights);
   g_autofree char *kv = units_format_bytes(p->kv_per_token);
-  fprintf(out, "  speculative  %s, %d tokens proposed: %.2f tokens per verify step expected, "
+  fprintf(out, "  speculative  %s, %d token%s proposed: %.2f tokens per verify step expected, "
                "%.2f drawn over %ld steps\n",
-          sp->method == CFG_SPEC_DRAFT ? sp->draft.name : "MTP head", sp->tokens, p->expected,
+          sp->method == CFG_SPEC_DRAFT ? sp->draft.name : "MTP head", sp->tokens,
+          sp->tokens == 1 ? "" : "s", p->expected,
           p->steps ? p->drawn / p->steps : 0, p->steps);
   fprintf(out, "               proposer %.1f %% of busy time, %s weights and %s KV per token per "
                "GPU\n", 100 * srv_share(p->draft_s, p->busy_s), wt, kv);

@@ -83,9 +83,10 @@ static int srv_add_decode(srv_sim *s, srv_lane *lane, srv_request *r, int budget
   return q;
 }
 
+/* Past its first token (a prompt's last chunk of one token is not a decode to speculate on). */
 static bool srv_decoding(const srv_request *r)
 {
-  return r->ctx > 0 && r->known - r->ctx == 1;
+  return r->generated > 0 && r->known - r->ctx == 1;
 }
 
 void srv_release(srv_sim *s, srv_replica *rep, srv_request *r)
