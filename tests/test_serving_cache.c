@@ -85,6 +85,12 @@ Test(serving_cache, a_full_prefix_hit_skips_the_prefix_prefill)
   cr_assert(t_rest < 0.6 * t_all, "%g s vs %g s", t_rest, t_all); /* weights read either way */
   cr_assert_float_eq(r.prefix.gpu_hit_tokens, 512, 1e-9);
   cr_assert_float_eq(r.prefix.prompt_tokens, 2 * 528, 1e-9);
+  cJSON *j = srv_result_json(&r);
+  cJSON *pc = cJSON_GetObjectItem(j, "prefix_cache");
+  cr_assert_float_eq(cJSON_GetObjectItem(pc, "hit_rate")->valuedouble, 512.0 / 1056, 1e-12);
+  cr_assert_float_eq(cJSON_GetObjectItem(pc, "host_hit_rate")->valuedouble, 0, 1e-12);
+  cr_assert_null(cJSON_GetObjectItem(j, "speculative"));
+  cJSON_Delete(j);
   srv_result_clear(&r);
   const char *off[] = {"serving.prefix_cache=false", NULL};
   r = sc_run(sc_prefix_workload(), off, true);
@@ -287,6 +293,11 @@ Test(serving_cache, a_verify_step_costs_its_k_plus_one_tokens_and_the_proposer)
   const srv_request_record *a = &g_array_index(r.reqs, srv_request_record, 0);
   cr_assert_float_eq(a->finish - a->first_token, decode, 1e-12 * decode);
   cr_assert_float_eq(r.tpot.mean, decode / 40, 1e-12 * decode);
+  cJSON *j = srv_result_json(&r);
+  cJSON *sp = cJSON_GetObjectItem(j, "speculative");
+  cr_assert_float_eq(cJSON_GetObjectItem(sp, "tokens_per_step")->valuedouble, 4, 1e-12);
+  cr_assert_float_eq(cJSON_GetObjectItem(sp, "expected_tokens_per_step")->valuedouble, 4, 1e-12);
+  cJSON_Delete(j);
   /* the verify pass with its proposer is dearer than a decode, cheaper than four */
   srv_batch one = {.seqs = 1, .tokens = 1, .decodes = 1, .decode_kv = 101, .samples = 1};
   const char *plain[] = {"serving.speculative.method=none", NULL};

@@ -261,13 +261,11 @@ static cJSON *srv_prefix_json(const srv_prefix_stats *p)
   return j;
 }
 
-static cJSON *srv_spec_json(const srv_result *r)
+static cJSON *srv_spec_json(const srv_spec_stats *p)
 {
-  const srv_spec_stats *p = &r->spec;
-  const cfg_speculative *sp = &r->workload->serving.speculative;
   cJSON *j = cJSON_CreateObject();
-  cJSON_AddStringToObject(j, "method", sp->method == CFG_SPEC_DRAFT ? "draft" : "mtp");
-  cJSON_AddNumberToObject(j, "tokens", sp->tokens);
+  cJSON_AddStringToObject(j, "method", p->mtp ? "mtp" : "draft");
+  cJSON_AddNumberToObject(j, "tokens", p->tokens);
   cJSON_AddNumberToObject(j, "expected_tokens_per_step", p->expected);
   cJSON_AddNumberToObject(j, "tokens_per_step", p->steps ? p->drawn / p->steps : 0);
   cJSON_AddNumberToObject(j, "verify_steps", (double)p->steps);
@@ -309,7 +307,7 @@ cJSON *srv_result_json(const srv_result *r)
   if (r->prefix.on)
     cJSON_AddItemToObject(j, "prefix_cache", srv_prefix_json(&r->prefix));
   if (r->spec.on)
-    cJSON_AddItemToObject(j, "speculative", srv_spec_json(r));
+    cJSON_AddItemToObject(j, "speculative", srv_spec_json(&r->spec));
   cJSON_AddItemToObject(j, "timeline", srv_timeline_json(r->timeline));
   return j;
 }

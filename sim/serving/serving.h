@@ -128,7 +128,8 @@ typedef struct {
 
 /* Speculative decoding over a run. */
 typedef struct {
-  bool on;
+  bool on, mtp;                   /* mtp: the model's head, else a draft model */
+  int tokens;                     /* proposed per step */
   double expected;                /* tokens per verify step, srv_spec_expected_tokens */
   long steps;                     /* verify steps */
   double drawn;                   /* tokens they yielded (before requests' ends cut them) */

@@ -353,6 +353,8 @@ static void srv_spec_start(srv_sim *s, const cfg_workload *w)
     return;
   s->spec_rng = g_rand_new_with_seed((guint32)w->serving.requests.seed ^ 0x5bec0de5u);
   s->spec.on = true;
+  s->spec.mtp = sp->method == CFG_SPEC_MTP;
+  s->spec.tokens = sp->tokens;
   s->spec.expected = srv_spec_expected_tokens(sp);
   s->spec.weights = srv_spec_weight_bytes(s->cost);
   s->spec.kv_per_token = srv_spec_kv_bytes_per_token(s->cost);
