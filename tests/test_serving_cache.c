@@ -349,6 +349,10 @@ Test(serving_cache, bad_input_is_named_with_its_position)
              "bad-serve.yaml:3:25: serving.speculative.method = draft needs serving.speculative.draft");
   sc_refused("  speculative: {method: draft, acceptance: 0.7, draft: {preset: llama2-7b, heads: 7}}\n" SC_REQS,
              "bad-serve.yaml:3:83: serving.speculative.draft.heads = 7 does not divide hidden = 4096");
+  sc_refused("  tp: 8\n  speculative: {method: draft, acceptance: 0.7,\n"
+             "                draft: {preset: llama2-7b, heads: 12, kv_heads: 12, hidden: 768}}\n" SC_REQS,
+             "bad-serve.yaml:5:51: serving.speculative.draft: the draft model llama2-7b runs with "
+             "serving.tp = 8, which must divide its heads (12)");
   sc_refused("  speculative: {method: draft, acceptance: 0.7, draft: nosuchmodel}\n" SC_REQS,
              "bad-serve.yaml:3:56: serving.speculative.draft: no model file 'nosuchmodel'");
   sc_refused("  requests: {rate: 1/s, prompt_tokens: 100, output_tokens: 10, shared_prefix: 50, "

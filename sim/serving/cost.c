@@ -325,6 +325,25 @@ static void srv_shape(srv_cost *c, const cfg_model *m, const cfg_serving *s)
 
 static double srv_layers_bytes(const srv_cost *c);
 
+/* The draft model runs with the replica's tensor parallelism: its heads and MLP must split. */
+static bool srv_draft_splits(const cfg_workload *w, const cfg_model *m, GError **err)
+{
+  int tp = w->serving.tp;
+  bool kv = m->kv_heads % tp == 0 || tp % m->kv_heads == 0;
+  if (m->heads % tp == 0 && kv && m->ffn_hidden % tp == 0)
+    return true;
+  const char *key = m->heads % tp ? "serving.speculative.draft.heads"
+                    : !kv         ? "serving.speculative.draft.kv_heads"
+                                  : "serving.speculative.draft.ffn_hidden";
+  g_autofree char *where = cfg_doc_where(w->doc, key);
+  g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+              "%s: serving.speculative.draft: the draft model %s runs with serving.tp = %d, "
+              "which must divide its heads (%d) and MLP width (%d) and divide or be divided by "
+              "its KV heads (%d)",
+              where, m->name, tp, m->heads, m->ffn_hidden, m->kv_heads);
+  return false;
+}
+
 /* The proposer: the draft model, or (MTP) one more layer of the model's own shape whose
  * embedding and output layer are the model's, plus its projection of two hidden states. Both
  * run with the replica's tensor parallelism, in one stage, without the host's iteration cost. */
@@ -341,11 +360,8 @@ static bool srv_spec_cost_new(const cfg_cluster *cl, const cfg_workload *w, srv_
   dw.serving.pp = 1;
   dw.serving.iteration_overhead = 0;
   dw.serving.speculative.method = CFG_SPEC_NONE;
-  if (!srv_cost_new(cl, &dw, &c->draft, err)) {
-    g_prefix_error(err, "serving.speculative (the %s): ",
-                   sp->method == CFG_SPEC_DRAFT ? "draft model" : "MTP head");
+  if (!srv_draft_splits(w, &dw.model, err) || !srv_cost_new(cl, &dw, &c->draft, err))
     return false;
-  }
   c->spec_k = sp->tokens;
   srv_cost *d = c->draft;
   c->spec_weights = sp->method == CFG_SPEC_DRAFT

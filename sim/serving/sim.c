@@ -438,7 +438,7 @@ static bool srv_loop(srv_run *run, GError **err)
   if (run->done < st->n) {
     g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME,
                 "%d of %d requests never finished: the KV cache stayed too full to admit them "
-                "(shared prefixes pinned in the cache?)",
+                "(requests near the cache's size?)",
                 st->n - run->done, st->n);
     return false;
   }
