@@ -163,7 +163,7 @@ Test(install, bash_completion, .timeout = 60)
       {"r", "replay run"},
       {"run --cl", "--cluster"},
       {"run -c dgx-h100-s", "dgx-h100-superpod"},
-      {"run --workload llama3-", "llama3-405b llama3-70b-tp8"},
+      {"run --workload llama3-7", "llama3-70b-disagg llama3-70b-tp8"},
       {"plan -m gpt3-1", "gpt3-1.3b gpt3-175b"},
       {"run --set parallel.ze", "parallel.zero="},
       {"whatif --sweep node.cou", "node.count="},

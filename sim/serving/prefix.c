@@ -183,13 +183,32 @@ void srv_prefix_use(srv_sim *s, srv_replica *rep, srv_request *r)
   r->ctx = n * s->cap.block_size;
 }
 
-void srv_prefix_release(srv_sim *s, srv_replica *rep, srv_request *r)
+void srv_prefix_drop(srv_sim *s, srv_replica *rep, const srv_request *r, int n)
 {
   /* the deepest first, so that it is evicted before the blocks it extends */
-  for (int i = r->shared_blocks - 1; rep->cache && i >= 0; i--)
+  for (int i = n - 1; rep->cache && i >= 0; i--)
     srv_unref(rep, srv_block_of(s, rep, r, i));
+}
+
+void srv_prefix_release(srv_sim *s, srv_replica *rep, srv_request *r)
+{
+  srv_prefix_drop(s, rep, r, r->shared_blocks);
   r->shared_blocks = 0;
   r->host_blocks = 0;
+}
+
+int srv_prefix_held(const srv_sim *s, const srv_replica *rep, const srv_request *r)
+{
+  if (!rep->cache)
+    return 0;
+  int most = (r->known - 1) / s->cap.block_size, n = 0;
+  while (n < most) {
+    const srv_block *b = srv_block_of(s, rep, r, n);
+    if (!b || !b->gpu)
+      break;
+    n++;
+  }
+  return n;
 }
 
 void srv_prefix_unuse(srv_sim *s, srv_replica *rep, srv_request *r)
