@@ -244,6 +244,19 @@ Test(serving_cache, a_turn_holds_the_conversation_and_arrives_after_the_answer)
   srv_result_clear(&r);
 }
 
+Test(serving_cache, a_disaggregated_prompt_lets_go_of_its_cached_blocks_once_moved)
+{
+  /* 600 blocks hold four prompts of 128 blocks: cached blocks a moved prompt kept would fill
+   * the prefill replicas after a few requests and the rest would never start */
+  const char *sets[] = {"serving.kv_blocks=600", "serving.requests.count=100",
+                        "serving.requests.shared_prefix=1024", "serving.requests.prefix_groups=4",
+                        NULL};
+  srv_result r = sc_run("llama3-70b-disagg", sets, false);
+  cr_assert_eq(r.requests, 100);
+  cr_assert(r.prefix.gpu_hit_tokens > 0);
+  srv_result_clear(&r);
+}
+
 /* ---- speculative decoding ---------------------------------------------------------------- */
 
 Test(serving_cache, tokens_per_verify_step_by_hand)

@@ -69,8 +69,8 @@ typedef enum { CFG_LENGTHS_FIXED, CFG_LENGTHS_UNIFORM, CFG_LENGTHS_FILE } cfg_le
  * reserve a request's whole KV at admission so that nothing is ever preempted (TensorRT-LLM's
  * guaranteed-no-evict) */
 typedef enum { CFG_PREEMPT_RECOMPUTE, CFG_PREEMPT_NONE } cfg_preemption;
-/* kv-aware: prefill, the replica that holds the request's shared prefix, else the one with the
- * most free KV blocks; decode (and aggregated replicas), the most free KV blocks */
+/* kv-aware: the replica whose prefix cache holds the most of the request's prompt (decode
+ * pools cache none), else the one with the most free KV blocks */
 typedef enum { CFG_ROUTER_ROUND_ROBIN, CFG_ROUTER_LEAST_LOADED, CFG_ROUTER_KV_AWARE } cfg_router;
 typedef enum { CFG_A2A_NCCL, CFG_A2A_DEEPEP, CFG_A2A_DEEPEP_LL } cfg_a2a;
 /* serving.speculative.method: a separate draft model, or the model's own multi-token

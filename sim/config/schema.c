@@ -767,7 +767,8 @@ static const cfg_field cfg_serving_fields[] = {
            DERIVED("dtype, or bf16 for int8 / int4 weights")),
     F_INT(cfg_serving, "replicas", replicas, 1, "data-parallel copies behind the router", DEF(1)),
     F_ENUM(cfg_serving, "router", router, cfg_router_names,
-           "how requests go to replicas (kv-aware: to the shared prefix, else the most free KV)",
+           "how requests go to replicas (kv-aware: to the most of the prompt cached, else the most "
+           "free KV)",
            DEF(CFG_ROUTER_ROUND_ROBIN)),
     F_INT(cfg_serving, "max_tokens", max_tokens, 1,
           "tokens per iteration (vLLM max_num_batched_tokens)",
