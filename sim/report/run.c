@@ -70,6 +70,7 @@ void rep_run_text(FILE *out, const sim_result *r)
           r->cluster->node.gpus_per_node,
           r->cluster->sized_to_job ? ", preset sized to the job" : "", eng_kind_name(r->options.kind));
   rep_notes_text(out, r->workload);
+  rep_mps_text(out, r);
   fprintf(out, "  step time        %12s\n", step);
   if (r->interval.set) {
     g_autofree char *lo = units_format_seconds(r->interval.step_time[0]);
@@ -104,6 +105,7 @@ void rep_run_text(FILE *out, const sim_result *r)
         fprintf(out, "\n");
       }
   }
+  rep_runtime_text(out, r);
   const prog_meta *meta = &r->program->meta;
   if (meta->a2a_bytes > 0) {
     g_autofree char *bytes = units_format_bytes(meta->a2a_bytes);

@@ -53,6 +53,7 @@ typedef struct {
   hw_cluster *hw;
   prog_program *program; /* of the last run simulated (the larger count when folded) */
   eng_options options;
+  coll_runtime *runtime; /* collectives.runtime, which options.runtime points at */
   eng_result eng;        /* the engine's step: time, breakdown of the critical rank, comm */
   mem_report memory;
   /* figures, computed once from the above */
@@ -62,6 +63,7 @@ typedef struct {
   double peak_bytes, capacity_bytes;
   bool fits;
   sim_interval interval; /* set by sim_result_bracket */
+  cfg_cluster *mps_cluster; /* processes_per_gpu > 1: the processes as GPUs (see run.c) */
   /* private: what sim_run_files loaded */
   cfg_cluster *own_cluster;
   cfg_workload *own_workload;
