@@ -333,3 +333,136 @@ Test(collectives, calibration_recovers_known_parameters, .timeout = 60)
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);
 }
+
+/* ---- runtimes ------------------------------------------------------------------------------ */
+
+/* A host-driven runtime with no software costs unless asked: every figure below is links. */
+static coll_runtime *cpu_runtime(int leaders, const char *allreduce, double step, double eager,
+                                 double rendezvous)
+{
+  cfg_collectives c = {.runtime = "test", .progress = CFG_PROGRESS_CPU,
+                       .transport = CFG_TRANSPORT_GPU_DIRECT, .call_latency = 0,
+                       .step_latency = step, .eager_limit = eager,
+                       .rendezvous_latency = rendezvous, .leaders_per_node = leaders,
+                       .allreduce = (char *)allreduce};
+  GError *err = NULL;
+  coll_runtime *rt = coll_runtime_new(&c, NULL, &err);
+  cr_assert(rt, "%s", err ? err->message : "");
+  return rt;
+}
+
+static double runtime_time(hw_cluster *hw, coll_runtime *rt, eng_kind kind, int gpus, double S)
+{
+  eng_options o = {.kind = kind, .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO, .runtime = rt};
+  eng_coll_result r;
+  GError *err = NULL;
+  cr_assert(eng_collective_time(hw, &o, PROG_COLL_ALLREDUCE, gpus, gpus, S, &r, &err), "%s",
+            err ? err->message : "");
+  return r.time;
+}
+
+Test(collectives, multi_leader_allreduce_by_hand_on_2_nodes_of_4)
+{
+  /* 2 nodes x 4 GPUs, NVSwitch links of 100 GB/s (2 us), NICs of 12.5 GB/s (1 us), S = 64 MiB.
+   * k = 1, one NIC per node: the leader takes the 3 others' whole buffers over its NVSwitch
+   * link (3 S / 100 GB/s), the two leaders all-reduce over the NICs (ring of 2: 2 steps of S/2
+   * each way, S / 12.5 GB/s, 2 x 1 us), the leader sends the result back (3 S / 100 GB/s):
+   *   2 us + 2.01326592 ms + 2 us + 5.36870912 ms + 2 us + 2.01326592 ms = 9.40124096 ms.
+   * k = 4, a NIC per GPU: each GPU leads a quarter; it sends 3 quarters and takes 3 (3 S / 4
+   * over its link), the 4 pairs of leaders exchange 2 x S/8 each on their own NIC (S / 4 /
+   * 12.5 GB/s), and the quarters come back (3 S / 4):
+   *   2 us + 0.50331648 ms + 2 us + 1.34217728 ms + 2 us + 0.50331648 ms = 2.35481024 ms.
+   * k = 4 on one NIC per node: the 4 rings share it, the middle phase is S / 12.5 GB/s again:
+   *   6 us + 2 x 0.50331648 ms + 5.36870912 ms = 6.38134208 ms. */
+  const double S = 64.0 * 1048576;
+  const struct {
+    int leaders, nics;
+    double expect;
+  } cases[] = {{1, 1, 9.40124096e-3}, {4, 4, 2.35481024e-3}, {4, 1, 6.38134208e-3}};
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    cfg_cluster *cfg = NULL;
+    hw_cluster *hw = make_cluster(2, 4, plain, &cfg);
+    cfg->node.nics_per_node = cases[i].nics; /* before the platform is built from it */
+    hw_cluster_free(hw);
+    hw = hw_cluster_new(cfg);
+    coll_runtime *rt = cpu_runtime(cases[i].leaders, "multi-leader", 0, 0, 0);
+    for (int e = 0; e < 2; e++) {
+      double t = runtime_time(hw, rt, e ? ENG_DES : ENG_ANALYTIC, 8, S);
+      cr_assert_float_eq(t, cases[i].expect, cases[i].expect * 1e-9,
+                         "k=%d nics=%d %s: %.10g vs %.10g", cases[i].leaders, cases[i].nics,
+                         e ? "des" : "analytic", t, cases[i].expect);
+    }
+    coll_runtime_free(rt);
+    hw_cluster_free(hw);
+    cfg_cluster_free(cfg);
+  }
+}
+
+Test(collectives, a_rendezvous_adds_its_handshake_above_the_eager_limit)
+{
+  /* 2 GPUs on 2 nodes, ring all-reduce: 2 steps each sending S/2. Each step costs 1 us of link
+   * and 1 us of software; above the 16 KiB eager limit each also waits for a 3 us handshake:
+   * S = 32 KiB sends 16 KiB messages (eager), 2 bytes more sends rendezvous messages. */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 1, plain, &cfg);
+  coll_runtime *rt = cpu_runtime(1, "ring", 1e-6, 16384, 3e-6);
+  double eager = runtime_time(hw, rt, ENG_ANALYTIC, 2, 32768);
+  double rendezvous = runtime_time(hw, rt, ENG_ANALYTIC, 2, 32770);
+  double B = 12.5e9;
+  cr_assert_float_eq(eager, 2 * 2e-6 + 32768 / B, 1e-15, "%.12g", eager);
+  cr_assert_float_eq(rendezvous - eager, 2 * 3e-6 + 2 / B, 1e-15, "%.12g", rendezvous - eager);
+  cr_assert_float_eq(runtime_time(hw, rt, ENG_DES, 2, 32770), rendezvous, 1e-12);
+  coll_runtime_free(rt);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+Test(collectives, size_rules_pick_the_algorithm_and_fall_back_when_it_cannot_run)
+{
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 4, NULL, &cfg);
+  coll_runtime *rt = cpu_runtime(2, "rd < 16KiB, rhd < 1MiB, multi-leader", 1e-6, 0, 0);
+  coll_planner *pl = coll_planner_new(hw, COLL_ALGO_AUTO, COLL_PROTO_AUTO, true);
+  coll_planner_set_runtime(pl, rt);
+  const int r8[] = {0, 1, 2, 3, 4, 5, 6, 7}, r6[] = {0, 1, 2, 4, 5, 6};
+  const struct {
+    const int *ranks;
+    int n;
+    double bytes;
+    coll_algo want;
+  } cases[] = {{r8, 8, 1024, COLL_ALGO_RD},
+               {r8, 8, 65536, COLL_ALGO_RHD},
+               {r8, 8, 1 << 24, COLL_ALGO_MULTI_LEADER},
+               /* 6 ranks: no power of two, so rd and rhd hand over to the next rule */
+               {r6, 6, 1024, COLL_ALGO_MULTI_LEADER}};
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    const coll_schedule *s = coll_planner_get(pl, PROG_COLL_ALLREDUCE, cases[i].ranks, cases[i].n,
+                                              (int)cases[i].n, cases[i].bytes, NULL, NULL);
+    cr_assert(s && s->plan);
+    cr_assert_eq(s->plan->algo, cases[i].want, "case %zu: %s", i, coll_algo_name(s->plan->algo));
+    cr_assert_eq(s->proto, CFG_PROTO_SIMPLE, "MPI has no LL protocols");
+  }
+  g_autofree char *why = coll_runtime_why(rt, PROG_COLL_ALLREDUCE, 65536, COLL_ALGO_RHD);
+  cr_assert_str_eq(why, "test: 'rhd < 1MiB' of collectives.allreduce");
+  coll_planner_free(pl);
+  coll_runtime_free(rt);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+Test(collectives, a_bad_size_rule_names_its_key_and_the_closest_algorithm)
+{
+  const char *const bad[][2] = {
+      {"rd < 16KiB, rnig", "unknown algorithm 'rnig' (did you mean 'ring'?)"},
+      {"rd, ring", "'rd' has no '< SIZE' but is not the last rule"},
+      {"rd < lots, ring", "'rd < lots'"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    cfg_collectives c = {.progress = CFG_PROGRESS_CPU, .leaders_per_node = 1,
+                         .allreduce = (char *)bad[i][0]};
+    GError *err = NULL;
+    cr_assert_null(coll_runtime_new(&c, NULL, &err));
+    cr_assert(strstr(err->message, "collectives.allreduce") && strstr(err->message, bad[i][1]),
+              "%s", err->message);
+    g_error_free(err);
+  }
+}

@@ -164,7 +164,10 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
       stages += ph->stages[c];
     }
     out->pre[i] = lat; /* the platform's links carry no latency: it is paid here */
-    out->post[i] = ph->pipelined ? (stages - 1) * MIN(nc->chunk[proto], ph->max_frac * size / eff) /
+    /* an MPI ring sends each step's block whole, one step after the other: the folded steps
+     * have no chunk pipeline to fill (a chain's broadcast, one step, still has) */
+    bool pipelined = ph->pipelined && !(rt && rt->cpu && ph->steps > 1);
+    out->post[i] = pipelined ? (stages - 1) * MIN(nc->chunk[proto], ph->max_frac * size / eff) /
                                        ph->min_rate
                                  : 0;
     t += out->pre[i] + bulk + out->post[i];
