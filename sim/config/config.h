@@ -496,6 +496,7 @@ typedef struct {
   /* a table of collective times (nccl-tests) instead of one number */
   char *table;          /* resolved path of a CSV */
   char *op;
+  char *runtime;        /* the collectives' runtime profile (resolved path), or NULL: NCCL */
   int gpus, group_size;
   char *size_column, *time_column, *time_unit;
   char **filter;        /* "column=value" */

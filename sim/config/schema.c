@@ -706,8 +706,8 @@ static const cfg_schema cfg_schema_serving = SCHEMA("serving", cfg_serving, cfg_
 
 static const cfg_field cfg_collectives_fields[] = {
     F_STR(cfg_collectives, "algorithm", algorithm,
-          "auto (NCCL's tuner) or ring, tree, rhd, hierarchical, nvls, nvls-tree, sharp, pairwise, "
-          "direct",
+          "auto (NCCL's tuner, or with cpu progress the runtime's size rules) or ring, tree, rhd, "
+          "hierarchical, nvls, nvls-tree, sharp, pairwise, direct, rd, multi-leader",
           DEF_STR("auto")),
     F_STR(cfg_collectives, "protocol", protocol, "auto, ll, ll128 or simple", DEF_STR("auto")),
     F_ENUM(cfg_collectives, "a2a", a2a, cfg_a2a_names,
@@ -847,6 +847,8 @@ static const cfg_field cfg_case_fields[] = {
            DERIVED("0.10")),
     F_PATH(cfg_case, "table", table, "nccl-tests or OMB output, or a CSV of collective or GEMM times"),
     F_STR(cfg_case, "op", op, "the table's collective, or gemm"),
+    F_PATH(cfg_case, "runtime", runtime,
+           "the runtime profile the table's collectives run on (configs/runtimes)"),
     F_INT(cfg_case, "gpus", gpus, 1, "GPUs of the table"),
     F_INT(cfg_case, "group_size", group_size, 1, "GPUs per group", DERIVED("gpus")),
     F_STR(cfg_case, "size_column", size_column, "the table's size column"),
