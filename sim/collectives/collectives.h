@@ -135,12 +135,12 @@ const coll_schedule *coll_planner_get(coll_planner *pl, prog_coll op, const int 
 /* A communication runtime (collectives.runtime and the keys its profile sets): which algorithm
  * runs for which op and size, and what it adds to the fabric's costs. With cpu progress a
  * schedule costs, on the Simple wire format (no LL protocols, no pipelined chunks beyond it):
- *   base  = call_latency + (host-staged ? 2 S / storage.host_bandwidth : 0)
+ *   base  = call_latency + cycle_time / 2 + (host-staged ? 2 S / storage.host_bandwidth : 0)
  *   phase = stages x (route latency + step_latency
  *                     + (message > eager_limit ? rendezvous_latency : 0)) + bulk
  * where a phase's message is the largest one a transfer sends in one step. With kernel
- * progress (NCCL, or NCCL under MPI through UCC) NCCL's model holds and call_latency adds to its
- * base latency. */
+ * progress (NCCL, or NCCL under MPI through UCC) NCCL's model holds and call_latency (and half
+ * the framework's cycle_time) adds to its base latency. */
 typedef struct coll_runtime coll_runtime;
 /* `doc` (may be NULL) places errors in the workload's file. */
 coll_runtime *coll_runtime_new(const cfg_collectives *c, const cfg_doc *doc, GError **err);

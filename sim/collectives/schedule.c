@@ -116,7 +116,7 @@ static double coll_runtime_base(const coll_runtime *rt, const hw_cluster *hw, do
 {
   if (!rt)
     return nccl_base;
-  double base = rt->cpu ? rt->call_latency : nccl_base + rt->call_latency;
+  double base = (rt->cpu ? rt->call_latency : nccl_base + rt->call_latency) + rt->cycle_wait;
   if (rt->host_staged)
     base += 2.0 * bytes / hw_config(hw)->storage.host_bandwidth;
   return base;

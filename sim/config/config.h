@@ -394,6 +394,7 @@ typedef struct {
   double eager_limit;        /* bytes: larger messages go by rendezvous (0: never) */
   double rendezvous_latency; /* seconds: the handshake a rendezvous message waits for */
   int leaders_per_node;      /* multi-leader all-reduce: leaders per node */
+  double cycle_time;         /* seconds: the framework's negotiation cycle (Horovod) */
   /* size rules "ALGO < SIZE, ALGO < SIZE, ALGO" per op ("auto": NCCL's tuner) */
   char *allreduce, *allgather, *reducescatter, *alltoall;
 } cfg_collectives;

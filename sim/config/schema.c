@@ -751,6 +751,10 @@ static const cfg_field cfg_collectives_fields[] = {
           "multi-leader all-reduce: leaders per node (each reduces 1/k of the buffer and "
           "exchanges it across nodes on its own rail)",
           DEF(1), UPTO(64, "a node has at most a few dozen GPUs")),
+    F_QTY(cfg_collectives, "cycle_time", cycle_time, UNITS_SECONDS,
+          "the framework's negotiation cycle (Horovod's HOROVOD_CYCLE_TIME): a collective "
+          "starts at the next cycle, half a cycle after it is ready on average",
+          DEF(0)),
     F_STR(cfg_collectives, "allreduce", allreduce,
           "cpu progress: algorithm by size, \"ALGO < SIZE, ..., ALGO\" (rd, rhd, ring, "
           "multi-leader, ...); auto: NCCL's tuner",
