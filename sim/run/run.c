@@ -176,10 +176,12 @@ static bool sim_engine_options(sim_result *out, const sim_options *o, GError **e
  * are too small to fill the GPU loses less than k (k x (t - launch) + launch). Each process
  * holds its own model states, activations and CUDA context in 1/k of the memory. Processes of
  * one GPU exchange data through CUDA IPC in device memory (half its bandwidth: a copy reads and
- * writes) when the node has one GPU; with several, they share the GPU's NVLink/PCIe link. A
- * shallow copy: it borrows every pointer of `c`. */
-static cfg_cluster *sim_mps_cluster(const cfg_cluster *c, int k)
+ * writes) when the node has one GPU; with several, they share the GPU's NVLink/PCIe link. */
+cfg_cluster *sim_mps_cluster(const cfg_cluster *c, const cfg_workload *w)
 {
+  int k = w->has_training ? w->parallel.processes_per_gpu : 1;
+  if (k <= 1)
+    return NULL;
   cfg_cluster *v = g_memdup2(c, sizeof *c);
   v->node.intra.bandwidth = c->node.gpus_per_node == 1 ? c->gpu.memory_bandwidth / 2
                                                         : c->node.intra.bandwidth / k;
@@ -198,8 +200,9 @@ bool sim_run(const cfg_cluster *c, const cfg_workload *w, const sim_options *o, 
              GError **err)
 {
   memset(out, 0, sizeof *out);
-  if (w->has_training && w->parallel.processes_per_gpu > 1)
-    c = out->mps_cluster = sim_mps_cluster(c, w->parallel.processes_per_gpu);
+  out->mps_cluster = sim_mps_cluster(c, w);
+  if (out->mps_cluster)
+    c = out->mps_cluster;
   out->cluster = c;
   out->workload = w;
   if (!sim_options_check(o, err))

@@ -69,6 +69,11 @@ typedef struct {
   cfg_workload *own_workload;
 } sim_result;
 
+/* With MPS (parallel.processes_per_gpu = k > 1), the cluster as its processes see it: k times
+ * the GPUs, each with 1/k of a GPU (see run.c for the rule); NULL when k is 1. A shallow copy
+ * that borrows every pointer of `c`: free it with g_free. */
+cfg_cluster *sim_mps_cluster(const cfg_cluster *c, const cfg_workload *w);
+
 /* Simulates one training step of `w` on `c`. The result borrows both: they must outlive it.
  * Errors: CFG_ERROR_INPUT / UNSUPPORTED for what the input asks (exit 2), CFG_ERROR_RUNTIME
  * when the simulation itself fails (exit 1). On failure the result is still safe to clear. */
