@@ -64,10 +64,12 @@ void rep_run_text(FILE *out, const sim_result *r)
 {
   const eng_result *res = &r->eng;
   g_autofree char *step = units_format_seconds(r->step_time);
+  int k = r->mps_cluster ? r->workload->parallel.processes_per_gpu : 1; /* MPS: the real GPUs */
+  int gpus = r->gpus / k;
   fprintf(out, "dlsim run: %s on %s (%d GPU%s: %d node%s x %d%s), engine %s\n",
-          r->program->meta.description, r->cluster->name, r->gpus, r->gpus == 1 ? "" : "s",
+          r->program->meta.description, r->cluster->name, gpus, gpus == 1 ? "" : "s",
           r->cluster->node.count, r->cluster->node.count == 1 ? "" : "s",
-          r->cluster->node.gpus_per_node,
+          r->cluster->node.gpus_per_node / k,
           r->cluster->sized_to_job ? ", preset sized to the job" : "", eng_kind_name(r->options.kind));
   rep_notes_text(out, r->workload);
   rep_mps_text(out, r);

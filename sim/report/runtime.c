@@ -85,7 +85,7 @@ void rep_mps_text(FILE *out, const sim_result *r)
   g_autofree char *each = units_format_bytes(r->peak_bytes);
   g_autofree char *all = units_format_bytes(k * r->peak_bytes);
   g_autofree char *gpu = units_format_bytes(k * r->capacity_bytes);
-  fprintf(out, "  MPS: %d processes share each of the %d GPU%s, each a rank with 1/%d of the SMs; "
-               "the figures below are per process (memory: %d x %s = %s of the GPU's %s)\n",
-          k, r->gpus / k, r->gpus / k == 1 ? "" : "s", k, k, each, all, gpu);
+  fprintf(out, "  MPS: %d processes on each GPU, %d ranks in all, each with 1/%d of its GPU; the "
+               "figures below are per process (memory: %d x %s = %s of the GPU's %s)\n",
+          k, r->gpus, k, k, each, all, gpu);
 }
