@@ -489,3 +489,37 @@ Test(collectives, a_framework_cycle_delays_each_collective_by_half_a_cycle)
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);
 }
+
+Test(collectives, nccl_under_mpi_adds_the_call_and_host_staging_adds_the_copies)
+{
+  /* UCC's NCCL team: NCCL's tuner and costs, plus the MPI call (8 us). Host staging (Gloo):
+   * the buffer goes to host memory and back at storage.host_bandwidth (51.2 GB/s by default),
+   * 2 x 64 MiB / 51.2 GB/s = 2.62144 ms more than the same runtime GPU-direct. */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 4, NULL, &cfg);
+  const double S = 64.0 * 1048576;
+  eng_options nccl = {.kind = ENG_ANALYTIC, .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
+  eng_coll_result base;
+  cr_assert(eng_collective_time(hw, &nccl, PROG_COLL_ALLREDUCE, 8, 8, S, &base, NULL));
+  cfg_collectives ucc = {.runtime = "ucc-nccl", .progress = CFG_PROGRESS_CPU,
+                         .ucc_tl = CFG_UCC_TL_NCCL, .call_latency = 8e-6, .leaders_per_node = 1,
+                         .allreduce = "rd < 8KiB, rhd"};
+  coll_runtime *rt = coll_runtime_new(&ucc, NULL, NULL);
+  cr_assert(!coll_runtime_cpu(rt), "NCCL's kernels drive it");
+  cr_assert_float_eq(runtime_time(hw, rt, ENG_ANALYTIC, 8, S), base.time + 8e-6, 1e-12);
+  coll_runtime_free(rt);
+  coll_runtime *direct = cpu_runtime(1, "ring", 1e-6, 0, 0);
+  cfg_collectives gloo = {.runtime = "gloo", .progress = CFG_PROGRESS_CPU,
+                          .transport = CFG_TRANSPORT_HOST_STAGED, .step_latency = 1e-6,
+                          .leaders_per_node = 1, .allreduce = "ring"};
+  coll_runtime *staged = coll_runtime_new(&gloo, NULL, NULL);
+  double extra = runtime_time(hw, staged, ENG_ANALYTIC, 8, S) -
+                 runtime_time(hw, direct, ENG_ANALYTIC, 8, S);
+  cr_assert_float_eq(extra, 2 * S / 51.2e9, 1e-12, "%.12g", extra);
+  cr_assert_float_eq(runtime_time(hw, staged, ENG_DES, 8, S),
+                     runtime_time(hw, staged, ENG_ANALYTIC, 8, S), 1e-9);
+  coll_runtime_free(direct);
+  coll_runtime_free(staged);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
