@@ -212,6 +212,10 @@ cJSON *rep_run_json(const sim_result *r)
   cJSON_AddBoolToObject(m, "fits", r->fits);
   cJSON_AddStringToObject(j, "engine", eng_kind_name(r->options.kind));
   cJSON_AddStringToObject(j, "framework", r->workload->training.framework ? r->workload->training.framework : "none");
+  cJSON_AddStringToObject(j, "runtime", coll_runtime_name(r->runtime));
+  cJSON *colls = rep_runtime_json(r);
+  if (colls)
+    cJSON_AddItemToObject(j, "collectives", colls);
   cJSON_AddNumberToObject(j, "gpus", r->gpus);
   cJSON_AddNumberToObject(j, "critical_rank", res->critical_rank);
   cJSON *s = cJSON_AddObjectToObject(j, "simulator");

@@ -35,46 +35,95 @@ static void rep_collect(const prog_program *p, int cls, GArray *seen, int depth)
   }
 }
 
-/* A line per distinct collective, at most `limit` of them (the first ones of the step). */
-static void rep_runtime_lines(FILE *out, const sim_result *r, coll_planner *pl, GArray *seen,
-                              guint limit)
+/* What the runtime ran for one distinct collective. */
+typedef struct {
+  rep_coll_key key;
+  int n;
+  coll_algo algo;
+  double time;
+  char *why;
+} rep_coll_choice;
+
+static void rep_choice_clear(gpointer p)
 {
+  g_free(((rep_coll_choice *)p)->why);
+}
+
+/* The runtime's choice for each distinct collective of the critical rank, in step order; NULL
+ * when the workload names no runtime (the default NCCL is not worth a section). */
+static GArray *rep_runtime_choices(const sim_result *r)
+{
+  if (!r->runtime || !cfg_doc_has(r->workload->doc, "collectives.runtime"))
+    return NULL;
   int rank = r->eng.critical_rank;
-  for (guint i = 0; i < MIN(seen->len, limit); i++) {
+  GArray *seen = g_array_new(FALSE, FALSE, sizeof(rep_coll_key));
+  rep_collect(r->program, r->program->class_of[rank], seen, 0);
+  coll_planner *pl = coll_planner_new(r->hw, r->options.algo, r->options.proto, true);
+  coll_planner_set_runtime(pl, r->runtime);
+  GArray *out = g_array_new(FALSE, FALSE, sizeof(rep_coll_choice));
+  g_array_set_clear_func(out, rep_choice_clear);
+  for (guint i = 0; i < seen->len; i++) {
     const rep_coll_key *c = &g_array_index(seen, rep_coll_key, i);
     const prog_group *g = prog_group_of(r->program, c->family, rank);
-    if (!g)
-      continue;
-    const coll_schedule *s = coll_planner_get(pl, c->coll, g->ranks, g->n, c->family, c->bytes,
-                                              NULL, NULL);
+    const coll_schedule *s = g ? coll_planner_get(pl, c->coll, g->ranks, g->n, c->family,
+                                                  c->bytes, NULL, NULL)
+                               : NULL;
     if (!s || !s->plan)
       continue;
-    g_autofree char *size = units_format_bytes(c->bytes);
-    g_autofree char *t = units_format_seconds(s->time);
-    g_autofree char *why = coll_runtime_why(r->runtime, c->coll, c->bytes, s->plan->algo);
-    fprintf(out, "    %-2s %-13s %10s x %-4d %-12s %10s  (%s)\n", prog_dim_name(c->dim),
-            prog_coll_name(c->coll), size, g->n, coll_algo_name(s->plan->algo), t, why);
+    rep_coll_choice ch = {*c, g->n, s->plan->algo, s->time,
+                          coll_runtime_why(r->runtime, c->coll, c->bytes, s->plan->algo)};
+    g_array_append_val(out, ch);
   }
-  if (seen->len > limit)
-    fprintf(out, "    ... and %u more\n", seen->len - limit);
+  coll_planner_free(pl);
+  g_array_free(seen, TRUE);
+  return out;
 }
+
+/* At most this many lines: the first collectives of the step. */
+#define REP_RUNTIME_LINES 6
 
 void rep_runtime_text(FILE *out, const sim_result *r)
 {
-  const cfg_collectives *k = &r->workload->collectives;
-  if (!r->runtime || !cfg_doc_has(r->workload->doc, "collectives.runtime"))
+  GArray *choices = rep_runtime_choices(r);
+  if (!choices)
     return;
   bool cpu = coll_runtime_cpu(r->runtime);
   fprintf(out, "  collectives on %s (%s progress%s, %s)\n", coll_runtime_name(r->runtime),
           cpu ? "cpu" : "kernel", cpu ? ": no SMs held" : "",
-          k->transport == CFG_TRANSPORT_HOST_STAGED ? "through host memory" : "GPU-direct");
-  GArray *seen = g_array_new(FALSE, FALSE, sizeof(rep_coll_key));
-  rep_collect(r->program, r->program->class_of[r->eng.critical_rank], seen, 0);
-  coll_planner *pl = coll_planner_new(r->hw, r->options.algo, r->options.proto, true);
-  coll_planner_set_runtime(pl, r->runtime);
-  rep_runtime_lines(out, r, pl, seen, 6);
-  coll_planner_free(pl);
-  g_array_free(seen, TRUE);
+          r->workload->collectives.transport == CFG_TRANSPORT_HOST_STAGED ? "through host memory"
+                                                                           : "GPU-direct");
+  for (guint i = 0; i < MIN(choices->len, REP_RUNTIME_LINES); i++) {
+    const rep_coll_choice *c = &g_array_index(choices, rep_coll_choice, i);
+    g_autofree char *size = units_format_bytes(c->key.bytes);
+    g_autofree char *t = units_format_seconds(c->time);
+    fprintf(out, "    %-2s %-13s %10s x %-4d %-12s %10s  (%s)\n", prog_dim_name(c->key.dim),
+            prog_coll_name(c->key.coll), size, c->n, coll_algo_name(c->algo), t, c->why);
+  }
+  if (choices->len > REP_RUNTIME_LINES)
+    fprintf(out, "    ... and %u more\n", choices->len - REP_RUNTIME_LINES);
+  g_array_free(choices, TRUE);
+}
+
+cJSON *rep_runtime_json(const sim_result *r)
+{
+  GArray *choices = rep_runtime_choices(r);
+  if (!choices)
+    return NULL;
+  cJSON *a = cJSON_CreateArray();
+  for (guint i = 0; i < choices->len; i++) {
+    const rep_coll_choice *c = &g_array_index(choices, rep_coll_choice, i);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "dim", prog_dim_name(c->key.dim));
+    cJSON_AddStringToObject(o, "op", prog_coll_name(c->key.coll));
+    cJSON_AddNumberToObject(o, "bytes", c->key.bytes);
+    cJSON_AddNumberToObject(o, "ranks", c->n);
+    cJSON_AddStringToObject(o, "algorithm", coll_algo_name(c->algo));
+    cJSON_AddNumberToObject(o, "time_alone_s", c->time);
+    cJSON_AddStringToObject(o, "why", c->why);
+    cJSON_AddItemToArray(a, o);
+  }
+  g_array_free(choices, TRUE);
+  return a;
 }
 
 void rep_mps_text(FILE *out, const sim_result *r)
