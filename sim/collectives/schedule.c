@@ -66,10 +66,11 @@ bool coll_algo_applies(const hw_cluster *hw, prog_coll op, const int *ranks, int
     return reduce && coll_is_pow2(n);
   case COLL_ALGO_HIERARCHICAL:
     return reduce && nodes > 1 && per > 1;
+  /* NCCL turns NVLink SHARP off for communicators of two GPUs or fewer per node (nvls.cc) */
   case COLL_ALGO_NVLS:
-    return reduce && nodes == 1 && nvswitch;
+    return reduce && nodes == 1 && per > 2 && nvswitch;
   case COLL_ALGO_NVLS_TREE:
-    return reduce && nodes > 1 && per > 1 && nvswitch;
+    return reduce && nodes > 1 && per > 2 && nvswitch;
   case COLL_ALGO_SHARP:
     return reduce && nodes > 1 && per > 0 && c->network.sharp;
   case COLL_ALGO_PAIRWISE:
@@ -147,7 +148,11 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
   out->post = g_new0(double, MAX(p->nphases, 1));
   if (p->nphases == 0)
     return; /* one GPU, or nothing to move: no time at all */
-  out->base = coll_runtime_base(rt, hw, nc->base_latency[proto], bytes);
+  /* NVLink SHARP has its own set-up and synchronisation cost, which NCCL's tuning model counts
+   * as one latency for the whole in-switch part (hwLat[NVLINK][NVLS] = 25 us) in place of the
+   * base latency and the ring's per-step NVLink latencies; the wires' own latency stays. */
+  bool nvls = p->algo == COLL_ALGO_NVLS || p->algo == COLL_ALGO_NVLS_TREE;
+  out->base = coll_runtime_base(rt, hw, nvls ? nc->nvls_latency : nc->base_latency[proto], bytes);
   double t = out->base;
   for (int i = 0; i < p->nphases; i++) {
     const coll_phase *ph = &p->phases[i];
@@ -159,7 +164,9 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
       bulk = MAX(bulk, wire > 0 ? wire / kd->rate : 0);
     }
     for (int c = 0; c < CFG_NLINKCLASSES; c++) {
-      double step = coll_step_latency(rt, nc, c, proto, ph->max_frac * size);
+      double step = nvls && c == CFG_LINK_INTRA
+                        ? 0
+                        : coll_step_latency(rt, nc, c, proto, ph->max_frac * size);
       lat += ph->stages[c] * (ph->class_alpha[c] + step);
       stages += ph->stages[c];
     }

@@ -161,6 +161,7 @@ const char *cfg_proto_name(cfg_proto p);
 typedef struct {
   double link_efficiency[CFG_NLINKCLASSES];  /* fraction of a link's bandwidth NCCL reaches */
   double nvls_efficiency;                    /* the same for NVLink SHARP (in-switch) traffic */
+  double nvls_latency;                       /* seconds: NVLink SHARP's set-up and sync, per collective */
   double p2p_efficiency;                     /* ... for send/recv (and all-to-all), which NCCL
                                                 runs on fewer channels per peer than rings */
   double deepep_efficiency;                  /* ... for DeepEP's MoE dispatch / combine
@@ -524,6 +525,7 @@ typedef struct {
   char *table;          /* resolved path of a CSV */
   char *op;
   char *runtime;        /* the collectives' runtime profile (resolved path), or NULL: NCCL */
+  char *algorithm;      /* the table's NCCL algorithm when it was forced (NCCL_ALGO), else NULL */
   int gpus, group_size;
   char *size_column, *time_column, *time_unit;
   char **filter;        /* "column=value" */

@@ -238,6 +238,10 @@ static const cfg_field cfg_nccl_fields[] = {
               DEFS(cfg_link_efficiency_defaults)),
     F_FRAC(cfg_nccl, "nvls_efficiency", nvls_efficiency,
            "the same for NVLink SHARP (in-switch) traffic", DEF(0.69)),
+    F_QTY(cfg_nccl, "nvls_latency", nvls_latency, UNITS_SECONDS,
+          "per NVLink SHARP collective (NVLS, NVLS-tree): set-up and synchronisation through the "
+          "switch, in place of the base and per-NVLink-step latencies (NCCL's tuning model: 25 us)",
+          DEF(25e-6)),
     F_FRAC(cfg_nccl, "p2p_efficiency", p2p_efficiency,
            "the same for send/recv and all-to-all (fewer channels per peer; fitted: "
            "nccl-a100-8gpu-sendrecv)",
@@ -914,6 +918,8 @@ static const cfg_field cfg_case_fields[] = {
     F_STR(cfg_case, "op", op, "the table's collective, or gemm"),
     F_PATH(cfg_case, "runtime", runtime,
            "the runtime profile the table's collectives run on (configs/runtimes)"),
+    F_STR(cfg_case, "algorithm", algorithm,
+          "the NCCL algorithm the table forced (NCCL_ALGO: ring, tree, nvls, ...)", DERIVED("auto")),
     F_INT(cfg_case, "gpus", gpus, 1, "GPUs of the table"),
     F_INT(cfg_case, "group_size", group_size, 1, "GPUs per group", DERIVED("gpus")),
     F_STR(cfg_case, "size_column", size_column, "the table's size column"),
