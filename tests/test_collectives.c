@@ -577,3 +577,26 @@ Test(collectives, nccl_under_mpi_adds_the_call_and_host_staging_adds_the_copies)
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);
 }
+
+Test(collectives, sizes_above_a_bounded_last_rule_go_to_the_tuner)
+{
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 4, NULL, &cfg);
+  coll_runtime *rt = cpu_runtime(1, "rd < 16KiB", 1e-6, 0, 0);
+  coll_planner *pl = coll_planner_new(hw, COLL_ALGO_AUTO, COLL_PROTO_AUTO, true);
+  coll_planner_set_runtime(pl, rt);
+  const int ranks[] = {0, 1, 2, 3, 4, 5, 6, 7};
+  const coll_schedule *small = coll_planner_get(pl, PROG_COLL_ALLREDUCE, ranks, 8, 0, 1024, NULL,
+                                                NULL);
+  cr_assert_eq(small->plan->algo, COLL_ALGO_RD);
+  /* above 16 KiB no rule holds: the fastest of the MPI's algorithms (a ring, rhd, rd or the
+   * multi-leader design), whichever it is, and the report says there was no rule */
+  const coll_schedule *large = coll_planner_get(pl, PROG_COLL_ALLREDUCE, ranks, 8, 0, 1 << 24,
+                                                NULL, NULL);
+  g_autofree char *why = coll_runtime_why(rt, PROG_COLL_ALLREDUCE, 1 << 24, large->plan->algo);
+  cr_assert_str_eq(why, "test: the fastest by its costs (no rule for allreduce)");
+  coll_planner_free(pl);
+  coll_runtime_free(rt);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}

@@ -134,10 +134,11 @@ coll_algo coll_runtime_pick(const coll_runtime *rt, const hw_cluster *hw, prog_c
   if (!rules)
     return COLL_ALGO_AUTO;
   /* the first rule whose size bound holds; one that cannot run on this group (rd on 6 ranks,
-   * multi-leader on uneven nodes) hands over to the next, as MPI's tuning tables fall back */
+   * multi-leader on uneven nodes) hands over to the next, as MPI's tuning tables fall back;
+   * sizes above a bounded last rule go to the tuner */
   for (guint i = 0; i < rules->len; i++) {
     const coll_rule *r = &g_array_index(rules, coll_rule, i);
-    if ((bytes < r->below || i + 1 == rules->len) && coll_algo_applies(hw, op, ranks, n, r->algo)) {
+    if (bytes < r->below && coll_algo_applies(hw, op, ranks, n, r->algo)) {
       *rule = (int)i;
       return r->algo;
     }
@@ -151,7 +152,7 @@ char *coll_runtime_why(const coll_runtime *rt, prog_coll op, double bytes, coll_
   if (rules)
     for (guint i = 0; i < rules->len; i++) {
       const coll_rule *r = &g_array_index(rules, coll_rule, i);
-      if (r->algo == algo && (bytes < r->below || i + 1 == rules->len))
+      if (r->algo == algo && bytes < r->below)
         return g_strdup_printf("%s: '%s' of %s", coll_runtime_name(rt), r->text, rt->keys[op]);
     }
   if (rt && rt->cpu)
