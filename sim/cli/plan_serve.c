@@ -202,7 +202,7 @@ static void plan_srv_text(const cli_plan_serve_args *a, const plan_srv_setup *s,
   printf("dlsim plan: %s on %s, %d GPUs, serving with TTFT <= %s and TPOT <= %s for %.0f %% of "
          "the requests\n", plan_srv_model_name(s), a->cluster, a->gpus, ttft, tpot,
          100 * slo->attainment);
-  printf("  %ld deployments, %ld valid, %ld fit in memory; the first %d confirmed by simulation\n",
+  printf("  %ld deployments, %ld valid, %ld fit in memory; top %d confirmed by simulation\n",
          r->candidates, r->valid, r->fits, confirmed);
   if (r->kept->len == 0) {
     printf("  no deployment meets the SLA at any rate\n");
