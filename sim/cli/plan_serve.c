@@ -176,10 +176,10 @@ static void plan_srv_row(guint i, int width, const plan_srv_candidate *c)
   if (!isnan(c->rate))
     g_snprintf(confirmed, sizeof confirmed, "%.2f/s", c->rate);
   g_snprintf(per_gpu, sizeof per_gpu, isnan(c->rate) ? "(%.3f/s)" : "%.3f/s", plan_srv_per_gpu(c));
-  printf("  %2u  %-*s %5d %10.2f/s %11s %11s %10s %10s\n", i + 1, width, d, c->gpus, c->est_rate,
+  printf("  %2u  %-*s %5d %10.2f/s %11s %12s %10s %10s\n", i + 1, width, d, c->gpus, c->est_rate,
          confirmed, per_gpu, ttft, tpot);
   if (c->same > 0)
-    printf("      and %d more of this shape within 1 %% of its estimate\n", c->same);
+    printf("      and %d more of this shape within 1 %% of its estimate per GPU\n", c->same);
 }
 
 static void plan_srv_engines(const plan_srv_setup *s, const plan_srv_candidate *best)
@@ -213,8 +213,8 @@ static void plan_srv_text(const cli_plan_serve_args *a, const plan_srv_setup *s,
     g_autofree char *d = plan_srv_describe(&g_array_index(r->kept, plan_srv_candidate, i));
     width = MAX(width, (int)strlen(d));
   }
-  printf("  %2s  %-*s %5s %12s %11s %11s %10s %10s\n", "#", width, "deployment", "GPUs",
-         "estimate", "max rate", "per GPU", "TTFT p90", "TPOT p90");
+  printf("  %2s  %-*s %5s %12s %11s %12s %10s %10s\n", "#", width, "deployment", "GPUs",
+         "estimate", "max rate", "goodput/GPU", "TTFT p90", "TPOT p90");
   for (guint i = 0; i < r->kept->len; i++)
     plan_srv_row(i, width, &g_array_index(r->kept, plan_srv_candidate, i));
   const plan_srv_candidate *best = &g_array_index(r->kept, plan_srv_candidate, 0);

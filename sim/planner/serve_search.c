@@ -459,36 +459,46 @@ static bool plan_srv_same_shape(const plan_srv_candidate *a, const plan_srv_cand
   return true;
 }
 
-/* One row per group of one shape whose estimates per GPU are within 1 % of the group's best
- * (replica counts and batch limits that change nothing in the closed form), showing the
- * member that serves the most requests: the budget used rather than left idle. */
-static bool plan_srv_in_group(const plan_srv_candidate *lead, const plan_srv_candidate *x)
+/* What becomes of `x` against a row led by `lead` (the better estimate per GPU) and showing
+ * `shown` (the member that serves the most): merged into
+ * it when of the same shape and within 1 % per GPU (replica counts and limits the closed form
+ * does not feel); dropped when of the same shape, worse per GPU and serving no more in all (a
+ * shape shows again only where it trades goodput per GPU for more requests). */
+typedef enum { PLAN_SRV_OWN_ROW, PLAN_SRV_MERGED, PLAN_SRV_DOMINATED } plan_srv_fate;
+
+static plan_srv_fate plan_srv_fate_of(const plan_srv_candidate *lead,
+                                      const plan_srv_candidate *shown, const plan_srv_candidate *x)
 {
-  return plan_srv_same_shape(lead, x) &&
-         x->est_rate / x->gpus >= 0.99 * (lead->est_rate / lead->gpus);
+  bool close = x->est_rate / x->gpus >= 0.99 * (lead->est_rate / lead->gpus);
+  if (plan_srv_same_shape(lead, x) && close)
+    return PLAN_SRV_MERGED;
+  return plan_srv_same_shape(lead, x) && x->est_rate <= shown->est_rate ? PLAN_SRV_DOMINATED
+                                                                        : PLAN_SRV_OWN_ROW;
 }
 
+/* One row per group, showing the member that serves the most requests (the budget used
+ * rather than left idle). */
 static GArray *plan_srv_collapse(const GArray *sorted, int rows)
 {
   GArray *leads = g_array_new(FALSE, FALSE, sizeof(plan_srv_candidate));
   GArray *shown = g_array_new(FALSE, FALSE, sizeof(plan_srv_candidate));
   for (guint i = 0; i < sorted->len; i++) {
     const plan_srv_candidate *x = &g_array_index(sorted, plan_srv_candidate, i);
+    plan_srv_fate fate = PLAN_SRV_OWN_ROW;
     guint j = 0;
-    while (j < leads->len && !plan_srv_in_group(&g_array_index(leads, plan_srv_candidate, j), x))
-      j++;
-    if (j == leads->len) {
-      if ((int)leads->len == rows)
-        continue;
+    for (; j < leads->len && fate == PLAN_SRV_OWN_ROW; j++)
+      fate = plan_srv_fate_of(&g_array_index(leads, plan_srv_candidate, j),
+                              &g_array_index(shown, plan_srv_candidate, j), x);
+    if (fate == PLAN_SRV_OWN_ROW && (int)leads->len < rows) {
       g_array_append_val(leads, *x);
       g_array_append_val(shown, *x);
-      continue;
+    } else if (fate == PLAN_SRV_MERGED) {
+      plan_srv_candidate *y = &g_array_index(shown, plan_srv_candidate, j - 1);
+      int same = y->same + 1;
+      if (x->est_rate > y->est_rate)
+        *y = *x;
+      y->same = same;
     }
-    plan_srv_candidate *y = &g_array_index(shown, plan_srv_candidate, j);
-    int same = y->same + 1;
-    if (x->est_rate > y->est_rate)
-      *y = *x;
-    y->same = same;
   }
   g_array_free(leads, TRUE);
   return shown;
