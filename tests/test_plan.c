@@ -494,9 +494,20 @@ Test(plan_serve, engine_flags_as_each_engine_spells_them)
   plan_srv_candidate d = {.npools = 2, .max_tokens = 2048, .pool = {{2, 1, 1, 3, 0}, {8, 1, 1, 1, 256}}};
   g_autofree char *pools = plan_srv_flags(&d, PLAN_SRV_TRTLLM, "m");
   cr_assert_str_eq(pools, "prefill: trtllm-serve m --tp_size 2 --pp_size 1 --max_num_tokens 2048"
-                          "   (x3 servers behind a router)\n"
+                          "   (x3 context servers of trtllm-serve disaggregated)\n"
                           "decode:  trtllm-serve m --tp_size 8 --pp_size 1 --max_batch_size 256 "
-                          "--max_num_tokens 2048");
+                          "--max_num_tokens 2048   (x1 generation servers of trtllm-serve "
+                          "disaggregated)");
+  g_autofree char *sglang = plan_srv_flags(&d, PLAN_SRV_SGLANG, "m");
+  cr_assert_str_eq(sglang, "prefill: python -m sglang.launch_server --model-path m --tp 2 --dp 3 "
+                           "--chunked-prefill-size 2048 --disaggregation-mode prefill\n"
+                           "decode:  python -m sglang.launch_server --model-path m --tp 8 "
+                           "--max-running-requests 256 --chunked-prefill-size 2048 "
+                           "--disaggregation-mode decode");
+  g_autofree char *vllm = plan_srv_flags(&d, PLAN_SRV_VLLM, "m");
+  cr_assert(g_str_has_suffix(vllm, "--max-num-batched-tokens 2048 --kv-transfer-config "
+                                   "'{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"),
+            "%s", vllm);
 }
 
 static plan_srv_setup *plan_srv_small(const char *workload, int gpus)
@@ -671,4 +682,25 @@ Test(plan_serve, shards_and_mpirun_give_the_same_plan, .timeout = 120)
   plan_srv_setup_free(s);
   if (th_have_mpirun())
     plan_same_over_two_ranks("plan -c dgx-h100 -w llama2-7b-vllm --gpus 4 --top 1 --csv");
+}
+
+/* Prefill/decode pools, once the config knows their keys: a hand-made disaggregated deployment
+ * loads through its overlays, fits, estimates a rate and is confirmed by simulation within a
+ * factor of two of it. */
+Test(plan_serve, disaggregated_pools_estimate_and_confirm, .timeout = 120)
+{
+  if (!plan_srv_pools_known())
+    cr_skip_test("the config has no serving.prefill / serving.decode yet");
+  plan_srv_setup *s = plan_srv_setup_new("dgx-h100", "llama3-70b-tp8", NULL, 16, 2, 0.05, NULL);
+  cr_assert(s);
+  cr_assert(plan_srv_setup_space(s)->pools);
+  plan_srv_candidate c = {.npools = 2, .max_tokens = 8192, .gpus = 14,
+                          .pool = {{2, 1, 1, 5, 0}, {4, 1, 1, 1, 512}}};
+  GError *err = NULL;
+  cr_assert(plan_srv_estimate(s, &c, &err), "%s", err ? err->message : "");
+  cr_assert_gt(c.est_rate, 1);
+  cr_assert(plan_srv_confirm(s, &c, &err), "%s", err ? err->message : "");
+  cr_assert(c.rate > c.est_rate / 2 && c.rate < 2 * c.est_rate, "%g vs %g", c.rate, c.est_rate);
+  cr_assert_geq(c.attainment, 0.9);
+  plan_srv_setup_free(s);
 }

@@ -137,38 +137,63 @@ const char *plan_srv_engine_name(plan_srv_engine e)
 }
 
 /* One engine process of a pool: data parallelism as the engine's own flag where it has one
- * (vLLM --data-parallel-size, SGLang --dp), else one server per replica behind a router. */
+ * (vLLM --data-parallel-size, SGLang --dp), else one server per replica behind a router. A pool
+ * of a disaggregated deployment (role prefill or decode) adds the engine's flag for it. */
+static void plan_srv_vllm(GString *s, const plan_srv_pool *p, int max_tokens, const char *role,
+                          const char *model)
+{
+  g_string_append_printf(s, "vllm serve %s --tensor-parallel-size %d --pipeline-parallel-size %d",
+                         model, p->tp, p->pp);
+  if (p->replicas > 1)
+    g_string_append_printf(s, " --data-parallel-size %d", p->replicas);
+  if (p->max_batch > 0)
+    g_string_append_printf(s, " --max-num-seqs %d", p->max_batch);
+  g_string_append_printf(s, " --max-num-batched-tokens %d", max_tokens);
+  if (role)
+    g_string_append(s, " --kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'");
+}
+
+static void plan_srv_sglang(GString *s, const plan_srv_pool *p, int max_tokens, const char *role,
+                            const char *model)
+{
+  g_string_append_printf(s, "python -m sglang.launch_server --model-path %s --tp %d", model, p->tp);
+  if (p->pp > 1)
+    g_string_append_printf(s, " --pp-size %d", p->pp);
+  if (p->replicas > 1)
+    g_string_append_printf(s, " --dp %d", p->replicas);
+  if (p->max_batch > 0)
+    g_string_append_printf(s, " --max-running-requests %d", p->max_batch);
+  g_string_append_printf(s, " --chunked-prefill-size %d", max_tokens);
+  if (role)
+    g_string_append_printf(s, " --disaggregation-mode %s", role);
+}
+
+static void plan_srv_trtllm(GString *s, const plan_srv_pool *p, int max_tokens, const char *role,
+                            const char *model)
+{
+  g_string_append_printf(s, "trtllm-serve %s --tp_size %d --pp_size %d", model, p->tp, p->pp);
+  if (p->max_batch > 0)
+    g_string_append_printf(s, " --max_batch_size %d", p->max_batch);
+  g_string_append_printf(s, " --max_num_tokens %d", max_tokens);
+  if (role)
+    g_string_append_printf(s, "   (x%d %s servers of trtllm-serve disaggregated)", p->replicas,
+                           strcmp(role, "prefill") == 0 ? "context" : "generation");
+  else if (p->replicas > 1)
+    g_string_append_printf(s, "   (x%d servers behind a router)", p->replicas);
+}
+
 static void plan_srv_engine_line(GString *s, const plan_srv_pool *p, int max_tokens,
-                                 plan_srv_engine e, const char *model)
+                                 plan_srv_engine e, const char *role, const char *model)
 {
   switch (e) {
   case PLAN_SRV_VLLM:
-    g_string_append_printf(s, "vllm serve %s --tensor-parallel-size %d --pipeline-parallel-size %d",
-                           model, p->tp, p->pp);
-    if (p->replicas > 1)
-      g_string_append_printf(s, " --data-parallel-size %d", p->replicas);
-    if (p->max_batch > 0)
-      g_string_append_printf(s, " --max-num-seqs %d", p->max_batch);
-    g_string_append_printf(s, " --max-num-batched-tokens %d", max_tokens);
+    plan_srv_vllm(s, p, max_tokens, role, model);
     break;
   case PLAN_SRV_SGLANG:
-    g_string_append_printf(s, "python -m sglang.launch_server --model-path %s --tp %d", model,
-                           p->tp);
-    if (p->pp > 1)
-      g_string_append_printf(s, " --pp-size %d", p->pp);
-    if (p->replicas > 1)
-      g_string_append_printf(s, " --dp %d", p->replicas);
-    if (p->max_batch > 0)
-      g_string_append_printf(s, " --max-running-requests %d", p->max_batch);
-    g_string_append_printf(s, " --chunked-prefill-size %d", max_tokens);
+    plan_srv_sglang(s, p, max_tokens, role, model);
     break;
   default:
-    g_string_append_printf(s, "trtllm-serve %s --tp_size %d --pp_size %d", model, p->tp, p->pp);
-    if (p->max_batch > 0)
-      g_string_append_printf(s, " --max_batch_size %d", p->max_batch);
-    g_string_append_printf(s, " --max_num_tokens %d", max_tokens);
-    if (p->replicas > 1)
-      g_string_append_printf(s, "   (x%d servers behind a router)", p->replicas);
+    plan_srv_trtllm(s, p, max_tokens, role, model);
     break;
   }
 }
@@ -177,14 +202,13 @@ char *plan_srv_flags(const plan_srv_candidate *c, plan_srv_engine e, const char 
 {
   GString *s = g_string_new(NULL);
   if (c->npools == 1) {
-    plan_srv_engine_line(s, &c->pool[0], c->max_tokens, e, model);
+    plan_srv_engine_line(s, &c->pool[0], c->max_tokens, e, NULL, model);
     return g_string_free(s, FALSE);
   }
-  static const char *const roles[] = {"prefill: ", "decode:  "};
+  static const char *const roles[] = {"prefill", "decode"};
   for (int i = 0; i < c->npools; i++) {
-    g_string_append(s, i ? "\n" : "");
-    g_string_append(s, roles[i]);
-    plan_srv_engine_line(s, &c->pool[i], c->max_tokens, e, model);
+    g_string_append_printf(s, "%s%s:%s", i ? "\n" : "", roles[i], i ? "  " : " ");
+    plan_srv_engine_line(s, &c->pool[i], c->max_tokens, e, roles[i], model);
   }
   return g_string_free(s, FALSE);
 }
