@@ -6,8 +6,9 @@
  * lambda x prompt x t prompt tokens per iteration of length t; t is the cost of that batch, a
  * fixed point found by iterating from one decode (the cost grows with the batch, so the
  * iteration climbs to the smallest fixed point, or past a limit when there is none). Chunked
- * prefill mixes the prompt tokens into each iteration; without chunking prompts run in
- * iterations of their own between decodes. TPOT's p90 is taken 10 % over the mean iteration;
+ * prefill mixes the prompt tokens into each iteration (a prompt's chunks follow one another, so
+ * the queue in front of a prompt is served a whole prompt at a time); without chunking prompts
+ * run in iterations of their own between decodes. TPOT's p90 is taken 10 % over the mean iteration;
  * TTFT is the prefill's iterations plus a Kingman wait (arrivals split round robin over R
  * replicas have a squared coefficient of variation 1/R) whose p90 is ln 10 of its mean. The
  * constants only screen: the best deployments are confirmed by simulation. */
@@ -87,9 +88,12 @@ static plan_srv_point plan_srv_mixed(const plan_srv_model *m, const plan_srv_poo
   }
   if (!settled)
     return plan_srv_no;
-  double chunks = ceil(m->computed / MAX(1.0, p->max_tokens - n));
-  double rho = MAX(n / p->max_batch, (n + q) / p->max_tokens);
-  double wait = plan_srv_wait(p, rho, t);
+  /* a prompt holds the budget left by the decodes until its last chunk: the queue in front of
+   * it is served a prompt (chunks x t) at a time */
+  double free = MAX(1.0, p->max_tokens - n);
+  double chunks = ceil(m->computed / free);
+  double rho = MAX(n / p->max_batch, q / free);
+  double wait = plan_srv_wait(p, rho, chunks * t);
   return (plan_srv_point){true, m->overhead + (chunks + 0.5) * t + PLAN_SRV_TAIL * wait,
                           PLAN_SRV_SPREAD * t};
 }
