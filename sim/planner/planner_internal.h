@@ -67,8 +67,9 @@ typedef struct {
 } plan_srv_model;
 
 /* The highest rate (requests/s) at which the deployment meets the SLA by the closed form, on a
- * fixed geometric grid (so where the search starts, `guess`, does not change the answer); 0 if
- * none. `ttft` and `tpot` get the estimate's p90 at that rate. */
-double plan_srv_max_rate(const plan_srv_model *m, double guess, double *ttft, double *tpot);
+ * geometric grid, searched from `start` (requests/s): the candidate's alone, never what was
+ * screened before it, so that shards and MPI ranks find the same; 0 if none. `ttft` and `tpot`
+ * get the estimate's p90 at that rate. */
+double plan_srv_max_rate(const plan_srv_model *m, double start, double *ttft, double *tpot);
 
 #endif

@@ -69,6 +69,38 @@ static bool plan_srv_holds(const plan_srv_model *m, const plan_srv_pool_model *p
   return n <= p->max_batch && n * (m->prompt + m->output) <= p->kv_tokens;
 }
 
+static double plan_srv_binomial(int n, int k, double f)
+{
+  double c = 1;
+  for (int i = 0; i < k; i++)
+    c = c * (n - i) / (i + 1);
+  return c * pow(f, k) * pow(1 - f, n - k);
+}
+
+/* A lane's cycle when a share f of the iterations carry a prompt chunk (q = chunk) and the rest
+ * none. One lane: the mean iteration. A pipeline's L lanes take turns at its first stage, so a
+ * lane starts again after its own iteration and after the first-stage periods of the L - 1
+ * others that entered since: the mean of the larger of the two over whether each iteration
+ * carries a chunk (the variability makes lanes wait on one another). */
+static double plan_srv_lane_cycle(const plan_srv_model *m, const plan_srv_pool_model *p, double n,
+                                  double chunk, double f)
+{
+  srv_time t[2];
+  for (int c = 0; c < 2; c++) {
+    srv_batch b = plan_srv_batch(m, MAX(n, 1), c ? chunk : 0);
+    srv_iteration_time(p->cost, &b, &t[c]);
+  }
+  int others = p->lanes - 1;
+  double cycle = 0;
+  for (int own = 0; own < 2; own++)
+    for (int k = 0; k <= others; k++) {
+      double w = (own ? f : 1 - f) * plan_srv_binomial(others, k, f);
+      double stage0 = t[own].period + k * t[1].period + (others - k) * t[0].period;
+      cycle += w * (others ? MAX(t[own].total, stage0) : t[own].total);
+    }
+  return cycle;
+}
+
 /* Chunked prefill: prompt chunks ride in the decode iterations. */
 static plan_srv_point plan_srv_mixed(const plan_srv_model *m, const plan_srv_pool_model *p,
                                      double lam)
@@ -81,8 +113,8 @@ static plan_srv_point plan_srv_mixed(const plan_srv_model *m, const plan_srv_poo
     q = lam * m->computed * t;
     if (!plan_srv_holds(m, p, n) || n + q > p->max_tokens)
       return plan_srv_no;
-    b = plan_srv_batch(m, MAX(n, 1), q);
-    double next = plan_srv_cycle(p, &b);
+    double chunk = MAX(q, MIN(p->max_tokens - n, m->computed));
+    double next = plan_srv_lane_cycle(m, p, n, chunk, q / chunk);
     settled = fabs(next - t) <= 1e-4 * next;
     t = next;
   }
@@ -236,9 +268,9 @@ static void plan_srv_bracket(const plan_srv_model *m, long k, long *lo, long *hi
     *hi = 1;
 }
 
-double plan_srv_max_rate(const plan_srv_model *m, double guess, double *ttft, double *tpot)
+double plan_srv_max_rate(const plan_srv_model *m, double start, double *ttft, double *tpot)
 {
-  long k = guess > PLAN_SRV_GRID0 ? lround(log(guess / PLAN_SRV_GRID0) / log(PLAN_SRV_STEP)) : 0;
+  long k = start > PLAN_SRV_GRID0 ? lround(log(start / PLAN_SRV_GRID0) / log(PLAN_SRV_STEP)) : 0;
   long lo, hi;
   plan_srv_bracket(m, MIN(k, (long)PLAN_SRV_KMAX), &lo, &hi);
   plan_srv_point p;

@@ -23,7 +23,6 @@ struct plan_srv_setup {
   plan_srv_model model; /* request means and the SLA (pools filled per candidate) */
   double longest;       /* tokens of the longest request: a replica's KV must hold it */
   GHashTable *shapes;   /* "tp pp ep" -> plan_srv_shape (invalid shapes: no cost) */
-  double guess;         /* the last estimate per GPU: where the next search starts */
 };
 
 static void plan_srv_shape_free(gpointer p)
@@ -274,9 +273,7 @@ bool plan_srv_estimate(plan_srv_setup *s, plan_srv_candidate *c, GError **err)
                                        : "does not fit in memory");
     return false;
   }
-  c->est_rate = plan_srv_max_rate(&m, s->guess * c->gpus, &c->est_ttft, &c->est_tpot);
-  if (c->est_rate > 0)
-    s->guess = c->est_rate / c->gpus;
+  c->est_rate = plan_srv_max_rate(&m, c->gpus, &c->est_ttft, &c->est_tpot);
   return true;
 }
 
@@ -299,11 +296,9 @@ bool plan_srv_screen(plan_srv_setup *s, int shard, int nshards, plan_srv_result 
     if (st != PLAN_SRV_FITS)
       continue;
     out->fits++;
-    c->est_rate = plan_srv_max_rate(&m, s->guess * c->gpus, &c->est_ttft, &c->est_tpot);
-    if (c->est_rate <= 0)
-      continue;
-    s->guess = c->est_rate / c->gpus;
-    g_array_append_val(out->kept, *c);
+    c->est_rate = plan_srv_max_rate(&m, c->gpus, &c->est_ttft, &c->est_tpot);
+    if (c->est_rate > 0)
+      g_array_append_val(out->kept, *c);
   }
   g_array_free(all, TRUE);
   out->elapsed_s = (double)(g_get_monotonic_time() - t0) / 1e6;
