@@ -77,19 +77,13 @@ static double plan_srv_binomial(int n, int k, double f)
   return c * pow(f, k) * pow(1 - f, n - k);
 }
 
-/* A lane's cycle when a share f of the iterations carry a prompt chunk (q = chunk) and the rest
- * none. One lane: the mean iteration. A pipeline's L lanes take turns at its first stage, so a
- * lane starts again after its own iteration and after the first-stage periods of the L - 1
- * others that entered since: the mean of the larger of the two over whether each iteration
- * carries a chunk (the variability makes lanes wait on one another). */
-static double plan_srv_lane_cycle(const plan_srv_model *m, const plan_srv_pool_model *p, double n,
-                                  double chunk, double f)
+/* A lane's cycle when a share f of its cycles are of kind t[1] (with a prompt's work) and the
+ * rest of kind t[0]. One lane: the mean. A pipeline's L lanes take turns at its first stage, so
+ * a lane starts again after its own work and after the first-stage periods of the L - 1 others
+ * that entered since: the mean of the larger of the two over which kind each lane's cycle is
+ * (the variability makes lanes wait on one another). */
+static double plan_srv_lanes(const plan_srv_pool_model *p, const srv_time t[2], double f)
 {
-  srv_time t[2];
-  for (int c = 0; c < 2; c++) {
-    srv_batch b = plan_srv_batch(m, MAX(n, 1), c ? chunk : 0);
-    srv_iteration_time(p->cost, &b, &t[c]);
-  }
   int others = p->lanes - 1;
   double cycle = 0;
   for (int own = 0; own < 2; own++)
@@ -99,6 +93,23 @@ static double plan_srv_lane_cycle(const plan_srv_model *m, const plan_srv_pool_m
       cycle += w * (others ? MAX(t[own].total, stage0) : t[own].total);
     }
   return cycle;
+}
+
+static srv_time plan_srv_time_of(const plan_srv_model *m, const plan_srv_pool_model *p, double n,
+                                 double q)
+{
+  srv_batch b = plan_srv_batch(m, n, q);
+  srv_time t;
+  srv_iteration_time(p->cost, &b, &t);
+  return t;
+}
+
+/* Chunked prefill: an iteration carries a prompt chunk (q = chunk) or none. */
+static double plan_srv_lane_cycle(const plan_srv_model *m, const plan_srv_pool_model *p, double n,
+                                  double chunk, double f)
+{
+  srv_time t[2] = {plan_srv_time_of(m, p, MAX(n, 1), 0), plan_srv_time_of(m, p, MAX(n, 1), chunk)};
+  return plan_srv_lanes(p, t, f);
 }
 
 /* Chunked prefill: prompt chunks ride in the decode iterations. */
@@ -143,7 +154,8 @@ static double plan_srv_per_prefill(const plan_srv_model *m, const plan_srv_pool_
   return CLAMP(floor(p->max_tokens / m->computed), 1.0, (double)p->max_batch);
 }
 
-/* Without chunking: each decode iteration is followed by the prefill of what arrived. */
+/* Without chunking: a decode iteration, then (in a share f of the cycles) the prefill of what
+ * arrived, in iterations of up to kmax prompts. */
 static plan_srv_point plan_srv_separate(const plan_srv_model *m, const plan_srv_pool_model *p,
                                         double lam)
 {
@@ -152,14 +164,17 @@ static plan_srv_point plan_srv_separate(const plan_srv_model *m, const plan_srv_
   double c = plan_srv_cycle(p, &b), n = 0, prefill = 0, tp = 0;
   bool settled = false;
   for (int i = 0; i < PLAN_SRV_ITERATIONS && !settled; i++) {
-    double arrivals = lam * c, k = CLAMP(arrivals, 1.0, kmax);
+    double arrivals = lam * c, k = CLAMP(arrivals, 1.0, kmax), runs = arrivals / k;
     n = lam * m->output * c;
     if (!plan_srv_holds(m, p, n))
       return plan_srv_no;
-    tp = plan_srv_prefill_time(m, p, k);
-    prefill = arrivals / k * tp;
-    b = plan_srv_batch(m, MAX(n, 1), 0);
-    double next = plan_srv_cycle(p, &b) + prefill;
+    srv_time t[2] = {plan_srv_time_of(m, p, MAX(n, 1), 0), plan_srv_time_of(m, p, MAX(n, 1), 0)};
+    srv_time pt = plan_srv_time_of(m, p, 0, ceil(k) * m->computed);
+    double each = MAX(runs, 1.0); /* prefill iterations in a cycle that has any */
+    t[1] = (srv_time){.total = t[0].total + each * pt.total, .period = t[0].period + each * pt.period};
+    tp = pt.total;
+    prefill = runs * tp;
+    double next = plan_srv_lanes(p, t, MIN(runs, 1.0));
     settled = fabs(next - c) <= 1e-4 * next;
     c = next;
     if (c > 3600)
