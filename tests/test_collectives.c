@@ -209,6 +209,37 @@ Test(collectives, alltoall_over_nodes_reaches_n_over_n_minus_1_nic_bandwidth)
   }
 }
 
+Test(collectives, nvls_tree_sends_twice_the_shard_past_two_nodes)
+{
+  /* NCCL's double binary tree over nodes: at 2 nodes every NIC carries its 1/g shard once each
+   * way (half per tree); past 2 nodes an inner node sends its half to a parent and two children
+   * while it is a leaf of the other tree, 2 S/g in all, which NCCL's tuner encodes as half the
+   * network bandwidth for NVLS-tree beyond two nodes. With NVLink 64x faster than the NIC the
+   * step is the busiest NIC's bytes over its rate. */
+  const int nodes[] = {2, 4, 8, 16};
+  const double shards[] = {1.0, 2.0, 2.0, 2.0};
+  for (size_t i = 0; i < G_N_ELEMENTS(nodes); i++) {
+    int N = nodes[i];
+    cfg_cluster *cfg = NULL;
+    g_autofree char *text = g_strdup_printf(
+        "name: t\n"
+        "gpu: {memory: 80GiB, memory_bandwidth: 2TB/s, flops: {bf16: 100TFLOPS}}\n"
+        "node: {count: %d, gpus_per_node: 8, intra: {bandwidth: 800GB/s, latency: 0us, nvls: true}}\n"
+        "network: {nic_bandwidth: 100Gb/s, tiers: [{name: leaf, latency: 0us}]}\n%s\n",
+        N, plain);
+    g_autofree char *path = th_write("c.yaml", text);
+    cr_assert(th_load(path, NULL, NULL, &cfg, NULL));
+    hw_cluster *hw = hw_cluster_new(cfg);
+    double S = 8.0 * (1 << 30);
+    double t = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, 8 * N, 8 * N, S,
+                          COLL_ALGO_NVLS_TREE, CFG_PROTO_SIMPLE, false);
+    double expect = shards[i] * (S / 8) / 12.5e9;
+    cr_assert(fabs(t / expect - 1) < 0.01, "N=%d: %.6g s vs %.6g s", N, t, expect);
+    hw_cluster_free(hw);
+    cfg_cluster_free(cfg);
+  }
+}
+
 Test(collectives, tuner_picks_latency_protocols_small_and_bandwidth_ones_large)
 {
   cfg_cluster *cfg = NULL;

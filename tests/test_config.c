@@ -61,7 +61,7 @@ Test(config, unknown_key_names_position_and_suggests)
 
 Test(config, unknown_top_level_key_lists_known_keys)
 {
-  expect_error("name: t\nzzz: 1\n", NULL, NULL, "c.yaml:2:1: unknown key 'zzz' in cluster (known keys: name, gpu, node, network, nccl, reliability, power, storage, cost)");
+  expect_error("name: t\nzzz: 1\n", NULL, NULL, "c.yaml:2:1: unknown key 'zzz' in cluster (known keys: name, gpu, node, network, nccl, reliability, power, storage, cost, stragglers)");
 }
 
 Test(config, wrong_type_names_expectation)

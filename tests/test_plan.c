@@ -717,3 +717,52 @@ Test(plan_serve, disaggregated_pools_estimate_and_confirm, .timeout = 120)
   cr_assert_geq(c.attainment, 0.9);
   plan_srv_setup_free(s);
 }
+
+Test(plan, a_run_objective_ranks_by_the_run_and_breaks_ties_by_the_step)
+{
+  /* a fast layout and a slower one whose run costs less (fewer GPUs) */
+  plan_candidate fast = {.index = 0, .step_time_s = 1.0, .time_to_train_s = 100, .energy_kwh = 50,
+                         .cost_usd = 120};
+  plan_candidate cheap = {.index = 1, .step_time_s = 1.8, .time_to_train_s = 180, .energy_kwh = 45,
+                          .cost_usd = 110};
+  cr_assert_lt(plan_cmp_objective(&fast, &cheap, PLAN_BY_STEP), 0);
+  cr_assert_lt(plan_cmp_objective(&fast, &cheap, PLAN_BY_TIME_TO_TRAIN), 0);
+  cr_assert_gt(plan_cmp_objective(&fast, &cheap, PLAN_BY_COST), 0);
+  cr_assert_gt(plan_cmp_objective(&fast, &cheap, PLAN_BY_ENERGY), 0);
+  cheap.cost_usd = fast.cost_usd; /* a tie on the run: the faster step first */
+  cr_assert_lt(plan_cmp_objective(&fast, &cheap, PLAN_BY_COST), 0);
+  cr_assert_eq(plan_run_value(&cheap, PLAN_BY_ENERGY), 45);
+}
+
+/* The first layout of `dlsim plan --json` for GPT-3 1.3B on 8 or 16 A100 at $2 per GPU-hour. */
+static cJSON *plan_first_by(const char *objective)
+{
+  g_autofree char *args = g_strdup_printf(
+      "plan -c dgx-a100 -m gpt3-1.3b --gpus 8,16 --global-batch 64 --top 0 --refine 2 -q --json "
+      "--objective %s --set training.tokens=1e10 --set cost.gpu_hour=2 --set cost.kwh=0",
+      objective);
+  th_proc p = th_dlsim(args);
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  cJSON *j = cJSON_Parse(p.out);
+  th_proc_clear(&p);
+  cr_assert_not_null(j);
+  return j;
+}
+
+Test(plan, the_cheapest_run_is_on_fewer_gpus_than_the_fastest, .timeout = 60)
+{
+  /* 16 GPUs take 0.381 s a step, 8 take 0.745 s: 16 x 0.381 > 8 x 0.745 GPU-seconds a step, so
+   * at a price per GPU-hour (power included) the 8-GPU run is cheaper and the 16-GPU one faster */
+  cJSON *cost = plan_first_by("cost"), *time = plan_first_by("time-to-train");
+  const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(cost, "top"), 0);
+  const cJSON *t = cJSON_GetArrayItem(cJSON_GetObjectItem(time, "top"), 0);
+  cr_assert_eq(cJSON_GetObjectItem(c, "gpus")->valueint, 8);
+  cr_assert_eq(cJSON_GetObjectItem(t, "gpus")->valueint, 16);
+  double ttt = cJSON_GetObjectItem(c, "time_to_train_s")->valuedouble;
+  cr_assert_float_eq(cJSON_GetObjectItem(c, "cost_usd")->valuedouble, 8 * ttt / 3600 * 2, 1e-9);
+  cr_assert_lt(cJSON_GetObjectItem(t, "time_to_train_s")->valuedouble, ttt);
+  cr_assert_gt(cJSON_GetObjectItem(t, "cost_usd")->valuedouble,
+               cJSON_GetObjectItem(c, "cost_usd")->valuedouble);
+  cJSON_Delete(cost);
+  cJSON_Delete(time);
+}

@@ -40,6 +40,8 @@ void coll_build_chain(coll_builder *b, bool towards_root);
 void coll_build_rhd(coll_builder *b);
 void coll_build_hierarchical(coll_builder *b);
 void coll_build_tree(coll_builder *b);
+/* Node k's parent among `nodes` in NCCL's double binary tree `tree` (0 or 1); -1: the root. */
+int coll_tree_parent(int k, int nodes, int tree);
 void coll_build_nvls(coll_builder *b);
 void coll_build_nvls_tree(coll_builder *b);
 void coll_build_sharp(coll_builder *b);

@@ -69,7 +69,9 @@ typedef enum { CFG_LENGTHS_FIXED, CFG_LENGTHS_UNIFORM, CFG_LENGTHS_FILE } cfg_le
  * reserve a request's whole KV at admission so that nothing is ever preempted (TensorRT-LLM's
  * guaranteed-no-evict) */
 typedef enum { CFG_PREEMPT_RECOMPUTE, CFG_PREEMPT_NONE } cfg_preemption;
-typedef enum { CFG_ROUTER_ROUND_ROBIN, CFG_ROUTER_LEAST_LOADED } cfg_router;
+/* kv-aware: prefill, the replica that holds the request's shared prefix, else the one with the
+ * most free KV blocks; decode (and aggregated replicas), the most free KV blocks */
+typedef enum { CFG_ROUTER_ROUND_ROBIN, CFG_ROUTER_LEAST_LOADED, CFG_ROUTER_KV_AWARE } cfg_router;
 typedef enum { CFG_A2A_NCCL, CFG_A2A_DEEPEP, CFG_A2A_DEEPEP_LL } cfg_a2a;
 
 /* Names as the YAML spells them, from the schema's tables ("?" out of range). */
@@ -233,6 +235,14 @@ typedef struct {
   double kwh;      /* dollars per kWh of facility energy */
 } cfg_cost;
 
+/* Slow GPUs (run/stragglers.c): each GPU's compute runs its lasting factor (lognormal, and
+ * for a `fraction` of them `slowdown` more) times a per-step one (lognormal `jitter`); a
+ * synchronous step waits for its slowest rank. All 0: none. */
+typedef struct {
+  double sigma, fraction, slowdown, jitter;
+  int seed, steps; /* the draws' seed; steps the DES samples */
+} cfg_stragglers;
+
 typedef struct {
   char *name;
   cfg_gpu gpu;
@@ -243,6 +253,7 @@ typedef struct {
   cfg_power power;
   cfg_storage storage;
   cfg_cost cost;
+  cfg_stragglers stragglers;
   cfg_doc *doc; /* for error positions in later cross-checks */
   bool sized_to_job; /* a preset whose node count was set to the workload's GPUs */
 } cfg_cluster;
@@ -344,6 +355,17 @@ typedef struct {
   double attainment;/* fraction of requests meeting both, for --find-max-rate */
 } cfg_slo;
 
+/* serving.prefill / serving.decode: one pool of a disaggregated deployment (both given). */
+typedef struct {
+  int tp, pp, ep, replicas, max_batch;
+  int max_tokens;              /* tokens per iteration (default: serving.max_tokens) */
+  cfg_router router;           /* default: serving.router */
+} cfg_pool;
+
+typedef struct {
+  int direct_decode_below;     /* prompts shorter than this go to a decode worker whole (0: none) */
+} cfg_disagg;
+
 typedef struct {
   cfg_dtype dtype;
   char *engine;                /* the profile (configs/engines) whose defaults it took */
@@ -365,6 +387,10 @@ typedef struct {
   double iteration_overhead;   /* seconds of host work per iteration (scheduling, sampling) */
   double request_overhead;     /* seconds per request outside the engine (API server, tokenizer) */
   cfg_slo slo;
+  cfg_pool prefill, decode;    /* with `disaggregated`: the two pools, which replace tp, pp, ep,
+                                * replicas, max_batch and max_tokens above */
+  cfg_disagg disagg;
+  int disaggregated;           /* 0/1: serving.prefill and serving.decode were both given */
 } cfg_serving;
 
 typedef struct {

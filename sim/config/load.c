@@ -755,6 +755,75 @@ static bool cfg_requests_check(cfg_requests *r, const cfg_doc *d, GError **err)
   return true;
 }
 
+/* A pool's layout against the model, named by the pool's own keys (serving.prefill.tp ...). */
+static bool cfg_pool_fits(const cfg_pool *p, const char *name, const cfg_model *m,
+                          const cfg_doc *d, GError **err)
+{
+  g_autofree char *tp = g_strdup_printf("serving.%s.tp", name);
+  g_autofree char *pp = g_strdup_printf("serving.%s.pp", name);
+  g_autofree char *ep = g_strdup_printf("serving.%s.ep", name);
+  if (m->heads % p->tp != 0)
+    return cfg_fail(err, d, tp, "%s = %d does not divide model.heads = %d", tp, p->tp, m->heads);
+  if (m->kv_heads % p->tp != 0 && p->tp % m->kv_heads != 0)
+    return cfg_fail(err, d, tp, "%s = %d and model.kv_heads = %d: one must divide the other", tp,
+                    p->tp, m->kv_heads);
+  if (m->ffn_hidden % p->tp != 0)
+    return cfg_fail(err, d, tp, "%s = %d does not divide model.ffn_hidden = %d", tp, p->tp,
+                    m->ffn_hidden);
+  if (p->pp > m->layers)
+    return cfg_fail(err, d, pp, "%s = %d exceeds model.layers = %d", pp, p->pp, m->layers);
+  if (p->ep > 1)
+    return cfg_fail(err, d, ep,
+                    "%s = %d: expert parallelism in a disaggregated pool is not simulated yet "
+                    "(ep 1 splits the experts by tensor parallelism)",
+                    ep, p->ep);
+  return true;
+}
+
+/* serving.prefill and serving.decode: both or neither; each fits the model; together they fit
+ * the cluster (placed in order, prefill first). */
+static bool cfg_pools_check(cfg_workload *w, const cfg_cluster *c, GError **err)
+{
+  const cfg_doc *d = w->doc;
+  cfg_serving *s = &w->serving;
+  const cfg_node *node = cfg_map_get(d->root, "serving");
+  bool pre = cfg_map_get(node, "prefill") != NULL, dec = cfg_map_get(node, "decode") != NULL;
+  if (pre != dec)
+    return cfg_fail(err, d, pre ? "serving.prefill" : "serving.decode",
+                    "serving.%s without serving.%s: a disaggregated deployment needs both pools",
+                    pre ? "prefill" : "decode", pre ? "decode" : "prefill");
+  s->disaggregated = pre && dec;
+  if (!s->disaggregated)
+    return true;
+  if (s->scheduler == CFG_SCHEDULER_STATIC || s->scheduler == CFG_SCHEDULER_FUSED)
+    return cfg_fail(err, d, "serving.scheduler",
+                    "serving.scheduler = %s: disaggregated pools run continuous or chunked "
+                    "batching", cfg_scheduler_name(s->scheduler));
+  cfg_pool *pools[2] = {&s->prefill, &s->decode};
+  const char *names[2] = {"prefill", "decode"};
+  for (int i = 0; i < 2; i++) {
+    CFG_DEFAULT_INT(pools[i]->max_batch, s->max_batch);
+    CFG_DEFAULT_INT(pools[i]->max_tokens, s->max_tokens);
+    CFG_DEFAULT_INT(pools[i]->router, s->router);
+    if (!cfg_pool_fits(pools[i], names[i], &w->model, d, err))
+      return false;
+  }
+  if (!c)
+    return true;
+  gint64 gpus[2];
+  for (int i = 0; i < 2; i++)
+    gpus[i] = (gint64)pools[i]->replicas * pools[i]->tp * pools[i]->pp;
+  if (gpus[0] + gpus[1] > cfg_cluster_gpus(c))
+    return cfg_fail(err, d, "serving.decode",
+                    "serving: prefill %d x %d x %d + decode %d x %d x %d (replicas x tp x pp) = "
+                    "%" G_GINT64_FORMAT " GPUs, but the cluster has %d (node.count %d x "
+                    "node.gpus_per_node %d)",
+                    s->prefill.replicas, s->prefill.tp, s->prefill.pp, s->decode.replicas,
+                    s->decode.tp, s->decode.pp, gpus[0] + gpus[1], cfg_cluster_gpus(c),
+                    c->node.count, c->node.gpus_per_node);
+  return true;
+}
+
 /* Serving defaults follow vLLM's where a serving engine has to pick one. */
 static bool cfg_serving_check(cfg_workload *w, const cfg_cluster *c, GError **err)
 {
@@ -770,9 +839,9 @@ static bool cfg_serving_check(cfg_workload *w, const cfg_cluster *c, GError **er
   if (!(s->gpu_memory_utilization > 0))
     return cfg_fail(err, d, "serving.gpu_memory_utilization",
                     "serving.gpu_memory_utilization: must be in (0, 1]");
-  if (!cfg_requests_check(&s->requests, d, err))
+  if (!cfg_requests_check(&s->requests, d, err) || !cfg_pools_check(w, c, err))
     return false;
-  if (!c)
+  if (!c || s->disaggregated)
     return true;
   gint64 need = (gint64)s->replicas * s->tp * s->pp; /* each < 2^31: no 64-bit overflow */
   if (need > cfg_cluster_gpus(c))

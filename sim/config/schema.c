@@ -34,7 +34,7 @@ static const char *const cfg_scheduler_names[] = {"continuous", "static", "chunk
 static const char *const cfg_arrival_names[] = {"poisson", "gamma", "uniform", "burst", NULL};
 static const char *const cfg_lengths_names[] = {"fixed", "uniform", "file", NULL};
 static const char *const cfg_preemption_names[] = {"recompute", "none", NULL};
-static const char *const cfg_router_names[] = {"round-robin", "least-loaded", NULL};
+static const char *const cfg_router_names[] = {"round-robin", "least-loaded", "kv-aware", NULL};
 static const char *const cfg_proto_names[] = {"ll", "ll128", "simple", NULL};
 static const char *const cfg_link_class_names[] = {"intra", "network", NULL};
 static const char *const cfg_routing_names[] = {"uniform", "zipf", "histogram", NULL};
@@ -447,6 +447,33 @@ static const cfg_field cfg_cost_fields[] = {
 };
 static const cfg_schema cfg_schema_cost = SCHEMA("cost", cfg_cost, cfg_cost_fields);
 
+/* Stragglers are off unless asked for: published fleets differ too much for one default
+ * (validation/lifecycle/README.md: FALCON, ByteDance, Llama 3). */
+static const cfg_field cfg_stragglers_fields[] = {
+    {ROW(cfg_stragglers, "sigma", CFG_T_QTY, sigma), .unit = UNITS_NUMBER,
+     .doc = "lognormal sigma of each GPU's lasting compute-time factor, drawn once per run (0.02: "
+            "a 2 % spread between GPUs)",
+     DEF(0), UPTO(2, "a sigma of 2 makes one GPU in 40 over 50x slower")},
+    F_FRAC(cfg_stragglers, "fraction", fraction,
+           "fraction of the GPUs (rounded to a count) that run `slowdown` times slower for the "
+           "whole run (chosen by the seed)",
+           DEF(0)),
+    {ROW(cfg_stragglers, "slowdown", CFG_T_QTY, slowdown), .unit = UNITS_NUMBER,
+     .doc = "compute-time factor of the slow GPUs (at least 1)", DEF(2),
+     UPTO(100, "a GPU 100x slower has failed, not straggled")},
+    {ROW(cfg_stragglers, "jitter", CFG_T_QTY, jitter), .unit = UNITS_NUMBER,
+     .doc = "lognormal sigma of each GPU's compute-time factor drawn anew every step (transient "
+            "slowdowns: thermal throttling, host interference)",
+     DEF(0), UPTO(2, "a sigma of 2 makes one GPU in 40 over 50x slower")},
+    F_INT(cfg_stragglers, "seed", seed, 0, "seed of the draws", DEF(1)),
+    F_INT(cfg_stragglers, "steps", steps, 1,
+          "steps the DES simulates with fresh draws (the analytic engine takes the expected "
+          "slowest rank in closed form)",
+          DEF(8), UPTO(1000, "each step is a whole DES run")),
+};
+static const cfg_schema cfg_schema_stragglers =
+    SCHEMA("stragglers", cfg_stragglers, cfg_stragglers_fields);
+
 static const cfg_field cfg_cluster_fields[] = {
     F_STR(cfg_cluster, "name", name, "the cluster's name, for reports"),
     F_MAP(cfg_cluster, "gpu", gpu, cfg_schema_gpu, "the GPU"),
@@ -459,6 +486,8 @@ static const cfg_field cfg_cluster_fields[] = {
     F_MAP(cfg_cluster, "power", power, cfg_schema_power, "what the machine draws"),
     F_MAP(cfg_cluster, "storage", storage, cfg_schema_storage, "where checkpoints go"),
     F_MAP(cfg_cluster, "cost", cost, cfg_schema_cost, "what the machine costs to run"),
+    F_MAP(cfg_cluster, "stragglers", stragglers, cfg_schema_stragglers,
+          "slow GPUs, and what a synchronous step pays for them"),
 };
 const cfg_schema cfg_schema_cluster = SCHEMA("cluster", cfg_cluster, cfg_cluster_fields);
 
@@ -647,6 +676,30 @@ static const cfg_field cfg_slo_fields[] = {
 };
 static const cfg_schema cfg_schema_slo = SCHEMA("serving.slo", cfg_slo, cfg_slo_fields);
 
+/* A pool of a disaggregated deployment: the same keys for prefill and decode, so that a planner's
+ * overlay (serving.prefill.tp=4) reads as the aggregated one does. */
+static const cfg_field cfg_pool_fields[] = {
+    F_INT(cfg_pool, "tp", tp, 1, "tensor parallelism per replica of the pool", DEF(1)),
+    F_INT(cfg_pool, "pp", pp, 1, "pipeline stages per replica of the pool", DEF(1)),
+    F_INT(cfg_pool, "ep", ep, 1, "expert parallelism (not yet simulated beyond 1)", DEF(1)),
+    F_INT(cfg_pool, "replicas", replicas, 1, "replicas (workers) in the pool", DEF(1)),
+    F_INT(cfg_pool, "max_batch", max_batch, 1, "sequences per iteration at most",
+          DERIVED("serving.max_batch")),
+    F_INT(cfg_pool, "max_tokens", max_tokens, 1, "tokens per iteration",
+          DERIVED("serving.max_tokens")),
+    F_ENUM(cfg_pool, "router", router, cfg_router_names, "how requests go to the pool's replicas",
+           DERIVED("serving.router")),
+};
+static const cfg_schema cfg_schema_pool = SCHEMA("serving pool", cfg_pool, cfg_pool_fields);
+
+static const cfg_field cfg_disagg_fields[] = {
+    F_INT(cfg_disagg, "direct_decode_below", direct_decode_below, 0,
+          "prompts shorter than this many tokens skip the prefill pool: a decode worker prefills "
+          "them itself",
+          DEF(0)),
+};
+static const cfg_schema cfg_schema_disagg = SCHEMA("serving.disagg", cfg_disagg, cfg_disagg_fields);
+
 static const cfg_field cfg_serving_fields[] = {
     F_ENUM(cfg_serving, "dtype", dtype, cfg_dtype_names, "weights' data type", DEF(CFG_BF16)),
     F_INT(cfg_serving, "tp", tp, 1, "tensor parallelism per replica", DEF(1)),
@@ -665,7 +718,8 @@ static const cfg_field cfg_serving_fields[] = {
     F_ENUM(cfg_serving, "kv_dtype", kv_dtype, cfg_dtype_names, "KV cache entries",
            DERIVED("dtype, or bf16 for int8 / int4 weights")),
     F_INT(cfg_serving, "replicas", replicas, 1, "data-parallel copies behind the router", DEF(1)),
-    F_ENUM(cfg_serving, "router", router, cfg_router_names, "how requests go to replicas",
+    F_ENUM(cfg_serving, "router", router, cfg_router_names,
+           "how requests go to replicas (kv-aware: to the shared prefix, else the most free KV)",
            DEF(CFG_ROUTER_ROUND_ROBIN)),
     F_INT(cfg_serving, "max_tokens", max_tokens, 1,
           "tokens per iteration (vLLM max_num_batched_tokens)",
@@ -693,6 +747,13 @@ static const cfg_field cfg_serving_fields[] = {
     F_QTY(cfg_serving, "request_overhead", request_overhead, UNITS_SECONDS,
           "time per request outside the engine (API server, tokenizer)", DEF(0)),
     F_MAP(cfg_serving, "slo", slo, cfg_schema_slo, "service-level objectives"),
+    F_MAP(cfg_serving, "prefill", prefill, cfg_schema_pool,
+          "the prefill pool of a disaggregated deployment (with serving.decode; the two pools "
+          "replace serving.tp, pp, ep and replicas)"),
+    F_MAP(cfg_serving, "decode", decode, cfg_schema_pool,
+          "the decode pool of a disaggregated deployment (with serving.prefill); the KV cache of "
+          "each request moves to it over the cluster's links"),
+    F_MAP(cfg_serving, "disagg", disagg, cfg_schema_disagg, "disaggregated deployments"),
 };
 static const cfg_schema cfg_schema_serving = SCHEMA("serving", cfg_serving, cfg_serving_fields);
 

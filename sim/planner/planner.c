@@ -82,6 +82,11 @@ int plan_setup_gpus(const plan_setup *s)
   return s->gpus;
 }
 
+const cfg_workload *plan_setup_workload(const plan_setup *s)
+{
+  return s->w;
+}
+
 /* ---- layouts ------------------------------------------------------------------------------ */
 
 void plan_apply(const plan_setup *s, const plan_layout *l, cfg_workload *w)

@@ -19,6 +19,10 @@ typedef struct {
   int pipeline_outer;     /* 0/1: placement [tp, cp, dp, pp] instead of [tp, cp, pp, dp] */
 } plan_layout;
 
+/* What a whole run of each layout costs (lifecycle/: the workload's training.tokens or
+ * training.steps): the refined layouts are ranked by it, the step decides ties. */
+typedef enum { PLAN_BY_STEP, PLAN_BY_COST, PLAN_BY_ENERGY, PLAN_BY_TIME_TO_TRAIN } plan_run_objective;
+
 typedef struct {
   plan_layout l;
   long index;               /* enumeration order: ties go to the lower */
@@ -28,7 +32,8 @@ typedef struct {
   double mfu, tokens_per_s, peak_bytes;
   double compute_s, exposed_comm_s, bubble_s, other_s;
   double exposed[PROG_NDIMS];
-  char why[160];            /* for runners-up: what they lose against the best, parts that add up */
+  double time_to_train_s, energy_kwh, cost_usd; /* the run's, when ranked by it (else NAN) */
+  char why[200];            /* for runners-up: what they lose against the best, parts that add up */
   char same[96];            /* layouts one knob away that run the same (collapsed into this one) */
 } plan_candidate;
 
@@ -46,6 +51,7 @@ typedef struct {
   int top_k;            /* confirmed with the DES (0: none) */
   int refine;           /* distinct layouts re-simulated with the analytic engine */
   bool tokens_per_gpu;  /* objective: throughput per GPU (else step time) */
+  plan_run_objective by_run; /* rank the refined layouts by their run estimate instead */
   int shard, nshards;   /* this process screens candidates with index % nshards == shard */
   void (*progress)(double fraction, void *ctx);
   void *progress_ctx;
@@ -58,6 +64,7 @@ typedef struct plan_setup plan_setup;
 plan_setup *plan_setup_new(cfg_cluster *c, cfg_workload *w, int global_batch, GError **err);
 void plan_setup_free(plan_setup *s);
 int plan_setup_gpus(const plan_setup *s);
+const cfg_workload *plan_setup_workload(const plan_setup *s); /* the base */
 
 typedef struct {
   long candidates, valid, fits; /* enumerated; valid layouts; of those, fitting */
@@ -78,6 +85,14 @@ void plan_screen_clear(plan_screen_result *r);
  * simulated, one knob away), ranks them by the engine, confirms the top k with the DES, and
  * explains what the runners-up lose. */
 bool plan_refine(plan_setup *s, const plan_options *o, plan_screen_result *r, GError **err);
+
+/* A candidate's figure for the objective: its run's dollars, kWh or seconds; else its step. */
+double plan_run_value(const plan_candidate *c, plan_run_objective by);
+/* Orders candidates by the objective, then by step time, then enumeration order. */
+int plan_cmp_objective(const plan_candidate *a, const plan_candidate *b, plan_run_objective by);
+/* Sorts refined candidates (of one GPU count or several) by the objective and says what each
+ * runner-up loses against the first. */
+void plan_rank(GArray *kept, plan_run_objective by);
 
 /* The base workload with this layout: a shallow copy that shares the base's strings and
  * document, so it lives no longer than the setup. */

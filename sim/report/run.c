@@ -60,6 +60,22 @@ static void rep_tier_suffix(FILE *out, const sim_result *r, prog_dim d)
             net->tiers[o].oversubscription, net->tiers[o].name);
 }
 
+/* What the slowest rank adds to each step (cluster.stragglers). */
+static void rep_stragglers_text(FILE *out, const sim_result *r)
+{
+  const sim_stragglers *s = &r->stragglers;
+  g_autofree char *cost = units_format_seconds(fabs(s->cost));
+  g_autofree char *mean = units_format_seconds(s->step_time);
+  g_autofree char *signed_cost = g_strdup_printf("%c%s", s->cost < 0 ? '-' : '+', cost);
+  fprintf(out, "  stragglers       %12s   (mean step %s ", signed_cost, mean);
+  if (s->steps > 0)
+    fprintf(out, "over %d DES steps, seed %d; the slowest of %d GPUs: %.3fx expected)\n",
+            s->steps, r->cluster->stragglers.seed, r->gpus, s->expected_max);
+  else
+    fprintf(out, "in closed form: compute x %.3f, the expected slowest of %d GPUs)\n",
+            s->expected_max, r->gpus);
+}
+
 void rep_run_text(FILE *out, const sim_result *r)
 {
   const eng_result *res = &r->eng;
@@ -77,6 +93,8 @@ void rep_run_text(FILE *out, const sim_result *r)
     fprintf(out, "  80 %% interval    %12s - %s  (errors on %d real %s runs, validation/intervals.tsv)\n",
             lo, hi, r->interval.cases, r->interval.kind);
   }
+  if (r->stragglers.on)
+    rep_stragglers_text(out, r);
   fprintf(out, "  throughput       %12.1f samples/s", r->samples_per_s);
   if (r->tokens_per_s > 0)
     fprintf(out, ", %.0f tokens/s", r->tokens_per_s);
@@ -175,6 +193,14 @@ cJSON *rep_run_json(const sim_result *r)
   const eng_result *res = &r->eng;
   cJSON *j = cJSON_CreateObject();
   cJSON_AddNumberToObject(j, "step_time_s", r->step_time);
+  if (r->stragglers.on) {
+    cJSON_AddNumberToObject(j, "straggler_s", r->stragglers.cost);
+    cJSON *st = cJSON_AddObjectToObject(j, "stragglers");
+    cJSON_AddNumberToObject(st, "step_time_s", r->stragglers.step_time);
+    cJSON_AddNumberToObject(st, "steps", r->stragglers.steps);
+    cJSON_AddNumberToObject(st, "slow_gpus", r->stragglers.slow);
+    cJSON_AddNumberToObject(st, "expected_slowest", r->stragglers.expected_max);
+  }
   if (r->interval.set)
     cJSON_AddItemToObject(j, "intervals", rep_interval_json(&r->interval));
   cJSON_AddNumberToObject(j, "mfu", r->mfu);

@@ -169,7 +169,7 @@ bool sim_run(const cfg_cluster *c, const cfg_workload *w, const sim_options *o, 
   memset(out, 0, sizeof *out);
   out->cluster = c;
   out->workload = w;
-  if (!sim_options_check(o, err))
+  if (!sim_options_check(o, err) || !sim_stragglers_check(c, err))
     return false;
   if (!w->has_training) { /* nothing below has a training step to work on */
     g_autofree char *where = cfg_doc_where(w->doc, "serving");
@@ -198,14 +198,35 @@ bool sim_run(const cfg_cluster *c, const cfg_workload *w, const sim_options *o, 
     out->options.progress = sim_progress_scaled;
     out->options.progress_ctx = &progress;
   }
-  bool ok = o->fold && micro >= 4 * step ? sim_fold(out, micro, err)
-                                         : sim_run_with(out, micro, &out->program, &out->eng, err);
+  out->folded = o->fold && micro >= 4 * step;
+  bool ok = out->folded ? sim_fold(out, micro, err)
+                        : sim_run_with(out, micro, &out->program, &out->eng, err);
   /* the result outlives `progress` */
   out->options.progress = NULL;
   out->options.progress_ctx = NULL;
   if (ok)
     sim_figures(out);
-  return ok && sim_check_figures(out, err);
+  ok = ok && sim_check_figures(out, err);
+  if (ok && sim_stragglers_wanted(&c->stragglers, out->gpus))
+    ok = sim_stragglers_run(out, err);
+  return ok;
+}
+
+bool sim_step_again(const sim_result *r, const eng_options *opt, double *step, GError **err)
+{
+  /* a shallow copy: it shares the job, the hardware and the memory report, and owns only the
+   * program and the engine result it makes */
+  sim_result again = *r;
+  again.options = *opt;
+  again.program = NULL;
+  again.eng = (eng_result){0};
+  int micro = sim_micro_batches(r->workload);
+  bool ok = r->folded ? sim_fold(&again, micro, err)
+                      : sim_run_with(&again, micro, &again.program, &again.eng, err);
+  *step = again.eng.step_time;
+  eng_result_clear(&again.eng);
+  prog_free(again.program);
+  return ok;
 }
 
 bool sim_run_files(const char *cluster, const char *workload, char *const *sets,

@@ -45,6 +45,19 @@ typedef struct {
   double step_time[2], tokens_per_s[2], mfu[2];
 } sim_interval;
 
+/* What slow GPUs cost a synchronous step (cluster.stragglers): every step waits for its
+ * slowest rank. The DES simulates `steps` steps, each rank's compute scaled by its draw (its
+ * lasting factor times the step's jitter); the analytic engine takes the critical rank's compute
+ * times the expected slowest factor, less one, in closed form. */
+typedef struct {
+  bool on;
+  int slow;            /* GPUs lastingly `slowdown` times slower */
+  int steps;           /* simulated (DES); 0: closed form */
+  double expected_max; /* E[the slowest GPU's factor] over the draws */
+  double step_time;    /* mean step with stragglers */
+  double cost;         /* step_time less the step without them */
+} sim_stragglers;
+
 typedef struct {
   /* the job, as simulated (borrowed from the caller of sim_run; owned by the result when
    * sim_run_files loaded it) */
@@ -62,6 +75,8 @@ typedef struct {
   double peak_bytes, capacity_bytes;
   bool fits;
   sim_interval interval; /* set by sim_result_bracket */
+  sim_stragglers stragglers;
+  bool folded;           /* the step was extended from two micro-batch counts */
   /* private: what sim_run_files loaded */
   cfg_cluster *own_cluster;
   cfg_workload *own_workload;
@@ -79,6 +94,27 @@ bool sim_run_files(const char *cluster, const char *workload, char *const *sets,
 void sim_result_clear(sim_result *r);
 /* Brackets the figures with the band of their kind in `t` (nothing when it has none). */
 void sim_result_bracket(sim_result *r, const unc_table *t);
+
+/* The step of `r`'s job simulated again with other engine options (as sim_run ran it: folded or
+ * not); its time in `step`. */
+bool sim_step_again(const sim_result *r, const eng_options *opt, double *step, GError **err);
+
+/* ---- stragglers (run/stragglers.c) ---------------------------------------------------------- */
+
+/* Errors (CFG_ERROR_INPUT, with the key's place): a slowdown below 1. */
+bool sim_stragglers_check(const cfg_cluster *c, GError **err);
+/* Whether the cluster has any (a lasting spread, slow GPUs, or jitter). */
+bool sim_stragglers_wanted(const cfg_stragglers *s, int gpus);
+/* GPUs lastingly slow: fraction x gpus, rounded. */
+int sim_stragglers_slow(const cfg_stragglers *s, int gpus);
+/* E[max over `gpus` GPUs of each one's factor]: every factor lognormal with sigma
+ * sqrt(sigma^2 + jitter^2), `slow` of them scaled by `slowdown`; by quadrature of
+ * 1 - P(max <= x). */
+double sim_stragglers_expected_max(const cfg_stragglers *s, int gpus);
+/* Each GPU's lasting factor for the run (`f` holds `gpus`), from the seed. */
+void sim_stragglers_lasting(const cfg_stragglers *s, int gpus, GRand *g, double *f);
+/* Fills r->stragglers: DES steps with the draws, or the closed form (analytic). */
+bool sim_stragglers_run(sim_result *r, GError **err);
 
 /* ---- helpers shared by the simulations below and the CLI ---------------------------------- */
 

@@ -101,7 +101,33 @@ typedef struct {
   int id, replica;
   double arrival, admitted, first_token, finish; /* engine times (no request_overhead) */
   int prompt, output, preemptions;
+  /* disaggregated: the decode replica (-1: none), when the prompt's KV was computed, and when
+   * its transfer to the decode replica started and ended (NAN: it did not move) */
+  int decode_replica;
+  double prefill_end, transfer_start, transfer_end;
 } srv_request_record;
+
+/* One pool of a disaggregated deployment, as it ran. */
+typedef struct {
+  const char *name;          /* "prefill", "decode" */
+  int replicas, tp, pp, gpus, first_gpu, max_batch, max_tokens;
+  srv_capacity capacity;
+  double utilization;        /* time its replicas ran iterations / (replicas x duration) */
+  double batch_mean;         /* sequences per iteration, time-weighted */
+  long iterations;
+} srv_pool_result;
+
+/* The KV transfers and the parts of TTFT of a disaggregated run. */
+typedef struct {
+  int transfers, network;    /* requests whose KV moved; of them, across nodes */
+  double bytes_mean, bytes_total;
+  srv_dist time;             /* start to arrival of the last byte, route latency included */
+  /* means over every request, seconds: arrival to its first iteration, that iteration to the
+   * prompt's last, waiting for room on the decode replica, the transfer, and the API server's
+   * time (serving.request_overhead); they add up to the mean TTFT */
+  double queue, prefill, decode_wait, transfer, overhead;
+  int direct;                /* requests prefilled by a decode replica (direct_decode_below) */
+} srv_disagg_result;
 
 typedef struct {
   /* the setup */
@@ -127,6 +153,10 @@ typedef struct {
   /* 80 % intervals (srv_result_bracket): mean TTFT, mean TBT, output tokens/s; cases 0: none */
   double ttft_interval[2], tbt_interval[2], throughput_interval[2];
   int interval_cases[3];
+  /* disaggregated deployments (serving.prefill and serving.decode); npools 0 otherwise */
+  int npools;
+  srv_pool_result pools[2];
+  srv_disagg_result disagg;
 } srv_result;
 
 typedef struct {

@@ -16,7 +16,8 @@ double srv_copy_time(const srv_cost *c, double bytes);
 
 /* ---- requests ---------------------------------------------------------------------------- */
 
-typedef enum { SRV_PENDING, SRV_WAITING, SRV_RUNNING, SRV_DONE } srv_state;
+/* SRV_MOVING: prefilled by a prefill replica, its KV on the way to a decode replica */
+typedef enum { SRV_PENDING, SRV_WAITING, SRV_RUNNING, SRV_DONE, SRV_MOVING } srv_state;
 
 typedef struct srv_request {
   int id;
@@ -125,5 +126,21 @@ struct srv_sim {
 
 /* Blocks a request of `tokens` tokens needs. */
 int srv_blocks_for(const srv_sim *s, double tokens);
+
+/* ---- KV transfers of disaggregated serving (flows.c) ------------------------------------------ */
+
+/* Flows between GPUs over the hardware module's links, sharing each link max-min fairly. */
+typedef struct srv_flows srv_flows;
+srv_flows *srv_flows_new(const hw_cluster *hw);
+void srv_flows_free(srv_flows *f);
+/* Starts `bytes` from GPU src to GPU dst at `now`; returns the route's latency (the caller pays
+ * it after the bytes). `owner` comes back from srv_flows_advance when the flow ends. */
+double srv_flows_start(srv_flows *f, double now, int src, int dst, double bytes, int owner);
+/* When the next flow ends at the current rates (INFINITY: none in flight). */
+double srv_flows_next(const srv_flows *f);
+/* Moves to `now`, appends the owners of the flows that ended to `ended` (int) and shares the
+ * links again among the rest. */
+void srv_flows_advance(srv_flows *f, double now, GArray *ended);
+int srv_flows_active(const srv_flows *f);
 
 #endif
