@@ -659,6 +659,7 @@ Test(plan_serve, bad_requests_exit_2)
       {"plan -c dgx-h100 -w llama3-70b-tp8 --gpus 1", "give --gpus at least 2"},
       {"plan -c dgx-h100 -w llama3-70b-tp8 --gpus 8 --global-batch 8", "--global-batch is for training"},
       {"plan -c dgx-h100 -w llama3-70b-tp8", "needs -c CLUSTER, -w WORKLOAD and --gpus N"},
+      {"plan -c dgx-h100 -w llama3-70b-tp8 --gpus 8,16", "one GPU budget"},
       {"plan -c dgx-h100 -w llama3-70b-tp8 --gpus 8 --set serving.requests.arrival=burst",
        "arrival poisson"},
   };
