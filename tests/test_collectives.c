@@ -240,6 +240,28 @@ Test(collectives, nvls_tree_sends_twice_the_shard_past_two_nodes)
   }
 }
 
+Test(collectives, nvls_pays_its_own_latency_not_the_rings_steps)
+{
+  /* NCCL's tuning model: an NVLS all-reduce costs hwLat[NVLINK][NVLS] once (nccl.nvls_latency),
+   * not the base latency plus a latency per NVLink step; one byte takes just that. */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(1, 8, "set:node.intra.nvls=true;nccl.nvls_latency=40us;"
+                                      "nccl.base_latency.simple=5us;nccl.hop_latency.intra.simple=3us",
+                                &cfg);
+  double t = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, 8, 8, 1, COLL_ALGO_NVLS,
+                        CFG_PROTO_SIMPLE, false);
+  cfg->nccl.nvls_latency = 0; /* what is left: the wires' own latency, no base, no 3 us steps */
+  double wires = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, 8, 8, 1, COLL_ALGO_NVLS,
+                            CFG_PROTO_SIMPLE, false);
+  cr_assert(wires < 3e-6, "%.9g s", wires);
+  cr_assert_float_eq(t - wires, 40e-6, 1e-12, "%.9g s", t - wires);
+  cfg->nccl.nvls_latency = 40e-6;
+  double d = run_engine(hw, ENG_DES, PROG_COLL_ALLREDUCE, 8, 8, 1, COLL_ALGO_NVLS, CFG_PROTO_SIMPLE, false);
+  cr_assert_float_eq(d, t, 0.05e-6, "des %.9g s vs analytic %.9g s", d, t);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
 Test(collectives, tuner_picks_latency_protocols_small_and_bandwidth_ones_large)
 {
   cfg_cluster *cfg = NULL;
@@ -337,8 +359,9 @@ Test(collectives, calibration_recovers_known_parameters, .timeout = 60)
 {
   cfg_cluster *cfg = NULL;
   hw_cluster *hw = make_cluster(2, 8, "set:node.intra.nvls=true", &cfg);
+  /* NVLS-tree forced, as a table run with NCCL_ALGO=NVLSTree: its latency shows at every size */
   calib_target t = {.op = PROG_COLL_ALLREDUCE, .gpus = 16, .group = 16, .engine = ENG_ANALYTIC,
-                    .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
+                    .algo = COLL_ALGO_NVLS_TREE, .proto = COLL_PROTO_AUTO};
   calib_table tab = {.points = g_array_new(FALSE, FALSE, sizeof(calib_point))};
   for (double s = 8; s <= 4e9; s *= 4) {
     calib_point pt = {.size = s};
@@ -348,18 +371,18 @@ Test(collectives, calibration_recovers_known_parameters, .timeout = 60)
   cr_assert(calib_predict(cfg, &t, &tab, truth, NULL));
   for (guint i = 0; i < tab.points->len; i++)
     g_array_index(tab.points, calib_point, i).time = truth[i];
-  double true_base = cfg->nccl.base_latency[CFG_PROTO_SIMPLE];
+  double true_base = cfg->nccl.nvls_latency;
   double true_nvls = cfg->nccl.nvls_efficiency;
-  cfg->nccl.base_latency[CFG_PROTO_SIMPLE] *= 2.5; /* start away from the answer */
+  cfg->nccl.nvls_latency *= 2.5; /* start away from the answer */
   cfg->nccl.nvls_efficiency = 0.45;
-  char *fit[] = {"base_latency.simple", "nvls_efficiency", NULL};
+  char *fit[] = {"nvls_latency", "nvls_efficiency", NULL};
   calib_fit_report rep;
   cr_assert(calib_fit_nccl(cfg, &t, &tab, fit, &rep, NULL));
   cr_assert(rep.after.median_all < 0.01, "median error after the fit %g", rep.after.median_all);
   cr_assert(fabs(cfg->nccl.nvls_efficiency / true_nvls - 1) < 0.02, "nvls %g vs %g",
             cfg->nccl.nvls_efficiency, true_nvls);
-  cr_assert(fabs(cfg->nccl.base_latency[CFG_PROTO_SIMPLE] / true_base - 1) < 0.1, "base %g vs %g",
-            cfg->nccl.base_latency[CFG_PROTO_SIMPLE], true_base);
+  cr_assert(fabs(cfg->nccl.nvls_latency / true_base - 1) < 0.1, "nvls latency %g vs %g",
+            cfg->nccl.nvls_latency, true_base);
   g_array_free(tab.points, TRUE);
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);

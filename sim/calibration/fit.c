@@ -114,6 +114,7 @@ void calib_nccl_candidates(calib_search *s, cfg_nccl *n, char *const *fit, doubl
   calib_add(s, fit, &n->link_efficiency[CFG_LINK_NETWORK], true, eff_lo, 0.99, "link_efficiency.network");
   calib_add(s, fit, &n->nvls_efficiency, true, eff_lo, 0.99, "nvls_efficiency");
   calib_add(s, fit, &n->p2p_efficiency, true, eff_lo, 0.99, "p2p_efficiency");
+  calib_add(s, fit, &n->nvls_latency, false, 1e-6, 200e-6, "nvls_latency");
   for (int p = 0; p < CFG_NPROTOS; p++) {
     g_snprintf(name, sizeof name, "base_latency.%s", cfg_proto_name((cfg_proto)p));
     calib_add(s, fit, &n->base_latency[p], false, 1e-6, 100e-6, name);

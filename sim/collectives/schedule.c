@@ -65,10 +65,11 @@ bool coll_algo_applies(const hw_cluster *hw, prog_coll op, const int *ranks, int
     return reduce && coll_is_pow2(n);
   case COLL_ALGO_HIERARCHICAL:
     return reduce && nodes > 1 && per > 1;
+  /* NCCL turns NVLink SHARP off for communicators of two GPUs or fewer per node (nvls.cc) */
   case COLL_ALGO_NVLS:
-    return reduce && nodes == 1 && nvswitch;
+    return reduce && nodes == 1 && per > 2 && nvswitch;
   case COLL_ALGO_NVLS_TREE:
-    return reduce && nodes > 1 && per > 1 && nvswitch;
+    return reduce && nodes > 1 && per > 2 && nvswitch;
   case COLL_ALGO_SHARP:
     return reduce && nodes > 1 && per > 0 && c->network.sharp;
   case COLL_ALGO_PAIRWISE:
@@ -112,7 +113,11 @@ void coll_schedule_eval(const coll_plan *p, const hw_cluster *hw, int proto, dou
   out->post = g_new0(double, MAX(p->nphases, 1));
   if (p->nphases == 0)
     return; /* one GPU, or nothing to move: no time at all */
-  out->base = nc->base_latency[proto];
+  /* NVLink SHARP has its own set-up and synchronisation cost, which NCCL's tuning model counts
+   * as one latency for the whole in-switch part (hwLat[NVLINK][NVLS] = 25 us) in place of the
+   * base latency and the ring's per-step NVLink latencies; the wires' own latency stays. */
+  bool nvls = p->algo == COLL_ALGO_NVLS || p->algo == COLL_ALGO_NVLS_TREE;
+  out->base = nvls ? nc->nvls_latency : nc->base_latency[proto];
   double t = out->base;
   for (int i = 0; i < p->nphases; i++) {
     const coll_phase *ph = &p->phases[i];
@@ -124,7 +129,8 @@ void coll_schedule_eval(const coll_plan *p, const hw_cluster *hw, int proto, dou
       bulk = MAX(bulk, wire > 0 ? wire / kd->rate : 0);
     }
     for (int c = 0; c < CFG_NLINKCLASSES; c++) {
-      lat += ph->stages[c] * (ph->class_alpha[c] + nc->hop_latency[c][proto]);
+      double hop = nvls && c == CFG_LINK_INTRA ? 0 : nc->hop_latency[c][proto];
+      lat += ph->stages[c] * (ph->class_alpha[c] + hop);
       stages += ph->stages[c];
     }
     out->pre[i] = lat; /* the platform's links carry no latency: it is paid here */

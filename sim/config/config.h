@@ -50,7 +50,16 @@ typedef enum { CFG_MODEL_TRANSFORMER, CFG_MODEL_MOE_TRANSFORMER, CFG_MODEL_CNN, 
 typedef enum { CFG_ACT_GELU, CFG_ACT_SWIGLU } cfg_activation;
 typedef enum { CFG_OPT_ADAM, CFG_OPT_SGD } cfg_optimizer;
 typedef enum { CFG_RECOMPUTE_NONE, CFG_RECOMPUTE_SELECTIVE, CFG_RECOMPUTE_FULL } cfg_recompute;
-typedef enum { CFG_SCHED_GPIPE, CFG_SCHED_1F1B, CFG_SCHED_INTERLEAVED } cfg_schedule;
+/* parallel.schedule; the last three split each backward into its input-gradient (B) and
+ * weight-gradient (W) passes (Qi et al., ICLR 2024; DeepSeek-V3 report, Sec. 3.2.1) */
+typedef enum {
+  CFG_SCHED_GPIPE,
+  CFG_SCHED_1F1B,
+  CFG_SCHED_INTERLEAVED,
+  CFG_SCHED_ZB_H1,
+  CFG_SCHED_ZB_V,
+  CFG_SCHED_DUALPIPE
+} cfg_schedule;
 typedef enum { CFG_OFFLOAD_NONE, CFG_OFFLOAD_CPU, CFG_OFFLOAD_NVME } cfg_offload;
 typedef enum { CFG_DIM_TP, CFG_DIM_CP, CFG_DIM_PP, CFG_DIM_DP, CFG_NDIMS } cfg_dim;
 /* serving.scheduler: iteration-level batching with whole prompts (vLLM V0, Orca), static
@@ -151,6 +160,7 @@ const char *cfg_proto_name(cfg_proto p);
 typedef struct {
   double link_efficiency[CFG_NLINKCLASSES];  /* fraction of a link's bandwidth NCCL reaches */
   double nvls_efficiency;                    /* the same for NVLink SHARP (in-switch) traffic */
+  double nvls_latency;                       /* seconds: NVLink SHARP's set-up and sync, per collective */
   double p2p_efficiency;                     /* ... for send/recv (and all-to-all), which NCCL
                                                 runs on fewer channels per peer than rings */
   double deepep_efficiency;                  /* ... for DeepEP's MoE dispatch / combine
@@ -494,6 +504,7 @@ typedef struct {
   /* a table of collective times (nccl-tests) instead of one number */
   char *table;          /* resolved path of a CSV */
   char *op;
+  char *algorithm;      /* the table's NCCL algorithm when it was forced (NCCL_ALGO), else NULL */
   int gpus, group_size;
   char *size_column, *time_column, *time_unit;
   char **filter;        /* "column=value" */

@@ -1174,6 +1174,7 @@ void cfg_case_clear(cfg_case *c)
   g_free(c->unit);
   g_free(c->table);
   g_free(c->op);
+  g_free(c->algorithm);
   g_free(c->size_column);
   g_free(c->time_column);
   g_free(c->time_unit);

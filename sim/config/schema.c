@@ -26,7 +26,7 @@ static const char *const cfg_model_kind_names[] = {"transformer", "moe-transform
 static const char *const cfg_activation_names[] = {"gelu", "swiglu", NULL};
 static const char *const cfg_optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const cfg_recompute_names[] = {"none", "selective", "full", NULL};
-static const char *const cfg_schedule_names[] = {"gpipe", "1f1b", "interleaved", NULL};
+static const char *const cfg_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe", NULL};
 static const char *const cfg_a2a_names[] = {"nccl", "deepep", "deepep-ll", NULL};
 static const char *const cfg_offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const cfg_dim_names[] = {"tp", "cp", "pp", "dp", NULL};
@@ -235,6 +235,10 @@ static const cfg_field cfg_nccl_fields[] = {
               DEFS(cfg_link_efficiency_defaults)),
     F_FRAC(cfg_nccl, "nvls_efficiency", nvls_efficiency,
            "the same for NVLink SHARP (in-switch) traffic", DEF(0.69)),
+    F_QTY(cfg_nccl, "nvls_latency", nvls_latency, UNITS_SECONDS,
+          "per NVLink SHARP collective (NVLS, NVLS-tree): set-up and synchronisation through the "
+          "switch, in place of the base and per-NVLink-step latencies (NCCL's tuning model: 25 us)",
+          DEF(25e-6)),
     F_FRAC(cfg_nccl, "p2p_efficiency", p2p_efficiency,
            "the same for send/recv and all-to-all (fewer channels per peer; fitted: "
            "nccl-a100-8gpu-sendrecv)",
@@ -614,10 +618,14 @@ static const cfg_field cfg_parallel_fields[] = {
            "(Megatron's --overlap-param-gather); modelled as hidden under the whole step, a "
            "lower bound: Megatron waits for each bucket before its layers' first forward",
            DEF(0)),
-    F_ENUM(cfg_parallel, "schedule", schedule, cfg_schedule_names, "pipeline schedule",
+    F_ENUM(cfg_parallel, "schedule", schedule, cfg_schedule_names,
+           "pipeline schedule; zb-h1 and zb-v (zero bubble at 1F1B's memory, Qi et al. 2024; zb-v: "
+           "two chunks per rank in a V, virtual_stages: 2) and dualpipe (DeepSeek-V3: "
+           "bidirectional, two copies of the parameters, an even pp) split each backward into "
+           "its input- and weight-gradient passes",
            DEF(CFG_SCHED_1F1B)),
     F_INT(cfg_parallel, "virtual_stages", virtual_stages, 1,
-          "model chunks per pipeline rank (interleaved)", DEF(1), UPTO(1024, "interleaving runs a few chunks per pipeline rank")),
+          "model chunks per pipeline rank (interleaved; zb-v: 2)", DEF(1), UPTO(1024, "interleaving runs a few chunks per pipeline rank")),
     F_INT(cfg_parallel, "zero", zero, 0, "ZeRO stage (0 to 3)", .max = 3, DEF(0)),
     F_ENUM(cfg_parallel, "offload", offload, cfg_offload_names,
            "ZeRO-Offload / ZeRO-Infinity target of the optimizer states", DEF(CFG_OFFLOAD_NONE)),
@@ -856,6 +864,8 @@ static const cfg_field cfg_case_fields[] = {
            DERIVED("0.10")),
     F_PATH(cfg_case, "table", table, "nccl-tests or OMB output, or a CSV of collective or GEMM times"),
     F_STR(cfg_case, "op", op, "the table's collective, or gemm"),
+    F_STR(cfg_case, "algorithm", algorithm,
+          "the NCCL algorithm the table forced (NCCL_ALGO: ring, tree, nvls, ...)", DERIVED("auto")),
     F_INT(cfg_case, "gpus", gpus, 1, "GPUs of the table"),
     F_INT(cfg_case, "group_size", group_size, 1, "GPUs per group", DERIVED("gpus")),
     F_STR(cfg_case, "size_column", size_column, "the table's size column"),

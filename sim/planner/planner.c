@@ -100,9 +100,13 @@ void plan_apply(const plan_setup *s, const plan_layout *l, cfg_workload *w)
   p->ep = l->ep;
   p->zero = l->zero;
   p->virtual_stages = l->virtual_stages;
-  p->schedule = l->virtual_stages > 1 ? CFG_SCHED_INTERLEAVED
-                : s->w->parallel.schedule == CFG_SCHED_INTERLEAVED ? CFG_SCHED_1F1B
-                                                                   : s->w->parallel.schedule;
+  cfg_schedule want = s->w->parallel.schedule;
+  /* ZB-V is the two-chunk layout of a workload that asks for it (priced as interleaving) */
+  if (want == CFG_SCHED_ZB_V)
+    want = l->virtual_stages == 2 ? CFG_SCHED_ZB_V : CFG_SCHED_1F1B;
+  p->schedule = l->virtual_stages > 1 && want != CFG_SCHED_ZB_V ? CFG_SCHED_INTERLEAVED
+                : want == CFG_SCHED_INTERLEAVED                 ? CFG_SCHED_1F1B
+                                                                : want;
   p->sequence_parallel = l->sequence_parallel;
   p->uneven_stages = 1; /* any pipeline depth: layers need not divide evenly */
   const cfg_dim inner[] = {CFG_DIM_TP, CFG_DIM_CP, CFG_DIM_PP, CFG_DIM_DP};
@@ -148,6 +152,10 @@ bool plan_valid(const plan_setup *s, const plan_layout *l)
     return false;
   int micro = batch / (l->dp * l->micro_batch);
   if (v > 1 && micro % l->pp)
+    return false;
+  /* DualPipe's rules (wl_check_layout): an even pp, an even count of at least 2 pp */
+  bool dual = l->pp > 1 && v == 1 && s->w->parallel.schedule == CFG_SCHED_DUALPIPE;
+  if (dual && (l->pp % 2 || micro < 2 * l->pp || micro % 2))
     return false;
   if (l->ep > 1 && (l->dp % l->ep || m->moe.experts % l->ep))
     return false;

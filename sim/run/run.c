@@ -60,8 +60,12 @@ static bool sim_fold(sim_result *out, int micro, GError **err)
    * (v + 1) p - 2 forward passes of the m v it runs, so it needs 2p */
   const cfg_parallel *par = &out->workload->parallel;
   int pp = par->pp, step = pp > 1 ? pp : 1;
-  bool interleaved = pp > 1 && par->schedule == CFG_SCHED_INTERLEAVED && par->virtual_stages > 1;
-  int m1 = interleaved ? 2 * step : step;
+  bool interleaved = pp > 1 && ((par->schedule == CFG_SCHED_INTERLEAVED && par->virtual_stages > 1) ||
+                                par->schedule == CFG_SCHED_ZB_V);
+  /* DualPipe runs at least 2p (deepseek-ai/DualPipe's rule) and is in its steady state from 3p
+   * on (at 2p its bubble is a few microseconds shorter) */
+  bool dual = pp > 1 && par->schedule == CFG_SCHED_DUALPIPE;
+  int m1 = dual ? 3 * step : interleaved ? 2 * step : step;
   prog_program *p1 = NULL;
   eng_result r1 = {0};
   /* the work of a run grows with its micro-batches */

@@ -49,6 +49,7 @@ static void val_run_coll_table(val_row *row)
   calib_columns cols = {.size_column = c->size_column, .time_column = c->time_column,
                         .filters = c->filter};
   bool ok = prog_coll_parse(c->op, &t.op, &err) &&
+            (!c->algorithm || coll_algo_parse(c->algorithm, &t.algo, &err)) &&
             (!c->time_unit || calib_time_unit(c->time_unit, &cols.time_scale, &err)) &&
             calib_table_load(c->table, &cols, &row->table, &err) &&
             cfg_load_with(c->cluster, NULL, c->set, &cl, NULL, &err);
