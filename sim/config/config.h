@@ -379,7 +379,7 @@ typedef struct {
 typedef struct {
   cfg_dtype dtype;
   char *engine;                /* the profile (configs/engines) whose defaults it took */
-  int tp, pp, ep, max_batch;
+  int tp, pp, ep, max_batch;   /* ep > 1: wide expert parallelism, attention DP ep / tp x TP tp */
   cfg_scheduler scheduler;
   cfg_requests requests;
   cfg_dtype kv_dtype;          /* KV cache entries (default: the weights' dtype, or bf16) */
@@ -397,6 +397,10 @@ typedef struct {
   double iteration_overhead;   /* seconds of host work per iteration (scheduling, sampling) */
   double request_overhead;     /* seconds per request outside the engine (API server, tokenizer) */
   cfg_slo slo;
+  /* wide expert parallelism (ep > 1): the dispatch / combine kernels of iterations with
+   * prefill tokens and of decode-only ones, and the two-micro-batch overlap */
+  cfg_a2a a2a_prefill, a2a_decode;
+  int two_batch_overlap;       /* 0/1 */
   cfg_pool prefill, decode;    /* with `disaggregated`: the two pools, which replace tp, pp, ep,
                                 * replicas, max_batch and max_tokens above */
   cfg_disagg disagg;

@@ -755,6 +755,37 @@ static bool cfg_requests_check(cfg_requests *r, const cfg_doc *d, GError **err)
   return true;
 }
 
+/* Wide expert parallelism: whole experts spread evenly over the ep GPUs of a replica, each
+ * GPU also one attention data-parallel rank's share (ep / tp ranks of TP tp). */
+static bool cfg_serving_ep_check(const cfg_workload *w, GError **err)
+{
+  const cfg_doc *d = w->doc;
+  const cfg_serving *s = &w->serving;
+  if (s->ep <= 1)
+    return true;
+  if (w->model.kind != CFG_MODEL_MOE_TRANSFORMER)
+    return cfg_fail(err, d, "serving.ep",
+                    "serving.ep = %d: expert parallelism needs a mixture of experts (model.kind "
+                    "moe-transformer)",
+                    s->ep);
+  if (w->model.moe.experts % s->ep != 0)
+    return cfg_fail(err, d, "serving.ep",
+                    "serving.ep = %d does not divide model.moe.experts = %d (each GPU holds "
+                    "experts / ep whole experts)",
+                    s->ep, w->model.moe.experts);
+  if (s->ep % s->tp != 0)
+    return cfg_fail(err, d, "serving.ep",
+                    "serving.ep = %d is not a multiple of serving.tp = %d (attention runs data "
+                    "parallel over ep / tp ranks of tp GPUs)",
+                    s->ep, s->tp);
+  if (s->pp > 1)
+    return cfg_fail(err, d, "serving.pp",
+                    "serving.pp = %d with serving.ep = %d: pipeline stages with wide expert "
+                    "parallelism are not modelled; use serving.pp 1",
+                    s->pp, s->ep);
+  return true;
+}
+
 /* A pool's layout against the model, named by the pool's own keys (serving.prefill.tp ...). */
 static bool cfg_pool_fits(const cfg_pool *p, const char *name, const cfg_model *m,
                           const cfg_doc *d, GError **err)
@@ -839,17 +870,20 @@ static bool cfg_serving_check(cfg_workload *w, const cfg_cluster *c, GError **er
   if (!(s->gpu_memory_utilization > 0))
     return cfg_fail(err, d, "serving.gpu_memory_utilization",
                     "serving.gpu_memory_utilization: must be in (0, 1]");
-  if (!cfg_requests_check(&s->requests, d, err) || !cfg_pools_check(w, c, err))
+  if (!cfg_requests_check(&s->requests, d, err) || !cfg_serving_ep_check(w, err) ||
+      !cfg_pools_check(w, c, err))
     return false;
   if (!c || s->disaggregated)
     return true;
-  gint64 need = (gint64)s->replicas * s->tp * s->pp; /* each < 2^31: no 64-bit overflow */
+  /* with expert parallelism the replica is its ep GPUs (attention DP ep / tp x TP tp) */
+  int width = s->ep > 1 ? s->ep : s->tp;
+  gint64 need = (gint64)s->replicas * width * s->pp; /* each < 2^31: no 64-bit overflow */
   if (need > cfg_cluster_gpus(c))
-    return cfg_fail(err, d, "serving",
-                    "serving: replicas x tp x pp = %d x %d x %d = %" G_GINT64_FORMAT " GPUs, but "
+    return cfg_fail(err, d, s->ep > 1 ? "serving.ep" : "serving",
+                    "serving: replicas x %s x pp = %d x %d x %d = %" G_GINT64_FORMAT " GPUs, but "
                     "the cluster has %d (node.count %d x node.gpus_per_node %d)",
-                    s->replicas, s->tp, s->pp, need, cfg_cluster_gpus(c), c->node.count,
-                    c->node.gpus_per_node);
+                    s->ep > 1 ? "ep" : "tp", s->replicas, width, s->pp, need,
+                    cfg_cluster_gpus(c), c->node.count, c->node.gpus_per_node);
   return true;
 }
 

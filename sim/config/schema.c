@@ -712,7 +712,10 @@ static const cfg_field cfg_serving_fields[] = {
     F_ENUM(cfg_serving, "dtype", dtype, cfg_dtype_names, "weights' data type", DEF(CFG_BF16)),
     F_INT(cfg_serving, "tp", tp, 1, "tensor parallelism per replica", DEF(1)),
     F_INT(cfg_serving, "pp", pp, 1, "pipeline stages per replica", DEF(1)),
-    F_INT(cfg_serving, "ep", ep, 1, "expert parallelism (not yet simulated beyond 1)", DEF(1)),
+    F_INT(cfg_serving, "ep", ep, 1,
+          "expert parallelism: GPUs a replica's routed experts spread over; > 1: attention "
+          "data parallel over ep / tp ranks of TP tp, each with its own batch and KV cache",
+          DEF(1), UPTO(1024, "the widest deployments spread experts over a few hundred GPUs")),
     F_STR(cfg_serving, "engine", engine,
           "the serving engine whose defaults the workload takes (configs/engines: vllm, trtllm, "
           "sglang; each file says where its numbers come from); none: dlsim's generic defaults",
@@ -755,6 +758,16 @@ static const cfg_field cfg_serving_fields[] = {
     F_QTY(cfg_serving, "request_overhead", request_overhead, UNITS_SECONDS,
           "time per request outside the engine (API server, tokenizer)", DEF(0)),
     F_MAP(cfg_serving, "slo", slo, cfg_schema_slo, "service-level objectives"),
+    F_ENUM(cfg_serving, "a2a_prefill", a2a_prefill, cfg_a2a_names,
+           "ep > 1: dispatch / combine kernels of iterations with prefill tokens (DeepEP normal)",
+           DEF(CFG_A2A_DEEPEP)),
+    F_ENUM(cfg_serving, "a2a_decode", a2a_decode, cfg_a2a_names,
+           "ep > 1: dispatch / combine kernels of decode-only iterations (DeepEP low-latency)",
+           DEF(CFG_A2A_DEEPEP_LL)),
+    F_BOOL(cfg_serving, "two_batch_overlap", two_batch_overlap,
+           "ep > 1: each iteration runs two micro-batches, one's all-to-all under the other's "
+           "compute (SGLang --enable-two-batch-overlap, DeepSeek's dual micro-batch)",
+           DEF(0)),
     F_MAP(cfg_serving, "prefill", prefill, cfg_schema_pool,
           "the prefill pool of a disaggregated deployment (with serving.decode; the two pools "
           "replace serving.tp, pp, ep and replicas)"),

@@ -61,23 +61,28 @@ static void srv_text_setup(FILE *out, const srv_result *r)
     srv_text_requests(out, r);
     return;
   }
-  int gpus = s->replicas * s->tp * s->pp;
+  int gpus = s->replicas * srv_replica_gpus(s);
   bool named = s->engine && strcmp(s->engine, "none") != 0;
+  g_autofree char *layout =
+      s->ep > 1 ? g_strdup_printf("EP %d (attention DP %d x TP %d)", s->ep, srv_attention_dp(s), s->tp)
+                : g_strdup_printf("TP %d x PP %d", s->tp, s->pp);
   fprintf(out,
-          "dlsim serve: %s%s%s on %s, %d replica%s of TP %d x PP %d (%d GPU%s), %s weights, %s KV, "
-          "scheduler %s (max batch %d, %d tokens per iteration)\n",
-          w->model.name, named ? " with " : "", named ? s->engine : "", r->cluster->name, s->replicas, s->replicas == 1 ? "" : "s", s->tp, s->pp,
+          "dlsim serve: %s%s%s on %s, %d replica%s of %s (%d GPU%s), %s weights, %s KV, "
+          "scheduler %s (max batch %d, %d tokens per iteration%s)\n",
+          w->model.name, named ? " with " : "", named ? s->engine : "", r->cluster->name, s->replicas, s->replicas == 1 ? "" : "s", layout,
           gpus, gpus == 1 ? "" : "s", cfg_dtype_name(s->dtype), cfg_dtype_name(s->kv_dtype),
-          cfg_scheduler_name(s->scheduler), s->max_batch, s->max_tokens);
+          cfg_scheduler_name(s->scheduler), s->max_batch, s->max_tokens, s->ep > 1 ? " per DP rank" : "");
   srv_text_requests(out, r);
   const srv_capacity *c = &r->capacity;
   g_autofree char *kv = units_format_bytes(c->tokens * c->kv_per_token);
   g_autofree char *wt = units_format_bytes(c->weights);
   g_autofree char *ac = units_format_bytes(c->activations);
   g_autofree char *ot = units_format_bytes(c->other);
-  fprintf(out, "  KV cache     %d blocks of %d = %.0f tokens per replica, %s per GPU%s\n",
-          c->blocks, c->block_size, c->tokens, kv, c->measured ? " (serving.kv_blocks)" : "");
+  fprintf(out, "  KV cache     %d blocks of %d = %.0f tokens per %s, %s per GPU%s\n",
+          c->blocks, c->block_size, c->tokens, s->ep > 1 ? "DP rank" : "replica", kv,
+          c->measured ? " (serving.kv_blocks)" : "");
   fprintf(out, "               (weights %s, activations %s, other %s per GPU)\n", wt, ac, ot);
+  srv_ep_text(out, r);
 }
 
 static void srv_text_dist(FILE *out, const char *label, const srv_dist *d)
@@ -334,6 +339,8 @@ cJSON *srv_result_json(const srv_result *r)
   cJSON_AddNumberToObject(k, "mean", r->kv_mean);
   cJSON_AddNumberToObject(k, "max", r->kv_max);
   cJSON_AddItemToObject(j, "kv_cache", srv_capacity_json(&r->capacity));
+  if (r->ep.on)
+    cJSON_AddItemToObject(j, "wide_ep", srv_ep_json(r));
   cJSON_AddItemToObject(j, "timeline", srv_timeline_json(r->timeline));
   if (r->npools)
     srv_disagg_json(j, r);

@@ -58,9 +58,43 @@ double srv_layer_gemm_flops(const srv_cost *cost, double tokens);
 double srv_kv_bytes_per_token(const srv_cost *cost);
 /* Weight bytes one GPU reads per decode iteration at batch 1 (the most loaded stage). */
 double srv_weight_bytes(const srv_cost *cost);
-/* The mixture-of-experts hook: the feed-forward part of a layer with experts. Expert
- * parallelism (ep > 1: all-to-all dispatch) is the MoE issue's and is refused here. */
-bool srv_moe_supported(const cfg_workload *w, GError **err);
+/* One MoE layer of an iteration under wide expert parallelism (serving.ep > 1), per GPU. */
+typedef struct {
+  cfg_a2a kind;             /* serving.a2a_prefill with prefill tokens, else a2a_decode */
+  int ep, nodes;
+  double tokens;            /* each GPU dispatches: its DP rank's tokens / attention TP */
+  double load;              /* the busiest GPU's token copies over the mean */
+  double bytes[2], link[2]; /* dispatch, combine: bytes the all-to-all runs, over the
+                             * bottleneck link (wl_moe_a2a) */
+  double time[2];           /* dispatch, combine: seconds */
+  double experts;           /* the routed experts' GEMMs on the busiest GPU */
+  double compute;           /* the layer without its all-to-alls */
+} srv_ep_layer;
+/* The MoE layer of a batch (one DP rank's, every rank alike); false when ep is 1. */
+bool srv_ep_layer_of(srv_cost *cost, const srv_batch *b, srv_ep_layer *out);
+/* What wide EP does at full load: a decode iteration of serving.max_batch sequences at the
+ * requests' mean context and a prefill iteration of serving.max_tokens prompt tokens, on one DP
+ * rank (every rank alike; the set-ups of the published per-node throughputs). */
+typedef struct {
+  double batch;          /* sequences (decode) or tokens (prefill) per DP rank */
+  double kv;             /* decode: KV tokens each sequence reads; prefill: the prompt */
+  double iteration;      /* seconds */
+  double comm;           /* seconds of communication left exposed */
+  double tokens_per_s_node; /* tokens generated (decode) or prefilled (prefill) per node */
+  srv_ep_layer layer;    /* one MoE layer over the whole batch, without the overlap */
+} srv_ep_phase;
+typedef struct {
+  bool on;               /* serving.ep > 1 */
+  srv_ep_phase decode, prefill;
+} srv_ep_summary;
+void srv_ep_summary_of(srv_cost *cost, const cfg_cluster *c, const cfg_workload *w,
+                       double prompt, double output, srv_ep_summary *out);
+
+/* Data-parallel attention ranks per replica (ep / tp; 1 without expert parallelism), each
+ * scheduled as its own engine with its own batch and KV cache. */
+int srv_attention_dp(const cfg_serving *s);
+/* GPUs of one replica. */
+int srv_replica_gpus(const cfg_serving *s);
 
 /* ---- memory: the KV cache a replica holds ------------------------------------------------- */
 
@@ -153,6 +187,7 @@ typedef struct {
   /* 80 % intervals (srv_result_bracket): mean TTFT, mean TBT, output tokens/s; cases 0: none */
   double ttft_interval[2], tbt_interval[2], throughput_interval[2];
   int interval_cases[3];
+  srv_ep_summary ep;         /* wide expert parallelism at full load (ep.on: serving.ep > 1) */
   /* disaggregated deployments (serving.prefill and serving.decode); npools 0 otherwise */
   int npools;
   srv_pool_result pools[2];

@@ -2,6 +2,7 @@
 #ifndef DLSIM_SERVING_INTERNAL_H
 #define DLSIM_SERVING_INTERNAL_H
 
+#include "collectives/collectives.h"
 #include "serving/serving.h"
 
 /* ---- cost model internals used by the capacity ---------------------------------------------- */
@@ -13,6 +14,43 @@ double srv_stage_weight_bytes(const srv_cost *c, const cfg_model *m);
 double srv_activation_bytes(const srv_cost *c, double tokens, double seqs);
 /* Copying `bytes` within one GPU's memory (read and write). */
 double srv_copy_time(const srv_cost *c, double bytes);
+
+/* ---- wide expert parallelism (serving.ep > 1) ------------------------------------------------ */
+
+/* The expert-parallel group of a replica: its ep GPUs hold experts / ep whole experts each and
+ * are ep / tp attention data-parallel ranks of tp GPUs. Dispatch and combine are timed with
+ * the models of dlsim moe (workloads: wl_moe_a2a's bytes, wl_moe_load's routing imbalance;
+ * collectives: the all-to-all over the group's GPUs). */
+typedef struct {
+  int n;              /* ep (1: experts split by tensor parallelism, nothing here applies) */
+  int nodes;          /* nodes the group spans */
+  double experts;     /* experts per GPU */
+  int *ranks;         /* GPUs 0..ep-1 */
+  cfg_workload a2a;   /* the workload as wl_moe_a2a reads it: dispatch dtype, kernels */
+  cfg_a2a prefill, decode;
+  bool tbo;           /* serving.two_batch_overlap */
+  const cfg_moe *routing;
+  hw_cluster *hw;
+  coll_planner *planner;
+  GHashTable *memo;   /* routing load by tokens, all-to-all time by bytes */
+} srv_ep;
+
+bool srv_ep_init(srv_ep *e, const cfg_workload *w, hw_cluster *hw, coll_planner *pl,
+                 GError **err);
+void srv_ep_clear(srv_ep *e);
+/* The busiest GPU's token copies over the mean when every GPU dispatches `tokens`. */
+double srv_ep_load(srv_ep *e, double tokens);
+/* Dispatch and combine of one MoE layer when every GPU dispatches `tokens` (into `out`:
+ * kernels, load, bytes and times). */
+void srv_ep_a2a(srv_ep *e, bool prefill, double tokens, srv_ep_layer *out);
+/* Two micro-batches through `layers` MoE layers, each layer `compute` seconds of one
+ * micro-batch's compute and `a2a` of its all-to-alls on another stream: a two-machine flow
+ * shop of 2 x layers identical jobs. */
+double srv_tbo_time(int layers, double compute, double a2a);
+
+/* The report's wide-EP lines and JSON object (nothing when serving.ep is 1). */
+void srv_ep_text(FILE *out, const srv_result *r);
+cJSON *srv_ep_json(const srv_result *r);
 
 /* ---- requests ---------------------------------------------------------------------------- */
 

@@ -555,7 +555,9 @@ static void srv_landed(srv_run *run, srv_request *r)
 static void srv_pool_replicas_new(srv_run *run, srv_sim *s, int lane0)
 {
   const cfg_serving *c = s->cfg;
-  s->nreplicas = c->replicas;
+  /* each data-parallel attention rank schedules its own batch over its own KV cache; the
+   * ranks of a replica run in lockstep, each iteration costed as if all carried its batch */
+  s->nreplicas = c->replicas * srv_attention_dp(c);
   s->replicas = g_new0(srv_replica, s->nreplicas);
   int groups = c->requests.prefix_groups;
   for (int i = 0; i < s->nreplicas; i++) {
@@ -581,7 +583,7 @@ static void srv_pool_replicas_new(srv_run *run, srv_sim *s, int lane0)
 
 static void srv_replicas_new(srv_run *run)
 {
-  int n0 = run->sim.cfg->replicas * run->sim.cfg->pp;
+  int n0 = run->sim.cfg->replicas * srv_attention_dp(run->sim.cfg) * run->sim.cfg->pp;
   run->nlanes = n0;
   if (run->dis)
     run->nlanes += run->dis->cfg[1].replicas * run->dis->cfg[1].pp;
@@ -1009,6 +1011,9 @@ bool srv_simulate(const cfg_cluster *c, const cfg_workload *w, const srv_options
     ok = srv_loop(&run, err);
     if (ok)
       srv_collect(&run, out);
+    if (ok)
+      srv_ep_summary_of(run.sim.cost, c, w, out->prompt_tokens_mean, out->output_tokens_mean,
+                        &out->ep);
     ok = ok && srv_check_result(out, err);
     srv_replicas_free(&run);
     srv_hist_clear(&run.gaps);
