@@ -78,10 +78,13 @@ typedef enum { CFG_LENGTHS_FIXED, CFG_LENGTHS_UNIFORM, CFG_LENGTHS_FILE } cfg_le
  * reserve a request's whole KV at admission so that nothing is ever preempted (TensorRT-LLM's
  * guaranteed-no-evict) */
 typedef enum { CFG_PREEMPT_RECOMPUTE, CFG_PREEMPT_NONE } cfg_preemption;
-/* kv-aware: prefill, the replica that holds the request's shared prefix, else the one with the
- * most free KV blocks; decode (and aggregated replicas), the most free KV blocks */
+/* kv-aware: the replica whose prefix cache holds the most of the request's prompt (decode
+ * pools cache none), else the one with the most free KV blocks */
 typedef enum { CFG_ROUTER_ROUND_ROBIN, CFG_ROUTER_LEAST_LOADED, CFG_ROUTER_KV_AWARE } cfg_router;
 typedef enum { CFG_A2A_NCCL, CFG_A2A_DEEPEP, CFG_A2A_DEEPEP_LL } cfg_a2a;
+/* serving.speculative.method: a separate draft model, or the model's own multi-token
+ * prediction head (DeepSeek-V3's MTP module) */
+typedef enum { CFG_SPEC_NONE, CFG_SPEC_DRAFT, CFG_SPEC_MTP } cfg_spec_method;
 
 /* Names as the YAML spells them, from the schema's tables ("?" out of range). */
 const char *cfg_recompute_name(cfg_recompute r);
@@ -358,6 +361,9 @@ typedef struct {
   int concurrency;      /* > 0: closed loop, this many clients each waiting for its answer */
   int prefix_tokens;    /* leading prompt tokens shared by the requests of a group */
   int prefix_groups;    /* distinct shared prefixes (system prompts) */
+  int shared_prefix;    /* the same as prefix_tokens (its newer name); load.c merges them */
+  int turns;            /* requests per conversation: each turn's prompt holds the previous */
+  double think_time;    /* seconds from a turn's answer to the next turn */
 } cfg_requests;
 
 typedef struct {
@@ -365,6 +371,22 @@ typedef struct {
   double attainment;/* fraction of requests meeting both, for --find-max-rate */
 } cfg_slo;
 
+/* A host-memory tier under the GPU's KV cache: evicted prefix blocks go there, a hit comes back
+ * over the host link. */
+typedef struct {
+  double size;      /* bytes of host memory per replica (0: no tier) */
+  double bandwidth; /* host link per GPU, bytes/s (PCIe or NVLink-C2C) */
+} cfg_kv_offload;
+
+#define CFG_MAX_SPEC_TOKENS 16
+typedef struct {
+  cfg_spec_method method;
+  int tokens;             /* k: draft tokens proposed per step */
+  double acceptance;      /* per-token acceptance rate, i.i.d. */
+  double profile[CFG_MAX_SPEC_TOKENS]; /* or per position (acceptance_profile) */
+  int nprofile;
+  cfg_model draft;        /* method draft: the draft model */
+} cfg_speculative;
 /* serving.prefill / serving.decode: one pool of a disaggregated deployment (both given). */
 typedef struct {
   int tp, pp, ep, replicas, max_batch;
@@ -393,7 +415,10 @@ typedef struct {
   double kv_cache_free_fraction; /* > 0: TensorRT-LLM's rule instead: the KV cache takes this
                                     fraction of what weights and activations leave free */
   cfg_preemption preemption;
-  int prefix_caching;          /* 0/1: shared prefixes are computed once and kept */
+  int prefix_caching;          /* 0/1: prompt blocks are cached (LRU) and reused */
+  int prefix_cache;            /* the same as prefix_caching; load.c merges them */
+  cfg_kv_offload kv_offload;
+  cfg_speculative speculative;
   double iteration_overhead;   /* seconds of host work per iteration (scheduling, sampling) */
   double request_overhead;     /* seconds per request outside the engine (API server, tokenizer) */
   cfg_slo slo;

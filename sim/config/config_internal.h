@@ -57,7 +57,9 @@ typedef enum {
   CFG_T_SEQ_ENUM,   /* int array inline at offset, int count at count_offset */
   CFG_T_QTY_BY_ENUM,/* mapping enum-name -> quantity, double array inline at offset */
   CFG_T_SEQ_STRING, /* list of strings: NULL-terminated char** at offset */
-  CFG_T_NUMBER      /* plain double, may be negative */
+  CFG_T_NUMBER,     /* plain double, may be negative */
+  CFG_T_SEQ_QTY     /* quantities of `unit`: double array inline at offset, int count at
+                     * count_offset, at most `max` */
 } cfg_type;
 
 typedef struct cfg_schema cfg_schema;

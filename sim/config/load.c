@@ -169,7 +169,7 @@ static cfg_node *cfg_read_model(cfg_doc *doc, const cfg_node *ref, const char *w
 
 /* `model: {preset: NAME, KEY: VALUE...}`: the model file NAME with those keys changed. A `preset`
  * that names no model file stays what it was, a CNN's architecture (resnet18...). */
-static bool cfg_graft_model_preset(cfg_doc *doc, cfg_pair *p, GError **err)
+static bool cfg_graft_model_preset(cfg_doc *doc, cfg_pair *p, const char *what, GError **err)
 {
   cfg_pair *pre = cfg_map_find(p->value, "preset");
   if (!pre || pre->value->kind != CFG_NODE_SCALAR)
@@ -178,7 +178,8 @@ static bool cfg_graft_model_preset(cfg_doc *doc, cfg_pair *p, GError **err)
   g_autofree char *path = cfg_resolve(ref->scalar, "models", ref->line ? ref->file : NULL);
   if (!path)
     return true;
-  cfg_node *model = cfg_read_model(doc, ref, "model.preset", path, err);
+  g_autofree char *key = g_strdup_printf("%s.preset", what);
+  cfg_node *model = cfg_read_model(doc, ref, key, path, err);
   if (!model)
     return false;
   g_ptr_array_remove(p->value->items, pre); /* the file's own preset, if any, stays */
@@ -191,27 +192,39 @@ static bool cfg_graft_model_preset(cfg_doc *doc, cfg_pair *p, GError **err)
   return true;
 }
 
-/* Replaces `model: NAME` by the mapping of the model file it names. */
-static bool cfg_graft_model(cfg_doc *doc, GError **err)
+/* Replaces `KEY: NAME` of `map` (the workload's model, a draft model) by the mapping of the
+ * model file it names; `what` is its dotted path, for errors. */
+static bool cfg_graft_model_at(cfg_doc *doc, cfg_node *map, const char *key, const char *what,
+                               GError **err)
 {
-  cfg_pair *p = cfg_map_find(doc->root, "model");
+  cfg_pair *p = map && map->kind == CFG_NODE_MAP ? cfg_map_find(map, key) : NULL;
   if (p && p->value->kind == CFG_NODE_MAP)
-    return cfg_graft_model_preset(doc, p, err);
+    return cfg_graft_model_preset(doc, p, what, err);
   if (!p || p->value->kind != CFG_NODE_SCALAR)
     return true;
   const cfg_node *ref = p->value;
   g_autofree char *path = cfg_resolve(ref->scalar, "models", ref->line ? ref->file : NULL);
   if (!path) {
     g_autofree char *list = cfg_presets_list("models");
-    cfg_set_error_node(err, ref, "model: no model file '%s' (presets: %s)", ref->scalar, list);
+    cfg_set_error_node(err, ref, "%s: no model file '%s' (presets: %s)", what, ref->scalar, list);
     return false;
   }
-  cfg_node *model = cfg_read_model(doc, ref, "model", path, err);
+  cfg_node *model = cfg_read_model(doc, ref, what, path, err);
   if (!model)
     return false;
   cfg_node_free(p->value);
   p->value = model;
   return true;
+}
+
+/* The workload's model and a speculative draft model, when named by preset. */
+static bool cfg_graft_model(cfg_doc *doc, GError **err)
+{
+  cfg_node *serving = cfg_map_get(doc->root, "serving");
+  cfg_node *spec = serving && serving->kind == CFG_NODE_MAP ? cfg_map_get(serving, "speculative")
+                                                            : NULL;
+  return cfg_graft_model_at(doc, doc->root, "model", "model", err) &&
+         cfg_graft_model_at(doc, spec, "draft", "serving.speculative.draft", err);
 }
 
 /* A profile: a key naming a file of defaults for some sections of the workload. */
@@ -345,8 +358,10 @@ static bool cfg_apply_override(cfg_doc *cluster, cfg_doc *workload, const cfg_ov
                 o->path, schema == &cfg_schema_cluster ? "cluster" : "workload");
     return false;
   }
-  /* `--set model=NAME` names another model file or preset: grafted after the overrides */
-  if (target == workload && strcmp(path, "model") == 0)
+  /* `--set model=NAME` names another model file or preset (a draft model too): grafted after
+   * the overrides */
+  if (target == workload && (strcmp(path, "model") == 0 ||
+                             strcmp(path, "serving.speculative.draft") == 0))
     return cfg_tree_set(target, path, o->value, err);
   if (target == workload && strcmp(path, "model.preset") == 0 && !cfg_model_is_cnn(workload)) {
     /* grafted under the model already there, it would change nothing: say so */
@@ -725,9 +740,42 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
   return true;
 }
 
+/* Two names of one key (the old one kept working): either, or both if they agree, or (an
+ * engine profile may set the old name) the new one wins. Unset both: `def`. */
+static bool cfg_same_key(int *key, int *alias, int def, bool alias_wins, const char *key_path,
+                         const char *alias_path, const cfg_doc *d, GError **err)
+{
+  if (!alias_wins && *alias != CFG_UNSET_INT && *key != CFG_UNSET_INT && *alias != *key)
+    return cfg_fail(err, d, alias_path, "%s = %d but %s = %d: they are the same key, give one",
+                    alias_path, *alias, key_path, *key);
+  if (*alias != CFG_UNSET_INT)
+    *key = *alias;
+  CFG_DEFAULT_INT(*key, def);
+  *alias = *key;
+  return true;
+}
+
+/* Conversations are driven by their own answers, which a closed loop or a replayed trace
+ * already decides. */
+static bool cfg_turns_check(const cfg_requests *r, const cfg_doc *d, GError **err)
+{
+  if (r->turns <= 1)
+    return true;
+  if (r->trace || r->concurrency > 0)
+    return cfg_fail(err, d, "serving.requests.turns",
+                    "serving.requests.turns = %d: conversations take open-loop or burst "
+                    "arrivals, not %s",
+                    r->turns, r->trace ? "a replayed trace" : "a closed loop (concurrency)");
+  return true;
+}
+
 static bool cfg_requests_check(cfg_requests *r, const cfg_doc *d, GError **err)
 {
   CFG_DEFAULT_INT(r->distribution, r->lengths_file ? CFG_LENGTHS_FILE : CFG_LENGTHS_FIXED);
+  if (!cfg_same_key(&r->prefix_tokens, &r->shared_prefix, 0, false, "serving.requests.prefix_tokens",
+                    "serving.requests.shared_prefix", d, err) ||
+      !cfg_turns_check(r, d, err))
+    return false;
   bool open_rate = !r->trace && r->concurrency == 0 && r->arrival != CFG_ARRIVAL_BURST;
   if (open_rate && !(r->rate > 0))
     return cfg_fail(err, d, "serving.requests",
@@ -784,6 +832,63 @@ static bool cfg_serving_ep_check(const cfg_workload *w, GError **err)
                     "parallelism are not modelled; use serving.pp 1",
                     s->pp, s->ep);
   return true;
+}
+
+/* The draft model is checked as a model is, its errors named by its own path and position. */
+static bool cfg_draft_check(cfg_model *m, const cfg_doc *d, GError **err)
+{
+  cfg_node *serving = cfg_map_get(d->root, "serving");
+  cfg_node *draft = cfg_map_get(cfg_map_get(serving, "speculative"), "draft");
+  if (!draft)
+    return cfg_fail(err, d, "serving.speculative.method",
+                    "serving.speculative.method = draft needs serving.speculative.draft (a model "
+                    "preset name or a mapping)");
+  cfg_node *wrapper = cfg_node_new(CFG_NODE_MAP, draft->file, draft->line, draft->col);
+  cfg_map_put(wrapper, "model", draft);
+  cfg_doc view = {.root = wrapper};
+  GError *inner = NULL;
+  bool ok = cfg_model_check(m, &view, &inner);
+  cfg_map_find(wrapper, "model")->value = NULL; /* borrowed */
+  cfg_node_free(wrapper);
+  if (!ok) {
+    const char *msg = strstr(inner->message, ": model");
+    g_autofree char *where = msg ? g_strndup(inner->message, (gsize)(msg - inner->message))
+                                 : cfg_doc_where(d, "serving.speculative.draft");
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s: serving.speculative.draft%s", where,
+                msg ? msg + strlen(": model") : inner->message);
+    g_error_free(inner);
+    return false;
+  }
+  if (m->kind != CFG_MODEL_TRANSFORMER && m->kind != CFG_MODEL_MOE_TRANSFORMER)
+    return cfg_fail(err, d, "serving.speculative.draft",
+                    "serving.speculative.draft: expected a transformer (kind transformer or "
+                    "moe-transformer)");
+  return true;
+}
+
+static bool cfg_speculative_check(cfg_speculative *sp, cfg_scheduler sched, const cfg_doc *d,
+                                  GError **err)
+{
+  CFG_DEFAULT_INT(sp->tokens, sp->nprofile > 0 ? sp->nprofile : 1);
+  if (sp->method == CFG_SPEC_NONE)
+    return true;
+  if (sched == CFG_SCHEDULER_STATIC)
+    return cfg_fail(err, d, "serving.speculative.method",
+                    "serving.speculative: static batches (serving.scheduler static) decode "
+                    "padded one token at a time; speculative decoding needs another scheduler");
+  if (sp->nprofile > 0 && sp->nprofile != sp->tokens)
+    return cfg_fail(err, d, "serving.speculative.acceptance_profile",
+                    "serving.speculative.acceptance_profile: %d entries, but tokens = %d: give "
+                    "one acceptance rate per proposed token",
+                    sp->nprofile, sp->tokens);
+  if (sp->nprofile == 0 && isnan(sp->acceptance))
+    return cfg_fail(err, d, "serving.speculative",
+                    "serving.speculative: missing required key 'acceptance' (the probability a "
+                    "proposed token is accepted, for example 0.8) or 'acceptance_profile'");
+  if (sp->nprofile > 0 && !isnan(sp->acceptance))
+    return cfg_fail(err, d, "serving.speculative.acceptance",
+                    "serving.speculative: give 'acceptance' or 'acceptance_profile', not both");
+  return sp->method != CFG_SPEC_DRAFT || cfg_draft_check(&sp->draft, d, err);
 }
 
 /* A pool's layout against the model, named by the pool's own keys (serving.prefill.tp ...). */
@@ -871,9 +976,19 @@ static bool cfg_serving_check(cfg_workload *w, const cfg_cluster *c, GError **er
     return cfg_fail(err, d, "serving.gpu_memory_utilization",
                     "serving.gpu_memory_utilization: must be in (0, 1]");
   if (!cfg_requests_check(&s->requests, d, err) || !cfg_serving_ep_check(w, err) ||
+      !cfg_same_key(&s->prefix_caching, &s->prefix_cache, 0, true, "serving.prefix_caching",
+                    "serving.prefix_cache", d, err) ||
+      !cfg_speculative_check(&s->speculative, s->scheduler, d, err) ||
       !cfg_pools_check(w, c, err))
     return false;
-  if (!c || s->disaggregated)
+  if (!c)
+    return true;
+  CFG_DEFAULT_QTY(s->kv_offload.bandwidth, c->storage.host_bandwidth);
+  if (s->kv_offload.size > 0 && !(s->kv_offload.bandwidth > 0))
+    return cfg_fail(err, d, "serving.kv_offload.bandwidth",
+                    "serving.kv_offload.bandwidth: must be above 0 (hits in host memory come "
+                    "back over it)");
+  if (s->disaggregated)
     return true;
   /* with expert parallelism the replica is its ep GPUs (attention DP ep / tp x TP tp) */
   int width = s->ep > 1 ? s->ep : s->tp;
@@ -1156,6 +1271,9 @@ void cfg_workload_free(cfg_workload *w)
   g_free(w->collectives.protocol);
   g_free(w->serving.requests.lengths_file);
   g_free(w->serving.requests.trace);
+  g_free(w->serving.speculative.draft.name);
+  g_free(w->serving.speculative.draft.preset);
+  g_free(w->serving.speculative.draft.moe.histogram);
   cfg_doc_free(w->doc);
   g_free(w);
 }

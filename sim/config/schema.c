@@ -34,6 +34,7 @@ static const char *const cfg_scheduler_names[] = {"continuous", "static", "chunk
 static const char *const cfg_arrival_names[] = {"poisson", "gamma", "uniform", "burst", NULL};
 static const char *const cfg_lengths_names[] = {"fixed", "uniform", "file", NULL};
 static const char *const cfg_preemption_names[] = {"recompute", "none", NULL};
+static const char *const cfg_spec_method_names[] = {"none", "draft", "mtp", NULL};
 static const char *const cfg_router_names[] = {"round-robin", "least-loaded", "kv-aware", NULL};
 static const char *const cfg_proto_names[] = {"ll", "ll128", "simple", NULL};
 static const char *const cfg_link_class_names[] = {"intra", "network", NULL};
@@ -668,8 +669,20 @@ static const cfg_field cfg_requests_fields[] = {
     F_INT(cfg_requests, "concurrency", concurrency, 0,
           "> 0: closed loop, this many clients each waiting for its answer", DEF(0)),
     F_INT(cfg_requests, "prefix_tokens", prefix_tokens, 0,
-          "leading prompt tokens shared by the requests of a group", DEF(0)),
+          "leading prompt tokens shared by the requests of a group", DERIVED("shared_prefix, else 0")),
     F_INT(cfg_requests, "prefix_groups", prefix_groups, 1, "distinct shared prefixes", DEF(1)),
+    F_INT(cfg_requests, "shared_prefix", shared_prefix, 0,
+          "the same as prefix_tokens (its newer name; give one, or both equal)",
+          DERIVED("prefix_tokens")),
+    F_INT(cfg_requests, "turns", turns, 1,
+          "requests per conversation: turn j's prompt is the whole conversation so far (turn "
+          "j-1's prompt and answer) and a new user message of a drawn prompt length less the "
+          "shared prefix; the arrival process starts conversations",
+          DEF(1), UPTO(1 << 16, "conversations run a few hundred turns")),
+    F_QTY(cfg_requests, "think_time", think_time, UNITS_SECONDS,
+          "turns: from an answer's last token to the next turn's arrival at the engine (assumed: "
+          "a user reading and typing)",
+          DEF(5.0)),
 };
 static const cfg_schema cfg_schema_requests =
     SCHEMA("serving.requests", cfg_requests, cfg_requests_fields);
@@ -684,6 +697,41 @@ static const cfg_field cfg_slo_fields[] = {
 };
 static const cfg_schema cfg_schema_slo = SCHEMA("serving.slo", cfg_slo, cfg_slo_fields);
 
+static const cfg_field cfg_kv_offload_fields[] = {
+    F_QTY(cfg_kv_offload, "size", size, UNITS_BYTES,
+          "host memory per replica for KV blocks evicted from the GPUs (vLLM's "
+          "kv_offloading_size, summed over the replica's GPUs); 0: no host tier",
+          DEF(0)),
+    F_QTY(cfg_kv_offload, "bandwidth", bandwidth, UNITS_BYTES_PER_S,
+          "host link per GPU a hit in host memory comes back over (PCIe 5.0 x16, NVLink-C2C)",
+          DERIVED("storage.host_bandwidth of the cluster")),
+};
+static const cfg_schema cfg_schema_kv_offload =
+    SCHEMA("serving.kv_offload", cfg_kv_offload, cfg_kv_offload_fields);
+
+static const cfg_field cfg_speculative_fields[] = {
+    F_ENUM(cfg_speculative, "method", method, cfg_spec_method_names,
+           "speculative decoding: a draft model proposes, or the model's multi-token-prediction "
+           "head (one more layer, run once per proposed token)",
+           DEF(CFG_SPEC_NONE)),
+    F_INT(cfg_speculative, "tokens", tokens, 1, "k: tokens proposed per decode step",
+          DERIVED("the entries of acceptance_profile, else 1"),
+          UPTO(CFG_MAX_SPEC_TOKENS, "engines propose at most a few tokens per step")),
+    F_FRAC(cfg_speculative, "acceptance", acceptance,
+           "probability each proposed token is accepted (independent): (1 - a^(k+1)) / (1 - a) "
+           "tokens per step",
+           DERIVED("required unless acceptance_profile is given")),
+    {ROW(cfg_speculative, "acceptance_profile", CFG_T_SEQ_QTY, profile),
+     .unit = UNITS_FRACTION, .count_offset = offsetof(cfg_speculative, nprofile),
+     .max = CFG_MAX_SPEC_TOKENS,
+     .doc = "instead: the acceptance rate of each position (k entries; position i counts only "
+            "if 1..i-1 were accepted)"},
+    F_MAP(cfg_speculative, "draft", draft, cfg_schema_model,
+          "method draft: the draft model, a preset name under configs/models or a mapping of "
+          "the keys of model; it runs with serving.tp on the same GPUs"),
+};
+static const cfg_schema cfg_schema_speculative =
+    SCHEMA("serving.speculative", cfg_speculative, cfg_speculative_fields);
 /* A pool of a disaggregated deployment: the same keys for prefill and decode, so that a planner's
  * overlay (serving.prefill.tp=4) reads as the aggregated one does. */
 static const cfg_field cfg_pool_fields[] = {
@@ -730,7 +778,8 @@ static const cfg_field cfg_serving_fields[] = {
            DERIVED("dtype, or bf16 for int8 / int4 weights")),
     F_INT(cfg_serving, "replicas", replicas, 1, "data-parallel copies behind the router", DEF(1)),
     F_ENUM(cfg_serving, "router", router, cfg_router_names,
-           "how requests go to replicas (kv-aware: to the shared prefix, else the most free KV)",
+           "how requests go to replicas (kv-aware: to the most of the prompt cached, else the most "
+           "free KV)",
            DEF(CFG_ROUTER_ROUND_ROBIN)),
     F_INT(cfg_serving, "max_tokens", max_tokens, 1,
           "tokens per iteration (vLLM max_num_batched_tokens)",
@@ -752,7 +801,17 @@ static const cfg_field cfg_serving_fields[] = {
            "that could not finish (none, TensorRT-LLM)",
            DEF(CFG_PREEMPT_RECOMPUTE)),
     F_BOOL(cfg_serving, "prefix_caching", prefix_caching,
-           "shared prefixes are computed once and kept", DEF(0)),
+           "full KV blocks of prompts and answers stay cached after their request (a prefix "
+           "tree of blocks per replica, least recently used evicted first): a request whose "
+           "prompt starts with cached blocks skips their prefill",
+           DERIVED("prefix_cache, else false")),
+    F_BOOL(cfg_serving, "prefix_cache", prefix_cache,
+           "the same as prefix_caching (its newer name), which it overrides",
+           DERIVED("prefix_caching")),
+    F_MAP(cfg_serving, "kv_offload", kv_offload, cfg_schema_kv_offload,
+          "a host-memory tier of the prefix cache"),
+    F_MAP(cfg_serving, "speculative", speculative, cfg_schema_speculative,
+          "speculative decoding"),
     F_QTY(cfg_serving, "iteration_overhead", iteration_overhead, UNITS_SECONDS,
           "host work per iteration (scheduling, sampling)", DEF(0)),
     F_QTY(cfg_serving, "request_overhead", request_overhead, UNITS_SECONDS,
@@ -929,6 +988,7 @@ void cfg_schema_init(const cfg_schema *s, void *obj)
       *(int *)((char *)obj + f->count_offset) = 0;
       break;
     case CFG_T_SEQ_ENUM:
+    case CFG_T_SEQ_QTY:
       *(int *)((char *)obj + f->count_offset) = 0;
       break;
     }
@@ -969,6 +1029,7 @@ static void cfg_default_field(const cfg_field *f, void *obj)
     break;
   case CFG_T_SEQ_ENUM:
   case CFG_T_SEQ_STRING:
+  case CFG_T_SEQ_QTY:
     break;
   }
 }
@@ -1011,6 +1072,7 @@ static void cfg_merge_field(const cfg_field *f, void *dst, const void *src)
   case CFG_T_SEQ_MAP:
   case CFG_T_SEQ_ENUM:
   case CFG_T_SEQ_STRING:
+  case CFG_T_SEQ_QTY:
     break; /* lists are replaced whole, never merged */
   }
 }
@@ -1361,6 +1423,30 @@ static bool cfg_decode_seq_enum(const cfg_node *n, const cfg_field *f, const cha
   return true;
 }
 
+static bool cfg_decode_seq_qty(const cfg_node *n, const cfg_field *f, const char *path,
+                               void *base, GError **err)
+{
+  if (n->kind != CFG_NODE_SEQ) {
+    cfg_set_error_node(err, n, "%s: expected a list such as [0.9, 0.8], found %s", path,
+                       cfg_kind_name(n));
+    return false;
+  }
+  if (n->items->len < 1 || n->items->len > (guint)f->max) {
+    cfg_set_error_node(err, n, "%s: expected 1 to %g entries, found %u", path, f->max,
+                       n->items->len);
+    return false;
+  }
+  double *vals = (double *)((char *)base + f->offset);
+  double top = f->unit == UNITS_FRACTION ? 1.0 : 0.0;
+  for (guint i = 0; i < n->items->len; i++) {
+    g_autofree char *sub = g_strdup_printf("%s[%u]", path, i);
+    if (!cfg_decode_qty(g_ptr_array_index(n->items, i), f->unit, top, sub, &vals[i], err))
+      return false;
+  }
+  *(int *)((char *)base + f->count_offset) = (int)n->items->len;
+  return true;
+}
+
 static bool cfg_decode_seq_string(const cfg_node *n, const char *path, char ***out, GError **err)
 {
   if (n->kind != CFG_NODE_SEQ) {
@@ -1426,6 +1512,8 @@ static bool cfg_decode_field(const cfg_node *v, const cfg_field *f, const char *
     return cfg_decode_seq_string(v, path, slot, err);
   case CFG_T_NUMBER:
     return cfg_decode_number(v, path, slot, err);
+  case CFG_T_SEQ_QTY:
+    return cfg_decode_seq_qty(v, f, path, base, err);
   }
   return false;
 }

@@ -30,11 +30,12 @@ bool srv_capacity_of(const cfg_cluster *cl, const cfg_workload *w, const srv_cos
   srv_capacity c = {.memory = cl->gpu.memory, .block_size = s->block_size};
   bool trt = s->kv_cache_free_fraction > 0;
   c.usable = trt ? c.memory : c.memory * s->gpu_memory_utilization;
-  c.weights = srv_stage_weight_bytes(cost, &w->model);
+  /* a speculative proposer lives on the same GPUs, and its KV in the same blocks */
+  c.weights = srv_stage_weight_bytes(cost, &w->model) + srv_spec_weight_bytes(cost);
   c.activations = srv_activation_bytes(cost, s->max_tokens, s->max_batch);
   c.other = w->memory.cuda_context +
             (s->tp > 1 || s->pp > 1 || s->ep > 1 ? w->memory.nccl_buffers : 0);
-  c.kv_per_token = srv_kv_bytes_per_token(cost);
+  c.kv_per_token = srv_kv_bytes_per_token(cost) + srv_spec_kv_bytes_per_token(cost);
   c.kv_bytes = (c.usable - c.weights - c.activations - c.other) *
                (trt ? s->kv_cache_free_fraction : 1.0);
   if (s->kv_blocks > 0) {

@@ -42,6 +42,10 @@ struct srv_cost {
   int *tp_ranks;        /* the first replica's first stage */
   int pp_pair[2];
   GHashTable *comm_memo;/* (op, tokens) -> seconds */
+  /* speculative decoding: the proposer's cost model (on the same GPUs, one stage) */
+  srv_cost *draft;
+  int spec_k;
+  double spec_weights;  /* its weights on one GPU */
 };
 
 static double srv_kernel(const srv_cost *c, cfg_kernel_class k, cfg_dtype dt, double flops,
@@ -181,17 +185,18 @@ static void srv_attention(const srv_cost *c, const srv_batch *b, srv_parts *p)
   double write = b->tokens * kv_token;
   /* FLOPs per query-key pair and head: QK^T and PV over the head dim; with MLA, prefill over
    * the decompressed heads (d + rope, d), decode over the latent (absorbed: kv_rank + rope,
-   * kv_rank) */
+   * kv_rank); verify passes' k + 1 queries are decode queries */
   double pair_p = c->kvr > 0 ? 2 * (2 * c->d + c->rd) : 4 * c->d;
   double pair_d = c->kvr > 0 ? 2 * (2 * c->kvr + c->rd) : 4 * c->d;
   double pflops = pair_p * c->heads * b->prefill_attn;
-  double dflops = pair_d * c->heads * b->decode_kv;
+  double dflops = pair_d * c->heads * (b->decode_kv + b->verify_pairs);
+  double dq = b->tokens - b->prefill_tokens; /* decode queries, verify passes' k + 1 each */
   p->attention += srv_kernel(c, CFG_KCLASS_ATTENTION, c->attn_dtype, pflops,
                              b->prefill_kv * kv_token + b->prefill_tokens * qo +
                                  (b->decodes ? 0 : write),
                              0);
   p->attention += srv_kernel(c, CFG_KCLASS_ATTENTION, c->attn_dtype, dflops,
-                             b->decode_kv * kv_token + b->decodes * qo + (b->decodes ? write : 0),
+                             b->decode_kv * kv_token + dq * qo + (b->decodes ? write : 0),
                              0);
 }
 
@@ -302,6 +307,28 @@ static double srv_parts_sum(const srv_parts *p)
   return p->gemm + p->attention + p->other + p->comm;
 }
 
+/* The proposer before a verify pass: its first forward takes the iteration's prompt tokens
+ * (it keeps a KV cache of its own) with one token of every verifying sequence, then k - 1 more
+ * one-token passes; MTP runs its one layer the same way. */
+static double srv_draft_time(srv_cost *c, const srv_batch *b)
+{
+  if (!c->draft || (b->verifies == 0 && b->prefill_tokens == 0))
+    return 0;
+  srv_batch step = {.seqs = b->verifies, .tokens = b->verifies, .decodes = b->verifies,
+                    .decode_kv = b->verify_kv, .samples = b->verifies};
+  srv_batch first = step;
+  first.seqs += b->seqs - b->decodes;
+  first.tokens += b->prefill_tokens;
+  first.prefill_tokens = b->prefill_tokens;
+  first.prefill_attn = b->prefill_attn;
+  first.prefill_kv = b->prefill_kv;
+  srv_time t1, tk = {0};
+  srv_iteration_time(c->draft, &first, &t1);
+  if (b->verifies > 0 && c->spec_k > 1)
+    srv_iteration_time(c->draft, &step, &tk);
+  return t1.total + (c->spec_k - 1) * tk.total;
+}
+
 void srv_iteration_time(srv_cost *c, const srv_batch *b, srv_time *out)
 {
   srv_parts layer = {0}, moe = {0}, first = {0}, last = {0};
@@ -327,6 +354,9 @@ void srv_iteration_time(srv_cost *c, const srv_batch *b, srv_time *out)
   out->total = c->pp * body + ends + (c->pp - 1) * send + c->host;
   out->period = c->pp > 1 ? body + MAX(srv_parts_sum(&first), srv_parts_sum(&last)) + send
                           : out->total;
+  out->draft = srv_draft_time(c, b);
+  out->total += out->draft;
+  out->period += out->draft;
 }
 
 static bool srv_check_model(const cfg_workload *w, GError **err)
@@ -415,6 +445,53 @@ static void srv_shape(srv_cost *c, const cfg_model *m, const cfg_serving *s)
   c->host = s->iteration_overhead;
 }
 
+static double srv_layers_bytes(const srv_cost *c);
+
+/* The draft model runs with the replica's tensor parallelism: its heads and MLP must split. */
+static bool srv_draft_splits(const cfg_workload *w, const cfg_model *m, GError **err)
+{
+  int tp = w->serving.tp;
+  bool kv = m->kv_heads % tp == 0 || tp % m->kv_heads == 0;
+  if (m->heads % tp == 0 && kv && m->ffn_hidden % tp == 0)
+    return true;
+  const char *key = m->heads % tp ? "serving.speculative.draft.heads"
+                    : !kv         ? "serving.speculative.draft.kv_heads"
+                                  : "serving.speculative.draft.ffn_hidden";
+  g_autofree char *where = cfg_doc_where(w->doc, key);
+  g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+              "%s: serving.speculative.draft: the draft model %s runs with serving.tp = %d, "
+              "which must divide its heads (%d) and MLP width (%d) and divide or be divided by "
+              "its KV heads (%d)",
+              where, m->name, tp, m->heads, m->ffn_hidden, m->kv_heads);
+  return false;
+}
+
+/* The proposer: the draft model, or (MTP) one more layer of the model's own shape whose
+ * embedding and output layer are the model's, plus its projection of two hidden states. Both
+ * run with the replica's tensor parallelism, in one stage, without the host's iteration cost. */
+static bool srv_spec_cost_new(const cfg_cluster *cl, const cfg_workload *w, srv_cost *c,
+                              GError **err)
+{
+  const cfg_speculative *sp = &w->serving.speculative;
+  if (sp->method == CFG_SPEC_NONE)
+    return true;
+  cfg_workload dw = *w;
+  dw.model = sp->method == CFG_SPEC_DRAFT ? sp->draft : w->model;
+  if (sp->method == CFG_SPEC_MTP)
+    dw.model.layers = 1;
+  dw.serving.pp = 1;
+  dw.serving.iteration_overhead = 0;
+  dw.serving.speculative.method = CFG_SPEC_NONE;
+  if (!srv_draft_splits(w, &dw.model, err) || !srv_cost_new(cl, &dw, &c->draft, err))
+    return false;
+  c->spec_k = sp->tokens;
+  srv_cost *d = c->draft;
+  c->spec_weights = sp->method == CFG_SPEC_DRAFT
+                        ? srv_stage_weight_bytes(d, &dw.model)
+                        : srv_layers_bytes(d) + 2 * d->h * d->h / d->tp * d->wb;
+  return true;
+}
+
 bool srv_cost_new(const cfg_cluster *cl, const cfg_workload *w, srv_cost **out, GError **err)
 {
   *out = NULL;
@@ -443,6 +520,11 @@ bool srv_cost_new(const cfg_cluster *cl, const cfg_workload *w, srv_cost **out, 
     return false;
   }
   *out = c;
+  if (!srv_spec_cost_new(cl, w, c, err)) {
+    srv_cost_free(c);
+    *out = NULL;
+    return false;
+  }
   return true;
 }
 
@@ -457,6 +539,7 @@ void srv_cost_free(srv_cost *c)
   srv_ep_clear(&c->ep);
   if (c->comm_memo)
     g_hash_table_destroy(c->comm_memo);
+  srv_cost_free(c->draft);
   g_free(c);
 }
 
@@ -524,4 +607,14 @@ double srv_activation_bytes(const srv_cost *c, double tokens, double seqs)
   if (c->moe && c->ep.n > 1) /* the busiest GPU's copies at the most tokens (balanced x 2) */
     width = MAX(c->ffn, 2.0 * c->top_k * c->expert_ffn / c->tp);
   return tokens * c->ab * (c->gate + 1) * width + seqs * c->vocab * 4;
+}
+
+double srv_spec_weight_bytes(const srv_cost *c)
+{
+  return c->draft ? c->spec_weights : 0;
+}
+
+double srv_spec_kv_bytes_per_token(const srv_cost *c)
+{
+  return c->draft ? srv_kv_bytes_per_token(c->draft) : 0;
 }
