@@ -19,9 +19,12 @@ bool calib_predict(const cfg_cluster *c, const calib_target *t, const calib_tabl
                    double *out, GError **err)
 {
   hw_cluster *hw = hw_cluster_new(c);
-  eng_options opt = {.kind = t->engine, .algo = t->algo, .proto = t->proto};
+  eng_options opt = {.kind = t->engine, .algo = t->algo, .proto = t->proto,
+                     .runtime = t->runtime};
   bool ok = true;
   coll_planner *pl = t->engine == ENG_ANALYTIC ? coll_planner_new(hw, t->algo, t->proto, true) : NULL;
+  if (pl)
+    coll_planner_set_runtime(pl, t->runtime);
   g_autofree int *ranks = g_new(int, MAX(t->group, 2));
   int n = t->op == PROG_COLL_SENDRECV ? 2 : t->group;
   for (int i = 0; i < n; i++)

@@ -31,6 +31,8 @@ void cfg_doc_free(cfg_doc *doc);
 /* "file:line:col" of the value at a dotted path (or of its closest existing parent). */
 char *cfg_doc_where(const cfg_doc *doc, const char *path);
 const char *cfg_doc_file(const cfg_doc *doc);
+/* Whether the document (after --set and profiles) holds the key at a dotted path. */
+bool cfg_doc_has(const cfg_doc *doc, const char *path);
 
 /* The closest candidate to `word` (Levenshtein, case-insensitive), or NULL if nothing is
  * close: the one "did you mean" of dlsim, for keys, enum values, options and commands. */
@@ -85,6 +87,14 @@ typedef enum { CFG_A2A_NCCL, CFG_A2A_DEEPEP, CFG_A2A_DEEPEP_LL } cfg_a2a;
 /* serving.speculative.method: a separate draft model, or the model's own multi-token
  * prediction head (DeepSeek-V3's MTP module) */
 typedef enum { CFG_SPEC_NONE, CFG_SPEC_DRAFT, CFG_SPEC_MTP } cfg_spec_method;
+/* collectives.transport: GPU buffers straight to the NIC or peer GPU (GPUDirect RDMA, CUDA IPC),
+ * or copied through host memory first (Gloo, MPI without GPUDirect) */
+typedef enum { CFG_TRANSPORT_GPU_DIRECT, CFG_TRANSPORT_HOST_STAGED } cfg_transport;
+/* collectives.progress: NCCL's kernels drive the collective on the GPU, or a host thread drives
+ * MPI's (or Gloo's) point-to-point messages */
+typedef enum { CFG_PROGRESS_KERNEL, CFG_PROGRESS_CPU } cfg_progress;
+/* collectives.ucc_tl: UCC's transport layer for an MPI built on UCC (none: MPI's own) */
+typedef enum { CFG_UCC_TL_NONE, CFG_UCC_TL_UCP, CFG_UCC_TL_NCCL } cfg_ucc_tl;
 
 /* Names as the YAML spells them, from the schema's tables ("?" out of range). */
 const char *cfg_recompute_name(cfg_recompute r);
@@ -347,6 +357,7 @@ typedef struct {
   int uneven_stages;      /* 0/1: layers need not divide into pp x virtual_stages chunks */
   int moe_overlap;        /* 0/1: each MoE layer runs two half batches, one's all-to-all under
                            * the other's compute (DeepSeek's dual micro-batch overlap) */
+  int processes_per_gpu;  /* MPS: processes sharing each GPU, each its own rank */
 } cfg_parallel;
 
 typedef struct {
@@ -438,7 +449,25 @@ typedef struct {
   cfg_a2a a2a;     /* MoE dispatch / combine kernels: NCCL all-to-all, or DeepEP's */
   double sm_reserved; /* fraction of the SMs communication kernels hold: compute that runs
                        * beside a collective slows by 1 / (1 - sm_reserved) */
+  /* the communication runtime (configs/runtimes): NCCL, a CUDA-aware MPI, Gloo */
+  char *runtime;
+  cfg_transport transport;
+  cfg_progress progress;
+  cfg_ucc_tl ucc_tl;
+  double call_latency;       /* seconds per collective call beyond the fabric's (NAN: NCCL's) */
+  double step_latency;       /* seconds per algorithm step beyond the links' (NAN: NCCL's) */
+  double eager_limit;        /* bytes: larger messages go by rendezvous (0: never) */
+  double rendezvous_latency; /* seconds: the handshake a rendezvous message waits for */
+  int leaders_per_node;      /* multi-leader all-reduce: leaders per node */
+  double cycle_time;         /* seconds: the framework's negotiation cycle (Horovod) */
+  /* size rules "ALGO < SIZE, ALGO < SIZE, ALGO" per op ("auto": NCCL's tuner) */
+  char *allreduce, *allgather, *reducescatter, *alltoall;
 } cfg_collectives;
+
+/* The `collectives` section of the runtime profile NAME (configs/runtimes/NAME.yaml, or a
+ * file), its unset keys given their defaults: what `dlsim coll --runtime` runs. */
+bool cfg_runtime_load(const char *name, cfg_collectives *out, GError **err);
+void cfg_collectives_clear(cfg_collectives *c);
 
 /* What else takes GPU memory, each line with a documented default (see memory.h). */
 typedef struct {
@@ -533,6 +562,7 @@ typedef struct {
   /* a table of collective times (nccl-tests) instead of one number */
   char *table;          /* resolved path of a CSV */
   char *op;
+  char *runtime;        /* the collectives' runtime profile (resolved path), or NULL: NCCL */
   char *algorithm;      /* the table's NCCL algorithm when it was forced (NCCL_ALGO), else NULL */
   int gpus, group_size;
   char *size_column, *time_column, *time_unit;

@@ -106,6 +106,7 @@ extern const cfg_schema cfg_schema_workload;
 extern const cfg_schema cfg_schema_model;
 extern const cfg_schema cfg_schema_efficiency;
 extern const cfg_schema cfg_schema_nccl;
+extern const cfg_schema cfg_schema_collectives;
 extern const cfg_schema cfg_schema_tier;
 extern const cfg_schema cfg_schema_case;
 extern const char *const cfg_dtype_names[];

@@ -93,6 +93,15 @@ static char *cfg_presets_list(const char *kind)
   return g_string_free(out, FALSE);
 }
 
+/* " (did you mean 'X'?)" for the preset of `kind` closest to `word`, or "". */
+static char *cfg_presets_hint(const char *kind, const char *word)
+{
+  g_autofree char *list = cfg_presets_list(kind);
+  g_auto(GStrv) names = g_strsplit(list, ", ", -1);
+  const char *near = cfg_closest(word, (const char *const *)names, g_strv_length(names));
+  return near ? g_strdup_printf(" (did you mean '%s'?)", near) : g_strdup("");
+}
+
 static cfg_doc *cfg_load_named(const char *name, const char *kind, GError **err)
 {
   g_autofree char *path = cfg_resolve(name, kind, NULL);
@@ -237,9 +246,11 @@ typedef struct {
 
 static const char *const cfg_framework_sections[] = {"training", "parallel", "collectives", "memory", NULL};
 static const char *const cfg_engine_sections[] = {"serving", NULL};
+static const char *const cfg_runtime_sections[] = {"collectives", NULL};
 static const cfg_profile cfg_profiles[] = {
     {"training", "framework", "frameworks", "framework profile", cfg_framework_sections},
     {"serving", "engine", "engines", "serving engine profile", cfg_engine_sections},
+    {"collectives", "runtime", "runtimes", "runtime profile", cfg_runtime_sections},
 };
 
 static bool cfg_profile_sections_ok(const cfg_profile *pr, const cfg_node *profile,
@@ -274,8 +285,9 @@ static bool cfg_graft_profile(cfg_doc *doc, const cfg_profile *pr, GError **err)
   g_autofree char *where = g_strdup_printf("%s.%s", pr->section, pr->key);
   if (!path) {
     g_autofree char *list = cfg_presets_list(pr->kind);
-    cfg_set_error_node(err, ref, "%s: no %s '%s' (profiles: none, %s)", where, pr->what,
-                       ref->scalar, list);
+    g_autofree char *hint = cfg_presets_hint(pr->kind, ref->scalar);
+    cfg_set_error_node(err, ref, "%s: no %s '%s'%s (profiles: none, %s)", where, pr->what,
+                       ref->scalar, hint, list);
     return false;
   }
   cfg_node *profile = cfg_read_map(doc, ref, where, path, err);
@@ -709,7 +721,14 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
                     "training.dtype = %s, but the cluster's gpu.flops has no %s entry",
                     cfg_dtype_name(t->dtype), cfg_dtype_name(t->dtype));
 
-  int gpus = cfg_cluster_gpus(c);
+  if (p->processes_per_gpu > 1 && (w->collectives.progress == CFG_PROGRESS_KERNEL ||
+                                   w->collectives.ucc_tl == CFG_UCC_TL_NCCL))
+    return cfg_fail(err, d, "parallel.processes_per_gpu",
+                    "parallel.processes_per_gpu = %d needs an MPI runtime (collectives.runtime: "
+                    "mpi-mvapich or mpi-ucx): NCCL refuses two ranks on one GPU",
+                    p->processes_per_gpu);
+  /* with MPS every process is a rank: the degrees count processes */
+  int gpus = cfg_cluster_gpus(c) * p->processes_per_gpu;
   if (!cfg_degrees_fit(p, gpus, d, err))
     return false;
   int inner = p->tp * p->pp * p->cp;
@@ -1002,6 +1021,19 @@ static bool cfg_serving_check(cfg_workload *w, const cfg_cluster *c, GError **er
   return true;
 }
 
+/* A runtime that drives its own messages (cpu progress) must say what a call costs; one
+ * that runs NCCL's kernels adds nothing unless it says so. */
+static bool cfg_collectives_check(cfg_collectives *k, const cfg_doc *d, GError **err)
+{
+  bool kernel = k->progress == CFG_PROGRESS_KERNEL || k->ucc_tl == CFG_UCC_TL_NCCL;
+  if (isnan(k->call_latency) && !kernel)
+    return cfg_fail(err, d, "collectives.progress",
+                    "collectives.progress = cpu needs collectives.call_latency (the runtime's "
+                    "cost per call; the profiles in configs/runtimes give it)");
+  CFG_DEFAULT_QTY(k->call_latency, 0.0);
+  return true;
+}
+
 static bool cfg_workload_check(cfg_workload *w, const cfg_cluster *c, GError **err)
 {
   const cfg_doc *d = w->doc;
@@ -1018,6 +1050,8 @@ static bool cfg_workload_check(cfg_workload *w, const cfg_cluster *c, GError **e
     return cfg_fail(err, d, "collectives.sm_reserved",
                     "collectives.sm_reserved = %g: expected a fraction in [0, 0.9)",
                     w->collectives.sm_reserved);
+  if (!cfg_collectives_check(&w->collectives, d, err))
+    return false;
   /* Allowances that are not model states or activations: uncalibrated, documented defaults. */
   cfg_memory *m = &w->memory;
   CFG_DEFAULT_QTY(m->comm_bucket, w->parallel.gradient_bucket);
@@ -1267,8 +1301,7 @@ void cfg_workload_free(cfg_workload *w)
   g_free(w->training.framework);
   g_free(w->serving.engine);
   g_free(w->model.moe.histogram);
-  g_free(w->collectives.algorithm);
-  g_free(w->collectives.protocol);
+  cfg_collectives_clear(&w->collectives);
   g_free(w->serving.requests.lengths_file);
   g_free(w->serving.requests.trace);
   g_free(w->serving.speculative.draft.name);
@@ -1276,6 +1309,47 @@ void cfg_workload_free(cfg_workload *w)
   g_free(w->serving.speculative.draft.moe.histogram);
   cfg_doc_free(w->doc);
   g_free(w);
+}
+
+void cfg_collectives_clear(cfg_collectives *c)
+{
+  char **strs[] = {&c->algorithm, &c->protocol, &c->runtime, &c->allreduce,
+                   &c->allgather, &c->reducescatter, &c->alltoall};
+  for (size_t i = 0; i < G_N_ELEMENTS(strs); i++) {
+    g_free(*strs[i]);
+    *strs[i] = NULL;
+  }
+}
+
+bool cfg_runtime_load(const char *name, cfg_collectives *out, GError **err)
+{
+  cfg_schema_init(&cfg_schema_collectives, out);
+  g_autofree char *path = cfg_resolve(name, "runtimes", NULL);
+  if (!path) {
+    g_autofree char *list = cfg_presets_list("runtimes");
+    g_autofree char *hint = cfg_presets_hint("runtimes", name);
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--runtime %s: no runtime profile '%s'%s "
+                "(profiles: %s)", name, name, hint, list);
+    return false;
+  }
+  cfg_doc *doc = cfg_doc_load(path, err);
+  if (!doc)
+    return false;
+  const cfg_node *section = cfg_map_get(doc->root, "collectives");
+  bool ok = true;
+  if (!section || section->kind != CFG_NODE_MAP) {
+    cfg_set_error_at(err, cfg_doc_file(doc), 0, 0, "expected a 'collectives' mapping");
+    ok = false;
+  }
+  ok = ok && cfg_decode(section, &cfg_schema_collectives, out, "collectives", err);
+  if (ok) {
+    cfg_defaults(&cfg_schema_collectives, out);
+    ok = cfg_collectives_check(out, doc, err);
+  }
+  if (!ok)
+    cfg_collectives_clear(out);
+  cfg_doc_free(doc);
+  return ok;
 }
 
 bool cfg_case_load(const char *path, cfg_case *out, GError **err)
@@ -1325,6 +1399,7 @@ void cfg_case_clear(cfg_case *c)
   g_free(c->command);
   g_free(c->unit);
   g_free(c->table);
+  g_free(c->runtime);
   g_free(c->op);
   g_free(c->algorithm);
   g_free(c->size_column);

@@ -28,6 +28,9 @@ static const char *const cfg_optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const cfg_recompute_names[] = {"none", "selective", "full", NULL};
 static const char *const cfg_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe", NULL};
 static const char *const cfg_a2a_names[] = {"nccl", "deepep", "deepep-ll", NULL};
+static const char *const cfg_transport_names[] = {"gpu-direct", "host-staged", NULL};
+static const char *const cfg_progress_names[] = {"kernel", "cpu", NULL};
+static const char *const cfg_ucc_tl_names[] = {"none", "ucp", "nccl", NULL};
 static const char *const cfg_offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const cfg_dim_names[] = {"tp", "cp", "pp", "dp", NULL};
 static const char *const cfg_scheduler_names[] = {"continuous", "static", "chunked", "fused", NULL};
@@ -642,6 +645,11 @@ static const cfg_field cfg_parallel_fields[] = {
     F_BOOL(cfg_parallel, "moe_overlap", moe_overlap,
            "each MoE layer runs two half batches, one's all-to-all under the other's compute",
            DEF(0)),
+    F_INT(cfg_parallel, "processes_per_gpu", processes_per_gpu, 1,
+          "MPS: processes sharing each GPU's SMs and memory (AccDP), each its own rank: the "
+          "degrees multiply to GPUs x this; needs an MPI runtime (NCCL refuses two ranks on "
+          "one GPU)",
+          DEF(1), UPTO(48, "MPS serves at most 48 clients per GPU (Volta and later)")),
 };
 static const cfg_schema cfg_schema_parallel = SCHEMA("parallel", cfg_parallel, cfg_parallel_fields);
 
@@ -839,8 +847,8 @@ static const cfg_schema cfg_schema_serving = SCHEMA("serving", cfg_serving, cfg_
 
 static const cfg_field cfg_collectives_fields[] = {
     F_STR(cfg_collectives, "algorithm", algorithm,
-          "auto (NCCL's tuner) or ring, tree, rhd, hierarchical, nvls, nvls-tree, sharp, pairwise, "
-          "direct",
+          "auto (NCCL's tuner, or with cpu progress the runtime's size rules) or ring, tree, rhd, "
+          "hierarchical, nvls, nvls-tree, sharp, pairwise, direct, rd, multi-leader",
           DEF_STR("auto")),
     F_STR(cfg_collectives, "protocol", protocol, "auto, ll, ll128 or simple", DEF_STR("auto")),
     F_ENUM(cfg_collectives, "a2a", a2a, cfg_a2a_names,
@@ -850,8 +858,56 @@ static const cfg_field cfg_collectives_fields[] = {
            "fraction of the SMs communication kernels hold: compute beside a collective slows "
            "by 1 / (1 - sm_reserved)",
            DEF(0.0)),
+    F_STR(cfg_collectives, "runtime", runtime,
+          "the communication runtime whose constants the workload takes (configs/runtimes: "
+          "nccl, mpi-mvapich, mpi-ucx, gloo; each file says where its numbers come from)",
+          DEF_STR("nccl")),
+    F_ENUM(cfg_collectives, "transport", transport, cfg_transport_names,
+           "GPU buffers go GPU-direct (GPUDirect RDMA, CUDA IPC) or through host memory (each "
+           "collective copies its buffer down and back over storage.host_bandwidth)",
+           DEF(CFG_TRANSPORT_GPU_DIRECT)),
+    F_ENUM(cfg_collectives, "progress", progress, cfg_progress_names,
+           "kernel: NCCL's kernels and tuner (they hold sm_reserved of the SMs); cpu: a host "
+           "thread drives the runtime's point-to-point messages, holds no SMs and runs the "
+           "size rules below",
+           DEF(CFG_PROGRESS_KERNEL)),
+    F_ENUM(cfg_collectives, "ucc_tl", ucc_tl, cfg_ucc_tl_names,
+           "an MPI over UCC: its transport layer; nccl runs NCCL's kernels under MPI (kernel "
+           "progress plus call_latency)",
+           DEF(CFG_UCC_TL_NONE)),
+    F_QTY(cfg_collectives, "call_latency", call_latency, UNITS_SECONDS,
+          "per collective call: the runtime's software overhead (with kernel progress, added "
+          "to NCCL's base latency)",
+          DERIVED("0 with kernel progress; required with cpu progress")),
+    F_QTY(cfg_collectives, "step_latency", step_latency, UNITS_SECONDS,
+          "cpu progress: per algorithm step beyond the links' latency (posting and matching a "
+          "message)",
+          DEF(1e-6)),
+    F_QTY(cfg_collectives, "eager_limit", eager_limit, UNITS_BYTES,
+          "cpu progress: messages above this go by rendezvous (0: always eager)", DEF(0)),
+    F_QTY(cfg_collectives, "rendezvous_latency", rendezvous_latency, UNITS_SECONDS,
+          "cpu progress: the handshake (RTS/CTS) a rendezvous message waits for, per step",
+          DEF(0)),
+    F_INT(cfg_collectives, "leaders_per_node", leaders_per_node, 1,
+          "multi-leader all-reduce: leaders per node (each reduces 1/k of the buffer and "
+          "exchanges it across nodes on its own rail)",
+          DEF(1), UPTO(64, "a node has at most a few dozen GPUs")),
+    F_QTY(cfg_collectives, "cycle_time", cycle_time, UNITS_SECONDS,
+          "the framework's negotiation cycle (Horovod's HOROVOD_CYCLE_TIME): a collective "
+          "starts at the next cycle, half a cycle after it is ready on average",
+          DEF(0)),
+    F_STR(cfg_collectives, "allreduce", allreduce,
+          "cpu progress: algorithm by size, \"ALGO < SIZE, ..., ALGO\" (rd, rhd, ring, "
+          "multi-leader, ...); auto: NCCL's tuner",
+          DEF_STR("auto")),
+    F_STR(cfg_collectives, "allgather", allgather, "the same for all-gather (rd, ring)",
+          DEF_STR("auto")),
+    F_STR(cfg_collectives, "reducescatter", reducescatter, "the same for reduce-scatter (ring)",
+          DEF_STR("auto")),
+    F_STR(cfg_collectives, "alltoall", alltoall, "the same for all-to-all (direct, pairwise)",
+          DEF_STR("auto")),
 };
-static const cfg_schema cfg_schema_collectives =
+const cfg_schema cfg_schema_collectives =
     SCHEMA("collectives", cfg_collectives, cfg_collectives_fields);
 
 static const cfg_field cfg_memory_fields[] = {
@@ -936,6 +992,8 @@ static const cfg_field cfg_case_fields[] = {
            DERIVED("0.10")),
     F_PATH(cfg_case, "table", table, "nccl-tests or OMB output, or a CSV of collective or GEMM times"),
     F_STR(cfg_case, "op", op, "the table's collective, or gemm"),
+    F_PATH(cfg_case, "runtime", runtime,
+           "the runtime profile the table's collectives run on (configs/runtimes)"),
     F_STR(cfg_case, "algorithm", algorithm,
           "the NCCL algorithm the table forced (NCCL_ALGO: ring, tree, nvls, ...)", DERIVED("auto")),
     F_INT(cfg_case, "gpus", gpus, 1, "GPUs of the table"),

@@ -41,13 +41,17 @@ plan_setup *plan_setup_new(cfg_cluster *c, cfg_workload *w, int global_batch, GE
   s->hw = hw_cluster_new(s->c);
   s->gpus = cfg_cluster_gpus(s->c);
   s->opt.kind = ENG_ANALYTIC;
-  s->opt.sm_reserved = s->w->collectives.sm_reserved;
-  if (!coll_algo_parse(s->w->collectives.algorithm, &s->opt.algo, err) ||
+  s->runtime = coll_runtime_new(&s->w->collectives, s->w->doc, err);
+  if (!s->runtime || !coll_algo_parse(s->w->collectives.algorithm, &s->opt.algo, err) ||
       !coll_proto_parse(s->w->collectives.protocol, &s->opt.proto, err)) {
     plan_setup_free(s);
     return NULL;
   }
+  /* as dlsim run: a host-driven runtime holds no SMs */
+  s->opt.sm_reserved = coll_runtime_cpu(s->runtime) ? 0 : s->w->collectives.sm_reserved;
+  s->opt.runtime = s->runtime;
   s->pl = coll_planner_new(s->hw, s->opt.algo, s->opt.proto, true);
+  coll_planner_set_runtime(s->pl, s->runtime);
   s->models = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, (GDestroyNotify)wl_model_free);
   s->skels = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, plan_skel_free);
   s->colls = plan_coll_cache_new();
@@ -71,6 +75,7 @@ void plan_setup_free(plan_setup *s)
   if (s->crowds)
     g_hash_table_destroy(s->crowds);
   coll_planner_free(s->pl);
+  coll_runtime_free(s->runtime);
   hw_cluster_free(s->hw);
   cfg_workload_free(s->w);
   cfg_cluster_free(s->c);
