@@ -2,6 +2,8 @@
  *            [--dtype D] [--top K] [--refine R]
  *            [--objective time|tokens-per-gpu|cost|energy|time-to-train]
  *            [--json | --csv] [--quiet] [--set K=V]...
+ * dlsim plan -c CLUSTER -w SERVING --gpus N [--ttft S] [--tpot S] [--top K] ...: a workload
+ * with a `serving:` section is planned as a deployment (cli/plan_serve.c).
  * Which layout to run: every TP x CP x PP x DP (x EP) x micro-batch x interleaving x ZeRO x
  * recomputation x sequence parallelism x placement, invalid and non-fitting ones dropped, the
  * rest ranked by a closed-form estimate, the best re-simulated with the analytic engine (what
@@ -16,16 +18,19 @@
 #include "units/units.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 typedef struct {
-  char *cluster, *model, *workload, *dtype, *objective, *gpus_text;
+  char *cluster, *model, *workload, *dtype, *objective, *gpus_text, *ttft, *tpot;
   char **sets, **fix;
   GArray *counts; /* int: the GPU counts of --gpus */
   int gpus, batch, seq, top, refine; /* gpus: the count being planned */
   gboolean json, csv, quiet;
+  bool serving;    /* the workload has a serving section: plan a deployment */
+  double slo[2];   /* --ttft, --tpot in seconds (0: not given) */
 } plan_args;
 
 static void plan_args_clear(plan_args *a)
@@ -35,6 +40,8 @@ static void plan_args_clear(plan_args *a)
   g_free(a->workload);
   g_free(a->dtype);
   g_free(a->objective);
+  g_free(a->ttft);
+  g_free(a->tpot);
   g_free(a->gpus_text);
   if (a->counts)
     g_array_free(a->counts, TRUE);
@@ -269,6 +276,75 @@ static bool plan_check_counts(const plan_args *a, GError **err)
   return false;
 }
 
+/* Whether -w names a workload with a serving section (a file that does not load is left to
+ * the training path, which reports why). */
+static bool plan_is_serving(const plan_args *a)
+{
+  cfg_workload *w = NULL;
+  GError *err = NULL;
+  if (!a->workload || a->model || !cfg_load_with(NULL, a->workload, NULL, NULL, &w, &err)) {
+    g_clear_error(&err);
+    return false;
+  }
+  bool serving = w->has_serving;
+  cfg_workload_free(w);
+  return serving;
+}
+
+static bool plan_usage_error(int *code, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static bool plan_usage_error(int *code, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "dlsim: error: %s\n", msg);
+  *code = 2;
+  return false;
+}
+
+/* --ttft / --tpot: a time ("200ms", or seconds as a plain number), > 0. */
+static bool plan_parse_sla(const char *option, const char *text, double *out, int *code)
+{
+  g_autofree char *why = NULL;
+  if (!text)
+    return true;
+  if (!units_parse(text, UNITS_NUMBER, out, NULL) && !units_parse(text, UNITS_SECONDS, out, &why))
+    return plan_usage_error(code, "%s '%s': %s", option, text, why ? why : "expected a time");
+  if (!(*out > 0))
+    return plan_usage_error(code, "%s %s: the SLA must be > 0 (a time such as 200ms)", option,
+                            text);
+  return true;
+}
+
+/* A serving plan: -c, -w and --gpus; the training plan's options have no meaning here. */
+static bool plan_check_serving(plan_args *a, int *code)
+{
+  const char *training = a->batch ? "--global-batch" : a->seq ? "--seq" : a->dtype ? "--dtype"
+                         : a->objective ? "--objective" : a->fix ? "--fix"
+                         : a->refine != 16 ? "--refine" : NULL;
+  if (training)
+    return plan_usage_error(code, "%s is for training plans: %s has a 'serving' section, so "
+                            "dlsim plan searches deployments (--gpus, --ttft, --tpot, --top)",
+                            training, a->workload);
+  if (!a->cluster || !a->gpus_text)
+    return plan_usage_error(code, "dlsim plan for serving needs -c CLUSTER, -w WORKLOAD and "
+                            "--gpus N (see --help)");
+  GError *err = NULL;
+  if (!plan_parse_counts(a, &err)) {
+    *code = cli_fail(err);
+    return false;
+  }
+  if (a->counts->len > 1)
+    return plan_usage_error(code, "--gpus %s: a serving plan takes one GPU budget", a->gpus_text);
+  if (a->top == -1)
+    a->top = 3;
+  if (a->top < 0)
+    return plan_usage_error(code, "--top must be >= 0");
+  return plan_parse_sla("--ttft", a->ttft, &a->slo[0], code) &&
+         plan_parse_sla("--tpot", a->tpot, &a->slo[1], code);
+}
+
 static bool plan_parse(int argc, char **argv, plan_args *a, int *code)
 {
   GOptionEntry entries[] = {
@@ -294,9 +370,20 @@ static bool plan_parse(int argc, char **argv, plan_args *a, int *code)
       {"fix", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a->fix,
        "Pin a dimension: tp, cp, pp, ep, micro_batch, virtual_stages, zero, recompute, "
        "sequence_parallel, placement (pp-inner, pp-outer)", "KEY=VALUE"},
+      {"ttft", 0, 0, G_OPTION_ARG_STRING, &a->ttft,
+       "Serving: time to first token of the SLA (default: serving.slo.ttft)", "S"},
+      {"tpot", 0, 0, G_OPTION_ARG_STRING, &a->tpot,
+       "Serving: time per output token of the SLA (default: serving.slo.tbt)", "S"},
       CLI_OPT_END};
-  if (!cli_parse(entries, "- the best parallel layout for N GPUs", &argc, &argv, code))
+  if (!cli_parse(entries, "- the best parallel layout (or serving deployment) for N GPUs", &argc,
+                 &argv, code))
     return false;
+  a->serving = plan_is_serving(a);
+  if (a->serving)
+    return plan_check_serving(a, code);
+  if (a->ttft || a->tpot)
+    return plan_usage_error(code, "%s is for serving plans: give -w a workload with a 'serving' "
+                            "section", a->ttft ? "--ttft" : "--tpot");
   if (!a->cluster || (!a->model == !a->workload) || !a->gpus_text || a->batch < 1) {
     fprintf(stderr, "dlsim: error: dlsim plan needs -c CLUSTER, one of -m MODEL or -w WORKLOAD, "
                     "--gpus N and --global-batch B (see --help)\n");
@@ -440,6 +527,14 @@ int cli_plan(int argc, char **argv)
   plan_args a = {.top = -1, .refine = 16};
   int code = 0;
   if (!plan_parse(argc, argv, &a, &code)) {
+    plan_args_clear(&a);
+    return code;
+  }
+  if (a.serving) {
+    cli_plan_serve_args sa = {.cluster = a.cluster, .workload = a.workload, .sets = a.sets,
+                              .gpus = a.gpus, .top = a.top, .ttft = a.slo[0], .tpot = a.slo[1],
+                              .json = a.json, .csv = a.csv};
+    code = cli_plan_serve(&sa);
     plan_args_clear(&a);
     return code;
   }
