@@ -75,7 +75,7 @@ static void ck_allreduce(GByteArray *out, uint64_t id, int64_t bytes, int64_t de
 }
 
 /* Writes rank files NAME.r.et of `ranks` ranks, each what `fill` writes; returns the prefix. */
-static char *ck_write(const char *name, int ranks, void (*fill)(GByteArray *))
+static char *ck_write(const char *name, int ranks, void (*fill)(GByteArray *, int))
 {
   static char *dir = NULL;
   if (!dir)
@@ -83,7 +83,7 @@ static char *ck_write(const char *name, int ranks, void (*fill)(GByteArray *))
   for (int r = 0; r < ranks; r++) {
     g_autoptr(GByteArray) b = g_byte_array_new();
     ck_metadata(b);
-    fill(b);
+    fill(b, r);
     g_autofree char *file = g_strdup_printf("%s/%s.%d.et", dir, name, r);
     cr_assert(g_file_set_contents(file, (const char *)b->data, b->len, NULL));
   }
@@ -91,24 +91,27 @@ static char *ck_write(const char *name, int ranks, void (*fill)(GByteArray *))
 }
 
 /* 10 us, then 20 us, then an all-reduce of 1 MiB that needs the second. */
-static void ck_fill_chain(GByteArray *b)
+static void ck_fill_chain(GByteArray *b, int rank)
 {
+  (void)rank;
   ck_compute(b, 1, 10, -1, false);
   ck_compute(b, 2, 20, 1, true);
   ck_allreduce(b, 3, 1 << 20, 2);
 }
 
 /* The same DAG written backwards: the file order says nothing, the dependencies everything. */
-static void ck_fill_reversed(GByteArray *b)
+static void ck_fill_reversed(GByteArray *b, int rank)
 {
+  (void)rank;
   ck_allreduce(b, 3, 1 << 20, 2);
   ck_compute(b, 2, 20, 1, true);
   ck_compute(b, 1, 10, -1, false);
 }
 
 /* The all-reduce depends on nothing: it runs under the compute. */
-static void ck_fill_free(GByteArray *b)
+static void ck_fill_free(GByteArray *b, int rank)
 {
+  (void)rank;
   ck_compute(b, 1, 10, -1, false);
   ck_compute(b, 2, 20, 1, false);
   ck_allreduce(b, 3, 1 << 20, -1);
@@ -163,8 +166,9 @@ Test(chakra, dependencies_order_nodes_not_the_file)
   cr_expect(fabs(ck_time(free_, "analytic") - MAX(30e-6, ar)) < 1e-9);
 }
 
-static void ck_fill_cycle(GByteArray *b)
+static void ck_fill_cycle(GByteArray *b, int rank)
 {
+  (void)rank;
   ck_compute(b, 1, 10, 2, false);
   ck_compute(b, 2, 20, 1, false);
 }
@@ -234,9 +238,75 @@ Test(chakra, the_public_astra_sim_trace_replays_in_both_engines)
   cr_expect_gt(des, 7 * 7e-6);
 }
 
-/* A GEMM of 2 TFLOP measured at 1 us: --recost times it by the cost model instead. */
-static void ck_fill_flops(GByteArray *b)
+/* Each rank all-reduces 1 MiB in communicator group "1" (ranks 0-1) or "2" (ranks 2-3): the
+ * rank's file names its own group. */
+static void ck_fill_pg(GByteArray *b, int rank)
 {
+  ChakraProtoMsg__Node n = CHAKRA_PROTO_MSG__NODE__INIT;
+  ck_attr type = ck_int("comm_type", CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__ALL_REDUCE);
+  ck_attr size = ck_int("comm_size", 1 << 20);
+  ck_attr pg = CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__INIT;
+  pg.name = "pg_name";
+  pg.value_case = CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_STRING_VAL;
+  pg.string_val = rank < 2 ? "1" : "2";
+  ck_attr *attrs[] = {&type, &size, &pg};
+  n.id = 1;
+  n.name = "allreduce";
+  n.type = CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE;
+  n.n_attr = 3;
+  n.attr = attrs;
+  ck_record(b, &n.base);
+}
+
+static double ck_groups_time(const char *prefix, const char *groups, GError **err)
+{
+  sim_chakra_args a = {.trace = prefix, .cluster = "dgx-h100", .engine = "des", .groups = groups};
+  sim_chakra r;
+  bool ok = sim_chakra_run(&a, &r, err);
+  double t = ok ? r.res.step_time : -1;
+  sim_chakra_clear(&r);
+  return t;
+}
+
+Test(chakra, collectives_run_over_their_communicator_group)
+{
+  g_autofree char *prefix = ck_write("pg", 4, ck_fill_pg);
+  g_autofree char *groups = th_write("groups.json", "{\"1\": [0, 1], \"2\": [2, 3]}");
+  GError *err = NULL;
+  /* two groups of 2 at once, as dlsim coll --group-size 2 runs them */
+  g_autoptr(GError) e1 = NULL;
+  cfg_cluster *c = sim_cluster_for("dgx-h100", NULL, 4, &err);
+  hw_cluster *hw = hw_cluster_new(c);
+  eng_options o = {.kind = ENG_DES, .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
+  eng_coll_result pairs;
+  cr_assert(eng_collective_time(hw, &o, PROG_COLL_ALLREDUCE, 4, 2, 1 << 20, &pairs, &err));
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+  double t = ck_groups_time(prefix, groups, &e1);
+  cr_expect(fabs(t - pairs.time) < 1e-9, "%g vs %g (%s)", t, pairs.time, e1 ? e1->message : "");
+  /* without the file every collective spans the 4 ranks */
+  cr_expect(fabs(ck_groups_time(prefix, NULL, &err) - ck_allreduce_alone(4, 1 << 20)) < 1e-9);
+  /* a group the trace names but the file lacks, and a rank outside its own group */
+  g_autofree char *lacks = th_write("lacks.json", "{\"1\": [0, 1]}");
+  g_autoptr(GError) e2 = NULL;
+  cr_expect_lt(ck_groups_time(prefix, lacks, &e2), 0);
+  cr_expect(e2 && strstr(e2->message, "pg.2.et: byte ") && strstr(e2->message, "pg_name \"2\" is not a group"),
+            "%s", e2 ? e2->message : "");
+  g_autofree char *wrong = th_write("wrong.json", "{\"1\": [0, 2], \"2\": [1, 3]}");
+  g_autoptr(GError) e3 = NULL;
+  cr_expect_lt(ck_groups_time(prefix, wrong, &e3), 0);
+  cr_expect(e3 && strstr(e3->message, "is not in its communicator group"), "%s", e3 ? e3->message : "");
+  g_autofree char *bad = th_write("bad.json", "{\"1\": [0, \"x\"]}");
+  g_autoptr(GError) e4 = NULL;
+  cr_expect_lt(ck_groups_time(prefix, bad, &e4), 0);
+  cr_expect(e4 && strstr(e4->message, "bad.json: group \"1\": expected a list of ranks"), "%s",
+            e4 ? e4->message : "");
+}
+
+/* A GEMM of 2 TFLOP measured at 1 us: --recost times it by the cost model instead. */
+static void ck_fill_flops(GByteArray *b, int rank)
+{
+  (void)rank;
   ChakraProtoMsg__Node n = CHAKRA_PROTO_MSG__NODE__INIT;
   ck_attr ops = ck_int("num_ops", 2000000000000LL), size = ck_int("tensor_size", 1 << 30);
   ck_attr *attrs[] = {&ops, &size};

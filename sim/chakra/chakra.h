@@ -26,6 +26,7 @@ typedef struct {
   double bytes;    /* comm_size of communication, tensor_size of compute (0: absent) */
   prog_coll coll;
   int peer;        /* a send's comm_dst, a receive's comm_src */
+  char *pg;        /* a collective's pg_name (NULL: none) */
   uint64_t *deps;  /* data and control dependencies */
   guint ndeps;
   gsize offset;    /* byte offset of the record in its file */
@@ -56,11 +57,18 @@ void chk_nodes_clear(GArray *nodes);
 typedef struct {
   bool recost;     /* compute nodes with a FLOP count timed by the cost model, not measured */
   cfg_dtype dtype; /* of re-costed compute */
+  GHashTable *groups; /* pg_name -> GArray of int ranks (chk_groups_load); NULL: every
+                       * collective spans all ranks */
 } chk_options;
+
+/* ASTRA-sim's communicator-group file (--comm-group-configuration): a JSON object whose keys
+ * are the pg_name of collectives and values their ranks, {"1": [0, 1, 2, 3], ...}. */
+GHashTable *chk_groups_load(const char *path, GError **err);
 
 typedef struct {
   int compute, collectives, p2p, other; /* nodes of each kind, all ranks */
   int recosted;                         /* compute nodes timed by the cost model */
+  int grouped;                          /* collectives over a group of the comm group file */
   int absent_deps;                      /* dependencies on nodes not in the trace, ignored */
 } chk_counts;
 

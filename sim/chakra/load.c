@@ -3,6 +3,8 @@
 #include "chakra/chakra.h"
 #include "chakra/chakra.pb-c.h"
 
+#include <cjson/cJSON.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,6 +76,16 @@ static bool chk_attr_number(const chk_pb_attr *a, double *out)
   }
 }
 
+/* The string attribute `name` of a node, or NULL. */
+static const char *chk_attr_string(const chk_pb_node *n, const char *name)
+{
+  for (size_t i = 0; i < n->n_attr; i++)
+    if (n->attr[i]->name && strcmp(n->attr[i]->name, name) == 0 &&
+        n->attr[i]->value_case == CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_STRING_VAL)
+      return n->attr[i]->string_val;
+  return NULL;
+}
+
 /* The numeric attribute `name` of a node; false when it has none. */
 static bool chk_attr(const chk_pb_node *n, const char *name, double *out)
 {
@@ -126,6 +138,8 @@ static bool chk_comm_fields(const chk_pb_node *n, chk_node *x, const char *where
     }
     if (barrier)
       x->bytes = 4;
+    const char *pg = chk_attr_string(n, "pg_name");
+    x->pg = pg && *pg ? g_strdup(pg) : NULL;
     return true;
   }
   const char *key = x->kind == CHK_SEND ? "comm_dst" : "comm_src";
@@ -178,6 +192,7 @@ void chk_nodes_clear(GArray *nodes)
   for (guint i = 0; i < nodes->len; i++) {
     chk_node *x = &g_array_index(nodes, chk_node, i);
     g_free(x->name);
+    g_free(x->pg);
     g_free(x->deps);
   }
   g_array_set_size(nodes, 0);
@@ -369,4 +384,61 @@ void chk_free(chk_trace *t)
   g_free(t->ranks);
   g_free(t->name);
   g_free(t);
+}
+
+/* ---- communicator groups ---------------------------------------------------------------- */
+
+static bool chk_group_ranks(const cJSON *v, const char *path, GArray *ranks, GError **err)
+{
+  const cJSON *r;
+  cJSON_ArrayForEach(r, v)
+  {
+    if (!cJSON_IsNumber(r) || r->valuedouble < 0 || r->valuedouble > G_MAXINT ||
+        r->valuedouble != (int)r->valuedouble) {
+      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s: group \"%s\": expected a list of ranks (integers >= 0)",
+                  path, v->string);
+      return false;
+    }
+    int k = (int)r->valuedouble;
+    for (guint i = 0; i < ranks->len; i++)
+      if (g_array_index(ranks, int, i) == k) {
+        g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s: group \"%s\": rank %d appears twice", path,
+                    v->string, k);
+        return false;
+      }
+    g_array_append_val(ranks, k);
+  }
+  if (ranks->len == 0) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s: group \"%s\" has no ranks", path, v->string);
+    return false;
+  }
+  return true;
+}
+
+GHashTable *chk_groups_load(const char *path, GError **err)
+{
+  g_autofree char *text = NULL;
+  if (!g_file_get_contents(path, &text, NULL, err))
+    return NULL;
+  cJSON *j = cJSON_Parse(text);
+  if (!cJSON_IsObject(j)) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                "%s: expected a JSON object of communicator groups, {\"1\": [0, 1, 2, 3], ...}", path);
+    cJSON_Delete(j);
+    return NULL;
+  }
+  GHashTable *groups = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_array_unref);
+  const cJSON *v;
+  bool ok = true;
+  cJSON_ArrayForEach(v, j)
+  {
+    GArray *ranks = g_array_new(FALSE, FALSE, sizeof(int));
+    g_hash_table_insert(groups, g_strdup(v->string), ranks);
+    if (!(ok = chk_group_ranks(v, path, ranks, err)))
+      break;
+  }
+  cJSON_Delete(j);
+  if (!ok)
+    g_clear_pointer(&groups, g_hash_table_destroy);
+  return groups;
 }

@@ -14,6 +14,7 @@ typedef struct {
   chk_counts *counts;
   int world;          /* family of collectives: all ranks */
   GHashTable *p2p;    /* (src << 32 | dst) -> family */
+  GHashTable *pgs;    /* pg_name -> family, of the communicator groups */
 } chk_build;
 
 /* The family of sends from `src` to `dst`: a group of the two, the sender first. */
@@ -31,6 +32,49 @@ static int chk_p2p_family(chk_build *b, int src, int dst)
   prog_family_set(b->p, fam, src, g);
   prog_family_set(b->p, fam, dst, g);
   g_hash_table_insert(b->p2p, g_memdup2(&key, sizeof key), GINT_TO_POINTER(fam));
+  return fam;
+}
+
+/* The family of communicator group `pg`: its ranks, in the file's order. */
+static int chk_pg_family(chk_build *b, const char *pg, const GArray *ranks, GError **err)
+{
+  gpointer f;
+  if (g_hash_table_lookup_extended(b->pgs, pg, NULL, &f))
+    return GPOINTER_TO_INT(f);
+  for (guint i = 0; i < ranks->len; i++)
+    if (g_array_index(ranks, int, i) >= b->t->nranks) {
+      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "communicator group \"%s\": rank %d, but the "
+                  "trace has ranks 0-%d", pg, g_array_index(ranks, int, i), b->t->nranks - 1);
+      return -1;
+    }
+  g_autofree char *name = g_strdup_printf("pg %s", pg);
+  int fam = prog_family_add(b->p, name, PROG_DIM_DP);
+  int g = prog_group_add(b->p, (const int *)(const void *)ranks->data, (int)ranks->len);
+  for (guint i = 0; i < ranks->len; i++)
+    prog_family_set(b->p, fam, g_array_index(ranks, int, i), g);
+  g_hash_table_insert(b->pgs, g_strdup(pg), GINT_TO_POINTER(fam));
+  return fam;
+}
+
+/* The family a collective runs over: its pg_name's group when the options hold one. */
+static int chk_coll_family(chk_build *b, int rank, const chk_node *x, GError **err)
+{
+  const chk_rank *r = &b->t->ranks[rank];
+  if (!x->pg || !b->o->groups)
+    return b->world;
+  const GArray *ranks = g_hash_table_lookup(b->o->groups, x->pg);
+  int fam = ranks ? chk_pg_family(b, x->pg, ranks, err) : -1;
+  if (fam >= 0 && prog_group_of(b->p, fam, rank) == NULL) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s: byte %" G_GSIZE_FORMAT ": node %" G_GUINT64_FORMAT
+                " (%s): rank %d is not in its communicator group \"%s\"", r->path, x->offset, x->id,
+                x->name, rank, x->pg);
+    return -1;
+  }
+  if (!ranks)
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s: byte %" G_GSIZE_FORMAT ": node %" G_GUINT64_FORMAT
+                " (%s): pg_name \"%s\" is not a group of the communicator group file", r->path,
+                x->offset, x->id, x->name, x->pg);
+  b->counts->grouped += fam >= 0 && fam != b->world;
   return fam;
 }
 
@@ -142,9 +186,13 @@ static int64_t chk_op(chk_build *b, int rank, const chk_node *x, const uint32_t 
   const chk_rank *r = &b->t->ranks[rank];
   chk_counts *c = b->counts;
   switch (x->kind) {
-  case CHK_COLL:
+  case CHK_COLL: {
+    int fam = chk_coll_family(b, rank, x, err);
+    if (fam < 0)
+      return -1;
     c->collectives++;
-    return prog_comm(b->p, rank, PROG_STREAM_DP, x->name, x->coll, b->world, x->bytes, deps, nd);
+    return prog_comm(b->p, rank, PROG_STREAM_DP, x->name, x->coll, fam, x->bytes, deps, nd);
+  }
   case CHK_SEND:
   case CHK_RECV: {
     if (!chk_peer_ok(b, r, x, rank, err))
@@ -198,7 +246,8 @@ prog_program *chk_program(const chk_trace *t, const chk_options *o, chk_counts *
   memset(counts, 0, sizeof *counts);
   prog_program *p = prog_new(t->nranks);
   chk_build b = {.p = p, .t = t, .o = o, .counts = counts,
-                 .p2p = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL)};
+                 .p2p = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL),
+                 .pgs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL)};
   b.world = prog_family_add(p, "world", PROG_DIM_DP);
   g_autofree int *all = g_new(int, t->nranks);
   for (int r = 0; r < t->nranks; r++)
@@ -213,6 +262,7 @@ prog_program *chk_program(const chk_trace *t, const chk_options *o, chk_counts *
   for (int r = 0; ok && r < t->nranks; r++)
     ok = chk_build_rank(&b, r, err);
   g_hash_table_destroy(b.p2p);
+  g_hash_table_destroy(b.pgs);
   if (!ok) {
     prog_free(p);
     return NULL;

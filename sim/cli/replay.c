@@ -33,7 +33,7 @@ int cli_replay(int argc, char **argv)
 {
   sim_replay_args a = {0};
   g_autofree char *cluster = NULL, *target = NULL, *steps = NULL, *engine = NULL, *comm = NULL;
-  g_autofree char *calibration = NULL, *chakra = NULL, *dtype = NULL;
+  g_autofree char *calibration = NULL, *chakra = NULL, *dtype = NULL, *groups = NULL;
   g_auto(GStrv) sets = NULL;
   gboolean json = FALSE, csv = FALSE, recost = FALSE;
   GOptionEntry entries[] = {
@@ -50,6 +50,9 @@ int cli_replay(int argc, char **argv)
       {"recost", 0, 0, G_OPTION_ARG_NONE, &recost,
        "Chakra: time compute nodes that carry num_ops by the cost model, not their duration", NULL},
       {"dtype", 0, 0, G_OPTION_ARG_STRING, &dtype, "Chakra: dtype of re-costed compute (default bf16)", "D"},
+      {"comm-groups", 0, 0, G_OPTION_ARG_FILENAME, &groups,
+       "Chakra: ASTRA-sim's communicator-group JSON ({\"1\": [0, 1], ...}): collectives run over the "
+       "group their pg_name names (default: all ranks)", "FILE"},
       cli_opt(CLI_ENGINE, &engine, NULL),
       {"comm", 0, 0, G_OPTION_ARG_STRING, &comm,
        "model (default): NCCL kernels as modelled collectives; measured: at their durations", "HOW"},
@@ -68,7 +71,8 @@ int cli_replay(int argc, char **argv)
     if (!cli_engine(engine, &kind, &err))
       return cli_fail(err);
     sim_chakra_args ca = {.trace = chakra, .cluster = cluster, .sets = sets,
-                          .engine = eng_kind_name(kind), .recost = recost, .dtype = dtype};
+                          .engine = eng_kind_name(kind), .recost = recost, .dtype = dtype,
+                          .groups = groups};
     return cli_replay_chakra(&ca, json);
   }
   if (argc < 2) {

@@ -14,6 +14,7 @@ cJSON *rep_chakra_json(const sim_chakra *r)
   cJSON_AddNumberToObject(j, "p2p_nodes", r->counts.p2p);
   cJSON_AddNumberToObject(j, "other_nodes", r->counts.other);
   cJSON_AddNumberToObject(j, "recosted_nodes", r->counts.recosted);
+  cJSON_AddNumberToObject(j, "grouped_collectives", r->counts.grouped);
   cJSON_AddNumberToObject(j, "absent_deps", r->counts.absent_deps);
   cJSON_AddNumberToObject(j, "step_time_s", r->res.step_time);
   cJSON_AddNumberToObject(j, "critical_rank", r->res.critical_rank);
@@ -37,6 +38,8 @@ void rep_chakra_text(FILE *out, const sim_chakra *r)
           r->trace->nranks, r->trace->nranks == 1 ? "" : "s", r->cfg->name, eng_kind_name(r->engine));
   fprintf(out, "  nodes: %d compute (%d re-costed), %d collective, %d send/recv, %d other",
           c->compute, c->recosted, c->collectives, c->p2p, c->other);
+  if (c->grouped)
+    fprintf(out, "; %d collectives over their communicator group", c->grouped);
   if (c->absent_deps)
     fprintf(out, "; %d dependencies on nodes not in the trace ignored", c->absent_deps);
   g_autofree char *t = units_format_seconds(r->res.step_time);

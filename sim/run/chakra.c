@@ -19,7 +19,11 @@ bool sim_chakra_run(const sim_chakra_args *a, sim_chakra *r, GError **err)
       !(r->trace = chk_load(a->trace, err)) ||
       !(r->cfg = sim_cluster_for(a->cluster, a->sets, r->trace->nranks, err)))
     return false;
+  if (a->groups && !(o.groups = chk_groups_load(a->groups, err)))
+    return false;
   prog_program *p = chk_program(r->trace, &o, &r->counts, err);
+  if (o.groups)
+    g_hash_table_destroy(o.groups);
   if (!p)
     return false;
   hw_cluster *hw = hw_cluster_new(r->cfg);

@@ -171,6 +171,7 @@ typedef struct {
   const char *engine;
   bool recost;         /* compute nodes with num_ops timed by the cost model */
   const char *dtype;   /* of re-costed compute (default bf16) */
+  const char *groups;  /* ASTRA-sim's communicator-group file (NULL: collectives span all) */
 } sim_chakra_args;
 
 typedef struct {
