@@ -303,6 +303,34 @@ Test(chakra, collectives_run_over_their_communicator_group)
             e4 ? e4->message : "");
 }
 
+/* A host op of 100 us and a GPU kernel of 10 us, independent: the host runs beside the GPU
+ * (ASTRA-sim's CPU and GPU resources), so the trace takes 100 us, not 110. */
+static void ck_fill_host(GByteArray *b, int rank)
+{
+  (void)rank;
+  ChakraProtoMsg__Node n = CHAKRA_PROTO_MSG__NODE__INIT;
+  ck_attr cpu = CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__INIT;
+  cpu.name = "is_cpu_op";
+  cpu.value_case = CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_BOOL_VAL;
+  cpu.bool_val = 1;
+  ck_attr *attrs[] = {&cpu};
+  n.id = 1;
+  n.name = "aten::linear";
+  n.type = CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE;
+  n.duration_micros = 100;
+  n.n_attr = 1;
+  n.attr = attrs;
+  ck_record(b, &n.base);
+  ck_compute(b, 2, 10, -1, false);
+}
+
+Test(chakra, host_ops_run_beside_the_gpu)
+{
+  g_autofree char *prefix = ck_write("host", 1, ck_fill_host);
+  cr_expect(fabs(ck_time(prefix, "des") - 100e-6) < 1e-12, "%g", ck_time(prefix, "des"));
+  cr_expect(fabs(ck_time(prefix, "analytic") - 100e-6) < 1e-12);
+}
+
 /* A GEMM of 2 TFLOP measured at 1 us: --recost times it by the cost model instead. */
 static void ck_fill_flops(GByteArray *b, int rank)
 {

@@ -26,6 +26,7 @@ typedef struct {
   double bytes;    /* comm_size of communication, tensor_size of compute (0: absent) */
   prog_coll coll;
   int peer;        /* a send's comm_dst, a receive's comm_src */
+  bool cpu;        /* a compute node on the host (is_cpu_op) */
   char *pg;        /* a collective's pg_name (NULL: none) */
   uint64_t *deps;  /* data and control dependencies */
   guint ndeps;
@@ -69,6 +70,7 @@ typedef struct {
   int compute, collectives, p2p, other; /* nodes of each kind, all ranks */
   int recosted;                         /* compute nodes timed by the cost model */
   int grouped;                          /* collectives over a group of the comm group file */
+  int cpu;                              /* compute nodes on the host (is_cpu_op) */
   int absent_deps;                      /* dependencies on nodes not in the trace, ignored */
 } chk_counts;
 

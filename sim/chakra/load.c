@@ -174,8 +174,10 @@ static bool chk_node_from(const chk_pb_node *n, gsize offset, const char *origin
       !chk_comm_fields(n, x, where, err))
     return false;
   if (x->kind == CHK_COMPUTE) {
+    double cpu = 0;
     chk_attr(n, "num_ops", &x->flops);
     chk_attr(n, "tensor_size", &x->bytes);
+    x->cpu = chk_attr(n, "is_cpu_op", &cpu) && cpu != 0;
   }
   x->name = g_strdup(n->name && *n->name ? n->name : "node");
   x->ndeps = (guint)(n->n_data_deps + n->n_ctrl_deps);

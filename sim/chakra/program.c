@@ -140,8 +140,14 @@ static uint32_t chk_compute_op(chk_build *b, int cls, const chk_node *x, const u
   bool model = b->o->recost && x->kind == CHK_COMPUTE && x->flops > 0;
   uint32_t i = prog_compute(b->p, cls, x->name, model ? CFG_KCLASS_GEMM : CFG_KCLASS_OTHER,
                             b->o->dtype, model ? x->flops : 0, model ? x->bytes : 0, deps, nd);
-  prog_op_at(b->p, cls, i)->fixed_time = model ? -1 : (x->kind == CHK_COMPUTE ? x->duration : 0);
+  prog_op *op = prog_op_at(b->p, cls, i);
+  op->fixed_time = model ? -1 : (x->kind == CHK_COMPUTE ? x->duration : 0);
+  /* the host runs its ops one at a time beside the GPU's, as ASTRA-sim's CPU resource does: a
+   * lane of their own (the expert-parallel stream, which a Chakra trace does not otherwise use) */
+  if (x->cpu && !model)
+    op->stream = PROG_STREAM_EP;
   b->counts->recosted += model;
+  b->counts->cpu += x->cpu && !model;
   return i;
 }
 

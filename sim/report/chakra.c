@@ -14,6 +14,7 @@ cJSON *rep_chakra_json(const sim_chakra *r)
   cJSON_AddNumberToObject(j, "p2p_nodes", r->counts.p2p);
   cJSON_AddNumberToObject(j, "other_nodes", r->counts.other);
   cJSON_AddNumberToObject(j, "recosted_nodes", r->counts.recosted);
+  cJSON_AddNumberToObject(j, "cpu_nodes", r->counts.cpu);
   cJSON_AddNumberToObject(j, "grouped_collectives", r->counts.grouped);
   cJSON_AddNumberToObject(j, "absent_deps", r->counts.absent_deps);
   cJSON_AddNumberToObject(j, "step_time_s", r->res.step_time);
@@ -36,8 +37,8 @@ void rep_chakra_text(FILE *out, const sim_chakra *r)
   const chk_counts *c = &r->counts;
   fprintf(out, "dlsim replay: chakra trace %s (%d rank%s) on %s, engine %s\n", r->trace->name,
           r->trace->nranks, r->trace->nranks == 1 ? "" : "s", r->cfg->name, eng_kind_name(r->engine));
-  fprintf(out, "  nodes: %d compute (%d re-costed), %d collective, %d send/recv, %d other",
-          c->compute, c->recosted, c->collectives, c->p2p, c->other);
+  fprintf(out, "  nodes: %d compute (%d re-costed, %d on the host), %d collective, %d send/recv, %d other",
+          c->compute, c->recosted, c->cpu, c->collectives, c->p2p, c->other);
   if (c->grouped)
     fprintf(out, "; %d collectives over their communicator group", c->grouped);
   if (c->absent_deps)
