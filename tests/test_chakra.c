@@ -41,6 +41,19 @@ static ck_attr ck_int(const char *name, int64_t v)
   return a;
 }
 
+/* A compute node of `us` microseconds with attributes, depending on nothing. */
+static void ck_compute_with(GByteArray *out, uint64_t id, uint64_t us, ck_attr **attrs, size_t nattrs)
+{
+  ChakraProtoMsg__Node n = CHAKRA_PROTO_MSG__NODE__INIT;
+  n.id = id;
+  n.name = "op";
+  n.type = CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE;
+  n.duration_micros = us;
+  n.n_attr = nattrs;
+  n.attr = attrs;
+  ck_record(out, &n.base);
+}
+
 /* A compute node of `us` microseconds depending on `dep` (data, or control when ctrl). */
 static void ck_compute(GByteArray *out, uint64_t id, uint64_t us, int64_t dep, bool ctrl)
 {
@@ -308,19 +321,12 @@ Test(chakra, collectives_run_over_their_communicator_group)
 static void ck_fill_host(GByteArray *b, int rank)
 {
   (void)rank;
-  ChakraProtoMsg__Node n = CHAKRA_PROTO_MSG__NODE__INIT;
   ck_attr cpu = CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__INIT;
   cpu.name = "is_cpu_op";
   cpu.value_case = CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_BOOL_VAL;
   cpu.bool_val = 1;
   ck_attr *attrs[] = {&cpu};
-  n.id = 1;
-  n.name = "aten::linear";
-  n.type = CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE;
-  n.duration_micros = 100;
-  n.n_attr = 1;
-  n.attr = attrs;
-  ck_record(b, &n.base);
+  ck_compute_with(b, 1, 100, attrs, 1);
   ck_compute(b, 2, 10, -1, false);
 }
 
@@ -335,16 +341,9 @@ Test(chakra, host_ops_run_beside_the_gpu)
 static void ck_fill_flops(GByteArray *b, int rank)
 {
   (void)rank;
-  ChakraProtoMsg__Node n = CHAKRA_PROTO_MSG__NODE__INIT;
   ck_attr ops = ck_int("num_ops", 2000000000000LL), size = ck_int("tensor_size", 1 << 30);
   ck_attr *attrs[] = {&ops, &size};
-  n.id = 7;
-  n.name = "gemm";
-  n.type = CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE;
-  n.duration_micros = 1;
-  n.n_attr = 2;
-  n.attr = attrs;
-  ck_record(b, &n.base);
+  ck_compute_with(b, 7, 1, attrs, 2);
 }
 
 Test(chakra, recost_times_flop_counts_by_the_cost_model)
