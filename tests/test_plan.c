@@ -469,3 +469,35 @@ Test(plan, the_cheapest_run_is_on_fewer_gpus_than_the_fastest, .timeout = 60)
   cJSON_Delete(cost);
   cJSON_Delete(time);
 }
+
+/* The best 4-stage layout of GPT-3 1.3B on a DGX A100 under `schedule`, from `dlsim plan --csv`:
+ * the closed form's estimate and the analytic engine's step. */
+static void plan_schedule_best(const char *schedule, double *estimate, double *step)
+{
+  g_autofree char *args = g_strdup_printf(
+      "plan -c dgx-a100 -w gpt3-1.3b-dp -n 8 -b 256 --set node.count=1 --set parallel.schedule=%s "
+      "--fix pp=4 --fix virtual_stages=1 -k 0 -q --csv", schedule);
+  th_proc p = th_dlsim(args);
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  g_auto(GStrv) lines = g_strsplit(p.out, "\n", 3);
+  cr_assert(lines[0] && lines[1], "%s", p.out);
+  g_auto(GStrv) cols = g_strsplit(lines[1], ",", 0);
+  cr_assert(g_strv_length(cols) > 13, "%s", lines[1]);
+  *estimate = g_ascii_strtod(cols[12], NULL);
+  *step = g_ascii_strtod(cols[13], NULL);
+  th_proc_clear(&p);
+}
+
+/* The planner prices the zero-bubble schedules by their papers' bubbles (ZB-H1: (p - 1)(F + B
+ * - W), DualPipe: (p/2 - 1)(F&B + B - 3W)) and stays near what the engine runs. */
+Test(plan, the_closed_form_prices_zero_bubble_schedules, .timeout = 60)
+{
+  double e1, s1, ez, sz, ed, sd;
+  plan_schedule_best("1f1b", &e1, &s1);
+  plan_schedule_best("zb-h1", &ez, &sz);
+  plan_schedule_best("dualpipe", &ed, &sd);
+  cr_assert(ez < e1 && ed < ez, "estimates 1f1b %g zb-h1 %g dualpipe %g", e1, ez, ed);
+  cr_assert(sz < s1 && sd < sz, "engine 1f1b %g zb-h1 %g dualpipe %g", s1, sz, sd);
+  cr_assert(fabs(ez - sz) <= 0.02 * sz, "zb-h1: estimate %g, engine %g", ez, sz);
+  cr_assert(fabs(ed - sd) <= 0.05 * sd, "dualpipe: estimate %g, engine %g", ed, sd);
+}

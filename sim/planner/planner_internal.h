@@ -22,6 +22,7 @@ struct plan_setup {
   int gpus, batch;
   eng_options opt;
   coll_planner *pl;
+  coll_runtime *runtime; /* collectives.runtime, which pl and opt use */
   GHashTable *models;     /* shard key -> wl_model */
   GHashTable *skels;      /* shard key (+ expert group stride) -> plan_skel */
   GHashTable *colls;      /* plan_coll_entry */

@@ -80,12 +80,15 @@ void rep_run_text(FILE *out, const sim_result *r)
 {
   const eng_result *res = &r->eng;
   g_autofree char *step = units_format_seconds(r->step_time);
+  int k = r->mps_cluster ? r->workload->parallel.processes_per_gpu : 1; /* MPS: the real GPUs */
+  int gpus = r->gpus / k;
   fprintf(out, "dlsim run: %s on %s (%d GPU%s: %d node%s x %d%s), engine %s\n",
-          r->program->meta.description, r->cluster->name, r->gpus, r->gpus == 1 ? "" : "s",
+          r->program->meta.description, r->cluster->name, gpus, gpus == 1 ? "" : "s",
           r->cluster->node.count, r->cluster->node.count == 1 ? "" : "s",
-          r->cluster->node.gpus_per_node,
+          r->cluster->node.gpus_per_node / k,
           r->cluster->sized_to_job ? ", preset sized to the job" : "", eng_kind_name(r->options.kind));
   rep_notes_text(out, r->workload);
+  rep_mps_text(out, r);
   fprintf(out, "  step time        %12s\n", step);
   if (r->interval.set) {
     g_autofree char *lo = units_format_seconds(r->interval.step_time[0]);
@@ -122,6 +125,7 @@ void rep_run_text(FILE *out, const sim_result *r)
         fprintf(out, "\n");
       }
   }
+  rep_runtime_text(out, r);
   const prog_meta *meta = &r->program->meta;
   if (meta->a2a_bytes > 0) {
     g_autofree char *bytes = units_format_bytes(meta->a2a_bytes);
@@ -234,6 +238,10 @@ cJSON *rep_run_json(const sim_result *r)
   cJSON_AddBoolToObject(m, "fits", r->fits);
   cJSON_AddStringToObject(j, "engine", eng_kind_name(r->options.kind));
   cJSON_AddStringToObject(j, "framework", r->workload->training.framework ? r->workload->training.framework : "none");
+  cJSON_AddStringToObject(j, "runtime", coll_runtime_name(r->runtime));
+  cJSON *colls = rep_runtime_json(r);
+  if (colls)
+    cJSON_AddItemToObject(j, "collectives", colls);
   cJSON_AddNumberToObject(j, "gpus", r->gpus);
   cJSON_AddNumberToObject(j, "critical_rank", res->critical_rank);
   cJSON *s = cJSON_AddObjectToObject(j, "simulator");

@@ -67,6 +67,7 @@ typedef struct {
   hw_cluster *hw;
   prog_program *program; /* of the last run simulated (the larger count when folded) */
   eng_options options;
+  coll_runtime *runtime; /* collectives.runtime, which options.runtime points at */
   eng_result eng;        /* the engine's step: time, breakdown of the critical rank, comm */
   mem_report memory;
   /* figures, computed once from the above */
@@ -76,12 +77,18 @@ typedef struct {
   double peak_bytes, capacity_bytes;
   bool fits;
   sim_interval interval; /* set by sim_result_bracket */
+  cfg_cluster *mps_cluster; /* processes_per_gpu > 1: the processes as GPUs (see run.c) */
   sim_stragglers stragglers;
   bool folded;           /* the step was extended from two micro-batch counts */
   /* private: what sim_run_files loaded */
   cfg_cluster *own_cluster;
   cfg_workload *own_workload;
 } sim_result;
+
+/* With MPS (parallel.processes_per_gpu = k > 1), the cluster as its processes see it: k times
+ * the GPUs, each with 1/k of a GPU (see run.c for the rule); NULL when k is 1. A shallow copy
+ * that borrows every pointer of `c`: free it with g_free. */
+cfg_cluster *sim_mps_cluster(const cfg_cluster *c, const cfg_workload *w);
 
 /* Simulates one training step of `w` on `c`. The result borrows both: they must outlive it.
  * Errors: CFG_ERROR_INPUT / UNSUPPORTED for what the input asks (exit 2), CFG_ERROR_RUNTIME

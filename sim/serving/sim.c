@@ -37,6 +37,7 @@ typedef struct {
 typedef struct {
   int prefill_replica, decode_replica; /* -1: none */
   int prefill_blocks;  /* KV blocks it holds on its prefill replica until the transfer ends */
+  int prefill_cached;  /* of those, the ones in the prefix cache (its first, shared) */
   int flows_left;
   bool direct, network;
   double prefill_end, wait_end, landed; /* NAN until then */
@@ -216,6 +217,7 @@ static void srv_lane_start(srv_run *run, srv_lane *lane)
   }
   srv_time t;
   srv_iteration_time(s->cost, &lane->shape, &t);
+  s->spec.draft_s += t.draft;
   double start = MAX(s->now, rep->stage0_free);
   double dur = t.total + lane->pending_cost;
   rep->stage0_free = start + t.period + lane->pending_cost;
@@ -253,7 +255,20 @@ static void srv_leave_slot(srv_run *run, srv_lane *lane, srv_request *r)
   r->slot = -1;
 }
 
-static void srv_emit(srv_run *run, srv_lane *lane, srv_request *r)
+/* A conversation's next turn reaches the engine when the user has read this answer and
+ * written the next message (serving.requests.think_time), after the way back and in. */
+static void srv_send_turn(srv_run *run, const srv_request *r)
+{
+  if (r->next_turn < 0)
+    return;
+  srv_request *next = &run->stream.reqs[r->next_turn];
+  next->arrival = r->finish + run->sim.cfg->request_overhead + run->sim.cfg->requests.think_time;
+  srv_push(run, next->arrival, SRV_EV_ARRIVAL, r->next_turn);
+}
+
+/* `n` tokens reach the client together (a speculative step's): one gap between tokens, as a
+ * client that streams them sees. */
+static void srv_emit(srv_run *run, srv_lane *lane, srv_request *r, int n)
 {
   double t = run->sim.now;
   if (r->generated == 0)
@@ -261,8 +276,9 @@ static void srv_emit(srv_run *run, srv_lane *lane, srv_request *r)
   else
     srv_hist_add(&run->gaps, t - r->last_token);
   r->last_token = t;
-  r->generated++;
-  r->known++;
+  n = MIN(n, r->output - r->generated);
+  r->generated += n;
+  r->known += n;
   if (r->generated < r->output)
     return;
   r->finish = t;
@@ -277,21 +293,17 @@ static void srv_emit(srv_run *run, srv_lane *lane, srv_request *r)
     srv_release(s, rep, r);
   }
   srv_send_next(run, t);
+  srv_send_turn(run, r);
 }
 
-/* The first request of a group to compute its shared prefix leaves those blocks in the cache. */
-static void srv_publish_prefix(const srv_sim *s, srv_replica *rep, srv_request *r)
+/* A verify step keeps the KV of the last token and the accepted proposals: as many tokens as
+ * it yields (at most what the request still has to say). */
+static int srv_spec_step(srv_sim *s, const srv_request *r)
 {
-  int pb = rep->prefix_blocks;
-  if (pb == 0 || s->cfg->scheduler == CFG_SCHEDULER_STATIC || r->group < 0 || rep->prefix_cached[r->group] || r->shared_blocks > 0 ||
-      r->ctx < pb * s->cap.block_size)
-    return;
-  rep->prefix_cached[r->group] = true;
-  r->shared_blocks = pb;
-  if (r->reserved > 0)
-    r->reserved -= pb;
-  else
-    r->blocks -= pb;
+  int n = srv_spec_draw(&s->cfg->speculative, s->spec_rng);
+  s->spec.steps++;
+  s->spec.drawn += n;
+  return MIN(n, r->output - r->generated);
 }
 
 static void srv_handoff(srv_run *run, srv_request *r);
@@ -315,12 +327,13 @@ static void srv_lane_finish(srv_run *run, srv_lane *lane)
     srv_request *r = it->req;
     if (it->q == 0)
       continue;
-    r->ctx += it->q;
-    srv_publish_prefix(s, rep, r);
+    int kept = it->verify ? srv_spec_step(s, r) : it->q;
+    r->ctx += kept;
+    srv_prefix_publish(s, rep, r);
     if (r->ctx >= r->known && prefill_pool && r->output > 1)
       srv_handoff(run, r);
     else if (r->ctx >= r->known)
-      srv_emit(run, lane, r);
+      srv_emit(run, lane, r, it->verify ? kept : 1);
   }
   if (s->cfg->scheduler != CFG_SCHEDULER_STATIC) {
     guint k = 0;
@@ -340,14 +353,21 @@ static void srv_lane_finish(srv_run *run, srv_lane *lane)
 
 /* ---- routing ---------------------------------------------------------------------------------- */
 
-/* kv-aware: a replica that holds the request's shared prefix, else the one with the most free
- * KV blocks; ties go to the fewest outstanding requests, then the lowest index. */
+/* kv-aware: the replica whose prefix cache holds the most of the request's prompt (a shared
+ * prefix, an earlier turn), else the one with the most free KV blocks; ties go to the fewest
+ * outstanding requests, then the lowest index. */
 static srv_replica *srv_route_kv(srv_sim *s, const srv_request *r)
 {
-  if (s->cfg->prefix_caching && r->group >= 0)
-    for (int i = 0; i < s->nreplicas; i++)
-      if (s->replicas[i].prefix_cached[r->group])
-        return &s->replicas[i];
+  int held = 0, holder = 0;
+  for (int i = 0; i < s->nreplicas; i++) {
+    int n = srv_prefix_held(s, &s->replicas[i], r);
+    if (n > held) {
+      held = n;
+      holder = i;
+    }
+  }
+  if (held > 0)
+    return &s->replicas[holder];
   int best = 0;
   for (int i = 1; i < s->nreplicas; i++) {
     const srv_replica *a = &s->replicas[i], *b = &s->replicas[best];
@@ -499,6 +519,7 @@ static void srv_handoff(srv_run *run, srv_request *r)
   srv_move *m = &dis->moves[r->id];
   m->prefill_end = run->sim.now;
   m->prefill_blocks = r->reserved > 0 ? r->reserved : r->blocks;
+  m->prefill_cached = r->shared_blocks;
   r->blocks = r->reserved = r->shared_blocks = 0;
   r->state = SRV_MOVING;
   srv_replica *d = srv_route(&dis->sim, r);
@@ -535,6 +556,7 @@ static void srv_landed(srv_run *run, srv_request *r)
   m->landed = run->sim.now;
   srv_replica *p = &run->sim.replicas[m->prefill_replica];
   p->free_blocks += m->prefill_blocks;
+  srv_prefix_drop(&run->sim, p, r, m->prefill_cached);
   p->outstanding--;
   srv_kick(run, p);
   srv_replica *d = &dis->sim.replicas[m->decode_replica];
@@ -544,7 +566,7 @@ static void srv_landed(srv_run *run, srv_request *r)
   r->lane = lane->id;
   r->state = SRV_RUNNING;
   g_ptr_array_add(lane->running, r);
-  srv_emit(run, lane, r);
+  srv_emit(run, lane, r, 1);
   if (!lane->busy)
     srv_lane_start(run, lane);
 }
@@ -555,15 +577,19 @@ static void srv_landed(srv_run *run, srv_request *r)
 static void srv_pool_replicas_new(srv_run *run, srv_sim *s, int lane0)
 {
   const cfg_serving *c = s->cfg;
-  s->nreplicas = c->replicas;
+  /* each data-parallel attention rank schedules its own batch over its own KV cache; the
+   * ranks of a replica run in lockstep, each iteration costed as if all carried its batch */
+  s->nreplicas = c->replicas * srv_attention_dp(c);
   s->replicas = g_new0(srv_replica, s->nreplicas);
-  int groups = c->requests.prefix_groups;
+  srv_prefix_stats *ps = &s->prefix;
+  ps->on = c->prefix_caching && c->scheduler != CFG_SCHEDULER_STATIC;
+  double block_bytes = s->cap.kv_per_token * s->cap.block_size * c->tp * c->pp;
+  ps->host_blocks = ps->on ? (int)MIN(c->kv_offload.size / block_bytes, G_MAXINT / 2) : 0;
   for (int i = 0; i < s->nreplicas; i++) {
     srv_replica *rep = &s->replicas[i];
     rep->id = i;
     rep->total_blocks = rep->free_blocks = s->cap.blocks;
-    rep->prefix_cached = g_new0(bool, MAX(groups, 1));
-    rep->prefix_blocks = c->prefix_caching ? c->requests.prefix_tokens / s->cap.block_size : 0;
+    rep->cache = ps->on ? srv_prefix_new(ps->host_blocks) : NULL;
     rep->nlanes = c->pp;
     rep->lanes = g_new0(srv_lane, rep->nlanes);
     for (int l = 0; l < rep->nlanes; l++) {
@@ -579,9 +605,25 @@ static void srv_pool_replicas_new(srv_run *run, srv_sim *s, int lane0)
   }
 }
 
+/* Acceptances draw from a generator of their own, so the arrivals and lengths stay those of
+ * the run without speculation. */
+static void srv_spec_start(srv_sim *s, const cfg_workload *w)
+{
+  const cfg_speculative *sp = &w->serving.speculative;
+  if (sp->method == CFG_SPEC_NONE)
+    return;
+  s->spec_rng = g_rand_new_with_seed((guint32)w->serving.requests.seed ^ 0x5bec0de5u);
+  s->spec.on = true;
+  s->spec.mtp = sp->method == CFG_SPEC_MTP;
+  s->spec.tokens = sp->tokens;
+  s->spec.expected = srv_spec_expected_tokens(sp);
+  s->spec.weights = srv_spec_weight_bytes(s->cost);
+  s->spec.kv_per_token = srv_spec_kv_bytes_per_token(s->cost);
+}
+
 static void srv_replicas_new(srv_run *run)
 {
-  int n0 = run->sim.cfg->replicas * run->sim.cfg->pp;
+  int n0 = run->sim.cfg->replicas * srv_attention_dp(run->sim.cfg) * run->sim.cfg->pp;
   run->nlanes = n0;
   if (run->dis)
     run->nlanes += run->dis->cfg[1].replicas * run->dis->cfg[1].pp;
@@ -606,7 +648,7 @@ static void srv_pool_replicas_free(srv_sim *s)
         g_ptr_array_free(lane->slots, TRUE);
     }
     g_free(rep->lanes);
-    g_free(rep->prefix_cached);
+    srv_prefix_free(rep->cache);
   }
   g_free(s->replicas);
 }
@@ -673,7 +715,8 @@ static bool srv_loop(srv_run *run, GError **err)
   srv_stream *st = &run->stream;
   int first = st->concurrency > 0 ? MIN(st->concurrency, st->n) : st->n;
   for (int i = 0; i < first; i++)
-    srv_push(run, st->reqs[i].arrival, SRV_EV_ARRIVAL, i);
+    if (!isnan(st->reqs[i].arrival)) /* a later turn waits for the answer before it */
+      srv_push(run, st->reqs[i].arrival, SRV_EV_ARRIVAL, i);
   run->next_send = first;
   while (run->heap->len) {
     srv_event e = srv_pop(run);
@@ -692,7 +735,7 @@ static bool srv_loop(srv_run *run, GError **err)
   if (run->done < st->n) {
     g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME,
                 "%d of %d requests never finished: the KV cache stayed too full to admit them "
-                "(shared prefixes pinned in the cache?)",
+                "(requests near the cache's size?)",
                 st->n - run->done, st->n);
     return false;
   }
@@ -796,6 +839,13 @@ static void srv_collect_moves(const srv_run *run, srv_result *out)
   srv_dist_of(times, d->transfers, &d->time);
 }
 
+static void srv_spec_add(srv_spec_stats *to, const srv_spec_stats *from)
+{
+  to->steps += from->steps;
+  to->drawn += from->drawn;
+  to->draft_s += from->draft_s;
+}
+
 static void srv_collect(srv_run *run, srv_result *out)
 {
   const srv_stream *st = &run->stream;
@@ -850,6 +900,11 @@ static void srv_collect(srv_run *run, srv_result *out)
   out->kv_mean = run->busy > 0 ? run->kv_sum / run->busy : 0;
   out->batch_max = run->batch_max;
   out->kv_max = run->kv_max;
+  out->prefix = run->sim.prefix;
+  out->spec = run->sim.spec;
+  if (run->dis) /* the decode pool verifies; its replicas cache no prefixes */
+    srv_spec_add(&out->spec, &run->dis->sim.spec);
+  out->spec.busy_s = run->busy;
   srv_timeline_samples(run, t1, out->timeline);
   if (run->dis) {
     srv_collect_pools(run, out);
@@ -1004,13 +1059,21 @@ bool srv_simulate(const cfg_cluster *c, const cfg_workload *w, const srv_options
     run.heap = g_array_new(FALSE, FALSE, sizeof(srv_event));
     srv_hist_init(&run.gaps);
     srv_replicas_new(&run);
-    if (run.dis)
+    srv_spec_start(&run.sim, w);
+    if (run.dis) {
       srv_disagg_start(&run);
+      srv_spec_start(&run.dis->sim, w);
+    }
     ok = srv_loop(&run, err);
     if (ok)
       srv_collect(&run, out);
+    if (ok)
+      srv_ep_summary_of(run.sim.cost, c, w, out->prompt_tokens_mean, out->output_tokens_mean,
+                        &out->ep);
     ok = ok && srv_check_result(out, err);
     srv_replicas_free(&run);
+    if (run.sim.spec_rng)
+      g_rand_free(run.sim.spec_rng);
     srv_hist_clear(&run.gaps);
     g_array_free(run.heap, TRUE);
   }

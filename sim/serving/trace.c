@@ -28,7 +28,10 @@ static void srv_span(GString *o, int pid, int tid, double start, double end, con
 /* Replicas of every pool. */
 static int srv_trace_replicas(const srv_result *r)
 {
-  return r->npools ? r->pools[0].replicas + r->pools[1].replicas : r->workload->serving.replicas;
+  const cfg_serving *s = &r->workload->serving;
+  /* DP attention (wide EP): an engine per DP rank */
+  return r->npools ? r->pools[0].replicas + r->pools[1].replicas
+                   : s->replicas * srv_attention_dp(s);
 }
 
 /* The pipeline depth of replica `rep` and the first lane of its pool. */
