@@ -76,7 +76,7 @@ Test(config, wrong_type_names_expectation)
                NULL, "w.yaml:1:17: model.layers: expected an integer, got 'two'");
   expect_error(NULL, "model: {layers: 2, hidden: 256, heads: 4, vocab: 1000, seq_len: 128}\n"
                      "training: {global_batch: 32, dtype: bf61}\n",
-               NULL, "training.dtype: expected one of fp32 | tf32 | bf16 | fp16 | fp8 | int8 | int4, got 'bf61' (did you mean 'bf16'?)");
+               NULL, "training.dtype: expected one of fp32 | tf32 | bf16 | fp16 | fp8 | int8 | int4 | fp4 | fp8-block | mxfp8 | nvfp4, got 'bf61' (did you mean 'bf16'?)");
   expect_error(NULL, "model: {layers: 2, hidden: 256, heads: 4, vocab: 1000, seq_len: 128}\n"
                      "training: [1, 2]\n",
                NULL, "w.yaml:2:11: training: expected a mapping, found a list");

@@ -1,5 +1,5 @@
 /* Seeded mutation of every reader: the YAML configuration (files and --set), Kineto traces,
- * nccl-tests tables (CSV and raw output) and OSU Micro-Benchmarks output. Each mutated input
+ * Chakra execution traces, nccl-tests tables (CSV and raw output) and OSU Micro-Benchmarks output. Each mutated input
  * must be read or refused with an error, never crash, hang or leak (the suite runs under ASan
  * and UBSan), and a configuration that loads must simulate to finite, non-negative figures or
  * fail with an error. DLSIM_FUZZ_ITERATIONS scales the runs (default: a few thousand inputs in
@@ -186,6 +186,46 @@ Test(fuzz, mutated_kineto_traces, .timeout = 600)
     }
   }
   cr_assert(parsed > 0);
+  g_rand_free(r);
+}
+
+/* Chakra: rank 0 of ASTRA-sim's send/receive ring mutated, the other seven as published; the
+ * mutated rank parses and the trace becomes a program, or either is refused with a message. */
+Test(fuzz, mutated_chakra_traces, .timeout = 600)
+{
+  const char *dir = "validation/chakra/custom_ring_allreduce_8npus_1MB";
+  g_autofree char *path = g_build_filename(DLSIM_SOURCE_DIR, dir, NULL);
+  GError *err = NULL;
+  chk_trace *t = chk_load(path, &err);
+  cr_assert_not_null(t, "%s", err ? err->message : "");
+  gsize len = 0;
+  g_autofree char *rel = g_strdup_printf("%s/custom_allreduce.0.et", dir);
+  g_autofree char *text = fuzz_read(rel, &len);
+  GArray *original = t->ranks[0].nodes;
+  GRand *r = g_rand_new_with_seed(19);
+  int n = fuzz_iterations(1500), built = 0;
+  for (int i = 0; i < n; i++) {
+    gsize mlen = 0;
+    g_autofree char *m = fuzz_mutate(r, text, len, &mlen);
+    g_autoptr(GArray) nodes = g_array_new(FALSE, FALSE, sizeof(chk_node));
+    t->ranks[0].nodes = nodes;
+    chk_options o = {.dtype = CFG_BF16};
+    chk_counts c;
+    prog_program *p = NULL;
+    if (chk_parse((const uint8_t *)m, mlen, "fuzz.0.et", nodes, &err))
+      p = chk_program(t, &o, &c, &err);
+    if (p) {
+      built++;
+      prog_free(p);
+    } else {
+      cr_assert(err && strlen(err->message) > 0);
+      g_clear_error(&err);
+    }
+    chk_nodes_clear(nodes);
+  }
+  t->ranks[0].nodes = original;
+  chk_free(t);
+  cr_assert(built > 0);
   g_rand_free(r);
 }
 

@@ -6,6 +6,7 @@
 
 #include <criterion/criterion.h>
 #include <math.h>
+#include <string.h>
 
 static hw_cluster *h100(cfg_cluster **c)
 {
@@ -104,4 +105,89 @@ Test(hardware, training_attention_picks_the_kernels)
   double fa2 = step_with("training.attention=fa2"), fa3 = step_with("training.attention=fa3");
   cr_assert_float_eq(step_with("training.attention=auto"), fa2, fa2 * 1e-12);
   cr_assert_lt(fa3, fa2 * 0.9, "FlashAttention-3 on H100 at 8k: %.3f s, FA2 %.3f s", fa3, fa2);
+}
+
+/* ---- low-precision formats on Blackwell ---------------------------------------------------- */
+
+static hw_cluster *b200(cfg_cluster **c, const char *dtype)
+{
+  cfg_workload *w = NULL;
+  g_autofree char *set = g_strdup_printf("training.dtype=%s", dtype);
+  const char *sets[] = {set, NULL};
+  cr_assert(th_load("dgx-b200", "gpt3-1.3b-dp", sets, c, &w));
+  cfg_workload_free(w);
+  return hw_cluster_new(*c);
+}
+
+/* A 8192^3 GEMM at NVFP4 on a B200: 2 x 8192^3 FLOPs over the dense FP4 peak of NVIDIA's HGX
+ * B200 datasheet (9 PFLOPS) at dlsim's documented default efficiencies (no calibration for
+ * Blackwell): flops.gemm 0.811 x K / (K + 177), sustained 0.818, fp8_scale 0.883 (the 8-bit
+ * factor, which FP4 takes), plus the 2 us launch. */
+Test(hardware, nvfp4_gemm_on_b200_by_hand)
+{
+  cfg_cluster *c = NULL;
+  hw_cluster *hw = b200(&c, "nvfp4");
+  double n = 8192, flops = 2 * n * n * n;
+  hw_kernel k = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_NVFP4, .flops = flops,
+                 .bytes = 3 * n * n * 0.5625, .inner = n};
+  double eff = 0.811 * n / (n + 177) * 0.818 * 0.883;
+  double expect = flops / (9000e12 * eff) + 2e-6;
+  cr_expect(fabs(hw_kernel_time(hw, &k) / expect - 1) < 1e-9, "%g vs %g", hw_kernel_time(hw, &k), expect);
+  /* mxfp8 runs on the FP8 units: half the FP4 rate */
+  k.dtype = CFG_MXFP8;
+  double fp8 = flops / (4500e12 * eff) + 2e-6;
+  cr_expect(fabs(hw_kernel_time(hw, &k) / fp8 - 1) < 1e-9);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+}
+
+/* The forward GEMMs of a tiny GPT at NVFP4 each come with a quantization kernel that reads the
+ * 16-bit activation (M x K) and weight (K x N) and writes 0.5 + 1/16 bytes per element: mlp_up of
+ * hidden 1024 -> 4096 over 1024 tokens moves 2.5625 x (1024 x 1024 + 1024 x 4096) bytes, in
+ * bytes / (7.7 TB/s x 0.80) + 2 us. */
+Test(hardware, nvfp4_quantization_kernels_by_hand)
+{
+  const char *sets[] = {"training.dtype=nvfp4", "model.layers=2", "model.hidden=1024", "model.heads=16",
+                        "model.ffn_hidden=4096", "model.seq_len=1024", "training.global_batch=1",
+                        "training.micro_batch=1", "node.count=1", "node.gpus_per_node=1", NULL};
+  prog_program *p = th_program("dgx-b200", "gpt3-1.3b-dp", sets);
+  cr_assert_not_null(p);
+  cfg_cluster *c = NULL;
+  hw_cluster *hw = b200(&c, "nvfp4");
+  double bytes = 2.5625 * (1024.0 * 1024 + 1024.0 * 4096);
+  int found = 0;
+  for (guint cls = 0; cls < p->classes->len; cls++) /* layers may sit in a template class */
+  for (guint i = 0; i < prog_class_at(p, (int)cls)->ops->len; i++) {
+    const prog_op *op = prog_op_at(p, (int)cls, i);
+    if (!op->name || !g_str_has_suffix(op->name, "mlp_up.quant") || op->recompute)
+      continue;
+    if (fabs(op->bytes - bytes) < 1) {
+      found++;
+      double expect = bytes / (7.7e12 * 0.80) + 2e-6;
+      cr_expect(fabs(eng_compute_time(hw, op) / expect - 1) < 1e-9);
+    }
+  }
+  cr_expect_gt(found, 0, "no forward mlp_up.quant of %g bytes", bytes);
+  /* per-tensor fp8 adds none: its casts are fused into the kernels before the GEMMs */
+  const char *fp8[] = {"training.dtype=fp8", NULL};
+  prog_program *q = th_program("dgx-b200", "gpt3-1.3b-dp", fp8);
+  for (guint cls = 0; cls < q->classes->len; cls++)
+    for (guint i = 0; i < prog_class_at(q, (int)cls)->ops->len; i++)
+      cr_expect(!g_str_has_suffix(prog_op_at(q, (int)cls, i)->name, ".quant"));
+  prog_free(q);
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+}
+
+Test(hardware, fp4_on_a_gpu_without_it_is_refused_where_it_is_written)
+{
+  g_autofree char *path = th_write("fp4-on-h100.yaml", "model: gpt3-1.3b\n"
+                                   "training:\n  global_batch: 8\n  dtype: nvfp4\n");
+  g_autofree char *args = g_strdup_printf("run -c dgx-h100 -w %s", path);
+  th_proc r = th_dlsim(args);
+  cr_expect_eq(r.status, 2);
+  g_autofree char *where = g_strdup_printf("%s:4:10: training.dtype = nvfp4, but the cluster's gpu.flops has no fp4 entry", path);
+  cr_expect(strstr(r.out, where), "%s", r.out);
+  th_proc_clear(&r);
 }

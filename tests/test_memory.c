@@ -3,6 +3,7 @@
 #include "helpers.h"
 #include "memory/memory.h"
 #include "run/run.h"
+#include "serving/serving.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -182,6 +183,35 @@ Test(memory, run_reports_out_of_memory_as_a_result)
   cr_assert_eq(p.status, 0, "%s", p.out);
   cr_assert(strstr(p.out, "\"fits\":\tfalse"), "%s", p.out);
   th_proc_clear(&p);
+}
+
+/* Llama 2 7B's weights at NVFP4: each linear layer's parameter 4 bits plus an E4M3 scale per 16
+ * (0.5625 bytes); its KV cache at fp8 (ModelOpt's FP4 checkpoints keep one). */
+Test(memory, nvfp4_weights_with_block_scales_by_hand)
+{
+  double bytes[2];
+  const char *dtypes[] = {"serving.dtype=fp16", "serving.dtype=nvfp4"};
+  for (int i = 0; i < 2; i++) {
+    const char *sets[] = {dtypes[i], NULL};
+    cfg_cluster *c = NULL;
+    cfg_workload *w = NULL;
+    cr_assert(th_load("dgx-b200", "llama2-7b-vllm", sets, &c, &w));
+    srv_cost *cost = NULL;
+    GError *err = NULL;
+    cr_assert(srv_cost_new(c, w, &cost, &err), "%s", err ? err->message : "");
+    bytes[i] = srv_weight_bytes(cost);
+    if (i == 1)
+      cr_expect_eq(w->serving.kv_dtype, CFG_FP8);
+    srv_cost_free(cost);
+    cfg_cluster_free(c);
+    cfg_workload_free(w);
+  }
+  /* 32 layers of 4 h^2 attention and 3 h f MLP weights (h 4096, f 11008) at 0.5625 bytes; the
+   * norms (2 h per layer) and the embedding table (32000 x h) stay 16-bit, as in ModelOpt's
+   * checkpoints */
+  double h = 4096, f = 11008, linear = 32 * (4 * h * h + 3 * h * f), kept = 32 * 2 * h + 32000 * h;
+  cr_expect(fabs(bytes[1] - (linear * 0.5625 + kept * 2)) < 1, "%.0f", bytes[1]);
+  cr_expect(fabs(bytes[0] - (linear + kept) * 2) < 1, "%.0f", bytes[0]);
 }
 
 /* Zero-bubble schedules on GPT-3 175B (PP 8, 64 micro-batches): ZB-H1's stage s holds p - s

@@ -339,6 +339,12 @@ Test(trace, kernel_dtypes_and_short_names)
   cr_expect_eq(trc_kernel_dtype("ampere_h16816gemm_256x128_ldg8_stages_32x3_nn", CFG_FP32), CFG_FP16);
   cr_expect_eq(trc_kernel_dtype("ampere_sgemm_128x64_nn", CFG_BF16), CFG_FP32);
   cr_expect_eq(trc_kernel_dtype("mystery", CFG_BF16), CFG_BF16);
+  /* TensorRT-LLM's Blackwell GEMMs (the B200 trace of TraceLens): GEMMs, at the FP8 rate when
+   * one operand is FP8, at FP4's when both are E2M1 */
+  const char *mixed = "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_";
+  cr_expect_eq(trc_classify(mixed), TRC_GEMM);
+  cr_expect_eq(trc_kernel_dtype(mixed, CFG_BF16), CFG_FP8);
+  cr_expect_eq(trc_kernel_dtype("bmm_E2m1_E2m1E2m1_Fp32_t128x8x512u2", CFG_BF16), CFG_FP4);
   const struct {
     const char *name, *want;
   } shorts[] = {

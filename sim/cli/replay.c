@@ -1,5 +1,6 @@
 /* dlsim replay TRACE [TRACE...] [-c CLUSTER] [--set K=V]... [--target CLUSTER] [--steps A-B]
  *              [--ranks N] [--engine des|analytic] [--comm model|measured] [--json | --csv]
+ * dlsim replay --chakra DIR_OR_PREFIX -c CLUSTER [--recost [--dtype D]] [--set K=V]...
  *
  * A real trace re-simulated: the trace becomes a program (sim/trace/replay.c), the engine runs
  * it on the cluster the trace ran on, and each ProfilerStep's predicted duration is set next
@@ -11,13 +12,30 @@
 
 #include <stdio.h>
 
+/* A Chakra trace: no steps to compare, the simulated time of the whole trace. */
+static int cli_replay_chakra(const sim_chakra_args *a, bool json)
+{
+  sim_chakra r;
+  GError *err = NULL;
+  bool ok = sim_chakra_run(a, &r, &err);
+  if (ok && json) {
+    cJSON *j = rep_chakra_json(&r);
+    rep_json_print(stdout, j);
+    cJSON_Delete(j);
+  } else if (ok) {
+    rep_chakra_text(stdout, &r);
+  }
+  sim_chakra_clear(&r);
+  return ok ? 0 : cli_fail(err);
+}
+
 int cli_replay(int argc, char **argv)
 {
   sim_replay_args a = {0};
   g_autofree char *cluster = NULL, *target = NULL, *steps = NULL, *engine = NULL, *comm = NULL;
-  g_autofree char *calibration = NULL;
+  g_autofree char *calibration = NULL, *chakra = NULL, *dtype = NULL, *groups = NULL;
   g_auto(GStrv) sets = NULL;
-  gboolean json = FALSE, csv = FALSE;
+  gboolean json = FALSE, csv = FALSE, recost = FALSE;
   GOptionEntry entries[] = {
       cli_opt(CLI_CLUSTER, &cluster, "The cluster the trace ran on (default: the preset for its GPU)"),
       {"calibration", 0, 0, G_OPTION_ARG_FILENAME, &calibration,
@@ -26,6 +44,15 @@ int cli_replay(int argc, char **argv)
       {"target", 0, 0, G_OPTION_ARG_FILENAME, &target, "What-if: predict on this cluster instead", "CLUSTER"},
       {"steps", 0, 0, G_OPTION_ARG_STRING, &steps, "ProfilerSteps to replay (default all)", "A-B"},
       {"ranks", 0, 0, G_OPTION_ARG_INT, &a.ranks, "Ranks (default: the trace's world size)", "N"},
+      {"chakra", 0, 0, G_OPTION_ARG_FILENAME, &chakra,
+       "Replay a Chakra execution trace (NAME.RANK.et files: a directory, a prefix or one file; "
+       "needs -c)", "DIR_OR_PREFIX"},
+      {"recost", 0, 0, G_OPTION_ARG_NONE, &recost,
+       "Chakra: time compute nodes that carry num_ops by the cost model, not their duration", NULL},
+      {"dtype", 0, 0, G_OPTION_ARG_STRING, &dtype, "Chakra: dtype of re-costed compute (default bf16)", "D"},
+      {"comm-groups", 0, 0, G_OPTION_ARG_FILENAME, &groups,
+       "Chakra: ASTRA-sim's communicator-group JSON ({\"1\": [0, 1], ...}): collectives run over the "
+       "group their pg_name names (default: all ranks)", "FILE"},
       cli_opt(CLI_ENGINE, &engine, NULL),
       {"comm", 0, 0, G_OPTION_ARG_STRING, &comm,
        "model (default): NCCL kernels as modelled collectives; measured: at their durations", "HOW"},
@@ -36,8 +63,20 @@ int cli_replay(int argc, char **argv)
   if (!cli_parse(entries, "TRACE [TRACE...] - re-simulate a real trace: predicted vs measured",
                  &argc, &argv, &code))
     return code;
+  if (!chakra && argc == 2 && chk_is_trace(argv[1]))
+    chakra = g_strdup(argv[1]);
+  GError *err = NULL;
+  eng_kind kind;
+  if (chakra) {
+    if (!cli_engine(engine, &kind, &err))
+      return cli_fail(err);
+    sim_chakra_args ca = {.trace = chakra, .cluster = cluster, .sets = sets,
+                          .engine = eng_kind_name(kind), .recost = recost, .dtype = dtype,
+                          .groups = groups};
+    return cli_replay_chakra(&ca, json);
+  }
   if (argc < 2) {
-    fprintf(stderr, "dlsim: error: dlsim replay needs a TRACE (a Kineto .json or .json.gz; one per rank)\n");
+    fprintf(stderr, "dlsim: error: dlsim replay needs a TRACE (a Kineto .json or .json.gz, one per rank; or --chakra DIR_OR_PREFIX)\n");
     return 2;
   }
   if (a.ranks < 0) {
@@ -46,8 +85,6 @@ int cli_replay(int argc, char **argv)
     return 2;
   }
   static const char *const comms[] = {"model", "measured"};
-  GError *err = NULL;
-  eng_kind kind;
   if (!cli_engine(engine, &kind, &err) ||
       (comm && cli_choice("--comm", comm, comms, G_N_ELEMENTS(comms), &err) < 0))
     return cli_fail(err);

@@ -40,10 +40,27 @@ const char *cfg_closest(const char *word, const char *const *candidates, size_t 
 
 /* ---- enums --------------------------------------------------------------------------------- */
 
-typedef enum { CFG_FP32, CFG_TF32, CFG_BF16, CFG_FP16, CFG_FP8, CFG_INT8, CFG_INT4, CFG_NDTYPES } cfg_dtype;
+/* fp8 is per-tensor scaled FP8 (Transformer Engine's delayed scaling); fp8-block is FP8 with
+ * DeepSeek-V3's fine-grained scales (1x128 tiles of activations, 128x128 blocks of weights,
+ * fp32), mxfp8 OCP's MX format (an E8M0 scale per 32 elements), nvfp4 NVIDIA's FP4 (E2M1, an
+ * E4M3 scale per 16 elements and one fp32 per tensor); fp4 the bare 4-bit unit. The first
+ * CFG_NUNITS are tensor-core units a GPU states a peak for (gpu.flops). */
+typedef enum {
+  CFG_FP32, CFG_TF32, CFG_BF16, CFG_FP16, CFG_FP8, CFG_INT8, CFG_INT4, CFG_FP4,
+  CFG_FP8_BLOCK, CFG_MXFP8, CFG_NVFP4, CFG_NDTYPES
+} cfg_dtype;
+#define CFG_NUNITS (CFG_FP4 + 1)
 const char *cfg_dtype_name(cfg_dtype dtype);
 bool cfg_dtype_parse(const char *name, cfg_dtype *out, GError **err);
+/* Bytes per element, its share of block scale factors included (nvfp4: 0.5 + 1/16). */
 double cfg_dtype_bytes(cfg_dtype dtype);
+/* Scale-factor bytes per element alone (0 for unscaled and per-tensor formats). */
+double cfg_dtype_scale_bytes(cfg_dtype dtype);
+/* The tensor-core unit a format runs on (fp8-block and mxfp8: fp8, nvfp4: fp4). */
+cfg_dtype cfg_dtype_unit(cfg_dtype dtype);
+/* Formats whose GEMM inputs are quantized by kernels of their own (block scales computed
+ * from each tile's maximum): fp8-block, mxfp8, nvfp4. */
+bool cfg_dtype_block_scaled(cfg_dtype dtype);
 
 typedef enum { CFG_INTRA_NVSWITCH, CFG_INTRA_NVLINK_RING, CFG_INTRA_PCIE } cfg_intra_kind;
 typedef enum { CFG_TOPO_FAT_TREE, CFG_TOPO_RAIL_OPTIMIZED } cfg_topology;

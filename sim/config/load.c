@@ -687,6 +687,19 @@ static bool cfg_degrees_fit(const cfg_parallel *p, int gpus, const cfg_doc *d, G
   return true;
 }
 
+/* A data type needs its tensor-core unit (gpu.flops); MXFP8 also Blackwell's hardware block
+ * scaling, which the FP4 unit stands for (Hopper scales FP8 blocks in software: fp8-block). */
+static bool cfg_dtype_runs_on(const cfg_cluster *c, cfg_dtype dt, const cfg_doc *d, const char *key,
+                              GError **err)
+{
+  cfg_dtype unit = dt == CFG_MXFP8 ? CFG_FP4 : cfg_dtype_unit(dt);
+  if (!isnan(c->gpu.flops[unit]) && c->gpu.flops[unit] > 0)
+    return true;
+  return cfg_fail(err, d, key, "%s = %s, but the cluster's gpu.flops has no %s entry%s", key,
+                  cfg_dtype_name(dt), cfg_dtype_name(unit),
+                  unit == CFG_FP4 ? " (FP4 and MX tensor cores are Blackwell's: B200, GB200)" : "");
+}
+
 static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **err)
 {
   const cfg_doc *d = w->doc;
@@ -716,10 +729,8 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
   if (p->nplacement != CFG_NDIMS || seen != (1u << CFG_NDIMS) - 1)
     return cfg_fail(err, d, "parallel.placement",
                     "parallel.placement: expected each of tp, cp, pp, dp exactly once");
-  if (isnan(c->gpu.flops[t->dtype]) || c->gpu.flops[t->dtype] <= 0)
-    return cfg_fail(err, d, "training.dtype",
-                    "training.dtype = %s, but the cluster's gpu.flops has no %s entry",
-                    cfg_dtype_name(t->dtype), cfg_dtype_name(t->dtype));
+  if (!cfg_dtype_runs_on(c, t->dtype, d, "training.dtype", err))
+    return false;
 
   if (p->processes_per_gpu > 1 && (w->collectives.progress == CFG_PROGRESS_KERNEL ||
                                    w->collectives.ucc_tl == CFG_UCC_TL_NCCL))
@@ -984,8 +995,15 @@ static bool cfg_serving_check(cfg_workload *w, const cfg_cluster *c, GError **er
 {
   const cfg_doc *d = w->doc;
   cfg_serving *s = &w->serving;
-  /* weight-only int8 / int4 quantization keeps 16-bit activations and KV */
-  CFG_DEFAULT_INT(s->kv_dtype, s->dtype == CFG_INT8 || s->dtype == CFG_INT4 ? CFG_BF16 : s->dtype);
+  /* weight-only int8 / int4 quantization keeps 16-bit activations and KV; block-scaled FP8 and
+   * FP4 checkpoints (ModelOpt's) keep an FP8 KV cache */
+  CFG_DEFAULT_INT(s->kv_dtype, s->dtype == CFG_INT8 || s->dtype == CFG_INT4 ? CFG_BF16
+                               : cfg_dtype_unit(s->dtype) == CFG_FP4 || cfg_dtype_block_scaled(s->dtype)
+                                   ? CFG_FP8
+                                   : s->dtype);
+  /* (older formats keep their fallbacks: int4 weights dequantize into 16-bit GEMMs) */
+  if ((s->dtype >= CFG_FP4) && !cfg_dtype_runs_on(c, s->dtype, d, "serving.dtype", err))
+    return false;
   CFG_DEFAULT_INT(s->max_model_len, w->model.seq_len > 0 ? w->model.seq_len : 4096);
   CFG_DEFAULT_INT(s->kv_blocks, 0); /* computed by the serving model */
   /* without chunking a whole prompt must fit one iteration (vLLM's rule) */

@@ -6,7 +6,10 @@
 #include <stddef.h>
 #include <string.h>
 
-const char *const cfg_dtype_names[] = {"fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", NULL};
+const char *const cfg_dtype_names[] = {"fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4",
+                                       "fp8-block", "mxfp8", "nvfp4", NULL};
+/* the units a GPU states a peak for (gpu.flops): the scaled formats run on these */
+static const char *const cfg_unit_names[] = {"fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4", NULL};
 
 bool cfg_dtype_parse(const char *name, cfg_dtype *out, GError **err)
 {
@@ -16,7 +19,7 @@ bool cfg_dtype_parse(const char *name, cfg_dtype *out, GError **err)
       return true;
     }
   g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
-              "'%s' is not a data type (fp32, tf32, bf16, fp16, fp8, int8, int4)", name);
+              "'%s' is not a data type (fp32, tf32, bf16, fp16, fp8, int8, int4, fp4, fp8-block, mxfp8, nvfp4)", name);
   return false;
 }
 static const char *const cfg_intra_names[] = {"nvswitch", "nvlink-ring", "pcie", NULL};
@@ -97,10 +100,30 @@ const char *cfg_dtype_name(cfg_dtype d)
   return d < CFG_NDTYPES ? cfg_dtype_names[d] : "?";
 }
 
+double cfg_dtype_scale_bytes(cfg_dtype d)
+{
+  switch (d) {
+  case CFG_FP8_BLOCK: return 4.0 / 128; /* an fp32 per 1x128 tile (weights: per 128x128, less) */
+  case CFG_MXFP8: return 1.0 / 32;      /* an E8M0 byte per 32 */
+  case CFG_NVFP4: return 1.0 / 16;      /* an E4M3 byte per 16 (the fp32 per tensor is nothing) */
+  default: return 0;
+  }
+}
+
 double cfg_dtype_bytes(cfg_dtype d)
 {
-  static const double bytes[] = {4, 4, 2, 2, 1, 1, 0.5};
-  return d < CFG_NDTYPES ? bytes[d] : 0;
+  static const double bytes[CFG_NDTYPES] = {4, 4, 2, 2, 1, 1, 0.5, 0.5, 1, 1, 0.5};
+  return d < CFG_NDTYPES ? bytes[d] + cfg_dtype_scale_bytes(d) : 0;
+}
+
+cfg_dtype cfg_dtype_unit(cfg_dtype d)
+{
+  return d == CFG_FP8_BLOCK || d == CFG_MXFP8 ? CFG_FP8 : d == CFG_NVFP4 ? CFG_FP4 : d;
+}
+
+bool cfg_dtype_block_scaled(cfg_dtype d)
+{
+  return d == CFG_FP8_BLOCK || d == CFG_MXFP8 || d == CFG_NVFP4;
 }
 
 const char *cfg_proto_name(cfg_proto p)
@@ -290,7 +313,7 @@ static const cfg_field cfg_gpu_fields[] = {
     F_QTY(cfg_gpu, "memory", memory, UNITS_BYTES, "HBM capacity", DERIVED("required")),
     F_QTY(cfg_gpu, "memory_bandwidth", memory_bandwidth, UNITS_BYTES_PER_S, "HBM bandwidth",
           DERIVED("required")),
-    F_BY_ENUM(cfg_gpu, "flops", flops, UNITS_FLOPS, cfg_dtype_names,
+    F_BY_ENUM(cfg_gpu, "flops", flops, UNITS_FLOPS, cfg_unit_names,
               "dense peak FLOP/s by data type (a type the GPU lacks is left out)",
               DERIVED("required for the training dtype")),
     F_PATH(cfg_gpu, "calibration", calibration,

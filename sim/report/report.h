@@ -54,6 +54,9 @@ cJSON *rep_moe_json(const sim_moe *s);
 /* A replayed trace (dlsim replay). */
 void rep_replay_text(FILE *out, const sim_replay *r);
 cJSON *rep_replay_json(const sim_replay *r);
+/* A replayed Chakra trace (dlsim replay --chakra). */
+void rep_chakra_text(FILE *out, const sim_chakra *r);
+cJSON *rep_chakra_json(const sim_chakra *r);
 
 /* Prints cJSON compactly or indented, followed by a newline. */
 void rep_json_print(FILE *out, cJSON *json);

@@ -9,6 +9,7 @@
 #define DLSIM_RUN_H
 
 #include "budget/budget.h"
+#include "chakra/chakra.h"
 #include "config/config.h"
 #include "engine/engine.h"
 #include "hardware/hardware.h"
@@ -167,6 +168,29 @@ typedef struct {
 
 bool sim_replay_run(const sim_replay_args *a, sim_replay *out, GError **err);
 void sim_replay_clear(sim_replay *r);
+
+/* ---- a Chakra execution trace on a cluster (dlsim replay --chakra) -------------------------- */
+
+typedef struct {
+  const char *trace;   /* DIR_OR_PREFIX */
+  const char *cluster; /* required: a Chakra trace does not say what it ran on */
+  char **sets;
+  const char *engine;
+  bool recost;         /* compute nodes with num_ops timed by the cost model */
+  const char *dtype;   /* of re-costed compute (default bf16) */
+  const char *groups;  /* ASTRA-sim's communicator-group file (NULL: collectives span all) */
+} sim_chakra_args;
+
+typedef struct {
+  chk_trace *trace;
+  chk_counts counts;
+  cfg_cluster *cfg;
+  eng_kind engine;
+  eng_result res;
+} sim_chakra;
+
+bool sim_chakra_run(const sim_chakra_args *a, sim_chakra *out, GError **err);
+void sim_chakra_clear(sim_chakra *r);
 
 /* ---- one mixture-of-experts layer alone (dlsim moe) ------------------------------------------ */
 

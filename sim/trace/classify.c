@@ -66,6 +66,7 @@ static const trc_rule trc_rules[] = {
     {"splitkreduce", TRC_GEMM},
     {"triton_mm", TRC_GEMM},
     {"triton_tem", TRC_GEMM},
+    {"bmm_", TRC_GEMM}, /* TensorRT-LLM's Blackwell GEMMs (trtllm-gen: bmm_MxE4m3_MxE2m1...) */
     /* random numbers ("normal" is no normalisation) */
     {"distribution", TRC_ELEMENTWISE},
     /* reductions, normalisations, softmax, sorting and scans */
@@ -149,6 +150,8 @@ cfg_dtype trc_kernel_dtype(const char *kernel_name, cfg_dtype fallback)
       {"h1688", CFG_FP16},  {"h16816", CFG_FP16},   {"h884", CFG_FP16},   {"fp16", CFG_FP16},
       {"f16", CFG_FP16},    {"half", CFG_FP16},     {"sgemm", CFG_FP32},  {"f32f32_f32", CFG_FP32},
       {"_f32", CFG_FP32},   {"float", CFG_FP32},
+      /* after e4m3: an FP8 x FP4 GEMM runs at Blackwell's FP8 rate, only FP4 x FP4 at FP4's */
+      {"e2m1", CFG_FP4},
   };
   if (!kernel_name)
     return fallback;

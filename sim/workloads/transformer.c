@@ -45,6 +45,26 @@ static void wl_k(wl_model *m, wl_layer *l, bool replay, wl_role role, const char
     wl_fwd(m, l, role, what, kc, flops, bytes);
 }
 
+/* Block-scaled formats (fp8-block, mxfp8, nvfp4) quantize a GEMM's 16-bit operands in kernels
+ * of their own, which compute each tile's scale from its maximum: memory-bound, reading 2
+ * bytes and writing the element and its share of the scales per element. Forward: the
+ * activation (M x K) and, every micro-batch, the weight (K x N); backward: the output gradient
+ * row- and column-wise (dgrad and wgrad reduce over different dimensions) and the activation
+ * column-wise for wgrad. Per-tensor fp8 fuses its casts into the kernels before the GEMM
+ * (Transformer Engine's LayerNorm-Linear), so it adds none. */
+static void wl_quantize(wl_model *m, wl_layer *l, wl_role role, const char *what, double M,
+                        double N, double K, bool backward, bool replay)
+{
+  if (!cfg_dtype_block_scaled(m->dtype))
+    return;
+  double per = 2 + cfg_dtype_bytes(m->dtype);
+  g_autofree char *name = g_strdup_printf("%s.quant", what);
+  if (backward)
+    wl_bwd(m, l, role, WL_PHASE_BACKWARD, name, CFG_KCLASS_ELEMENTWISE, 0, per * (2 * M * N + M * K));
+  else
+    wl_k(m, l, replay, role, name, CFG_KCLASS_ELEMENTWISE, 0, per * (M * K + K * N));
+}
+
 /* A GEMM of (m x k) by (k x n): 2mnk FLOPs, reads both inputs, writes the output. Forward (into
  * the forward list, or replayed), or its backward: dX = dY W^T reduces over N, dW = X^T dY
  * over the M tokens. */
@@ -52,6 +72,7 @@ static void wl_gemm_as(wl_model *m, wl_layer *l, wl_role role, const char *what,
                        double N, double K, double dt, bool backward, bool replay)
 {
   double flops = 2 * M * N * K, bytes = dt * (M * K + K * N + M * N);
+  wl_quantize(m, l, role, what, M, N, K, backward, replay);
   if (!backward) {
     wl_k(m, l, replay, role, what, CFG_KCLASS_GEMM, flops, bytes);
     wl_set_inner(wl_list(l, replay), K);

@@ -1,6 +1,6 @@
 /* libFuzzer harness for dlsim's readers, one binary per reader (DLSIM_FUZZ_READER): the YAML
  * configuration (a workload on the dgx-h100 preset), --set overrides (one per line), Kineto
- * traces and nccl-tests and OMB tables. An input must be read or refused with an error; whatever
+ * traces, Chakra ET files (one rank's) and nccl-tests and OMB tables. An input must be read or refused with an error; whatever
  * loads as a training workload must simulate to finite figures or fail with an error.
  * Build and run: tests/README.md. */
 #include "calibration/calibration.h"
@@ -18,6 +18,7 @@
 #define FUZZ_SET 2
 #define FUZZ_KINETO 3
 #define FUZZ_NCCL 4
+#define FUZZ_CHAKRA 5
 
 /* Loaded configurations are simulated on the analytic engine within a small budget. */
 static void fuzz_simulate(const cfg_cluster *c, const cfg_workload *w)
@@ -88,6 +89,25 @@ static void fuzz_nccl(const char *text, size_t len)
   unlink(path);
 }
 
+/* One rank's file of a one-rank trace: decoded and turned into a program, or refused. */
+static void fuzz_chakra(const uint8_t *data, size_t size)
+{
+  GError *err = NULL;
+  chk_rank rank = {.path = "fuzz.0.et", .nodes = g_array_new(FALSE, FALSE, sizeof(chk_node))};
+  chk_trace t = {.name = "fuzz", .nranks = 1, .ranks = &rank};
+  chk_options o = {.dtype = CFG_BF16};
+  chk_counts c;
+  prog_program *p = NULL;
+  if (chk_parse(data, size, rank.path, rank.nodes, &err))
+    p = chk_program(&t, &o, &c, &err);
+  if (!p && (!err || !err->message[0]))
+    abort();
+  prog_free(p);
+  g_clear_error(&err);
+  chk_nodes_clear(rank.nodes);
+  g_array_free(rank.nodes, TRUE);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -104,6 +124,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     break;
   case FUZZ_NCCL:
     fuzz_nccl(text, strlen(text));
+    break;
+  case FUZZ_CHAKRA:
+    fuzz_chakra(data, size);
     break;
   }
   return 0;
