@@ -272,8 +272,8 @@ Test(disagg, the_trace_shows_both_pools_and_the_transfer)
 
 static void dis_bad(const char *const *sets, const char *yaml, const char *want)
 {
-  const char *w = yaml ? th_write("bad-disagg.yaml", yaml) : dis_workload();
-  char *why = th_load_error("dgx-h100", w, sets);
+  g_autofree char *written = yaml ? th_write("bad-disagg.yaml", yaml) : NULL;
+  char *why = th_load_error("dgx-h100", written ? written : dis_workload(), sets);
   cr_assert(why && strstr(why, want), "%s\nexpected: %s", why, want);
   g_free(why);
 }
