@@ -303,3 +303,17 @@ Test(hardware, cpu_device_without_flops_and_offload_without_host_cpu_are_errors)
             p.out);
   th_proc_clear(&p);
 }
+
+Test(hardware, cpu_clusters_default_to_mvapich_and_refuse_nccl)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("xeon-8480", "resnet50-horovod", NULL, &c, &w));
+  cr_assert_str_eq(w->collectives.runtime, "mpi-mvapich");
+  cr_assert_eq(w->collectives.progress, CFG_PROGRESS_CPU);
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
+  const char *nccl[] = {"collectives.runtime=nccl", NULL};
+  g_autofree char *m = th_load_error("epyc-9654", "resnet50-horovod", nccl);
+  cr_assert(m && strstr(m, "--set collectives.runtime: the cluster's devices are CPUs"), "%s", m);
+}

@@ -763,6 +763,12 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
   if (!cfg_dtype_runs_on(c, t->dtype, d, "training.dtype", err))
     return false;
 
+  if (c->gpu.kind == CFG_DEVICE_CPU && (w->collectives.progress == CFG_PROGRESS_KERNEL ||
+                                        w->collectives.ucc_tl == CFG_UCC_TL_NCCL))
+    return cfg_fail(err, d, "collectives.runtime",
+                    "the cluster's devices are CPUs (gpu.kind: cpu), which NCCL does not run "
+                    "on: use an MPI runtime or gloo (collectives.runtime: mpi-mvapich, mpi-ucx "
+                    "or gloo)");
   if (p->processes_per_gpu > 1 && (w->collectives.progress == CFG_PROGRESS_KERNEL ||
                                    w->collectives.ucc_tl == CFG_UCC_TL_NCCL))
     return cfg_fail(err, d, "parallel.processes_per_gpu",
@@ -1194,6 +1200,17 @@ static int cfg_size_preset(cfg_doc *cdoc, const cfg_doc *wdoc, const cfg_overrid
   return cfg_tree_set(cdoc, "node.count", text, NULL) ? (int)nodes : 0;
 }
 
+/* NCCL does not run on CPUs: a workload on CPU devices that names no runtime takes MVAPICH,
+ * the MPI of the HiDL CPU labs (set before the profiles are grafted, so that its applies). */
+static bool cfg_default_cpu_runtime(const cfg_doc *cdoc, cfg_doc *wdoc, GError **err)
+{
+  const cfg_node *kind = cfg_map_get(cfg_map_get(cdoc->root, "gpu"), "kind");
+  if (!kind || kind->kind != CFG_NODE_SCALAR || strcmp(kind->scalar, "cpu") != 0 ||
+      cfg_map_get(cfg_map_get(wdoc->root, "collectives"), "runtime"))
+    return true;
+  return cfg_tree_set(wdoc, "collectives.runtime", "mpi-mvapich", err);
+}
+
 static bool cfg_load_docs(cfg_doc *cdoc, cfg_doc *wdoc, const cfg_override *sets, size_t nsets,
                           bool preset, cfg_cluster **cluster, cfg_workload **workload, GError **err)
 {
@@ -1204,6 +1221,8 @@ static bool cfg_load_docs(cfg_doc *cdoc, cfg_doc *wdoc, const cfg_override *sets
     if (!cfg_apply_override(cdoc, wdoc, &sets[i], err))
       goto fail;
   if (wdoc && !cfg_graft_model(wdoc, err)) /* a --set may have named another model */
+    goto fail;
+  if (cdoc && wdoc && !cfg_default_cpu_runtime(cdoc, wdoc, err))
     goto fail;
   if (wdoc && !cfg_graft_profiles(wdoc, err)) /* after the overrides: they may name them */
     goto fail;
