@@ -544,6 +544,27 @@ Test(collectives, a_framework_cycle_delays_each_collective_by_half_a_cycle)
   cfg_cluster_free(cfg);
 }
 
+/* Gloo's ring through host memory, with cpu_runtime's step latency. */
+static coll_runtime *gloo_ring(void)
+{
+  cfg_collectives gloo = {.runtime = "gloo", .progress = CFG_PROGRESS_CPU,
+                          .transport = CFG_TRANSPORT_HOST_STAGED, .step_latency = 1e-6,
+                          .leaders_per_node = 1, .allreduce = "ring"};
+  return coll_runtime_new(&gloo, NULL, NULL);
+}
+
+/* What Gloo's staged ring costs over the same ring GPU-direct, on 8 ranks. */
+static double host_staging_extra(hw_cluster *hw, double S)
+{
+  coll_runtime *direct = cpu_runtime(1, "ring", 1e-6, 0, 0);
+  coll_runtime *staged = gloo_ring();
+  double extra = runtime_time(hw, staged, ENG_ANALYTIC, 8, S) -
+                 runtime_time(hw, direct, ENG_ANALYTIC, 8, S);
+  coll_runtime_free(direct);
+  coll_runtime_free(staged);
+  return extra;
+}
+
 Test(collectives, nccl_under_mpi_adds_the_call_and_host_staging_adds_the_copies)
 {
   /* UCC's NCCL team: NCCL's tuner and costs, plus the MPI call (8 us). Host staging (Gloo):
@@ -562,18 +583,23 @@ Test(collectives, nccl_under_mpi_adds_the_call_and_host_staging_adds_the_copies)
   cr_assert(!coll_runtime_cpu(rt), "NCCL's kernels drive it");
   cr_assert_float_eq(runtime_time(hw, rt, ENG_ANALYTIC, 8, S), base.time + 8e-6, 1e-12);
   coll_runtime_free(rt);
-  coll_runtime *direct = cpu_runtime(1, "ring", 1e-6, 0, 0);
-  cfg_collectives gloo = {.runtime = "gloo", .progress = CFG_PROGRESS_CPU,
-                          .transport = CFG_TRANSPORT_HOST_STAGED, .step_latency = 1e-6,
-                          .leaders_per_node = 1, .allreduce = "ring"};
-  coll_runtime *staged = coll_runtime_new(&gloo, NULL, NULL);
-  double extra = runtime_time(hw, staged, ENG_ANALYTIC, 8, S) -
-                 runtime_time(hw, direct, ENG_ANALYTIC, 8, S);
+  double extra = host_staging_extra(hw, S);
   cr_assert_float_eq(extra, 2 * S / 51.2e9, 1e-12, "%.12g", extra);
+  coll_runtime *staged = gloo_ring();
   cr_assert_float_eq(runtime_time(hw, staged, ENG_DES, 8, S),
                      runtime_time(hw, staged, ENG_ANALYTIC, 8, S), 1e-9);
-  coll_runtime_free(direct);
   coll_runtime_free(staged);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+Test(collectives, host_staging_costs_nothing_on_cpu_devices)
+{
+  /* a CPU rank's buffer already is in host memory: Gloo's ring costs what it does GPU-direct */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 4, "set:gpu.kind=cpu", &cfg);
+  const double S = 64.0 * 1048576;
+  cr_assert_float_eq(host_staging_extra(hw, S), 0, 1e-12);
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);
 }

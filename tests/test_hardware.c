@@ -191,3 +191,129 @@ Test(hardware, fp4_on_a_gpu_without_it_is_refused_where_it_is_written)
   cr_expect(strstr(r.out, where), "%s", r.out);
   th_proc_clear(&r);
 }
+
+/* ---- CPU devices and the host CPUs of GPU nodes ------------------------------------------ */
+
+static hw_cluster *cluster_of(const char *cluster, cfg_cluster **c)
+{
+  cfg_workload *w = NULL;
+  cr_assert(th_load(cluster, "gpt3-1.3b-dp", NULL, c, &w));
+  cfg_workload_free(w);
+  return hw_cluster_new(*c);
+}
+
+static void expect_kernel_time(const char *cluster, hw_kernel k, double want)
+{
+  cfg_cluster *c = NULL;
+  hw_cluster *hw = cluster_of(cluster, &c);
+  cr_expect_float_eq(hw_kernel_time(hw, &k), want, want * 1e-9, "%s", cluster);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+}
+
+Test(hardware, cpu_gemm_runs_at_amx_peak_times_the_cpu_gemm_efficiency)
+{
+  /* one 8480+ socket: 56 cores x 2.0 GHz x 1024 bf16 FLOP per cycle = 114.688 TFLOP/s; CPU
+   * defaults: GEMMs at 0.50, no clock drop, 10 us of eager dispatch per op */
+  hw_kernel k = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_BF16, .flops = 1e12};
+  expect_kernel_time("xeon-8480", k, 1e12 / (114.688e12 * 0.50) + 10e-6);
+  /* fp32 falls to AVX-512: 56 x 2.0 GHz x 2 FMA x 16 lanes x 2 = 7.168 TFLOP/s */
+  k.dtype = CFG_FP32;
+  expect_kernel_time("xeon-8480", k, 1e12 / (7.168e12 * 0.50) + 10e-6);
+}
+
+Test(hardware, cpu_memory_bound_kernel_runs_at_ddr_bandwidth)
+{
+  /* one 9654 socket: 12 channels x 4800 MT/s x 8 B = 460.8 GB/s, STREAM's 80 % of it */
+  hw_kernel k = {.kclass = CFG_KCLASS_ELEMENTWISE, .dtype = CFG_BF16, .flops = 1e6, .bytes = 1e9};
+  expect_kernel_time("epyc-9654", k, 1e9 / (460.8e9 * 0.80) + 10e-6);
+}
+
+Test(hardware, cpu_attention_is_unfused)
+{
+  /* a FlashAttention-shaped call still runs as matmuls and a softmax: attention's 0.25 */
+  hw_kernel k = {.kclass = CFG_KCLASS_ATTENTION, .dtype = CFG_BF16, .flops = 1e12,
+                 .attn = {.keys = 4096, .head_dim = 128, .impl = CFG_ATTN_FA2, .causal = 1}};
+  expect_kernel_time("xeon-8480", k, 1e12 / (114.688e12 * 0.25) + 10e-6);
+}
+
+Test(hardware, offloaded_optimizer_step_is_pcie_then_ddr_bound_adam)
+{
+  cfg_cluster *c = NULL;
+  hw_cluster *hw = cluster_of("dgx-a100", &c);
+  /* 1e8 parameters of one GPU, Adam: 12 FLOP and 30 DDR bytes a parameter, 4 bytes over PCIe.
+   * The 8 GPUs share 2 x EPYC 7742: 409.6 GB/s x 0.8 / 8 = 40.96 GB/s and 9.216 TFLOP/s x 0.5
+   * / 8 = 576 GFLOP/s each (3 s of bytes against 2.1 ms of FLOPs: DDR-bound), PCIe at
+   * storage.host_bandwidth's 51.2 GB/s. */
+  double want = 4e8 / 51.2e9 + 30e8 / 40.96e9;
+  cr_assert_float_eq(hw_host_optimizer_time(hw, 12e8, 30e8, 4e8), want, want * 1e-9);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+}
+
+static const prog_op *optimizer_op(const prog_program *p)
+{
+  const prog_class *k = g_ptr_array_index(p->classes, 0);
+  for (guint i = 0; i < k->ops->len; i++) {
+    const prog_op *op = &g_array_index(k->ops, prog_op, i);
+    if (g_str_has_prefix(op->name, "optimizer."))
+      return op;
+  }
+  return NULL;
+}
+
+Test(hardware, offload_moves_the_optimizer_step_to_the_host)
+{
+  const char *gpu[] = {"parallel.zero=2", NULL};
+  const char *cpu[] = {"parallel.zero=2", "parallel.offload=cpu", NULL};
+  prog_program *pg = th_program("dgx-a100", "gpt3-1.3b-dp", gpu);
+  prog_program *pc = th_program("dgx-a100", "gpt3-1.3b-dp", cpu);
+  cr_assert(pg && pc);
+  const prog_op *og = optimizer_op(pg), *oc = optimizer_op(pc);
+  cr_assert(og && oc);
+  /* on the GPU: modelled from HBM bytes; offloaded: a fixed host time, no HBM bytes */
+  cr_assert(og->fixed_time < 0 && og->bytes > 0);
+  cr_assert_eq(oc->bytes, 0);
+  /* bf16 weights, fp32 gradients (framework none), 12 bytes of Adam states: the shard's 2 + 4
+   * bytes cross PCIe and 2 x 2 + 4 + 2 x 12 = 32 bytes stream through DDR */
+  double shard = og->flops / 12;
+  cr_assert_float_eq(og->bytes, shard * 32, shard * 1e-6);
+  double want = shard * 6 / 51.2e9 + shard * 32 / (409.6e9 * 0.8 / 8);
+  cr_assert_float_eq(oc->fixed_time, want, want * 1e-9);
+  prog_free(pg);
+  prog_free(pc);
+}
+
+Test(hardware, cpu_device_without_flops_and_offload_without_host_cpu_are_errors)
+{
+  g_autofree char *path = th_write("cpu-noflops.yaml",
+                                   "gpu: {kind: cpu, memory: 512GiB, memory_bandwidth: 307.2GB/s}\n"
+                                   "node: {gpus_per_node: 1}\n");
+  g_autofree char *m1 = th_load_error(path, "gpt3-1.3b-dp", NULL);
+  cr_assert(m1 && strstr(m1, "cpu-noflops.yaml:1:6: gpu: missing required key 'flops': a CPU "
+                             "device needs"), "%s", m1);
+  const char *sets[] = {"parallel.zero=2", "parallel.offload=cpu", NULL};
+  g_autofree char *m2 = th_load_error("h800", "gpt3-1.3b-dp", sets);
+  cr_assert(m2 && strstr(m2, "--set parallel.offload: parallel.offload = cpu steps the optimizer on "
+                             "the host, but the cluster does not give node.cpu.flops"), "%s", m2);
+  g_autofree char *args = g_strdup_printf("run -c %s -w gpt3-1.3b-dp", path);
+  th_proc p = th_dlsim(args);
+  cr_assert_eq(p.status, 2, "%s", p.out);
+  cr_assert(strstr(p.out, "cpu-noflops.yaml:1:6:") && strstr(p.out, "a CPU device needs"), "%s",
+            p.out);
+  th_proc_clear(&p);
+}
+
+Test(hardware, cpu_clusters_default_to_mvapich_and_refuse_nccl)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("xeon-8480", "resnet50-horovod", NULL, &c, &w));
+  cr_assert_str_eq(w->collectives.runtime, "mpi-mvapich");
+  cr_assert_eq(w->collectives.progress, CFG_PROGRESS_CPU);
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
+  const char *nccl[] = {"collectives.runtime=nccl", NULL};
+  g_autofree char *m = th_load_error("epyc-9654", "resnet50-horovod", nccl);
+  cr_assert(m && strstr(m, "--set collectives.runtime: the cluster's devices are CPUs"), "%s", m);
+}

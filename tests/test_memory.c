@@ -89,6 +89,22 @@ Test(memory, offload_moves_states_and_checks_host_and_nvme)
   mem_report_clear(&r);
 }
 
+Test(memory, cpu_offload_frees_the_gradient_and_optimizer_partitions_by_hand)
+{
+  /* ZeRO-2 over 64 GPUs, 7.5B fp16 parameters: 2 bytes of weights stay whole on the GPU; the
+   * 2-byte gradient and 12-byte Adam partitions (7.5e9 x 14 / 64) move to host memory */
+  const char *gpu[] = {"node.count=8", "parallel.zero=2", NULL};
+  const char *cpu[] = {"node.count=8", "parallel.zero=2", "parallel.offload=cpu", NULL};
+  mem_report rg = estimate("dgx-a100", "zero-7.5b", gpu, true);
+  mem_report rc = estimate("dgx-a100", "zero-7.5b", cpu, true);
+  double freed = 7.5e9 * 14 / 64;
+  cr_assert_float_eq(rg.stages[0].model_states - rc.stages[0].model_states, freed, 1);
+  cr_assert_float_eq(rc.stages[0].model_states, 15e9, 1);
+  cr_assert_float_eq(rc.stages[0].host, freed, 1);
+  mem_report_clear(&rg);
+  mem_report_clear(&rc);
+}
+
 Test(memory, bad_combinations_are_clear_errors)
 {
   const char *nvme[] = {"parallel.zero=3", "parallel.offload=nvme", "node.nvme=0", NULL};

@@ -118,7 +118,8 @@ static double coll_runtime_base(const coll_runtime *rt, const hw_cluster *hw, do
   if (!rt)
     return nccl_base;
   double base = (rt->cpu ? rt->call_latency : nccl_base + rt->call_latency) + rt->cycle_wait;
-  if (rt->host_staged)
+  /* a CPU device's buffers already are in host memory: nothing to stage */
+  if (rt->host_staged && hw_config(hw)->gpu.kind != CFG_DEVICE_CPU)
     base += 2.0 * bytes / hw_config(hw)->storage.host_bandwidth;
   return base;
 }

@@ -206,8 +206,14 @@ typedef struct {
 
 /* ---- cluster ------------------------------------------------------------------------------ */
 
+/* gpu.kind: what a compute device is. A CPU device (one socket, one MPI rank) runs PyTorch eager
+ * ops on its cores: no fused attention, a per-op dispatch cost, memory-bound kernels at DDR
+ * bandwidth (hw_kernel_time); the cluster file keeps the `gpu:` section for it. */
+typedef enum { CFG_DEVICE_GPU, CFG_DEVICE_CPU } cfg_device_kind;
+
 typedef struct {
   char *name;
+  cfg_device_kind kind;
   double memory;            /* bytes */
   double memory_bandwidth;  /* bytes/s */
   double flops[CFG_NDTYPES];/* peak FLOP/s, NAN when the GPU has no such unit */
@@ -222,6 +228,14 @@ typedef struct {
   int nvls;         /* 0/1: the NVSwitch reduces in the switch (NVLink SHARP, H100 and later) */
 } cfg_intra;
 
+/* The host CPUs of a node, where an offloaded optimizer steps (parallel.offload: cpu). */
+typedef struct {
+  char *name;
+  double flops;             /* peak FP32 FLOP/s of all sockets */
+  double memory_bandwidth;  /* DDR bytes/s of all sockets */
+  double memory_efficiency; /* fraction of it a streaming kernel reaches (STREAM) */
+} cfg_host_cpu;
+
 typedef struct {
   int count;
   int gpus_per_node;
@@ -230,6 +244,7 @@ typedef struct {
   int nvlink_domain; /* GPUs on one NVSwitch fabric: gpus_per_node, or several nodes (NVL72) */
   double host_memory;
   double nvme;
+  cfg_host_cpu cpu;
 } cfg_node_spec;
 
 typedef struct {

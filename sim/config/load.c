@@ -446,6 +446,25 @@ static bool cfg_domain_check(cfg_node_spec *n, const cfg_doc *d, GError **err)
   return true;
 }
 
+/* What PyTorch eager reaches on a CPU socket, where the cluster file and its calibration say
+ * nothing (dlsim's documented assumptions, not a fit: README "CPU nodes"): oneDNN GEMMs at
+ * about half of the AVX-512 / AMX peak, convolutions and unfused attention (batched matmuls
+ * and a softmax) lower, each op paying ~10 us of dispatch, no tile pipeline to fill (AMX tiles
+ * are 32 deep in K) and no clock drop beyond the base clock the peaks are quoted at. */
+static void cfg_cpu_efficiency_defaults(cfg_efficiency *e)
+{
+  static const double flops[CFG_NKCLASSES] = {0.50, 0.40, 0.25, 0.50, 0.50, 0.30};
+  for (int k = 0; k < CFG_NKCLASSES; k++)
+    if (isnan(e->flops_efficiency[k]))
+      e->flops_efficiency[k] = flops[k];
+  CFG_DEFAULT_QTY(e->memory_efficiency, 0.80); /* STREAM triad: ~80 % of DDR wire rate */
+  CFG_DEFAULT_QTY(e->gemm_k_half, 32);
+  CFG_DEFAULT_QTY(e->sustained, 1.0);
+  CFG_DEFAULT_QTY(e->launch_overhead, 10e-6);
+  if (!e->source)
+    e->source = g_strdup("dlsim CPU defaults (assumed, not calibrated)");
+}
+
 static bool cfg_cluster_check(cfg_cluster *c, GError **err)
 {
   const cfg_doc *d = c->doc;
@@ -466,6 +485,11 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
   bool any_flops = false;
   for (int k = 0; k < CFG_NDTYPES; k++)
     any_flops |= !isnan(c->gpu.flops[k]) && c->gpu.flops[k] > 0;
+  if (!any_flops && c->gpu.kind == CFG_DEVICE_CPU)
+    return cfg_fail(err, d, "gpu",
+                    "gpu: missing required key 'flops': a CPU device needs its socket's peaks "
+                    "(for example {fp32: 7.168TFLOPS, bf16: 114.688TFLOPS}: cores x clock x FLOP "
+                    "per cycle)");
   if (!any_flops)
     return cfg_fail(err, d, "gpu",
                     "gpu: missing required key 'flops' (for example {bf16: 989TFLOPS})");
@@ -486,6 +510,8 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
     cfg_merge(&cfg_schema_nccl, &c->nccl, &file.nccl);
     cfg_calibration_clear(&file);
   }
+  if (c->gpu.kind == CFG_DEVICE_CPU)
+    cfg_cpu_efficiency_defaults(&c->gpu.efficiency);
   cfg_one_switch(&c->network);
   /* every constant default of the tables, after the calibration file filled what it sets */
   cfg_defaults(&cfg_schema_cluster, c);
@@ -718,6 +744,11 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
   if (p->offload == CFG_OFFLOAD_NVME && !(c->node.nvme > 0))
     return cfg_fail(err, d, "parallel.offload",
                     "parallel.offload = nvme, but the cluster's nodes have no NVMe (node.nvme)");
+  if (p->offload == CFG_OFFLOAD_CPU && !(c->node.cpu.flops > 0 && c->node.cpu.memory_bandwidth > 0))
+    return cfg_fail(err, d, "parallel.offload",
+                    "parallel.offload = cpu steps the optimizer on the host, but the cluster does "
+                    "not give node.cpu.flops and node.cpu.memory_bandwidth (for example {flops: "
+                    "9.2TFLOPS, memory_bandwidth: 409.6GB/s})");
   if (p->nplacement == 0) {
     const cfg_dim def[] = {CFG_DIM_TP, CFG_DIM_CP, CFG_DIM_PP, CFG_DIM_DP};
     memcpy(p->placement, def, sizeof def);
@@ -732,6 +763,12 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
   if (!cfg_dtype_runs_on(c, t->dtype, d, "training.dtype", err))
     return false;
 
+  if (c->gpu.kind == CFG_DEVICE_CPU && (w->collectives.progress == CFG_PROGRESS_KERNEL ||
+                                        w->collectives.ucc_tl == CFG_UCC_TL_NCCL))
+    return cfg_fail(err, d, "collectives.runtime",
+                    "the cluster's devices are CPUs (gpu.kind: cpu), which NCCL does not run "
+                    "on: use an MPI runtime or gloo (collectives.runtime: mpi-mvapich, mpi-ucx "
+                    "or gloo)");
   if (p->processes_per_gpu > 1 && (w->collectives.progress == CFG_PROGRESS_KERNEL ||
                                    w->collectives.ucc_tl == CFG_UCC_TL_NCCL))
     return cfg_fail(err, d, "parallel.processes_per_gpu",
@@ -1163,6 +1200,17 @@ static int cfg_size_preset(cfg_doc *cdoc, const cfg_doc *wdoc, const cfg_overrid
   return cfg_tree_set(cdoc, "node.count", text, NULL) ? (int)nodes : 0;
 }
 
+/* NCCL does not run on CPUs: a workload on CPU devices that names no runtime takes MVAPICH,
+ * the MPI of the HiDL CPU labs (set before the profiles are grafted, so that its applies). */
+static bool cfg_default_cpu_runtime(const cfg_doc *cdoc, cfg_doc *wdoc, GError **err)
+{
+  const cfg_node *kind = cfg_map_get(cfg_map_get(cdoc->root, "gpu"), "kind");
+  if (!kind || kind->kind != CFG_NODE_SCALAR || strcmp(kind->scalar, "cpu") != 0 ||
+      cfg_map_get(cfg_map_get(wdoc->root, "collectives"), "runtime"))
+    return true;
+  return cfg_tree_set(wdoc, "collectives.runtime", "mpi-mvapich", err);
+}
+
 static bool cfg_load_docs(cfg_doc *cdoc, cfg_doc *wdoc, const cfg_override *sets, size_t nsets,
                           bool preset, cfg_cluster **cluster, cfg_workload **workload, GError **err)
 {
@@ -1173,6 +1221,8 @@ static bool cfg_load_docs(cfg_doc *cdoc, cfg_doc *wdoc, const cfg_override *sets
     if (!cfg_apply_override(cdoc, wdoc, &sets[i], err))
       goto fail;
   if (wdoc && !cfg_graft_model(wdoc, err)) /* a --set may have named another model */
+    goto fail;
+  if (cdoc && wdoc && !cfg_default_cpu_runtime(cdoc, wdoc, err))
     goto fail;
   if (wdoc && !cfg_graft_profiles(wdoc, err)) /* after the overrides: they may name them */
     goto fail;
@@ -1302,6 +1352,7 @@ void cfg_cluster_free(cfg_cluster *c)
   g_free(c->gpu.name);
   g_free(c->gpu.calibration);
   g_free(c->gpu.efficiency.source);
+  g_free(c->node.cpu.name);
   g_free(c->nccl.source);
   for (int i = 0; i < c->network.ntiers; i++)
     g_free(c->network.tiers[i].name);

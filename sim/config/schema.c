@@ -35,6 +35,7 @@ static const char *const cfg_transport_names[] = {"gpu-direct", "host-staged", N
 static const char *const cfg_progress_names[] = {"kernel", "cpu", NULL};
 static const char *const cfg_ucc_tl_names[] = {"none", "ucp", "nccl", NULL};
 static const char *const cfg_offload_names[] = {"none", "cpu", "nvme", NULL};
+static const char *const cfg_device_names[] = {"gpu", "cpu", NULL};
 static const char *const cfg_dim_names[] = {"tp", "cp", "pp", "dp", NULL};
 static const char *const cfg_scheduler_names[] = {"continuous", "static", "chunked", "fused", NULL};
 static const char *const cfg_arrival_names[] = {"poisson", "gamma", "uniform", "burst", NULL};
@@ -310,6 +311,10 @@ const cfg_schema cfg_schema_calibration =
 
 static const cfg_field cfg_gpu_fields[] = {
     F_STR(cfg_gpu, "name", name, "the GPU's name, for reports"),
+    F_ENUM(cfg_gpu, "kind", kind, cfg_device_names,
+           "the compute device: a GPU, or one CPU socket (memory and memory_bandwidth are its "
+           "DDR, flops its AVX-512 / AMX peaks; unfused attention, CPU efficiency defaults)",
+           DEF(CFG_DEVICE_GPU)),
     F_QTY(cfg_gpu, "memory", memory, UNITS_BYTES, "HBM capacity", DERIVED("required")),
     F_QTY(cfg_gpu, "memory_bandwidth", memory_bandwidth, UNITS_BYTES_PER_S, "HBM bandwidth",
           DERIVED("required")),
@@ -335,6 +340,20 @@ static const cfg_field cfg_intra_fields[] = {
 };
 static const cfg_schema cfg_schema_intra = SCHEMA("node.intra", cfg_intra, cfg_intra_fields);
 
+static const cfg_field cfg_host_cpu_fields[] = {
+    F_STR(cfg_host_cpu, "name", name, "the host CPUs, for reports"),
+    F_QTY(cfg_host_cpu, "flops", flops, UNITS_FLOPS,
+          "peak FP32 FLOP/s of all the node's sockets (cores x clock x FLOP per cycle)",
+          DERIVED("required by parallel.offload: cpu")),
+    F_QTY(cfg_host_cpu, "memory_bandwidth", memory_bandwidth, UNITS_BYTES_PER_S,
+          "DDR bandwidth of all the node's sockets (channels x MT/s x 8 B)",
+          DERIVED("required by parallel.offload: cpu")),
+    F_FRAC(cfg_host_cpu, "memory_efficiency", memory_efficiency,
+           "fraction of memory_bandwidth a streaming kernel reaches (STREAM triad on "
+           "2-socket servers: about 0.8)", DEF(0.8)),
+};
+static const cfg_schema cfg_schema_host_cpu = SCHEMA("node.cpu", cfg_host_cpu, cfg_host_cpu_fields);
+
 static const cfg_field cfg_node_fields[] = {
     F_INT(cfg_node_spec, "count", count, 1, "nodes", DEF(1), UPTO(1 << 20, "dlsim simulates clusters of at most 2^20 GPUs")),
     F_INT(cfg_node_spec, "gpus_per_node", gpus_per_node, 1, "GPUs per node", DERIVED("required"), UPTO(1024, "the largest NVLink domains hold a few hundred GPUs")),
@@ -350,6 +369,8 @@ static const cfg_field cfg_node_fields[] = {
     F_QTY(cfg_node_spec, "host_memory", host_memory, UNITS_BYTES,
           "CPU memory per node (ZeRO-Offload)", DEF(0)),
     F_QTY(cfg_node_spec, "nvme", nvme, UNITS_BYTES, "NVMe per node (ZeRO-Infinity)", DEF(0)),
+    F_MAP(cfg_node_spec, "cpu", cpu, cfg_schema_host_cpu,
+          "the host CPUs, where an offloaded optimizer steps (parallel.offload: cpu)"),
 };
 static const cfg_schema cfg_schema_node = SCHEMA("node", cfg_node_spec, cfg_node_fields);
 

@@ -57,7 +57,9 @@ double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k)
 {
   const cfg_gpu *g = &hw_config(hw)->gpu;
   const cfg_efficiency *e = &g->efficiency;
-  bool fused_attention = k->kclass == CFG_KCLASS_ATTENTION && k->attn.keys > 0;
+  /* PyTorch eager on a CPU runs attention as batched matmuls and a softmax: no fused kernel */
+  bool fused_attention = k->kclass == CFG_KCLASS_ATTENTION && k->attn.keys > 0 &&
+                         g->kind != CFG_DEVICE_CPU;
   double eff = fused_attention ? hw_attention_efficiency(&e->attention, &k->attn)
                                : e->flops_efficiency[k->kclass];
   /* a GEMM streams K in tiles through a software pipeline whose fill and drain do not

@@ -82,5 +82,9 @@ double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k);
 /* Peak FLOP/s for a dtype, falling back to the nearest unit the GPU has (fp8 -> bf16 ...). */
 double hw_peak_flops(const hw_cluster *hw, cfg_dtype dtype);
 const cfg_efficiency *hw_efficiency(const hw_cluster *hw);
+/* An optimizer step offloaded to the host CPUs (ZeRO-Offload) for one GPU's shard: its
+ * gradients down and updated parameters up over PCIe (pcie_bytes), then the update at the
+ * GPU's share of node.cpu's FLOP/s and DDR bandwidth. */
+double hw_host_optimizer_time(const hw_cluster *hw, double flops, double bytes, double pcie_bytes);
 
 #endif

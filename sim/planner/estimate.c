@@ -104,7 +104,11 @@ static double plan_tail(const plan_est *e, const plan_stage *st)
                               : st->params;
   hw_kernel opt = {.kclass = CFG_KCLASS_OPTIMIZER, .dtype = CFG_FP32, .flops = 12 * shard,
                    .bytes = shard * (2 * e->sb.weights + e->sb.grads + 2 * e->sb.optimizer)};
-  tail += hw_kernel_time(e->s->hw, &opt);
+  /* ZeRO-Offload steps on the host, as the programs do (wl_emit_optimizer_step) */
+  tail += e->w->parallel.offload == CFG_OFFLOAD_CPU
+              ? hw_host_optimizer_time(e->s->hw, opt.flops, opt.bytes,
+                                       shard * (e->sb.grads + e->sb.weights))
+              : hw_kernel_time(e->s->hw, &opt);
   if (l->zero >= 1 && l->zero <= 2 && l->dp * l->cp > 1)
     tail += plan_coll(e->s, PROG_COLL_ALLGATHER, l->dp, sdp, l->cp, l->tp, l->tp, 1,
                       dense * e->sb.weights) +

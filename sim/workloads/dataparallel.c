@@ -111,13 +111,9 @@ static void wl_emit_optimizer(wl_dp *x, uint32_t last_comm, bool has_comm)
 {
   const cfg_training *t = &x->w->training;
   double params = x->m->params;
-  /* Streams weights, gradients and optimizer states through HBM: read all, write back all but
-   * the gradients. */
-  double bytes = params * (2 * x->state.weights + x->state.grads + 2 * x->state.optimizer);
   double flops = params * (t->optimizer == CFG_OPT_ADAM ? 12 : 4);
-  prog_compute(x->p, x->cls, t->optimizer == CFG_OPT_ADAM ? "optimizer.adam" : "optimizer.sgd",
-               CFG_KCLASS_OPTIMIZER, CFG_FP32, flops, bytes, has_comm ? &last_comm : NULL,
-               has_comm ? 1 : 0);
+  wl_emit_optimizer_step(x->p, x->cls, x->w, x->hw, params, flops, has_comm ? &last_comm : NULL,
+                         has_comm ? 1 : 0);
 }
 
 bool wl_build_data_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,

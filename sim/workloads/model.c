@@ -279,3 +279,22 @@ wl_states wl_states_of_split(const cfg_workload *w, double params, double expert
     s.host = moved;
   return s;
 }
+
+uint32_t wl_emit_optimizer_step(prog_program *p, int cls, const cfg_workload *w,
+                                const hw_cluster *hw, double shard, double flops,
+                                const uint32_t *deps, uint32_t ndeps)
+{
+  wl_state_bytes sb = wl_state_bytes_per_param(&w->training);
+  cfg_offload where = w->parallel.offload;
+  /* streams weights, gradients and optimizer states: read all, write back all but the
+   * gradients (through HBM, or through DDR when offloaded) */
+  double bytes = shard * (2 * sb.weights + sb.grads + 2 * sb.optimizer);
+  const char *name = w->training.optimizer == CFG_OPT_ADAM ? "optimizer.adam" : "optimizer.sgd";
+  uint32_t op = prog_compute(p, cls, name, CFG_KCLASS_OPTIMIZER, CFG_FP32, flops,
+                             where == CFG_OFFLOAD_NONE ? bytes : 0, deps, ndeps);
+  /* ZeRO-Offload: the gradients go down and the updated parameters come back up */
+  if (where == CFG_OFFLOAD_CPU)
+    prog_op_at(p, cls, op)->fixed_time =
+        hw_host_optimizer_time(hw, flops, bytes, shard * (sb.grads + sb.weights));
+  return op;
+}

@@ -1062,17 +1062,12 @@ static void wl_stage_finish(wl_st *st, double params, double experts)
                             PROG_COLL_ALLREDUCE, x->fam_emb, emb->params * x->sb.grads, NULL, 0);
     st->has_dp = true;
   }
-  wl_states states = wl_states_of_split(w, params, experts);
   double dense = params - experts;
   double shard = w->parallel.zero >= 1 ? dense / (x->dp * x->cp) + experts * x->ep / (x->dp * x->cp)
                                        : params;
-  /* streams weights, gradients and optimizer states through HBM (on the CPU when offloaded) */
-  double bytes = states.host + states.nvme > 0
-                     ? 0
-                     : shard * (2 * x->sb.weights + x->sb.grads + 2 * x->sb.optimizer);
   uint32_t deps[1] = {st->last_dp};
-  uint32_t opt = prog_compute(p, st->cls, w->training.optimizer == CFG_OPT_ADAM ? "optimizer.adam" : "optimizer.sgd",
-                              CFG_KCLASS_OPTIMIZER, CFG_FP32, shard * 12, bytes, deps, st->has_dp ? 1 : 0);
+  uint32_t opt = wl_emit_optimizer_step(p, st->cls, w, x->hw, shard, shard * 12, deps,
+                                        st->has_dp ? 1 : 0);
   if (!w->parallel.overlap_param_gather)
     wl_param_gather(st, params, experts, &opt);
 }

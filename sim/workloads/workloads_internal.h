@@ -15,6 +15,11 @@ void wl_bwd(wl_model *m, wl_layer *l, wl_role role, wl_phase phase, const char *
 /* The compute op of kernel `k` in class `cls`. */
 uint32_t wl_emit_kernel(prog_program *p, int cls, const wl_model *m, const wl_kernel *k,
                         const uint32_t *deps, uint32_t ndeps);
+/* The optimizer step of one GPU's `shard` parameters after `deps`: on the GPU, or on the host
+ * CPUs when parallel.offload is cpu. */
+uint32_t wl_emit_optimizer_step(prog_program *p, int cls, const cfg_workload *w,
+                                const hw_cluster *hw, double shard, double flops,
+                                const uint32_t *deps, uint32_t ndeps);
 /* Layer `l` runs the same kernels as `like` (identical transformer blocks share one list). */
 void wl_layer_share_kernels(wl_layer *l, const wl_layer *like);
 /* Records the GEMM reduction dimension of the last kernel of a list. */
