@@ -333,3 +333,45 @@ Test(collectives, calibration_recovers_known_parameters, .timeout = 60)
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);
 }
+
+/* A 1 GB send from GPU 0 to GPU 1 on the next node (NICs of 12.5 GB/s, alpha-beta network)
+ * with `background` as network.background; returns its time. */
+static double send_beside(const char *background)
+{
+  g_autofree char *text = g_strdup_printf(
+      "name: t\n"
+      "gpu: {memory: 80GiB, memory_bandwidth: 2TB/s, flops: {bf16: 100TFLOPS}}\n"
+      "node: {count: 2, gpus_per_node: 1, intra: {bandwidth: 100GB/s, latency: 2us}}\n"
+      "network: {nic_bandwidth: 100Gb/s, background: %s,\n"
+      "  tiers: [{name: leaf, latency: 1us, nodes_per_switch: 4}, {name: spine, latency: 1us}]}\n"
+      "%s\n",
+      background, plain);
+  g_autofree char *path = th_write("bg.yaml", text);
+  cfg_cluster *cfg = NULL;
+  cr_assert(th_load(path, NULL, NULL, &cfg, NULL));
+  hw_cluster *hw = hw_cluster_new(cfg);
+  double t = run_engine(hw, ENG_DES, PROG_COLL_SENDRECV, 2, 2, 1e9, COLL_ALGO_AUTO, CFG_PROTO_SIMPLE,
+                        false);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+  return t;
+}
+
+/* Another tenant's flow capped at half of node 0's NIC: max-min gives it and the send half the
+ * link each, so 1 GB at 6.25 GB/s takes 0.08 s more than at 12.5 GB/s; capped at 2.5 GB/s it
+ * leaves the send 10 GB/s (0.02 s more); for 20 ms from the start it costs the send half of
+ * that time; on the other direction or another node's NIC, nothing. */
+Test(collectives, background_traffic_takes_its_share_of_a_link)
+{
+  double alone = send_beside("[]");
+  double half = send_beside("[{links: node 0, direction: up, fraction: 0.5}]");
+  cr_assert(fabs(half - alone - 0.08) < 1e-9, "half a NIC: %.12g vs alone %.12g", half, alone);
+  double rate = send_beside("[{links: node 0 rail 0, bandwidth: 2.5GB/s}]");
+  cr_assert(fabs(rate - alone - 0.02) < 1e-9, "2.5 GB/s taken: %.12g vs %.12g", rate, alone);
+  double brief = send_beside("[{links: rail 0, fraction: 0.5, start: 0s, duration: 20ms}]");
+  /* the send's data leaves after the 1 us latency of its route: 20 ms - 1 us at half rate */
+  cr_assert(fabs(brief - alone - (0.02 - 1e-6) / 2) < 1e-9, "20 ms of half: %.12g vs %.12g", brief,
+            alone);
+  double other = send_beside("[{links: node 0, direction: down, fraction: 0.9}]");
+  cr_assert(fabs(other - alone) < 1e-12, "the other direction: %.12g vs %.12g", other, alone);
+}

@@ -419,6 +419,46 @@ static void des_spawn(des_ctx *c)
   }
 }
 
+/* Another tenant's flow (network.background): a daemon that waits for its start and then
+ * sends without end over its link, capped by its private one; a kill time ends it. */
+typedef struct {
+  sg_host_t from, to;
+  double start;
+} des_bg_arg;
+
+static void des_bg_actor(int argc, char **argv)
+{
+  (void)argc, (void)argv;
+  const des_bg_arg *a = sg_actor_self_get_data();
+  if (a->start > 0)
+    sg_actor_sleep_for(a->start);
+  sg_host_sendto(a->from, a->to, 1e18); /* no end in any step (the size is a uint64_t) */
+}
+
+static void des_spawn_background(des_ctx *c)
+{
+  g_autoptr(GArray) bg = hw_background_flows(c->hw);
+  for (guint i = 0; i < bg->len; i++) {
+    const hw_bg_flow *f = &g_array_index(bg, hw_bg_flow, i);
+    char from[32], to[32];
+    g_snprintf(from, sizeof from, "bg%ua", i);
+    g_snprintf(to, sizeof to, "bg%ub", i);
+    des_bg_arg *a = g_new0(des_bg_arg, 1);
+    a->from = g_hash_table_lookup(c->hosts, from);
+    a->to = g_hash_table_lookup(c->hosts, to);
+    a->start = f->start;
+    g_ptr_array_add(c->args, a);
+    if (!a->from || !a->to) /* one node: the platform has no network links */
+      continue;
+    sg_actor_t actor = sg_actor_init(from, a->from);
+    sg_actor_set_data(actor, a);
+    sg_actor_daemonize(actor);
+    if (f->duration > 0)
+      sg_actor_set_kill_time(actor, f->start + f->duration);
+    sg_actor_start(actor, des_bg_actor, 0, NULL);
+  }
+}
+
 static long des_count_ops(const des_ctx *c)
 {
   long n = 0;
@@ -528,6 +568,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
   }
   c.ops_total = des_count_ops(&c);
   des_spawn(&c);
+  des_spawn_background(&c);
   simgrid_run();
   if (!des_all_done(&c)) {
     g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME,

@@ -552,7 +552,8 @@ static bool eng_leaders_closed(const prog_program *p, const bool *lead)
 
 bool *eng_fold_tensor_parallel(const prog_program *p, const hw_cluster *hw)
 {
-  if (!eng_topology_foldable(hw))
+  /* another tenant's flows load some NICs and not others: siblings differ */
+  if (!eng_topology_foldable(hw) || hw_config(hw)->network.nbackground > 0)
     return NULL;
   bool *lead = eng_tp_leaders(p);
   if (lead && !eng_leaders_closed(p, lead))

@@ -396,6 +396,67 @@ void hw_host_name(int gpu, char *buf, size_t len)
   g_snprintf(buf, len, "gpu-%d", gpu);
 }
 
+/* ---- background traffic -------------------------------------------------------------------- */
+
+/* The NIC links of configuration node (tray) `tray`, rail `rail` (-1: all its NICs). */
+static void hw_bg_nics(const hw_cluster *hw, int tray, int rail, GArray *links)
+{
+  int per = hw->nics / hw->trays, domain = tray / hw->trays, first = tray % hw->trays * per;
+  for (int k = 0; k < per; k++)
+    if (rail < 0 || k == rail) {
+      int link = hw->nic_link0 + domain * hw->nics + first + k;
+      g_array_append_val(links, link);
+    }
+}
+
+/* The uplinks out of leaf group g: one per rail switch on a rail-optimized fabric. */
+static void hw_bg_uplinks(const hw_cluster *hw, int g, GArray *links)
+{
+  for (int k = 0; k < MAX(hw->rails, 1); k++) {
+    int link = hw_uplink(hw, 0, g, hw->rails ? k : -1);
+    g_array_append_val(links, link);
+  }
+}
+
+static GArray *hw_bg_select(const hw_cluster *hw, const cfg_background *b)
+{
+  GArray *links = g_array_new(FALSE, FALSE, sizeof(int));
+  cfg_bg_select sel;
+  if (!cfg_background_select(b->links, &sel) || hw->nnodes < 2)
+    return links; /* the configuration checked it; one domain has no network links */
+  if (sel.spine || sel.uplink >= 0) {
+    for (int g = 0; g < hw->groups[0] && hw->cfg->network.ntiers > 1; g++)
+      if (sel.spine || g == sel.uplink)
+        hw_bg_uplinks(hw, g, links);
+    return links;
+  }
+  for (int t = 0; t < hw->cfg->node.count; t++)
+    if (sel.node < 0 || t == sel.node)
+      hw_bg_nics(hw, t, sel.rail, links);
+  return links;
+}
+
+GArray *hw_background_flows(const hw_cluster *hw)
+{
+  GArray *flows = g_array_new(FALSE, FALSE, sizeof(hw_bg_flow));
+  const cfg_network *net = &hw->cfg->network;
+  for (int i = 0; i < net->nbackground; i++) {
+    const cfg_background *b = &net->background[i];
+    g_autoptr(GArray) links = hw_bg_select(hw, b);
+    for (guint j = 0; j < links->len; j++)
+      for (int down = 0; down < 2; down++) {
+        if (strcmp(b->direction, down ? "up" : "down") == 0)
+          continue;
+        int link = g_array_index(links, int, j);
+        double bw = hw_link_get(hw, link)->bandwidth;
+        hw_bg_flow f = {.link = link, .down = down, .start = b->start, .duration = b->duration,
+                        .rate = isnan(b->fraction) ? b->bandwidth : b->fraction * bw};
+        g_array_append_val(flows, f);
+      }
+  }
+  return flows;
+}
+
 /* ---- platform XML ------------------------------------------------------------------------ */
 
 /* Links carry no latency in SimGrid: CM02 shares a link among flows in inverse proportion to
@@ -518,6 +579,23 @@ static void hw_xml_pads(GString *x, const hw_cluster *hw)
       g_string_append_printf(x, fmt, 'r', g, k);
 }
 
+/* Background flows: two hosts each, joined by the loaded link and the flow's cap. */
+static void hw_xml_background(GString *x, const hw_cluster *hw, const GArray *bg)
+{
+  g_string_append(x, "<zone id=\"background\" routing=\"Full\">\n");
+  for (guint i = 0; i < bg->len; i++)
+    g_string_append_printf(x, "<host id=\"bg%ua\" speed=\"1e9f\"/><host id=\"bg%ub\" speed=\"1e9f\"/>\n",
+                           i, i);
+  for (guint i = 0; i < bg->len; i++) {
+    const hw_bg_flow *f = &g_array_index(bg, hw_bg_flow, i);
+    g_string_append_printf(x, "<route src=\"bg%ua\" dst=\"bg%ub\" symmetrical=\"NO\"><link_ctn id=\"lbg%u\"/>",
+                           i, i, i);
+    hw_xml_one(x, hw, f->link, f->down);
+    g_string_append(x, "</route>\n");
+  }
+  g_string_append(x, "</zone>\n");
+}
+
 /* SimGrid resolves a link named in a route by a depth-first search from the root zone, so links
  * declared deep inside node zones cost O(links) to find and a large platform O(links^2) to load.
  * Declared first, in one zone of their own, they are found at once. */
@@ -528,7 +606,13 @@ static void hw_xml_all_links(GString *x, const hw_cluster *hw)
     hw_xml_link(x, hw, i);
   if (hw_rail_graph_exact(hw))
     hw_xml_pads(x, hw);
+  g_autoptr(GArray) bg = hw_background_flows(hw);
+  for (guint i = 0; i < bg->len; i++)
+    g_string_append_printf(x, "<link id=\"lbg%u\" bandwidth=\"%.17gBps\" latency=\"0s\"/>\n", i,
+                           g_array_index(bg, hw_bg_flow, i).rate);
   g_string_append(x, "</zone>\n");
+  if (bg->len)
+    hw_xml_background(x, hw, bg);
 }
 
 static void hw_xml_route(GString *x, const hw_cluster *hw, const char *src, const char *dst,

@@ -60,6 +60,24 @@ static void rep_tier_suffix(FILE *out, const sim_result *r, prog_dim d)
             net->tiers[o].oversubscription, net->tiers[o].name);
 }
 
+/* Other tenants' traffic (network.background): what loads which links, and whether this
+ * engine saw it. */
+static void rep_background_text(FILE *out, const sim_result *r)
+{
+  const cfg_network *net = &r->cluster->network;
+  for (int i = 0; i < net->nbackground; i++) {
+    const cfg_background *b = &net->background[i];
+    g_autofree char *rate = isnan(b->fraction) ? units_format_rate(b->bandwidth)
+                                               : g_strdup_printf("%g %% of each link", 100 * b->fraction);
+    g_autofree char *from = units_format_seconds(b->start);
+    g_autofree char *d = b->duration > 0 ? units_format_seconds(b->duration) : NULL;
+    g_autofree char *len = d ? g_strdup_printf("for %s", d) : g_strdup("to the end of the step");
+    fprintf(out, "  background       %s (%s): up to %s from %s %s%s\n", b->links, b->direction,
+            rate, from, len,
+            r->options.kind == ENG_DES ? "" : "; ignored by the analytic engine (-e des shares the links)");
+  }
+}
+
 void rep_run_text(FILE *out, const sim_result *r)
 {
   const eng_result *res = &r->eng;
@@ -70,6 +88,7 @@ void rep_run_text(FILE *out, const sim_result *r)
           r->cluster->node.gpus_per_node,
           r->cluster->sized_to_job ? ", preset sized to the job" : "", eng_kind_name(r->options.kind));
   rep_notes_text(out, r->workload);
+  rep_background_text(out, r);
   fprintf(out, "  step time        %12s\n", step);
   if (r->interval.set) {
     g_autofree char *lo = units_format_seconds(r->interval.step_time[0]);
