@@ -375,3 +375,44 @@ Test(collectives, background_traffic_takes_its_share_of_a_link)
   double other = send_beside("[{links: node 0, direction: down, fraction: 0.9}]");
   cr_assert(fabs(other - alone) < 1e-12, "the other direction: %.12g vs %.12g", other, alone);
 }
+
+/* The DES counts what each link carried: a lone 1 GB send from node 0 to node 1 loads node 0's
+ * NIC out and node 1's NIC in with its wire bytes, busy for the transfer's share of the step
+ * (all of it but the route latency); traced, the rates over the step add up to the bytes. */
+Test(collectives, the_des_names_the_links_a_send_loaded)
+{
+  g_autofree char *text = g_strdup_printf(
+      "name: t\n"
+      "gpu: {memory: 80GiB, memory_bandwidth: 2TB/s, flops: {bf16: 100TFLOPS}}\n"
+      "node: {count: 2, gpus_per_node: 1, intra: {bandwidth: 100GB/s, latency: 2us}}\n"
+      "network: {nic_bandwidth: 100Gb/s, tiers: [{name: leaf, latency: 1us}]}\n%s\n", plain);
+  g_autofree char *path = th_write("links.yaml", text);
+  cfg_cluster *cfg = NULL;
+  cr_assert(th_load(path, NULL, NULL, &cfg, NULL));
+  hw_cluster *hw = hw_cluster_new(cfg);
+  prog_program *p = eng_collective_program(PROG_COLL_SENDRECV, 2, 2, 1e9);
+  eng_options o = {.kind = ENG_DES, .trace = true, .algo = COLL_ALGO_AUTO, .proto = CFG_PROTO_SIMPLE};
+  eng_result r;
+  cr_assert(eng_run(p, hw, &o, &r, NULL));
+  cr_assert(r.link_loads && r.link_loads->len == 2, "two loaded links");
+  for (guint i = 0; i < 2; i++) {
+    const eng_link_load *l = &g_array_index(r.link_loads, eng_link_load, i);
+    char name[96];
+    hw_link_describe(hw, l->link, l->down, name, sizeof name);
+    cr_assert(strcmp(name, l->down ? "NIC 0 of node 1, in" : "NIC 0 of node 0, out") == 0, "%s", name);
+    cr_assert(fabs(l->bytes - 1e9) < 1, "%s carried %g bytes", name, l->bytes);
+    double busy = 1e9 / 12.5e9 / r.step_time;
+    cr_assert(fabs(l->utilisation - busy) < 1e-9, "%s: %g busy, expected %g", name,
+              l->utilisation, busy);
+  }
+  double sum = 0, dt = g_array_index(r.link_samples, eng_link_sample, 1).time;
+  for (guint i = 0; i < r.link_samples->len; i++) {
+    const eng_link_sample *s = &g_array_index(r.link_samples, eng_link_sample, i);
+    sum += s->link == g_array_index(r.link_loads, eng_link_load, 0).link ? s->rate * dt : 0;
+  }
+  cr_assert(fabs(sum - 1e9) < 1e3, "the samples of one link add up to %g bytes", sum);
+  eng_result_clear(&r);
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}

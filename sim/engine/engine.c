@@ -52,6 +52,10 @@ void eng_result_clear(eng_result *r)
     g_array_free(r->events, TRUE);
   if (r->mem_samples)
     g_array_free(r->mem_samples, TRUE);
+  if (r->link_loads)
+    g_array_free(r->link_loads, TRUE);
+  if (r->link_samples)
+    g_array_free(r->link_samples, TRUE);
   memset(r, 0, sizeof *r);
 }
 

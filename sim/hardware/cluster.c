@@ -396,6 +396,34 @@ void hw_host_name(int gpu, char *buf, size_t len)
   g_snprintf(buf, len, "gpu-%d", gpu);
 }
 
+void hw_link_describe(const hw_cluster *hw, int link, bool down, char *buf, size_t len)
+{
+  const cfg_network *net = &hw->cfg->network;
+  const char *dir = down ? "down" : "up";
+  int t = net->ntiers - 1;
+  while (t >= 0 && link < hw->swl_link0[t])
+    t--;
+  if (t >= 0) {
+    g_snprintf(buf, len, "%s switch %d, %s", net->tiers[t].name, link - hw->swl_link0[t], dir);
+  } else if (hw->rails && link >= hw->rail_link0) {
+    int i = link - hw->rail_link0;
+    g_snprintf(buf, len, "%s %d uplink, rail %d, %s", net->tiers[0].name, i / hw->rails,
+               i % hw->rails, dir);
+  } else if (link >= hw->port_link0 + hw->nnodes * (hw->nnodes > 1)) {
+    int u = MAX(net->ntiers - 2, 0);
+    while (u > 0 && link < hw->up_link0[u])
+      u--;
+    g_snprintf(buf, len, "%s %d uplink, %s", net->tiers[u].name, link - hw->up_link0[u], dir);
+  } else if (link >= hw->port_link0) {
+    g_snprintf(buf, len, "node %d port, %s", link - hw->port_link0, down ? "in" : "out");
+  } else if (link >= hw->nic_link0) {
+    int i = link - hw->nic_link0;
+    g_snprintf(buf, len, "NIC %d of node %d, %s", i % hw->nics, i / hw->nics, down ? "in" : "out");
+  } else {
+    g_snprintf(buf, len, "NVLink of GPU %d, %s", link - hw->gpu_link0, down ? "in" : "out");
+  }
+}
+
 /* ---- background traffic -------------------------------------------------------------------- */
 
 /* The NIC links of configuration node (tray) `tray`, rail `rail` (-1: all its NICs). */

@@ -78,6 +78,23 @@ static void rep_background_text(FILE *out, const sim_result *r)
   }
 }
 
+/* The DES's busiest links: mean use over the step and the rate it means. */
+static void rep_links_text(FILE *out, const sim_result *r)
+{
+  const GArray *loads = r->eng.link_loads;
+  if (!loads || !loads->len || r->step_time <= 0)
+    return;
+  fprintf(out, "  busiest links (the flows the DES ran, mean over the step)\n");
+  for (guint i = 0; i < MIN(loads->len, 3u); i++) {
+    const eng_link_load *l = &g_array_index(loads, eng_link_load, i);
+    char name[96];
+    hw_link_describe(r->hw, l->link, l->down, name, sizeof name);
+    g_autofree char *rate = units_format_rate(l->utilisation * hw_link_get(r->hw, l->link)->bandwidth);
+    g_autofree char *bw = units_format_rate(hw_link_get(r->hw, l->link)->bandwidth);
+    fprintf(out, "    %-28s %6.1f %%   (%s of %s)\n", name, 100 * l->utilisation, rate, bw);
+  }
+}
+
 void rep_run_text(FILE *out, const sim_result *r)
 {
   const eng_result *res = &r->eng;
@@ -123,6 +140,7 @@ void rep_run_text(FILE *out, const sim_result *r)
         fprintf(out, "\n");
       }
   }
+  rep_links_text(out, r);
   const prog_meta *meta = &r->program->meta;
   if (meta->a2a_bytes > 0) {
     g_autofree char *bytes = units_format_bytes(meta->a2a_bytes);
