@@ -416,3 +416,86 @@ Test(collectives, the_des_names_the_links_a_send_loaded)
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);
 }
+
+/* The DES's step time of a program; frees the program and the cluster. */
+static double des_step_and_free(prog_program *p, hw_cluster *hw, cfg_cluster *cfg, coll_algo algo)
+{
+  eng_options o = {.kind = ENG_DES, .algo = algo, .proto = CFG_PROTO_SIMPLE};
+  eng_result r;
+  cr_assert(eng_run(p, hw, &o, &r, NULL));
+  double t = r.step_time;
+  eng_result_clear(&r);
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+  return t;
+}
+
+/* Two GPUs on two nodes (one 12.5 GB/s NIC each): a 1 GB data-parallel all-reduce alone, then
+ * beside a pipeline send of `pp` bytes from GPU 0 to GPU 1 on its own stream; the step. */
+static double dp_beside_pp(double pp)
+{
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 1, plain, &cfg);
+  prog_program *p = prog_new(2);
+  int cls = prog_class_add(p, "all");
+  int dp = prog_family_add(p, "dp", PROG_DIM_DP), fam_pp = prog_family_add(p, "pp", PROG_DIM_PP);
+  int both[2] = {0, 1}, g = prog_group_add(p, both, 2);
+  for (int r = 0; r < 2; r++) {
+    prog_family_set(p, dp, r, g);
+    prog_family_set(p, fam_pp, r, g);
+    prog_rank_set_class(p, r, cls);
+  }
+  prog_finalize(p);
+  prog_comm(p, cls, PROG_STREAM_DP, "ar", PROG_COLL_ALLREDUCE, dp, 1e9, NULL, 0);
+  if (pp > 0)
+    prog_comm(p, cls, PROG_STREAM_PP, "send", PROG_COLL_SENDRECV, fam_pp, pp, NULL, 0);
+  return des_step_and_free(p, hw, cfg, COLL_ALGO_RING);
+}
+
+/* The all-reduce of two GPUs is one flow each way carrying 1 GB (2 steps of half) after the
+ * latency of its 2 steps (2 us); alone it ends at 0.08 s + 2 us. GPU 0's flow leaves its NIC
+ * beside a 0.5 GB send that starts after its own 1 us: the send has the NIC alone for 1 us
+ * (12.5 kB), then both get 6.25 GB/s until the send ends at 0.08 s; the all-reduce has then
+ * 0.5 GB + 12.5 kB left at the full 12.5 GB/s: 0.04 s + 1 us more, ending at 0.12 s + 1 us.
+ * The send, 0.04 s + 1 us alone, took 0.08 s. */
+Test(collectives, dp_allreduce_and_pp_sends_sharing_a_nic_slow_each_other)
+{
+  double alone = dp_beside_pp(0), both = dp_beside_pp(0.5e9);
+  cr_assert(fabs(alone - (0.08 + 2e-6)) < 1e-12, "all-reduce alone: %.12g", alone);
+  cr_assert(fabs(both - (0.12 + 1e-6)) < 1e-12, "all-reduce beside a send: %.12g", both);
+}
+
+/* A 1 GB all-to-all over {0, 2}, and with `both` also over {1, 3}, on four one-GPU nodes in two
+ * leaves of two under a 4:1 spine (each leaf's uplink 2 x 12.5 / 4 = 6.25 GB/s each way). */
+static double ep_across_spine(bool both)
+{
+  cfg_cluster *cfg = NULL;
+  g_autofree char *sets = g_strdup_printf("set:network.tiers[0].nodes_per_switch=2;"
+                                          "network.tiers[1].oversubscription=4;"
+                                          "nccl.link_efficiency.network=1");
+  hw_cluster *hw = make_cluster(4, 1, sets, &cfg);
+  prog_program *p = prog_new(4);
+  int cls = prog_class_add(p, "ep"), idle = prog_class_add(p, "idle");
+  int fam = prog_family_add(p, "ep", PROG_DIM_EP);
+  for (int r = 0; r < 2; r++) {
+    int g[2] = {r, r + 2}, id = prog_group_add(p, g, 2);
+    prog_family_set(p, fam, r, id);
+    prog_family_set(p, fam, r + 2, id);
+    prog_rank_set_class(p, r, r == 0 || both ? cls : idle);
+    prog_rank_set_class(p, r + 2, r == 0 || both ? cls : idle);
+  }
+  prog_finalize(p);
+  prog_comm(p, cls, PROG_STREAM_EP, "a2a", PROG_COLL_ALLTOALL, fam, 1e9, NULL, 0);
+  return des_step_and_free(p, hw, cfg, COLL_ALGO_AUTO);
+}
+
+/* Each GPU sends half its buffer (0.5 GB) to its peer across the spine: one group alone has a
+ * leaf uplink at 6.25 GB/s per direction for its one flow (0.08 s), two groups share it
+ * (3.125 GB/s each, 0.16 s): the second group costs 0.08 s, the NICs (12.5 GB/s) never bind. */
+Test(collectives, two_ep_groups_crossing_a_4_to_1_spine_share_its_uplinks)
+{
+  double one = ep_across_spine(false), two = ep_across_spine(true);
+  cr_assert(one > 0.08 && one < 0.08 + 1e-4, "one group %.12g (0.08 s and NCCL's latencies)", one);
+  cr_assert(fabs(two - one - 0.08) < 1e-9, "two groups %.12g, one %.12g", two, one);
+}
