@@ -239,6 +239,19 @@ cJSON *rep_run_json(const sim_result *r)
     cJSON_AddNumberToObject(moe, "load_factor", r->program->meta.moe_load);
     cJSON_AddNumberToObject(moe, "dropped_fraction", r->program->meta.moe_dropped);
   }
+  for (guint i = 0; res->link_loads && i < res->link_loads->len; i++) {
+    const eng_link_load *l = &g_array_index(res->link_loads, eng_link_load, i);
+    cJSON *arr = cJSON_GetObjectItem(j, "busiest_links");
+    if (!arr)
+      arr = cJSON_AddArrayToObject(j, "busiest_links");
+    char name[96];
+    hw_link_describe(r->hw, l->link, l->down, name, sizeof name);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "link", name);
+    cJSON_AddNumberToObject(o, "utilisation", l->utilisation);
+    cJSON_AddNumberToObject(o, "bytes", l->bytes);
+    cJSON_AddItemToArray(arr, o);
+  }
   cJSON *m = cJSON_AddObjectToObject(j, "memory");
   cJSON_AddNumberToObject(m, "peak_bytes", r->peak_bytes);
   cJSON_AddNumberToObject(m, "capacity_bytes", r->capacity_bytes);
