@@ -155,3 +155,30 @@ Test(run, des_and_analytic_agree_on_the_preset_workloads_without_contention, .ti
   g_dir_close(d);
   cr_assert(checked >= 5, "only %d presets checked", checked);
 }
+
+/* The DES's busiest links follow the folded step as its times do: bytes along the line through
+ * the two simulated micro-batch counts, over the extrapolated step. */
+Test(run, folded_link_loads_equal_the_full_simulation)
+{
+  /* 16 micro-batches per replica: the folded run simulates 2 and 4 */
+  const char *const sets[] = {"node.count=1", "parallel.tp=2", "parallel.pp=2", "parallel.dp=2",
+                              "training.global_batch=256", NULL};
+  sim_options folded = sim_options_for(ENG_DES), full = folded;
+  full.fold = false;
+  sim_result a, b;
+  cr_assert(sim_run_files("dgx-a100", "gpt3-1.3b-dp", (char *const *)sets, &folded, &a, NULL));
+  cr_assert(sim_run_files("dgx-a100", "gpt3-1.3b-dp", (char *const *)sets, &full, &b, NULL));
+  const eng_link_load *top = &g_array_index(b.eng.link_loads, eng_link_load, 0);
+  bool found = false;
+  for (guint i = 0; i < a.eng.link_loads->len; i++) {
+    const eng_link_load *l = &g_array_index(a.eng.link_loads, eng_link_load, i);
+    if (l->link != top->link || l->down != top->down)
+      continue;
+    found = true;
+    cr_assert_float_eq(l->bytes, top->bytes, 1e-6 * top->bytes);
+    cr_assert_float_eq(l->utilisation, top->utilisation, 1e-6 * top->utilisation);
+  }
+  cr_assert(found, "the full simulation's busiest link is among the folded one's");
+  sim_result_clear(&a);
+  sim_result_clear(&b);
+}

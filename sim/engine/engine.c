@@ -64,8 +64,27 @@ static double eng_lerp(double a, double b, double k)
   return a + (b - a) * k;
 }
 
+/* A busiest link of b carries along the line through a and b (when a has it among its own) at
+ * the rate it had in b: its use is those bytes over the extrapolated step. */
+static void eng_links_extrapolate(const eng_result *a, const eng_result *b, double k, double step,
+                                  eng_result *r)
+{
+  for (guint i = 0; r->link_loads && i < r->link_loads->len; i++) {
+    eng_link_load *l = &g_array_index(r->link_loads, eng_link_load, i);
+    for (guint j = 0; a->link_loads && j < a->link_loads->len; j++) {
+      const eng_link_load *m = &g_array_index(a->link_loads, eng_link_load, j);
+      if (m->link != l->link || m->down != l->down || l->bytes <= 0 || step <= 0)
+        continue;
+      double bytes = eng_lerp(m->bytes, l->bytes, k);
+      l->utilisation *= bytes / l->bytes * b->step_time / step;
+      l->bytes = bytes;
+    }
+  }
+}
+
 void eng_result_extrapolate(const eng_result *a, const eng_result *b, double k, eng_result *r)
 {
+  eng_links_extrapolate(a, b, k, eng_lerp(a->step_time, b->step_time, k), r);
   r->step_time = eng_lerp(a->step_time, b->step_time, k);
   r->compute = eng_lerp(a->compute, b->compute, k);
   r->exposed_comm = eng_lerp(a->exposed_comm, b->exposed_comm, k);
