@@ -116,6 +116,33 @@ Test(cli, golden_files, .timeout = 120)
   cr_assert(n > 0, "no golden files found");
 }
 
+/* The runtime in --json: its name always, what it ran for each collective when one is named. */
+Test(cli, run_json_names_the_runtime_and_its_choices)
+{
+  const char *const runs[] = {"run -c v100-edr -w resnet50-horovod -e analytic --json",
+                              "run -c v100-edr -w resnet50-horovod -e analytic --json "
+                              "--set collectives.runtime=mpi-mvapich"};
+  for (int i = 0; i < 2; i++) {
+    th_proc p = th_dlsim(runs[i]);
+    cr_assert_eq(p.status, 0, "%s", p.out);
+    cJSON *j = cJSON_Parse(p.out);
+    cr_assert_not_null(j, "not JSON: %s", p.out);
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "runtime")),
+                     i ? "mpi-mvapich" : "nccl");
+    cJSON *colls = cJSON_GetObjectItem(j, "collectives");
+    cr_assert(i ? cJSON_GetArraySize(colls) == 2 : colls == NULL);
+    if (i) {
+      cJSON *c = cJSON_GetArrayItem(colls, 0);
+      cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(c, "algorithm")), "multi-leader");
+      cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(c, "why")),
+                       "mpi-mvapich: 'multi-leader' of collectives.allreduce");
+      cr_assert(cJSON_GetObjectItem(c, "time_alone_s")->valuedouble > 0);
+    }
+    cJSON_Delete(j);
+    th_proc_clear(&p);
+  }
+}
+
 Test(cli, run_json_has_the_schema_fields)
 {
   th_proc p = th_dlsim("run -c v100-edr -w resnet50-horovod --json");

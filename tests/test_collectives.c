@@ -209,6 +209,59 @@ Test(collectives, alltoall_over_nodes_reaches_n_over_n_minus_1_nic_bandwidth)
   }
 }
 
+Test(collectives, nvls_tree_sends_twice_the_shard_past_two_nodes)
+{
+  /* NCCL's double binary tree over nodes: at 2 nodes every NIC carries its 1/g shard once each
+   * way (half per tree); past 2 nodes an inner node sends its half to a parent and two children
+   * while it is a leaf of the other tree, 2 S/g in all, which NCCL's tuner encodes as half the
+   * network bandwidth for NVLS-tree beyond two nodes. With NVLink 64x faster than the NIC the
+   * step is the busiest NIC's bytes over its rate. */
+  const int nodes[] = {2, 4, 8, 16};
+  const double shards[] = {1.0, 2.0, 2.0, 2.0};
+  for (size_t i = 0; i < G_N_ELEMENTS(nodes); i++) {
+    int N = nodes[i];
+    cfg_cluster *cfg = NULL;
+    g_autofree char *text = g_strdup_printf(
+        "name: t\n"
+        "gpu: {memory: 80GiB, memory_bandwidth: 2TB/s, flops: {bf16: 100TFLOPS}}\n"
+        "node: {count: %d, gpus_per_node: 8, intra: {bandwidth: 800GB/s, latency: 0us, nvls: true}}\n"
+        "network: {nic_bandwidth: 100Gb/s, tiers: [{name: leaf, latency: 0us}]}\n%s\n",
+        N, plain);
+    g_autofree char *path = th_write("c.yaml", text);
+    cr_assert(th_load(path, NULL, NULL, &cfg, NULL));
+    hw_cluster *hw = hw_cluster_new(cfg);
+    double S = 8.0 * (1 << 30);
+    double t = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, 8 * N, 8 * N, S,
+                          COLL_ALGO_NVLS_TREE, CFG_PROTO_SIMPLE, false);
+    double expect = shards[i] * (S / 8) / 12.5e9;
+    cr_assert(fabs(t / expect - 1) < 0.01, "N=%d: %.6g s vs %.6g s", N, t, expect);
+    hw_cluster_free(hw);
+    cfg_cluster_free(cfg);
+  }
+}
+
+Test(collectives, nvls_pays_its_own_latency_not_the_rings_steps)
+{
+  /* NCCL's tuning model: an NVLS all-reduce costs hwLat[NVLINK][NVLS] once (nccl.nvls_latency),
+   * not the base latency plus a latency per NVLink step; one byte takes just that. */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(1, 8, "set:node.intra.nvls=true;nccl.nvls_latency=40us;"
+                                      "nccl.base_latency.simple=5us;nccl.hop_latency.intra.simple=3us",
+                                &cfg);
+  double t = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, 8, 8, 1, COLL_ALGO_NVLS,
+                        CFG_PROTO_SIMPLE, false);
+  cfg->nccl.nvls_latency = 0; /* what is left: the wires' own latency, no base, no 3 us steps */
+  double wires = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, 8, 8, 1, COLL_ALGO_NVLS,
+                            CFG_PROTO_SIMPLE, false);
+  cr_assert(wires < 3e-6, "%.9g s", wires);
+  cr_assert_float_eq(t - wires, 40e-6, 1e-12, "%.9g s", t - wires);
+  cfg->nccl.nvls_latency = 40e-6;
+  double d = run_engine(hw, ENG_DES, PROG_COLL_ALLREDUCE, 8, 8, 1, COLL_ALGO_NVLS, CFG_PROTO_SIMPLE, false);
+  cr_assert_float_eq(d, t, 0.05e-6, "des %.9g s vs analytic %.9g s", d, t);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
 Test(collectives, tuner_picks_latency_protocols_small_and_bandwidth_ones_large)
 {
   cfg_cluster *cfg = NULL;
@@ -306,8 +359,9 @@ Test(collectives, calibration_recovers_known_parameters, .timeout = 60)
 {
   cfg_cluster *cfg = NULL;
   hw_cluster *hw = make_cluster(2, 8, "set:node.intra.nvls=true", &cfg);
+  /* NVLS-tree forced, as a table run with NCCL_ALGO=NVLSTree: its latency shows at every size */
   calib_target t = {.op = PROG_COLL_ALLREDUCE, .gpus = 16, .group = 16, .engine = ENG_ANALYTIC,
-                    .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
+                    .algo = COLL_ALGO_NVLS_TREE, .proto = COLL_PROTO_AUTO};
   calib_table tab = {.points = g_array_new(FALSE, FALSE, sizeof(calib_point))};
   for (double s = 8; s <= 4e9; s *= 4) {
     calib_point pt = {.size = s};
@@ -317,18 +371,18 @@ Test(collectives, calibration_recovers_known_parameters, .timeout = 60)
   cr_assert(calib_predict(cfg, &t, &tab, truth, NULL));
   for (guint i = 0; i < tab.points->len; i++)
     g_array_index(tab.points, calib_point, i).time = truth[i];
-  double true_base = cfg->nccl.base_latency[CFG_PROTO_SIMPLE];
+  double true_base = cfg->nccl.nvls_latency;
   double true_nvls = cfg->nccl.nvls_efficiency;
-  cfg->nccl.base_latency[CFG_PROTO_SIMPLE] *= 2.5; /* start away from the answer */
+  cfg->nccl.nvls_latency *= 2.5; /* start away from the answer */
   cfg->nccl.nvls_efficiency = 0.45;
-  char *fit[] = {"base_latency.simple", "nvls_efficiency", NULL};
+  char *fit[] = {"nvls_latency", "nvls_efficiency", NULL};
   calib_fit_report rep;
   cr_assert(calib_fit_nccl(cfg, &t, &tab, fit, &rep, NULL));
   cr_assert(rep.after.median_all < 0.01, "median error after the fit %g", rep.after.median_all);
   cr_assert(fabs(cfg->nccl.nvls_efficiency / true_nvls - 1) < 0.02, "nvls %g vs %g",
             cfg->nccl.nvls_efficiency, true_nvls);
-  cr_assert(fabs(cfg->nccl.base_latency[CFG_PROTO_SIMPLE] / true_base - 1) < 0.1, "base %g vs %g",
-            cfg->nccl.base_latency[CFG_PROTO_SIMPLE], true_base);
+  cr_assert(fabs(cfg->nccl.nvls_latency / true_base - 1) < 0.1, "nvls latency %g vs %g",
+            cfg->nccl.nvls_latency, true_base);
   g_array_free(tab.points, TRUE);
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);
@@ -498,4 +552,217 @@ Test(collectives, two_ep_groups_crossing_a_4_to_1_spine_share_its_uplinks)
   double one = ep_across_spine(false), two = ep_across_spine(true);
   cr_assert(one > 0.08 && one < 0.08 + 1e-4, "one group %.12g (0.08 s and NCCL's latencies)", one);
   cr_assert(fabs(two - one - 0.08) < 1e-9, "two groups %.12g, one %.12g", two, one);
+}
+
+/* ---- runtimes ------------------------------------------------------------------------------ */
+
+/* A host-driven runtime with no software costs unless asked: every figure below is links. */
+static coll_runtime *cpu_runtime(int leaders, const char *allreduce, double step, double eager,
+                                 double rendezvous)
+{
+  cfg_collectives c = {.runtime = "test", .progress = CFG_PROGRESS_CPU,
+                       .transport = CFG_TRANSPORT_GPU_DIRECT, .call_latency = 0,
+                       .step_latency = step, .eager_limit = eager,
+                       .rendezvous_latency = rendezvous, .leaders_per_node = leaders,
+                       .allreduce = (char *)allreduce};
+  GError *err = NULL;
+  coll_runtime *rt = coll_runtime_new(&c, NULL, &err);
+  cr_assert(rt, "%s", err ? err->message : "");
+  return rt;
+}
+
+static double runtime_time(hw_cluster *hw, coll_runtime *rt, eng_kind kind, int gpus, double S)
+{
+  eng_options o = {.kind = kind, .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO, .runtime = rt};
+  eng_coll_result r;
+  GError *err = NULL;
+  cr_assert(eng_collective_time(hw, &o, PROG_COLL_ALLREDUCE, gpus, gpus, S, &r, &err), "%s",
+            err ? err->message : "");
+  return r.time;
+}
+
+Test(collectives, multi_leader_allreduce_by_hand_on_2_nodes_of_4)
+{
+  /* 2 nodes x 4 GPUs, NVSwitch links of 100 GB/s (2 us), NICs of 12.5 GB/s (1 us), S = 64 MiB.
+   * k = 1, one NIC per node: the leader takes the 3 others' whole buffers over its NVSwitch
+   * link (3 S / 100 GB/s), the two leaders all-reduce over the NICs (ring of 2: 2 steps of S/2
+   * each way, S / 12.5 GB/s, 2 x 1 us), the leader sends the result back (3 S / 100 GB/s):
+   *   2 us + 2.01326592 ms + 2 us + 5.36870912 ms + 2 us + 2.01326592 ms = 9.40124096 ms.
+   * k = 4, a NIC per GPU: each GPU leads a quarter; it sends 3 quarters and takes 3 (3 S / 4
+   * over its link), the 4 pairs of leaders exchange 2 x S/8 each on their own NIC (S / 4 /
+   * 12.5 GB/s), and the quarters come back (3 S / 4):
+   *   2 us + 0.50331648 ms + 2 us + 1.34217728 ms + 2 us + 0.50331648 ms = 2.35481024 ms.
+   * k = 4 on one NIC per node: the 4 rings share it, the middle phase is S / 12.5 GB/s again:
+   *   6 us + 2 x 0.50331648 ms + 5.36870912 ms = 6.38134208 ms. */
+  const double S = 64.0 * 1048576;
+  const struct {
+    int leaders, nics;
+    double expect;
+  } cases[] = {{1, 1, 9.40124096e-3}, {4, 4, 2.35481024e-3}, {4, 1, 6.38134208e-3}};
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    cfg_cluster *cfg = NULL;
+    hw_cluster *hw = make_cluster(2, 4, plain, &cfg);
+    cfg->node.nics_per_node = cases[i].nics; /* before the platform is built from it */
+    hw_cluster_free(hw);
+    hw = hw_cluster_new(cfg);
+    coll_runtime *rt = cpu_runtime(cases[i].leaders, "multi-leader", 0, 0, 0);
+    for (int e = 0; e < 2; e++) {
+      double t = runtime_time(hw, rt, e ? ENG_DES : ENG_ANALYTIC, 8, S);
+      cr_assert_float_eq(t, cases[i].expect, cases[i].expect * 1e-9,
+                         "k=%d nics=%d %s: %.10g vs %.10g", cases[i].leaders, cases[i].nics,
+                         e ? "des" : "analytic", t, cases[i].expect);
+    }
+    coll_runtime_free(rt);
+    hw_cluster_free(hw);
+    cfg_cluster_free(cfg);
+  }
+}
+
+Test(collectives, a_rendezvous_adds_its_handshake_above_the_eager_limit)
+{
+  /* 2 GPUs on 2 nodes, ring all-reduce: 2 steps each sending S/2. Each step costs 1 us of link
+   * and 1 us of software; above the 16 KiB eager limit each also waits for a 3 us handshake:
+   * S = 32 KiB sends 16 KiB messages (eager), 2 bytes more sends rendezvous messages. */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 1, plain, &cfg);
+  coll_runtime *rt = cpu_runtime(1, "ring", 1e-6, 16384, 3e-6);
+  double eager = runtime_time(hw, rt, ENG_ANALYTIC, 2, 32768);
+  double rendezvous = runtime_time(hw, rt, ENG_ANALYTIC, 2, 32770);
+  double B = 12.5e9;
+  cr_assert_float_eq(eager, 2 * 2e-6 + 32768 / B, 1e-15, "%.12g", eager);
+  cr_assert_float_eq(rendezvous - eager, 2 * 3e-6 + 2 / B, 1e-15, "%.12g", rendezvous - eager);
+  cr_assert_float_eq(runtime_time(hw, rt, ENG_DES, 2, 32770), rendezvous, 1e-12);
+  coll_runtime_free(rt);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+Test(collectives, size_rules_pick_the_algorithm_and_fall_back_when_it_cannot_run)
+{
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 4, NULL, &cfg);
+  coll_runtime *rt = cpu_runtime(2, "rd < 16KiB, rhd < 1MiB, multi-leader", 1e-6, 0, 0);
+  coll_planner *pl = coll_planner_new(hw, COLL_ALGO_AUTO, COLL_PROTO_AUTO, true);
+  coll_planner_set_runtime(pl, rt);
+  const int r8[] = {0, 1, 2, 3, 4, 5, 6, 7}, r6[] = {0, 1, 2, 4, 5, 6};
+  const struct {
+    const int *ranks;
+    int n;
+    double bytes;
+    coll_algo want;
+  } cases[] = {{r8, 8, 1024, COLL_ALGO_RD},
+               {r8, 8, 65536, COLL_ALGO_RHD},
+               {r8, 8, 1 << 24, COLL_ALGO_MULTI_LEADER},
+               /* 6 ranks: no power of two, so rd and rhd hand over to the next rule */
+               {r6, 6, 1024, COLL_ALGO_MULTI_LEADER}};
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    const coll_schedule *s = coll_planner_get(pl, PROG_COLL_ALLREDUCE, cases[i].ranks, cases[i].n,
+                                              (int)cases[i].n, cases[i].bytes, NULL, NULL);
+    cr_assert(s && s->plan);
+    cr_assert_eq(s->plan->algo, cases[i].want, "case %zu: %s", i, coll_algo_name(s->plan->algo));
+    cr_assert_eq(s->proto, CFG_PROTO_SIMPLE, "MPI has no LL protocols");
+  }
+  g_autofree char *why = coll_runtime_why(rt, PROG_COLL_ALLREDUCE, 65536, COLL_ALGO_RHD);
+  cr_assert_str_eq(why, "test: 'rhd < 1MiB' of collectives.allreduce");
+  coll_planner_free(pl);
+  coll_runtime_free(rt);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+Test(collectives, a_bad_size_rule_names_its_key_and_the_closest_algorithm)
+{
+  const char *const bad[][2] = {
+      {"rd < 16KiB, rnig", "unknown algorithm 'rnig' (did you mean 'ring'?)"},
+      {"rd, ring", "'rd' has no '< SIZE' but is not the last rule"},
+      {"rd < lots, ring", "'rd < lots'"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    cfg_collectives c = {.progress = CFG_PROGRESS_CPU, .leaders_per_node = 1,
+                         .allreduce = (char *)bad[i][0]};
+    GError *err = NULL;
+    cr_assert_null(coll_runtime_new(&c, NULL, &err));
+    cr_assert(strstr(err->message, "collectives.allreduce") && strstr(err->message, bad[i][1]),
+              "%s", err->message);
+    g_error_free(err);
+  }
+}
+
+Test(collectives, a_framework_cycle_delays_each_collective_by_half_a_cycle)
+{
+  /* Horovod launches fused all-reduces once per cycle: a 1 ms cycle adds 0.5 ms on average to
+   * every collective, whatever the runtime (here a host-driven ring of 2 GPUs). */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 1, plain, &cfg);
+  coll_runtime *plain_rt = cpu_runtime(1, "ring", 1e-6, 0, 0);
+  cfg_collectives c = {.runtime = "cycled", .progress = CFG_PROGRESS_CPU, .step_latency = 1e-6,
+                       .leaders_per_node = 1, .cycle_time = 1e-3, .allreduce = "ring"};
+  coll_runtime *cycled = coll_runtime_new(&c, NULL, NULL);
+  cr_assert(cycled);
+  for (int e = 0; e < 2; e++) {
+    eng_kind kind = e ? ENG_DES : ENG_ANALYTIC;
+    double t0 = runtime_time(hw, plain_rt, kind, 2, 1 << 20);
+    double t1 = runtime_time(hw, cycled, kind, 2, 1 << 20);
+    cr_assert_float_eq(t1 - t0, 0.5e-3, 1e-12, "%s: %.12g", e ? "des" : "analytic", t1 - t0);
+  }
+  coll_runtime_free(plain_rt);
+  coll_runtime_free(cycled);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+Test(collectives, nccl_under_mpi_adds_the_call_and_host_staging_adds_the_copies)
+{
+  /* UCC's NCCL team: NCCL's tuner and costs, plus the MPI call (8 us). Host staging (Gloo):
+   * the buffer goes to host memory and back at storage.host_bandwidth (51.2 GB/s by default),
+   * 2 x 64 MiB / 51.2 GB/s = 2.62144 ms more than the same runtime GPU-direct. */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 4, NULL, &cfg);
+  const double S = 64.0 * 1048576;
+  eng_options nccl = {.kind = ENG_ANALYTIC, .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
+  eng_coll_result base;
+  cr_assert(eng_collective_time(hw, &nccl, PROG_COLL_ALLREDUCE, 8, 8, S, &base, NULL));
+  cfg_collectives ucc = {.runtime = "ucc-nccl", .progress = CFG_PROGRESS_CPU,
+                         .ucc_tl = CFG_UCC_TL_NCCL, .call_latency = 8e-6, .leaders_per_node = 1,
+                         .allreduce = "rd < 8KiB, rhd"};
+  coll_runtime *rt = coll_runtime_new(&ucc, NULL, NULL);
+  cr_assert(!coll_runtime_cpu(rt), "NCCL's kernels drive it");
+  cr_assert_float_eq(runtime_time(hw, rt, ENG_ANALYTIC, 8, S), base.time + 8e-6, 1e-12);
+  coll_runtime_free(rt);
+  coll_runtime *direct = cpu_runtime(1, "ring", 1e-6, 0, 0);
+  cfg_collectives gloo = {.runtime = "gloo", .progress = CFG_PROGRESS_CPU,
+                          .transport = CFG_TRANSPORT_HOST_STAGED, .step_latency = 1e-6,
+                          .leaders_per_node = 1, .allreduce = "ring"};
+  coll_runtime *staged = coll_runtime_new(&gloo, NULL, NULL);
+  double extra = runtime_time(hw, staged, ENG_ANALYTIC, 8, S) -
+                 runtime_time(hw, direct, ENG_ANALYTIC, 8, S);
+  cr_assert_float_eq(extra, 2 * S / 51.2e9, 1e-12, "%.12g", extra);
+  cr_assert_float_eq(runtime_time(hw, staged, ENG_DES, 8, S),
+                     runtime_time(hw, staged, ENG_ANALYTIC, 8, S), 1e-9);
+  coll_runtime_free(direct);
+  coll_runtime_free(staged);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+Test(collectives, sizes_above_a_bounded_last_rule_go_to_the_tuner)
+{
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 4, NULL, &cfg);
+  coll_runtime *rt = cpu_runtime(1, "rd < 16KiB", 1e-6, 0, 0);
+  coll_planner *pl = coll_planner_new(hw, COLL_ALGO_AUTO, COLL_PROTO_AUTO, true);
+  coll_planner_set_runtime(pl, rt);
+  const int ranks[] = {0, 1, 2, 3, 4, 5, 6, 7};
+  const coll_schedule *small = coll_planner_get(pl, PROG_COLL_ALLREDUCE, ranks, 8, 0, 1024, NULL,
+                                                NULL);
+  cr_assert_eq(small->plan->algo, COLL_ALGO_RD);
+  /* above 16 KiB no rule holds: the fastest of the MPI's algorithms (a ring, rhd, rd or the
+   * multi-leader design), whichever it is, and the report says there was no rule */
+  const coll_schedule *large = coll_planner_get(pl, PROG_COLL_ALLREDUCE, ranks, 8, 0, 1 << 24,
+                                                NULL, NULL);
+  g_autofree char *why = coll_runtime_why(rt, PROG_COLL_ALLREDUCE, 1 << 24, large->plan->algo);
+  cr_assert_str_eq(why, "test: the fastest by its costs (no rule for allreduce)");
+  coll_planner_free(pl);
+  coll_runtime_free(rt);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
 }

@@ -61,7 +61,7 @@ Test(config, unknown_key_names_position_and_suggests)
 
 Test(config, unknown_top_level_key_lists_known_keys)
 {
-  expect_error("name: t\nzzz: 1\n", NULL, NULL, "c.yaml:2:1: unknown key 'zzz' in cluster (known keys: name, gpu, node, network, nccl, reliability, power, storage, cost)");
+  expect_error("name: t\nzzz: 1\n", NULL, NULL, "c.yaml:2:1: unknown key 'zzz' in cluster (known keys: name, gpu, node, network, nccl, reliability, power, storage, cost, stragglers)");
 }
 
 Test(config, wrong_type_names_expectation)
@@ -367,4 +367,30 @@ Test(config, background_traffic_names_real_links_and_one_rate)
     const char *sets[] = {bad[i][0], NULL};
     expect_error(NULL, NULL, sets, bad[i][1]);
   }
+}
+
+Test(config, an_unknown_runtime_is_placed_in_its_file_with_the_closest_profile)
+{
+  g_autofree char *w = th_write("rt.yaml", "model: resnet50\n"
+                                           "training: {global_batch: 64, micro_batch: 64}\n"
+                                           "collectives:\n"
+                                           "  runtime: mpi-mvapch\n");
+  g_autofree char *msg = th_load_error("v100-edr", w, NULL);
+  cr_assert(msg && strstr(msg, "rt.yaml:4:12: collectives.runtime: no runtime profile "
+                               "'mpi-mvapch' (did you mean 'mpi-mvapich'?)"),
+            "%s", msg ? msg : "(loaded)");
+}
+
+Test(config, a_runtime_profile_gives_its_keys_and_the_workload_wins)
+{
+  const char *const sets[] = {"collectives.runtime=mpi-ucx", "collectives.eager_limit=4KiB", NULL};
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("v100-edr", "resnet50-horovod", sets, &c, &w));
+  cr_assert_eq(w->collectives.progress, CFG_PROGRESS_CPU);
+  cr_assert_float_eq(w->collectives.call_latency, 8e-6, 1e-15);
+  cr_assert_float_eq(w->collectives.eager_limit, 4096, 1e-9, "the --set wins over the profile");
+  cr_assert_str_eq(w->collectives.allreduce, "rd < 8KiB, rhd");
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
 }

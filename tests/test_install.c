@@ -155,15 +155,40 @@ static char *inst_complete(const char *words)
   return g_strstrip(out);
 }
 
+/* The workload presets whose names start with `prefix`, sorted, space-separated: what completing
+ * `--workload PREFIX` must offer whatever presets the tree holds. */
+static int inst_strcmp_ptr(gconstpointer a, gconstpointer b)
+{
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *inst_workloads_with(const char *prefix)
+{
+  g_autofree char *dir = g_build_filename(DLSIM_SOURCE_DIR, "configs", "workloads", NULL);
+  GDir *d = g_dir_open(dir, 0, NULL);
+  cr_assert_not_null(d);
+  GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+  for (const char *f; (f = g_dir_read_name(d));)
+    if (g_str_has_prefix(f, prefix) && g_str_has_suffix(f, ".yaml"))
+      g_ptr_array_add(names, g_strndup(f, strlen(f) - 5));
+  g_dir_close(d);
+  g_ptr_array_sort(names, inst_strcmp_ptr);
+  g_ptr_array_add(names, NULL);
+  char *out = g_strjoinv(" ", (char **)names->pdata);
+  g_ptr_array_free(names, TRUE);
+  return out;
+}
+
 Test(install, bash_completion, .timeout = 60)
 {
+  g_autofree char *llama3 = inst_workloads_with("llama3-");
   const struct {
     const char *words, *want;
   } cases[] = {
       {"r", "replay run"},
       {"run --cl", "--cluster"},
       {"run -c dgx-h100-s", "dgx-h100-superpod"},
-      {"run --workload llama3-", "llama3-405b llama3-70b-tp8"},
+      {"run --workload llama3-", llama3},
       {"plan -m gpt3-1", "gpt3-1.3b gpt3-175b"},
       {"run --set parallel.ze", "parallel.zero="},
       {"whatif --sweep node.cou", "node.count="},

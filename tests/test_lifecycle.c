@@ -4,6 +4,7 @@
 #include "helpers.h"
 #include "lifecycle/lifecycle.h"
 
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
@@ -270,4 +271,192 @@ Test(lifecycle, dlsim_run_prints_a_run_only_when_asked)
   cr_assert_eq(bad.status, 2, "%s", bad.out);
   cr_assert(strstr(bad.out, "storage.bandwidth"), "%s", bad.out);
   th_proc_clear(&bad);
+}
+
+/* ---- stragglers ---------------------------------------------------------------------------- */
+
+Test(lifecycle, the_expected_slowest_factor_matches_its_hand_values)
+{
+  /* one GPU of 8 twice as slow, no noise: the slowest is it */
+  cfg_stragglers one = {.fraction = 0.125, .slowdown = 2};
+  cr_assert_float_eq(sim_stragglers_expected_max(&one, 8), 2, 1e-12);
+  /* one GPU: the mean of a lognormal, exp(sigma^2 / 2); lasting and jitter add in quadrature */
+  cfg_stragglers noise = {.jitter = 0.5, .slowdown = 2};
+  cr_assert_float_eq(sim_stragglers_expected_max(&noise, 1), exp(0.125), 1e-6);
+  cfg_stragglers both = {.sigma = 0.3, .jitter = 0.4, .slowdown = 2};
+  cr_assert_float_eq(sim_stragglers_expected_max(&both, 1), exp(0.125), 1e-6);
+  /* two GPUs: E[max(e^sZ1, e^sZ2)] = 2 exp(s^2 / 2) Phi(s / sqrt 2) */
+  double s = 0.5, phi = 0.5 * erfc(-(s / sqrt(2)) / sqrt(2));
+  cfg_stragglers two = {.sigma = s, .slowdown = 2};
+  cr_assert_float_eq(sim_stragglers_expected_max(&two, 2), 2 * exp(s * s / 2) * phi, 1e-6);
+  /* more GPUs, a slower slowest */
+  cr_assert_gt(sim_stragglers_expected_max(&two, 1024), sim_stragglers_expected_max(&two, 8));
+}
+
+Test(lifecycle, the_seed_picks_exactly_the_fraction_of_slow_gpus)
+{
+  cfg_stragglers s = {.fraction = 0.25, .slowdown = 3, .seed = 7};
+  double a[16], b[16];
+  g_autoptr(GRand) g1 = g_rand_new_with_seed(7);
+  g_autoptr(GRand) g2 = g_rand_new_with_seed(7);
+  sim_stragglers_lasting(&s, 16, g1, a);
+  sim_stragglers_lasting(&s, 16, g2, b);
+  int slow = 0;
+  for (int i = 0; i < 16; i++) {
+    cr_assert(a[i] == 1 || a[i] == 3, "GPU %d: %g", i, a[i]);
+    slow += a[i] == 3;
+    cr_assert_eq(a[i], b[i], "the same seed, the same draws");
+  }
+  cr_assert_eq(slow, 4);
+}
+
+/* resnet50 data parallel over 8 V100 nodes, with `extra` overrides, on `engine`. */
+static void dp8(eng_kind engine, const char *const *extra, sim_result *r)
+{
+  static const char *const base[] = {"node.count=8", "training.global_batch=512", NULL};
+  g_auto(GStrv) sets = sim_strv_concat((char *const *)base, (char *const *)extra);
+  sim_options o = sim_options_for(engine);
+  GError *err = NULL;
+  cr_assert(sim_run_files("v100-edr", "resnet50-horovod", sets, &o, r, &err), "%s",
+            err ? err->message : "");
+}
+
+Test(lifecycle, one_gpu_twice_as_slow_doubles_the_step_compute_in_both_engines)
+{
+  /* DP 8, one GPU at 2x: every other rank waits for its gradients, so the step is its compute
+   * (2 x C) plus the reduction's exposed tail, as without it: the straggler costs exactly C */
+  const char *const one_slow[] = {"stragglers.fraction=0.125", "stragglers.slowdown=2", NULL};
+  sim_result a, d;
+  dp8(ENG_ANALYTIC, one_slow, &a);
+  dp8(ENG_DES, one_slow, &d);
+  cr_assert(a.stragglers.on && d.stragglers.on);
+  cr_assert_eq(a.stragglers.slow, 1);
+  cr_assert_eq(d.stragglers.steps, 8);
+  double c = a.eng.compute;
+  cr_assert_float_eq(a.stragglers.cost, c, 1e-9 * c);
+  cr_assert_float_eq(d.stragglers.cost, c, 1e-4 * c, "DES %g s, hand %g s", d.stragglers.cost, c);
+  cr_assert_float_eq(d.stragglers.step_time, 2 * c + d.eng.exposed_comm, 1e-4 * c);
+  sim_result_clear(&a);
+  sim_result_clear(&d);
+}
+
+Test(lifecycle, the_des_mean_of_jittered_steps_meets_the_closed_form)
+{
+  /* per-step jitter of 10 % on 8 GPUs: E[slowest] = 1.155; 40 DES steps of the draws land
+   * within 10 % of the closed form's cost (sampling error) */
+  const char *const jitter[] = {"stragglers.jitter=0.1", "stragglers.steps=40", NULL};
+  sim_result a, d;
+  dp8(ENG_ANALYTIC, jitter, &a);
+  dp8(ENG_DES, jitter, &d);
+  cr_assert_float_eq(a.stragglers.expected_max, 1.155, 0.001);
+  cr_assert_float_eq(d.stragglers.cost, a.stragglers.cost, 0.1 * a.stragglers.cost, "DES %g, closed form %g",
+                     d.stragglers.cost, a.stragglers.cost);
+  sim_result_clear(&a);
+  sim_result_clear(&d);
+}
+
+Test(lifecycle, a_run_pays_its_stragglers_every_step)
+{
+  sim_result r;
+  lc_run run;
+  GError *err = NULL;
+  const char *const extra[] = {"training.steps=1000", "stragglers.jitter=0.05", NULL};
+  cr_assert(run_estimate(extra, &r, &run, &err), "%s", err ? err->message : "");
+  cr_assert_gt(r.stragglers.cost, 0);
+  cr_assert_float_eq(run.step_time, r.step_time + r.stragglers.cost, 1e-12);
+  cr_assert_float_eq(run.straggler_s, 1000 * r.stragglers.cost, 1e-9);
+  cr_assert_float_eq(run.t.wall * run.t.goodput, 1000 * run.step_time, 1e-6);
+  sim_result_clear(&r);
+}
+
+Test(lifecycle, bad_straggler_input_names_its_key)
+{
+  const char *const slow[] = {"stragglers.slowdown=0.5", NULL};
+  sim_options o = sim_options_for(ENG_ANALYTIC);
+  sim_result r;
+  GError *err = NULL;
+  cr_assert_not(sim_run_files("dgx-a100", "gpt3-1.3b-dp", (char *const *)slow, &o, &r, &err));
+  cr_assert(strstr(err->message, "stragglers.slowdown = 0.5"), "%s", err->message);
+  g_error_free(err);
+  sim_result_clear(&r);
+  static const char *const cluster =
+      "name: t\n"
+      "gpu: {memory: 80GiB, memory_bandwidth: 3.35TB/s, flops: {bf16: 989TFLOPS}}\n"
+      "node: {count: 1, gpus_per_node: 8, intra: {kind: nvswitch, bandwidth: 450GB/s}}\n"
+      "network: {nic_bandwidth: 400Gb/s}\n"
+      "stragglers:\n"
+      "  fraction: 1.5\n";
+  g_autofree char *c = th_write("c.yaml", cluster);
+  g_autofree char *msg = th_load_error(c, "gpt3-1.3b-dp", NULL);
+  cr_assert(msg && strstr(msg, "c.yaml:6:13: stragglers.fraction"), "%s", msg ? msg : "(loaded)");
+  th_proc bad = th_dlsim("run -c v100-edr -w resnet50-horovod --set stragglers.jiter=0.1");
+  cr_assert_eq(bad.status, 2, "%s", bad.out);
+  cr_assert(strstr(bad.out, "did you mean 'jitter'"), "%s", bad.out);
+  th_proc_clear(&bad);
+}
+
+Test(lifecycle, dlsim_run_reports_what_stragglers_cost)
+{
+  th_proc none = th_dlsim("run -c v100-edr -w resnet50-horovod -e analytic --json");
+  cr_assert_eq(none.status, 0, "%s", none.out);
+  cr_assert_null(strstr(none.out, "straggler_s"), "no stragglers, no key");
+  th_proc_clear(&none);
+  th_proc json = th_dlsim("run -c v100-edr -w resnet50-horovod -e analytic --json "
+                          "--set stragglers.fraction=0.5 --set stragglers.slowdown=1.5");
+  cr_assert_eq(json.status, 0, "%s", json.out);
+  cJSON *j = cJSON_Parse(json.out);
+  cr_assert_not_null(j, "%s", json.out);
+  /* one of 2 GPUs at 1.5x: half the compute again */
+  double compute = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "breakdown_s"), "compute")->valuedouble;
+  cr_assert_float_eq(cJSON_GetObjectItem(j, "straggler_s")->valuedouble, 0.5 * compute, 1e-9);
+  const cJSON *s = cJSON_GetObjectItem(j, "stragglers");
+  cr_assert_eq(cJSON_GetObjectItem(s, "slow_gpus")->valueint, 1);
+  cr_assert_eq(cJSON_GetObjectItem(s, "steps")->valueint, 0, "the analytic engine: closed form");
+  cJSON_Delete(j);
+  th_proc_clear(&json);
+}
+
+/* The stage of the one slow GPU `seed` picks among 8, in TP 2 x PP 2 x DP 2 (TP innermost). */
+static int slow_stage(int seed)
+{
+  cfg_stragglers s = {.fraction = 0.125, .slowdown = 2, .seed = seed};
+  double f[8];
+  g_autoptr(GRand) g = g_rand_new_with_seed((guint32)seed);
+  sim_stragglers_lasting(&s, 8, g, f);
+  for (int r = 0; r < 8; r++)
+    if (f[r] > 1)
+      return r / 2 % 2;
+  return -1;
+}
+
+Test(lifecycle, a_slow_last_stage_costs_its_compute_and_a_first_stage_less)
+{
+  /* GPT-3 1.3B, TP 2 x PP 2 x DP 2, two micro-batches of 1F1B, one GPU at 2x. On the last stage
+   * every forward and backward it runs is on the critical path: the step grows by its whole
+   * compute C, as the closed form says. On the first, the other stage's work overlaps part of
+   * the slowdown: the DES finds less, and the closed form is an upper bound. */
+  sim_result a, d;
+  for (int seed = 1; seed <= 3; seed += 2) {
+    g_autofree char *pick = g_strdup_printf("stragglers.seed=%d", seed);
+    const char *const extra[] = {"training.steps=10", "stragglers.fraction=0.125",
+                                 "stragglers.steps=1", pick, NULL};
+    lc_run run;
+    GError *err = NULL;
+    g_auto(GStrv) sets = sim_strv_concat((char *const *)small_run, (char *const *)extra);
+    sim_options od = sim_options_for(ENG_DES);
+    cr_assert(sim_run_files("dgx-a100", "gpt3-1.3b-dp", sets, &od, &d, &err), "%s",
+              err ? err->message : "");
+    cr_assert(run_estimate(extra, &a, &run, &err), "%s", err ? err->message : "");
+    double c = a.eng.compute;
+    cr_assert_float_eq(a.stragglers.cost, c, 1e-9 * c);
+    if (slow_stage(seed) == 1)
+      cr_assert_float_eq(d.stragglers.cost, c, 1e-6 * c, "seed %d: DES %g, C %g", seed,
+                         d.stragglers.cost, c);
+    else
+      cr_assert(d.stragglers.cost > 0.3 * c && d.stragglers.cost < 0.9 * c,
+                "seed %d: DES %g, C %g", seed, d.stragglers.cost, c);
+    sim_result_clear(&a);
+    sim_result_clear(&d);
+  }
+  cr_assert_neq(slow_stage(1), slow_stage(3), "the two seeds cover both stages");
 }

@@ -183,3 +183,34 @@ Test(memory, run_reports_out_of_memory_as_a_result)
   cr_assert(strstr(p.out, "\"fits\":\tfalse"), "%s", p.out);
   th_proc_clear(&p);
 }
+
+/* Zero-bubble schedules on GPT-3 175B (PP 8, 64 micro-batches): ZB-H1's stage s holds p - s
+ * micro-batches awaiting B and s awaiting W (32/34 of theirs; Qi et al. Sec. 2.3); ZB-V every
+ * rank p, its two chunks s and 2p - 1 - s (rank 0 the embedding and the output layer); DualPipe
+ * p + 1 and a second copy of the parameters (DeepSeek-V3 report, Table 2). */
+Test(memory, zero_bubble_schedules_hold_their_papers_micro_batches)
+{
+  const char *one[] = {"node.count=8", "parallel.virtual_stages=1", "parallel.schedule=1f1b", NULL};
+  const char *h1[] = {"node.count=8", "parallel.virtual_stages=1", "parallel.schedule=zb-h1", NULL};
+  const char *vee[] = {"node.count=8", "parallel.virtual_stages=2", "parallel.schedule=zb-v", NULL};
+  const char *dual[] = {"node.count=8", "parallel.virtual_stages=1", "parallel.schedule=dualpipe",
+                        NULL};
+  mem_report a = estimate("dgx-a100", "megatron-175b", one, false);
+  mem_report h = estimate("dgx-a100", "megatron-175b", h1, false);
+  mem_report v = estimate("dgx-a100", "megatron-175b", vee, false);
+  mem_report d = estimate("dgx-a100", "megatron-175b", dual, false);
+  for (int s = 0; s < 8; s++) {
+    cr_assert_float_eq(h.stages[s].inflight, (8 - s) + s * 32.0 / 34, 1e-9);
+    cr_assert_float_eq(v.stages[s].inflight, 8, 0);
+    cr_assert_float_eq(d.stages[s].inflight, 9, 0);
+    /* the twin stages' parameters together (the end ranks without a tied copy of the embedding) */
+    double twins = a.stages[s].params + a.stages[7 - s].params;
+    cr_assert(fabs(d.stages[s].params - twins) <= 0.02 * twins, "stage %d: %g vs %g", s,
+              d.stages[s].params, twins);
+  }
+  cr_assert_float_eq(h.stages[0].activations, a.stages[0].activations, 1e-6 * a.stages[0].activations);
+  /* ZB-V's rank 0: the embedding and the output layer, half the blocks of a stage on each side */
+  cr_assert_float_eq(v.stages[0].params, a.stages[0].params, 0.01 * a.stages[0].params);
+  cr_assert(v.stages[7].params < a.stages[7].params);
+  mem_report_clear(&a), mem_report_clear(&h), mem_report_clear(&v), mem_report_clear(&d);
+}

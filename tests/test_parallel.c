@@ -1,4 +1,5 @@
-/* 3D parallelism and ZeRO: the pipeline bubble on an ideal machine, interleaving, the folding of
+/* 3D parallelism and ZeRO: the pipeline bubble on an ideal machine, interleaving, the zero-bubble
+ * schedules and DualPipe against their papers' expressions, the folding of
  * identical micro-batches, ZeRO-3's traffic, placement, the reference data-parallel builder, and
  * the errors of impossible layouts. */
 #include "engine/engine.h"
@@ -71,6 +72,10 @@ Test(parallel, folded_micro_batches_equal_the_full_simulation)
       {PAR_IDEAL, "training.global_batch=256", "parallel.schedule=interleaved",
        "parallel.virtual_stages=2", NULL},
       {"node.count=1", "parallel.pp=1", "parallel.dp=8", "training.global_batch=512", NULL},
+      {PAR_IDEAL, "training.global_batch=256", "parallel.schedule=zb-h1", NULL},
+      {PAR_IDEAL, "training.global_batch=320", "parallel.schedule=dualpipe", NULL},
+      {PAR_IDEAL, "training.global_batch=256", "parallel.schedule=zb-v", "parallel.virtual_stages=2",
+       NULL},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++)
     for (int e = 0; e < 2; e++) {
@@ -301,4 +306,213 @@ Test(parallel, an_overlapped_parameter_gather_runs_beside_the_next_forward)
   cr_assert_lt(over, plain, "overlapped %g s, after the optimizer %g s", over, plain);
   cr_assert_lt(over_dp, plain_dp, "exposed DP %g s, was %g s", over_dp, plain_dp);
   cr_assert_float_eq(des, over, 0.03 * over, "DES %g s, analytic %g s", des, over);
+}
+
+/* ---- zero-bubble and DualPipe schedules ---------------------------------------------------- */
+
+/* One rank's passes, from the trace of an unfolded run: the mean time of its forward, input
+ * gradient, weight gradient and whole backward (0 when the schedule runs none), on a middle
+ * stage where each pass is one macro op (its stack of identical blocks). */
+typedef struct {
+  double f, b, w, bw;
+} par_passes;
+
+static void par_mean(double *sum, const int *n)
+{
+  *sum = *n ? *sum / *n : 0;
+}
+
+static bool par_ends_with(const char *s, const char *tail)
+{
+  size_t n = strlen(s), t = strlen(tail);
+  return n >= t && strcmp(s + n - t, tail) == 0;
+}
+
+static par_passes par_pass_times(const eng_result *r, int rank)
+{
+  par_passes x = {0};
+  int n[4] = {0};
+  for (guint i = 0; i < r->events->len; i++) {
+    const eng_event *e = &g_array_index(r->events, eng_event, i);
+    /* whole stacks only: the last micro-batch's backward runs layer by layer (its gradients
+     * are bucketed as they come) */
+    if (e->rank != rank || e->stream != PROG_STREAM_COMPUTE || !e->name || !strstr(e->name, " x"))
+      continue;
+    double d = e->end - e->start;
+    if (par_ends_with(e->name, " fwd"))
+      x.f += d, n[0]++;
+    else if (par_ends_with(e->name, " bwd-input"))
+      x.b += d, n[1]++;
+    else if (par_ends_with(e->name, " bwd-weight"))
+      x.w += d, n[2]++;
+    else if (par_ends_with(e->name, " bwd"))
+      x.bw += d, n[3]++;
+  }
+  par_mean(&x.f, &n[0]);
+  par_mean(&x.b, &n[1]);
+  par_mean(&x.w, &n[2]);
+  par_mean(&x.bw, &n[3]);
+  return x;
+}
+
+/* An unfolded traced run of the ideal 4-stage pipeline with 16 micro-batches per replica. */
+static void par_schedule_run(const char *schedule, eng_kind kind, sim_result *out)
+{
+  char sched[64];
+  g_snprintf(sched, sizeof sched, "parallel.schedule=%s", schedule);
+  const char *sets[] = {PAR_IDEAL, "training.global_batch=256", sched, NULL};
+  sim_options o = {.engine = kind, .trace = true};
+  GError *err = NULL;
+  cr_assert(sim_run_files("dgx-a100", "gpt3-1.3b-dp", (char *const *)sets, &o, out, &err), "%s",
+            err ? err->message : "");
+}
+
+/* `schedule` and 1F1B on the same pipeline. */
+static void par_against_1f1b(const char *schedule, int e, sim_result *s, sim_result *one)
+{
+  par_schedule_run(schedule, e ? ENG_DES : ENG_ANALYTIC, s);
+  par_schedule_run("1f1b", e ? ENG_DES : ENG_ANALYTIC, one);
+}
+
+/* Qi et al. (ICLR 2024) Table 2: 1F1B's bubble is (p - 1)(T_F + T_B + T_W), ZB-H1's
+ * (p - 1)(T_F + T_B - T_W) at the same peak activations p M_B. With p = 4 and the pass times of
+ * a middle stage (rank 1), on a machine where transfers vanish. */
+Test(parallel, zb_h1_bubble_is_p_minus_1_times_f_plus_b_minus_w_at_1f1b_memory)
+{
+  for (int e = 0; e < 2; e++) {
+    sim_result zb, one;
+    par_against_1f1b("zb-h1", e, &zb, &one);
+    par_passes t = par_pass_times(&zb.eng, 1), u = par_pass_times(&one.eng, 1);
+    cr_assert(t.f > 0 && t.b > 0 && t.w > 0 && t.bw == 0 && u.bw > 0 && u.b == 0);
+    cr_assert(fabs(t.b + t.w - u.bw) < 1e-3 * u.bw, "B + W %g vs whole backward %g", t.b + t.w, u.bw);
+    double expect = 3 * (t.f + t.b - t.w), expect_1f1b = 3 * (u.f + u.bw);
+    cr_assert(fabs(zb.eng.bubble - expect) < 0.02 * expect, "%s: zb-h1 bubble %g, (p-1)(F+B-W) = %g",
+              e ? "des" : "analytic", zb.eng.bubble, expect);
+    cr_assert(fabs(one.eng.bubble - expect_1f1b) < 0.02 * expect_1f1b, "1f1b bubble %g vs %g",
+              one.eng.bubble, expect_1f1b);
+    cr_assert(zb.eng.bubble < one.eng.bubble && zb.eng.step_time < one.eng.step_time);
+    cr_assert(fabs(zb.eng.peak_memory - one.eng.peak_memory) <= 1e-6 * one.eng.peak_memory,
+              "peak %g vs 1f1b %g", zb.eng.peak_memory, one.eng.peak_memory);
+    cr_assert_float_eq(zb.memory.stages[0].inflight, 4, 1e-9); /* p M_B on the first stage */
+    cr_assert_float_eq(zb.memory.stages[3].inflight, 1 + 3 * 32.0 / 34, 1e-9);
+    sim_result_clear(&zb);
+    sim_result_clear(&one);
+  }
+}
+
+/* The largest activation footprint of a stage's op list, walked in order (one micro-batch's
+ * activations of the stage's chunk as the unit). */
+static double par_list_peak_activations(const prog_program *p, int cls)
+{
+  const prog_class *k = prog_class_at(p, cls);
+  double now = 0, peak = 0;
+  for (guint i = 0; i < k->ops->len; i++) {
+    const prog_op *op = &g_array_index(k->ops, prog_op, i);
+    if (op->kind != PROG_MEM || op->tag != PROG_MEM_ACTIVATIONS || strcmp(op->name, "activations") != 0)
+      continue;
+    now += op->mem_delta;
+    peak = MAX(peak, now);
+  }
+  return peak;
+}
+
+/* DeepSeek-V3 report, Table 2: DualPipe's bubble is (PP/2 - 1)(F&B + B - 3W), with B the whole
+ * backward and F&B a forward and a backward run as a pair (here, with nothing to overlap, F + B);
+ * its activations PP + 1 micro-batches, its parameters two copies. */
+Test(parallel, dualpipe_bubble_and_memory_are_the_papers)
+{
+  for (int e = 0; e < 2; e++) {
+    sim_result dp, one;
+    par_against_1f1b("dualpipe", e, &dp, &one);
+    par_passes t = par_pass_times(&dp.eng, 0); /* rank 0 runs whole and split backwards */
+    cr_assert(t.f > 0 && t.b > 0 && t.w > 0 && t.bw > 0);
+    cr_assert(fabs(t.b + t.w - t.bw) < 1e-3 * t.bw);
+    double fb = t.f + t.bw, expect = (4 / 2 - 1) * (fb + t.bw - 3 * t.w);
+    cr_assert(fabs(dp.eng.bubble - expect) < 0.03 * expect, "%s: dualpipe bubble %g, paper %g (F %g B %g W %g)",
+              e ? "des" : "analytic", dp.eng.bubble, expect, t.f, t.b, t.w);
+    cr_assert(dp.eng.bubble < one.eng.bubble);
+    cr_assert_float_eq(dp.memory.stages[1].inflight, 4 + 1, 1e-9);
+    /* the program itself: at most PP + 1 micro-batches at once, more than 1F1B's PP */
+    double most = 0;
+    for (int s = 0; s < 4; s++)
+      most = MAX(most, par_list_peak_activations(dp.program, s) /
+                           dp.memory.stages[s].activations_per_micro_batch);
+    cr_assert(most <= 5 * (1 + 1e-9) && most > 4, "peak: %g micro-batches", most);
+    /* two copies of the parameters */
+    cr_assert_float_eq(dp.memory.stages[1].params, 2 * one.memory.stages[1].params,
+                       1e-9 * one.memory.stages[1].params);
+    sim_result_clear(&dp);
+    sim_result_clear(&one);
+  }
+}
+
+Test(parallel, a_schedule_the_layout_cannot_run_exits_2_at_its_key)
+{
+  g_autofree char *path = th_write("dualpipe-odd.yaml", "model: gpt3-1.3b\n"
+                                                        "training:\n"
+                                                        "  global_batch: 256\n"
+                                                        "  micro_batch: 8\n"
+                                                        "parallel:\n"
+                                                        "  pp: 3\n"
+                                                        "  dp: 2\n"
+                                                        "  schedule: dualpipe\n");
+  g_autofree char *args = g_strdup_printf("run -c dgx-a100 -w %s --set node.count=1 "
+                                          "--set node.gpus_per_node=6", path);
+  th_proc p = th_dlsim(args);
+  g_autofree char *where = g_strdup_printf("%s:8:13:", path);
+  cr_assert_eq(p.status, 2, "%s", p.out);
+  cr_assert(strstr(p.out, where) && strstr(p.out, "even parallel.pp"), "%s", p.out);
+  th_proc_clear(&p);
+  th_proc q = th_dlsim("run -c dgx-a100 -w gpt3-1.3b-dp --set node.count=1 --set parallel.pp=4 "
+                       "--set parallel.dp=2 --set parallel.schedule=dualpipe --set training.global_batch=96");
+  cr_assert_eq(q.status, 2, "%s", q.out);
+  cr_assert(strstr(q.out, "training.global_batch") && strstr(q.out, "at least 2 pp = 8"), "%s", q.out);
+  th_proc_clear(&q);
+  g_autofree char *vee = th_write("zb-v-one-chunk.yaml", "model: gpt3-1.3b\n"
+                                                         "training:\n"
+                                                         "  global_batch: 256\n"
+                                                         "  micro_batch: 8\n"
+                                                         "parallel:\n"
+                                                         "  pp: 4\n"
+                                                         "  dp: 2\n"
+                                                         "  schedule: zb-v\n");
+  g_autofree char *vargs = g_strdup_printf("run -c dgx-a100 -w %s --set node.count=1", vee);
+  th_proc v = th_dlsim(vargs);
+  g_autofree char *vwhere = g_strdup_printf("%s:8:13:", vee);
+  cr_assert_eq(v.status, 2, "%s", v.out);
+  cr_assert(strstr(v.out, vwhere) && strstr(v.out, "parallel.virtual_stages: 2"), "%s", v.out);
+  th_proc_clear(&v);
+}
+
+/* ZB-V (Qi et al., Sec. 6): two half-size chunks per rank in a V, B before W; its bubble is below
+ * ZB-H1's and 1F1B's, every rank peaking at 1F1B's p micro-batches of activations (2p chunks). */
+Test(parallel, zb_v_beats_zb_h1_at_1f1b_activation_memory)
+{
+  for (int e = 0; e < 2; e++) {
+    eng_kind kind = e ? ENG_DES : ENG_ANALYTIC;
+    const char *vee[] = {PAR_IDEAL, "training.global_batch=256", "parallel.schedule=zb-v",
+                         "parallel.virtual_stages=2", NULL};
+    eng_result v = par_run("dgx-a100", "gpt3-1.3b-dp", vee, kind, true);
+    sim_result zb, one;
+    par_against_1f1b("zb-h1", e, &zb, &one);
+    cr_assert(v.bubble < zb.eng.bubble && zb.eng.bubble < one.eng.bubble, "zb-v %g zb-h1 %g 1f1b %g",
+              v.bubble, zb.eng.bubble, one.eng.bubble);
+    sim_result_clear(&zb);
+    sim_result_clear(&one);
+  }
+  prog_program *p = th_program("dgx-a100", "gpt3-1.3b-dp",
+                               (const char *const[]){PAR_IDEAL, "training.global_batch=256",
+                                                     "parallel.schedule=zb-v",
+                                                     "parallel.virtual_stages=2", NULL});
+  prog_program *q = th_program("dgx-a100", "gpt3-1.3b-dp",
+                               (const char *const[]){PAR_IDEAL, "training.global_batch=256",
+                                                     "parallel.schedule=1f1b", NULL});
+  /* the middle ranks hold 4 blocks' worth per micro-batch either way (3 + 3 of 24 in a V) */
+  for (int s = 1; s < 3; s++) {
+    double vee = par_list_peak_activations(p, s), flat = par_list_peak_activations(q, 0);
+    cr_assert(vee <= flat * (1 + 1e-9) && vee > 0.9 * flat, "rank %d: %g vs 1f1b's first %g", s,
+              vee, flat);
+  }
+  prog_free(p);
+  prog_free(q);
 }

@@ -159,17 +159,22 @@ Test(plan, shards_merge_to_the_single_process_result)
   plan_setup_free(s);
 }
 
-Test(plan, mpirun_with_two_ranks_prints_the_same_plan, .timeout = 120)
+/* `mpirun -np 2 dlsim ARGS` prints what one process prints. */
+static void plan_same_over_two_ranks(const char *args)
 {
-  if (!th_have_mpirun())
-    cr_skip_test("built without MPI, or no mpirun");
-  const char *args = "plan -c dgx-h100 -m gpt3-1.3b --gpus 8 --global-batch 16 --top 1 --csv -q";
   th_proc one = th_dlsim_ranks(args, 0), two = th_dlsim_ranks(args, 2);
   cr_assert_eq(one.status, 0, "%s", one.err);
   cr_assert_eq(two.status, 0, "%s\n%s", two.out, two.err);
   cr_assert_str_eq(two.out, one.out);
   th_proc_clear(&one);
   th_proc_clear(&two);
+}
+
+Test(plan, mpirun_with_two_ranks_prints_the_same_plan, .timeout = 120)
+{
+  if (!th_have_mpirun())
+    cr_skip_test("built without MPI, or no mpirun");
+  plan_same_over_two_ranks("plan -c dgx-h100 -m gpt3-1.3b --gpus 8 --global-batch 16 --top 1 --csv -q");
 }
 
 Test(plan, whatif_of_nothing_changes_nothing)
@@ -419,4 +424,378 @@ Test(plan, the_closed_form_sees_an_oversubscribed_spine_as_the_engine_does, .tim
   }
   cJSON_Delete(j);
   th_proc_clear(&p);
+}
+
+/* ---- serving deployments ------------------------------------------------------------------- */
+
+static long plan_srv_count_of(const plan_srv_space *sp)
+{
+  GArray *all = g_array_new(FALSE, FALSE, sizeof(plan_srv_candidate));
+  plan_srv_enumerate(sp, all);
+  long n = all->len;
+  g_array_free(all, TRUE);
+  return n;
+}
+
+/* 4 GPUs: TP x PP in {1x1, 1x2, 1x4, 2x1, 2x2, 4x1} with 4, 2, 1, 2, 1, 1 replicas at most =
+ * 11 shapes with their replica counts; x 6 batch limits (16-512) x the token limits. */
+Test(plan_serve, candidates_counted_by_hand)
+{
+  plan_srv_space sp = {.gpus = 4, .gpus_per_node = 2, .chunked = true, .min_tokens = 4096};
+  cr_assert_eq(plan_srv_count_of(&sp), 11 * 6 * 6); /* chunks 512-16384 */
+  sp.chunked = false;
+  cr_assert_eq(plan_srv_count_of(&sp), 11 * 6 * 3); /* 4096, 8192, 16384 */
+  sp.fixed_tokens = true;
+  cr_assert_eq(plan_srv_count_of(&sp), 11 * 6);
+  /* pools of TP 1 or 2 (a 2-GPU node): prefill pool sizes 3, 2, 1, 1 for (prefill TP, decode
+   * TP) = (1,1), (1,2), (2,1), (2,2), the decode pool taking the rest, x 6 decode batches */
+  sp.pools = true;
+  cr_assert_eq(plan_srv_count_of(&sp), 11 * 6 + 7 * 6);
+}
+
+Test(plan_serve, a_candidate_is_its_overlays)
+{
+  plan_srv_candidate c = {.npools = 1, .max_tokens = 8192, .pool = {{4, 2, 1, 3, 128}}};
+  g_auto(GStrv) o = plan_srv_overlay(&c);
+  g_autofree char *all = g_strjoinv(" ", o);
+  cr_assert_str_eq(all, "serving.tp=4 serving.pp=2 serving.replicas=3 serving.max_batch=128 "
+                        "serving.max_tokens=8192");
+  plan_srv_candidate d = {.npools = 2, .max_tokens = 2048, .pool = {{2, 1, 1, 3, 0}, {8, 1, 1, 1, 256}}};
+  g_auto(GStrv) p = plan_srv_overlay(&d);
+  g_autofree char *pools = g_strjoinv(" ", p);
+  cr_assert_str_eq(pools, "serving.prefill.tp=2 serving.prefill.pp=1 serving.prefill.replicas=3 "
+                          "serving.decode.tp=8 serving.decode.pp=1 serving.decode.replicas=1 "
+                          "serving.decode.max_batch=256 serving.max_tokens=2048");
+  /* until the config knows the pools' keys, a search has none */
+  GString *keys = g_string_new(NULL);
+  cfg_schema_set_keys(keys);
+  cr_assert_eq(plan_srv_pools_known(), strstr(keys->str, "serving.prefill.tp\n") != NULL);
+  g_string_free(keys, TRUE);
+}
+
+Test(plan_serve, engine_flags_as_each_engine_spells_them)
+{
+  plan_srv_candidate c = {.npools = 1, .max_tokens = 8192, .pool = {{4, 2, 1, 3, 128}}};
+  const char *want[] = {
+      "vllm serve llama3-70b --tensor-parallel-size 4 --pipeline-parallel-size 2 "
+      "--data-parallel-size 3 --max-num-seqs 128 --max-num-batched-tokens 8192",
+      "python -m sglang.launch_server --model-path llama3-70b --tp 4 --pp-size 2 --dp 3 "
+      "--max-running-requests 128 --chunked-prefill-size 8192",
+      "trtllm-serve llama3-70b --tp_size 4 --pp_size 2 --max_batch_size 128 --max_num_tokens 8192"
+      "   (x3 servers behind a router)"};
+  for (int e = 0; e < PLAN_SRV_NENGINES; e++) {
+    g_autofree char *f = plan_srv_flags(&c, (plan_srv_engine)e, "llama3-70b");
+    cr_assert_str_eq(f, want[e]);
+  }
+  c.pool[0] = (plan_srv_pool){8, 1, 1, 1, 256};
+  g_autofree char *one = plan_srv_flags(&c, PLAN_SRV_VLLM, "m");
+  cr_assert_str_eq(one, "vllm serve m --tensor-parallel-size 8 --pipeline-parallel-size 1 "
+                        "--max-num-seqs 256 --max-num-batched-tokens 8192");
+  plan_srv_candidate d = {.npools = 2, .max_tokens = 2048, .pool = {{2, 1, 1, 3, 0}, {8, 1, 1, 1, 256}}};
+  g_autofree char *pools = plan_srv_flags(&d, PLAN_SRV_TRTLLM, "m");
+  cr_assert_str_eq(pools, "prefill: trtllm-serve m --tp_size 2 --pp_size 1 --max_num_tokens 2048"
+                          "   (x3 context servers of trtllm-serve disaggregated)\n"
+                          "decode:  trtllm-serve m --tp_size 8 --pp_size 1 --max_batch_size 256 "
+                          "--max_num_tokens 2048   (x1 generation servers of trtllm-serve "
+                          "disaggregated)");
+  g_autofree char *sglang = plan_srv_flags(&d, PLAN_SRV_SGLANG, "m");
+  cr_assert_str_eq(sglang, "prefill: python -m sglang.launch_server --model-path m --tp 2 --dp 3 "
+                           "--chunked-prefill-size 2048 --disaggregation-mode prefill\n"
+                           "decode:  python -m sglang.launch_server --model-path m --tp 8 "
+                           "--max-running-requests 256 --chunked-prefill-size 2048 "
+                           "--disaggregation-mode decode");
+  g_autofree char *vllm = plan_srv_flags(&d, PLAN_SRV_VLLM, "m");
+  cr_assert(g_str_has_suffix(vllm, "--max-num-batched-tokens 2048 --kv-transfer-config "
+                                   "'{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"),
+            "%s", vllm);
+}
+
+static plan_srv_setup *plan_srv_small(const char *workload, int gpus)
+{
+  GError *err = NULL;
+  plan_srv_setup *s = plan_srv_setup_new("dgx-h100", workload, NULL, gpus, 0, 0, &err);
+  cr_assert(s, "%s", err ? err->message : "");
+  return s;
+}
+
+/* Llama 3 70B on 8 H100: 10 shapes with 26 replica counts in all, x 6 batches x 3 token
+ * limits (continuous batching: 8192, 16384, 32768) = 468; a single GPU (8 replica counts of TP
+ * 1 x PP 1, 144 candidates) cannot hold its 130 GiB of weights, two can, except for the
+ * largest iteration on TP 1 x PP 2: a stage of 65.7 GiB of weights, 32768 tokens of MLP
+ * activations (5.25 GiB) and 512 sequences' fp32 logits (0.24 GiB) leaves 47 MiB, 18 blocks of
+ * 16 tokens (2.5 MiB each), under the 640 tokens of a request (4 replica counts). */
+Test(plan_serve, what_does_not_fit_in_memory_is_pruned, .timeout = 60)
+{
+  plan_srv_setup *s = plan_srv_small("llama3-70b-tp8", 8);
+  plan_srv_result r;
+  cr_assert(plan_srv_screen(s, 0, 1, &r, NULL));
+  /* with prefill/decode pools: (prefill TP, decode TP) in {1, 2, 4}^2 with 7, 6, 4, 3, 3, 2, 1,
+   * 1, 1 prefill pool sizes (the decode pool taking the rest of 8 GPUs), x 6 decode batches =
+   * 168; those with a TP 1 pool cannot hold the model, the 7 sizes of TP 2 and 4 pools can */
+  bool pools = plan_srv_setup_space(s)->pools;
+  cr_assert_eq(r.candidates, 468 + (pools ? 168 : 0));
+  cr_assert_eq(r.valid, r.candidates);
+  cr_assert_eq(r.fits, 468 - 144 - 4 + (pools ? 7 * 6 : 0));
+  for (guint i = 0; i < r.kept->len; i++) {
+    const plan_srv_candidate *c = &g_array_index(r.kept, plan_srv_candidate, i);
+    for (int p = 0; p < c->npools; p++)
+      cr_assert_gt(c->pool[p].tp * c->pool[p].pp, 1);
+  }
+  plan_srv_candidate one = {.npools = 1, .max_tokens = 8192, .gpus = 1, .pool = {{1, 1, 1, 1, 64}}};
+  GError *err = NULL;
+  cr_assert_not(plan_srv_estimate(s, &one, &err));
+  cr_assert(strstr(err->message, "does not fit in memory"), "%s", err->message);
+  g_clear_error(&err);
+  plan_srv_candidate big = {.npools = 1, .max_tokens = 32768, .gpus = 2, .pool = {{1, 2, 1, 1, 512}}};
+  cr_assert_not(plan_srv_estimate(s, &big, &err));
+  g_clear_error(&err);
+  big.pool[0].max_batch = 256;
+  cr_assert(plan_srv_estimate(s, &big, &err), "%s", err ? err->message : "");
+  plan_srv_result_clear(&r);
+  plan_srv_setup_free(s);
+}
+
+/* The closed form: twice the replicas serve twice the rate (within the queueing term's say and
+ * the 0.5 % grid), and a tighter TPOT never raises it. */
+Test(plan_serve, the_estimate_scales_with_replicas_and_falls_with_the_sla, .timeout = 60)
+{
+  plan_srv_setup *s = plan_srv_small("llama3-70b-tp8", 16);
+  plan_srv_candidate one = {.npools = 1, .max_tokens = 8192, .gpus = 8, .pool = {{8, 1, 1, 1, 128}}};
+  plan_srv_candidate two = one;
+  two.pool[0].replicas = 2;
+  two.gpus = 16;
+  cr_assert(plan_srv_estimate(s, &one, NULL) && plan_srv_estimate(s, &two, NULL));
+  cr_assert_gt(one.est_rate, 1);
+  cr_assert(fabs(two.est_rate / one.est_rate - 2) < 0.1, "%g vs %g", two.est_rate, one.est_rate);
+  cr_assert_leq(one.est_tpot, plan_srv_setup_workload(s)->serving.slo.tbt);
+  plan_srv_setup_free(s);
+  GError *err = NULL;
+  s = plan_srv_setup_new("dgx-h100", "llama3-70b-tp8", NULL, 16, 0, 0.015, &err);
+  cr_assert(s, "%s", err ? err->message : "");
+  plan_srv_candidate tight = one;
+  cr_assert(plan_srv_estimate(s, &tight, NULL));
+  cr_assert_lt(tight.est_rate, one.est_rate);
+  plan_srv_setup_free(s);
+}
+
+static bool plan_srv_test_same_shape(const plan_srv_candidate *a, const plan_srv_candidate *b)
+{
+  bool same = a->npools == b->npools;
+  for (int i = 0; same && i < a->npools; i++)
+    same = a->pool[i].tp == b->pool[i].tp && a->pool[i].pp == b->pool[i].pp;
+  return same;
+}
+
+/* Rows by estimated goodput per GPU, one per shape and estimate; the confirmed ones first, by
+ * what the simulation found. */
+Test(plan_serve, ranking, .timeout = 120)
+{
+  plan_srv_setup *s = plan_srv_small("llama3-70b-tp8", 16);
+  plan_srv_result r;
+  cr_assert(plan_srv_screen(s, 0, 1, &r, NULL));
+  GError *err = NULL;
+  cr_assert(plan_srv_rank(s, &r, 8, 2, &err), "%s", err ? err->message : "");
+  cr_assert(r.kept->len >= 3 && r.kept->len <= 8, "%u rows", r.kept->len);
+  const plan_srv_candidate *c = (const plan_srv_candidate *)r.kept->data;
+  cr_assert(c[0].rate > 0 && c[1].rate > 0);
+  cr_assert_geq(c[0].rate / c[0].gpus, c[1].rate / c[1].gpus);
+  for (guint i = 2; i < r.kept->len; i++) {
+    cr_assert(isnan(c[i].rate));
+    if (i > 2)
+      cr_assert_geq(c[i - 1].est_rate / c[i - 1].gpus, c[i].est_rate / c[i].gpus);
+    for (guint j = 0; j < i; j++)
+      cr_assert(!plan_srv_test_same_shape(&c[i], &c[j]) ||
+                    c[i].est_rate / c[i].gpus < 0.99 * c[j].est_rate / c[j].gpus ||
+                    c[j].est_rate / c[j].gpus < 0.99 * c[i].est_rate / c[i].gpus,
+                "rows %u and %u: one shape, one estimate", j, i);
+  }
+  plan_srv_result_clear(&r);
+  plan_srv_setup_free(s);
+}
+
+static const cJSON *plan_srv_json_at(const cJSON *j, const char *a, int i, const char *b)
+{
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, a);
+  return b ? cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(x, i), b) : x;
+}
+
+/* What the plan says wins serves its rate within the SLA when `dlsim serve` runs it. */
+Test(plan_serve, the_winner_meets_its_sla_in_dlsim_serve, .timeout = 120)
+{
+  th_proc p = th_dlsim("plan -c dgx-h100 -w llama2-7b-vllm --gpus 4 --top 2 --ttft 2s --tpot 20ms "
+                       "--set serving.requests.count=300 --json");
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  cJSON *j = cJSON_Parse(p.out);
+  cr_assert(j, "%s", p.out);
+  double rate = plan_srv_json_at(j, "top", 0, "max_rate_per_s")->valuedouble;
+  cr_assert_gt(rate, 1);
+  const char *rerun = plan_srv_json_at(j, "rerun", 0, NULL)->valuestring;
+  cr_assert(g_str_has_prefix(rerun, "dlsim serve "), "%s", rerun);
+  g_autofree char *rate_set = g_strdup_printf("--set serving.requests.rate=%g/s", rate);
+  cr_assert(strstr(rerun, rate_set), "%s lacks %s", rerun, rate_set);
+  g_autofree char *args = g_strdup_printf("%s --json", rerun + strlen("dlsim "));
+  th_proc q = th_dlsim(args);
+  cr_assert_eq(q.status, 0, "%s", q.out);
+  cJSON *k = cJSON_Parse(q.out);
+  cr_assert(k, "%s", q.out);
+  double attained = cJSON_GetObjectItemCaseSensitive(k, "slo_attainment")->valuedouble;
+  cr_assert_geq(attained, 0.9, "%s", q.out);
+  cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(k, "saturated")));
+  cr_assert_float_eq(attained, plan_srv_json_at(j, "top", 0, "slo_attainment")->valuedouble, 1e-12);
+  cJSON_Delete(k);
+  cJSON_Delete(j);
+  th_proc_clear(&q);
+  th_proc_clear(&p);
+}
+
+Test(plan_serve, bad_requests_exit_2)
+{
+  const char *cases[][2] = {
+      {"plan -c dgx-h100 -w megatron-22b --gpus 8 --ttft 1s", "--ttft is for serving plans"},
+      {"plan -c dgx-h100 -m llama3-70b --gpus 8 --global-batch 8 --tpot 20ms", "--tpot is for serving"},
+      {"plan -c dgx-h100 -w llama3-70b-tp8 --gpus 8 --ttft 0", "must be > 0"},
+      {"plan -c dgx-h100 -w llama3-70b-tp8 --gpus 8 --tpot=-5ms", "must be > 0"},
+      {"plan -c dgx-h100 -w llama3-70b-tp8 --gpus 8 --tpot soon", "--tpot 'soon'"},
+      {"plan -c dgx-h100 -w llama3-70b-tp8 --gpus 1", "give --gpus at least 2"},
+      {"plan -c dgx-h100 -w llama3-70b-tp8 --gpus 8 --global-batch 8", "--global-batch is for training"},
+      {"plan -c dgx-h100 -w llama3-70b-tp8", "needs -c CLUSTER, -w WORKLOAD and --gpus N"},
+      {"plan -c dgx-h100 -w llama3-70b-tp8 --gpus 8,16", "one GPU budget"},
+      {"plan -c dgx-h100 -w llama3-70b-tp8 --gpus 8 --set serving.requests.arrival=burst",
+       "arrival poisson"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    th_proc p = th_dlsim(cases[i][0]);
+    cr_assert_eq(p.status, 2, "%s -> %d: %s", cases[i][0], p.status, p.out);
+    cr_assert(strstr(p.out, cases[i][1]), "%s: %s", cases[i][0], p.out);
+    th_proc_clear(&p);
+  }
+}
+
+Test(plan_serve, shards_and_mpirun_give_the_same_plan, .timeout = 120)
+{
+  plan_srv_setup *s = plan_srv_small("llama2-7b-vllm", 4);
+  plan_srv_result whole, parts[3];
+  cr_assert(plan_srv_screen(s, 0, 1, &whole, NULL));
+  for (int i = 0; i < 3; i++)
+    cr_assert(plan_srv_screen(s, i, 3, &parts[i], NULL));
+  for (int i = 1; i < 3; i++)
+    plan_srv_merge(&parts[0], &parts[i]);
+  cr_assert(plan_srv_rank(s, &whole, 10, 0, NULL) && plan_srv_rank(s, &parts[0], 10, 0, NULL));
+  cr_assert_eq(parts[0].candidates, whole.candidates);
+  cr_assert_eq(parts[0].fits, whole.fits);
+  cr_assert_eq(parts[0].kept->len, whole.kept->len);
+  for (guint i = 0; i < whole.kept->len; i++) {
+    const plan_srv_candidate *a = &g_array_index(whole.kept, plan_srv_candidate, i);
+    const plan_srv_candidate *b = &g_array_index(parts[0].kept, plan_srv_candidate, i);
+    cr_assert_eq(a->index, b->index);
+    cr_assert_eq(a->est_rate, b->est_rate);
+  }
+  for (int i = 0; i < 3; i++)
+    plan_srv_result_clear(&parts[i]);
+  plan_srv_result_clear(&whole);
+  plan_srv_setup_free(s);
+  if (th_have_mpirun())
+    plan_same_over_two_ranks("plan -c dgx-h100 -w llama2-7b-vllm --gpus 4 --top 1 --csv");
+}
+
+/* Prefill/decode pools, once the config knows their keys: a hand-made disaggregated deployment
+ * loads through its overlays, fits, estimates a rate and is confirmed by simulation within a
+ * factor of two of it. */
+Test(plan_serve, disaggregated_pools_estimate_and_confirm, .timeout = 120)
+{
+  if (!plan_srv_pools_known())
+    cr_skip_test("the config has no serving.prefill / serving.decode yet");
+  plan_srv_setup *s = plan_srv_setup_new("dgx-h100", "llama3-70b-tp8", NULL, 16, 2, 0.05, NULL);
+  cr_assert(s);
+  cr_assert(plan_srv_setup_space(s)->pools);
+  plan_srv_candidate c = {.npools = 2, .max_tokens = 8192, .gpus = 14,
+                          .pool = {{2, 1, 1, 5, 0}, {4, 1, 1, 1, 512}}};
+  GError *err = NULL;
+  cr_assert(plan_srv_estimate(s, &c, &err), "%s", err ? err->message : "");
+  cr_assert_gt(c.est_rate, 1);
+  cr_assert(plan_srv_confirm(s, &c, &err), "%s", err ? err->message : "");
+  cr_assert(c.rate > c.est_rate / 2 && c.rate < 2 * c.est_rate, "%g vs %g", c.rate, c.est_rate);
+  cr_assert_geq(c.attainment, 0.9);
+  plan_srv_setup_free(s);
+}
+
+Test(plan, a_run_objective_ranks_by_the_run_and_breaks_ties_by_the_step)
+{
+  /* a fast layout and a slower one whose run costs less (fewer GPUs) */
+  plan_candidate fast = {.index = 0, .step_time_s = 1.0, .time_to_train_s = 100, .energy_kwh = 50,
+                         .cost_usd = 120};
+  plan_candidate cheap = {.index = 1, .step_time_s = 1.8, .time_to_train_s = 180, .energy_kwh = 45,
+                          .cost_usd = 110};
+  cr_assert_lt(plan_cmp_objective(&fast, &cheap, PLAN_BY_STEP), 0);
+  cr_assert_lt(plan_cmp_objective(&fast, &cheap, PLAN_BY_TIME_TO_TRAIN), 0);
+  cr_assert_gt(plan_cmp_objective(&fast, &cheap, PLAN_BY_COST), 0);
+  cr_assert_gt(plan_cmp_objective(&fast, &cheap, PLAN_BY_ENERGY), 0);
+  cheap.cost_usd = fast.cost_usd; /* a tie on the run: the faster step first */
+  cr_assert_lt(plan_cmp_objective(&fast, &cheap, PLAN_BY_COST), 0);
+  cr_assert_eq(plan_run_value(&cheap, PLAN_BY_ENERGY), 45);
+}
+
+/* The first layout of `dlsim plan --json` for GPT-3 1.3B on 8 or 16 A100 at $2 per GPU-hour. */
+static cJSON *plan_first_by(const char *objective)
+{
+  g_autofree char *args = g_strdup_printf(
+      "plan -c dgx-a100 -m gpt3-1.3b --gpus 8,16 --global-batch 64 --top 0 --refine 2 -q --json "
+      "--objective %s --set training.tokens=1e10 --set cost.gpu_hour=2 --set cost.kwh=0",
+      objective);
+  th_proc p = th_dlsim(args);
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  cJSON *j = cJSON_Parse(p.out);
+  th_proc_clear(&p);
+  cr_assert_not_null(j);
+  return j;
+}
+
+Test(plan, the_cheapest_run_is_on_fewer_gpus_than_the_fastest, .timeout = 60)
+{
+  /* 16 GPUs take 0.381 s a step, 8 take 0.745 s: 16 x 0.381 > 8 x 0.745 GPU-seconds a step, so
+   * at a price per GPU-hour (power included) the 8-GPU run is cheaper and the 16-GPU one faster */
+  cJSON *cost = plan_first_by("cost"), *time = plan_first_by("time-to-train");
+  const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(cost, "top"), 0);
+  const cJSON *t = cJSON_GetArrayItem(cJSON_GetObjectItem(time, "top"), 0);
+  cr_assert_eq(cJSON_GetObjectItem(c, "gpus")->valueint, 8);
+  cr_assert_eq(cJSON_GetObjectItem(t, "gpus")->valueint, 16);
+  double ttt = cJSON_GetObjectItem(c, "time_to_train_s")->valuedouble;
+  cr_assert_float_eq(cJSON_GetObjectItem(c, "cost_usd")->valuedouble, 8 * ttt / 3600 * 2, 1e-9);
+  cr_assert_lt(cJSON_GetObjectItem(t, "time_to_train_s")->valuedouble, ttt);
+  cr_assert_gt(cJSON_GetObjectItem(t, "cost_usd")->valuedouble,
+               cJSON_GetObjectItem(c, "cost_usd")->valuedouble);
+  cJSON_Delete(cost);
+  cJSON_Delete(time);
+}
+
+/* The best 4-stage layout of GPT-3 1.3B on a DGX A100 under `schedule`, from `dlsim plan --csv`:
+ * the closed form's estimate and the analytic engine's step. */
+static void plan_schedule_best(const char *schedule, double *estimate, double *step)
+{
+  g_autofree char *args = g_strdup_printf(
+      "plan -c dgx-a100 -w gpt3-1.3b-dp -n 8 -b 256 --set node.count=1 --set parallel.schedule=%s "
+      "--fix pp=4 --fix virtual_stages=1 -k 0 -q --csv", schedule);
+  th_proc p = th_dlsim(args);
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  g_auto(GStrv) lines = g_strsplit(p.out, "\n", 3);
+  cr_assert(lines[0] && lines[1], "%s", p.out);
+  g_auto(GStrv) cols = g_strsplit(lines[1], ",", 0);
+  cr_assert(g_strv_length(cols) > 13, "%s", lines[1]);
+  *estimate = g_ascii_strtod(cols[12], NULL);
+  *step = g_ascii_strtod(cols[13], NULL);
+  th_proc_clear(&p);
+}
+
+/* The planner prices the zero-bubble schedules by their papers' bubbles (ZB-H1: (p - 1)(F + B
+ * - W), DualPipe: (p/2 - 1)(F&B + B - 3W)) and stays near what the engine runs. */
+Test(plan, the_closed_form_prices_zero_bubble_schedules, .timeout = 60)
+{
+  double e1, s1, ez, sz, ed, sd;
+  plan_schedule_best("1f1b", &e1, &s1);
+  plan_schedule_best("zb-h1", &ez, &sz);
+  plan_schedule_best("dualpipe", &ed, &sd);
+  cr_assert(ez < e1 && ed < ez, "estimates 1f1b %g zb-h1 %g dualpipe %g", e1, ez, ed);
+  cr_assert(sz < s1 && sd < sz, "engine 1f1b %g zb-h1 %g dualpipe %g", s1, sz, sd);
+  cr_assert(fabs(ez - sz) <= 0.02 * sz, "zb-h1: estimate %g, engine %g", ez, sz);
+  cr_assert(fabs(ed - sd) <= 0.05 * sd, "dualpipe: estimate %g, engine %g", ed, sd);
 }

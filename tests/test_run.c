@@ -182,3 +182,48 @@ Test(run, folded_link_loads_equal_the_full_simulation)
   sim_result_clear(&a);
   sim_result_clear(&b);
 }
+
+/* MPS, by hand: with no launch cost, k processes on one GPU each get 1/k of its FLOP/s and
+ * bandwidth, so each one's compute for the same work is k times that of one process alone;
+ * each holds what a process on a GPU of its own holds (its states, its activations, its CUDA
+ * context) in 1/k of the GPU's memory. */
+Test(run, mps_processes_share_a_gpu_k_times_slower_each_with_its_own_memory)
+{
+  sim_options o = sim_options_for(ENG_ANALYTIC);
+  const char *const one[] = {"node.count=1", "training.global_batch=16", "training.micro_batch=16",
+                             "gpu.efficiency.launch_overhead=0",
+                             "collectives.runtime=mpi-mvapich", NULL};
+  const char *const four[] = {"node.count=1", "training.global_batch=64",
+                              "training.micro_batch=16", "gpu.efficiency.launch_overhead=0",
+                              "collectives.runtime=mpi-mvapich", "parallel.processes_per_gpu=4",
+                              NULL};
+  const char *const apart[] = {"node.count=4", "training.global_batch=64",
+                               "training.micro_batch=16", "gpu.efficiency.launch_overhead=0",
+                               "collectives.runtime=mpi-mvapich", NULL};
+  sim_result r1, r4, ra;
+  GError *err = NULL;
+  cr_assert(sim_run_files("v100-edr", "resnet50-horovod", (char *const *)one, &o, &r1, &err), "%s",
+            err ? err->message : "");
+  cr_assert(sim_run_files("v100-edr", "resnet50-horovod", (char *const *)four, &o, &r4, &err), "%s",
+            err ? err->message : "");
+  cr_assert(sim_run_files("v100-edr", "resnet50-horovod", (char *const *)apart, &o, &ra, &err));
+  cr_assert_eq(r4.gpus, 4, "four processes, four ranks");
+  cr_assert_eq(r4.workload->parallel.dp, 4);
+  cr_assert_float_eq(r4.eng.compute, 4 * r1.eng.compute, 1e-9 * r1.eng.compute, "%.9g vs 4 x %.9g",
+                     r4.eng.compute, r1.eng.compute);
+  cr_assert_float_eq(r4.peak_bytes, ra.peak_bytes, 1, "a process holds what a rank of its own GPU "
+                     "holds: %.0f vs %.0f", r4.peak_bytes, ra.peak_bytes);
+  cr_assert_float_eq(r4.capacity_bytes, 32.0 * (1 << 30) / 4, 1);
+  sim_result_clear(&r1);
+  sim_result_clear(&r4);
+  sim_result_clear(&ra);
+}
+
+Test(run, mps_needs_an_mpi_runtime)
+{
+  const char *const sets[] = {"parallel.processes_per_gpu=2", "node.count=1", NULL};
+  g_autofree char *msg = th_load_error("v100-edr", "resnet50-horovod", sets);
+  cr_assert(msg && strstr(msg, "--set parallel.processes_per_gpu") &&
+                strstr(msg, "NCCL refuses two ranks on one GPU"),
+            "%s", msg ? msg : "(loaded)");
+}

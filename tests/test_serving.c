@@ -363,3 +363,300 @@ Test(serving, bad_serving_input_is_named)
   cr_assert(strstr(p.out, "no room for the KV cache"), "%s", p.out);
   th_proc_clear(&p);
 }
+
+/* ---- wide expert parallelism (serving.ep > 1) ---------------------------------------------- */
+
+/* A small MoE (2 layers, hidden 1024, 8 experts of width 1024, top-2) on an idealised H100 node
+ * whose all-to-all takes exactly bytes x (n - 1) / n / 450 GB/s: no latencies, every NCCL
+ * efficiency 1. */
+static const char *ep_workload(void)
+{
+  static char *path = NULL;
+  if (!path)
+    path = th_write("tiny-moe-ep.yaml",
+                    "model:\n"
+                    "  kind: moe-transformer\n"
+                    "  name: tiny-moe\n"
+                    "  layers: 2\n"
+                    "  hidden: 1024\n"
+                    "  heads: 8\n"
+                    "  ffn_hidden: 4096\n"
+                    "  vocab: 32000\n"
+                    "  seq_len: 2048\n"
+                    "  activation: swiglu\n"
+                    "  moe: {experts: 8, top_k: 2, expert_ffn_hidden: 1024}\n"
+                    "serving:\n"
+                    "  dtype: bf16\n"
+                    "  ep: 2\n"
+                    "  max_batch: 64\n"
+                    "  max_tokens: 4096\n"
+                    "  requests: {rate: 2/s, count: 50, prompt_tokens: 128, output_tokens: 16, seed: 3}\n");
+  return path;
+}
+
+static srv_cost *ep_cost(const char *const *more, cfg_cluster **c, cfg_workload **w)
+{
+  const char *ideal[] = {"node.intra.latency=0", "nccl.base_latency.ll=0",
+                         "nccl.base_latency.ll128=0", "nccl.base_latency.simple=0",
+                         "nccl.hop_latency.intra.ll=0", "nccl.hop_latency.intra.ll128=0",
+                         "nccl.hop_latency.intra.simple=0", "nccl.protocol_efficiency.ll=1",
+                         "nccl.protocol_efficiency.ll128=1", "nccl.link_efficiency.intra=1",
+                         "nccl.p2p_efficiency=1"};
+  GPtrArray *sets = g_ptr_array_new();
+  for (size_t i = 0; i < G_N_ELEMENTS(ideal); i++)
+    g_ptr_array_add(sets, (gpointer)ideal[i]);
+  for (int i = 0; more && more[i]; i++)
+    g_ptr_array_add(sets, (gpointer)more[i]);
+  g_ptr_array_add(sets, NULL);
+  const char *const *s = (const char *const *)sets->pdata;
+  char *why = th_load_error("dgx-h100", ep_workload(), s);
+  cr_assert_null(why, "%s", why);
+  cr_assert(th_load("dgx-h100", ep_workload(), s, c, w));
+  g_ptr_array_free(sets, TRUE);
+  srv_cost *cost = NULL;
+  GError *err = NULL;
+  cr_assert(srv_cost_new(*c, *w, &cost, &err), "%s", err ? err->message : "");
+  return cost;
+}
+
+/* wl_moe_load by hand: the busiest rank's expected copies plus sqrt(2 ln ep) binomial standard
+ * deviations, over the mean; q is its share of the copies. */
+static double ep_load_by_hand(double copies, int ep, double q)
+{
+  return (q * copies + sqrt(2 * log(ep)) * sqrt(copies * q * (1 - q))) / (copies / ep);
+}
+
+Test(serving, ep_decode_all_to_all_bytes_and_time_by_hand)
+{
+  for (int ep = 2; ep <= 4; ep *= 2) {
+    char eps[32];
+    g_snprintf(eps, sizeof eps, "serving.ep=%d", ep);
+    const char *sets[] = {eps, NULL};
+    cfg_cluster *c = NULL;
+    cfg_workload *w = NULL;
+    srv_cost *cost = ep_cost(sets, &c, &w);
+    /* one decode iteration: 16 sequences on every DP rank, 100 tokens of context each */
+    srv_batch d = {.seqs = 16, .tokens = 16, .decodes = 16, .decode_kv = 16 * 101, .samples = 16};
+    srv_ep_layer l;
+    cr_assert(srv_ep_layer_of(cost, &d, &l));
+    cr_assert_eq(l.kind, CFG_A2A_DEEPEP_LL, "decode-only: the low-latency kernels");
+    cr_assert_eq(l.nodes, 1);
+    /* every GPU sends its 16 tokens' 2 copies in bf16 (hidden 1024), the busiest receiving
+     * `load` times the mean; the low-latency kernels send every copy */
+    double load = ep_load_by_hand(16.0 * ep * 2, ep, 1.0 / ep);
+    cr_assert(fabs(l.load / load - 1) < 1e-12, "ep %d: load %g vs %g", ep, l.load, load);
+    double bytes = 16 * 1024 * 2 * 2 * load;
+    for (int i = 0; i < 2; i++) {
+      cr_assert(fabs(l.bytes[i] / bytes - 1) < 1e-12, "ep %d: %g vs %g B", ep, l.bytes[i], bytes);
+      /* the collectives model sends whole bytes: floor(bytes / ep) to each of ep - 1 peers */
+      double t = floor(bytes / ep) * (ep - 1) / 450e9;
+      cr_assert(fabs(l.time[i] / t - 1) < 1e-9, "ep %d: %g vs %g s", ep, l.time[i], t);
+    }
+    /* both layers dispatch and combine; nothing else communicates (attention TP 1) */
+    srv_time it;
+    srv_iteration_time(cost, &d, &it);
+    double comm = 2 * (l.time[0] + l.time[1]);
+    cr_assert(fabs(it.comm / comm - 1) < 1e-9, "ep %d: comm %g vs %g s", ep, it.comm, comm);
+    /* an iteration with prefill tokens takes DeepEP's normal kernels */
+    srv_batch p = {.seqs = 1, .tokens = 64, .prefill_tokens = 64, .prefill_attn = 64 * 65 / 2.0,
+                   .prefill_kv = 64, .samples = 1};
+    cr_assert(srv_ep_layer_of(cost, &p, &l));
+    cr_assert_eq(l.kind, CFG_A2A_DEEPEP);
+    srv_cost_free(cost);
+    cfg_cluster_free(c);
+    cfg_workload_free(w);
+  }
+}
+
+Test(serving, ep_routing_imbalance_raises_the_expert_time_by_its_load)
+{
+  const char *uniform[] = {NULL};
+  const char *zipf[] = {"model.moe.routing=zipf", "model.moe.zipf_s=1.2", NULL};
+  const char *const *routes[] = {uniform, zipf};
+  double load[2], experts[2];
+  /* 4096 prompt tokens per GPU: the expert GEMMs are compute-bound, so their time less the
+   * two launches is proportional to the copies the busiest GPU runs */
+  srv_batch p = {.seqs = 2, .tokens = 4096, .prefill_tokens = 4096,
+                 .prefill_attn = 2 * 2048 * 2049 / 2.0, .prefill_kv = 4096, .samples = 2};
+  double launch = 0;
+  for (int i = 0; i < 2; i++) {
+    cfg_cluster *c = NULL;
+    cfg_workload *w = NULL;
+    srv_cost *cost = ep_cost(routes[i], &c, &w);
+    srv_ep_layer l;
+    cr_assert(srv_ep_layer_of(cost, &p, &l));
+    load[i] = l.load;
+    experts[i] = l.experts;
+    launch = c->gpu.efficiency.launch_overhead;
+    srv_cost_free(cost);
+    cfg_cluster_free(c);
+    cfg_workload_free(w);
+  }
+  /* Zipf(1.2) over 8 experts, round robin over 2 GPUs: GPU 0 holds experts 1, 3, 5, 7 */
+  double sum = 0, q = 0;
+  for (int e = 0; e < 8; e++) {
+    sum += pow(e + 1, -1.2);
+    q += e % 2 == 0 ? pow(e + 1, -1.2) : 0;
+  }
+  double copies = 4096.0 * 2 * 2;
+  cr_assert(fabs(load[0] / ep_load_by_hand(copies, 2, 0.5) - 1) < 1e-12, "uniform %g", load[0]);
+  cr_assert(fabs(load[1] / ep_load_by_hand(copies, 2, q / sum) - 1) < 1e-12, "zipf %g", load[1]);
+  cr_assert(load[1] > 1.2 * load[0], "zipf %g vs uniform %g", load[1], load[0]);
+  double ratio = (experts[1] - 2 * launch) / (experts[0] - 2 * launch);
+  cr_assert(fabs(ratio / (load[1] / load[0]) - 1) < 1e-9, "expert time x %g, load x %g", ratio,
+            load[1] / load[0]);
+}
+
+/* An iteration of batch `d` (halves `h`) with two-batch overlap against the same without it:
+ * over the 2 MoE layers, without overlap each runs its compute, then dispatch and combine; with
+ * it the 4 half-batch jobs flow through compute (slowed by `slowdown`, the SMs the kernels hold)
+ * and communication as a two-machine flow shop: 4 x the larger half-batch part, plus the
+ * smaller one once (the first compute or the last combine, which nothing hides). */
+static void ep_check_overlap(const char *sm, const srv_batch *d, const srv_batch *h,
+                             double slowdown)
+{
+  cfg_cluster *c = NULL, *c2 = NULL;
+  cfg_workload *w = NULL, *w2 = NULL;
+  const char *plain_sets[] = {sm, NULL};
+  const char *tbo[] = {sm, "serving.two_batch_overlap=true", NULL};
+  srv_cost *plain = ep_cost(plain_sets, &c, &w), *overlap = ep_cost(tbo, &c2, &w2);
+  srv_ep_layer full, half;
+  cr_assert(srv_ep_layer_of(plain, d, &full) && srv_ep_layer_of(plain, h, &half));
+  srv_time a, b;
+  srv_iteration_time(plain, d, &a);
+  srv_iteration_time(overlap, d, &b);
+  double cs = half.compute * slowdown, a2a = half.time[0] + half.time[1];
+  double moe_plain = 2 * (full.compute + full.time[0] + full.time[1]);
+  double expect = a.total - moe_plain + 4 * MAX(cs, a2a) + MIN(cs, a2a);
+  cr_assert(fabs(b.total / expect - 1) < 1e-9, "%d seqs: %g vs %g s", d->seqs, b.total, expect);
+  cr_assert(b.comm >= 0, "%d seqs: exposed comm %g", d->seqs, b.comm);
+  srv_cost_free(plain);
+  srv_cost_free(overlap);
+  cfg_cluster_free(c);
+  cfg_cluster_free(c2);
+  cfg_workload_free(w);
+  cfg_workload_free(w2);
+}
+
+Test(serving, ep_two_batch_overlap_is_the_larger_part_plus_what_cannot_overlap)
+{
+  const int batches[] = {8, 64, 512};
+  for (size_t i = 0; i < G_N_ELEMENTS(batches); i++) {
+    int B = batches[i];
+    srv_batch d = {.seqs = B, .tokens = B, .decodes = B, .decode_kv = B * 1001.0, .samples = B};
+    srv_batch h = {.seqs = B / 2, .tokens = B / 2, .decodes = B / 2, .decode_kv = B / 2 * 1001.0,
+                   .samples = B / 2};
+    /* decode: the low-latency kernels hold no SMs */
+    ep_check_overlap("collectives.sm_reserved=0.2", &d, &h, 1);
+  }
+}
+
+Test(serving, ep_two_batch_overlap_slows_compute_by_the_sms_normal_kernels_hold)
+{
+  /* a prefill of 2 x 1024 tokens: DeepEP's normal kernels, 20 % of the SMs theirs */
+  srv_batch p = {.seqs = 2, .tokens = 2048, .prefill_tokens = 2048,
+                 .prefill_attn = 2 * 1024 * 1025 / 2.0, .prefill_kv = 2048, .samples = 2};
+  srv_batch h = {.seqs = 1, .tokens = 1024, .prefill_tokens = 1024,
+                 .prefill_attn = 1024 * 1025 / 2.0, .prefill_kv = 1024, .samples = 1};
+  ep_check_overlap("collectives.sm_reserved=0.2", &p, &h, 1 / 0.8);
+  ep_check_overlap("collectives.sm_reserved=0", &p, &h, 1);
+}
+
+Test(serving, ep_memory_divides_the_experts_and_keeps_attention_per_dp_rank)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  const char *ep4[] = {"serving.ep=4", NULL};
+  srv_cost *cost = ep_cost(ep4, &c, &w);
+  /* per layer: attention 4 h^2 (8 heads of 128, no GQA), 2 of the 8 experts of 3 h x 1024,
+   * the router h x 8 (16 bit), 2 norms; the embedding and output tables 32000 h (a decode
+   * reads one of them) */
+  double h = 1024, layer = 4 * h * h + 2 * 3 * h * 1024;
+  double layers = 2 * (layer * 2 + h * 8 * 2 + 2 * h * 2), table = 32000 * h * 2;
+  double got = srv_weight_bytes(cost);
+  cr_assert(fabs(got / (layers + table) - 1) < 1e-12, "%g vs %g B", got, layers + table);
+  srv_capacity cap;
+  cr_assert(srv_capacity_of(c, w, cost, &cap, NULL));
+  cr_assert(fabs(cap.weights / (layers + 2 * table) - 1) < 1e-12, "%g vs %g B", cap.weights,
+            layers + 2 * table);
+  /* every DP rank holds its own K and V of all 8 heads */
+  cr_assert_float_eq(srv_kv_bytes_per_token(cost), 2 * 2 * 8 * 128 * 2.0, 1e-9);
+  srv_cost_free(cost);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+}
+
+Test(serving, ep_runs_a_dp_rank_per_engine_and_reports_the_layout)
+{
+  const char *sets[] = {"serving.ep=4", "serving.tp=2", NULL};
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("dgx-h100", ep_workload(), sets, &c, &w));
+  cr_assert_eq(srv_attention_dp(&w->serving), 2);
+  cr_assert_eq(srv_replica_gpus(&w->serving), 4);
+  srv_result r;
+  GError *err = NULL;
+  cr_assert(srv_simulate(c, w, NULL, &r, &err), "%s", err ? err->message : "");
+  cr_assert(r.ep.on);
+  cr_assert_eq(r.requests, 50);
+  cr_assert(r.ep.decode.tokens_per_s_node > 0 && r.ep.prefill.tokens_per_s_node > 0);
+  FILE *f = tmpfile();
+  srv_result_text(f, &r);
+  long len = ftell(f);
+  rewind(f);
+  char *text = g_malloc0(len + 1);
+  cr_assert_eq(fread(text, 1, len, f), (size_t)len);
+  fclose(f);
+  cr_assert(strstr(text, "1 replica of EP 4 (attention DP 2 x TP 2) (4 GPUs)"), "%s", text);
+  cr_assert(strstr(text, "wide EP      8 experts over 4 GPUs (2 each) on 1 node"), "%s", text);
+  g_free(text);
+  srv_result_clear(&r);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+}
+
+Test(serving, ep_bad_input_is_named_with_its_position)
+{
+  g_autofree char *path = th_write("ep-bad.yaml",
+                                   "model: mixtral-8x7b\n"
+                                   "serving:\n"
+                                   "  ep: 3\n"
+                                   "  requests: {rate: 1/s, prompt_tokens: 10, output_tokens: 10}\n");
+  char *why = th_load_error("dgx-h100", path, NULL);
+  cr_assert(why && strstr(why, "ep-bad.yaml:3:7: serving.ep = 3 does not divide model.moe.experts = 8"),
+            "%s", why);
+  g_free(why);
+  const char *wide[] = {"model.moe.experts=64", "serving.ep=64", NULL};
+  why = th_load_error("dgx-h100", path, wide);
+  cr_assert(why && strstr(why, "replicas x ep x pp = 1 x 64 x 1 = 64 GPUs, but the cluster has 32"),
+            "%s", why);
+  g_free(why);
+  const char *dense[] = {"model=llama2-7b", "serving.ep=2", NULL};
+  why = th_load_error("dgx-h100", path, dense);
+  cr_assert(why && strstr(why, "expert parallelism needs a mixture of experts"), "%s", why);
+  g_free(why);
+  g_autofree char *args = g_strdup_printf("serve -c dgx-h100 -w %s", path);
+  th_proc p = th_dlsim(args);
+  cr_assert_eq(p.status, 2, "%s", p.out);
+  th_proc_clear(&p);
+}
+
+Test(serving, ep_deepseek_v3_caches_the_mla_latent_and_fits_on_32_h100)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("dgx-h100", "deepseek-v3-sglang-ep", NULL, &c, &w));
+  srv_cost *cost = NULL;
+  cr_assert(srv_cost_new(c, w, &cost, NULL));
+  /* 61 layers x (KV rank 512 + RoPE 64) in bf16, whole on every DP rank */
+  cr_assert_float_eq(srv_kv_bytes_per_token(cost), 61 * 576 * 2.0, 1e-6);
+  srv_capacity cap;
+  cr_assert(srv_capacity_of(c, w, cost, &cap, NULL));
+  /* 58 MoE layers of 8 of the 256 experts (3 x 7168 x 2048 each, fp8) = 20.4 GB, plus
+   * attention, shared experts, dense layers (fp8) and the two 16-bit tables: 36-40 GiB */
+  cr_assert(cap.weights > 36 * 1073741824.0 && cap.weights < 40 * 1073741824.0, "%g",
+            cap.weights);
+  srv_cost_free(cost);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+}

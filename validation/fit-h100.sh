@@ -1,9 +1,11 @@
 #!/bin/sh
 # Reproduces configs/calibration/h100.yaml from dlsim's defaults, on two real tables:
-#  1. NCCL: nccl-tests all_reduce_perf on 2 nodes x 8 H100 (issue 309). Only latencies, the
-#     NVLS efficiency and pipeline chunks move; the link efficiencies stay at the values NVIDIA
-#     states (0.82 of NVLink for rings, 0.95 of NDR). Every other nccl table in
-#     validation/cases is a check of this fit.
+#  0. NVLink SHARP: nccl-tests all-reduce forced to NVLS on the 8 H100 of one Azure ND H100 v5
+#     (validation/nccl/azure_ndh100v5_allreduce_nvls_8gpu.csv): its latency and efficiency.
+#  1. NCCL: nccl-tests all_reduce_perf on 2 nodes x 8 H100 (issue 309). Only latencies and
+#     pipeline chunks move, with step 0's NVLS figures held; the link efficiencies stay at the
+#     values NVIDIA states (0.82 of NVLink for rings, 0.95 of NDR). Every other nccl table in
+#     validation/cases (Vidur's, XLA's, issue 290's, 4- and 8-node runs) is a check of this fit.
 #  2. GEMM: the XLA sm_90 matmul table, bf16, batch-1 rows only (125 shapes). The batch-2 and
 #     batch-4 rows (250 shapes) are the check (validation/cases/gemm-h100-bf16-batched).
 # The send/recv efficiency (nccl.p2p_efficiency default 0.66) was fitted the same way on the
@@ -19,6 +21,13 @@
 set -eu
 DLSIM=${1:-build/release/dlsim}
 A=gpu.efficiency.attention
+NVLS=$(mktemp)
+$DLSIM calibrate --nccl validation/nccl/azure_ndh100v5_allreduce_nvls_8gpu.csv -c dgx-h100 \
+  --set node.count=1 --set gpu.calibration=none --op allreduce --gpus 8 --time-column ip_time_us \
+  --algo nvls --fit nvls_latency --fit nvls_efficiency -o "$NVLS"
+nvls_latency=$(sed -n 's/^ *nvls_latency: *//p' "$NVLS")
+nvls_efficiency=$(sed -n 's/^ *nvls_efficiency: *//p' "$NVLS")
+rm -f "$NVLS"
 $DLSIM calibrate --nccl validation/nccl/issue309_h100_16gpu_2node_allreduce.csv \
   -c dgx-h100 --set node.count=2 --set gpu.calibration=none --op allreduce --gpus 16 \
   --set $A.fwd.fa2=0.380 --set $A.bwd.fa2=0.332 --set $A.fwd_half.fa2=100 --set $A.bwd_half.fa2=270 \
@@ -26,7 +35,8 @@ $DLSIM calibrate --nccl validation/nccl/issue309_h100_16gpu_2node_allreduce.csv 
   --set $A.fwd.cudnn=0.626 --set $A.bwd.cudnn=0.548 --set $A.fwd_half.cudnn=110 --set $A.bwd_half.cudnn=380 \
   --set $A.fwd.triton=0.278 --set $A.bwd.triton=0.141 --set $A.fwd.fa1=0.123 --set $A.bwd.fa1=0.145 \
   --set $A.d64.fa2=0.895 --set $A.d64.fa3=0.793 --set $A.d64.cudnn=0.759 \
-  --fit base_latency --fit hop_latency --fit nvls_efficiency --fit chunk \
+  --set nccl.nvls_latency=$nvls_latency --set nccl.nvls_efficiency=$nvls_efficiency \
+  --fit base_latency --fit hop_latency --fit chunk \
   -o configs/calibration/h100.yaml
 $DLSIM calibrate --gemm validation/kernels/xla_matmul_perf_table_sm90.csv -c dgx-h100 \
   --dtype bf16 --filter batch=1 --time-column bf16_time_ns_derived --time-unit ns \

@@ -42,6 +42,7 @@ typedef struct {
   eng_kind engine;
   coll_algo algo;
   int proto;
+  const coll_runtime *runtime; /* NULL: NCCL */
 } calib_target;
 
 /* Seconds per unit of a time column: "s", "ms", "us" or "ns". */

@@ -19,9 +19,12 @@ bool calib_predict(const cfg_cluster *c, const calib_target *t, const calib_tabl
                    double *out, GError **err)
 {
   hw_cluster *hw = hw_cluster_new(c);
-  eng_options opt = {.kind = t->engine, .algo = t->algo, .proto = t->proto};
+  eng_options opt = {.kind = t->engine, .algo = t->algo, .proto = t->proto,
+                     .runtime = t->runtime};
   bool ok = true;
   coll_planner *pl = t->engine == ENG_ANALYTIC ? coll_planner_new(hw, t->algo, t->proto, true) : NULL;
+  if (pl)
+    coll_planner_set_runtime(pl, t->runtime);
   g_autofree int *ranks = g_new(int, MAX(t->group, 2));
   int n = t->op == PROG_COLL_SENDRECV ? 2 : t->group;
   for (int i = 0; i < n; i++)
@@ -114,6 +117,7 @@ void calib_nccl_candidates(calib_search *s, cfg_nccl *n, char *const *fit, doubl
   calib_add(s, fit, &n->link_efficiency[CFG_LINK_NETWORK], true, eff_lo, 0.99, "link_efficiency.network");
   calib_add(s, fit, &n->nvls_efficiency, true, eff_lo, 0.99, "nvls_efficiency");
   calib_add(s, fit, &n->p2p_efficiency, true, eff_lo, 0.99, "p2p_efficiency");
+  calib_add(s, fit, &n->nvls_latency, false, 1e-6, 200e-6, "nvls_latency");
   for (int p = 0; p < CFG_NPROTOS; p++) {
     g_snprintf(name, sizeof name, "base_latency.%s", cfg_proto_name((cfg_proto)p));
     calib_add(s, fit, &n->base_latency[p], false, 1e-6, 100e-6, name);

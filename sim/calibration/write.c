@@ -59,6 +59,7 @@ static void calib_write_nccl_block(GString *o, const cfg_nccl *n, const char *so
   g_string_append_printf(o, "  link_efficiency: {intra: %.4f, network: %.4f}\n",
                          n->link_efficiency[CFG_LINK_INTRA], n->link_efficiency[CFG_LINK_NETWORK]);
   g_string_append_printf(o, "  nvls_efficiency: %.4f\n", n->nvls_efficiency);
+  g_string_append_printf(o, "  nvls_latency: %.4gus\n", n->nvls_latency * 1e6);
   g_string_append_printf(o, "  p2p_efficiency: %.4f\n", n->p2p_efficiency);
   g_string_append_printf(o, "  deepep_efficiency: %.4f\n", n->deepep_efficiency);
   calib_write_by_proto(o, "base_latency", n->base_latency, true);

@@ -28,7 +28,7 @@
 #include <string.h>
 
 typedef struct {
-  char *nccl, *omb, *gemm, *cluster, *op, *output, *size_col, *time_col, *unit, *dtype;
+  char *nccl, *omb, *gemm, *cluster, *op, *algo, *output, *size_col, *time_col, *unit, *dtype;
   char **sets, **filters, **fit, **cases, **params;
   int gpus, group;
   char **traces, *steps, *kernels;
@@ -41,6 +41,7 @@ static void cal_args_clear(cal_args *a)
   g_free(a->gemm);
   g_free(a->cluster);
   g_free(a->op);
+  g_free(a->algo);
   g_free(a->output);
   g_free(a->size_col);
   g_free(a->time_col);
@@ -94,6 +95,7 @@ static int cal_nccl(const cal_args *a)
   calib_table tab = {0};
   calib_fit_report rep;
   bool ok = cli_coll_op(a->op, &t.op, &err) &&
+            (!a->algo || coll_algo_parse(a->algo, &t.algo, &err)) &&
             (!a->unit || calib_time_unit(a->unit, &cols.time_scale, &err)) &&
             calib_table_load(table, &cols, &tab, &err) &&
             cfg_load_with(a->cluster, NULL, a->sets, &c, NULL, &err);
@@ -332,6 +334,7 @@ int cli_calibrate(int argc, char **argv)
        "With --case: a cluster key to fit and its starting value, repeatable", "KEY=START"},
       cli_opt(CLI_CLUSTER, &a.cluster, "Cluster the table was measured on"),
       {"op", 0, 0, G_OPTION_ARG_STRING, &a.op, "Collective of the table", "OP"},
+      cli_opt(CLI_ALGO, &a.algo, "With --nccl: the algorithm the table forced (NCCL_ALGO), default auto"),
       {"dtype", 0, 0, G_OPTION_ARG_STRING, &a.dtype, "Data type of the GEMM table", "D"},
       cli_opt(CLI_GPUS, &a.gpus, "GPUs of the run"),
       cli_opt(CLI_GROUP_SIZE, &a.group, NULL),

@@ -33,6 +33,16 @@ char *cli_mpi_unpack(GBytes *item, GError **err);
  * others stay quiet; MPI ends; every rank returns rank 0's exit code. Takes `err`. */
 int cli_mpi_finish(cli_mpi *m, int code, GError *err);
 
+/* dlsim plan for a workload with a `serving:` section (cli/plan_serve.c). */
+typedef struct {
+  const char *cluster, *workload;
+  char **sets;
+  int gpus, top;
+  double ttft, tpot; /* seconds; 0: the workload's serving.slo */
+  bool json, csv;
+} cli_plan_serve_args;
+int cli_plan_serve(const cli_plan_serve_args *a);
+
 /* The exit code that fits an error: 1 when the simulation failed, 2 for bad input. */
 int cli_error_code(const GError *err);
 

@@ -1,6 +1,6 @@
 /* dlsim coll -c CLUSTER --op OP --gpus N [--group-size G] [--min 8B --max 8GiB --factor 2]
  *            [--algo A] [--proto P] [--engine des|analytic] [--json | --csv] [--set K=V]...
- *            [--format nccl-tests|omb|omb-latency]
+ *            [--format nccl-tests|omb|omb-latency] [--runtime NAME]
  * A table in the layout of nccl-tests (out-of-place and in-place columns, the footer), with
  * the algorithm and protocol the model picked, so that dlsim calibrate --nccl reads it; or in
  * the layout of the OSU Micro-Benchmarks (osu_allreduce ... --full, osu_bw, osu_latency), which
@@ -29,6 +29,8 @@ typedef struct {
   prog_coll op;
   int gpus, group;
   eng_options opt;
+  cfg_collectives runtime_cfg; /* --runtime: the profile's keys */
+  coll_runtime *runtime;
 } coll_setup;
 
 static bool coll_measure(const coll_setup *s, double bytes, coll_row *row, GError **err)
@@ -77,6 +79,8 @@ static void coll_print_title(const coll_setup *s)
     printf("NVLink domains of %d GPUs, ", c->node.nvlink_domain);
   if (s->group != s->gpus)
     printf("%d groups of %d at once, ", s->gpus / s->group, s->group);
+  if (s->runtime)
+    printf("runtime %s, ", coll_runtime_name(s->runtime));
   printf("engine %s, algorithm %s\n", eng_kind_name(s->opt.kind), coll_algo_name(s->opt.algo));
 }
 
@@ -230,6 +234,21 @@ static bool coll_proto_choice(const char *value, int *out, GError **err)
   return i >= 0;
 }
 
+/* --runtime NAME: a profile of configs/runtimes (or a file), whose choices and costs the
+ * collective then runs with. */
+static bool coll_runtime_load(coll_setup *s, const char *name, GError **err)
+{
+  if (!name)
+    return true;
+  if (!cfg_runtime_load(name, &s->runtime_cfg, err))
+    return false;
+  g_free(s->runtime_cfg.runtime);
+  s->runtime_cfg.runtime = g_strdup(name);
+  s->runtime = coll_runtime_new(&s->runtime_cfg, NULL, err);
+  s->opt.runtime = s->runtime;
+  return s->runtime != NULL;
+}
+
 static bool coll_setup_load(coll_setup *s, const char *cluster, char **sets, const char *op,
                             const char *algo, const char *proto, const char *engine, GError **err)
 {
@@ -336,7 +355,7 @@ static bool coll_sizes(const char *min, const char *max, double factor, double *
 int cli_coll(int argc, char **argv)
 {
   g_autofree char *cluster = NULL, *op = NULL, *algo = NULL, *proto = NULL, *engine = NULL;
-  g_autofree char *min = NULL, *max = NULL, *format = NULL;
+  g_autofree char *min = NULL, *max = NULL, *format = NULL, *runtime = NULL;
   g_auto(GStrv) sets = NULL;
   gboolean json = FALSE, csv = FALSE;
   int gpus = 0, group = 0;
@@ -349,12 +368,15 @@ int cli_coll(int argc, char **argv)
       {"min", 0, 0, G_OPTION_ARG_STRING, &min, "Smallest size (default 8B; OMB: 1B)", "SIZE"},
       {"max", 0, 0, G_OPTION_ARG_STRING, &max, "Largest size (default 8GiB; OMB: 1MiB, 4MiB for sendrecv)", "SIZE"},
       {"factor", 0, 0, G_OPTION_ARG_DOUBLE, &factor, "Size multiplier between rows (default 2)", "F"},
-      cli_opt(CLI_ALGO, &algo, "auto, ring, tree, rhd, hierarchical, nvls, nvls-tree, sharp, pairwise, direct"),
+      cli_opt(CLI_ALGO, &algo, "auto, ring, tree, rhd, hierarchical, nvls, nvls-tree, sharp, pairwise, direct, rd, multi-leader"),
       cli_opt(CLI_PROTO, &proto, NULL),
       cli_opt(CLI_ENGINE, &engine, NULL),
       {"format", 0, 0, G_OPTION_ARG_STRING, &format,
        "nccl-tests (default), omb (osu_allreduce --full ..., osu_bw for sendrecv) or omb-latency "
        "(osu_latency); OMB's allgather/alltoall size is one rank's share", "F"},
+      {"runtime", 0, 0, G_OPTION_ARG_STRING, &runtime,
+       "Communication runtime: nccl (default), mpi-mvapich, mpi-ucx, gloo (configs/runtimes) or a "
+       "profile file", "NAME"},
       cli_opt(CLI_JSON, &json, "Print JSON rows"),
       cli_opt(CLI_CSV, &csv, "Print CSV rows (size_bytes, time_us, algbw_GBps, busbw_GBps, ...)"),
       cli_opt(CLI_SET, &sets, "Override a cluster key, repeatable"),
@@ -375,7 +397,7 @@ int cli_coll(int argc, char **argv)
   GError *err = NULL;
   double lo = 0, hi = 0;
   bool ok = coll_setup_load(&s, cluster, sets, op, algo, proto, engine, &err) &&
-            coll_format_choice(format, &s, &f, &err) && coll_check_group(&s, &err);
+            coll_runtime_load(&s, runtime, &err) && coll_format_choice(format, &s, &f, &err) && coll_check_group(&s, &err);
   const char *from = min, *to = max;
   if (ok)
     coll_default_sizes(&s, f, &from, &to);
@@ -393,6 +415,8 @@ int cli_coll(int argc, char **argv)
   else if (ok)
     json || csv ? coll_print_json(rows, csv) : coll_print_text(&s, rows);
   g_array_free(rows, TRUE);
+  coll_runtime_free(s.runtime);
+  cfg_collectives_clear(&s.runtime_cfg);
   hw_cluster_free(s.hw);
   cfg_cluster_free(s.cluster);
   return ok ? 0 : cli_fail(err);

@@ -8,7 +8,7 @@ static const cli_command cli_commands[] = {
     {"run", cli_run, true, "simulate one training step: time, MFU, breakdown, memory; a whole run with training.tokens"},
     {"memory", cli_memory, true, "memory per GPU and pipeline stage: ZeRO, offload, activations, fits?"},
     {"coll", cli_coll, true, "a collective's time and bus bandwidth vs size, as nccl-tests prints"},
-    {"plan", cli_plan, true, "the best TP x CP x PP x DP x EP x ZeRO layout for N GPUs"},
+    {"plan", cli_plan, true, "the best TP x CP x PP x DP x EP x ZeRO layout (or serving deployment) for N GPUs"},
     {"whatif", cli_whatif, true, "the same job on changed hardware: deltas, sweeps and plots"},
     {"moe", cli_moe, true, "one mixture-of-experts layer: routing imbalance, all-to-alls, experts"},
     {"calibrate", cli_calibrate, false, "fit model parameters to real measurements (nccl-tests, kernel tables, traces)"},

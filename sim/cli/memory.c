@@ -96,9 +96,10 @@ int cli_memory(int argc, char **argv)
   }
   mem_options o = {.states_only = states_only, .search = true};
   mem_report m;
-  bool ok = mem_estimate(w, c, &o, &m, &err);
+  cfg_cluster *mps = sim_mps_cluster(c, w); /* memory per process, in 1/k of the GPU */
+  bool ok = mem_estimate(w, mps ? mps : c, &o, &m, &err);
   if (ok) {
-    rep_memory r = {.cluster = c, .workload = w, .memory = &m};
+    rep_memory r = {.cluster = mps ? mps : c, .workload = w, .memory = &m};
     if (json || csv) {
       cJSON *j = rep_memory_json(&r);
       cJSON *ranks = cJSON_GetObjectItemCaseSensitive(j, "ranks");
@@ -114,6 +115,7 @@ int cli_memory(int argc, char **argv)
     }
   }
   mem_report_clear(&m);
+  g_free(mps);
   cfg_cluster_free(c);
   cfg_workload_free(w);
   return ok ? 0 : cli_fail(err);

@@ -1,27 +1,36 @@
 /* dlsim plan -c CLUSTER (-m MODEL | -w WORKLOAD) --gpus N --global-batch B [--seq S]
- *            [--dtype D] [--top K] [--refine R] [--objective time|tokens-per-gpu]
+ *            [--dtype D] [--top K] [--refine R]
+ *            [--objective time|tokens-per-gpu|cost|energy|time-to-train]
  *            [--json | --csv] [--quiet] [--set K=V]...
+ * dlsim plan -c CLUSTER -w SERVING --gpus N [--ttft S] [--tpot S] [--top K] ...: a workload
+ * with a `serving:` section is planned as a deployment (cli/plan_serve.c).
  * Which layout to run: every TP x CP x PP x DP (x EP) x micro-batch x interleaving x ZeRO x
  * recomputation x sequence parallelism x placement, invalid and non-fitting ones dropped, the
  * rest ranked by a closed-form estimate, the best re-simulated with the analytic engine (what
- * `dlsim run` says) and the top K confirmed with the DES. With MPI (mpirun -np R), the
+ * `dlsim run` says) and the top K confirmed with the DES; cost, energy and time-to-train rank
+ * the refined layouts by their whole run instead (lifecycle/). With MPI (mpirun -np R), the
  * candidates are shared out over the ranks and rank 0 merges. */
 #include "cli/cli.h"
 #include "cli/cli_internal.h"
+#include "lifecycle/lifecycle.h"
 #include "planner/planner.h"
 #include "report/report.h"
 #include "units/units.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 typedef struct {
-  char *cluster, *model, *workload, *dtype, *objective;
+  char *cluster, *model, *workload, *dtype, *objective, *gpus_text, *ttft, *tpot;
   char **sets, **fix;
-  int gpus, batch, seq, top, refine;
+  GArray *counts; /* int: the GPU counts of --gpus */
+  int gpus, batch, seq, top, refine; /* gpus: the count being planned */
   gboolean json, csv, quiet;
+  bool serving;    /* the workload has a serving section: plan a deployment */
+  double slo[2];   /* --ttft, --tpot in seconds (0: not given) */
 } plan_args;
 
 static void plan_args_clear(plan_args *a)
@@ -31,6 +40,11 @@ static void plan_args_clear(plan_args *a)
   g_free(a->workload);
   g_free(a->dtype);
   g_free(a->objective);
+  g_free(a->ttft);
+  g_free(a->tpot);
+  g_free(a->gpus_text);
+  if (a->counts)
+    g_array_free(a->counts, TRUE);
   g_strfreev(a->sets);
   g_strfreev(a->fix);
 }
@@ -77,6 +91,7 @@ static cJSON *plan_json(const plan_screen_result *r, int shown)
   for (guint i = 0; i < r->best->len && (int)i < shown; i++) {
     const plan_candidate *c = &g_array_index(r->best, plan_candidate, i);
     cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "gpus", c->l.tp * c->l.cp * c->l.pp * c->l.dp);
     cJSON_AddNumberToObject(o, "tp", c->l.tp);
     cJSON_AddNumberToObject(o, "cp", c->l.cp);
     cJSON_AddNumberToObject(o, "pp", c->l.pp);
@@ -95,6 +110,11 @@ static cJSON *plan_json(const plan_screen_result *r, int shown)
     cJSON_AddNumberToObject(o, "mfu", c->mfu);
     cJSON_AddNumberToObject(o, "tokens_per_s", c->tokens_per_s);
     cJSON_AddNumberToObject(o, "peak_bytes", c->peak_bytes);
+    if (!isnan(c->cost_usd)) {
+      cJSON_AddNumberToObject(o, "time_to_train_s", c->time_to_train_s);
+      cJSON_AddNumberToObject(o, "energy_kwh", c->energy_kwh);
+      cJSON_AddNumberToObject(o, "cost_usd", c->cost_usd);
+    }
     if (i > 0)
       cJSON_AddStringToObject(o, "loses_on", c->why);
     if (c->same[0])
@@ -104,27 +124,59 @@ static cJSON *plan_json(const plan_screen_result *r, int shown)
   return j;
 }
 
-static void plan_print_csv(const plan_screen_result *r, int shown)
+static void plan_print_csv(const plan_screen_result *r, int shown, bool whole)
 {
   printf("rank,tp,cp,pp,dp,ep,micro_batch,virtual_stages,zero,recompute,sequence_parallel,"
-         "placement,estimate_s,step_time_s,des_step_time_s,mfu,tokens_per_s,peak_GiB,same_with\n");
+         "placement,estimate_s,step_time_s,des_step_time_s,mfu,tokens_per_s,peak_GiB,same_with%s\n",
+         whole ? ",time_to_train_s,energy_kwh,cost_usd" : "");
   for (guint i = 0; i < r->best->len && (int)i < shown; i++) {
     const plan_candidate *c = &g_array_index(r->best, plan_candidate, i);
-    printf("%u,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%s,%.6g,%.6g,%.6g,%.4f,%.6g,%.4f,\"%s\"\n", i + 1,
+    printf("%u,%d,%d,%d,%d,%d,%d,%d,%d,%s,%d,%s,%.6g,%.6g,%.6g,%.4f,%.6g,%.4f,\"%s\"", i + 1,
            c->l.tp, c->l.cp, c->l.pp, c->l.dp, c->l.ep, c->l.micro_batch, c->l.virtual_stages,
            c->l.zero, cfg_recompute_name(c->l.recompute), c->l.sequence_parallel,
            c->l.pipeline_outer ? "tp cp dp pp" : "tp cp pp dp", c->estimate_s, c->step_time_s,
            c->des_step_time_s, c->mfu, c->tokens_per_s, c->peak_bytes / (1024.0 * 1024 * 1024),
            c->same);
+    if (whole)
+      printf(",%.6g,%.6g,%.6g", c->time_to_train_s, c->energy_kwh, c->cost_usd);
+    printf("\n");
   }
 }
 
-static void plan_print_text(const plan_setup *s, const plan_args *a, const plan_screen_result *r,
-                            int shown)
+/* The run column of a layout ranked by its run: days, MWh or dollars. */
+static char *plan_run_cell(const plan_candidate *c, plan_run_objective by)
+{
+  switch (by) {
+  case PLAN_BY_COST:
+    return c->cost_usd >= 1e6 ? g_strdup_printf("$%.3fM", c->cost_usd / 1e6)
+                              : g_strdup_printf("$%.0f", c->cost_usd);
+  case PLAN_BY_ENERGY:
+    return g_strdup_printf("%.3f", c->energy_kwh / 1e3);
+  default:
+    return g_strdup_printf("%.2f", c->time_to_train_s / 86400);
+  }
+}
+
+static const char *plan_run_header(plan_run_objective by)
+{
+  static const char *const names[] = {"", "cost", "MWh", "days"};
+  return names[by];
+}
+
+static void plan_print_text(const plan_args *a, const plan_screen_result *r, int shown,
+                            plan_run_objective by)
 {
   g_autofree char *model = a->model ? g_strdup(a->model) : g_path_get_basename(a->workload);
-  printf("dlsim plan: %s on %s, %d GPUs, global batch %d\n", model, a->cluster,
-         plan_setup_gpus(s), a->batch);
+  GString *gpus = g_string_new(NULL);
+  for (guint i = 0; i < a->counts->len; i++)
+    g_string_append_printf(gpus, "%s%d", i ? (i + 1 == a->counts->len ? " or " : ", ") : "",
+                           g_array_index(a->counts, int, i));
+  printf("dlsim plan: %s on %s, %s GPUs, global batch %d", model, a->cluster, gpus->str,
+         a->batch);
+  g_string_free(gpus, TRUE);
+  if (by != PLAN_BY_STEP)
+    printf(", ranked by the whole run's %s", a->objective);
+  printf("\n");
   printf("  %ld layouts, %ld valid, %ld fit in memory\n", r->candidates, r->valid, r->fits);
   if (r->best->len == 0) {
     printf("  no layout fits\n");
@@ -136,8 +188,11 @@ static void plan_print_text(const plan_setup *s, const plan_args *a, const plan_
     g_autofree char *d = plan_layout_describe(&g_array_index(r->best, plan_candidate, i).l);
     width = MAX(width, (int)strlen(d));
   }
-  printf("  %2s  %-*s %9s %9s %6s %11s %10s\n", "#", width, "layout", "step (s)", "DES (s)", "MFU",
+  printf("  %2s  %-*s %9s %9s %6s %11s %10s", "#", width, "layout", "step (s)", "DES (s)", "MFU",
          "tokens/s", "memory");
+  if (by != PLAN_BY_STEP)
+    printf(" %10s", plan_run_header(by));
+  printf("\n");
   for (guint i = 0; i < r->best->len && (int)i < shown; i++) {
     const plan_candidate *c = &g_array_index(r->best, plan_candidate, i);
     g_autofree char *d = plan_layout_describe(&c->l);
@@ -145,13 +200,149 @@ static void plan_print_text(const plan_setup *s, const plan_args *a, const plan_
     char des[32] = "-";
     if (!isnan(c->des_step_time_s))
       g_snprintf(des, sizeof des, "%9.3f", c->des_step_time_s);
-    printf("  %2u  %-*s %9.3f %9s %5.1f%% %11.0f %10s\n", i + 1, width, d, c->step_time_s, des,
+    printf("  %2u  %-*s %9.3f %9s %5.1f%% %11.0f %10s", i + 1, width, d, c->step_time_s, des,
            100 * c->mfu, c->tokens_per_s, mem);
+    if (by != PLAN_BY_STEP) {
+      g_autofree char *cell = plan_run_cell(c, by);
+      printf(" %10s", cell);
+    }
+    printf("\n");
     if (c->same[0])
       printf("      the same with: %s\n", c->same);
     if (i > 0)
       printf("      loses on: %s\n", c->why);
   }
+}
+
+static const char *const plan_objectives[] = {"time", "tokens-per-gpu", "cost", "energy",
+                                               "time-to-train"};
+
+/* What --objective ranks the refined layouts by. */
+static plan_run_objective plan_by_run(const char *objective)
+{
+  static const plan_run_objective by[] = {PLAN_BY_STEP, PLAN_BY_STEP, PLAN_BY_COST,
+                                          PLAN_BY_ENERGY, PLAN_BY_TIME_TO_TRAIN};
+  for (size_t i = 0; objective && i < G_N_ELEMENTS(plan_objectives); i++)
+    if (strcmp(objective, plan_objectives[i]) == 0)
+      return by[i];
+  return PLAN_BY_STEP;
+}
+
+/* A run objective needs the run's length. */
+static bool plan_check_run(const plan_args *a, const plan_setup *s, GError **err)
+{
+  if (plan_by_run(a->objective) == PLAN_BY_STEP || lc_wanted(plan_setup_workload(s)))
+    return true;
+  g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+              "--objective %s: needs the run's length, training.tokens or training.steps (e.g. "
+              "--set training.tokens=1e12)", a->objective);
+  return false;
+}
+
+/* --gpus: one count, or several (a->gpus: the largest). */
+static bool plan_parse_counts(plan_args *a, GError **err)
+{
+  g_auto(GStrv) parts = g_strsplit(a->gpus_text, ",", -1);
+  a->counts = g_array_new(FALSE, FALSE, sizeof(int));
+  for (int i = 0; parts[i]; i++) {
+    char *end = NULL;
+    gint64 n = g_ascii_strtoll(g_strstrip(parts[i]), &end, 10);
+    if (end == parts[i] || *end || n < 1) {
+      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                  "--gpus %s: expected a GPU count or a list of them (8,16,32)", a->gpus_text);
+      return false;
+    }
+    if (n > CFG_MAX_GPUS) {
+      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                  "--gpus %s: dlsim simulates clusters of at most %d GPUs", a->gpus_text,
+                  CFG_MAX_GPUS);
+      return false;
+    }
+    int count = (int)n;
+    g_array_append_val(a->counts, count);
+    a->gpus = MAX(a->gpus, count);
+  }
+  return true;
+}
+
+/* Step times of different GPU counts do not say which run is better: their runs do. */
+static bool plan_check_counts(const plan_args *a, GError **err)
+{
+  if (a->counts->len <= 1 || plan_by_run(a->objective) != PLAN_BY_STEP)
+    return true;
+  g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+              "--gpus %s: several GPU counts are ranked by their whole run: add --objective "
+              "cost, energy or time-to-train", a->gpus_text);
+  return false;
+}
+
+/* Whether -w names a workload with a serving section (a file that does not load is left to
+ * the training path, which reports why). */
+static bool plan_is_serving(const plan_args *a)
+{
+  cfg_workload *w = NULL;
+  GError *err = NULL;
+  if (!a->workload || a->model || !cfg_load_with(NULL, a->workload, NULL, NULL, &w, &err)) {
+    g_clear_error(&err);
+    return false;
+  }
+  bool serving = w->has_serving;
+  cfg_workload_free(w);
+  return serving;
+}
+
+static bool plan_usage_error(int *code, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static bool plan_usage_error(int *code, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "dlsim: error: %s\n", msg);
+  *code = 2;
+  return false;
+}
+
+/* --ttft / --tpot: a time ("200ms", or seconds as a plain number), > 0. */
+static bool plan_parse_sla(const char *option, const char *text, double *out, int *code)
+{
+  g_autofree char *why = NULL;
+  if (!text)
+    return true;
+  if (!units_parse(text, UNITS_NUMBER, out, NULL) && !units_parse(text, UNITS_SECONDS, out, &why))
+    return plan_usage_error(code, "%s '%s': %s", option, text, why ? why : "expected a time");
+  if (!(*out > 0))
+    return plan_usage_error(code, "%s %s: the SLA must be > 0 (a time such as 200ms)", option,
+                            text);
+  return true;
+}
+
+/* A serving plan: -c, -w and --gpus; the training plan's options have no meaning here. */
+static bool plan_check_serving(plan_args *a, int *code)
+{
+  const char *training = a->batch ? "--global-batch" : a->seq ? "--seq" : a->dtype ? "--dtype"
+                         : a->objective ? "--objective" : a->fix ? "--fix"
+                         : a->refine != 16 ? "--refine" : NULL;
+  if (training)
+    return plan_usage_error(code, "%s is for training plans: %s has a 'serving' section, so "
+                            "dlsim plan searches deployments (--gpus, --ttft, --tpot, --top)",
+                            training, a->workload);
+  if (!a->cluster || !a->gpus_text)
+    return plan_usage_error(code, "dlsim plan for serving needs -c CLUSTER, -w WORKLOAD and "
+                            "--gpus N (see --help)");
+  GError *err = NULL;
+  if (!plan_parse_counts(a, &err)) {
+    *code = cli_fail(err);
+    return false;
+  }
+  if (a->counts->len > 1)
+    return plan_usage_error(code, "--gpus %s: a serving plan takes one GPU budget", a->gpus_text);
+  if (a->top == -1)
+    a->top = 3;
+  if (a->top < 0)
+    return plan_usage_error(code, "--top must be >= 0");
+  return plan_parse_sla("--ttft", a->ttft, &a->slo[0], code) &&
+         plan_parse_sla("--tpot", a->tpot, &a->slo[1], code);
 }
 
 static bool plan_parse(int argc, char **argv, plan_args *a, int *code)
@@ -160,14 +351,18 @@ static bool plan_parse(int argc, char **argv, plan_args *a, int *code)
       cli_opt(CLI_CLUSTER, &a->cluster, NULL),
       cli_opt(CLI_MODEL, &a->model, NULL),
       cli_opt(CLI_WORKLOAD, &a->workload, "Or a workload to start from"),
-      cli_opt(CLI_GPUS, &a->gpus, "GPUs to lay the job out on"),
+      {"gpus", 'n', 0, G_OPTION_ARG_STRING, &a->gpus_text,
+       "GPUs to lay the job out on; with a run objective, a list (8,16,32) ranks the counts "
+       "together", "N[,N...]"},
       cli_opt(CLI_GLOBAL_BATCH, &a->batch, NULL),
       {"seq", 0, 0, G_OPTION_ARG_INT, &a->seq, "Sequence length (default: the model's)", "S"},
       {"dtype", 0, 0, G_OPTION_ARG_STRING, &a->dtype, "Training dtype with -m (default bf16)", "D"},
       cli_opt(CLI_TOP, &a->top,
               "Layouts to confirm with the DES (default 3 up to 2048 GPUs, else 0: minutes each)"),
       {"refine", 0, 0, G_OPTION_ARG_INT, &a->refine, "Layouts to re-simulate with the analytic engine (default 16)", "R"},
-      {"objective", 0, 0, G_OPTION_ARG_STRING, &a->objective, "time (default) or tokens-per-gpu", "O"},
+      {"objective", 0, 0, G_OPTION_ARG_STRING, &a->objective,
+       "time (default: the step), tokens-per-gpu, or with training.tokens or training.steps "
+       "the whole run's cost, energy or time-to-train", "O"},
       cli_opt(CLI_JSON, &a->json, NULL),
       cli_opt(CLI_CSV, &a->csv, "Print CSV: one row per layout (step times in seconds, memory in bytes)"),
       cli_opt(CLI_QUIET, &a->quiet, NULL),
@@ -175,26 +370,32 @@ static bool plan_parse(int argc, char **argv, plan_args *a, int *code)
       {"fix", 0, 0, G_OPTION_ARG_STRING_ARRAY, &a->fix,
        "Pin a dimension: tp, cp, pp, ep, micro_batch, virtual_stages, zero, recompute, "
        "sequence_parallel, placement (pp-inner, pp-outer)", "KEY=VALUE"},
+      {"ttft", 0, 0, G_OPTION_ARG_STRING, &a->ttft,
+       "Serving: time to first token of the SLA (default: serving.slo.ttft)", "S"},
+      {"tpot", 0, 0, G_OPTION_ARG_STRING, &a->tpot,
+       "Serving: time per output token of the SLA (default: serving.slo.tbt)", "S"},
       CLI_OPT_END};
-  if (!cli_parse(entries, "- the best parallel layout for N GPUs", &argc, &argv, code))
+  if (!cli_parse(entries, "- the best parallel layout (or serving deployment) for N GPUs", &argc,
+                 &argv, code))
     return false;
-  if (!a->cluster || (!a->model == !a->workload) || a->gpus < 1 || a->batch < 1) {
+  a->serving = plan_is_serving(a);
+  if (a->serving)
+    return plan_check_serving(a, code);
+  if (a->ttft || a->tpot)
+    return plan_usage_error(code, "%s is for serving plans: give -w a workload with a 'serving' "
+                            "section", a->ttft ? "--ttft" : "--tpot");
+  if (!a->cluster || (!a->model == !a->workload) || !a->gpus_text || a->batch < 1) {
     fprintf(stderr, "dlsim: error: dlsim plan needs -c CLUSTER, one of -m MODEL or -w WORKLOAD, "
                     "--gpus N and --global-batch B (see --help)\n");
     *code = 2;
     return false;
   }
-  if (a->gpus > CFG_MAX_GPUS) {
-    fprintf(stderr, "dlsim: error: --gpus %d: dlsim simulates clusters of at most %d GPUs\n",
-            a->gpus, CFG_MAX_GPUS);
-    *code = 2;
-    return false;
-  }
-  static const char *const objectives[] = {"time", "tokens-per-gpu"};
   GError *err = NULL;
   cfg_dtype dtype;
-  if ((a->objective && cli_choice("--objective", a->objective, objectives, 2, &err) < 0) ||
-      (a->dtype && !cli_dtype(a->dtype, &dtype, &err))) {
+  if (!plan_parse_counts(a, &err) ||
+      (a->objective && cli_choice("--objective", a->objective, plan_objectives,
+                                  G_N_ELEMENTS(plan_objectives), &err) < 0) ||
+      !plan_check_counts(a, &err) || (a->dtype && !cli_dtype(a->dtype, &dtype, &err))) {
     *code = cli_fail(err);
     return false;
   }
@@ -284,6 +485,43 @@ static plan_setup *plan_base(const plan_args *a, int gpn, GError **err)
   return ok ? plan_setup_new(c, w, a->batch, err) : NULL;
 }
 
+/* Plans one GPU count (a->gpus) and adds its refined layouts and counters to `all` (rank 0). */
+static bool plan_count(plan_args *a, const plan_options *o, const cli_mpi *mpi,
+                       plan_screen_result *all, GError **err)
+{
+  int gpn = 0;
+  plan_setup *s = NULL;
+  plan_screen_result r = {0};
+  bool ok = plan_gpus_per_node(a, &gpn, err) && (s = plan_base(a, gpn, err)) &&
+            plan_check_run(a, s, err) && plan_screen(s, o, &r, err);
+  if (ok)
+    plan_share_merge(mpi, &r, plan_pool(o->refine));
+  if (ok && mpi->rank == 0 && (ok = plan_refine(s, o, &r, err))) {
+    all->candidates += r.candidates;
+    all->valid += r.valid;
+    all->fits += r.fits;
+    all->elapsed_s += r.elapsed_s;
+    g_array_append_vals(all->best, r.best->data, r.best->len);
+  }
+  plan_screen_clear(&r);
+  plan_setup_free(s);
+  return ok;
+}
+
+static void plan_print(const plan_args *a, const plan_screen_result *r, plan_run_objective by)
+{
+  int shown = MAX(a->top, MIN((int)r->best->len, 10));
+  if (a->json) {
+    cJSON *j = plan_json(r, shown);
+    rep_json_print(stdout, j);
+    cJSON_Delete(j);
+  } else if (a->csv) {
+    plan_print_csv(r, shown, by != PLAN_BY_STEP);
+  } else {
+    plan_print_text(a, r, shown, by);
+  }
+}
+
 int cli_plan(int argc, char **argv)
 {
   plan_args a = {.top = -1, .refine = 16};
@@ -292,39 +530,38 @@ int cli_plan(int argc, char **argv)
     plan_args_clear(&a);
     return code;
   }
+  if (a.serving) {
+    cli_plan_serve_args sa = {.cluster = a.cluster, .workload = a.workload, .sets = a.sets,
+                              .gpus = a.gpus, .top = a.top, .ttft = a.slo[0], .tpot = a.slo[1],
+                              .json = a.json, .csv = a.csv};
+    code = cli_plan_serve(&sa);
+    plan_args_clear(&a);
+    return code;
+  }
   GError *err = NULL;
-  int gpn = 0;
-  plan_setup *s = NULL;
   cli_mpi mpi;
   cli_mpi_init(&mpi);
-  bool ok = plan_gpus_per_node(&a, &gpn, &err) && (s = plan_base(&a, gpn, &err));
   plan_options o = {.top_k = a.top, .refine = MAX(a.refine, a.top),
                     .tokens_per_gpu = a.objective && strcmp(a.objective, "tokens-per-gpu") == 0,
+                    .by_run = plan_by_run(a.objective),
                     .shard = mpi.rank, .nshards = mpi.size};
   plan_pins_init(&o.pins);
+  bool ok = true;
   for (int i = 0; ok && a.fix && a.fix[i]; i++)
     ok = plan_pins_parse(&o.pins, a.fix[i], &err);
   if (!a.quiet && mpi.rank == 0 && isatty(STDERR_FILENO))
     o.progress = plan_progress;
-  plan_screen_result r = {0};
-  ok = ok && plan_screen(s, &o, &r, &err);
-  if (ok)
-    plan_share_merge(&mpi, &r, plan_pool(o.refine));
-  if (ok && mpi.rank == 0) {
-    ok = plan_refine(s, &o, &r, &err);
-    int shown = MAX(a.top, MIN((int)r.best->len, 10));
-    if (ok && a.json) {
-      cJSON *j = plan_json(&r, shown);
-      rep_json_print(stdout, j);
-      cJSON_Delete(j);
-    } else if (ok && a.csv) {
-      plan_print_csv(&r, shown);
-    } else if (ok) {
-      plan_print_text(s, &a, &r, shown);
-    }
+  plan_screen_result all = {.best = g_array_new(FALSE, FALSE, sizeof(plan_candidate))};
+  for (guint i = 0; ok && i < a.counts->len; i++) {
+    a.gpus = g_array_index(a.counts, int, i);
+    ok = plan_count(&a, &o, &mpi, &all, &err);
   }
-  plan_screen_clear(&r);
-  plan_setup_free(s);
+  if (ok && mpi.rank == 0) {
+    if (a.counts->len > 1)
+      plan_rank(all.best, o.by_run);
+    plan_print(&a, &all, o.by_run);
+  }
+  plan_screen_clear(&all);
   plan_args_clear(&a);
   return cli_mpi_finish(&mpi, 0, ok ? NULL : err);
 }

@@ -33,6 +33,10 @@ typedef enum {
   COLL_ALGO_SHARP,        /* in-network reduction in InfiniBand switches across nodes */
   COLL_ALGO_PAIRWISE,     /* all-to-all in n-1 rounds of shifted exchanges */
   COLL_ALGO_DIRECT,       /* every transfer at once (all-to-all, send/recv) */
+  COLL_ALGO_RD,           /* recursive doubling: log2 n exchanges (all-reduce: of the whole
+                           * buffer), power-of-two groups (MPI's small-message choice) */
+  COLL_ALGO_MULTI_LEADER, /* two-level: reduce to k leaders per node, k concurrent rings across
+                           * nodes, broadcast back (MVAPICH's multi-leader design) */
   COLL_NALGOS
 } coll_algo;
 
@@ -127,6 +131,28 @@ void coll_planner_free(coll_planner *pl);
 /* `key` identifies the group (and all-to-allv matrix) for caching; NULL on error. */
 const coll_schedule *coll_planner_get(coll_planner *pl, prog_coll op, const int *ranks, int n,
                                       int key, double bytes, const double *vbytes, GError **err);
+
+/* A communication runtime (collectives.runtime and the keys its profile sets): which algorithm
+ * runs for which op and size, and what it adds to the fabric's costs. With cpu progress a
+ * schedule costs, on the Simple wire format (no LL protocols, no pipelined chunks beyond it):
+ *   base  = call_latency + cycle_time / 2 + (host-staged ? 2 S / storage.host_bandwidth : 0)
+ *   phase = stages x (route latency + step_latency
+ *                     + (message > eager_limit ? rendezvous_latency : 0)) + bulk
+ * where a phase's message is the largest one a transfer sends in one step. With kernel
+ * progress (NCCL, or NCCL under MPI through UCC) NCCL's model holds and call_latency (and half
+ * the framework's cycle_time) adds to its base latency. */
+typedef struct coll_runtime coll_runtime;
+/* `doc` (may be NULL) places errors in the workload's file. */
+coll_runtime *coll_runtime_new(const cfg_collectives *c, const cfg_doc *doc, GError **err);
+void coll_runtime_free(coll_runtime *rt);
+const char *coll_runtime_name(const coll_runtime *rt);
+/* Whether the runtime drives collectives from the host (cpu progress): it holds no SMs. */
+bool coll_runtime_cpu(const coll_runtime *rt);
+/* Makes the planner choose and cost as `rt` does (NULL: NCCL, the default). */
+void coll_planner_set_runtime(coll_planner *pl, const coll_runtime *rt);
+/* Why the planner's runtime runs `algo` for `op` at `bytes`, for reports ("rule 'ring' of
+ * collectives.allreduce", "NCCL's tuner: the fastest"); newly allocated. */
+char *coll_runtime_why(const coll_runtime *rt, prog_coll op, double bytes, coll_algo algo);
 
 /* nccl-tests bus-bandwidth factor: busbw = algbw x factor. */
 double coll_busbw_factor(prog_coll op, int n);

@@ -8,6 +8,7 @@ typedef struct {
   const hw_cluster *hw;
   coll_plan *p;
   bool fold;
+  int leaders;      /* multi-leader: leaders per node */
   GArray *phases;   /* coll_phase (xfers filled at finish) */
   GPtrArray *xfers; /* per phase: GArray of coll_xfer */
 } coll_builder;
@@ -40,11 +41,44 @@ void coll_build_chain(coll_builder *b, bool towards_root);
 void coll_build_rhd(coll_builder *b);
 void coll_build_hierarchical(coll_builder *b);
 void coll_build_tree(coll_builder *b);
+/* Node k's parent among `nodes` in NCCL's double binary tree `tree` (0 or 1); -1: the root. */
+int coll_tree_parent(int k, int nodes, int tree);
 void coll_build_nvls(coll_builder *b);
 void coll_build_nvls_tree(coll_builder *b);
 void coll_build_sharp(coll_builder *b);
 /* Byte scale of point-to-point transfers (send/recv, all-to-all) within this group. */
 double coll_p2p_scale(const hw_cluster *hw, const int *ranks, int n);
 void coll_build_alltoall(coll_builder *b, bool pairwise, const double *vbytes);
+void coll_build_rd(coll_builder *b);
+void coll_build_multi_leader(coll_builder *b);
+/* coll_plan_new with `leaders` per node for the multi-leader all-reduce. */
+coll_plan *coll_plan_build(const hw_cluster *hw, prog_coll op, const int *ranks, int n,
+                           coll_algo algo, const double *vbytes, bool fold, int leaders);
+
+/* A size rule of a runtime: `algo` for messages below `below` bytes. */
+typedef struct {
+  coll_algo algo;
+  double below;
+  char *text; /* as the profile wrote it, for reports */
+} coll_rule;
+
+struct coll_runtime {
+  char *name;
+  bool cpu;         /* host-driven point-to-point messages (MPI, Gloo): rules, Simple wire */
+  bool host_staged; /* buffers copied through host memory */
+  double call_latency, step_latency, eager_limit, rendezvous_latency;
+  double cycle_wait; /* half the framework's cycle: the mean wait for the next one */
+  int leaders;
+  GArray *rules[PROG_NCOLLS]; /* coll_rule, or NULL: NCCL's tuner */
+  const char *keys[PROG_NCOLLS];
+};
+
+void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_runtime *rt,
+                           int proto, double bytes, coll_schedule *out);
+
+/* The algorithm the runtime's rules give for `op` at `bytes` that can run on the group, or
+ * COLL_ALGO_AUTO (no rule: the tuner's choice); `rule` gets the rule's index. */
+coll_algo coll_runtime_pick(const coll_runtime *rt, const hw_cluster *hw, prog_coll op,
+                            const int *ranks, int n, double bytes, int *rule);
 
 #endif

@@ -178,6 +178,12 @@ static void coll_finish(coll_builder *b)
 coll_plan *coll_plan_new(const hw_cluster *hw, prog_coll op, const int *ranks, int n,
                          coll_algo algo, const double *vbytes, bool fold)
 {
+  return coll_plan_build(hw, op, ranks, n, algo, vbytes, fold, 1);
+}
+
+coll_plan *coll_plan_build(const hw_cluster *hw, prog_coll op, const int *ranks, int n,
+                           coll_algo algo, const double *vbytes, bool fold, int leaders)
+{
   coll_plan *p = g_new0(coll_plan, 1);
   p->op = op;
   p->algo = algo;
@@ -188,7 +194,7 @@ coll_plan *coll_plan_new(const hw_cluster *hw, prog_coll op, const int *ranks, i
   p->absolute = vbytes != NULL;
   for (int i = 0; i < n; i++)
     coll_add_member(p, ranks[i]);
-  coll_builder b = {.hw = hw, .p = p, .fold = fold,
+  coll_builder b = {.hw = hw, .p = p, .fold = fold, .leaders = leaders,
                     .phases = g_array_new(FALSE, FALSE, sizeof(coll_phase)),
                     .xfers = g_ptr_array_new()};
   if (n > 1) {
@@ -215,6 +221,8 @@ coll_plan *coll_plan_new(const hw_cluster *hw, prog_coll op, const int *ranks, i
         coll_build_alltoall(&b, false, vbytes);
       }
       break;
+    case COLL_ALGO_RD: coll_build_rd(&b); break;
+    case COLL_ALGO_MULTI_LEADER: coll_build_multi_leader(&b); break;
     case COLL_ALGO_AUTO:
     case COLL_NALGOS:
       break;

@@ -5,7 +5,8 @@
 #include <string.h>
 
 static const char *const coll_algo_names[] = {"auto", "ring", "tree", "rhd", "hierarchical",
-                                              "nvls", "nvls-tree", "sharp", "pairwise", "direct"};
+                                              "nvls", "nvls-tree", "sharp", "pairwise", "direct",
+                                              "rd", "multi-leader"};
 
 const char *coll_algo_name(coll_algo a)
 {
@@ -21,7 +22,7 @@ bool coll_algo_parse(const char *name, coll_algo *out, GError **err)
     }
   g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
               "collectives.algorithm: unknown algorithm '%s' (expected auto, ring, tree, rhd, "
-              "hierarchical, nvls, nvls-tree, sharp, pairwise or direct)",
+              "hierarchical, nvls, nvls-tree, sharp, pairwise, direct, rd or multi-leader)",
               name);
   return false;
 }
@@ -65,16 +66,21 @@ bool coll_algo_applies(const hw_cluster *hw, prog_coll op, const int *ranks, int
     return reduce && coll_is_pow2(n);
   case COLL_ALGO_HIERARCHICAL:
     return reduce && nodes > 1 && per > 1;
+  /* NCCL turns NVLink SHARP off for communicators of two GPUs or fewer per node (nvls.cc) */
   case COLL_ALGO_NVLS:
-    return reduce && nodes == 1 && nvswitch;
+    return reduce && nodes == 1 && per > 2 && nvswitch;
   case COLL_ALGO_NVLS_TREE:
-    return reduce && nodes > 1 && per > 1 && nvswitch;
+    return reduce && nodes > 1 && per > 2 && nvswitch;
   case COLL_ALGO_SHARP:
     return reduce && nodes > 1 && per > 0 && c->network.sharp;
   case COLL_ALGO_PAIRWISE:
     return op == PROG_COLL_ALLTOALL;
   case COLL_ALGO_DIRECT:
     return op == PROG_COLL_ALLTOALL || op == PROG_COLL_SENDRECV;
+  case COLL_ALGO_RD:
+    return (reduce || op == PROG_COLL_ALLGATHER) && coll_is_pow2(n);
+  case COLL_ALGO_MULTI_LEADER:
+    return reduce && per > 0;
   case COLL_ALGO_AUTO:
     return true;
   case COLL_NALGOS:
@@ -101,6 +107,36 @@ double coll_wire_bytes(const coll_plan *p, const coll_phase *ph, const coll_xfer
 void coll_schedule_eval(const coll_plan *p, const hw_cluster *hw, int proto, double bytes,
                         coll_schedule *out)
 {
+  coll_schedule_eval_rt(p, hw, NULL, proto, bytes, out);
+}
+
+/* What a runtime adds before the transfers: its call, and with host staging the copies of the
+ * buffer to host memory and back (PCIe, at storage.host_bandwidth). */
+static double coll_runtime_base(const coll_runtime *rt, const hw_cluster *hw, double nccl_base,
+                                double bytes)
+{
+  if (!rt)
+    return nccl_base;
+  double base = (rt->cpu ? rt->call_latency : nccl_base + rt->call_latency) + rt->cycle_wait;
+  if (rt->host_staged)
+    base += 2.0 * bytes / hw_config(hw)->storage.host_bandwidth;
+  return base;
+}
+
+/* The latency of one step over link class c: NCCL's per protocol, or the runtime's own
+ * software cost, and a rendezvous handshake for a message above the eager limit. */
+static double coll_step_latency(const coll_runtime *rt, const cfg_nccl *nc, int c, int proto,
+                                double message)
+{
+  if (!rt || !rt->cpu)
+    return nc->hop_latency[c][proto];
+  bool rendezvous = rt->eager_limit > 0 && message > rt->eager_limit;
+  return rt->step_latency + (rendezvous ? rt->rendezvous_latency : 0);
+}
+
+void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_runtime *rt,
+                           int proto, double bytes, coll_schedule *out)
+{
   const cfg_nccl *nc = &hw_config(hw)->nccl;
   double eff = nc->protocol_efficiency[proto];
   double size = p->absolute ? 1.0 : bytes;
@@ -112,7 +148,11 @@ void coll_schedule_eval(const coll_plan *p, const hw_cluster *hw, int proto, dou
   out->post = g_new0(double, MAX(p->nphases, 1));
   if (p->nphases == 0)
     return; /* one GPU, or nothing to move: no time at all */
-  out->base = nc->base_latency[proto];
+  /* NVLink SHARP has its own set-up and synchronisation cost, which NCCL's tuning model counts
+   * as one latency for the whole in-switch part (hwLat[NVLINK][NVLS] = 25 us) in place of the
+   * base latency and the ring's per-step NVLink latencies; the wires' own latency stays. */
+  bool nvls = p->algo == COLL_ALGO_NVLS || p->algo == COLL_ALGO_NVLS_TREE;
+  out->base = coll_runtime_base(rt, hw, nvls ? nc->nvls_latency : nc->base_latency[proto], bytes);
   double t = out->base;
   for (int i = 0; i < p->nphases; i++) {
     const coll_phase *ph = &p->phases[i];
@@ -124,11 +164,17 @@ void coll_schedule_eval(const coll_plan *p, const hw_cluster *hw, int proto, dou
       bulk = MAX(bulk, wire > 0 ? wire / kd->rate : 0);
     }
     for (int c = 0; c < CFG_NLINKCLASSES; c++) {
-      lat += ph->stages[c] * (ph->class_alpha[c] + nc->hop_latency[c][proto]);
+      double step = nvls && c == CFG_LINK_INTRA
+                        ? 0
+                        : coll_step_latency(rt, nc, c, proto, ph->max_frac * size);
+      lat += ph->stages[c] * (ph->class_alpha[c] + step);
       stages += ph->stages[c];
     }
     out->pre[i] = lat; /* the platform's links carry no latency: it is paid here */
-    out->post[i] = ph->pipelined ? (stages - 1) * MIN(nc->chunk[proto], ph->max_frac * size / eff) /
+    /* an MPI ring sends each step's block whole, one step after the other: the folded steps
+     * have no chunk pipeline to fill (a chain's broadcast, one step, still has) */
+    bool pipelined = ph->pipelined && !(rt && rt->cpu && ph->steps > 1);
+    out->post[i] = pipelined ? (stages - 1) * MIN(nc->chunk[proto], ph->max_frac * size / eff) /
                                        ph->min_rate
                                  : 0;
     t += out->pre[i] + bulk + out->post[i];
@@ -147,6 +193,7 @@ void coll_schedule_clear(coll_schedule *s)
 
 struct coll_planner {
   const hw_cluster *hw;
+  const coll_runtime *rt; /* NULL: NCCL */
   coll_algo algo;
   int proto;
   bool fold;
@@ -200,6 +247,13 @@ coll_planner *coll_planner_new(const hw_cluster *hw, coll_algo algo, int proto, 
   return pl;
 }
 
+void coll_planner_set_runtime(coll_planner *pl, const coll_runtime *rt)
+{
+  pl->rt = rt;
+  g_hash_table_remove_all(pl->schedules);
+  g_hash_table_remove_all(pl->plans);
+}
+
 void coll_planner_free(coll_planner *pl)
 {
   if (!pl)
@@ -229,10 +283,29 @@ static int coll_auto_candidates(prog_coll op, int n, coll_algo *out)
   }
 }
 
-static GPtrArray *coll_candidates(coll_planner *pl, prog_coll op, const int *ranks, int n, int key,
-                                  const double *vbytes, GError **err)
+/* An MPI's algorithms for an op when no size rule names one: NCCL's without its in-switch and
+ * tree designs, plus MPI's own. */
+static int coll_cpu_candidates(prog_coll op, int n, coll_algo *out)
 {
-  coll_cache_key k = {.key = key, .op = op, .bytes = 0};
+  switch (op) {
+  case PROG_COLL_ALLREDUCE:
+    out[0] = COLL_ALGO_RING, out[1] = COLL_ALGO_RHD, out[2] = COLL_ALGO_RD;
+    out[3] = COLL_ALGO_MULTI_LEADER;
+    return 4;
+  case PROG_COLL_ALLGATHER:
+    out[0] = COLL_ALGO_RING, out[1] = COLL_ALGO_RD;
+    return 2;
+  default:
+    return coll_auto_candidates(op, n, out);
+  }
+}
+
+/* The candidate plans: the forced algorithm, the one a runtime's size rule names (`ruled`), or
+ * every one the tuner weighs. Cached per group and op (and ruled algorithm). */
+static GPtrArray *coll_candidates(coll_planner *pl, prog_coll op, const int *ranks, int n, int key,
+                                  coll_algo ruled, const double *vbytes, GError **err)
+{
+  coll_cache_key k = {.key = key, .op = op, .bytes = -1.0 - (double)ruled};
   GPtrArray *plans = g_hash_table_lookup(pl->plans, &k);
   if (plans)
     return plans;
@@ -240,12 +313,18 @@ static GPtrArray *coll_candidates(coll_planner *pl, prog_coll op, const int *ran
   int na = 0;
   if (pl->algo != COLL_ALGO_AUTO && coll_algo_applies(pl->hw, op, ranks, n, pl->algo))
     algos[na++] = pl->algo;
+  else if (ruled != COLL_ALGO_AUTO)
+    algos[na++] = ruled;
+  else if (coll_runtime_cpu(pl->rt))
+    na = coll_cpu_candidates(op, n, algos);
   else
     na = coll_auto_candidates(op, n, algos);
   plans = g_ptr_array_new();
+  int leaders = pl->rt ? pl->rt->leaders : 1;
   for (int i = 0; i < na; i++)
     if (coll_algo_applies(pl->hw, op, ranks, n, algos[i]))
-      g_ptr_array_add(plans, coll_plan_new(pl->hw, op, ranks, n, algos[i], vbytes, pl->fold));
+      g_ptr_array_add(plans, coll_plan_build(pl->hw, op, ranks, n, algos[i], vbytes, pl->fold,
+                                             leaders));
   if (plans->len == 0) {
     g_ptr_array_free(plans, TRUE);
     g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "no algorithm can run %s on this group",
@@ -263,20 +342,25 @@ const coll_schedule *coll_planner_get(coll_planner *pl, prog_coll op, const int 
   coll_schedule *best = g_hash_table_lookup(pl->schedules, &k);
   if (best)
     return best;
-  GPtrArray *plans = coll_candidates(pl, op, ranks, n, key, vbytes, err);
+  int rule;
+  coll_algo ruled = coll_runtime_pick(pl->rt, pl->hw, op, ranks, n, bytes, &rule);
+  GPtrArray *plans = coll_candidates(pl, op, ranks, n, key, ruled, vbytes, err);
   if (!plans)
     return NULL;
+  bool cpu = coll_runtime_cpu(pl->rt);
   best = g_new0(coll_schedule, 1);
   best->time = INFINITY;
   best->pre = best->post = NULL;
   for (guint i = 0; i < plans->len; i++)
     for (int proto = 0; proto < CFG_NPROTOS; proto++) {
       const coll_plan *plan = g_ptr_array_index(plans, i);
-      if ((pl->proto != COLL_PROTO_AUTO && proto != pl->proto) ||
-          (pl->proto == COLL_PROTO_AUTO && !coll_proto_applies(plan->algo, proto)))
+      bool skip = cpu ? proto != CFG_PROTO_SIMPLE /* MPI sends plain messages: no LL */
+                      : (pl->proto != COLL_PROTO_AUTO && proto != pl->proto) ||
+                            (pl->proto == COLL_PROTO_AUTO && !coll_proto_applies(plan->algo, proto));
+      if (skip)
         continue;
       coll_schedule s;
-      coll_schedule_eval(g_ptr_array_index(plans, i), pl->hw, proto, bytes, &s);
+      coll_schedule_eval_rt(plan, pl->hw, pl->rt, proto, bytes, &s);
       if (s.time < best->time) {
         coll_schedule_clear(best);
         *best = s;

@@ -38,14 +38,21 @@ void coll_build_nvls_tree(coll_builder *b)
   coll_layout l;
   coll_layout_of(b->hw, b->p->ranks, b->p->n, &l);
   int g = l.per_node, N = l.nnodes;
-  /* NVLS inside the nodes, pipelined with an exchange of each 1/g shard along its rail */
-  coll_add_phase(b, 1, 2, 2 * (N - 1), true);
+  /* NVLS inside the nodes, pipelined with each 1/g shard climbing NCCL's two trees along its
+   * rail (half of the shard per tree) and coming back down */
+  coll_add_phase(b, 1, 2, 2 * (int)ceil(log2((double)N)), true); /* up and down the tree */
   for (int k = 0; k < N; k++)
     coll_nvls_flows(b, &l, k, 1.0);
   for (int j = 0; j < g; j++)
-    for (int k = 0; k < N; k++)
-      coll_add_xfer(b, l.sorted[l.node_start[k] + j], l.sorted[l.node_start[(k + 1) % N] + j],
-                    2.0 * (N - 1) / ((double)g * N));
+    for (int t = 0; t < 2; t++)
+      for (int k = 0; k < N; k++) {
+        int parent = coll_tree_parent(k, N, t);
+        if (parent < 0)
+          continue;
+        int child_gpu = l.sorted[l.node_start[k] + j], parent_gpu = l.sorted[l.node_start[parent] + j];
+        coll_add_xfer(b, child_gpu, parent_gpu, 0.5 / g);
+        coll_add_xfer(b, parent_gpu, child_gpu, 0.5 / g);
+      }
   b->p->channels = g;
   coll_layout_clear(&l);
 }

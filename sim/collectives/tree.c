@@ -1,18 +1,37 @@
 /* NCCL's tree all-reduce: in every node a chain of its GPUs, across nodes two complementary
- * binary trees (each carries half of the data, and a node that is inner in one is a leaf in the
- * other). Reduction climbs the chains and trees, the result comes back down, all pipelined in
+ * binary trees, each carrying half of the data. The trees are NCCL's (graph/trees.cc): the
+ * first puts the even nodes inside and the odd ones at the leaves; the second is the first
+ * shifted by one node (an even node count) or mirrored (an odd one), so a node that is inner in
+ * one tree is a leaf in the other. Past two nodes an inner node sends its half to a parent and
+ * to two children, which is why NCCL's tuning halves NVLS-tree's network bandwidth beyond two
+ * nodes. Reduction climbs the chains and trees, the result comes back down, all pipelined in
  * chunks; each channel uses a different GPU (and NIC) as the node's head. */
 #include "collectives/collectives_internal.h"
 
 #include <math.h>
 
-static int coll_tree_parent(int k, int nodes, bool mirrored)
+/* The first tree: node 0 is the root; a node's lowest set bit says its level. A node xx01[0]
+ * hangs under xx10[0] (or xx00[0] when that is past the end), a node xx11[0] under xx10[0]. */
+static int coll_btree_parent(int k, int nodes)
 {
-  int m = mirrored ? nodes - 1 - k : k;
-  if (m == 0)
+  if (k == 0)
     return -1;
-  int parent = (m - 1) / 2;
-  return mirrored ? nodes - 1 - parent : parent;
+  int bit = k & -k;
+  if (k & (bit << 1))
+    return k - bit;
+  return k + bit < nodes ? k + bit : k - bit;
+}
+
+int coll_tree_parent(int k, int nodes, int tree)
+{
+  if (tree == 0)
+    return coll_btree_parent(k, nodes);
+  if (nodes % 2) {
+    int parent = coll_btree_parent(nodes - 1 - k, nodes);
+    return parent < 0 ? -1 : nodes - 1 - parent;
+  }
+  int parent = coll_btree_parent((k - 1 + nodes) % nodes, nodes);
+  return parent < 0 ? -1 : (parent + 1) % nodes;
 }
 
 void coll_build_tree(coll_builder *b)
@@ -38,7 +57,7 @@ void coll_build_tree(coll_builder *b)
     }
     for (int t = 0; t < 2; t++)
       for (int k = 0; k < N; k++) {
-        int parent = coll_tree_parent(k, N, t == 1);
+        int parent = coll_tree_parent(k, N, t);
         if (parent < 0)
           continue;
         int a = l.node_start[k], pa = l.node_start[parent];

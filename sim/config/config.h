@@ -31,6 +31,8 @@ void cfg_doc_free(cfg_doc *doc);
 /* "file:line:col" of the value at a dotted path (or of its closest existing parent). */
 char *cfg_doc_where(const cfg_doc *doc, const char *path);
 const char *cfg_doc_file(const cfg_doc *doc);
+/* Whether the document (after --set and profiles) holds the key at a dotted path. */
+bool cfg_doc_has(const cfg_doc *doc, const char *path);
 
 /* The closest candidate to `word` (Levenshtein, case-insensitive), or NULL if nothing is
  * close: the one "did you mean" of dlsim, for keys, enum values, options and commands. */
@@ -50,7 +52,16 @@ typedef enum { CFG_MODEL_TRANSFORMER, CFG_MODEL_MOE_TRANSFORMER, CFG_MODEL_CNN, 
 typedef enum { CFG_ACT_GELU, CFG_ACT_SWIGLU } cfg_activation;
 typedef enum { CFG_OPT_ADAM, CFG_OPT_SGD } cfg_optimizer;
 typedef enum { CFG_RECOMPUTE_NONE, CFG_RECOMPUTE_SELECTIVE, CFG_RECOMPUTE_FULL } cfg_recompute;
-typedef enum { CFG_SCHED_GPIPE, CFG_SCHED_1F1B, CFG_SCHED_INTERLEAVED } cfg_schedule;
+/* parallel.schedule; the last three split each backward into its input-gradient (B) and
+ * weight-gradient (W) passes (Qi et al., ICLR 2024; DeepSeek-V3 report, Sec. 3.2.1) */
+typedef enum {
+  CFG_SCHED_GPIPE,
+  CFG_SCHED_1F1B,
+  CFG_SCHED_INTERLEAVED,
+  CFG_SCHED_ZB_H1,
+  CFG_SCHED_ZB_V,
+  CFG_SCHED_DUALPIPE
+} cfg_schedule;
 typedef enum { CFG_OFFLOAD_NONE, CFG_OFFLOAD_CPU, CFG_OFFLOAD_NVME } cfg_offload;
 typedef enum { CFG_DIM_TP, CFG_DIM_CP, CFG_DIM_PP, CFG_DIM_DP, CFG_NDIMS } cfg_dim;
 /* serving.scheduler: iteration-level batching with whole prompts (vLLM V0, Orca), static
@@ -69,8 +80,21 @@ typedef enum { CFG_LENGTHS_FIXED, CFG_LENGTHS_UNIFORM, CFG_LENGTHS_FILE } cfg_le
  * reserve a request's whole KV at admission so that nothing is ever preempted (TensorRT-LLM's
  * guaranteed-no-evict) */
 typedef enum { CFG_PREEMPT_RECOMPUTE, CFG_PREEMPT_NONE } cfg_preemption;
-typedef enum { CFG_ROUTER_ROUND_ROBIN, CFG_ROUTER_LEAST_LOADED } cfg_router;
+/* kv-aware: the replica whose prefix cache holds the most of the request's prompt (decode
+ * pools cache none), else the one with the most free KV blocks */
+typedef enum { CFG_ROUTER_ROUND_ROBIN, CFG_ROUTER_LEAST_LOADED, CFG_ROUTER_KV_AWARE } cfg_router;
 typedef enum { CFG_A2A_NCCL, CFG_A2A_DEEPEP, CFG_A2A_DEEPEP_LL } cfg_a2a;
+/* serving.speculative.method: a separate draft model, or the model's own multi-token
+ * prediction head (DeepSeek-V3's MTP module) */
+typedef enum { CFG_SPEC_NONE, CFG_SPEC_DRAFT, CFG_SPEC_MTP } cfg_spec_method;
+/* collectives.transport: GPU buffers straight to the NIC or peer GPU (GPUDirect RDMA, CUDA IPC),
+ * or copied through host memory first (Gloo, MPI without GPUDirect) */
+typedef enum { CFG_TRANSPORT_GPU_DIRECT, CFG_TRANSPORT_HOST_STAGED } cfg_transport;
+/* collectives.progress: NCCL's kernels drive the collective on the GPU, or a host thread drives
+ * MPI's (or Gloo's) point-to-point messages */
+typedef enum { CFG_PROGRESS_KERNEL, CFG_PROGRESS_CPU } cfg_progress;
+/* collectives.ucc_tl: UCC's transport layer for an MPI built on UCC (none: MPI's own) */
+typedef enum { CFG_UCC_TL_NONE, CFG_UCC_TL_UCP, CFG_UCC_TL_NCCL } cfg_ucc_tl;
 
 /* Names as the YAML spells them, from the schema's tables ("?" out of range). */
 const char *cfg_recompute_name(cfg_recompute r);
@@ -149,6 +173,7 @@ const char *cfg_proto_name(cfg_proto p);
 typedef struct {
   double link_efficiency[CFG_NLINKCLASSES];  /* fraction of a link's bandwidth NCCL reaches */
   double nvls_efficiency;                    /* the same for NVLink SHARP (in-switch) traffic */
+  double nvls_latency;                       /* seconds: NVLink SHARP's set-up and sync, per collective */
   double p2p_efficiency;                     /* ... for send/recv (and all-to-all), which NCCL
                                                 runs on fewer channels per peer than rings */
   double deepep_efficiency;                  /* ... for DeepEP's MoE dispatch / combine
@@ -253,6 +278,14 @@ typedef struct {
   double kwh;      /* dollars per kWh of facility energy */
 } cfg_cost;
 
+/* Slow GPUs (run/stragglers.c): each GPU's compute runs its lasting factor (lognormal, and
+ * for a `fraction` of them `slowdown` more) times a per-step one (lognormal `jitter`); a
+ * synchronous step waits for its slowest rank. All 0: none. */
+typedef struct {
+  double sigma, fraction, slowdown, jitter;
+  int seed, steps; /* the draws' seed; steps the DES samples */
+} cfg_stragglers;
+
 typedef struct {
   char *name;
   cfg_gpu gpu;
@@ -263,6 +296,7 @@ typedef struct {
   cfg_power power;
   cfg_storage storage;
   cfg_cost cost;
+  cfg_stragglers stragglers;
   cfg_doc *doc; /* for error positions in later cross-checks */
   bool sized_to_job; /* a preset whose node count was set to the workload's GPUs */
 } cfg_cluster;
@@ -343,6 +377,7 @@ typedef struct {
   int uneven_stages;      /* 0/1: layers need not divide into pp x virtual_stages chunks */
   int moe_overlap;        /* 0/1: each MoE layer runs two half batches, one's all-to-all under
                            * the other's compute (DeepSeek's dual micro-batch overlap) */
+  int processes_per_gpu;  /* MPS: processes sharing each GPU, each its own rank */
 } cfg_parallel;
 
 typedef struct {
@@ -357,6 +392,9 @@ typedef struct {
   int concurrency;      /* > 0: closed loop, this many clients each waiting for its answer */
   int prefix_tokens;    /* leading prompt tokens shared by the requests of a group */
   int prefix_groups;    /* distinct shared prefixes (system prompts) */
+  int shared_prefix;    /* the same as prefix_tokens (its newer name); load.c merges them */
+  int turns;            /* requests per conversation: each turn's prompt holds the previous */
+  double think_time;    /* seconds from a turn's answer to the next turn */
 } cfg_requests;
 
 typedef struct {
@@ -364,10 +402,37 @@ typedef struct {
   double attainment;/* fraction of requests meeting both, for --find-max-rate */
 } cfg_slo;
 
+/* A host-memory tier under the GPU's KV cache: evicted prefix blocks go there, a hit comes back
+ * over the host link. */
+typedef struct {
+  double size;      /* bytes of host memory per replica (0: no tier) */
+  double bandwidth; /* host link per GPU, bytes/s (PCIe or NVLink-C2C) */
+} cfg_kv_offload;
+
+#define CFG_MAX_SPEC_TOKENS 16
+typedef struct {
+  cfg_spec_method method;
+  int tokens;             /* k: draft tokens proposed per step */
+  double acceptance;      /* per-token acceptance rate, i.i.d. */
+  double profile[CFG_MAX_SPEC_TOKENS]; /* or per position (acceptance_profile) */
+  int nprofile;
+  cfg_model draft;        /* method draft: the draft model */
+} cfg_speculative;
+/* serving.prefill / serving.decode: one pool of a disaggregated deployment (both given). */
+typedef struct {
+  int tp, pp, ep, replicas, max_batch;
+  int max_tokens;              /* tokens per iteration (default: serving.max_tokens) */
+  cfg_router router;           /* default: serving.router */
+} cfg_pool;
+
+typedef struct {
+  int direct_decode_below;     /* prompts shorter than this go to a decode worker whole (0: none) */
+} cfg_disagg;
+
 typedef struct {
   cfg_dtype dtype;
   char *engine;                /* the profile (configs/engines) whose defaults it took */
-  int tp, pp, ep, max_batch;
+  int tp, pp, ep, max_batch;   /* ep > 1: wide expert parallelism, attention DP ep / tp x TP tp */
   cfg_scheduler scheduler;
   cfg_requests requests;
   cfg_dtype kv_dtype;          /* KV cache entries (default: the weights' dtype, or bf16) */
@@ -381,10 +446,21 @@ typedef struct {
   double kv_cache_free_fraction; /* > 0: TensorRT-LLM's rule instead: the KV cache takes this
                                     fraction of what weights and activations leave free */
   cfg_preemption preemption;
-  int prefix_caching;          /* 0/1: shared prefixes are computed once and kept */
+  int prefix_caching;          /* 0/1: prompt blocks are cached (LRU) and reused */
+  int prefix_cache;            /* the same as prefix_caching; load.c merges them */
+  cfg_kv_offload kv_offload;
+  cfg_speculative speculative;
   double iteration_overhead;   /* seconds of host work per iteration (scheduling, sampling) */
   double request_overhead;     /* seconds per request outside the engine (API server, tokenizer) */
   cfg_slo slo;
+  /* wide expert parallelism (ep > 1): the dispatch / combine kernels of iterations with
+   * prefill tokens and of decode-only ones, and the two-micro-batch overlap */
+  cfg_a2a a2a_prefill, a2a_decode;
+  int two_batch_overlap;       /* 0/1 */
+  cfg_pool prefill, decode;    /* with `disaggregated`: the two pools, which replace tp, pp, ep,
+                                * replicas, max_batch and max_tokens above */
+  cfg_disagg disagg;
+  int disaggregated;           /* 0/1: serving.prefill and serving.decode were both given */
 } cfg_serving;
 
 typedef struct {
@@ -393,7 +469,25 @@ typedef struct {
   cfg_a2a a2a;     /* MoE dispatch / combine kernels: NCCL all-to-all, or DeepEP's */
   double sm_reserved; /* fraction of the SMs communication kernels hold: compute that runs
                        * beside a collective slows by 1 / (1 - sm_reserved) */
+  /* the communication runtime (configs/runtimes): NCCL, a CUDA-aware MPI, Gloo */
+  char *runtime;
+  cfg_transport transport;
+  cfg_progress progress;
+  cfg_ucc_tl ucc_tl;
+  double call_latency;       /* seconds per collective call beyond the fabric's (NAN: NCCL's) */
+  double step_latency;       /* seconds per algorithm step beyond the links' (NAN: NCCL's) */
+  double eager_limit;        /* bytes: larger messages go by rendezvous (0: never) */
+  double rendezvous_latency; /* seconds: the handshake a rendezvous message waits for */
+  int leaders_per_node;      /* multi-leader all-reduce: leaders per node */
+  double cycle_time;         /* seconds: the framework's negotiation cycle (Horovod) */
+  /* size rules "ALGO < SIZE, ALGO < SIZE, ALGO" per op ("auto": NCCL's tuner) */
+  char *allreduce, *allgather, *reducescatter, *alltoall;
 } cfg_collectives;
+
+/* The `collectives` section of the runtime profile NAME (configs/runtimes/NAME.yaml, or a
+ * file), its unset keys given their defaults: what `dlsim coll --runtime` runs. */
+bool cfg_runtime_load(const char *name, cfg_collectives *out, GError **err);
+void cfg_collectives_clear(cfg_collectives *c);
 
 /* What else takes GPU memory, each line with a documented default (see memory.h). */
 typedef struct {
@@ -488,6 +582,8 @@ typedef struct {
   /* a table of collective times (nccl-tests) instead of one number */
   char *table;          /* resolved path of a CSV */
   char *op;
+  char *runtime;        /* the collectives' runtime profile (resolved path), or NULL: NCCL */
+  char *algorithm;      /* the table's NCCL algorithm when it was forced (NCCL_ALGO), else NULL */
   int gpus, group_size;
   char *size_column, *time_column, *time_unit;
   char **filter;        /* "column=value" */

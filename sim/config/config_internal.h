@@ -57,7 +57,9 @@ typedef enum {
   CFG_T_SEQ_ENUM,   /* int array inline at offset, int count at count_offset */
   CFG_T_QTY_BY_ENUM,/* mapping enum-name -> quantity, double array inline at offset */
   CFG_T_SEQ_STRING, /* list of strings: NULL-terminated char** at offset */
-  CFG_T_NUMBER      /* plain double, may be negative */
+  CFG_T_NUMBER,     /* plain double, may be negative */
+  CFG_T_SEQ_QTY     /* quantities of `unit`: double array inline at offset, int count at
+                     * count_offset, at most `max` */
 } cfg_type;
 
 typedef struct cfg_schema cfg_schema;
@@ -104,6 +106,7 @@ extern const cfg_schema cfg_schema_workload;
 extern const cfg_schema cfg_schema_model;
 extern const cfg_schema cfg_schema_efficiency;
 extern const cfg_schema cfg_schema_nccl;
+extern const cfg_schema cfg_schema_collectives;
 extern const cfg_schema cfg_schema_tier;
 extern const cfg_schema cfg_schema_case;
 extern const char *const cfg_dtype_names[];

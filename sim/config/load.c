@@ -94,6 +94,15 @@ static char *cfg_presets_list(const char *kind)
   return g_string_free(out, FALSE);
 }
 
+/* " (did you mean 'X'?)" for the preset of `kind` closest to `word`, or "". */
+static char *cfg_presets_hint(const char *kind, const char *word)
+{
+  g_autofree char *list = cfg_presets_list(kind);
+  g_auto(GStrv) names = g_strsplit(list, ", ", -1);
+  const char *near = cfg_closest(word, (const char *const *)names, g_strv_length(names));
+  return near ? g_strdup_printf(" (did you mean '%s'?)", near) : g_strdup("");
+}
+
 static cfg_doc *cfg_load_named(const char *name, const char *kind, GError **err)
 {
   g_autofree char *path = cfg_resolve(name, kind, NULL);
@@ -170,7 +179,7 @@ static cfg_node *cfg_read_model(cfg_doc *doc, const cfg_node *ref, const char *w
 
 /* `model: {preset: NAME, KEY: VALUE...}`: the model file NAME with those keys changed. A `preset`
  * that names no model file stays what it was, a CNN's architecture (resnet18...). */
-static bool cfg_graft_model_preset(cfg_doc *doc, cfg_pair *p, GError **err)
+static bool cfg_graft_model_preset(cfg_doc *doc, cfg_pair *p, const char *what, GError **err)
 {
   cfg_pair *pre = cfg_map_find(p->value, "preset");
   if (!pre || pre->value->kind != CFG_NODE_SCALAR)
@@ -179,7 +188,8 @@ static bool cfg_graft_model_preset(cfg_doc *doc, cfg_pair *p, GError **err)
   g_autofree char *path = cfg_resolve(ref->scalar, "models", ref->line ? ref->file : NULL);
   if (!path)
     return true;
-  cfg_node *model = cfg_read_model(doc, ref, "model.preset", path, err);
+  g_autofree char *key = g_strdup_printf("%s.preset", what);
+  cfg_node *model = cfg_read_model(doc, ref, key, path, err);
   if (!model)
     return false;
   g_ptr_array_remove(p->value->items, pre); /* the file's own preset, if any, stays */
@@ -192,27 +202,39 @@ static bool cfg_graft_model_preset(cfg_doc *doc, cfg_pair *p, GError **err)
   return true;
 }
 
-/* Replaces `model: NAME` by the mapping of the model file it names. */
-static bool cfg_graft_model(cfg_doc *doc, GError **err)
+/* Replaces `KEY: NAME` of `map` (the workload's model, a draft model) by the mapping of the
+ * model file it names; `what` is its dotted path, for errors. */
+static bool cfg_graft_model_at(cfg_doc *doc, cfg_node *map, const char *key, const char *what,
+                               GError **err)
 {
-  cfg_pair *p = cfg_map_find(doc->root, "model");
+  cfg_pair *p = map && map->kind == CFG_NODE_MAP ? cfg_map_find(map, key) : NULL;
   if (p && p->value->kind == CFG_NODE_MAP)
-    return cfg_graft_model_preset(doc, p, err);
+    return cfg_graft_model_preset(doc, p, what, err);
   if (!p || p->value->kind != CFG_NODE_SCALAR)
     return true;
   const cfg_node *ref = p->value;
   g_autofree char *path = cfg_resolve(ref->scalar, "models", ref->line ? ref->file : NULL);
   if (!path) {
     g_autofree char *list = cfg_presets_list("models");
-    cfg_set_error_node(err, ref, "model: no model file '%s' (presets: %s)", ref->scalar, list);
+    cfg_set_error_node(err, ref, "%s: no model file '%s' (presets: %s)", what, ref->scalar, list);
     return false;
   }
-  cfg_node *model = cfg_read_model(doc, ref, "model", path, err);
+  cfg_node *model = cfg_read_model(doc, ref, what, path, err);
   if (!model)
     return false;
   cfg_node_free(p->value);
   p->value = model;
   return true;
+}
+
+/* The workload's model and a speculative draft model, when named by preset. */
+static bool cfg_graft_model(cfg_doc *doc, GError **err)
+{
+  cfg_node *serving = cfg_map_get(doc->root, "serving");
+  cfg_node *spec = serving && serving->kind == CFG_NODE_MAP ? cfg_map_get(serving, "speculative")
+                                                            : NULL;
+  return cfg_graft_model_at(doc, doc->root, "model", "model", err) &&
+         cfg_graft_model_at(doc, spec, "draft", "serving.speculative.draft", err);
 }
 
 /* A profile: a key naming a file of defaults for some sections of the workload. */
@@ -225,9 +247,11 @@ typedef struct {
 
 static const char *const cfg_framework_sections[] = {"training", "parallel", "collectives", "memory", NULL};
 static const char *const cfg_engine_sections[] = {"serving", NULL};
+static const char *const cfg_runtime_sections[] = {"collectives", NULL};
 static const cfg_profile cfg_profiles[] = {
     {"training", "framework", "frameworks", "framework profile", cfg_framework_sections},
     {"serving", "engine", "engines", "serving engine profile", cfg_engine_sections},
+    {"collectives", "runtime", "runtimes", "runtime profile", cfg_runtime_sections},
 };
 
 static bool cfg_profile_sections_ok(const cfg_profile *pr, const cfg_node *profile,
@@ -262,8 +286,9 @@ static bool cfg_graft_profile(cfg_doc *doc, const cfg_profile *pr, GError **err)
   g_autofree char *where = g_strdup_printf("%s.%s", pr->section, pr->key);
   if (!path) {
     g_autofree char *list = cfg_presets_list(pr->kind);
-    cfg_set_error_node(err, ref, "%s: no %s '%s' (profiles: none, %s)", where, pr->what,
-                       ref->scalar, list);
+    g_autofree char *hint = cfg_presets_hint(pr->kind, ref->scalar);
+    cfg_set_error_node(err, ref, "%s: no %s '%s'%s (profiles: none, %s)", where, pr->what,
+                       ref->scalar, hint, list);
     return false;
   }
   cfg_node *profile = cfg_read_map(doc, ref, where, path, err);
@@ -346,8 +371,10 @@ static bool cfg_apply_override(cfg_doc *cluster, cfg_doc *workload, const cfg_ov
                 o->path, schema == &cfg_schema_cluster ? "cluster" : "workload");
     return false;
   }
-  /* `--set model=NAME` names another model file or preset: grafted after the overrides */
-  if (target == workload && strcmp(path, "model") == 0)
+  /* `--set model=NAME` names another model file or preset (a draft model too): grafted after
+   * the overrides */
+  if (target == workload && (strcmp(path, "model") == 0 ||
+                             strcmp(path, "serving.speculative.draft") == 0))
     return cfg_tree_set(target, path, o->value, err);
   if (target == workload && strcmp(path, "model.preset") == 0 && !cfg_model_is_cnn(workload)) {
     /* grafted under the model already there, it would change nothing: say so */
@@ -749,7 +776,14 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
                     "training.dtype = %s, but the cluster's gpu.flops has no %s entry",
                     cfg_dtype_name(t->dtype), cfg_dtype_name(t->dtype));
 
-  int gpus = cfg_cluster_gpus(c);
+  if (p->processes_per_gpu > 1 && (w->collectives.progress == CFG_PROGRESS_KERNEL ||
+                                   w->collectives.ucc_tl == CFG_UCC_TL_NCCL))
+    return cfg_fail(err, d, "parallel.processes_per_gpu",
+                    "parallel.processes_per_gpu = %d needs an MPI runtime (collectives.runtime: "
+                    "mpi-mvapich or mpi-ucx): NCCL refuses two ranks on one GPU",
+                    p->processes_per_gpu);
+  /* with MPS every process is a rank: the degrees count processes */
+  int gpus = cfg_cluster_gpus(c) * p->processes_per_gpu;
   if (!cfg_degrees_fit(p, gpus, d, err))
     return false;
   int inner = p->tp * p->pp * p->cp;
@@ -780,9 +814,42 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
   return true;
 }
 
+/* Two names of one key (the old one kept working): either, or both if they agree, or (an
+ * engine profile may set the old name) the new one wins. Unset both: `def`. */
+static bool cfg_same_key(int *key, int *alias, int def, bool alias_wins, const char *key_path,
+                         const char *alias_path, const cfg_doc *d, GError **err)
+{
+  if (!alias_wins && *alias != CFG_UNSET_INT && *key != CFG_UNSET_INT && *alias != *key)
+    return cfg_fail(err, d, alias_path, "%s = %d but %s = %d: they are the same key, give one",
+                    alias_path, *alias, key_path, *key);
+  if (*alias != CFG_UNSET_INT)
+    *key = *alias;
+  CFG_DEFAULT_INT(*key, def);
+  *alias = *key;
+  return true;
+}
+
+/* Conversations are driven by their own answers, which a closed loop or a replayed trace
+ * already decides. */
+static bool cfg_turns_check(const cfg_requests *r, const cfg_doc *d, GError **err)
+{
+  if (r->turns <= 1)
+    return true;
+  if (r->trace || r->concurrency > 0)
+    return cfg_fail(err, d, "serving.requests.turns",
+                    "serving.requests.turns = %d: conversations take open-loop or burst "
+                    "arrivals, not %s",
+                    r->turns, r->trace ? "a replayed trace" : "a closed loop (concurrency)");
+  return true;
+}
+
 static bool cfg_requests_check(cfg_requests *r, const cfg_doc *d, GError **err)
 {
   CFG_DEFAULT_INT(r->distribution, r->lengths_file ? CFG_LENGTHS_FILE : CFG_LENGTHS_FIXED);
+  if (!cfg_same_key(&r->prefix_tokens, &r->shared_prefix, 0, false, "serving.requests.prefix_tokens",
+                    "serving.requests.shared_prefix", d, err) ||
+      !cfg_turns_check(r, d, err))
+    return false;
   bool open_rate = !r->trace && r->concurrency == 0 && r->arrival != CFG_ARRIVAL_BURST;
   if (open_rate && !(r->rate > 0))
     return cfg_fail(err, d, "serving.requests",
@@ -810,6 +877,163 @@ static bool cfg_requests_check(cfg_requests *r, const cfg_doc *d, GError **err)
   return true;
 }
 
+/* Wide expert parallelism: whole experts spread evenly over the ep GPUs of a replica, each
+ * GPU also one attention data-parallel rank's share (ep / tp ranks of TP tp). */
+static bool cfg_serving_ep_check(const cfg_workload *w, GError **err)
+{
+  const cfg_doc *d = w->doc;
+  const cfg_serving *s = &w->serving;
+  if (s->ep <= 1)
+    return true;
+  if (w->model.kind != CFG_MODEL_MOE_TRANSFORMER)
+    return cfg_fail(err, d, "serving.ep",
+                    "serving.ep = %d: expert parallelism needs a mixture of experts (model.kind "
+                    "moe-transformer)",
+                    s->ep);
+  if (w->model.moe.experts % s->ep != 0)
+    return cfg_fail(err, d, "serving.ep",
+                    "serving.ep = %d does not divide model.moe.experts = %d (each GPU holds "
+                    "experts / ep whole experts)",
+                    s->ep, w->model.moe.experts);
+  if (s->ep % s->tp != 0)
+    return cfg_fail(err, d, "serving.ep",
+                    "serving.ep = %d is not a multiple of serving.tp = %d (attention runs data "
+                    "parallel over ep / tp ranks of tp GPUs)",
+                    s->ep, s->tp);
+  if (s->pp > 1)
+    return cfg_fail(err, d, "serving.pp",
+                    "serving.pp = %d with serving.ep = %d: pipeline stages with wide expert "
+                    "parallelism are not modelled; use serving.pp 1",
+                    s->pp, s->ep);
+  return true;
+}
+
+/* The draft model is checked as a model is, its errors named by its own path and position. */
+static bool cfg_draft_check(cfg_model *m, const cfg_doc *d, GError **err)
+{
+  cfg_node *serving = cfg_map_get(d->root, "serving");
+  cfg_node *draft = cfg_map_get(cfg_map_get(serving, "speculative"), "draft");
+  if (!draft)
+    return cfg_fail(err, d, "serving.speculative.method",
+                    "serving.speculative.method = draft needs serving.speculative.draft (a model "
+                    "preset name or a mapping)");
+  cfg_node *wrapper = cfg_node_new(CFG_NODE_MAP, draft->file, draft->line, draft->col);
+  cfg_map_put(wrapper, "model", draft);
+  cfg_doc view = {.root = wrapper};
+  GError *inner = NULL;
+  bool ok = cfg_model_check(m, &view, &inner);
+  cfg_map_find(wrapper, "model")->value = NULL; /* borrowed */
+  cfg_node_free(wrapper);
+  if (!ok) {
+    const char *msg = strstr(inner->message, ": model");
+    g_autofree char *where = msg ? g_strndup(inner->message, (gsize)(msg - inner->message))
+                                 : cfg_doc_where(d, "serving.speculative.draft");
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "%s: serving.speculative.draft%s", where,
+                msg ? msg + strlen(": model") : inner->message);
+    g_error_free(inner);
+    return false;
+  }
+  if (m->kind != CFG_MODEL_TRANSFORMER && m->kind != CFG_MODEL_MOE_TRANSFORMER)
+    return cfg_fail(err, d, "serving.speculative.draft",
+                    "serving.speculative.draft: expected a transformer (kind transformer or "
+                    "moe-transformer)");
+  return true;
+}
+
+static bool cfg_speculative_check(cfg_speculative *sp, cfg_scheduler sched, const cfg_doc *d,
+                                  GError **err)
+{
+  CFG_DEFAULT_INT(sp->tokens, sp->nprofile > 0 ? sp->nprofile : 1);
+  if (sp->method == CFG_SPEC_NONE)
+    return true;
+  if (sched == CFG_SCHEDULER_STATIC)
+    return cfg_fail(err, d, "serving.speculative.method",
+                    "serving.speculative: static batches (serving.scheduler static) decode "
+                    "padded one token at a time; speculative decoding needs another scheduler");
+  if (sp->nprofile > 0 && sp->nprofile != sp->tokens)
+    return cfg_fail(err, d, "serving.speculative.acceptance_profile",
+                    "serving.speculative.acceptance_profile: %d entries, but tokens = %d: give "
+                    "one acceptance rate per proposed token",
+                    sp->nprofile, sp->tokens);
+  if (sp->nprofile == 0 && isnan(sp->acceptance))
+    return cfg_fail(err, d, "serving.speculative",
+                    "serving.speculative: missing required key 'acceptance' (the probability a "
+                    "proposed token is accepted, for example 0.8) or 'acceptance_profile'");
+  if (sp->nprofile > 0 && !isnan(sp->acceptance))
+    return cfg_fail(err, d, "serving.speculative.acceptance",
+                    "serving.speculative: give 'acceptance' or 'acceptance_profile', not both");
+  return sp->method != CFG_SPEC_DRAFT || cfg_draft_check(&sp->draft, d, err);
+}
+
+/* A pool's layout against the model, named by the pool's own keys (serving.prefill.tp ...). */
+static bool cfg_pool_fits(const cfg_pool *p, const char *name, const cfg_model *m,
+                          const cfg_doc *d, GError **err)
+{
+  g_autofree char *tp = g_strdup_printf("serving.%s.tp", name);
+  g_autofree char *pp = g_strdup_printf("serving.%s.pp", name);
+  g_autofree char *ep = g_strdup_printf("serving.%s.ep", name);
+  if (m->heads % p->tp != 0)
+    return cfg_fail(err, d, tp, "%s = %d does not divide model.heads = %d", tp, p->tp, m->heads);
+  if (m->kv_heads % p->tp != 0 && p->tp % m->kv_heads != 0)
+    return cfg_fail(err, d, tp, "%s = %d and model.kv_heads = %d: one must divide the other", tp,
+                    p->tp, m->kv_heads);
+  if (m->ffn_hidden % p->tp != 0)
+    return cfg_fail(err, d, tp, "%s = %d does not divide model.ffn_hidden = %d", tp, p->tp,
+                    m->ffn_hidden);
+  if (p->pp > m->layers)
+    return cfg_fail(err, d, pp, "%s = %d exceeds model.layers = %d", pp, p->pp, m->layers);
+  if (p->ep > 1)
+    return cfg_fail(err, d, ep,
+                    "%s = %d: expert parallelism in a disaggregated pool is not simulated yet "
+                    "(ep 1 splits the experts by tensor parallelism)",
+                    ep, p->ep);
+  return true;
+}
+
+/* serving.prefill and serving.decode: both or neither; each fits the model; together they fit
+ * the cluster (placed in order, prefill first). */
+static bool cfg_pools_check(cfg_workload *w, const cfg_cluster *c, GError **err)
+{
+  const cfg_doc *d = w->doc;
+  cfg_serving *s = &w->serving;
+  const cfg_node *node = cfg_map_get(d->root, "serving");
+  bool pre = cfg_map_get(node, "prefill") != NULL, dec = cfg_map_get(node, "decode") != NULL;
+  if (pre != dec)
+    return cfg_fail(err, d, pre ? "serving.prefill" : "serving.decode",
+                    "serving.%s without serving.%s: a disaggregated deployment needs both pools",
+                    pre ? "prefill" : "decode", pre ? "decode" : "prefill");
+  s->disaggregated = pre && dec;
+  if (!s->disaggregated)
+    return true;
+  if (s->scheduler == CFG_SCHEDULER_STATIC || s->scheduler == CFG_SCHEDULER_FUSED)
+    return cfg_fail(err, d, "serving.scheduler",
+                    "serving.scheduler = %s: disaggregated pools run continuous or chunked "
+                    "batching", cfg_scheduler_name(s->scheduler));
+  cfg_pool *pools[2] = {&s->prefill, &s->decode};
+  const char *names[2] = {"prefill", "decode"};
+  for (int i = 0; i < 2; i++) {
+    CFG_DEFAULT_INT(pools[i]->max_batch, s->max_batch);
+    CFG_DEFAULT_INT(pools[i]->max_tokens, s->max_tokens);
+    CFG_DEFAULT_INT(pools[i]->router, s->router);
+    if (!cfg_pool_fits(pools[i], names[i], &w->model, d, err))
+      return false;
+  }
+  if (!c)
+    return true;
+  gint64 gpus[2];
+  for (int i = 0; i < 2; i++)
+    gpus[i] = (gint64)pools[i]->replicas * pools[i]->tp * pools[i]->pp;
+  if (gpus[0] + gpus[1] > cfg_cluster_gpus(c))
+    return cfg_fail(err, d, "serving.decode",
+                    "serving: prefill %d x %d x %d + decode %d x %d x %d (replicas x tp x pp) = "
+                    "%" G_GINT64_FORMAT " GPUs, but the cluster has %d (node.count %d x "
+                    "node.gpus_per_node %d)",
+                    s->prefill.replicas, s->prefill.tp, s->prefill.pp, s->decode.replicas,
+                    s->decode.tp, s->decode.pp, gpus[0] + gpus[1], cfg_cluster_gpus(c),
+                    c->node.count, c->node.gpus_per_node);
+  return true;
+}
+
 /* Serving defaults follow vLLM's where a serving engine has to pick one. */
 static bool cfg_serving_check(cfg_workload *w, const cfg_cluster *c, GError **err)
 {
@@ -825,17 +1049,43 @@ static bool cfg_serving_check(cfg_workload *w, const cfg_cluster *c, GError **er
   if (!(s->gpu_memory_utilization > 0))
     return cfg_fail(err, d, "serving.gpu_memory_utilization",
                     "serving.gpu_memory_utilization: must be in (0, 1]");
-  if (!cfg_requests_check(&s->requests, d, err))
+  if (!cfg_requests_check(&s->requests, d, err) || !cfg_serving_ep_check(w, err) ||
+      !cfg_same_key(&s->prefix_caching, &s->prefix_cache, 0, true, "serving.prefix_caching",
+                    "serving.prefix_cache", d, err) ||
+      !cfg_speculative_check(&s->speculative, s->scheduler, d, err) ||
+      !cfg_pools_check(w, c, err))
     return false;
   if (!c)
     return true;
-  gint64 need = (gint64)s->replicas * s->tp * s->pp; /* each < 2^31: no 64-bit overflow */
+  CFG_DEFAULT_QTY(s->kv_offload.bandwidth, c->storage.host_bandwidth);
+  if (s->kv_offload.size > 0 && !(s->kv_offload.bandwidth > 0))
+    return cfg_fail(err, d, "serving.kv_offload.bandwidth",
+                    "serving.kv_offload.bandwidth: must be above 0 (hits in host memory come "
+                    "back over it)");
+  if (s->disaggregated)
+    return true;
+  /* with expert parallelism the replica is its ep GPUs (attention DP ep / tp x TP tp) */
+  int width = s->ep > 1 ? s->ep : s->tp;
+  gint64 need = (gint64)s->replicas * width * s->pp; /* each < 2^31: no 64-bit overflow */
   if (need > cfg_cluster_gpus(c))
-    return cfg_fail(err, d, "serving",
-                    "serving: replicas x tp x pp = %d x %d x %d = %" G_GINT64_FORMAT " GPUs, but "
+    return cfg_fail(err, d, s->ep > 1 ? "serving.ep" : "serving",
+                    "serving: replicas x %s x pp = %d x %d x %d = %" G_GINT64_FORMAT " GPUs, but "
                     "the cluster has %d (node.count %d x node.gpus_per_node %d)",
-                    s->replicas, s->tp, s->pp, need, cfg_cluster_gpus(c), c->node.count,
-                    c->node.gpus_per_node);
+                    s->ep > 1 ? "ep" : "tp", s->replicas, width, s->pp, need,
+                    cfg_cluster_gpus(c), c->node.count, c->node.gpus_per_node);
+  return true;
+}
+
+/* A runtime that drives its own messages (cpu progress) must say what a call costs; one
+ * that runs NCCL's kernels adds nothing unless it says so. */
+static bool cfg_collectives_check(cfg_collectives *k, const cfg_doc *d, GError **err)
+{
+  bool kernel = k->progress == CFG_PROGRESS_KERNEL || k->ucc_tl == CFG_UCC_TL_NCCL;
+  if (isnan(k->call_latency) && !kernel)
+    return cfg_fail(err, d, "collectives.progress",
+                    "collectives.progress = cpu needs collectives.call_latency (the runtime's "
+                    "cost per call; the profiles in configs/runtimes give it)");
+  CFG_DEFAULT_QTY(k->call_latency, 0.0);
   return true;
 }
 
@@ -855,6 +1105,8 @@ static bool cfg_workload_check(cfg_workload *w, const cfg_cluster *c, GError **e
     return cfg_fail(err, d, "collectives.sm_reserved",
                     "collectives.sm_reserved = %g: expected a fraction in [0, 0.9)",
                     w->collectives.sm_reserved);
+  if (!cfg_collectives_check(&w->collectives, d, err))
+    return false;
   /* Allowances that are not model states or activations: uncalibrated, documented defaults. */
   cfg_memory *m = &w->memory;
   CFG_DEFAULT_QTY(m->comm_bucket, w->parallel.gradient_bucket);
@@ -1109,12 +1361,55 @@ void cfg_workload_free(cfg_workload *w)
   g_free(w->training.framework);
   g_free(w->serving.engine);
   g_free(w->model.moe.histogram);
-  g_free(w->collectives.algorithm);
-  g_free(w->collectives.protocol);
+  cfg_collectives_clear(&w->collectives);
   g_free(w->serving.requests.lengths_file);
   g_free(w->serving.requests.trace);
+  g_free(w->serving.speculative.draft.name);
+  g_free(w->serving.speculative.draft.preset);
+  g_free(w->serving.speculative.draft.moe.histogram);
   cfg_doc_free(w->doc);
   g_free(w);
+}
+
+void cfg_collectives_clear(cfg_collectives *c)
+{
+  char **strs[] = {&c->algorithm, &c->protocol, &c->runtime, &c->allreduce,
+                   &c->allgather, &c->reducescatter, &c->alltoall};
+  for (size_t i = 0; i < G_N_ELEMENTS(strs); i++) {
+    g_free(*strs[i]);
+    *strs[i] = NULL;
+  }
+}
+
+bool cfg_runtime_load(const char *name, cfg_collectives *out, GError **err)
+{
+  cfg_schema_init(&cfg_schema_collectives, out);
+  g_autofree char *path = cfg_resolve(name, "runtimes", NULL);
+  if (!path) {
+    g_autofree char *list = cfg_presets_list("runtimes");
+    g_autofree char *hint = cfg_presets_hint("runtimes", name);
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "--runtime %s: no runtime profile '%s'%s "
+                "(profiles: %s)", name, name, hint, list);
+    return false;
+  }
+  cfg_doc *doc = cfg_doc_load(path, err);
+  if (!doc)
+    return false;
+  const cfg_node *section = cfg_map_get(doc->root, "collectives");
+  bool ok = true;
+  if (!section || section->kind != CFG_NODE_MAP) {
+    cfg_set_error_at(err, cfg_doc_file(doc), 0, 0, "expected a 'collectives' mapping");
+    ok = false;
+  }
+  ok = ok && cfg_decode(section, &cfg_schema_collectives, out, "collectives", err);
+  if (ok) {
+    cfg_defaults(&cfg_schema_collectives, out);
+    ok = cfg_collectives_check(out, doc, err);
+  }
+  if (!ok)
+    cfg_collectives_clear(out);
+  cfg_doc_free(doc);
+  return ok;
 }
 
 bool cfg_case_load(const char *path, cfg_case *out, GError **err)
@@ -1164,7 +1459,9 @@ void cfg_case_clear(cfg_case *c)
   g_free(c->command);
   g_free(c->unit);
   g_free(c->table);
+  g_free(c->runtime);
   g_free(c->op);
+  g_free(c->algorithm);
   g_free(c->size_column);
   g_free(c->time_column);
   g_free(c->time_unit);

@@ -32,6 +32,8 @@ static const char *cfg_ref_type(const cfg_field *f)
     return "list of names";
   case CFG_T_SEQ_STRING:
     return "list of text";
+  case CFG_T_SEQ_QTY:
+    return f->unit == UNITS_FRACTION ? "list of fractions" : "list of numbers";
   case CFG_T_QTY_BY_ENUM:
     return f->unit == UNITS_FRACTION ? "fractions by name" : f->unit == UNITS_SECONDS ? "times by name"
            : f->unit == UNITS_BYTES ? "sizes by name" : "FLOP/s by name";
@@ -123,7 +125,9 @@ static void cfg_ref_walk(cfg_ref *r, const cfg_schema *s, const char *prefix)
   for (size_t i = 0; i < s->nfields; i++) {
     const cfg_field *f = &s->fields[i];
     g_autofree char *path = *prefix ? g_strdup_printf("%s.%s", prefix, f->key) : g_strdup(f->key);
-    if (f->type == CFG_T_MAP) {
+    if (f->type == CFG_T_MAP && f->sub == &cfg_schema_model && *prefix) {
+      cfg_ref_row(r, path, f); /* a second model (a draft) takes the keys of `model` */
+    } else if (f->type == CFG_T_MAP) {
       cfg_ref_walk(r, f->sub, path);
     } else if (f->type == CFG_T_SEQ_MAP) {
       cfg_ref_row(r, path, f);

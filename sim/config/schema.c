@@ -26,15 +26,19 @@ static const char *const cfg_model_kind_names[] = {"transformer", "moe-transform
 static const char *const cfg_activation_names[] = {"gelu", "swiglu", NULL};
 static const char *const cfg_optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const cfg_recompute_names[] = {"none", "selective", "full", NULL};
-static const char *const cfg_schedule_names[] = {"gpipe", "1f1b", "interleaved", NULL};
+static const char *const cfg_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe", NULL};
 static const char *const cfg_a2a_names[] = {"nccl", "deepep", "deepep-ll", NULL};
+static const char *const cfg_transport_names[] = {"gpu-direct", "host-staged", NULL};
+static const char *const cfg_progress_names[] = {"kernel", "cpu", NULL};
+static const char *const cfg_ucc_tl_names[] = {"none", "ucp", "nccl", NULL};
 static const char *const cfg_offload_names[] = {"none", "cpu", "nvme", NULL};
 static const char *const cfg_dim_names[] = {"tp", "cp", "pp", "dp", NULL};
 static const char *const cfg_scheduler_names[] = {"continuous", "static", "chunked", "fused", NULL};
 static const char *const cfg_arrival_names[] = {"poisson", "gamma", "uniform", "burst", NULL};
 static const char *const cfg_lengths_names[] = {"fixed", "uniform", "file", NULL};
 static const char *const cfg_preemption_names[] = {"recompute", "none", NULL};
-static const char *const cfg_router_names[] = {"round-robin", "least-loaded", NULL};
+static const char *const cfg_spec_method_names[] = {"none", "draft", "mtp", NULL};
+static const char *const cfg_router_names[] = {"round-robin", "least-loaded", "kv-aware", NULL};
 static const char *const cfg_proto_names[] = {"ll", "ll128", "simple", NULL};
 static const char *const cfg_link_class_names[] = {"intra", "network", NULL};
 static const char *const cfg_routing_names[] = {"uniform", "zipf", "histogram", NULL};
@@ -235,6 +239,10 @@ static const cfg_field cfg_nccl_fields[] = {
               DEFS(cfg_link_efficiency_defaults)),
     F_FRAC(cfg_nccl, "nvls_efficiency", nvls_efficiency,
            "the same for NVLink SHARP (in-switch) traffic", DEF(0.69)),
+    F_QTY(cfg_nccl, "nvls_latency", nvls_latency, UNITS_SECONDS,
+          "per NVLink SHARP collective (NVLS, NVLS-tree): set-up and synchronisation through the "
+          "switch, in place of the base and per-NVLink-step latencies (NCCL's tuning model: 25 us)",
+          DEF(25e-6)),
     F_FRAC(cfg_nccl, "p2p_efficiency", p2p_efficiency,
            "the same for send/recv and all-to-all (fewer channels per peer; fitted: "
            "nccl-a100-8gpu-sendrecv)",
@@ -469,6 +477,33 @@ static const cfg_field cfg_cost_fields[] = {
 };
 static const cfg_schema cfg_schema_cost = SCHEMA("cost", cfg_cost, cfg_cost_fields);
 
+/* Stragglers are off unless asked for: published fleets differ too much for one default
+ * (validation/lifecycle/README.md: FALCON, ByteDance, Llama 3). */
+static const cfg_field cfg_stragglers_fields[] = {
+    {ROW(cfg_stragglers, "sigma", CFG_T_QTY, sigma), .unit = UNITS_NUMBER,
+     .doc = "lognormal sigma of each GPU's lasting compute-time factor, drawn once per run (0.02: "
+            "a 2 % spread between GPUs)",
+     DEF(0), UPTO(2, "a sigma of 2 makes one GPU in 40 over 50x slower")},
+    F_FRAC(cfg_stragglers, "fraction", fraction,
+           "fraction of the GPUs (rounded to a count) that run `slowdown` times slower for the "
+           "whole run (chosen by the seed)",
+           DEF(0)),
+    {ROW(cfg_stragglers, "slowdown", CFG_T_QTY, slowdown), .unit = UNITS_NUMBER,
+     .doc = "compute-time factor of the slow GPUs (at least 1)", DEF(2),
+     UPTO(100, "a GPU 100x slower has failed, not straggled")},
+    {ROW(cfg_stragglers, "jitter", CFG_T_QTY, jitter), .unit = UNITS_NUMBER,
+     .doc = "lognormal sigma of each GPU's compute-time factor drawn anew every step (transient "
+            "slowdowns: thermal throttling, host interference)",
+     DEF(0), UPTO(2, "a sigma of 2 makes one GPU in 40 over 50x slower")},
+    F_INT(cfg_stragglers, "seed", seed, 0, "seed of the draws", DEF(1)),
+    F_INT(cfg_stragglers, "steps", steps, 1,
+          "steps the DES simulates with fresh draws (the analytic engine takes the expected "
+          "slowest rank in closed form)",
+          DEF(8), UPTO(1000, "each step is a whole DES run")),
+};
+static const cfg_schema cfg_schema_stragglers =
+    SCHEMA("stragglers", cfg_stragglers, cfg_stragglers_fields);
+
 static const cfg_field cfg_cluster_fields[] = {
     F_STR(cfg_cluster, "name", name, "the cluster's name, for reports"),
     F_MAP(cfg_cluster, "gpu", gpu, cfg_schema_gpu, "the GPU"),
@@ -481,6 +516,8 @@ static const cfg_field cfg_cluster_fields[] = {
     F_MAP(cfg_cluster, "power", power, cfg_schema_power, "what the machine draws"),
     F_MAP(cfg_cluster, "storage", storage, cfg_schema_storage, "where checkpoints go"),
     F_MAP(cfg_cluster, "cost", cost, cfg_schema_cost, "what the machine costs to run"),
+    F_MAP(cfg_cluster, "stragglers", stragglers, cfg_schema_stragglers,
+          "slow GPUs, and what a synchronous step pays for them"),
 };
 const cfg_schema cfg_schema_cluster = SCHEMA("cluster", cfg_cluster, cfg_cluster_fields);
 
@@ -607,10 +644,14 @@ static const cfg_field cfg_parallel_fields[] = {
            "(Megatron's --overlap-param-gather); modelled as hidden under the whole step, a "
            "lower bound: Megatron waits for each bucket before its layers' first forward",
            DEF(0)),
-    F_ENUM(cfg_parallel, "schedule", schedule, cfg_schedule_names, "pipeline schedule",
+    F_ENUM(cfg_parallel, "schedule", schedule, cfg_schedule_names,
+           "pipeline schedule; zb-h1 and zb-v (zero bubble at 1F1B's memory, Qi et al. 2024; zb-v: "
+           "two chunks per rank in a V, virtual_stages: 2) and dualpipe (DeepSeek-V3: "
+           "bidirectional, two copies of the parameters, an even pp) split each backward into "
+           "its input- and weight-gradient passes",
            DEF(CFG_SCHED_1F1B)),
     F_INT(cfg_parallel, "virtual_stages", virtual_stages, 1,
-          "model chunks per pipeline rank (interleaved)", DEF(1), UPTO(1024, "interleaving runs a few chunks per pipeline rank")),
+          "model chunks per pipeline rank (interleaved; zb-v: 2)", DEF(1), UPTO(1024, "interleaving runs a few chunks per pipeline rank")),
     F_INT(cfg_parallel, "zero", zero, 0, "ZeRO stage (0 to 3)", .max = 3, DEF(0)),
     F_ENUM(cfg_parallel, "offload", offload, cfg_offload_names,
            "ZeRO-Offload / ZeRO-Infinity target of the optimizer states", DEF(CFG_OFFLOAD_NONE)),
@@ -626,6 +667,11 @@ static const cfg_field cfg_parallel_fields[] = {
     F_BOOL(cfg_parallel, "moe_overlap", moe_overlap,
            "each MoE layer runs two half batches, one's all-to-all under the other's compute",
            DEF(0)),
+    F_INT(cfg_parallel, "processes_per_gpu", processes_per_gpu, 1,
+          "MPS: processes sharing each GPU's SMs and memory (AccDP), each its own rank: the "
+          "degrees multiply to GPUs x this; needs an MPI runtime (NCCL refuses two ranks on "
+          "one GPU)",
+          DEF(1), UPTO(48, "MPS serves at most 48 clients per GPU (Volta and later)")),
 };
 static const cfg_schema cfg_schema_parallel = SCHEMA("parallel", cfg_parallel, cfg_parallel_fields);
 
@@ -653,8 +699,20 @@ static const cfg_field cfg_requests_fields[] = {
     F_INT(cfg_requests, "concurrency", concurrency, 0,
           "> 0: closed loop, this many clients each waiting for its answer", DEF(0)),
     F_INT(cfg_requests, "prefix_tokens", prefix_tokens, 0,
-          "leading prompt tokens shared by the requests of a group", DEF(0)),
+          "leading prompt tokens shared by the requests of a group", DERIVED("shared_prefix, else 0")),
     F_INT(cfg_requests, "prefix_groups", prefix_groups, 1, "distinct shared prefixes", DEF(1)),
+    F_INT(cfg_requests, "shared_prefix", shared_prefix, 0,
+          "the same as prefix_tokens (its newer name; give one, or both equal)",
+          DERIVED("prefix_tokens")),
+    F_INT(cfg_requests, "turns", turns, 1,
+          "requests per conversation: turn j's prompt is the whole conversation so far (turn "
+          "j-1's prompt and answer) and a new user message of a drawn prompt length less the "
+          "shared prefix; the arrival process starts conversations",
+          DEF(1), UPTO(1 << 16, "conversations run a few hundred turns")),
+    F_QTY(cfg_requests, "think_time", think_time, UNITS_SECONDS,
+          "turns: from an answer's last token to the next turn's arrival at the engine (assumed: "
+          "a user reading and typing)",
+          DEF(5.0)),
 };
 static const cfg_schema cfg_schema_requests =
     SCHEMA("serving.requests", cfg_requests, cfg_requests_fields);
@@ -669,11 +727,73 @@ static const cfg_field cfg_slo_fields[] = {
 };
 static const cfg_schema cfg_schema_slo = SCHEMA("serving.slo", cfg_slo, cfg_slo_fields);
 
+static const cfg_field cfg_kv_offload_fields[] = {
+    F_QTY(cfg_kv_offload, "size", size, UNITS_BYTES,
+          "host memory per replica for KV blocks evicted from the GPUs (vLLM's "
+          "kv_offloading_size, summed over the replica's GPUs); 0: no host tier",
+          DEF(0)),
+    F_QTY(cfg_kv_offload, "bandwidth", bandwidth, UNITS_BYTES_PER_S,
+          "host link per GPU a hit in host memory comes back over (PCIe 5.0 x16, NVLink-C2C)",
+          DERIVED("storage.host_bandwidth of the cluster")),
+};
+static const cfg_schema cfg_schema_kv_offload =
+    SCHEMA("serving.kv_offload", cfg_kv_offload, cfg_kv_offload_fields);
+
+static const cfg_field cfg_speculative_fields[] = {
+    F_ENUM(cfg_speculative, "method", method, cfg_spec_method_names,
+           "speculative decoding: a draft model proposes, or the model's multi-token-prediction "
+           "head (one more layer, run once per proposed token)",
+           DEF(CFG_SPEC_NONE)),
+    F_INT(cfg_speculative, "tokens", tokens, 1, "k: tokens proposed per decode step",
+          DERIVED("the entries of acceptance_profile, else 1"),
+          UPTO(CFG_MAX_SPEC_TOKENS, "engines propose at most a few tokens per step")),
+    F_FRAC(cfg_speculative, "acceptance", acceptance,
+           "probability each proposed token is accepted (independent): (1 - a^(k+1)) / (1 - a) "
+           "tokens per step",
+           DERIVED("required unless acceptance_profile is given")),
+    {ROW(cfg_speculative, "acceptance_profile", CFG_T_SEQ_QTY, profile),
+     .unit = UNITS_FRACTION, .count_offset = offsetof(cfg_speculative, nprofile),
+     .max = CFG_MAX_SPEC_TOKENS,
+     .doc = "instead: the acceptance rate of each position (k entries; position i counts only "
+            "if 1..i-1 were accepted)"},
+    F_MAP(cfg_speculative, "draft", draft, cfg_schema_model,
+          "method draft: the draft model, a preset name under configs/models or a mapping of "
+          "the keys of model; it runs with serving.tp on the same GPUs"),
+};
+static const cfg_schema cfg_schema_speculative =
+    SCHEMA("serving.speculative", cfg_speculative, cfg_speculative_fields);
+/* A pool of a disaggregated deployment: the same keys for prefill and decode, so that a planner's
+ * overlay (serving.prefill.tp=4) reads as the aggregated one does. */
+static const cfg_field cfg_pool_fields[] = {
+    F_INT(cfg_pool, "tp", tp, 1, "tensor parallelism per replica of the pool", DEF(1)),
+    F_INT(cfg_pool, "pp", pp, 1, "pipeline stages per replica of the pool", DEF(1)),
+    F_INT(cfg_pool, "ep", ep, 1, "expert parallelism (not yet simulated beyond 1)", DEF(1)),
+    F_INT(cfg_pool, "replicas", replicas, 1, "replicas (workers) in the pool", DEF(1)),
+    F_INT(cfg_pool, "max_batch", max_batch, 1, "sequences per iteration at most",
+          DERIVED("serving.max_batch")),
+    F_INT(cfg_pool, "max_tokens", max_tokens, 1, "tokens per iteration",
+          DERIVED("serving.max_tokens")),
+    F_ENUM(cfg_pool, "router", router, cfg_router_names, "how requests go to the pool's replicas",
+           DERIVED("serving.router")),
+};
+static const cfg_schema cfg_schema_pool = SCHEMA("serving pool", cfg_pool, cfg_pool_fields);
+
+static const cfg_field cfg_disagg_fields[] = {
+    F_INT(cfg_disagg, "direct_decode_below", direct_decode_below, 0,
+          "prompts shorter than this many tokens skip the prefill pool: a decode worker prefills "
+          "them itself",
+          DEF(0)),
+};
+static const cfg_schema cfg_schema_disagg = SCHEMA("serving.disagg", cfg_disagg, cfg_disagg_fields);
+
 static const cfg_field cfg_serving_fields[] = {
     F_ENUM(cfg_serving, "dtype", dtype, cfg_dtype_names, "weights' data type", DEF(CFG_BF16)),
     F_INT(cfg_serving, "tp", tp, 1, "tensor parallelism per replica", DEF(1)),
     F_INT(cfg_serving, "pp", pp, 1, "pipeline stages per replica", DEF(1)),
-    F_INT(cfg_serving, "ep", ep, 1, "expert parallelism (not yet simulated beyond 1)", DEF(1)),
+    F_INT(cfg_serving, "ep", ep, 1,
+          "expert parallelism: GPUs a replica's routed experts spread over; > 1: attention "
+          "data parallel over ep / tp ranks of TP tp, each with its own batch and KV cache",
+          DEF(1), UPTO(1024, "the widest deployments spread experts over a few hundred GPUs")),
     F_STR(cfg_serving, "engine", engine,
           "the serving engine whose defaults the workload takes (configs/engines: vllm, trtllm, "
           "sglang; each file says where its numbers come from); none: dlsim's generic defaults",
@@ -687,7 +807,9 @@ static const cfg_field cfg_serving_fields[] = {
     F_ENUM(cfg_serving, "kv_dtype", kv_dtype, cfg_dtype_names, "KV cache entries",
            DERIVED("dtype, or bf16 for int8 / int4 weights")),
     F_INT(cfg_serving, "replicas", replicas, 1, "data-parallel copies behind the router", DEF(1)),
-    F_ENUM(cfg_serving, "router", router, cfg_router_names, "how requests go to replicas",
+    F_ENUM(cfg_serving, "router", router, cfg_router_names,
+           "how requests go to replicas (kv-aware: to the most of the prompt cached, else the most "
+           "free KV)",
            DEF(CFG_ROUTER_ROUND_ROBIN)),
     F_INT(cfg_serving, "max_tokens", max_tokens, 1,
           "tokens per iteration (vLLM max_num_batched_tokens)",
@@ -709,19 +831,46 @@ static const cfg_field cfg_serving_fields[] = {
            "that could not finish (none, TensorRT-LLM)",
            DEF(CFG_PREEMPT_RECOMPUTE)),
     F_BOOL(cfg_serving, "prefix_caching", prefix_caching,
-           "shared prefixes are computed once and kept", DEF(0)),
+           "full KV blocks of prompts and answers stay cached after their request (a prefix "
+           "tree of blocks per replica, least recently used evicted first): a request whose "
+           "prompt starts with cached blocks skips their prefill",
+           DERIVED("prefix_cache, else false")),
+    F_BOOL(cfg_serving, "prefix_cache", prefix_cache,
+           "the same as prefix_caching (its newer name), which it overrides",
+           DERIVED("prefix_caching")),
+    F_MAP(cfg_serving, "kv_offload", kv_offload, cfg_schema_kv_offload,
+          "a host-memory tier of the prefix cache"),
+    F_MAP(cfg_serving, "speculative", speculative, cfg_schema_speculative,
+          "speculative decoding"),
     F_QTY(cfg_serving, "iteration_overhead", iteration_overhead, UNITS_SECONDS,
           "host work per iteration (scheduling, sampling)", DEF(0)),
     F_QTY(cfg_serving, "request_overhead", request_overhead, UNITS_SECONDS,
           "time per request outside the engine (API server, tokenizer)", DEF(0)),
     F_MAP(cfg_serving, "slo", slo, cfg_schema_slo, "service-level objectives"),
+    F_ENUM(cfg_serving, "a2a_prefill", a2a_prefill, cfg_a2a_names,
+           "ep > 1: dispatch / combine kernels of iterations with prefill tokens (DeepEP normal)",
+           DEF(CFG_A2A_DEEPEP)),
+    F_ENUM(cfg_serving, "a2a_decode", a2a_decode, cfg_a2a_names,
+           "ep > 1: dispatch / combine kernels of decode-only iterations (DeepEP low-latency)",
+           DEF(CFG_A2A_DEEPEP_LL)),
+    F_BOOL(cfg_serving, "two_batch_overlap", two_batch_overlap,
+           "ep > 1: each iteration runs two micro-batches, one's all-to-all under the other's "
+           "compute (SGLang --enable-two-batch-overlap, DeepSeek's dual micro-batch)",
+           DEF(0)),
+    F_MAP(cfg_serving, "prefill", prefill, cfg_schema_pool,
+          "the prefill pool of a disaggregated deployment (with serving.decode; the two pools "
+          "replace serving.tp, pp, ep and replicas)"),
+    F_MAP(cfg_serving, "decode", decode, cfg_schema_pool,
+          "the decode pool of a disaggregated deployment (with serving.prefill); the KV cache of "
+          "each request moves to it over the cluster's links"),
+    F_MAP(cfg_serving, "disagg", disagg, cfg_schema_disagg, "disaggregated deployments"),
 };
 static const cfg_schema cfg_schema_serving = SCHEMA("serving", cfg_serving, cfg_serving_fields);
 
 static const cfg_field cfg_collectives_fields[] = {
     F_STR(cfg_collectives, "algorithm", algorithm,
-          "auto (NCCL's tuner) or ring, tree, rhd, hierarchical, nvls, nvls-tree, sharp, pairwise, "
-          "direct",
+          "auto (NCCL's tuner, or with cpu progress the runtime's size rules) or ring, tree, rhd, "
+          "hierarchical, nvls, nvls-tree, sharp, pairwise, direct, rd, multi-leader",
           DEF_STR("auto")),
     F_STR(cfg_collectives, "protocol", protocol, "auto, ll, ll128 or simple", DEF_STR("auto")),
     F_ENUM(cfg_collectives, "a2a", a2a, cfg_a2a_names,
@@ -731,8 +880,56 @@ static const cfg_field cfg_collectives_fields[] = {
            "fraction of the SMs communication kernels hold: compute beside a collective slows "
            "by 1 / (1 - sm_reserved)",
            DEF(0.0)),
+    F_STR(cfg_collectives, "runtime", runtime,
+          "the communication runtime whose constants the workload takes (configs/runtimes: "
+          "nccl, mpi-mvapich, mpi-ucx, gloo; each file says where its numbers come from)",
+          DEF_STR("nccl")),
+    F_ENUM(cfg_collectives, "transport", transport, cfg_transport_names,
+           "GPU buffers go GPU-direct (GPUDirect RDMA, CUDA IPC) or through host memory (each "
+           "collective copies its buffer down and back over storage.host_bandwidth)",
+           DEF(CFG_TRANSPORT_GPU_DIRECT)),
+    F_ENUM(cfg_collectives, "progress", progress, cfg_progress_names,
+           "kernel: NCCL's kernels and tuner (they hold sm_reserved of the SMs); cpu: a host "
+           "thread drives the runtime's point-to-point messages, holds no SMs and runs the "
+           "size rules below",
+           DEF(CFG_PROGRESS_KERNEL)),
+    F_ENUM(cfg_collectives, "ucc_tl", ucc_tl, cfg_ucc_tl_names,
+           "an MPI over UCC: its transport layer; nccl runs NCCL's kernels under MPI (kernel "
+           "progress plus call_latency)",
+           DEF(CFG_UCC_TL_NONE)),
+    F_QTY(cfg_collectives, "call_latency", call_latency, UNITS_SECONDS,
+          "per collective call: the runtime's software overhead (with kernel progress, added "
+          "to NCCL's base latency)",
+          DERIVED("0 with kernel progress; required with cpu progress")),
+    F_QTY(cfg_collectives, "step_latency", step_latency, UNITS_SECONDS,
+          "cpu progress: per algorithm step beyond the links' latency (posting and matching a "
+          "message)",
+          DEF(1e-6)),
+    F_QTY(cfg_collectives, "eager_limit", eager_limit, UNITS_BYTES,
+          "cpu progress: messages above this go by rendezvous (0: always eager)", DEF(0)),
+    F_QTY(cfg_collectives, "rendezvous_latency", rendezvous_latency, UNITS_SECONDS,
+          "cpu progress: the handshake (RTS/CTS) a rendezvous message waits for, per step",
+          DEF(0)),
+    F_INT(cfg_collectives, "leaders_per_node", leaders_per_node, 1,
+          "multi-leader all-reduce: leaders per node (each reduces 1/k of the buffer and "
+          "exchanges it across nodes on its own rail)",
+          DEF(1), UPTO(64, "a node has at most a few dozen GPUs")),
+    F_QTY(cfg_collectives, "cycle_time", cycle_time, UNITS_SECONDS,
+          "the framework's negotiation cycle (Horovod's HOROVOD_CYCLE_TIME): a collective "
+          "starts at the next cycle, half a cycle after it is ready on average",
+          DEF(0)),
+    F_STR(cfg_collectives, "allreduce", allreduce,
+          "cpu progress: algorithm by size, \"ALGO < SIZE, ..., ALGO\" (rd, rhd, ring, "
+          "multi-leader, ...); auto: NCCL's tuner",
+          DEF_STR("auto")),
+    F_STR(cfg_collectives, "allgather", allgather, "the same for all-gather (rd, ring)",
+          DEF_STR("auto")),
+    F_STR(cfg_collectives, "reducescatter", reducescatter, "the same for reduce-scatter (ring)",
+          DEF_STR("auto")),
+    F_STR(cfg_collectives, "alltoall", alltoall, "the same for all-to-all (direct, pairwise)",
+          DEF_STR("auto")),
 };
-static const cfg_schema cfg_schema_collectives =
+const cfg_schema cfg_schema_collectives =
     SCHEMA("collectives", cfg_collectives, cfg_collectives_fields);
 
 static const cfg_field cfg_memory_fields[] = {
@@ -817,6 +1014,10 @@ static const cfg_field cfg_case_fields[] = {
            DERIVED("0.10")),
     F_PATH(cfg_case, "table", table, "nccl-tests or OMB output, or a CSV of collective or GEMM times"),
     F_STR(cfg_case, "op", op, "the table's collective, or gemm"),
+    F_PATH(cfg_case, "runtime", runtime,
+           "the runtime profile the table's collectives run on (configs/runtimes)"),
+    F_STR(cfg_case, "algorithm", algorithm,
+          "the NCCL algorithm the table forced (NCCL_ALGO: ring, tree, nvls, ...)", DERIVED("auto")),
     F_INT(cfg_case, "gpus", gpus, 1, "GPUs of the table"),
     F_INT(cfg_case, "group_size", group_size, 1, "GPUs per group", DERIVED("gpus")),
     F_STR(cfg_case, "size_column", size_column, "the table's size column"),
@@ -867,6 +1068,7 @@ void cfg_schema_init(const cfg_schema *s, void *obj)
       *(int *)((char *)obj + f->count_offset) = 0;
       break;
     case CFG_T_SEQ_ENUM:
+    case CFG_T_SEQ_QTY:
       *(int *)((char *)obj + f->count_offset) = 0;
       break;
     }
@@ -907,6 +1109,7 @@ static void cfg_default_field(const cfg_field *f, void *obj)
     break;
   case CFG_T_SEQ_ENUM:
   case CFG_T_SEQ_STRING:
+  case CFG_T_SEQ_QTY:
     break;
   }
 }
@@ -949,6 +1152,7 @@ static void cfg_merge_field(const cfg_field *f, void *dst, const void *src)
   case CFG_T_SEQ_MAP:
   case CFG_T_SEQ_ENUM:
   case CFG_T_SEQ_STRING:
+  case CFG_T_SEQ_QTY:
     break; /* lists are replaced whole, never merged */
   }
 }
@@ -1299,6 +1503,30 @@ static bool cfg_decode_seq_enum(const cfg_node *n, const cfg_field *f, const cha
   return true;
 }
 
+static bool cfg_decode_seq_qty(const cfg_node *n, const cfg_field *f, const char *path,
+                               void *base, GError **err)
+{
+  if (n->kind != CFG_NODE_SEQ) {
+    cfg_set_error_node(err, n, "%s: expected a list such as [0.9, 0.8], found %s", path,
+                       cfg_kind_name(n));
+    return false;
+  }
+  if (n->items->len < 1 || n->items->len > (guint)f->max) {
+    cfg_set_error_node(err, n, "%s: expected 1 to %g entries, found %u", path, f->max,
+                       n->items->len);
+    return false;
+  }
+  double *vals = (double *)((char *)base + f->offset);
+  double top = f->unit == UNITS_FRACTION ? 1.0 : 0.0;
+  for (guint i = 0; i < n->items->len; i++) {
+    g_autofree char *sub = g_strdup_printf("%s[%u]", path, i);
+    if (!cfg_decode_qty(g_ptr_array_index(n->items, i), f->unit, top, sub, &vals[i], err))
+      return false;
+  }
+  *(int *)((char *)base + f->count_offset) = (int)n->items->len;
+  return true;
+}
+
 static bool cfg_decode_seq_string(const cfg_node *n, const char *path, char ***out, GError **err)
 {
   if (n->kind != CFG_NODE_SEQ) {
@@ -1364,6 +1592,8 @@ static bool cfg_decode_field(const cfg_node *v, const cfg_field *f, const char *
     return cfg_decode_seq_string(v, path, slot, err);
   case CFG_T_NUMBER:
     return cfg_decode_number(v, path, slot, err);
+  case CFG_T_SEQ_QTY:
+    return cfg_decode_seq_qty(v, f, path, base, err);
   }
   return false;
 }

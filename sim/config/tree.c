@@ -435,6 +435,15 @@ static cfg_node *cfg_child(const cfg_node *n, const char *seg)
   return NULL;
 }
 
+bool cfg_doc_has(const cfg_doc *doc, const char *path)
+{
+  const cfg_node *n = doc ? doc->root : NULL;
+  g_auto(GStrv) parts = cfg_path_split(path);
+  for (char **p = parts; *p && n; p++)
+    n = cfg_child(n, *p);
+  return n != NULL;
+}
+
 char *cfg_doc_where(const cfg_doc *doc, const char *path)
 {
   const cfg_node *n = doc->root;

@@ -372,6 +372,22 @@ static double des_run_collective(des_actor_arg *a, const prog_op *op)
   return op->count * s->time;
 }
 
+/* A straggler's compute spans, appended from `from` on, stretched by `f` (its waits on
+ * collectives inside a macro are not: they are the network's); returns the time they add. */
+static double des_slow_spans(GArray *spans, guint from, double f)
+{
+  double shift = 0;
+  for (guint i = from; f != 1 && i < spans->len; i++) {
+    eng_span *s = &g_array_index(spans, eng_span, i);
+    double len = s->end - s->start;
+    s->start += shift;
+    if (s->what < 0)
+      shift += len * (f - 1);
+    s->end = s->start + len * (s->what < 0 ? f : 1);
+  }
+  return shift;
+}
+
 /* Runs list[i] and, when nobody watches the ops in between, the compute and memory ops that
  * follow it as one execution: the GPU runs one kernel at a time, so each op's start inside the
  * run is the run's start plus the durations before it. Returns the index of the last op run. */
@@ -387,6 +403,7 @@ static guint des_run_compute(des_actor_arg *a, GArray *list, guint i)
     j++;
   }
   double t0 = simgrid_get_clock(), total = 0, measured = 0;
+  double slow = c->opt->slowdown ? c->opt->slowdown[r->rank] : 1;
   for (guint k = i; k <= j; k++) {
     uint32_t idx = g_array_index(list, uint32_t, k);
     const prog_op *op = prog_op_at(c->p, r->cls, idx);
@@ -394,7 +411,9 @@ static guint des_run_compute(des_actor_arg *a, GArray *list, guint i)
       eng_mem_event m = {.time = t0 + total, .delta = op->mem_delta, .seq = idx};
       g_array_append_val(r->mem, m);
     } else {
+      guint from = r->spans->len;
       double d = eng_op_spans(c->costs, op, r->rank, t0 + total, r->spans, r->hidden);
+      d += des_slow_spans(r->spans, from, slow);
       total += d;
       if (op->tmpl < 0 && op->fixed_time >= 0)
         measured += d;
@@ -669,7 +688,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     out->mem_samples = g_array_new(FALSE, FALSE, sizeof(eng_mem_sample));
   }
   des_build_tables(&c);
-  c.active = eng_fold_tensor_parallel(p, hw);
+  c.active = opt->slowdown ? NULL : eng_fold_tensor_parallel(p, hw);
   c.ranks = g_new0(des_rank, p->nranks);
   for (int r = 0; r < p->nranks; r++) {
     des_rank *x = &c.ranks[r];

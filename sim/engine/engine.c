@@ -504,7 +504,9 @@ const coll_schedule *eng_evaluate_schedule(eng_evaluator *e, const prog_op *op, 
 
 coll_planner *eng_planner_new(const hw_cluster *hw, const eng_options *o)
 {
-  return coll_planner_new(hw, o->algo, o->proto, !o->unfold);
+  coll_planner *pl = coll_planner_new(hw, o->algo, o->proto, !o->unfold);
+  coll_planner_set_runtime(pl, o->runtime);
+  return pl;
 }
 
 const coll_schedule *eng_schedule_for(coll_planner *pl, const prog_program *p, const prog_op *op,

@@ -20,6 +20,11 @@ typedef struct {
   int proto;       /* collectives.protocol: COLL_PROTO_AUTO or a cfg_proto */
   double sm_reserved; /* collectives.sm_reserved: compute beside a collective slows by
                        * 1 / (1 - sm_reserved) */
+  const coll_runtime *runtime; /* collectives.runtime's choices and costs (NULL: NCCL) */
+  /* Per rank, the factor its compute time runs at (stragglers; NULL: 1 everywhere). The DES
+   * then simulates every rank: a slow rank breaks the symmetry folding relies on. The analytic
+   * engine ignores it (run/stragglers.c takes the slowest rank in closed form). */
+  const double *slowdown;
   /* Called now and then by the DES with the fraction of its ops completed (NULL: never). It
    * runs in the simulating child process: it may print, but what it remembers is lost. */
   void (*progress)(double fraction, void *ctx);

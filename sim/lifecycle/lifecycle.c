@@ -118,7 +118,8 @@ void lc_step_phases(const sim_result *r, double time[LC_NPHASES])
   share = CLAMP(share, 0.0, 1.0);
   time[LC_COMPUTE_BOUND] = share * compute;
   time[LC_MEMORY_BOUND] = (1 - share) * compute;
-  time[LC_COMMUNICATING] = r->eng.exposed_comm;
+  /* the other ranks wait for a straggler inside a collective */
+  time[LC_COMMUNICATING] = r->eng.exposed_comm + r->stragglers.cost;
   time[LC_IDLE] = r->eng.bubble + r->eng.other;
 }
 
@@ -140,7 +141,8 @@ static bool lc_steps(const sim_result *r, lc_run *run, GError **err)
 {
   const cfg_training *t = &r->workload->training;
   const cfg_doc *doc = r->workload->doc;
-  run->step_time = r->step_time;
+  /* a step as the run sees it: the slowest rank sets it (cluster.stragglers) */
+  run->step_time = r->step_time + r->stragglers.cost;
   run->tokens_per_step = r->tokens_per_s * r->step_time;
   if (t->tokens > 0 && t->steps > 0)
     return lc_fail(err, doc, "training.steps",
@@ -150,6 +152,7 @@ static bool lc_steps(const sim_result *r, lc_run *run, GError **err)
                    "needs a model of token sequences: give training.steps instead");
   run->steps = t->steps > 0 ? t->steps : ceil(t->tokens / run->tokens_per_step);
   run->tokens = run->steps * run->tokens_per_step;
+  run->straggler_s = run->steps * r->stragglers.cost;
   return true;
 }
 

@@ -78,13 +78,15 @@ double lc_step_energy(const cfg_power *p, const double time[LC_NPHASES], int gpu
                       double switches);
 /* The critical rank's step split by phase: compute time into compute- and memory-bound by the
  * FLOP/s it reaches against what compute-bound kernels reach (gpu.efficiency: flops.gemm x
- * sustained); exposed communication; bubble and other as idle. */
+ * sustained); exposed communication and the wait for stragglers; bubble and other as idle. */
 void lc_step_phases(const sim_result *r, double time[LC_NPHASES]);
 
 /* ---- the run -------------------------------------------------------------------------------- */
 
 typedef struct {
-  double steps, tokens, tokens_per_step, step_time;
+  double steps, tokens, tokens_per_step;
+  double step_time;                /* with stragglers' cost */
+  double straggler_s;              /* of the run's training, waiting for stragglers */
   lc_fleet fleet;
   double job_mtbf;                 /* seconds, 1 / failure rate (0: no failures) */
   double interruptions, interruptions_by[LC_NKINDS], lost_by[LC_NKINDS];

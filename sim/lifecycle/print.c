@@ -82,6 +82,12 @@ void lc_text(FILE *out, const lc_run *run)
   fprintf(out, " %.0f steps\n", run->steps);
   fprintf(out, "    time to train    %12s   (training %s: goodput %.1f %%)\n", wall, productive,
           100 * run->t.goodput);
+  if (run->straggler_s > 0) {
+    g_autofree char *total = lc_duration(run->straggler_s);
+    g_autofree char *per = units_format_seconds(run->straggler_s / run->steps);
+    fprintf(out, "    stragglers       %12s   (+%s a step waiting for the slowest rank, in the "
+                 "training time)\n", total, per);
+  }
   lc_text_failures(out, run);
   lc_text_checkpoints(out, run);
   g_autofree char *mwh = run->energy_kwh >= 1e6   ? g_strdup_printf("%.0f MWh", run->energy_kwh / 1e3)
@@ -125,6 +131,7 @@ cJSON *lc_json(const lc_run *run)
   cJSON_AddNumberToObject(j, "restart_s", run->restart + run->read);
   cJSON *lost = lc_json_by_kind(run->lost_by);
   cJSON_AddNumberToObject(lost, "checkpoints", run->t.checkpoint_s);
+  cJSON_AddNumberToObject(lost, "stragglers", run->straggler_s);
   cJSON_AddItemToObject(j, "lost_s", lost);
   cJSON *phases = cJSON_CreateObject();
   for (int ph = 0; ph < LC_NPHASES; ph++) {

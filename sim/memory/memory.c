@@ -43,6 +43,44 @@ static double mem_stage_activations(const wl_model *m, const wl_stage *st)
   return a;
 }
 
+/* DualPipe: stage s also holds stage pp - 1 - s of the reverse direction (the second copy of
+ * the parameters, DeepSeek-V3 report Sec. 3.2.1); its micro-batches are either stage's. */
+static void mem_add_mirror(const cfg_workload *w, const wl_model *m, int stage, double *params,
+                           double *largest, double *experts, double *act)
+{
+  wl_stage mirror = wl_stage_of(m, w->parallel.pp, w->parallel.pp - 1 - stage);
+  double big, exp;
+  *params += mem_stage_params(m, w, &mirror, &big, &exp);
+  /* the end ranks hold the embedding itself: no tied copy */
+  bool end = stage == 0 || stage == w->parallel.pp - 1;
+  if (end && w->model.tied_embeddings && m->blocks > 0)
+    *params -= ((const wl_layer *)g_ptr_array_index(m->layers, 0))->params;
+  *largest = MAX(*largest, big);
+  *experts += exp;
+  *act = MAX(*act, mem_stage_activations(m, &mirror));
+}
+
+/* ZB-V: rank s holds chunks s and 2p - 1 - s of 2p (rank 0 the embedding and the output layer,
+ * so no tied copy); a micro-batch leaves both chunks' activations. Returns the parameters. */
+static double mem_vee_chunks(const cfg_workload *w, const wl_model *m, int stage, double *largest,
+                             double *experts, double *act)
+{
+  int chunks = 2 * w->parallel.pp;
+  double params = 0;
+  *largest = *experts = *act = 0;
+  for (int c = 0; c < 2; c++) {
+    wl_stage ch = wl_chunk_of(m, chunks, c ? chunks - 1 - stage : stage);
+    double big, exp;
+    params += mem_stage_params(m, w, &ch, &big, &exp);
+    *largest = MAX(*largest, big);
+    *experts += exp;
+    *act += mem_stage_activations(m, &ch);
+  }
+  if (stage == 0 && w->model.tied_embeddings && m->blocks > 0)
+    params -= ((const wl_layer *)g_ptr_array_index(m->layers, 0))->params;
+  return params;
+}
+
 static void mem_extras(const cfg_workload *w, const wl_model *m, double largest, mem_stage *s)
 {
   const cfg_memory *mm = &w->memory;
@@ -71,6 +109,11 @@ static void mem_fill_stage(const cfg_workload *w, const wl_model *m, int stage, 
   wl_stage st = wl_stage_of(m, p->pp, stage);
   double largest = 0, experts = 0;
   double params = mem_stage_params(m, w, &st, &largest, &experts);
+  double act = mem_stage_activations(m, &st);
+  if (p->pp > 1 && p->schedule == CFG_SCHED_DUALPIPE)
+    mem_add_mirror(w, m, stage, &params, &largest, &experts, &act);
+  if (p->pp > 1 && p->schedule == CFG_SCHED_ZB_V)
+    params = mem_vee_chunks(w, m, stage, &largest, &experts, &act);
   wl_states states = wl_states_of_split(w, params, experts);
   memset(s, 0, sizeof *s);
   s->stage = stage;
@@ -82,7 +125,7 @@ static void mem_fill_stage(const cfg_workload *w, const wl_model *m, int stage, 
   s->model_states = s->params + s->grads + s->optimizer;
   int micro = w->training.global_batch / (p->dp * w->training.micro_batch);
   s->inflight = wl_inflight(p, stage, micro);
-  s->activations_per_micro_batch = mem_stage_activations(m, &st);
+  s->activations_per_micro_batch = act;
   if (!states_only) {
     s->activations = s->activations_per_micro_batch * s->inflight;
     mem_extras(w, m, largest, s);

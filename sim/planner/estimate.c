@@ -34,8 +34,14 @@ static void plan_zero3(const plan_est *e, const wl_layer *layer, double *ag, dou
                   layer->expert_params * e->sb.grads);
 }
 
+typedef struct {
+  double fwd, bwd;      /* per micro-batch */
+  double wgrad;         /* of bwd, the weight-gradient GEMMs (zero-bubble schedules' W) */
+  double params, experts;
+} plan_stage;
+
 /* Forward and backward time of `count` identical layers from layer i on. */
-static void plan_run(const plan_est *e, guint i, guint count, double *f, double *b)
+static void plan_run(const plan_est *e, guint i, guint count, plan_stage *st)
 {
   eng_evaluator *ev = e->k->eval;
   double tf = eng_evaluate_macro(ev, e->k->sk.fwd[i], count, 0);
@@ -46,14 +52,10 @@ static void plan_run(const plan_est *e, guint i, guint count, double *f, double 
     tf = MAX(tf, count * ag);
     tb = MAX(tb, count * (ag + rs));
   }
-  *f += tf;
-  *b += tb;
+  st->fwd += tf;
+  st->bwd += tb;
+  st->wgrad += tb * wl_layer_wgrad_share(plan_layer(e, i), e->s->hw, e->m->dtype);
 }
-
-typedef struct {
-  double fwd, bwd;      /* per micro-batch */
-  double params, experts;
-} plan_stage;
 
 /* Chunk g of the pipeline: its layers, as runs of identical ones. */
 static void plan_chunk(const plan_est *e, int g, plan_stage *st)
@@ -63,14 +65,14 @@ static void plan_chunk(const plan_est *e, int g, plan_stage *st)
   guint last = m->layers->len - 1;
   wl_chunk_blocks(m->blocks, chunks, g, &first, &count);
   if (g == 0) {
-    plan_run(e, 0, 1, &st->fwd, &st->bwd);
+    plan_run(e, 0, 1, st);
     st->params += plan_layer(e, 0)->params;
   }
   for (int i = 1 + first; i < 1 + first + count;) {
     int run = 1;
     while (i + run < 1 + first + count && e->k->sk.fwd[i + run] == e->k->sk.fwd[i])
       run++;
-    plan_run(e, (guint)i, (guint)run, &st->fwd, &st->bwd);
+    plan_run(e, (guint)i, (guint)run, st);
     for (int j = i; j < i + run; j++) {
       st->params += plan_layer(e, (guint)j)->params;
       st->experts += plan_layer(e, (guint)j)->expert_params;
@@ -78,7 +80,7 @@ static void plan_chunk(const plan_est *e, int g, plan_stage *st)
     i += run;
   }
   if (g == chunks - 1) {
-    plan_run(e, last, 1, &st->fwd, &st->bwd);
+    plan_run(e, last, 1, st);
     st->params += plan_layer(e, last)->params;
   }
 }
@@ -111,6 +113,38 @@ static double plan_tail(const plan_est *e, const plan_stage *st)
   return tail;
 }
 
+/* ZB-H1 (Qi et al., ICLR 2024, Table 2): 1F1B's fill and drain, (p - 1)(F + B) on even stages,
+ * with B's weight gradients run in the bubbles: (p - 1)(F + B - 2W), their (p - 1)(T_F + T_B -
+ * T_W) with T_B the input gradient alone. The pipe's time; `slowest` its period. */
+static double plan_zb_h1(const plan_stage *st, int p, double micro, double *slowest)
+{
+  int k = 0;
+  for (int i = 1; i < p; i++)
+    if (st[i].fwd + st[i].bwd > st[k].fwd + st[k].bwd)
+      k = i;
+  double fill = 0;
+  for (int i = 0; i < p; i++)
+    fill += i == k ? 0 : st[i].fwd + st[i].bwd - 2 * st[i].wgrad;
+  *slowest = st[k].fwd + st[k].bwd;
+  return micro * *slowest + MAX(fill, 0);
+}
+
+/* DualPipe (DeepSeek-V3 report, Table 2): rank r runs stages r and p - 1 - r, half the
+ * micro-batches each, and its bubble is (p/2 - 1)(F&B + B - 3W), B the whole backward and F&B
+ * taken as F + B (the all-to-alls each hides are not priced apart here). */
+static double plan_dualpipe(const plan_stage *st, int p, double micro, double *slowest)
+{
+  double f = 0, b = 0, w = 0;
+  *slowest = 0;
+  for (int r = 0; r < p; r++) {
+    f += st[r].fwd / p;
+    b += st[r].bwd / p;
+    w += st[r].wgrad / p;
+    *slowest = MAX(*slowest, (st[r].fwd + st[r].bwd + st[p - 1 - r].fwd + st[p - 1 - r].bwd) / 2);
+  }
+  return micro * *slowest + (p / 2 - 1) * MAX(f + 2 * b - 3 * w, 0);
+}
+
 void plan_estimate(plan_setup *s, const cfg_workload *w, const plan_layout *l, const wl_model *m,
                    plan_candidate *c)
 {
@@ -120,15 +154,25 @@ void plan_estimate(plan_setup *s, const cfg_workload *w, const plan_layout *l, c
   double micro = (double)w->training.global_batch / (l->dp * l->micro_batch);
   double sum = 0, tail = 0;
   g_autofree double *round = g_new0(double, v); /* per chunk index: its slowest stage */
+  g_autofree plan_stage *stages = g_new0(plan_stage, p);
   for (int st_i = 0; st_i < p; st_i++) {
-    plan_stage st = {0};
+    plan_stage *st = &stages[st_i];
     for (int ch = 0; ch < v; ch++) {
-      double before = st.fwd + st.bwd;
-      plan_chunk(&e, ch * p + st_i, &st);
-      round[ch] = MAX(round[ch], st.fwd + st.bwd - before);
+      double before = st->fwd + st->bwd;
+      plan_chunk(&e, ch * p + st_i, st);
+      round[ch] = MAX(round[ch], st->fwd + st->bwd - before);
     }
-    sum += st.fwd + st.bwd;
-    tail = MAX(tail, plan_tail(&e, &st));
+    sum += st->fwd + st->bwd;
+  }
+  bool dual = p > 1 && v == 1 && w->parallel.schedule == CFG_SCHED_DUALPIPE;
+  for (int r = 0; r < p; r++) {
+    plan_stage t = stages[r];
+    if (dual) { /* DualPipe: a rank holds two stages' parameters */
+      t.bwd += stages[p - 1 - r].bwd;
+      t.params += stages[p - 1 - r].params;
+      t.experts += stages[p - 1 - r].experts;
+    }
+    tail = MAX(tail, plan_tail(&e, &t));
   }
   /* a micro-batch passes the stages chunk by chunk: each round of chunks goes at the pace of
    * its slowest stage, so uneven chunks cost more than the stages' totals show */
@@ -144,6 +188,10 @@ void plan_estimate(plan_setup *s, const cfg_workload *w, const plan_layout *l, c
    * fill and drain, a chunk at a time with interleaving (Megatron's bubble, (p - 1) / v of a
    * stage's time on even stages) */
   double pipe = micro * slowest + (sum - slowest) / v + p2p;
+  if (p > 1 && v == 1 && w->parallel.schedule == CFG_SCHED_ZB_H1)
+    pipe = plan_zb_h1(stages, p, micro, &slowest) + p2p;
+  if (dual)
+    pipe = plan_dualpipe(stages, p, micro, &slowest) + p2p;
   c->estimate_s = pipe + tail;
   double model_flops, hw_flops;
   wl_step_flops(w, m, &model_flops, &hw_flops);

@@ -41,13 +41,17 @@ plan_setup *plan_setup_new(cfg_cluster *c, cfg_workload *w, int global_batch, GE
   s->hw = hw_cluster_new(s->c);
   s->gpus = cfg_cluster_gpus(s->c);
   s->opt.kind = ENG_ANALYTIC;
-  s->opt.sm_reserved = s->w->collectives.sm_reserved;
-  if (!coll_algo_parse(s->w->collectives.algorithm, &s->opt.algo, err) ||
+  s->runtime = coll_runtime_new(&s->w->collectives, s->w->doc, err);
+  if (!s->runtime || !coll_algo_parse(s->w->collectives.algorithm, &s->opt.algo, err) ||
       !coll_proto_parse(s->w->collectives.protocol, &s->opt.proto, err)) {
     plan_setup_free(s);
     return NULL;
   }
+  /* as dlsim run: a host-driven runtime holds no SMs */
+  s->opt.sm_reserved = coll_runtime_cpu(s->runtime) ? 0 : s->w->collectives.sm_reserved;
+  s->opt.runtime = s->runtime;
   s->pl = coll_planner_new(s->hw, s->opt.algo, s->opt.proto, true);
+  coll_planner_set_runtime(s->pl, s->runtime);
   s->models = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, (GDestroyNotify)wl_model_free);
   s->skels = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, plan_skel_free);
   s->colls = plan_coll_cache_new();
@@ -71,6 +75,7 @@ void plan_setup_free(plan_setup *s)
   if (s->crowds)
     g_hash_table_destroy(s->crowds);
   coll_planner_free(s->pl);
+  coll_runtime_free(s->runtime);
   hw_cluster_free(s->hw);
   cfg_workload_free(s->w);
   cfg_cluster_free(s->c);
@@ -80,6 +85,11 @@ void plan_setup_free(plan_setup *s)
 int plan_setup_gpus(const plan_setup *s)
 {
   return s->gpus;
+}
+
+const cfg_workload *plan_setup_workload(const plan_setup *s)
+{
+  return s->w;
 }
 
 /* ---- layouts ------------------------------------------------------------------------------ */
@@ -95,9 +105,13 @@ void plan_apply(const plan_setup *s, const plan_layout *l, cfg_workload *w)
   p->ep = l->ep;
   p->zero = l->zero;
   p->virtual_stages = l->virtual_stages;
-  p->schedule = l->virtual_stages > 1 ? CFG_SCHED_INTERLEAVED
-                : s->w->parallel.schedule == CFG_SCHED_INTERLEAVED ? CFG_SCHED_1F1B
-                                                                   : s->w->parallel.schedule;
+  cfg_schedule want = s->w->parallel.schedule;
+  /* ZB-V is the two-chunk layout of a workload that asks for it (priced as interleaving) */
+  if (want == CFG_SCHED_ZB_V)
+    want = l->virtual_stages == 2 ? CFG_SCHED_ZB_V : CFG_SCHED_1F1B;
+  p->schedule = l->virtual_stages > 1 && want != CFG_SCHED_ZB_V ? CFG_SCHED_INTERLEAVED
+                : want == CFG_SCHED_INTERLEAVED                 ? CFG_SCHED_1F1B
+                                                                : want;
   p->sequence_parallel = l->sequence_parallel;
   p->uneven_stages = 1; /* any pipeline depth: layers need not divide evenly */
   const cfg_dim inner[] = {CFG_DIM_TP, CFG_DIM_CP, CFG_DIM_PP, CFG_DIM_DP};
@@ -143,6 +157,10 @@ bool plan_valid(const plan_setup *s, const plan_layout *l)
     return false;
   int micro = batch / (l->dp * l->micro_batch);
   if (v > 1 && micro % l->pp)
+    return false;
+  /* DualPipe's rules (wl_check_layout): an even pp, an even count of at least 2 pp */
+  bool dual = l->pp > 1 && v == 1 && s->w->parallel.schedule == CFG_SCHED_DUALPIPE;
+  if (dual && (l->pp % 2 || micro < 2 * l->pp || micro % 2))
     return false;
   if (l->ep > 1 && (l->dp % l->ep || m->moe.experts % l->ep))
     return false;

@@ -1,6 +1,7 @@
 /* Enumerating the layouts, keeping the best estimates, refining them with the engines. */
 #include "planner/planner_internal.h"
 
+#include "lifecycle/lifecycle.h"
 #include "memory/memory.h"
 #include "run/run.h"
 #include "units/units.h"
@@ -267,13 +268,28 @@ void plan_screen_clear(plan_screen_result *r)
 
 /* ---- refinement --------------------------------------------------------------------------- */
 
-static bool plan_simulate(plan_setup *s, plan_candidate *c, eng_kind kind, GError **err)
+/* The run estimate of a simulated layout, for ranking by it. */
+static bool plan_estimate_run(const sim_result *run, plan_candidate *c, GError **err)
+{
+  lc_run life;
+  if (!lc_estimate(run, &life, err))
+    return false;
+  c->time_to_train_s = life.t.wall;
+  c->energy_kwh = life.energy_kwh;
+  c->cost_usd = life.cost_usd;
+  return true;
+}
+
+static bool plan_simulate(plan_setup *s, plan_candidate *c, eng_kind kind, bool whole,
+                          GError **err)
 {
   cfg_workload w;
   plan_apply(s, &c->l, &w);
   sim_options o = sim_options_for(kind);
   sim_result run;
   bool ok = sim_run(s->c, &w, &o, &run, err);
+  if (ok && kind == ENG_ANALYTIC && whole)
+    ok = plan_estimate_run(&run, c, err);
   if (ok && kind == ENG_DES) {
     c->des_step_time_s = run.step_time;
   } else if (ok) {
@@ -291,12 +307,33 @@ static bool plan_simulate(plan_setup *s, plan_candidate *c, eng_kind kind, GErro
   return ok;
 }
 
-static int plan_cmp_step(const void *a, const void *b)
+double plan_run_value(const plan_candidate *c, plan_run_objective by)
 {
-  const plan_candidate *x = a, *y = b;
+  switch (by) {
+  case PLAN_BY_COST:
+    return c->cost_usd;
+  case PLAN_BY_ENERGY:
+    return c->energy_kwh;
+  case PLAN_BY_TIME_TO_TRAIN:
+    return c->time_to_train_s;
+  default:
+    return c->step_time_s;
+  }
+}
+
+int plan_cmp_objective(const plan_candidate *x, const plan_candidate *y, plan_run_objective by)
+{
+  double a = plan_run_value(x, by), b = plan_run_value(y, by);
+  if (a != b)
+    return a < b ? -1 : 1;
   if (x->step_time_s != y->step_time_s)
     return x->step_time_s < y->step_time_s ? -1 : 1;
   return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static gint plan_cmp_with(gconstpointer a, gconstpointer b, gpointer by)
+{
+  return plan_cmp_objective(a, b, (plan_run_objective)GPOINTER_TO_INT(by));
 }
 
 /* The knobs (beyond the parallel sizes) in which `b` differs from `a`, as b's values read in a
@@ -463,7 +500,8 @@ bool plan_refine(plan_setup *s, const plan_options *o, plan_screen_result *r, GE
   bool ok = true;
   for (guint i = 0; ok && i < pool->len && (int)kept->len < o->refine; i++) {
     plan_candidate *c = &g_array_index(pool, plan_candidate, i);
-    ok = plan_simulate(s, c, ENG_ANALYTIC, err);
+    c->time_to_train_s = c->energy_kwh = c->cost_usd = NAN;
+    ok = plan_simulate(s, c, ENG_ANALYTIC, o->by_run != PLAN_BY_STEP, err);
     if (ok && !plan_collapse(kept, seen, c)) {
       plan_seen mine = {.l = c->l, .step = c->step_time_s, .row = kept->len};
       g_array_append_val(seen, mine);
@@ -478,12 +516,32 @@ bool plan_refine(plan_setup *s, const plan_options *o, plan_screen_result *r, GE
     return false;
   }
   r->best = kept;
-  if (kept->len > 1)
-    qsort(kept->data, kept->len, sizeof(plan_candidate), plan_cmp_step);
+  g_array_sort_with_data(kept, plan_cmp_with, GINT_TO_POINTER(o->by_run));
   for (guint i = 0; i < kept->len && (int)i < o->top_k; i++)
-    if (!plan_simulate(s, &g_array_index(kept, plan_candidate, i), ENG_DES, err))
+    if (!plan_simulate(s, &g_array_index(kept, plan_candidate, i), ENG_DES, false, err))
       return false;
-  for (guint i = 1; i < kept->len; i++)
-    plan_explain(&g_array_index(kept, plan_candidate, 0), &g_array_index(kept, plan_candidate, i));
+  plan_rank(kept, o->by_run);
   return true;
+}
+
+/* What a runner-up's run costs more than the first's, before its step's explanation. */
+static void plan_explain_run(const plan_candidate *best, plan_candidate *c, plan_run_objective by)
+{
+  double d = plan_run_value(c, by) - plan_run_value(best, by);
+  g_autofree char *delta = by == PLAN_BY_COST     ? g_strdup_printf("%c$%.0f", d < 0 ? '-' : '+', fabs(d))
+                           : by == PLAN_BY_ENERGY ? g_strdup_printf("%+.3g MWh", d / 1e3)
+                                                  : g_strdup_printf("%+.3g days", d / 86400);
+  g_autofree char *step = g_strdup(c->why);
+  g_snprintf(c->why, sizeof c->why, "%s a run; its step %s", delta, step);
+}
+
+void plan_rank(GArray *kept, plan_run_objective by)
+{
+  g_array_sort_with_data(kept, plan_cmp_with, GINT_TO_POINTER(by));
+  const plan_candidate *best = &g_array_index(kept, plan_candidate, 0);
+  for (guint i = 1; i < kept->len; i++) {
+    plan_explain(best, &g_array_index(kept, plan_candidate, i));
+    if (by != PLAN_BY_STEP)
+      plan_explain_run(best, &g_array_index(kept, plan_candidate, i), by);
+  }
 }

@@ -162,6 +162,15 @@ int prog_group_add(prog_program *p, const int *ranks, int n)
   return id;
 }
 
+int prog_group_add_private(prog_program *p, const int *ranks, int n)
+{
+  prog_group *g = g_new0(prog_group, 1);
+  g->n = n;
+  g->ranks = g_memdup2(ranks, sizeof(int) * (gsize)n);
+  g_ptr_array_add(p->groups, g);
+  return (int)p->groups->len - 1;
+}
+
 void prog_family_set(prog_program *p, int family, int rank, int group)
 {
   prog_family *f = g_ptr_array_index(p->families, family);

@@ -25,6 +25,8 @@ typedef enum {
   PROG_STREAM_EP,
   PROG_STREAM_PP_RECV, /* pipeline receives, posted ahead as Megatron does */
   PROG_STREAM_CP,
+  PROG_STREAM_PP_REV,      /* DualPipe's second direction: its sends and receives run beside */
+  PROG_STREAM_PP_REV_RECV, /* the first's (NCCL groups them per peer and direction) */
   PROG_NSTREAMS
 } prog_stream;
 
@@ -146,6 +148,9 @@ void prog_finalize(prog_program *p);
 int prog_family_add(prog_program *p, const char *name, prog_dim dim);
 /* Registers (or finds) the group with these ranks, in this order. */
 int prog_group_add(prog_program *p, const int *ranks, int n);
+/* A new group with these ranks, never shared: its collectives match among themselves only (a
+ * second channel between two ranks, whose order may differ from the first's). */
+int prog_group_add_private(prog_program *p, const int *ranks, int n);
 void prog_family_set(prog_program *p, int family, int rank, int group);
 const prog_group *prog_group_of(const prog_program *p, int family, int rank);
 

@@ -28,7 +28,12 @@ void rep_memory_text(FILE *out, const rep_memory *r)
   }
   const mem_stage *wst = mem_worst(m);
   g_autofree char *cap = units_format_bytes(m->capacity);
-  fprintf(out, "  capacity %s per GPU; stage %d needs the most", cap, wst->stage);
+  int k = r->workload->has_training ? r->workload->parallel.processes_per_gpu : 1;
+  if (k > 1) /* MPS: each process holds its own in 1/k of the GPU */
+    fprintf(out, "  capacity %s per process (%d MPS processes per GPU); stage %d needs the most",
+            cap, k, wst->stage);
+  else
+    fprintf(out, "  capacity %s per GPU; stage %d needs the most", cap, wst->stage);
   if (wst->inflight > 1)
     fprintf(out, " (activations of %.3g micro-batches in flight)", wst->inflight);
   fprintf(out, ": %s\n", m->gpu_fits ? "FITS" : "OUT OF MEMORY");

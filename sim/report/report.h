@@ -15,6 +15,13 @@
 /* A simulated step (figures, breakdown, memory) for people and for scripts. */
 void rep_run_text(FILE *out, const sim_result *r);
 cJSON *rep_run_json(const sim_result *r);
+/* When the workload names collectives.runtime: the algorithm each distinct collective of the
+ * critical rank ran on it, its time alone, and why. */
+void rep_runtime_text(FILE *out, const sim_result *r);
+/* The same as a JSON array (all of them), or NULL when the workload names no runtime. */
+cJSON *rep_runtime_json(const sim_result *r);
+/* With MPS (parallel.processes_per_gpu > 1): how the processes share each GPU. */
+void rep_mps_text(FILE *out, const sim_result *r);
 /* What the layout asks for that changes nothing (wl_notes): "  note: ..." lines under a
  * report's header, or a JSON array of sentences. */
 void rep_notes_text(FILE *out, const cfg_workload *w);

@@ -95,17 +95,36 @@ static void rep_links_text(FILE *out, const sim_result *r)
   }
 }
 
+/* What the slowest rank adds to each step (cluster.stragglers). */
+static void rep_stragglers_text(FILE *out, const sim_result *r)
+{
+  const sim_stragglers *s = &r->stragglers;
+  g_autofree char *cost = units_format_seconds(fabs(s->cost));
+  g_autofree char *mean = units_format_seconds(s->step_time);
+  g_autofree char *signed_cost = g_strdup_printf("%c%s", s->cost < 0 ? '-' : '+', cost);
+  fprintf(out, "  stragglers       %12s   (mean step %s ", signed_cost, mean);
+  if (s->steps > 0)
+    fprintf(out, "over %d DES steps, seed %d; the slowest of %d GPUs: %.3fx expected)\n",
+            s->steps, r->cluster->stragglers.seed, r->gpus, s->expected_max);
+  else
+    fprintf(out, "in closed form: compute x %.3f, the expected slowest of %d GPUs)\n",
+            s->expected_max, r->gpus);
+}
+
 void rep_run_text(FILE *out, const sim_result *r)
 {
   const eng_result *res = &r->eng;
   g_autofree char *step = units_format_seconds(r->step_time);
+  int k = r->mps_cluster ? r->workload->parallel.processes_per_gpu : 1; /* MPS: the real GPUs */
+  int gpus = r->gpus / k;
   fprintf(out, "dlsim run: %s on %s (%d GPU%s: %d node%s x %d%s), engine %s\n",
-          r->program->meta.description, r->cluster->name, r->gpus, r->gpus == 1 ? "" : "s",
+          r->program->meta.description, r->cluster->name, gpus, gpus == 1 ? "" : "s",
           r->cluster->node.count, r->cluster->node.count == 1 ? "" : "s",
-          r->cluster->node.gpus_per_node,
+          r->cluster->node.gpus_per_node / k,
           r->cluster->sized_to_job ? ", preset sized to the job" : "", eng_kind_name(r->options.kind));
   rep_notes_text(out, r->workload);
   rep_background_text(out, r);
+  rep_mps_text(out, r);
   fprintf(out, "  step time        %12s\n", step);
   if (r->interval.set) {
     g_autofree char *lo = units_format_seconds(r->interval.step_time[0]);
@@ -113,6 +132,8 @@ void rep_run_text(FILE *out, const sim_result *r)
     fprintf(out, "  80 %% interval    %12s - %s  (errors on %d real %s runs, validation/intervals.tsv)\n",
             lo, hi, r->interval.cases, r->interval.kind);
   }
+  if (r->stragglers.on)
+    rep_stragglers_text(out, r);
   fprintf(out, "  throughput       %12.1f samples/s", r->samples_per_s);
   if (r->tokens_per_s > 0)
     fprintf(out, ", %.0f tokens/s", r->tokens_per_s);
@@ -141,6 +162,7 @@ void rep_run_text(FILE *out, const sim_result *r)
       }
   }
   rep_links_text(out, r);
+  rep_runtime_text(out, r);
   const prog_meta *meta = &r->program->meta;
   if (meta->a2a_bytes > 0) {
     g_autofree char *bytes = units_format_bytes(meta->a2a_bytes);
@@ -212,6 +234,14 @@ cJSON *rep_run_json(const sim_result *r)
   const eng_result *res = &r->eng;
   cJSON *j = cJSON_CreateObject();
   cJSON_AddNumberToObject(j, "step_time_s", r->step_time);
+  if (r->stragglers.on) {
+    cJSON_AddNumberToObject(j, "straggler_s", r->stragglers.cost);
+    cJSON *st = cJSON_AddObjectToObject(j, "stragglers");
+    cJSON_AddNumberToObject(st, "step_time_s", r->stragglers.step_time);
+    cJSON_AddNumberToObject(st, "steps", r->stragglers.steps);
+    cJSON_AddNumberToObject(st, "slow_gpus", r->stragglers.slow);
+    cJSON_AddNumberToObject(st, "expected_slowest", r->stragglers.expected_max);
+  }
   if (r->interval.set)
     cJSON_AddItemToObject(j, "intervals", rep_interval_json(&r->interval));
   cJSON_AddNumberToObject(j, "mfu", r->mfu);
@@ -258,6 +288,10 @@ cJSON *rep_run_json(const sim_result *r)
   cJSON_AddBoolToObject(m, "fits", r->fits);
   cJSON_AddStringToObject(j, "engine", eng_kind_name(r->options.kind));
   cJSON_AddStringToObject(j, "framework", r->workload->training.framework ? r->workload->training.framework : "none");
+  cJSON_AddStringToObject(j, "runtime", coll_runtime_name(r->runtime));
+  cJSON *colls = rep_runtime_json(r);
+  if (colls)
+    cJSON_AddItemToObject(j, "collectives", colls);
   cJSON_AddNumberToObject(j, "gpus", r->gpus);
   cJSON_AddNumberToObject(j, "critical_rank", res->critical_rank);
   cJSON *s = cJSON_AddObjectToObject(j, "simulator");

@@ -13,7 +13,8 @@
 
 static const char *rep_stream_name(int s)
 {
-  static const char *const names[] = {"compute", "dp comm", "tp comm", "pp send", "ep comm", "pp recv", "cp comm"};
+  static const char *const names[] = {"compute", "dp comm", "tp comm", "pp send", "ep comm", "pp recv", "cp comm",
+                                       "pp send (reverse)", "pp recv (reverse)"};
   return s >= 0 && s < PROG_NSTREAMS ? names[s] : "stream";
 }
 

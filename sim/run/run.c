@@ -60,8 +60,12 @@ static bool sim_fold(sim_result *out, int micro, GError **err)
    * (v + 1) p - 2 forward passes of the m v it runs, so it needs 2p */
   const cfg_parallel *par = &out->workload->parallel;
   int pp = par->pp, step = pp > 1 ? pp : 1;
-  bool interleaved = pp > 1 && par->schedule == CFG_SCHED_INTERLEAVED && par->virtual_stages > 1;
-  int m1 = interleaved ? 2 * step : step;
+  bool interleaved = pp > 1 && ((par->schedule == CFG_SCHED_INTERLEAVED && par->virtual_stages > 1) ||
+                                par->schedule == CFG_SCHED_ZB_V);
+  /* DualPipe runs at least 2p (deepseek-ai/DualPipe's rule) and is in its steady state from 3p
+   * on (at 2p its bubble is a few microseconds shorter) */
+  bool dual = pp > 1 && par->schedule == CFG_SCHED_DUALPIPE;
+  int m1 = dual ? 3 * step : interleaved ? 2 * step : step;
   prog_program *p1 = NULL;
   eng_result r1 = {0};
   /* the work of a run grows with its micro-batches */
@@ -157,19 +161,55 @@ static bool sim_options_check(const sim_options *o, GError **err)
 static bool sim_engine_options(sim_result *out, const sim_options *o, GError **err)
 {
   const cfg_collectives *cl = &out->workload->collectives;
+  out->runtime = coll_runtime_new(cl, out->workload->doc, err);
+  if (!out->runtime)
+    return false;
+  /* a runtime driven from the host moves data with the NIC and copy engines: no SMs held */
+  double sm = coll_runtime_cpu(out->runtime) ? 0 : cl->sm_reserved;
   out->options = (eng_options){.kind = o->engine, .trace = o->trace, .unfold = o->unfold_colls,
-                               .sm_reserved = cl->sm_reserved};
+                               .sm_reserved = sm, .runtime = out->runtime};
   return coll_algo_parse(cl->algorithm, &out->options.algo, err) &&
          coll_proto_parse(cl->protocol, &out->options.proto, err);
+}
+
+/* MPS (parallel.processes_per_gpu = k): the job as a cluster of k times the GPUs, each a process
+ * with 1/k of its GPU. The rule (NVIDIA's MPS docs: clients' kernels run concurrently on the
+ * SMs; AccDP, Alnaasan et al., HiPC 2022): a GPU the processes keep busy gives each 1/k of its
+ * FLOP/s and memory bandwidth, so the same per-process work takes k times as long; a kernel's
+ * fixed launch cost (gpu.efficiency.launch_overhead) is not shared, so a process whose kernels
+ * are too small to fill the GPU loses less than k (k x (t - launch) + launch). Each process
+ * holds its own model states, activations and CUDA context in 1/k of the memory. Processes of
+ * one GPU exchange data through CUDA IPC in device memory (half its bandwidth: a copy reads and
+ * writes) when the node has one GPU; with several, they share the GPU's NVLink/PCIe link. */
+cfg_cluster *sim_mps_cluster(const cfg_cluster *c, const cfg_workload *w)
+{
+  int k = w->has_training ? w->parallel.processes_per_gpu : 1;
+  if (k <= 1)
+    return NULL;
+  cfg_cluster *v = g_memdup2(c, sizeof *c);
+  v->node.intra.bandwidth = c->node.gpus_per_node == 1 ? c->gpu.memory_bandwidth / 2
+                                                        : c->node.intra.bandwidth / k;
+  v->node.gpus_per_node *= k;
+  v->node.nvlink_domain *= k;
+  v->gpu.memory /= k;
+  v->gpu.memory_bandwidth /= k;
+  for (int d = 0; d < CFG_NDTYPES; d++)
+    v->gpu.flops[d] /= k;
+  v->power.gpu_tdp /= k;
+  v->cost.gpu_hour /= k;
+  return v;
 }
 
 bool sim_run(const cfg_cluster *c, const cfg_workload *w, const sim_options *o, sim_result *out,
              GError **err)
 {
   memset(out, 0, sizeof *out);
+  out->mps_cluster = sim_mps_cluster(c, w);
+  if (out->mps_cluster)
+    c = out->mps_cluster;
   out->cluster = c;
   out->workload = w;
-  if (!sim_options_check(o, err))
+  if (!sim_options_check(o, err) || !sim_stragglers_check(c, err))
     return false;
   if (!w->has_training) { /* nothing below has a training step to work on */
     g_autofree char *where = cfg_doc_where(w->doc, "serving");
@@ -198,14 +238,35 @@ bool sim_run(const cfg_cluster *c, const cfg_workload *w, const sim_options *o, 
     out->options.progress = sim_progress_scaled;
     out->options.progress_ctx = &progress;
   }
-  bool ok = o->fold && micro >= 4 * step ? sim_fold(out, micro, err)
-                                         : sim_run_with(out, micro, &out->program, &out->eng, err);
+  out->folded = o->fold && micro >= 4 * step;
+  bool ok = out->folded ? sim_fold(out, micro, err)
+                        : sim_run_with(out, micro, &out->program, &out->eng, err);
   /* the result outlives `progress` */
   out->options.progress = NULL;
   out->options.progress_ctx = NULL;
   if (ok)
     sim_figures(out);
-  return ok && sim_check_figures(out, err);
+  ok = ok && sim_check_figures(out, err);
+  if (ok && sim_stragglers_wanted(&c->stragglers, out->gpus))
+    ok = sim_stragglers_run(out, err);
+  return ok;
+}
+
+bool sim_step_again(const sim_result *r, const eng_options *opt, double *step, GError **err)
+{
+  /* a shallow copy: it shares the job, the hardware and the memory report, and owns only the
+   * program and the engine result it makes */
+  sim_result again = *r;
+  again.options = *opt;
+  again.program = NULL;
+  again.eng = (eng_result){0};
+  int micro = sim_micro_batches(r->workload);
+  bool ok = r->folded ? sim_fold(&again, micro, err)
+                      : sim_run_with(&again, micro, &again.program, &again.eng, err);
+  *step = again.eng.step_time;
+  eng_result_clear(&again.eng);
+  prog_free(again.program);
+  return ok;
 }
 
 bool sim_run_files(const char *cluster, const char *workload, char *const *sets,
@@ -240,6 +301,8 @@ void sim_result_clear(sim_result *r)
   mem_report_clear(&r->memory);
   prog_free(r->program);
   hw_cluster_free(r->hw);
+  coll_runtime_free(r->runtime);
+  g_free(r->mps_cluster);
   cfg_workload_free(r->own_workload);
   cfg_cluster_free(r->own_cluster);
   memset(r, 0, sizeof *r);

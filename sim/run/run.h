@@ -45,6 +45,19 @@ typedef struct {
   double step_time[2], tokens_per_s[2], mfu[2];
 } sim_interval;
 
+/* What slow GPUs cost a synchronous step (cluster.stragglers): every step waits for its
+ * slowest rank. The DES simulates `steps` steps, each rank's compute scaled by its draw (its
+ * lasting factor times the step's jitter); the analytic engine takes the critical rank's compute
+ * times the expected slowest factor, less one, in closed form. */
+typedef struct {
+  bool on;
+  int slow;            /* GPUs lastingly `slowdown` times slower */
+  int steps;           /* simulated (DES); 0: closed form */
+  double expected_max; /* E[the slowest GPU's factor] over the draws */
+  double step_time;    /* mean step with stragglers */
+  double cost;         /* step_time less the step without them */
+} sim_stragglers;
+
 typedef struct {
   /* the job, as simulated (borrowed from the caller of sim_run; owned by the result when
    * sim_run_files loaded it) */
@@ -53,6 +66,7 @@ typedef struct {
   hw_cluster *hw;
   prog_program *program; /* of the last run simulated (the larger count when folded) */
   eng_options options;
+  coll_runtime *runtime; /* collectives.runtime, which options.runtime points at */
   eng_result eng;        /* the engine's step: time, breakdown of the critical rank, comm */
   mem_report memory;
   /* figures, computed once from the above */
@@ -62,10 +76,18 @@ typedef struct {
   double peak_bytes, capacity_bytes;
   bool fits;
   sim_interval interval; /* set by sim_result_bracket */
+  cfg_cluster *mps_cluster; /* processes_per_gpu > 1: the processes as GPUs (see run.c) */
+  sim_stragglers stragglers;
+  bool folded;           /* the step was extended from two micro-batch counts */
   /* private: what sim_run_files loaded */
   cfg_cluster *own_cluster;
   cfg_workload *own_workload;
 } sim_result;
+
+/* With MPS (parallel.processes_per_gpu = k > 1), the cluster as its processes see it: k times
+ * the GPUs, each with 1/k of a GPU (see run.c for the rule); NULL when k is 1. A shallow copy
+ * that borrows every pointer of `c`: free it with g_free. */
+cfg_cluster *sim_mps_cluster(const cfg_cluster *c, const cfg_workload *w);
 
 /* Simulates one training step of `w` on `c`. The result borrows both: they must outlive it.
  * Errors: CFG_ERROR_INPUT / UNSUPPORTED for what the input asks (exit 2), CFG_ERROR_RUNTIME
@@ -79,6 +101,27 @@ bool sim_run_files(const char *cluster, const char *workload, char *const *sets,
 void sim_result_clear(sim_result *r);
 /* Brackets the figures with the band of their kind in `t` (nothing when it has none). */
 void sim_result_bracket(sim_result *r, const unc_table *t);
+
+/* The step of `r`'s job simulated again with other engine options (as sim_run ran it: folded or
+ * not); its time in `step`. */
+bool sim_step_again(const sim_result *r, const eng_options *opt, double *step, GError **err);
+
+/* ---- stragglers (run/stragglers.c) ---------------------------------------------------------- */
+
+/* Errors (CFG_ERROR_INPUT, with the key's place): a slowdown below 1. */
+bool sim_stragglers_check(const cfg_cluster *c, GError **err);
+/* Whether the cluster has any (a lasting spread, slow GPUs, or jitter). */
+bool sim_stragglers_wanted(const cfg_stragglers *s, int gpus);
+/* GPUs lastingly slow: fraction x gpus, rounded. */
+int sim_stragglers_slow(const cfg_stragglers *s, int gpus);
+/* E[max over `gpus` GPUs of each one's factor]: every factor lognormal with sigma
+ * sqrt(sigma^2 + jitter^2), `slow` of them scaled by `slowdown`; by quadrature of
+ * 1 - P(max <= x). */
+double sim_stragglers_expected_max(const cfg_stragglers *s, int gpus);
+/* Each GPU's lasting factor for the run (`f` holds `gpus`), from the seed. */
+void sim_stragglers_lasting(const cfg_stragglers *s, int gpus, GRand *g, double *f);
+/* Fills r->stragglers: DES steps with the draws, or the closed form (analytic). */
+bool sim_stragglers_run(sim_result *r, GError **err);
 
 /* ---- helpers shared by the simulations below and the CLI ---------------------------------- */
 

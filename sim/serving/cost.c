@@ -12,6 +12,7 @@
  * their (small) size; pipeline stages add a send of the activations between stages. */
 #include "collectives/collectives.h"
 #include "serving/serving_internal.h"
+#include "workloads/workloads.h"
 
 #include <math.h>
 
@@ -29,14 +30,22 @@ struct srv_cost {
   double wb, ab, kvb;   /* bytes per weight, activation and KV element */
   cfg_dtype gemm_dtype; /* tensor-core dtype of the GEMMs */
   cfg_dtype attn_dtype; /* attention runs in 16 bit */
-  /* mixture of experts (tensor-parallel experts; see srv_moe_supported) */
+  /* multi-head latent attention (DeepSeek-V2/V3): query and KV ranks, RoPE width; 0: none */
+  double qr, kvr, rd;
+  /* mixture of experts: tensor-parallel experts (ep 1) or whole experts over ep GPUs */
   bool moe;
-  int experts, top_k, moe_every;
+  int experts, top_k, moe_every, moe_layers; /* moe_layers: of the most loaded stage */
   double expert_ffn, shared_ffn;
+  srv_ep ep;
   double host;          /* serving.iteration_overhead */
+  double sm_reserved;   /* collectives.sm_reserved */
   int *tp_ranks;        /* the first replica's first stage */
   int pp_pair[2];
   GHashTable *comm_memo;/* (op, tokens) -> seconds */
+  /* speculative decoding: the proposer's cost model (on the same GPUs, one stage) */
+  srv_cost *draft;
+  int spec_k;
+  double spec_weights;  /* its weights on one GPU */
 };
 
 static double srv_kernel(const srv_cost *c, cfg_kernel_class k, cfg_dtype dt, double flops,
@@ -95,57 +104,186 @@ static void srv_mlp_dense(const srv_cost *c, double T, double ffn, srv_parts *p)
   p->other += srv_elementwise(c, T * ffn, c->gate + 1);
 }
 
+/* The router of T tokens (16 bit, every expert's logit). */
+static double srv_router(const srv_cost *c, double T)
+{
+  double E = c->experts;
+  return srv_kernel(c, CFG_KCLASS_GEMM, c->attn_dtype, 2 * T * c->h * E,
+                    2 * c->h * E + c->ab * T * (c->h + E), c->h);
+}
+
+/* The routed experts' GEMMs over `routed` token copies, reading the weights of the `touched`
+ * experts that receive one; returns their time. */
+static double srv_experts(const srv_cost *c, double routed, double touched, srv_parts *p)
+{
+  double ef = c->expert_ffn;
+  double t = srv_kernel(c, CFG_KCLASS_GEMM, c->gemm_dtype, 2 * routed * c->h * c->gate * ef,
+                        c->wb * touched * c->h * c->gate * ef +
+                            c->ab * routed * (c->h + c->gate * ef),
+                        c->h) +
+             srv_kernel(c, CFG_KCLASS_GEMM, c->gemm_dtype, 2 * routed * ef * c->h,
+                        c->wb * touched * ef * c->h + c->ab * routed * (ef + c->h), ef);
+  p->gemm += t;
+  p->other += srv_elementwise(c, routed * ef, c->gate + 1);
+  return t;
+}
+
 /* The feed-forward part of a layer with experts: each token goes to top_k of the experts; the
  * weights of every expert that receives a token are read (with uniform routing, an expected
  * E (1 - (1 - k/E)^T) of them), plus the router and any shared experts. */
 static void srv_mlp_moe(const srv_cost *c, double T, srv_parts *p)
 {
   double E = c->experts, k = c->top_k;
-  double touched = E * (1 - pow(1 - k / E, T));
-  double routed = T * k, ef = c->expert_ffn;
-  p->gemm += srv_kernel(c, CFG_KCLASS_GEMM, c->attn_dtype, 2 * T * c->h * E,
-                        2 * c->h * E + c->ab * T * (c->h + E), c->h);
-  p->gemm += srv_kernel(c, CFG_KCLASS_GEMM, c->gemm_dtype, 2 * routed * c->h * c->gate * ef,
-                        c->wb * touched * c->h * c->gate * ef + c->ab * routed * (c->h + c->gate * ef),
-                        c->h);
-  p->gemm += srv_kernel(c, CFG_KCLASS_GEMM, c->gemm_dtype, 2 * routed * ef * c->h,
-                        c->wb * touched * ef * c->h + c->ab * routed * (ef + c->h), ef);
-  p->other += srv_elementwise(c, routed * ef, c->gate + 1);
+  p->gemm += srv_router(c, T);
+  srv_experts(c, T * k, E * (1 - pow(1 - k / E, T)), p);
   if (c->shared_ffn > 0)
     srv_mlp_dense(c, T, c->shared_ffn, p);
+}
+
+/* The same under wide expert parallelism, on the busiest GPU: it routes its T / tp tokens and
+ * runs `load` times the mean of the group's copies on its experts / ep whole experts (each
+ * copy lands on one of them: e (1 - (1 - 1/e)^copies) are read). Shared experts run on the
+ * DP rank's tokens, split like attention. Returns the routed experts' time. */
+static double srv_mlp_ep(srv_cost *c, double T, srv_parts *p)
+{
+  double t = T / c->tp, e = c->ep.experts;
+  double copies = t * c->top_k * srv_ep_load(&c->ep, t);
+  p->gemm += srv_router(c, t);
+  double experts = srv_experts(c, copies, e * (1 - pow(1 - 1 / e, copies)), p);
+  if (c->shared_ffn > 0)
+    srv_mlp_dense(c, T, c->shared_ffn, p);
+  return experts;
+}
+
+/* Bytes of one token's KV cache in one layer on one GPU: K and V of its KV heads, or MLA's
+ * compressed latent and RoPE key (one per token, the same on every tensor-parallel GPU). */
+static double srv_kv_token_bytes(const srv_cost *c)
+{
+  return c->kvr > 0 ? (c->kvr + c->rd) * c->kvb : 2 * c->kv_heads * c->d * c->kvb;
+}
+
+/* The query, key and value projections: fused QKV, or MLA's down-projections (whole on every
+ * GPU) and up-projections of its heads (at decode the key/value up-projection is absorbed into
+ * the query and output: the same weights and FLOPs). */
+static void srv_qkv(const srv_cost *c, double T, srv_parts *p)
+{
+  if (c->kvr <= 0) {
+    p->gemm += srv_gemm(c, T, c->h, c->qkv, c->wb);
+    return;
+  }
+  p->gemm += srv_gemm(c, T, c->h, c->qr + c->kvr + c->rd, c->wb);
+  p->gemm += srv_gemm(c, T, c->qr, c->heads * (c->d + c->rd), c->wb);
+  p->gemm += srv_gemm(c, T, c->kvr, 2 * c->heads * c->d, c->wb);
 }
 
 /* Attention over the KV cache: prefill (compute-bound) and decode (reads each sequence's KV)
  * are separate kernels, as serving engines launch them; the new tokens' K and V are written. */
 static void srv_attention(const srv_cost *c, const srv_batch *b, srv_parts *p)
 {
-  double kv_token = 2 * c->kv_heads * c->d * c->kvb; /* K and V of one token, one layer */
+  double kv_token = srv_kv_token_bytes(c);           /* K and V of one token, one layer */
   double qo = 2 * c->heads * c->d * c->ab;           /* query in, context out */
   double write = b->tokens * kv_token;
-  double pflops = 4 * c->d * c->heads * b->prefill_attn;
-  double dflops = 4 * c->d * c->heads * b->decode_kv;
+  /* FLOPs per query-key pair and head: QK^T and PV over the head dim; with MLA, prefill over
+   * the decompressed heads (d + rope, d), decode over the latent (absorbed: kv_rank + rope,
+   * kv_rank); verify passes' k + 1 queries are decode queries */
+  double pair_p = c->kvr > 0 ? 2 * (2 * c->d + c->rd) : 4 * c->d;
+  double pair_d = c->kvr > 0 ? 2 * (2 * c->kvr + c->rd) : 4 * c->d;
+  double pflops = pair_p * c->heads * b->prefill_attn;
+  double dflops = pair_d * c->heads * (b->decode_kv + b->verify_pairs);
+  double dq = b->tokens - b->prefill_tokens; /* decode queries, verify passes' k + 1 each */
   p->attention += srv_kernel(c, CFG_KCLASS_ATTENTION, c->attn_dtype, pflops,
                              b->prefill_kv * kv_token + b->prefill_tokens * qo +
                                  (b->decodes ? 0 : write),
                              0);
   p->attention += srv_kernel(c, CFG_KCLASS_ATTENTION, c->attn_dtype, dflops,
-                             b->decode_kv * kv_token + b->decodes * qo + (b->decodes ? write : 0),
+                             b->decode_kv * kv_token + dq * qo + (b->decodes ? write : 0),
                              0);
 }
 
-static void srv_layer(srv_cost *c, const srv_batch *b, bool moe, srv_parts *p)
+/* A layer without its all-to-alls; returns the routed experts' time under wide EP. */
+static double srv_layer(srv_cost *c, const srv_batch *b, bool moe, srv_parts *p)
 {
-  double T = b->tokens, hd = c->heads * c->d;
+  double T = b->tokens, hd = c->heads * c->d, experts = 0;
   p->other += srv_elementwise(c, T * c->h, 2);               /* input norm */
-  p->gemm += srv_gemm(c, T, c->h, c->qkv, c->wb);             /* fused QKV */
+  srv_qkv(c, T, p);
   srv_attention(c, b, p);
   p->gemm += srv_gemm(c, T, hd, c->h, c->wb);                 /* output projection */
   p->other += srv_elementwise(c, T * c->h, 4);               /* residual + norm */
-  if (moe)
+  if (moe && c->ep.n > 1)
+    experts = srv_mlp_ep(c, T, p);
+  else if (moe)
     srv_mlp_moe(c, T, p);
   else
     srv_mlp_dense(c, T, c->ffn, p);
   p->comm += 2 * srv_comm(c, PROG_COLL_ALLREDUCE, T, c->h * c->ab);
+  return experts;
+}
+
+static double srv_parts_sum(const srv_parts *p);
+
+static void srv_parts_scale(srv_parts *p, double k)
+{
+  p->gemm *= k;
+  p->attention *= k;
+  p->other *= k;
+  p->comm *= k;
+}
+
+/* One of two micro-batches: half of every sum (the sequences split evenly). */
+static srv_batch srv_batch_half(const srv_batch *b)
+{
+  return (srv_batch){.seqs = (b->seqs + 1) / 2, .tokens = b->tokens / 2,
+                     .prefill_tokens = b->prefill_tokens / 2, .prefill_attn = b->prefill_attn / 2,
+                     .prefill_kv = b->prefill_kv / 2, .decodes = (b->decodes + 1) / 2,
+                     .decode_kv = b->decode_kv / 2, .samples = (b->samples + 1) / 2};
+}
+
+bool srv_ep_layer_of(srv_cost *c, const srv_batch *b, srv_ep_layer *out)
+{
+  *out = (srv_ep_layer){0};
+  if (c->ep.n <= 1 || !c->moe)
+    return false;
+  srv_parts p = {0};
+  out->experts = srv_layer(c, b, true, &p);
+  out->compute = srv_parts_sum(&p);
+  srv_ep_a2a(&c->ep, b->prefill_tokens > 0, b->tokens / c->tp, out);
+  return true;
+}
+
+/* Compute beside DeepEP's normal kernels (and NCCL's) runs on the SMs they leave:
+ * 1 / (1 - collectives.sm_reserved); the low-latency kernels receive without holding SMs
+ * (DeepEP's hook-based overlap). */
+static double srv_ep_sm_slowdown(const srv_cost *c, const srv_ep_layer *l)
+{
+  return l->kind == CFG_A2A_DEEPEP_LL ? 1.0 : 1.0 / (1.0 - c->sm_reserved);
+}
+
+/* The n MoE layers of a stage: parts summed, comm holding the exposed all-to-all time. Two
+ * micro-batches (two_batch_overlap, a batch of 2 or more sequences) hide one's dispatch and
+ * combine under the other's compute, slowed by the SMs the kernels hold; each micro-batch reads
+ * the weights again. */
+static void srv_moe_layers(srv_cost *c, const srv_batch *b, int n, srv_parts *out)
+{
+  *out = (srv_parts){0};
+  if (n <= 0)
+    return;
+  srv_ep_layer l;
+  bool tbo = c->ep.tbo && b->seqs >= 2;
+  srv_batch half = tbo ? srv_batch_half(b) : *b;
+  srv_layer(c, &half, true, out);
+  if (!srv_ep_layer_of(c, &half, &l)) {
+    srv_parts_scale(out, n);
+    return;
+  }
+  double a2a = l.time[0] + l.time[1];
+  if (!tbo) {
+    out->comm += a2a;
+    srv_parts_scale(out, n);
+    return;
+  }
+  double compute = srv_parts_sum(out);
+  srv_parts_scale(out, 2.0 * n);
+  out->comm += srv_tbo_time(n, compute * srv_ep_sm_slowdown(c, &l), a2a) - 2.0 * n * compute;
 }
 
 /* The embedding lookup (first stage) and the output layer with sampling (last stage). */
@@ -169,22 +307,39 @@ static double srv_parts_sum(const srv_parts *p)
   return p->gemm + p->attention + p->other + p->comm;
 }
 
+/* The proposer before a verify pass: its first forward takes the iteration's prompt tokens
+ * (it keeps a KV cache of its own) with one token of every verifying sequence, then k - 1 more
+ * one-token passes; MTP runs its one layer the same way. */
+static double srv_draft_time(srv_cost *c, const srv_batch *b)
+{
+  if (!c->draft || (b->verifies == 0 && b->prefill_tokens == 0))
+    return 0;
+  srv_batch step = {.seqs = b->verifies, .tokens = b->verifies, .decodes = b->verifies,
+                    .decode_kv = b->verify_kv, .samples = b->verifies};
+  srv_batch first = step;
+  first.seqs += b->seqs - b->decodes;
+  first.tokens += b->prefill_tokens;
+  first.prefill_tokens = b->prefill_tokens;
+  first.prefill_attn = b->prefill_attn;
+  first.prefill_kv = b->prefill_kv;
+  srv_time t1, tk = {0};
+  srv_iteration_time(c->draft, &first, &t1);
+  if (b->verifies > 0 && c->spec_k > 1)
+    srv_iteration_time(c->draft, &step, &tk);
+  return t1.total + (c->spec_k - 1) * tk.total;
+}
+
 void srv_iteration_time(srv_cost *c, const srv_batch *b, srv_time *out)
 {
-  srv_parts layer = {0}, moe_layer = {0}, first = {0}, last = {0};
+  srv_parts layer = {0}, moe = {0}, first = {0}, last = {0};
   srv_layer(c, b, false, &layer);
-  int moe_layers = 0;
-  if (c->moe) {
-    srv_layer(c, b, true, &moe_layer);
-    moe_layers = c->stage_layers / c->moe_every;
-  }
+  srv_moe_layers(c, b, c->moe_layers, &moe);
   srv_ends(c, b, &first, &last);
-  double dense_layers = c->stage_layers - moe_layers;
-  srv_parts stage = {
-      .gemm = dense_layers * layer.gemm + moe_layers * moe_layer.gemm,
-      .attention = dense_layers * layer.attention + moe_layers * moe_layer.attention,
-      .other = dense_layers * layer.other + moe_layers * moe_layer.other,
-      .comm = dense_layers * layer.comm + moe_layers * moe_layer.comm};
+  double dense_layers = c->stage_layers - c->moe_layers;
+  srv_parts stage = {.gemm = dense_layers * layer.gemm + moe.gemm,
+                     .attention = dense_layers * layer.attention + moe.attention,
+                     .other = dense_layers * layer.other + moe.other,
+                     .comm = dense_layers * layer.comm + moe.comm};
   double body = srv_parts_sum(&stage);
   double send = srv_comm(c, PROG_COLL_SENDRECV, b->tokens, c->h * c->ab);
   /* the pipeline's stages run one after another for one iteration; the slowest one bounds how
@@ -199,20 +354,9 @@ void srv_iteration_time(srv_cost *c, const srv_batch *b, srv_time *out)
   out->total = c->pp * body + ends + (c->pp - 1) * send + c->host;
   out->period = c->pp > 1 ? body + MAX(srv_parts_sum(&first), srv_parts_sum(&last)) + send
                           : out->total;
-}
-
-bool srv_moe_supported(const cfg_workload *w, GError **err)
-{
-  if (w->serving.ep > 1) {
-    g_autofree char *where = cfg_doc_where(w->doc, "serving.ep");
-    g_set_error(err, CFG_ERROR, CFG_ERROR_UNSUPPORTED,
-                "%s: serving.ep = %d: expert parallelism (all-to-all dispatch of tokens to "
-                "experts) is not simulated by dlsim serve yet; with ep 1 the experts are split "
-                "by tensor parallelism",
-                where, w->serving.ep);
-    return false;
-  }
-  return true;
+  out->draft = srv_draft_time(c, b);
+  out->total += out->draft;
+  out->period += out->draft;
 }
 
 static bool srv_check_model(const cfg_workload *w, GError **err)
@@ -241,7 +385,7 @@ static bool srv_check_model(const cfg_workload *w, GError **err)
     msg = g_strdup_printf("serving.pp = %d exceeds model.layers = %d", s->pp, m->layers);
   }
   if (!key)
-    return m->kind != CFG_MODEL_MOE_TRANSFORMER || srv_moe_supported(w, err);
+    return true;
   where = cfg_doc_where(w->doc, key);
   g_set_error(err, CFG_ERROR, m->kind == CFG_MODEL_TRANSFORMER || m->kind == CFG_MODEL_MOE_TRANSFORMER
                                   ? CFG_ERROR_INPUT
@@ -269,11 +413,14 @@ static void srv_shape(srv_cost *c, const cfg_model *m, const cfg_serving *s)
   c->pp = s->pp;
   c->layers = m->layers;
   c->stage_layers = (m->layers + s->pp - 1) / s->pp;
-  c->d = (double)m->hidden / m->heads;
+  c->d = m->head_dim > 0 ? m->head_dim : (double)m->hidden / m->heads;
   c->h = m->hidden;
   c->heads = m->heads / t;
   c->kv_heads = MAX(1.0, m->kv_heads / t); /* fewer kv heads than GPUs: replicated */
   c->qkv = (c->heads + 2 * c->kv_heads) * c->d;
+  c->qr = m->mla.q_rank;
+  c->kvr = m->mla.kv_rank;
+  c->rd = c->kvr > 0 ? m->mla.rope_dim : 0;
   c->ffn = m->ffn_hidden / t;
   c->gate = m->activation == CFG_ACT_SWIGLU ? 2 : 1;
   c->vocab = m->vocab / t;
@@ -287,10 +434,62 @@ static void srv_shape(srv_cost *c, const cfg_model *m, const cfg_serving *s)
     c->experts = m->moe.experts;
     c->top_k = m->moe.top_k;
     c->moe_every = MAX(1, m->moe.every);
-    c->expert_ffn = m->moe.expert_ffn_hidden / t;
-    c->shared_ffn = m->moe.shared_experts * c->expert_ffn;
+    /* the most loaded stage holds as many MoE layers as the model has, or as a stage of
+     * stage_layers holds at one in moe_every */
+    c->moe_layers = MIN((m->layers - m->moe.first_dense) / c->moe_every,
+                        c->stage_layers / c->moe_every);
+    /* wide EP keeps experts whole; shared experts are split like attention */
+    c->expert_ffn = m->moe.expert_ffn_hidden / (s->ep > 1 ? 1 : t);
+    c->shared_ffn = m->moe.shared_experts * m->moe.expert_ffn_hidden / t;
   }
   c->host = s->iteration_overhead;
+}
+
+static double srv_layers_bytes(const srv_cost *c);
+
+/* The draft model runs with the replica's tensor parallelism: its heads and MLP must split. */
+static bool srv_draft_splits(const cfg_workload *w, const cfg_model *m, GError **err)
+{
+  int tp = w->serving.tp;
+  bool kv = m->kv_heads % tp == 0 || tp % m->kv_heads == 0;
+  if (m->heads % tp == 0 && kv && m->ffn_hidden % tp == 0)
+    return true;
+  const char *key = m->heads % tp ? "serving.speculative.draft.heads"
+                    : !kv         ? "serving.speculative.draft.kv_heads"
+                                  : "serving.speculative.draft.ffn_hidden";
+  g_autofree char *where = cfg_doc_where(w->doc, key);
+  g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+              "%s: serving.speculative.draft: the draft model %s runs with serving.tp = %d, "
+              "which must divide its heads (%d) and MLP width (%d) and divide or be divided by "
+              "its KV heads (%d)",
+              where, m->name, tp, m->heads, m->ffn_hidden, m->kv_heads);
+  return false;
+}
+
+/* The proposer: the draft model, or (MTP) one more layer of the model's own shape whose
+ * embedding and output layer are the model's, plus its projection of two hidden states. Both
+ * run with the replica's tensor parallelism, in one stage, without the host's iteration cost. */
+static bool srv_spec_cost_new(const cfg_cluster *cl, const cfg_workload *w, srv_cost *c,
+                              GError **err)
+{
+  const cfg_speculative *sp = &w->serving.speculative;
+  if (sp->method == CFG_SPEC_NONE)
+    return true;
+  cfg_workload dw = *w;
+  dw.model = sp->method == CFG_SPEC_DRAFT ? sp->draft : w->model;
+  if (sp->method == CFG_SPEC_MTP)
+    dw.model.layers = 1;
+  dw.serving.pp = 1;
+  dw.serving.iteration_overhead = 0;
+  dw.serving.speculative.method = CFG_SPEC_NONE;
+  if (!srv_draft_splits(w, &dw.model, err) || !srv_cost_new(cl, &dw, &c->draft, err))
+    return false;
+  c->spec_k = sp->tokens;
+  srv_cost *d = c->draft;
+  c->spec_weights = sp->method == CFG_SPEC_DRAFT
+                        ? srv_stage_weight_bytes(d, &dw.model)
+                        : srv_layers_bytes(d) + 2 * d->h * d->h / d->tp * d->wb;
+  return true;
 }
 
 bool srv_cost_new(const cfg_cluster *cl, const cfg_workload *w, srv_cost **out, GError **err)
@@ -301,6 +500,7 @@ bool srv_cost_new(const cfg_cluster *cl, const cfg_workload *w, srv_cost **out, 
   srv_cost *c = g_new0(srv_cost, 1);
   srv_shape(c, &w->model, &w->serving);
   c->hw = hw_cluster_new(cl);
+  c->sm_reserved = w->collectives.sm_reserved;
   coll_algo algo = COLL_ALGO_AUTO;
   int proto = COLL_PROTO_AUTO;
   if (!coll_algo_parse(w->collectives.algorithm, &algo, err) ||
@@ -315,7 +515,16 @@ bool srv_cost_new(const cfg_cluster *cl, const cfg_workload *w, srv_cost **out, 
   c->pp_pair[0] = 0;
   c->pp_pair[1] = c->tp; /* the next stage's first GPU */
   c->comm_memo = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+  if (c->moe && !srv_ep_init(&c->ep, w, c->hw, c->planner, err)) {
+    srv_cost_free(c);
+    return false;
+  }
   *out = c;
+  if (!srv_spec_cost_new(cl, w, c, err)) {
+    srv_cost_free(c);
+    *out = NULL;
+    return false;
+  }
   return true;
 }
 
@@ -327,8 +536,10 @@ void srv_cost_free(srv_cost *c)
     coll_planner_free(c->planner);
   hw_cluster_free(c->hw);
   g_free(c->tp_ranks);
+  srv_ep_clear(&c->ep);
   if (c->comm_memo)
     g_hash_table_destroy(c->comm_memo);
+  srv_cost_free(c->draft);
   g_free(c);
 }
 
@@ -345,23 +556,27 @@ double srv_copy_time(const srv_cost *c, double bytes)
 
 double srv_kv_bytes_per_token(const srv_cost *c)
 {
-  return 2.0 * c->stage_layers * c->kv_heads * c->d * c->kvb;
+  return c->stage_layers * srv_kv_token_bytes(c);
 }
 
 /* Parameters of one layer on one GPU (norms aside). */
 static double srv_layer_params(const srv_cost *c, bool moe)
 {
-  double attn = c->h * c->qkv + c->heads * c->d * c->h;
+  double qkv = c->kvr > 0 ? c->h * (c->qr + c->kvr + c->rd) +
+                                c->qr * c->heads * (c->d + c->rd) + c->kvr * 2 * c->heads * c->d
+                          : c->h * c->qkv;
+  double attn = qkv + c->heads * c->d * c->h;
   if (!moe)
     return attn + (c->gate + 1) * c->h * c->ffn;
-  return attn + c->experts * (c->gate + 1) * c->h * c->expert_ffn +
+  double experts = c->ep.n > 1 ? c->ep.experts : c->experts;
+  return attn + experts * (c->gate + 1) * c->h * c->expert_ffn +
          (c->gate + 1) * c->h * c->shared_ffn;
 }
 
 /* Weights of the most loaded stage's layers on one GPU: the layers, their norms and routers. */
 static double srv_layers_bytes(const srv_cost *c)
 {
-  int moe_layers = c->moe ? c->stage_layers / c->moe_every : 0;
+  int moe_layers = c->moe ? c->moe_layers : 0;
   double params = (c->stage_layers - moe_layers) * srv_layer_params(c, false) +
                   moe_layers * srv_layer_params(c, true);
   return params * c->wb + moe_layers * c->h * c->experts * 2 + c->stage_layers * 2 * c->h * 2;
@@ -389,5 +604,17 @@ double srv_stage_weight_bytes(const srv_cost *c, const cfg_model *m)
 double srv_activation_bytes(const srv_cost *c, double tokens, double seqs)
 {
   double width = c->moe ? MAX(c->ffn, c->top_k * c->expert_ffn) : c->ffn;
+  if (c->moe && c->ep.n > 1) /* the busiest GPU's copies at the most tokens (balanced x 2) */
+    width = MAX(c->ffn, 2.0 * c->top_k * c->expert_ffn / c->tp);
   return tokens * c->ab * (c->gate + 1) * width + seqs * c->vocab * 4;
+}
+
+double srv_spec_weight_bytes(const srv_cost *c)
+{
+  return c->draft ? c->spec_weights : 0;
+}
+
+double srv_spec_kv_bytes_per_token(const srv_cost *c)
+{
+  return c->draft ? srv_kv_bytes_per_token(c->draft) : 0;
 }

@@ -10,19 +10,35 @@ static const char *srv_arrival_name(cfg_arrival a)
   return a <= CFG_ARRIVAL_BURST ? names[a] : "?";
 }
 
-static void srv_text_setup(FILE *out, const srv_result *r)
+static void srv_text_kv(FILE *out, const char *indent, const srv_capacity *c)
 {
-  const cfg_workload *w = r->workload;
-  const cfg_serving *s = &w->serving;
-  int gpus = s->replicas * s->tp * s->pp;
+  g_autofree char *kv = units_format_bytes(c->tokens * c->kv_per_token);
+  fprintf(out, "%sKV cache %d blocks of %d = %.0f tokens per replica, %s per GPU%s\n", indent,
+          c->blocks, c->block_size, c->tokens, kv, c->measured ? " (serving.kv_blocks)" : "");
+}
+
+/* A disaggregated deployment: the two pools, where they sit and their KV caches. */
+static void srv_text_pools(FILE *out, const srv_result *r)
+{
+  const cfg_serving *s = &r->workload->serving;
+  int gpus = r->pools[0].gpus + r->pools[1].gpus;
   bool named = s->engine && strcmp(s->engine, "none") != 0;
-  fprintf(out,
-          "dlsim serve: %s%s%s on %s, %d replica%s of TP %d x PP %d (%d GPU%s), %s weights, %s KV, "
-          "scheduler %s (max batch %d, %d tokens per iteration)\n",
-          w->model.name, named ? " with " : "", named ? s->engine : "", r->cluster->name, s->replicas, s->replicas == 1 ? "" : "s", s->tp, s->pp,
-          gpus, gpus == 1 ? "" : "s", cfg_dtype_name(s->dtype), cfg_dtype_name(s->kv_dtype),
-          cfg_scheduler_name(s->scheduler), s->max_batch, s->max_tokens);
-  const cfg_requests *q = &s->requests;
+  fprintf(out, "dlsim serve: %s%s%s on %s, disaggregated (%d GPUs), %s weights, %s KV, scheduler %s\n",
+          r->workload->model.name, named ? " with " : "", named ? s->engine : "", r->cluster->name,
+          gpus, cfg_dtype_name(s->dtype), cfg_dtype_name(s->kv_dtype),
+          cfg_scheduler_name(s->scheduler));
+  for (int k = 0; k < r->npools; k++) {
+    const srv_pool_result *p = &r->pools[k];
+    fprintf(out, "  %-12s %d replica%s of TP %d x PP %d on GPUs %d-%d, max batch %d, %d tokens per "
+            "iteration\n", p->name, p->replicas, p->replicas == 1 ? "" : "s", p->tp, p->pp,
+            p->first_gpu, p->first_gpu + p->gpus - 1, p->max_batch, p->max_tokens);
+    srv_text_kv(out, "               ", &p->capacity);
+  }
+}
+
+static void srv_text_requests(FILE *out, const srv_result *r)
+{
+  const cfg_requests *q = &r->workload->serving.requests;
   fprintf(out, "  requests     %d", r->requests);
   if (q->trace)
     fprintf(out, ", replayed from %s", q->trace);
@@ -32,16 +48,45 @@ static void srv_text_setup(FILE *out, const srv_result *r)
     fprintf(out, ", all at once");
   else
     fprintf(out, ", %s at %.2f/s", srv_arrival_name(q->arrival), r->offered_rate);
+  if (q->turns > 1) {
+    g_autofree char *think = units_format_seconds(q->think_time);
+    fprintf(out, " (conversations of %d turns, %s think time)", q->turns, think);
+  }
   fprintf(out, "; prompt %.0f, output %.0f tokens (mean); seed %d\n", r->prompt_tokens_mean,
           r->output_tokens_mean, q->seed);
+}
+
+static void srv_text_setup(FILE *out, const srv_result *r)
+{
+  const cfg_workload *w = r->workload;
+  const cfg_serving *s = &w->serving;
+  if (r->npools) {
+    srv_text_pools(out, r);
+    srv_text_requests(out, r);
+    return;
+  }
+  int gpus = s->replicas * srv_replica_gpus(s);
+  bool named = s->engine && strcmp(s->engine, "none") != 0;
+  g_autofree char *layout =
+      s->ep > 1 ? g_strdup_printf("EP %d (attention DP %d x TP %d)", s->ep, srv_attention_dp(s), s->tp)
+                : g_strdup_printf("TP %d x PP %d", s->tp, s->pp);
+  fprintf(out,
+          "dlsim serve: %s%s%s on %s, %d replica%s of %s (%d GPU%s), %s weights, %s KV, "
+          "scheduler %s (max batch %d, %d tokens per iteration%s)\n",
+          w->model.name, named ? " with " : "", named ? s->engine : "", r->cluster->name, s->replicas, s->replicas == 1 ? "" : "s", layout,
+          gpus, gpus == 1 ? "" : "s", cfg_dtype_name(s->dtype), cfg_dtype_name(s->kv_dtype),
+          cfg_scheduler_name(s->scheduler), s->max_batch, s->max_tokens, s->ep > 1 ? " per DP rank" : "");
+  srv_text_requests(out, r);
   const srv_capacity *c = &r->capacity;
   g_autofree char *kv = units_format_bytes(c->tokens * c->kv_per_token);
   g_autofree char *wt = units_format_bytes(c->weights);
   g_autofree char *ac = units_format_bytes(c->activations);
   g_autofree char *ot = units_format_bytes(c->other);
-  fprintf(out, "  KV cache     %d blocks of %d = %.0f tokens per replica, %s per GPU%s\n",
-          c->blocks, c->block_size, c->tokens, kv, c->measured ? " (serving.kv_blocks)" : "");
+  fprintf(out, "  KV cache     %d blocks of %d = %.0f tokens per %s, %s per GPU%s\n",
+          c->blocks, c->block_size, c->tokens, s->ep > 1 ? "DP rank" : "replica", kv,
+          c->measured ? " (serving.kv_blocks)" : "");
   fprintf(out, "               (weights %s, activations %s, other %s per GPU)\n", wt, ac, ot);
+  srv_ep_text(out, r);
 }
 
 static void srv_text_dist(FILE *out, const char *label, const srv_dist *d)
@@ -87,6 +132,9 @@ void srv_result_bracket(srv_result *r, const unc_table *t)
 {
   static const char *const kinds[3] = {"serve.ttft", "serve.tbt", "serve.throughput"};
   double *iv[3] = {r->ttft_interval, r->tbt_interval, r->throughput_interval};
+  /* no real disaggregated run is among the bands' cases: a band would claim what is unchecked */
+  if (r->npools)
+    return;
   /* below saturation the output rate is the offered one: no model error to bracket */
   bool capacity = r->saturated || r->offered_rate <= 0;
   double value[3] = {r->ttft.mean, r->tbt.mean, capacity ? r->output_tokens_per_s : 0};
@@ -115,6 +163,69 @@ static void srv_text_intervals(FILE *out, const srv_result *r)
             r->throughput_interval[0], r->throughput_interval[1], r->interval_cases[2]);
 }
 
+static double srv_share(double part, double whole)
+{
+  return whole > 0 ? part / whole : 0;
+}
+
+/* Hit rates are shares of the prompt tokens of first admissions. */
+static void srv_text_prefix(FILE *out, const srv_result *r)
+{
+  const srv_prefix_stats *p = &r->prefix;
+  if (!p->on)
+    return;
+  double gpu = srv_share(p->gpu_hit_tokens, p->prompt_tokens);
+  double host = srv_share(p->host_hit_tokens, p->prompt_tokens);
+  fprintf(out, "  prefix cache %.1f %% of prompt tokens hit (GPU %.1f %%, host %.1f %%), %ld blocks "
+               "evicted", 100 * (gpu + host), 100 * gpu, 100 * host, p->evicted);
+  if (p->host_blocks > 0) {
+    g_autofree char *load = units_format_seconds(p->host_load_s);
+    fprintf(out, ", %ld to host (%d blocks there), %s copying back", p->offloaded,
+            p->host_blocks, load);
+  }
+  fprintf(out, "\n");
+}
+
+static void srv_text_spec(FILE *out, const srv_result *r)
+{
+  const srv_spec_stats *p = &r->spec;
+  if (!p->on)
+    return;
+  const cfg_speculative *sp = &r->workload->serving.speculative;
+  g_autofree char *wt = units_format_bytes(p->weights);
+  g_autofree char *kv = units_format_bytes(p->kv_per_token);
+  fprintf(out, "  speculative  %s, %d token%s proposed: %.2f tokens per verify step expected, "
+               "%.2f drawn over %ld steps\n",
+          sp->method == CFG_SPEC_DRAFT ? sp->draft.name : "MTP head", sp->tokens,
+          sp->tokens == 1 ? "" : "s", p->expected,
+          p->steps ? p->drawn / p->steps : 0, p->steps);
+  fprintf(out, "               proposer %.1f %% of busy time, %s weights and %s KV per token per "
+               "GPU\n", 100 * srv_share(p->draft_s, p->busy_s), wt, kv);
+}
+
+/* TTFT in its parts, the transfers, and how busy each pool was. */
+static void srv_text_disagg(FILE *out, const srv_result *r)
+{
+  const srv_disagg_result *d = &r->disagg;
+  const double parts[] = {d->queue, d->prefill, d->decode_wait, d->transfer, d->overhead};
+  const char *names[] = {"queue", "prefill", "decode wait", "transfer", "API server"};
+  fprintf(out, "  TTFT parts  ");
+  for (size_t i = 0; i < G_N_ELEMENTS(parts); i++) {
+    g_autofree char *x = units_format_seconds(parts[i]);
+    fprintf(out, "%s %s %s", i ? " +" : "", names[i], x);
+  }
+  fprintf(out, " (means)\n");
+  g_autofree char *each = units_format_bytes(d->bytes_mean);
+  g_autofree char *all = units_format_bytes(d->bytes_total);
+  fprintf(out, "  KV moved     %d requests, %s each (mean), %s in all; %d across nodes, %d "
+          "prefilled on decode\n", d->transfers, each, all, d->network, d->direct);
+  fprintf(out, "  pools        ");
+  for (int k = 0; k < r->npools; k++)
+    fprintf(out, "%s%s busy %.1f %% (batch %.1f, %ld iterations)", k ? ", " : "", r->pools[k].name,
+            100 * r->pools[k].utilization, r->pools[k].batch_mean, r->pools[k].iterations);
+  fprintf(out, "\n");
+}
+
 void srv_result_text(FILE *out, const srv_result *r)
 {
   srv_text_setup(out, r);
@@ -127,6 +238,10 @@ void srv_result_text(FILE *out, const srv_result *r)
   srv_text_dist(out, "TBT (ITL)", &r->tbt);
   srv_text_dist(out, "TPOT", &r->tpot);
   srv_text_dist(out, "end to end", &r->e2e);
+  if (r->npools && r->disagg.transfers)
+    srv_text_dist(out, "KV transfer", &r->disagg.time);
+  if (r->npools)
+    srv_text_disagg(out, r);
   fprintf(out, "  throughput   %.1f output tokens/s, %.1f total tokens/s, %.3f requests/s\n",
           r->output_tokens_per_s, r->total_tokens_per_s, r->requests_per_s);
   srv_text_intervals(out, r);
@@ -134,6 +249,8 @@ void srv_result_text(FILE *out, const srv_result *r)
           r->batch_max);
   fprintf(out, "  KV cache     %.1f %% occupied (mean), %.1f %% max\n", 100 * r->kv_mean,
           100 * r->kv_max);
+  srv_text_prefix(out, r);
+  srv_text_spec(out, r);
   srv_text_timeline(out, r);
   g_autofree char *ttft = units_format_seconds(s->slo.ttft);
   g_autofree char *tbt = units_format_seconds(s->slo.tbt);
@@ -199,6 +316,76 @@ static cJSON *srv_intervals_json(const srv_result *r)
   return o;
 }
 
+static cJSON *srv_prefix_json(const srv_prefix_stats *p)
+{
+  cJSON *j = cJSON_CreateObject();
+  double hits = p->gpu_hit_tokens + p->host_hit_tokens;
+  cJSON_AddNumberToObject(j, "hit_rate", srv_share(hits, p->prompt_tokens));
+  cJSON_AddNumberToObject(j, "gpu_hit_rate", srv_share(p->gpu_hit_tokens, p->prompt_tokens));
+  cJSON_AddNumberToObject(j, "host_hit_rate", srv_share(p->host_hit_tokens, p->prompt_tokens));
+  cJSON_AddNumberToObject(j, "prompt_tokens", p->prompt_tokens);
+  cJSON_AddNumberToObject(j, "hit_tokens", hits);
+  cJSON_AddNumberToObject(j, "evicted_blocks", (double)p->evicted);
+  cJSON_AddNumberToObject(j, "offloaded_blocks", (double)p->offloaded);
+  cJSON_AddNumberToObject(j, "host_blocks", p->host_blocks);
+  cJSON_AddNumberToObject(j, "host_load_s", p->host_load_s);
+  return j;
+}
+
+static cJSON *srv_spec_json(const srv_spec_stats *p)
+{
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "method", p->mtp ? "mtp" : "draft");
+  cJSON_AddNumberToObject(j, "tokens", p->tokens);
+  cJSON_AddNumberToObject(j, "expected_tokens_per_step", p->expected);
+  cJSON_AddNumberToObject(j, "tokens_per_step", p->steps ? p->drawn / p->steps : 0);
+  cJSON_AddNumberToObject(j, "verify_steps", (double)p->steps);
+  cJSON_AddNumberToObject(j, "proposer_s", p->draft_s);
+  cJSON_AddNumberToObject(j, "proposer_weights_bytes", p->weights);
+  cJSON_AddNumberToObject(j, "proposer_kv_bytes_per_token", p->kv_per_token);
+  return j;
+}
+
+static cJSON *srv_pool_json(const srv_pool_result *p)
+{
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "replicas", p->replicas);
+  cJSON_AddNumberToObject(o, "tp", p->tp);
+  cJSON_AddNumberToObject(o, "pp", p->pp);
+  cJSON_AddNumberToObject(o, "gpus", p->gpus);
+  cJSON_AddNumberToObject(o, "first_gpu", p->first_gpu);
+  cJSON_AddNumberToObject(o, "max_batch", p->max_batch);
+  cJSON_AddNumberToObject(o, "max_tokens", p->max_tokens);
+  cJSON_AddNumberToObject(o, "utilization", p->utilization);
+  cJSON_AddNumberToObject(o, "batch_mean", p->batch_mean);
+  cJSON_AddNumberToObject(o, "iterations", (double)p->iterations);
+  cJSON_AddItemToObject(o, "kv_cache", srv_capacity_json(&p->capacity));
+  return o;
+}
+
+/* kv_transfer_s, kv_transfer_bytes, kv_transfers, ttft_parts and pools. */
+static void srv_disagg_json(cJSON *j, const srv_result *r)
+{
+  const srv_disagg_result *d = &r->disagg;
+  cJSON_AddItemToObject(j, "kv_transfer_s", srv_dist_json(&d->time));
+  cJSON *b = cJSON_AddObjectToObject(j, "kv_transfer_bytes");
+  cJSON_AddNumberToObject(b, "mean", d->bytes_mean);
+  cJSON_AddNumberToObject(b, "total", d->bytes_total);
+  cJSON *n = cJSON_AddObjectToObject(j, "kv_transfers");
+  cJSON_AddNumberToObject(n, "count", d->transfers);
+  cJSON_AddNumberToObject(n, "across_nodes", d->network);
+  cJSON_AddNumberToObject(n, "prefilled_on_decode", d->direct);
+  cJSON *t = cJSON_AddObjectToObject(j, "ttft_parts");
+  cJSON_AddNumberToObject(t, "queue_s", d->queue);
+  cJSON_AddNumberToObject(t, "prefill_s", d->prefill);
+  cJSON_AddNumberToObject(t, "decode_wait_s", d->decode_wait);
+  cJSON_AddNumberToObject(t, "transfer_s", d->transfer);
+  cJSON_AddNumberToObject(t, "overhead_s", d->overhead);
+  cJSON *p = cJSON_AddObjectToObject(j, "pools");
+  for (int k = 0; k < r->npools; k++)
+    cJSON_AddItemToObject(p, r->pools[k].name, srv_pool_json(&r->pools[k]));
+}
+
 cJSON *srv_result_json(const srv_result *r)
 {
   cJSON *j = cJSON_CreateObject();
@@ -228,6 +415,14 @@ cJSON *srv_result_json(const srv_result *r)
   cJSON_AddNumberToObject(k, "mean", r->kv_mean);
   cJSON_AddNumberToObject(k, "max", r->kv_max);
   cJSON_AddItemToObject(j, "kv_cache", srv_capacity_json(&r->capacity));
+  if (r->ep.on)
+    cJSON_AddItemToObject(j, "wide_ep", srv_ep_json(r));
+  if (r->prefix.on)
+    cJSON_AddItemToObject(j, "prefix_cache", srv_prefix_json(&r->prefix));
+  if (r->spec.on)
+    cJSON_AddItemToObject(j, "speculative", srv_spec_json(&r->spec));
   cJSON_AddItemToObject(j, "timeline", srv_timeline_json(r->timeline));
+  if (r->npools)
+    srv_disagg_json(j, r);
   return j;
 }

@@ -166,6 +166,32 @@ static void srv_draw_groups(const cfg_requests *q, srv_request *reqs, int n)
     reqs[i].group = q->prefix_tokens > 0 ? g_rand_int_range(g, 0, q->prefix_groups) : -1;
 }
 
+/* Conversations of `turns` requests (ids c x turns ...): the arrival process starts them, a turn
+ * arrives after the answer to the one before (sim.c). Turn j's prompt is the conversation so
+ * far, turn j-1's prompt and answer, and a new user message: a drawn prompt less the shared
+ * prefix, which the conversation's first prompt holds once. */
+static void srv_make_conversations(const cfg_requests *q, srv_request *reqs, int n)
+{
+  int turns = MAX(q->turns, 1);
+  g_autofree double *starts = g_new(double, n);
+  for (int i = 0; i < n; i++)
+    starts[i] = reqs[i].arrival;
+  for (int i = 0; i < n; i++) {
+    srv_request *r = &reqs[i];
+    int turn = i % turns;
+    r->conv = i - turn;
+    r->next_turn = turn < turns - 1 && i + 1 < n ? i + 1 : -1;
+    if (turn == 0) {
+      r->arrival = starts[i / turns];
+      continue;
+    }
+    const srv_request *prev = &reqs[i - 1];
+    r->group = prev->group;
+    r->prompt = prev->prompt + prev->output + MAX(1, r->prompt - q->prefix_tokens);
+    r->arrival = NAN;
+  }
+}
+
 /* ---- a trace -------------------------------------------------------------------------------- */
 
 static int srv_cmp_arrival(gconstpointer a, gconstpointer b)
@@ -225,6 +251,7 @@ bool srv_stream_build(const cfg_workload *w, double rate, srv_stream *out, GErro
     out->offered_rate = open ? rate : 0;
   }
   srv_draw_groups(q, out->reqs, out->n);
+  srv_make_conversations(q, out->reqs, out->n);
   for (int i = 0; i < out->n; i++) {
     srv_request *r = &out->reqs[i];
     r->id = i;

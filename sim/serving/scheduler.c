@@ -55,28 +55,45 @@ static void srv_add(srv_lane *lane, srv_request *r, int q)
     b->samples++;
 }
 
+/* A decoding sequence's step: with speculative decoding, a verify pass over its last token and
+ * k proposals (k + 1 tokens of the budget and of KV, written before the check throws the
+ * rejected ones away), else one token. Returns the tokens taken. */
+static int srv_add_decode(srv_sim *s, srv_lane *lane, srv_request *r, int budget)
+{
+  int q = s->spec_rng ? s->cfg->speculative.tokens + 1 : 1;
+  if (q > budget) /* the engines shorten the proposal when the budget is short */
+    q = 1;
+  if (q == 1) {
+    srv_add(lane, r, 1);
+    return 1;
+  }
+  srv_add(lane, r, q);
+  srv_sched_item *it = &g_array_index(lane->batch, srv_sched_item, lane->batch->len - 1);
+  it->verify = true;
+  srv_batch *b = &lane->shape; /* srv_add counted it as a prompt chunk: a decode instead */
+  b->prefill_tokens -= q;
+  b->prefill_attn -= q * (r->ctx + (q + 1) / 2.0);
+  b->prefill_kv -= r->ctx + q;
+  b->decodes++;
+  b->decode_kv += r->ctx + q;
+  b->verifies++;
+  b->verify_kv += r->ctx + 1;
+  b->verify_pairs += q * (r->ctx + (q + 1) / 2.0) - (r->ctx + q);
+  b->samples += q - 1; /* the logits of every position */
+  return q;
+}
+
+/* Past its first token (a prompt's last chunk of one token is not a decode to speculate on). */
+static bool srv_decoding(const srv_request *r)
+{
+  return r->generated > 0 && r->known - r->ctx == 1;
+}
+
 void srv_release(srv_sim *s, srv_replica *rep, srv_request *r)
 {
-  (void)s;
   rep->free_blocks += r->reserved > 0 ? r->reserved : r->blocks;
   r->blocks = r->reserved = 0;
-}
-
-/* A cached prefix of the request's group skips its compute (whole blocks only). */
-static void srv_use_prefix(const srv_sim *s, const srv_replica *rep, srv_request *r)
-{
-  if (!s->cfg->prefix_caching || r->group < 0 || r->ctx > 0 || !rep->prefix_cached[r->group])
-    return;
-  r->shared_blocks = rep->prefix_blocks;
-  r->ctx = rep->prefix_blocks * s->cap.block_size;
-}
-
-static void srv_unuse_prefix(srv_request *r)
-{
-  if (r->shared_blocks > 0 && r->blocks == 0 && r->reserved == 0) {
-    r->ctx = 0;
-    r->shared_blocks = 0;
-  }
+  srv_prefix_release(s, rep, r);
 }
 
 static void srv_preempt(srv_sim *s, srv_lane *lane, srv_request *victim)
@@ -84,7 +101,6 @@ static void srv_preempt(srv_sim *s, srv_lane *lane, srv_request *victim)
   g_ptr_array_remove(lane->running, victim);
   srv_release(s, srv_replica_of(s, lane), victim);
   victim->ctx = 0;
-  victim->shared_blocks = 0;
   victim->state = SRV_WAITING;
   victim->preemptions++;
   g_queue_push_head(&lane->waiting, victim);
@@ -106,7 +122,7 @@ static bool srv_grow(srv_sim *s, srv_lane *lane, srv_request *r, int tokens)
       return false;
   }
   if (need > 0) {
-    rep->free_blocks -= need;
+    srv_take_blocks(s, rep, need);
     r->blocks += need;
   }
   return true;
@@ -120,13 +136,14 @@ static bool srv_admit(srv_sim *s, srv_lane *lane, srv_request *r, int q)
   int need = reserve ? srv_reservation(s, r) : srv_blocks_for(s, r->ctx + q) - r->shared_blocks;
   if (need > rep->free_blocks)
     return false;
-  rep->free_blocks -= need;
+  srv_take_blocks(s, rep, need);
   if (reserve)
     r->reserved = need;
   else
     r->blocks = need;
   g_queue_pop_head(&lane->waiting);
   r->state = SRV_RUNNING;
+  srv_prefix_admitted(s, lane, r, isnan(r->admitted));
   if (isnan(r->admitted))
     r->admitted = s->now;
   g_ptr_array_add(lane->running, r);
@@ -142,11 +159,17 @@ static void srv_schedule_chunked(srv_sim *s, srv_lane *lane)
   long preempted = s->preemptions;
   for (guint i = 0; i < lane->running->len && budget > 0;) {
     srv_request *r = g_ptr_array_index(lane->running, i);
-    int q = MIN(r->known - r->ctx, budget);
+    bool dec = srv_decoding(r) && s->spec_rng;
+    int q = dec && s->cfg->speculative.tokens < budget ? s->cfg->speculative.tokens + 1
+                                                       : MIN(r->known - r->ctx, budget);
     if (!srv_grow(s, lane, r, r->ctx + q))
       break;
-    srv_add(lane, r, q);
-    budget -= q;
+    if (dec) {
+      budget -= srv_add_decode(s, lane, r, budget);
+    } else {
+      srv_add(lane, r, q);
+      budget -= q;
+    }
     i++;
   }
   if (s->preemptions != preempted)
@@ -154,10 +177,10 @@ static void srv_schedule_chunked(srv_sim *s, srv_lane *lane)
   srv_replica *rep = srv_replica_of(s, lane);
   while (budget > 0 && (int)lane->running->len < s->cfg->max_batch && lane->waiting.length) {
     srv_request *r = g_queue_peek_head(&lane->waiting);
-    srv_use_prefix(s, rep, r);
+    srv_prefix_use(s, rep, r);
     int q = MIN(r->known - r->ctx, budget);
     if (!srv_admit(s, lane, r, q)) {
-      srv_unuse_prefix(r);
+      srv_prefix_unuse(s, rep, r);
       break;
     }
     budget -= q;
@@ -171,11 +194,11 @@ static int srv_admit_prompts(srv_sim *s, srv_lane *lane, int tokens)
   int admitted = 0;
   while ((int)lane->running->len < s->cfg->max_batch && lane->waiting.length) {
     srv_request *r = g_queue_peek_head(&lane->waiting);
-    srv_use_prefix(s, rep, r);
+    srv_prefix_use(s, rep, r);
     int q = r->known - r->ctx;
     bool fits = admitted == 0 || tokens + q <= s->cfg->max_tokens;
     if (!fits || !srv_admit(s, lane, r, q)) {
-      srv_unuse_prefix(r);
+      srv_prefix_unuse(s, rep, r);
       break;
     }
     if (lane->slots) {
@@ -194,11 +217,12 @@ static void srv_schedule_continuous(srv_sim *s, srv_lane *lane)
 {
   if (srv_admit_prompts(s, lane, 0) > 0)
     return;
+  int k = s->spec_rng ? s->cfg->speculative.tokens : 0;
   for (guint i = 0; i < lane->running->len;) {
     srv_request *r = g_ptr_array_index(lane->running, i);
-    if (!srv_grow(s, lane, r, r->ctx + 1))
+    if (!srv_grow(s, lane, r, r->ctx + 1 + k))
       break;
-    srv_add(lane, r, 1);
+    srv_add_decode(s, lane, r, s->cfg->max_tokens);
     i++;
   }
 }
@@ -207,9 +231,10 @@ static void srv_schedule_continuous(srv_sim *s, srv_lane *lane)
  * folded into the same iteration (KV slots reserved at admission). */
 static void srv_schedule_fused(srv_sim *s, srv_lane *lane)
 {
+  int tokens = 0;
   for (guint i = 0; i < lane->running->len; i++)
-    srv_add(lane, g_ptr_array_index(lane->running, i), 1);
-  srv_admit_prompts(s, lane, (int)lane->running->len);
+    tokens += srv_add_decode(s, lane, g_ptr_array_index(lane->running, i), s->cfg->max_tokens);
+  srv_admit_prompts(s, lane, tokens);
 }
 
 /* A static batch decodes until its longest request is done, padded: every slot computes. */

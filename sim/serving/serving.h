@@ -36,7 +36,12 @@ typedef struct {
   double prefill_kv;     /* sum over prefill of c + q: KV tokens the prefill attention reads */
   int decodes;           /* sequences decoding one token */
   double decode_kv;      /* sum over decodes of c + 1: KV tokens decode attention reads */
-  int samples;           /* sequences that sample a token (logits) this iteration */
+  int samples;           /* positions whose logits are computed this iteration */
+  /* speculative decoding: decodes that verify k proposed tokens (k + 1 queries each, counted
+   * in tokens and decodes) */
+  int verifies;
+  double verify_kv;      /* sum over them of c + 1: the KV the draft reads per proposal */
+  double verify_pairs;   /* query-key pairs of their extra queries beyond decode_kv */
 } srv_batch;
 
 typedef struct srv_cost srv_cost;
@@ -45,6 +50,7 @@ typedef struct {
   double total;     /* seconds from the first stage's start to the last stage's end */
   double period;    /* seconds the first stage is busy (a new iteration may enter then) */
   double gemm, attention, other, comm, host; /* parts of `total` */
+  double draft;     /* speculative decoding: the draft model's (or MTP head's) passes, a part too */
 } srv_time;
 
 /* The cost model of one replica of the workload's model on the cluster. */
@@ -58,9 +64,50 @@ double srv_layer_gemm_flops(const srv_cost *cost, double tokens);
 double srv_kv_bytes_per_token(const srv_cost *cost);
 /* Weight bytes one GPU reads per decode iteration at batch 1 (the most loaded stage). */
 double srv_weight_bytes(const srv_cost *cost);
-/* The mixture-of-experts hook: the feed-forward part of a layer with experts. Expert
- * parallelism (ep > 1: all-to-all dispatch) is the MoE issue's and is refused here. */
-bool srv_moe_supported(const cfg_workload *w, GError **err);
+/* One MoE layer of an iteration under wide expert parallelism (serving.ep > 1), per GPU. */
+typedef struct {
+  cfg_a2a kind;             /* serving.a2a_prefill with prefill tokens, else a2a_decode */
+  int ep, nodes;
+  double tokens;            /* each GPU dispatches: its DP rank's tokens / attention TP */
+  double load;              /* the busiest GPU's token copies over the mean */
+  double bytes[2], link[2]; /* dispatch, combine: bytes the all-to-all runs, over the
+                             * bottleneck link (wl_moe_a2a) */
+  double time[2];           /* dispatch, combine: seconds */
+  double experts;           /* the routed experts' GEMMs on the busiest GPU */
+  double compute;           /* the layer without its all-to-alls */
+} srv_ep_layer;
+/* The MoE layer of a batch (one DP rank's, every rank alike); false when ep is 1. */
+bool srv_ep_layer_of(srv_cost *cost, const srv_batch *b, srv_ep_layer *out);
+/* What wide EP does at full load: a decode iteration of serving.max_batch sequences at the
+ * requests' mean context and a prefill iteration of serving.max_tokens prompt tokens, on one DP
+ * rank (every rank alike; the set-ups of the published per-node throughputs). */
+typedef struct {
+  double batch;          /* sequences (decode) or tokens (prefill) per DP rank */
+  double kv;             /* decode: KV tokens each sequence reads; prefill: the prompt */
+  double iteration;      /* seconds */
+  double comm;           /* seconds of communication left exposed */
+  double tokens_per_s_node; /* tokens generated (decode) or prefilled (prefill) per node */
+  srv_ep_layer layer;    /* one MoE layer over the whole batch, without the overlap */
+} srv_ep_phase;
+typedef struct {
+  bool on;               /* serving.ep > 1 */
+  srv_ep_phase decode, prefill;
+} srv_ep_summary;
+void srv_ep_summary_of(srv_cost *cost, const cfg_cluster *c, const cfg_workload *w,
+                       double prompt, double output, srv_ep_summary *out);
+
+/* Data-parallel attention ranks per replica (ep / tp; 1 without expert parallelism), each
+ * scheduled as its own engine with its own batch and KV cache. */
+int srv_attention_dp(const cfg_serving *s);
+/* GPUs of one replica. */
+int srv_replica_gpus(const cfg_serving *s);
+/* Speculative decoding's share of one GPU's memory: the draft model's (or the MTP head's)
+ * weights, and its KV per token, which the engines keep in the same blocks (0 without). */
+double srv_spec_weight_bytes(const srv_cost *cost);
+double srv_spec_kv_bytes_per_token(const srv_cost *cost);
+/* Tokens a verify step yields on average: 1 + sum over positions i of a_1 ... a_i, which for
+ * one rate a is (1 - a^(k+1)) / (1 - a) (Leviathan et al. 2023). */
+double srv_spec_expected_tokens(const cfg_speculative *sp);
 
 /* ---- memory: the KV cache a replica holds ------------------------------------------------- */
 
@@ -101,7 +148,54 @@ typedef struct {
   int id, replica;
   double arrival, admitted, first_token, finish; /* engine times (no request_overhead) */
   int prompt, output, preemptions;
+  /* disaggregated: the decode replica (-1: none), when the prompt's KV was computed, and when
+   * its transfer to the decode replica started and ended (NAN: it did not move) */
+  int decode_replica;
+  double prefill_end, transfer_start, transfer_end;
 } srv_request_record;
+
+/* The prefix cache over a run, all replicas. */
+typedef struct {
+  bool on;
+  int host_blocks;                /* the host tier's blocks per replica (0: none) */
+  double prompt_tokens;           /* of first admissions */
+  double gpu_hit_tokens, host_hit_tokens; /* of those, found cached in either tier */
+  long evicted, offloaded;        /* blocks out of GPU memory; of those, kept in host memory */
+  double host_load_s;             /* seconds of copies back from host memory */
+} srv_prefix_stats;
+
+/* Speculative decoding over a run. */
+typedef struct {
+  bool on, mtp;                   /* mtp: the model's head, else a draft model */
+  int tokens;                     /* proposed per step */
+  double expected;                /* tokens per verify step, srv_spec_expected_tokens */
+  long steps;                     /* verify steps */
+  double drawn;                   /* tokens they yielded (before requests' ends cut them) */
+  double draft_s;                 /* seconds of proposer passes, summed over iterations */
+  double busy_s;                  /* seconds of all iterations, for its share */
+  double weights, kv_per_token;   /* the proposer's memory per GPU */
+} srv_spec_stats;
+/* One pool of a disaggregated deployment, as it ran. */
+typedef struct {
+  const char *name;          /* "prefill", "decode" */
+  int replicas, tp, pp, gpus, first_gpu, max_batch, max_tokens;
+  srv_capacity capacity;
+  double utilization;        /* time its replicas ran iterations / (replicas x duration) */
+  double batch_mean;         /* sequences per iteration, time-weighted */
+  long iterations;
+} srv_pool_result;
+
+/* The KV transfers and the parts of TTFT of a disaggregated run. */
+typedef struct {
+  int transfers, network;    /* requests whose KV moved; of them, across nodes */
+  double bytes_mean, bytes_total;
+  srv_dist time;             /* start to arrival of the last byte, route latency included */
+  /* means over every request, seconds: arrival to its first iteration, that iteration to the
+   * prompt's last, waiting for room on the decode replica, the transfer, and the API server's
+   * time (serving.request_overhead); they add up to the mean TTFT */
+  double queue, prefill, decode_wait, transfer, overhead;
+  int direct;                /* requests prefilled by a decode replica (direct_decode_below) */
+} srv_disagg_result;
 
 typedef struct {
   /* the setup */
@@ -124,9 +218,16 @@ typedef struct {
   GArray *iters;             /* srv_iter_record, with options.trace */
   GArray *reqs;              /* srv_request_record, with options.trace */
   double wall_time;          /* seconds the simulator took */
+  srv_prefix_stats prefix;
+  srv_spec_stats spec;
   /* 80 % intervals (srv_result_bracket): mean TTFT, mean TBT, output tokens/s; cases 0: none */
   double ttft_interval[2], tbt_interval[2], throughput_interval[2];
   int interval_cases[3];
+  srv_ep_summary ep;         /* wide expert parallelism at full load (ep.on: serving.ep > 1) */
+  /* disaggregated deployments (serving.prefill and serving.decode); npools 0 otherwise */
+  int npools;
+  srv_pool_result pools[2];
+  srv_disagg_result disagg;
 } srv_result;
 
 typedef struct {

@@ -2,6 +2,7 @@
 #ifndef DLSIM_SERVING_INTERNAL_H
 #define DLSIM_SERVING_INTERNAL_H
 
+#include "collectives/collectives.h"
 #include "serving/serving.h"
 
 /* ---- cost model internals used by the capacity ---------------------------------------------- */
@@ -14,15 +15,55 @@ double srv_activation_bytes(const srv_cost *c, double tokens, double seqs);
 /* Copying `bytes` within one GPU's memory (read and write). */
 double srv_copy_time(const srv_cost *c, double bytes);
 
+/* ---- wide expert parallelism (serving.ep > 1) ------------------------------------------------ */
+
+/* The expert-parallel group of a replica: its ep GPUs hold experts / ep whole experts each and
+ * are ep / tp attention data-parallel ranks of tp GPUs. Dispatch and combine are timed with
+ * the models of dlsim moe (workloads: wl_moe_a2a's bytes, wl_moe_load's routing imbalance;
+ * collectives: the all-to-all over the group's GPUs). */
+typedef struct {
+  int n;              /* ep (1: experts split by tensor parallelism, nothing here applies) */
+  int nodes;          /* nodes the group spans */
+  double experts;     /* experts per GPU */
+  int *ranks;         /* GPUs 0..ep-1 */
+  cfg_workload a2a;   /* the workload as wl_moe_a2a reads it: dispatch dtype, kernels */
+  cfg_a2a prefill, decode;
+  bool tbo;           /* serving.two_batch_overlap */
+  const cfg_moe *routing;
+  hw_cluster *hw;
+  coll_planner *planner;
+  GHashTable *memo;   /* routing load by tokens, all-to-all time by bytes */
+} srv_ep;
+
+bool srv_ep_init(srv_ep *e, const cfg_workload *w, hw_cluster *hw, coll_planner *pl,
+                 GError **err);
+void srv_ep_clear(srv_ep *e);
+/* The busiest GPU's token copies over the mean when every GPU dispatches `tokens`. */
+double srv_ep_load(srv_ep *e, double tokens);
+/* Dispatch and combine of one MoE layer when every GPU dispatches `tokens` (into `out`:
+ * kernels, load, bytes and times). */
+void srv_ep_a2a(srv_ep *e, bool prefill, double tokens, srv_ep_layer *out);
+/* Two micro-batches through `layers` MoE layers, each layer `compute` seconds of one
+ * micro-batch's compute and `a2a` of its all-to-alls on another stream: a two-machine flow
+ * shop of 2 x layers identical jobs. */
+double srv_tbo_time(int layers, double compute, double a2a);
+
+/* The report's wide-EP lines and JSON object (nothing when serving.ep is 1). */
+void srv_ep_text(FILE *out, const srv_result *r);
+cJSON *srv_ep_json(const srv_result *r);
+
 /* ---- requests ---------------------------------------------------------------------------- */
 
-typedef enum { SRV_PENDING, SRV_WAITING, SRV_RUNNING, SRV_DONE } srv_state;
+/* SRV_MOVING: prefilled by a prefill replica, its KV on the way to a decode replica */
+typedef enum { SRV_PENDING, SRV_WAITING, SRV_RUNNING, SRV_DONE, SRV_MOVING } srv_state;
 
 typedef struct srv_request {
   int id;
   double arrival;      /* at the engine; NAN until a closed-loop client sends it */
   int prompt, output;  /* tokens */
   int group;           /* shared-prefix group, or -1 */
+  int conv;            /* conversation (its first request's id): turns share its tokens */
+  int next_turn;       /* the request of the conversation's next turn, or -1 */
   /* progress */
   srv_state state;
   int replica, lane;
@@ -30,7 +71,8 @@ typedef struct srv_request {
   int ctx;             /* tokens whose KV is in the cache */
   int generated;
   int blocks;          /* KV blocks this request holds (shared prefix blocks excluded) */
-  int shared_blocks;   /* blocks of its group's cached prefix it uses */
+  int shared_blocks;   /* its first blocks, in the prefix cache (shared, not its own) */
+  int host_blocks;     /* of those, what its admission brings back from host memory */
   int reserved;        /* blocks reserved at admission (preemption: none, static, fused) */
   int slot;            /* fused: position in the lane's buffer */
   int preemptions;
@@ -93,6 +135,7 @@ typedef struct {
 typedef struct {
   srv_request *req;
   int q;               /* tokens computed for it this iteration */
+  bool verify;         /* a speculative step: q - 1 proposals checked, some kept */
 } srv_sched_item;
 
 typedef struct {
@@ -101,8 +144,7 @@ typedef struct {
   int nlanes;
   int free_blocks, total_blocks;
   double stage0_free;  /* when the first pipeline stage can take the next iteration */
-  bool *prefix_cached; /* per prefix group */
-  int prefix_blocks;   /* blocks of one cached prefix */
+  struct srv_prefix_cache *cache; /* NULL: no prefix caching */
   int outstanding;     /* requests routed here and not done */
 } srv_replica;
 
@@ -111,6 +153,41 @@ void srv_schedule(srv_sim *s, srv_lane *lane);
 /* Frees the KV of a request (finished or preempted). */
 void srv_release(srv_sim *s, srv_replica *rep, srv_request *r);
 srv_replica *srv_replica_of(srv_sim *s, const srv_lane *lane);
+
+/* ---- the prefix cache (prefix.c) ------------------------------------------------------------ */
+
+/* Full KV blocks of prompts and answers, kept after their request in a prefix tree of blocks
+ * (a block is named by its tokens' source and its position, so equal names mean equal
+ * prefixes), shared by the requests that use them; idle ones are evicted least recently used
+ * first, to host memory when serving.kv_offload has room. rep->free_blocks counts idle cached
+ * blocks as free: they are taken back, evicted, when nothing else is. */
+typedef struct srv_prefix_cache srv_prefix_cache;
+
+srv_prefix_cache *srv_prefix_new(int host_blocks);
+void srv_prefix_free(srv_prefix_cache *c);
+/* Takes `n` free blocks of the replica, evicting idle cached ones if need be. */
+void srv_take_blocks(srv_sim *s, srv_replica *rep, int n);
+/* A request about to be admitted with nothing computed uses the cached blocks its prompt
+ * starts with (all but its last token); _unuse undoes it when admission fails. */
+void srv_prefix_use(srv_sim *s, srv_replica *rep, srv_request *r);
+void srv_prefix_unuse(srv_sim *s, srv_replica *rep, srv_request *r);
+/* Admitted: counts its hits, and charges the copy from host memory to `lane`. */
+void srv_prefix_admitted(srv_sim *s, srv_lane *lane, srv_request *r, bool first);
+/* Its blocks filled by this iteration join the cache. */
+void srv_prefix_publish(srv_sim *s, srv_replica *rep, srv_request *r);
+/* Lets go of its cached blocks (finished or preempted); _drop, of its first `n` only (a
+ * disaggregated prompt's, once its KV has moved). */
+void srv_prefix_release(srv_sim *s, srv_replica *rep, srv_request *r);
+void srv_prefix_drop(srv_sim *s, srv_replica *rep, const srv_request *r, int n);
+/* How many of the blocks its prompt starts with the replica holds in GPU memory. */
+int srv_prefix_held(const srv_sim *s, const srv_replica *rep, const srv_request *r);
+/* The replica's blocks in the cache, idle (evictable) ones only. */
+int srv_prefix_idle(const srv_replica *rep);
+
+/* ---- speculative decoding (speculative.c) ---------------------------------------------------- */
+
+/* Tokens one verify step yields: 1 + the proposals accepted in a row, drawn from `g`. */
+int srv_spec_draw(const cfg_speculative *sp, GRand *g);
 
 struct srv_sim {
   const cfg_serving *cfg;
@@ -121,9 +198,28 @@ struct srv_sim {
   int next_rr;         /* round-robin router */
   double now;
   long preemptions;
+  srv_prefix_stats prefix;
+  GRand *spec_rng;     /* speculative decoding's acceptances (NULL: none) */
+  srv_spec_stats spec;
 };
 
 /* Blocks a request of `tokens` tokens needs. */
 int srv_blocks_for(const srv_sim *s, double tokens);
+
+/* ---- KV transfers of disaggregated serving (flows.c) ------------------------------------------ */
+
+/* Flows between GPUs over the hardware module's links, sharing each link max-min fairly. */
+typedef struct srv_flows srv_flows;
+srv_flows *srv_flows_new(const hw_cluster *hw);
+void srv_flows_free(srv_flows *f);
+/* Starts `bytes` from GPU src to GPU dst at `now`; returns the route's latency (the caller pays
+ * it after the bytes). `owner` comes back from srv_flows_advance when the flow ends. */
+double srv_flows_start(srv_flows *f, double now, int src, int dst, double bytes, int owner);
+/* When the next flow ends at the current rates (INFINITY: none in flight). */
+double srv_flows_next(const srv_flows *f);
+/* Moves to `now`, appends the owners of the flows that ended to `ended` (int) and shares the
+ * links again among the rest. */
+void srv_flows_advance(srv_flows *f, double now, GArray *ended);
+int srv_flows_active(const srv_flows *f);
 
 #endif

@@ -33,7 +33,7 @@
  * (timestamps are often whole microseconds). */
 #define RP_SYNC_SLACK 1.0
 
-enum { RP_CPU_SLOT = PROG_STREAM_CP, RP_GPU_SLOTS = PROG_NSTREAMS - 1 };
+enum { RP_CPU_SLOT = PROG_STREAM_CP, RP_GPU_SLOTS = PROG_STREAM_CP };
 
 typedef struct {
   double ts;      /* trace time of the point */

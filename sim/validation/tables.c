@@ -48,15 +48,23 @@ static void val_run_coll_table(val_row *row)
                     .proto = COLL_PROTO_AUTO};
   calib_columns cols = {.size_column = c->size_column, .time_column = c->time_column,
                         .filters = c->filter};
+  cfg_collectives rc = {0};
+  coll_runtime *rt = NULL;
   bool ok = prog_coll_parse(c->op, &t.op, &err) &&
+            (!c->algorithm || coll_algo_parse(c->algorithm, &t.algo, &err)) &&
             (!c->time_unit || calib_time_unit(c->time_unit, &cols.time_scale, &err)) &&
             calib_table_load(c->table, &cols, &row->table, &err) &&
-            cfg_load_with(c->cluster, NULL, c->set, &cl, NULL, &err);
+            cfg_load_with(c->cluster, NULL, c->set, &cl, NULL, &err) &&
+            (!c->runtime || (cfg_runtime_load(c->runtime, &rc, &err) &&
+                             (rt = coll_runtime_new(&rc, NULL, &err)) != NULL));
+  t.runtime = rt;
   if (ok) {
     calib_table_model_sizes(&row->table, t.op, t.group);
     row->times = g_new(double, row->table.points->len);
     ok = calib_predict(cl, &t, &row->table, row->times, &err);
   }
+  coll_runtime_free(rt);
+  cfg_collectives_clear(&rc);
   cfg_cluster_free(cl);
   if (!ok) {
     val_table_failed(row, err);

@@ -78,6 +78,19 @@ hw_kernel wl_hw_kernel(const wl_kernel *k, cfg_dtype dtype)
                      .inner = k->inner, .attn = k->attn};
 }
 
+double wl_layer_wgrad_share(const wl_layer *l, const hw_cluster *hw, cfg_dtype dtype)
+{
+  double all = 0, w = 0;
+  for (guint i = 0; i < l->bwd->len; i++) {
+    const wl_kernel *k = &g_array_index(l->bwd, wl_kernel, i);
+    hw_kernel hk = wl_hw_kernel(k, dtype);
+    double t = hw_kernel_time(hw, &hk);
+    all += t;
+    w += k->phase == WL_PHASE_WGRAD ? t : 0;
+  }
+  return all > 0 ? w / all : 0;
+}
+
 void wl_layer_share_kernels(wl_layer *l, const wl_layer *like)
 {
   g_array_unref(l->fwd);
@@ -173,6 +186,12 @@ void wl_chunk_blocks(int blocks, int chunks, int g, int *first, int *count)
 
 wl_stage wl_stage_of(const wl_model *m, int pp, int s)
 {
+  return wl_chunk_of(m, pp, s);
+}
+
+wl_stage wl_chunk_of(const wl_model *m, int chunks, int g)
+{
+  int pp = chunks, s = g;
   wl_stage st = {0};
   guint n = m->layers->len;
   if (pp <= 1 || m->blocks <= 0) {
@@ -206,6 +225,17 @@ double wl_inflight(const cfg_parallel *p, int stage, int micro_batches)
     double v = p->virtual_stages;
     return MIN((double)micro_batches, (pp - stage) + (pp - 1 - stage) / v);
   }
+  case CFG_SCHED_ZB_H1:
+    /* Qi et al., Sec. 2.3: (p - s) micro-batches awaiting B and s awaiting W, which keeps 32/34
+     * of them (their Table 1, without the attention scores FlashAttention does not store) */
+    return MIN(micro_batches, pp - stage) + MIN(micro_batches, stage) * 32.0 / 34.0;
+  case CFG_SCHED_ZB_V:
+    /* Qi et al., Sec. 6: every worker peaks at 1F1B's first stage, p M_B (2p half-stage
+     * chunks) */
+    return MIN(micro_batches, pp);
+  case CFG_SCHED_DUALPIPE:
+    /* DeepSeek-V3 report, Table 2: PP + 1 micro-batches of one stage's activations */
+    return MIN(micro_batches, pp + 1);
   }
   return pp - stage;
 }

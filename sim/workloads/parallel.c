@@ -19,8 +19,15 @@
 #include <math.h>
 #include <string.h>
 
+/* What a template runs of a layer: its forward, its whole backward, or the backward split into
+ * the input-gradient pass (B, on the pipeline's critical path) and the weight-gradient pass (W,
+ * which zero-bubble schedules defer into the bubbles; Qi et al., ICLR 2024, Sec. 2). */
+typedef enum { WL_PASS_F, WL_PASS_BW, WL_PASS_B, WL_PASS_W, WL_NPASSES } wl_pass_kind;
+
 typedef struct {
-  int fwd, bwd; /* template classes */
+  int t[WL_NPASSES]; /* template classes (B and W: -1 unless the schedule splits backward) */
+  int paired[2];     /* forward and backward with the all-to-alls beside the compute, as
+                      * DualPipe's forward-backward pairs run them (or the plain ones) */
 } wl_pass;
 
 typedef struct {
@@ -34,8 +41,14 @@ typedef struct {
   double a2a[4];     /* bytes per GPU of a MoE layer's all-to-alls: dispatch, combine, and
                       * their backward passes */
   int fam_fsend, fam_frecv, fam_bsend, fam_brecv;
+  int fam_rsend, fam_rrecv, fam_rbsend, fam_rbrecv; /* DualPipe's reverse direction, ZB-V's
+                                                     * way back */
+  bool split; /* backward runs as B and W passes (zb-h1, zb-v, dualpipe) */
+  bool vshape; /* ZB-V: chunk 0 is chunk s of 2p, chunk 1 chunk 2p - 1 - s (the V's way back) */
+  bool dual;  /* DualPipe: chunk 0 is stage s of the forward direction, chunk 1 stage pp - 1 - s
+               * of the reverse one (a second copy of the parameters) */
   wl_pass *passes; /* per wl_model layer (blocks share one) */
-  GHashTable *names; /* (layer, count, backward) -> macro name, interned in the program */
+  GHashTable *names; /* (layer, count, pass) -> macro name, interned in the program */
   wl_state_bytes sb;
   double act_bytes;  /* one micro-batch's activation sent between stages */
 } wl_par;
@@ -133,6 +146,25 @@ static void wl_expert_groups(wl_par *x)
   }
 }
 
+/* DualPipe's reverse direction and ZB-V's way back flow from stage s to s - 1: their own groups
+ * (never shared with the forward direction's, whose transfers between the same two ranks come
+ * in another order), each registered once from its sender. */
+static void wl_reverse_channels(wl_par *x, int r, int s)
+{
+  if (s > 0) {
+    int prev = wl_rank_with(x, r, CFG_DIM_PP, s - 1), pair[2] = {r, prev};
+    int g = prog_group_add_private(x->p, pair, 2);
+    prog_family_set(x->p, x->fam_rsend, r, g);
+    prog_family_set(x->p, x->fam_rrecv, prev, g);
+  }
+  if (s < x->pp - 1) {
+    int next = wl_rank_with(x, r, CFG_DIM_PP, s + 1), pair[2] = {r, next};
+    int g = prog_group_add_private(x->p, pair, 2);
+    prog_family_set(x->p, x->fam_rbsend, r, g);
+    prog_family_set(x->p, x->fam_rbrecv, next, g);
+  }
+}
+
 static void wl_groups(wl_par *x)
 {
   prog_program *p = x->p;
@@ -147,6 +179,12 @@ static void wl_groups(wl_par *x)
   x->fam_frecv = prog_family_add(p, "pp-recv-prev", PROG_DIM_PP);
   x->fam_bsend = prog_family_add(p, "pp-send-prev", PROG_DIM_PP);
   x->fam_brecv = prog_family_add(p, "pp-recv-next", PROG_DIM_PP);
+  if (x->dual || x->vshape) {
+    x->fam_rsend = prog_family_add(p, "pp-reverse-send-prev", PROG_DIM_PP);
+    x->fam_rrecv = prog_family_add(p, "pp-reverse-recv-next", PROG_DIM_PP);
+    x->fam_rbsend = prog_family_add(p, "pp-reverse-send-next", PROG_DIM_PP);
+    x->fam_rbrecv = prog_family_add(p, "pp-reverse-recv-prev", PROG_DIM_PP);
+  }
   wl_group_family(x, x->fam_tp, tp, 1);
   wl_group_family(x, x->fam_cp, cp, 1);
   wl_group_family(x, x->fam_dp, dp, 2);
@@ -162,6 +200,8 @@ static void wl_groups(wl_par *x)
     prog_family_set(p, x->fam_frecv, r, wl_pair(x, prev, r));
     prog_family_set(p, x->fam_bsend, r, wl_pair(x, r, prev));
     prog_family_set(p, x->fam_brecv, r, wl_pair(x, next, r));
+    if (x->dual || x->vshape)
+      wl_reverse_channels(x, r, s);
     if (s == 0 || s == x->pp - 1)
       prog_family_set(p, x->fam_emb, r,
                       wl_pair(x, wl_rank_with(x, r, CFG_DIM_PP, 0),
@@ -195,6 +235,8 @@ typedef struct {
   bool has_deferred;
   bool until_role;
   wl_until until;
+  wl_pass_kind pass;
+  bool paired; /* the all-to-alls run beside the compute (DualPipe's forward-backward pairs) */
 } wl_tb;
 
 /* Whether kernel `k` is the one a deferred collective waits for. */
@@ -293,9 +335,19 @@ static void wl_tp_before(wl_tb *b, const wl_kernel *k, double act)
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLGATHER, act, "tp allgather", gemm);
   if (k->phase == WL_PHASE_DGRAD && wl_row_parallel(k))
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLGATHER, act, "tp allgather grads", gemm);
-  if (k->phase == WL_PHASE_DGRAD && wl_column_parallel(k))
+  if (k->phase == WL_PHASE_DGRAD && wl_column_parallel(k) && b->pass == WL_PASS_BW)
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLGATHER, act, "tp allgather input",
                WL_BEFORE_WGRAD);
+}
+
+/* A weight-gradient pass on its own: a column-parallel GEMM's input is gathered again before
+ * its weight gradient (sequence parallelism), with no input gradient to hide it under. */
+static void wl_tp_weight_input(wl_tb *b, const wl_kernel *k, double act)
+{
+  wl_par *x = b->x;
+  if (x->tp > 1 && x->w->parallel.sequence_parallel && wl_column_parallel(k))
+    wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLGATHER, act, "tp allgather input",
+               WL_BLOCKING);
 }
 
 static void wl_tp_after(wl_tb *b, const wl_kernel *k, double act)
@@ -381,7 +433,7 @@ static void wl_ep_after(wl_tb *b, const wl_kernel *k)
   wl_a2a i = wl_a2a_after(k);
   if (x->m->moe_tokens <= 0 || x->ep == 1 || i == WL_A2A_NONE)
     return;
-  if (x->w->parallel.moe_overlap)
+  if (x->w->parallel.moe_overlap || b->paired)
     wl_tb_comm(b, PROG_STREAM_EP, x->fam_ep, PROG_COLL_ALLTOALL, x->a2a[i], names[i], WL_ASYNC);
   else if (i == WL_A2A_DISPATCH) /* the shared experts need not wait: the routed ones do */
     wl_tb_comm_until(b, PROG_STREAM_EP, x->fam_ep, PROG_COLL_ALLTOALL, x->a2a[i], names[i],
@@ -425,18 +477,39 @@ static void wl_tb_states(wl_tb *b, const wl_layer *l, prog_coll coll, double byt
   }
 }
 
-static int wl_template(wl_par *x, const wl_layer *l, bool backward)
+/* Whether kernel `k` of a layer runs in pass `pass`. */
+static bool wl_in_pass(const wl_kernel *k, wl_pass_kind pass)
 {
-  g_autofree char *name = g_strdup_printf("%s.%s", l->name, backward ? "bwd" : "fwd");
-  wl_tb b = {.x = x, .t = prog_template_add(x->p, name)};
+  if (pass == WL_PASS_B)
+    return k->phase != WL_PHASE_WGRAD;
+  if (pass == WL_PASS_W)
+    return k->phase == WL_PHASE_WGRAD;
+  return true;
+}
+
+static const char *const wl_pass_names[WL_NPASSES] = {"fwd", "bwd", "bwd-input", "bwd-weight"};
+
+static int wl_template(wl_par *x, const wl_layer *l, wl_pass_kind pass, bool paired)
+{
+  g_autofree char *name = g_strdup_printf("%s.%s%s", l->name, wl_pass_names[pass],
+                                          paired ? "-paired" : "");
+  wl_tb b = {.x = x, .t = prog_template_add(x->p, name), .pass = pass, .paired = paired};
   double act = x->m->tokens * x->w->model.hidden * cfg_dtype_bytes(x->m->dtype) *
                (x->w->model.kind == CFG_MODEL_CNN ? 0 : 1);
+  bool backward = pass != WL_PASS_F;
   bool zero3 = x->w->parallel.zero >= 3 && x->dp * x->cp > 1;
-  if (zero3) /* gather this layer's parameters (prefetched: it waits for nothing) */
+  if (zero3 && pass != WL_PASS_W) /* gather this layer's parameters (prefetched) */
     wl_tb_states(&b, l, PROG_COLL_ALLGATHER, x->sb.weights, "zero3 allgather params", true);
   const GArray *ks = backward ? l->bwd : l->fwd;
   for (guint i = 0; i < ks->len; i++) {
     const wl_kernel *k = &g_array_index(ks, wl_kernel, i);
+    if (!wl_in_pass(k, pass))
+      continue;
+    if (pass == WL_PASS_W) {
+      wl_tp_weight_input(&b, k, act);
+      wl_tb_compute(&b, k);
+      continue;
+    }
     /* recomputation replays the forward, collectives included (wl_is_forward) */
     wl_tp_before(&b, k, act);
     wl_cp_around(&b, k, true);
@@ -445,9 +518,22 @@ static int wl_template(wl_par *x, const wl_layer *l, bool backward)
     wl_tp_after(&b, k, act);
     wl_ep_after(&b, k);
   }
-  if (zero3 && backward)
+  if (zero3 && (pass == WL_PASS_BW || pass == WL_PASS_W))
     wl_tb_states(&b, l, PROG_COLL_REDUCESCATTER, x->sb.grads, "zero3 reducescatter grads", false);
   return b.t;
+}
+
+/* The templates of one layer: forward and backward, and what the schedule needs besides. */
+static void wl_layer_templates(wl_par *x, const wl_layer *l, wl_pass *out)
+{
+  out->t[WL_PASS_F] = wl_template(x, l, WL_PASS_F, false);
+  out->t[WL_PASS_BW] = wl_template(x, l, WL_PASS_BW, false);
+  out->t[WL_PASS_B] = x->split ? wl_template(x, l, WL_PASS_B, false) : -1;
+  out->t[WL_PASS_W] = x->split ? wl_template(x, l, WL_PASS_W, false) : -1;
+  /* only a MoE layer's all-to-alls change when paired (moe_overlap already hides them) */
+  bool pair = x->dual && l->moe && x->ep > 1 && !x->w->parallel.moe_overlap;
+  out->paired[0] = pair ? wl_template(x, l, WL_PASS_F, true) : out->t[WL_PASS_F];
+  out->paired[1] = pair ? wl_template(x, l, WL_PASS_BW, true) : out->t[WL_PASS_BW];
 }
 
 static void wl_templates(wl_par *x)
@@ -464,26 +550,185 @@ static void wl_templates(wl_par *x)
       x->passes[i] = x->passes[same];
       continue;
     }
-    x->passes[i].fwd = wl_template(x, l, false);
-    x->passes[i].bwd = wl_template(x, l, true);
+    wl_layer_templates(x, l, &x->passes[i]);
   }
 }
 
 /* ---- pipeline schedules ---------------------------------------------------------------------- */
 
 typedef struct {
-  bool backward;
+  wl_pass_kind pass;
   int chunk, mb;
+  bool paired; /* DualPipe: half of a forward-backward pair (all-to-alls beside the other's compute) */
 } wl_step;
+
+static void wl_push(GArray *order, wl_pass_kind pass, int chunk, int mb, bool paired)
+{
+  wl_step st = {.pass = pass, .chunk = chunk, .mb = mb, .paired = paired};
+  g_array_append_val(order, st);
+}
 
 /* The k-th forward (or backward) pass of a stage: which chunk, which micro-batch. */
 static void wl_push_step(GArray *order, const wl_par *x, bool backward, int k)
 {
   int p = x->pp, v = x->v, group = k % (p * v);
-  wl_step st = {.backward = backward};
-  st.chunk = v > 1 ? (backward ? v - 1 - group / p : group / p) : 0;
-  st.mb = v > 1 ? (k / (p * v)) * p + k % p : k;
-  g_array_append_val(order, st);
+  int chunk = v > 1 ? (backward ? v - 1 - group / p : group / p) : 0;
+  int mb = v > 1 ? (k / (p * v)) * p + k % p : k;
+  wl_push(order, backward ? WL_PASS_BW : WL_PASS_F, chunk, mb, false);
+}
+
+/* ZB-H1 (Qi et al., ICLR 2024, Sec. 2.1): 1F1B's warm-up and steady state with each backward
+ * split in B and W, stage s running W s micro-batches behind its B. Stage s then holds p - s
+ * micro-batches awaiting B and s awaiting W (their Table 2: 1F1B's peak pM_B), and since B alone
+ * is on the critical path the bubble shrinks to (p - 1)(T_F + T_B - T_W). */
+static GArray *wl_schedule_zb_h1(const wl_par *x, int s)
+{
+  GArray *order = g_array_new(FALSE, FALSE, sizeof(wl_step));
+  int m = x->micro, warm = MIN(x->pp - s - 1, m), f = 0, b = 0, w = 0;
+  while (f < warm)
+    wl_push(order, WL_PASS_F, 0, f++, false);
+  for (; b < m; b++) {
+    if (f < m)
+      wl_push(order, WL_PASS_F, 0, f++, false);
+    wl_push(order, WL_PASS_B, 0, b, false);
+    if (b >= s)
+      wl_push(order, WL_PASS_W, 0, w++, false);
+  }
+  while (w < m)
+    wl_push(order, WL_PASS_W, 0, w++, false);
+  return order;
+}
+
+/* DualPipe's passes on one rank. Phase 0 is the direction whose start is nearer the rank (its
+ * stage is min(s, pp - 1 - s) there), phase 1 the other; deferred weight passes run in order. */
+typedef struct {
+  GArray *order;
+  int chunk[2];     /* chunk of each phase */
+  int f[2], b[2];   /* passes issued per phase */
+  GArray *pending;  /* wl_step of deferred W passes */
+  guint next_w;
+} wl_dual;
+
+static void wl_dual_f(wl_dual *d, int ph, bool paired)
+{
+  wl_push(d->order, WL_PASS_F, d->chunk[ph], d->f[ph]++, paired);
+}
+
+/* A backward of phase `ph`: whole, or (zero bubble) its B now and its W when wl_dual_w says. */
+static void wl_dual_b(wl_dual *d, int ph, bool zb, bool paired)
+{
+  int mb = d->b[ph]++;
+  wl_push(d->order, zb ? WL_PASS_B : WL_PASS_BW, d->chunk[ph], mb, paired);
+  if (zb)
+    wl_push(d->pending, WL_PASS_W, d->chunk[ph], mb, false);
+}
+
+static void wl_dual_w(wl_dual *d)
+{
+  if (d->next_w < d->pending->len)
+    g_array_append_val(d->order, g_array_index(d->pending, wl_step, d->next_w++));
+}
+
+/* DualPipe (DeepSeek-V3 report, Sec. 3.2.1; the order of deepseek-ai/DualPipe's eight steps):
+ * micro-batches enter from both ends, half each way; rank s runs stage s of one direction and
+ * stage pp - 1 - s of the other, so in the steady state a forward of one direction pairs with a
+ * backward of the other and each hides the other's all-to-alls. */
+static GArray *wl_schedule_dualpipe(const wl_par *x, int s)
+{
+  int n = x->pp, half = n / 2, hr = MIN(s, n - 1 - s), chunks = x->micro / 2;
+  bool second = s >= half;
+  wl_dual d = {.order = g_array_new(FALSE, FALSE, sizeof(wl_step)),
+               .chunk = {second ? 1 : 0, second ? 0 : 1},
+               .pending = g_array_new(FALSE, FALSE, sizeof(wl_step))};
+  for (int i = 0; i < (half - hr - 1) * 2; i++) /* 1: forwards of phase 0 */
+    wl_dual_f(&d, 0, false);
+  for (int i = 0; i < hr + 1; i++) { /* 2: forwards of both */
+    wl_dual_f(&d, 0, false);
+    wl_dual_f(&d, 1, false);
+  }
+  for (int i = 0; i < half - hr - 1; i++) { /* 3: B, W, F of phase 1 */
+    wl_dual_b(&d, 1, true, false);
+    wl_dual_w(&d);
+    wl_dual_f(&d, 1, false);
+  }
+  /* 4: the steady state, in pairs (the repository runs the middle ranks' first two apart,
+   * which saves at most B - F once; the report's bubble is that of pairs throughout) */
+  for (int i = 0; i < chunks - n + hr + 1; i++) {
+    wl_dual_f(&d, 0, true);
+    wl_dual_b(&d, 1, false, true);
+    wl_dual_f(&d, 1, true);
+    wl_dual_b(&d, 0, false, true);
+  }
+  for (int i = 0; i < half - hr - 1; i++) { /* 5: B of phase 1, then a pair */
+    wl_dual_b(&d, 1, false, false);
+    wl_dual_f(&d, 1, true);
+    wl_dual_b(&d, 0, false, true);
+  }
+  bool zb = false;
+  for (int i = 0, n6 = hr + 1; i < n6; i++) { /* 6: backwards, the second half split */
+    zb = zb || (i == n6 / 2 && hr % 2 == 1);
+    wl_dual_b(&d, 1, zb, false);
+    zb = zb || (i == n6 / 2 && hr % 2 == 0);
+    wl_dual_b(&d, 0, zb, false);
+  }
+  for (int i = 0; i < half - hr - 1; i++) { /* 7: W, then B of phase 0 */
+    wl_dual_w(&d);
+    wl_dual_b(&d, 0, true, false);
+  }
+  while (d.next_w < d.pending->len) /* 8: the remaining W */
+    wl_dual_w(&d);
+  g_array_free(d.pending, TRUE);
+  return d.order;
+}
+
+/* ZB-V's passes on one rank: how many of each kind each chunk has issued. */
+typedef struct {
+  GArray *order;
+  int m;
+  int done[WL_NPASSES][2];
+} wl_vee;
+
+static void wl_vee_push(wl_vee *z, wl_pass_kind pass, int c)
+{
+  if (z->done[pass][c] < z->m)
+    wl_push(z->order, pass, c, z->done[pass][c]++, false);
+}
+
+static void wl_vee_group(wl_vee *z, int c)
+{
+  wl_vee_push(z, WL_PASS_F, c);
+  wl_vee_push(z, WL_PASS_B, c);
+  wl_vee_push(z, WL_PASS_W, c);
+}
+
+/* ZB-V (Qi et al., ICLR 2024, Sec. 6): rank s holds chunks s and 2p - 1 - s of 2p, so a
+ * micro-batch goes down the ranks and back up. Warm-up: 2p - 1 - s forwards of the first chunk
+ * and s of the second, the second's interleaved as they arrive; then p - 1 - s groups F, B, W
+ * of the second chunk, then groups of the two in turn until the forwards are done; then the
+ * remaining B (the critical path) and last the remaining W. */
+static GArray *wl_schedule_zb_v(const wl_par *x, int s)
+{
+  int p = x->pp;
+  wl_vee z = {.order = g_array_new(FALSE, FALSE, sizeof(wl_step)), .m = x->micro};
+  for (int i = 0; i < 2 * p - 2 * s - 1; i++)
+    wl_vee_push(&z, WL_PASS_F, 0);
+  for (int i = 0; i < s; i++) {
+    wl_vee_push(&z, WL_PASS_F, 1);
+    wl_vee_push(&z, WL_PASS_F, 0);
+  }
+  for (int i = 0; i < p - 1 - s; i++)
+    wl_vee_group(&z, 1);
+  for (int c = 1; z.done[WL_PASS_F][0] < z.m || z.done[WL_PASS_F][1] < z.m; c = 1 - c)
+    wl_vee_group(&z, c);
+  while (z.done[WL_PASS_B][0] < z.m || z.done[WL_PASS_B][1] < z.m) {
+    wl_vee_push(&z, WL_PASS_B, 1);
+    wl_vee_push(&z, WL_PASS_B, 0);
+  }
+  while (z.done[WL_PASS_W][0] < z.m || z.done[WL_PASS_W][1] < z.m) {
+    wl_vee_push(&z, WL_PASS_W, 1);
+    wl_vee_push(&z, WL_PASS_W, 0);
+  }
+  return z.order;
 }
 
 /* The order in which stage s runs its forward and backward chunk passes: `warm` forwards, then
@@ -491,9 +736,15 @@ static void wl_push_step(GArray *order, const wl_par *x, bool backward, int k)
  * first). Interleaved 1F1B walks the chunks p micro-batches at a time (Megatron). */
 static GArray *wl_schedule(const wl_par *x, int s)
 {
-  GArray *order = g_array_new(FALSE, FALSE, sizeof(wl_step));
   int p = x->pp, m = x->micro, v = x->v, total = m * v;
   cfg_schedule kind = p == 1 ? CFG_SCHED_1F1B : x->w->parallel.schedule;
+  if (kind == CFG_SCHED_DUALPIPE)
+    return wl_schedule_dualpipe(x, s);
+  if (kind == CFG_SCHED_ZB_H1)
+    return wl_schedule_zb_h1(x, s);
+  if (kind == CFG_SCHED_ZB_V)
+    return wl_schedule_zb_v(x, s);
+  GArray *order = g_array_new(FALSE, FALSE, sizeof(wl_step));
   int warm = kind == CFG_SCHED_GPIPE ? total
              : v > 1                 ? MIN((p - s - 1) * 2 + (v - 1) * p, total)
                                      : MIN(p - s - 1, total);
@@ -520,22 +771,47 @@ typedef struct {
   double bucket;        /* parameters waiting in the current gradient bucket */
   double expert_bucket; /* ... of them, routed experts' */
   int buckets;
+  uint32_t paired_recv; /* the gradients a paired backward receives, posted before its forward */
+  bool has_paired_recv;
 } wl_st;
 
-/* Layers of chunk c on stage s: chunk g = c p + s of the blocks split into p v chunks. */
+/* Which of the pipeline's chunks chunk c of stage s is, and how many there are: interleaving
+ * gives stage s chunks s, s + p, ...; DualPipe stage s of the forward direction and stage
+ * p - 1 - s of the reverse one (both directions run the whole model, split in p). */
+static int wl_chunk_index(const wl_par *x, int s, int c, int *chunks)
+{
+  *chunks = x->dual ? x->pp : x->pp * x->v;
+  if (x->vshape)
+    return c == 0 ? s : 2 * x->pp - 1 - s;
+  return x->dual ? (c == 0 ? s : x->pp - 1 - s) : c * x->pp + s;
+}
+
+/* ZB-V's turn: the last rank passes its first chunk's output to its own second chunk, and its
+ * second chunk's input gradient back to its first, without a transfer. */
+static bool wl_next_here(const wl_par *x, int s, int c)
+{
+  return x->vshape && s == x->pp - 1 && c == 0;
+}
+
+static bool wl_prev_here(const wl_par *x, int s, int c)
+{
+  return x->vshape && s == x->pp - 1 && c == 1;
+}
+
+/* Layers of chunk c on stage s: chunk g of the blocks split into as many chunks as there are. */
 static void wl_chunk_layers(const wl_par *x, int s, int c, guint *first, guint *count, bool *emb,
                             bool *out)
 {
-  int g = c * x->pp + s;
+  int chunks, g = wl_chunk_index(x, s, c, &chunks);
   *emb = g == 0;
-  *out = g == x->pp * x->v - 1;
+  *out = g == chunks - 1;
   if (x->m->blocks == 0) { /* a CNN: everything on the one stage */
     *first = 0;
     *count = x->m->layers->len;
     return;
   }
   int f, n;
-  wl_chunk_blocks(x->m->blocks, x->pp * x->v, g, &f, &n);
+  wl_chunk_blocks(x->m->blocks, chunks, g, &f, &n);
   *first = 1 + (guint)f;
   *count = (guint)n;
 }
@@ -579,32 +855,36 @@ static void wl_flush_bucket(wl_st *st, uint32_t after)
   }
 }
 
-static uint32_t wl_run_layer(wl_st *st, guint i, bool backward, uint32_t count, uint32_t *dep,
-                             bool has_dep)
+static uint32_t wl_run_layer(wl_st *st, guint i, wl_pass_kind pass, bool paired, uint32_t count,
+                             uint32_t *dep, bool has_dep)
 {
   wl_par *x = st->x;
   const wl_layer *l = g_ptr_array_index(x->m->layers, i);
-  int t = backward ? x->passes[i].bwd : x->passes[i].fwd;
+  bool pairable = pass == WL_PASS_F || pass == WL_PASS_BW;
+  int t = paired && pairable ? x->passes[i].paired[pass] : x->passes[i].t[pass];
   /* every micro-batch runs the same passes: format each name once */
-  gpointer key = GSIZE_TO_POINTER(((gsize)i << 24 | (gsize)count << 1 | backward) + 1);
+  gpointer key = GSIZE_TO_POINTER(((gsize)i << 24 | (gsize)count << 2 | (gsize)pass) + 1);
   const char *name = g_hash_table_lookup(x->names, key);
   if (!name) {
-    g_autofree char *s = count > 1 ? g_strdup_printf("%s x%u %s", l->name, count, backward ? "bwd" : "fwd")
-                                   : g_strdup_printf("%s %s", l->name, backward ? "bwd" : "fwd");
+    g_autofree char *s = count > 1 ? g_strdup_printf("%s x%u %s", l->name, count, wl_pass_names[pass])
+                                   : g_strdup_printf("%s %s", l->name, wl_pass_names[pass]);
     name = g_string_chunk_insert_const(x->p->strings, s);
     g_hash_table_insert(x->names, key, (gpointer)name);
   }
   return prog_macro(x->p, st->cls, name, t, count, dep, has_dep ? 1 : 0);
 }
 
-/* One forward or backward pass of a chunk for one micro-batch. */
-static uint32_t wl_pass_ops(wl_st *st, int c, bool backward, bool last_mb, uint32_t dep, bool has_dep)
+/* One pass of a chunk for one micro-batch; `last_mb`: the pass that completes the chunk's
+ * weight gradients for the step (they are reduced in buckets as it produces them). */
+static uint32_t wl_pass_ops(wl_st *st, int c, const wl_step *step, bool last_mb, uint32_t dep,
+                            bool has_dep)
 {
   wl_par *x = st->x;
   guint first, count;
   bool emb, out;
   wl_chunk_layers(x, st->stage, c, &first, &count, &emb, &out);
   guint nl = x->m->layers->len;
+  bool backward = step->pass != WL_PASS_F;
   /* the layers in execution order: embedding, blocks, output (reversed in backward) */
   GArray *seq = g_array_new(FALSE, FALSE, sizeof(guint));
   if (x->m->blocks > 0 && emb)
@@ -615,7 +895,8 @@ static uint32_t wl_pass_ops(wl_st *st, int c, bool backward, bool last_mb, uint3
     guint o = nl - 1;
     g_array_append_val(seq, o);
   }
-  bool reduce = last_mb && backward && x->dp * x->cp > 1 && x->w->parallel.zero <= 2;
+  bool weights = step->pass == WL_PASS_BW || step->pass == WL_PASS_W;
+  bool reduce = last_mb && weights && x->dp * x->cp > 1 && x->w->parallel.zero <= 2;
   uint32_t last = dep;
   bool has = has_dep;
   guint n = seq->len;
@@ -626,11 +907,11 @@ static uint32_t wl_pass_ops(wl_st *st, int c, bool backward, bool last_mb, uint3
     guint run = 1;
     while (block && !reduce && k + run < n) {
       guint j = g_array_index(seq, guint, backward ? n - 1 - (k + run) : k + run);
-      if (x->passes[j].fwd != x->passes[i].fwd)
+      if (x->passes[j].t[WL_PASS_F] != x->passes[i].t[WL_PASS_F])
         break;
       run++;
     }
-    last = wl_run_layer(st, i, backward, run, &last, has);
+    last = wl_run_layer(st, i, step->pass, step->paired, run, &last, has);
     has = true;
     if (reduce) {
       const wl_layer *l = g_ptr_array_index(x->m->layers, i);
@@ -650,48 +931,104 @@ static uint32_t wl_pass_ops(wl_st *st, int c, bool backward, bool last_mb, uint3
 
 static bool wl_first_chunk(const wl_par *x, int s, int c)
 {
-  return c * x->pp + s == 0;
+  int chunks;
+  return wl_chunk_index(x, s, c, &chunks) == 0;
 }
 
 static bool wl_last_chunk(const wl_par *x, int s, int c)
 {
-  return c * x->pp + s == x->pp * x->v - 1;
+  int chunks;
+  return wl_chunk_index(x, s, c, &chunks) == chunks - 1;
 }
 
-static void wl_stage_step(wl_st *st, const wl_step *step, int last_mb)
+/* Where a chunk's activations go and its gradients come from: DualPipe's reverse direction
+ * (chunk 1) on its own channels and streams, everything else on the forward ones. */
+typedef struct {
+  int fsend, frecv, bsend, brecv;
+  prog_stream send, recv;
+} wl_links;
+
+static wl_links wl_links_of(const wl_par *x, int c)
+{
+  if ((x->dual || x->vshape) && c == 1)
+    return (wl_links){x->fam_rsend, x->fam_rrecv, x->fam_rbsend, x->fam_rbrecv,
+                      PROG_STREAM_PP_REV, PROG_STREAM_PP_REV_RECV};
+  return (wl_links){x->fam_fsend, x->fam_frecv, x->fam_bsend, x->fam_brecv, PROG_STREAM_PP,
+                    PROG_STREAM_PP_RECV};
+}
+
+/* Of a micro-batch's activations, what its weight-gradient pass still needs once B has run:
+ * Qi et al.'s Table 1 keeps 32sbh of a layer's sb(34h + 5as) for W; with FlashAttention (no
+ * 5as term stored) that is 32/34. */
+#define WL_W_ACTIVATIONS (32.0 / 34.0)
+
+static uint32_t wl_recv_gradients(wl_st *st, int c)
+{
+  wl_links lk = wl_links_of(st->x, c);
+  return prog_comm(st->x->p, st->cls, lk.recv, "recv gradients", PROG_COLL_SENDRECV, lk.brecv,
+                   st->x->act_bytes, NULL, 0);
+}
+
+/* A forward; when it opens a DualPipe pair (`next` is the paired backward) the pair starts once
+ * both its inputs are in, as deepseek-ai/DualPipe receives both before running the two. */
+static void wl_stage_forward(wl_st *st, const wl_step *step, const wl_step *next, wl_links lk)
 {
   wl_par *x = st->x;
   prog_program *p = x->p;
   int s = st->stage, c = step->chunk;
   uint32_t dep = 0;
   bool has = false;
-  if (!step->backward) {
-    if (!wl_first_chunk(x, s, c)) {
-      dep = prog_comm(p, st->cls, PROG_STREAM_PP_RECV, "recv activations", PROG_COLL_SENDRECV,
-                      x->fam_frecv, x->act_bytes, NULL, 0);
-      has = true;
-    }
-    uint32_t last = wl_pass_ops(st, c, false, false, dep, has);
-    prog_mem(p, st->cls, "activations", PROG_MEM_ACTIVATIONS, st->chunk_act[c], NULL, 0);
-    if (!wl_last_chunk(x, s, c))
-      prog_comm(p, st->cls, PROG_STREAM_PP, "send activations", PROG_COLL_SENDRECV, x->fam_fsend,
-                x->act_bytes, &last, 1);
+  if (step->paired && next && next->paired && next->pass != WL_PASS_F &&
+      !wl_last_chunk(x, s, next->chunk)) {
+    dep = st->paired_recv = wl_recv_gradients(st, next->chunk);
+    has = st->has_paired_recv = true;
+  }
+  if (!wl_first_chunk(x, s, c) && !wl_prev_here(x, s, c)) {
+    dep = prog_comm(p, st->cls, lk.recv, "recv activations", PROG_COLL_SENDRECV, lk.frecv,
+                    x->act_bytes, &dep, has ? 1 : 0);
+    has = true;
+  }
+  uint32_t last = wl_pass_ops(st, c, step, false, dep, has);
+  prog_mem(p, st->cls, "activations", PROG_MEM_ACTIVATIONS, st->chunk_act[c], NULL, 0);
+  if (!wl_last_chunk(x, s, c) && !wl_next_here(x, s, c))
+    prog_comm(p, st->cls, lk.send, "send activations", PROG_COLL_SENDRECV, lk.fsend, x->act_bytes,
+              &last, 1);
+}
+
+static void wl_stage_step(wl_st *st, const wl_step *step, const wl_step *next, int last_mb)
+{
+  wl_par *x = st->x;
+  prog_program *p = x->p;
+  int s = st->stage, c = step->chunk;
+  wl_links lk = wl_links_of(x, c);
+  double act = st->chunk_act[c], act_w = x->split ? WL_W_ACTIVATIONS * act : 0;
+  if (step->pass == WL_PASS_F) {
+    wl_stage_forward(st, step, next, lk);
     return;
   }
-  if (!wl_last_chunk(x, s, c)) {
-    dep = prog_comm(p, st->cls, PROG_STREAM_PP_RECV, "recv gradients", PROG_COLL_SENDRECV,
-                    x->fam_brecv, x->act_bytes, NULL, 0);
+  if (step->pass == WL_PASS_W) {
+    wl_pass_ops(st, c, step, step->mb == last_mb, 0, false);
+    prog_mem(p, st->cls, "activations", PROG_MEM_ACTIVATIONS, -act_w, NULL, 0);
+    return;
+  }
+  uint32_t dep = 0;
+  bool has = false;
+  if (!wl_last_chunk(x, s, c) && !wl_next_here(x, s, c)) {
+    dep = st->has_paired_recv ? st->paired_recv : wl_recv_gradients(st, c);
     has = true;
+    st->has_paired_recv = false;
   }
   if (x->m->recompute_peak > 0)
     prog_mem(p, st->cls, "recompute working set", PROG_MEM_ACTIVATIONS, x->m->recompute_peak, NULL, 0);
-  uint32_t last = wl_pass_ops(st, c, true, step->mb == last_mb, dep, has);
+  uint32_t last = wl_pass_ops(st, c, step, step->mb == last_mb, dep, has);
   if (x->m->recompute_peak > 0)
     prog_mem(p, st->cls, "recompute working set", PROG_MEM_ACTIVATIONS, -x->m->recompute_peak, NULL, 0);
-  prog_mem(p, st->cls, "activations", PROG_MEM_ACTIVATIONS, -st->chunk_act[c], NULL, 0);
-  if (!wl_first_chunk(x, s, c))
-    prog_comm(p, st->cls, PROG_STREAM_PP, "send gradients", PROG_COLL_SENDRECV, x->fam_bsend,
-              x->act_bytes, &last, 1);
+  /* a whole backward frees the micro-batch; B keeps what W needs */
+  prog_mem(p, st->cls, "activations", PROG_MEM_ACTIVATIONS,
+           step->pass == WL_PASS_B ? -(act - act_w) : -act, NULL, 0);
+  if (!wl_first_chunk(x, s, c) && !wl_prev_here(x, s, c))
+    prog_comm(p, st->cls, lk.send, "send gradients", PROG_COLL_SENDRECV, lk.bsend, x->act_bytes,
+              &last, 1);
 }
 
 /* ZeRO-1/2's all-gather of the updated parameters (after `dep`, or none). */
@@ -718,7 +1055,8 @@ static void wl_stage_finish(wl_st *st, double params, double experts)
   prog_program *p = x->p;
   const cfg_workload *w = x->w;
   bool first = st->stage == 0, last = st->stage == x->pp - 1;
-  if (x->pp > 1 && w->model.tied_embeddings && x->m->blocks > 0 && (first || last)) {
+  if (x->pp > 1 && w->model.tied_embeddings && x->m->blocks > 0 && (first || last) &&
+      !x->vshape) { /* ZB-V: rank 0 holds the embedding and the output layer */
     const wl_layer *emb = g_ptr_array_index(x->m->layers, 0);
     st->last_dp = prog_comm(p, st->cls, PROG_STREAM_DP, "allreduce tied embedding grads",
                             PROG_COLL_ALLREDUCE, x->fam_emb, emb->params * x->sb.grads, NULL, 0);
@@ -760,7 +1098,8 @@ static void wl_build_stage(wl_par *x, int s)
     if (x->m->blocks > 0 && out)
       params += ((const wl_layer *)g_ptr_array_index(x->m->layers, x->m->layers->len - 1))->params;
   }
-  if (x->pp > 1 && s == x->pp - 1 && x->w->model.tied_embeddings && x->m->blocks > 0)
+  if (x->pp > 1 && s == x->pp - 1 && x->w->model.tied_embeddings && x->m->blocks > 0 && !x->dual &&
+      !x->vshape)
     params += ((const wl_layer *)g_ptr_array_index(x->m->layers, 0))->params;
   wl_states states = wl_states_of_split(x->w, params, experts);
   prog_mem(p, s, "weights", PROG_MEM_PARAMS, states.weights, NULL, 0);
@@ -772,7 +1111,9 @@ static void wl_build_stage(wl_par *x, int s)
     wl_param_gather(&st, params, experts, NULL);
   GArray *order = wl_schedule(x, s);
   for (guint i = 0; i < order->len; i++)
-    wl_stage_step(&st, &g_array_index(order, wl_step, i), x->micro - 1);
+    wl_stage_step(&st, &g_array_index(order, wl_step, i),
+                  i + 1 < order->len ? &g_array_index(order, wl_step, i + 1) : NULL,
+                  (x->dual ? x->micro / 2 : x->micro) - 1);
   g_array_free(order, TRUE);
   wl_stage_finish(&st, params, experts);
 }
@@ -798,7 +1139,7 @@ static void wl_a2a_bytes(wl_par *x)
       for (guint i = first; i < first + count; i++)
         n += ((const wl_layer *)g_ptr_array_index(x->m->layers, i))->moe;
     }
-    most = MAX(most, n);
+    most = MAX(most, x->dual ? n / 2 : n); /* DualPipe: a micro-batch runs one of the two */
   }
   bool replay = x->w->training.recompute == CFG_RECOMPUTE_FULL;
   double layer = link[0] + link[1] + link[2] + link[3] + (replay ? link[0] + link[1] : 0);
@@ -816,6 +1157,11 @@ bool wl_build_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_mod
               .dp = par->dp, .ep = MAX(par->ep, 1), .v = par->pp > 1 ? par->virtual_stages : 1,
               .sb = wl_state_bytes_per_param(&w->training)};
   x.micro = w->training.global_batch / (par->dp * w->training.micro_batch);
+  x.split = par->pp > 1 && par->schedule >= CFG_SCHED_ZB_H1;
+  x.dual = par->pp > 1 && par->schedule == CFG_SCHED_DUALPIPE;
+  x.vshape = par->pp > 1 && par->schedule == CFG_SCHED_ZB_V;
+  if (x.dual)
+    x.v = 2;
   /* Megatron sends 1/t of the activation and gathers it on arrival (scatter-gather) */
   x.act_bytes = m->tokens * w->model.hidden * cfg_dtype_bytes(m->dtype) / x.tp;
   wl_strides(&x);
@@ -901,8 +1247,8 @@ bool wl_skeleton_build(const cfg_workload *w, const hw_cluster *hw, const wl_mod
   out->fwd = g_new(int, m->layers->len);
   out->bwd = g_new(int, m->layers->len);
   for (guint i = 0; i < m->layers->len; i++) {
-    out->fwd[i] = x.passes[i].fwd;
-    out->bwd[i] = x.passes[i].bwd;
+    out->fwd[i] = x.passes[i].t[WL_PASS_F];
+    out->bwd[i] = x.passes[i].t[WL_PASS_BW];
   }
   out->fam_dp = x.fam_dp;
   out->fam_edp = x.fam_edp;

@@ -55,11 +55,30 @@ static bool wl_check_experts(const cfg_workload *w, GError **err)
   return true;
 }
 
+/* DualPipe sends half the micro-batches each way through pp stages paired from both ends
+ * (deepseek-ai/DualPipe asserts an even rank count and at least 2 pp micro-batches). */
+static bool wl_check_dualpipe(const cfg_workload *w, int micro, GError **err)
+{
+  const cfg_parallel *p = &w->parallel;
+  if (p->schedule != CFG_SCHED_DUALPIPE || p->pp == 1)
+    return true;
+  if (p->pp % 2 != 0)
+    return wl_fail(err, w, "parallel.schedule", CFG_ERROR_INPUT,
+                   "dualpipe pairs stage s with stage pp - 1 - s: it needs an even parallel.pp "
+                   "(got %d)", p->pp);
+  if (micro < 2 * p->pp || micro % 2 != 0)
+    return wl_fail(err, w, "training.global_batch", CFG_ERROR_INPUT,
+                   "dualpipe sends half the micro-batches each way: it needs an even number of "
+                   "at least 2 pp = %d per replica (got %d)", 2 * p->pp, micro);
+  return true;
+}
+
 bool wl_check_layout(const cfg_workload *w, GError **err)
 {
   const cfg_parallel *p = &w->parallel;
   const cfg_model *m = &w->model;
-  int v = p->schedule == CFG_SCHED_INTERLEAVED ? p->virtual_stages : 1;
+  bool chunked = p->schedule == CFG_SCHED_INTERLEAVED || p->schedule == CFG_SCHED_ZB_V;
+  int v = chunked ? p->virtual_stages : 1;
   if (m->kind == CFG_MODEL_CNN && (p->tp > 1 || p->pp > 1 || p->cp > 1))
     return wl_fail(err, w, "parallel", CFG_ERROR_UNSUPPORTED,
                    "a cnn runs data parallel only (parallel.tp, pp and cp must be 1)");
@@ -78,10 +97,14 @@ bool wl_check_layout(const cfg_workload *w, GError **err)
   if (m->ffn_hidden % p->tp != 0)
     return wl_fail(err, w, "parallel.tp", CFG_ERROR_INPUT,
                    "parallel.tp = %d does not divide model.ffn_hidden = %d", p->tp, m->ffn_hidden);
-  if (p->virtual_stages > 1 && p->schedule != CFG_SCHED_INTERLEAVED)
+  if (p->virtual_stages > 1 && !chunked)
     return wl_fail(err, w, "parallel.virtual_stages", CFG_ERROR_INPUT,
-                   "parallel.virtual_stages = %d needs parallel.schedule: interleaved",
+                   "parallel.virtual_stages = %d needs parallel.schedule: interleaved (or zb-v)",
                    p->virtual_stages);
+  if (p->schedule == CFG_SCHED_ZB_V && p->pp > 1 && p->virtual_stages != 2)
+    return wl_fail(err, w, "parallel.schedule", CFG_ERROR_INPUT,
+                   "zb-v runs two chunks per pipeline rank in a V: it needs "
+                   "parallel.virtual_stages: 2 (got %d)", p->virtual_stages);
   if (v > 64)
     return wl_fail(err, w, "parallel.virtual_stages", CFG_ERROR_INPUT,
                    "parallel.virtual_stages = %d: at most 64", v);
@@ -95,7 +118,9 @@ bool wl_check_layout(const cfg_workload *w, GError **err)
                    "model.layers = %d: fewer than pp x virtual_stages = %d x %d chunks",
                    m->layers, p->pp, v);
   int micro = w->training.global_batch / (p->dp * w->training.micro_batch);
-  if (v > 1 && micro % p->pp != 0)
+  if (!wl_check_dualpipe(w, micro, err))
+    return false;
+  if (v > 1 && p->schedule == CFG_SCHED_INTERLEAVED && micro % p->pp != 0)
     return wl_fail(err, w, "training.global_batch", CFG_ERROR_INPUT,
                    "interleaved 1F1B needs the micro-batches per replica (%d) to be a multiple of "
                    "pp = %d (Megatron's rule)",
@@ -146,6 +171,10 @@ static char *wl_describe(const cfg_workload *w)
     g_string_append_printf(d, " x PP %d", p->pp);
     if (p->pp > 1 && p->schedule == CFG_SCHED_INTERLEAVED && p->virtual_stages > 1)
       g_string_append_printf(d, " (interleaved x%d)", p->virtual_stages);
+    if (p->pp > 1 && p->schedule >= CFG_SCHED_ZB_H1)
+      g_string_append_printf(d, " (%s)", p->schedule == CFG_SCHED_ZB_H1  ? "zb-h1"
+                                         : p->schedule == CFG_SCHED_ZB_V ? "zb-v"
+                                                                         : "dualpipe");
     g_string_append_printf(d, " x DP %d", p->dp);
     if (p->ep > 1)
       g_string_append_printf(d, " (EP %d)", p->ep);

@@ -195,9 +195,15 @@ typedef struct {
   bool embedding, output;
 } wl_stage;
 wl_stage wl_stage_of(const wl_model *m, int pp, int s);
+/* The same for chunk g when the blocks are split into `chunks` (the embedding with chunk 0, the
+ * output layer with the last). */
+wl_stage wl_chunk_of(const wl_model *m, int chunks, int g);
 /* Blocks [first, first + count) of chunk g when `blocks` are split into `chunks` pipeline
  * chunks as evenly as possible (the remainder to the middle chunks). */
 void wl_chunk_blocks(int blocks, int chunks, int g, int *first, int *count);
+/* Of a layer's backward compute time, the share of its weight-gradient GEMMs: the W pass that
+ * zero-bubble schedules split off (the rest, B, computes the input gradient). */
+double wl_layer_wgrad_share(const wl_layer *l, const hw_cluster *hw, cfg_dtype dtype);
 /* Micro-batches whose activations a stage holds at once under a pipeline schedule. */
 double wl_inflight(const cfg_parallel *p, int stage, int micro_batches);
 
