@@ -163,6 +163,12 @@ Test(cli, run_json_has_the_schema_fields)
   }
   double step = cJSON_GetObjectItem(j, "step_time_s")->valuedouble;
   cr_assert_float_eq(sum, step, step * 1e-9);
+  /* the DES's busiest link: the data-parallel ring leaves node 0 through its one NIC */
+  cJSON *busiest = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "busiest_links"), 0);
+  cr_assert(busiest, "missing busiest_links");
+  cr_assert_str_eq(cJSON_GetObjectItem(busiest, "link")->valuestring, "NIC 0 of node 0, out");
+  double use = cJSON_GetObjectItem(busiest, "utilisation")->valuedouble;
+  cr_assert(use > 0 && use < 1, "utilisation %g", use);
   cJSON *comm = cJSON_GetObjectItem(j, "comm_s");
   const char *dims[] = {"tp", "pp", "dp", "ep"};
   for (size_t i = 0; i < G_N_ELEMENTS(dims); i++)

@@ -388,6 +388,172 @@ Test(collectives, calibration_recovers_known_parameters, .timeout = 60)
   cfg_cluster_free(cfg);
 }
 
+/* A 1 GB send from GPU 0 to GPU 1 on the next node (NICs of 12.5 GB/s, alpha-beta network)
+ * with `background` as network.background; returns its time. */
+static double send_beside(const char *background)
+{
+  g_autofree char *text = g_strdup_printf(
+      "name: t\n"
+      "gpu: {memory: 80GiB, memory_bandwidth: 2TB/s, flops: {bf16: 100TFLOPS}}\n"
+      "node: {count: 2, gpus_per_node: 1, intra: {bandwidth: 100GB/s, latency: 2us}}\n"
+      "network: {nic_bandwidth: 100Gb/s, background: %s,\n"
+      "  tiers: [{name: leaf, latency: 1us, nodes_per_switch: 4}, {name: spine, latency: 1us}]}\n"
+      "%s\n",
+      background, plain);
+  g_autofree char *path = th_write("bg.yaml", text);
+  cfg_cluster *cfg = NULL;
+  cr_assert(th_load(path, NULL, NULL, &cfg, NULL));
+  hw_cluster *hw = hw_cluster_new(cfg);
+  double t = run_engine(hw, ENG_DES, PROG_COLL_SENDRECV, 2, 2, 1e9, COLL_ALGO_AUTO, CFG_PROTO_SIMPLE,
+                        false);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+  return t;
+}
+
+/* Another tenant's flow capped at half of node 0's NIC: max-min gives it and the send half the
+ * link each, so 1 GB at 6.25 GB/s takes 0.08 s more than at 12.5 GB/s; capped at 2.5 GB/s it
+ * leaves the send 10 GB/s (0.02 s more); for 20 ms from the start it costs the send half of
+ * that time; on the other direction or another node's NIC, nothing. */
+Test(collectives, background_traffic_takes_its_share_of_a_link)
+{
+  double alone = send_beside("[]");
+  double half = send_beside("[{links: node 0, direction: up, fraction: 0.5}]");
+  cr_assert(fabs(half - alone - 0.08) < 1e-9, "half a NIC: %.12g vs alone %.12g", half, alone);
+  double rate = send_beside("[{links: node 0 rail 0, bandwidth: 2.5GB/s}]");
+  cr_assert(fabs(rate - alone - 0.02) < 1e-9, "2.5 GB/s taken: %.12g vs %.12g", rate, alone);
+  double brief = send_beside("[{links: rail 0, fraction: 0.5, start: 0s, duration: 20ms}]");
+  /* the send's data leaves after the 1 us latency of its route: 20 ms - 1 us at half rate */
+  cr_assert(fabs(brief - alone - (0.02 - 1e-6) / 2) < 1e-9, "20 ms of half: %.12g vs %.12g", brief,
+            alone);
+  double other = send_beside("[{links: node 0, direction: down, fraction: 0.9}]");
+  cr_assert(fabs(other - alone) < 1e-12, "the other direction: %.12g vs %.12g", other, alone);
+}
+
+/* The DES counts what each link carried: a lone 1 GB send from node 0 to node 1 loads node 0's
+ * NIC out and node 1's NIC in with its wire bytes, busy for the transfer's share of the step
+ * (all of it but the route latency); traced, the rates over the step add up to the bytes. */
+Test(collectives, the_des_names_the_links_a_send_loaded)
+{
+  g_autofree char *text = g_strdup_printf(
+      "name: t\n"
+      "gpu: {memory: 80GiB, memory_bandwidth: 2TB/s, flops: {bf16: 100TFLOPS}}\n"
+      "node: {count: 2, gpus_per_node: 1, intra: {bandwidth: 100GB/s, latency: 2us}}\n"
+      "network: {nic_bandwidth: 100Gb/s, tiers: [{name: leaf, latency: 1us}]}\n%s\n", plain);
+  g_autofree char *path = th_write("links.yaml", text);
+  cfg_cluster *cfg = NULL;
+  cr_assert(th_load(path, NULL, NULL, &cfg, NULL));
+  hw_cluster *hw = hw_cluster_new(cfg);
+  prog_program *p = eng_collective_program(PROG_COLL_SENDRECV, 2, 2, 1e9);
+  eng_options o = {.kind = ENG_DES, .trace = true, .algo = COLL_ALGO_AUTO, .proto = CFG_PROTO_SIMPLE};
+  eng_result r;
+  cr_assert(eng_run(p, hw, &o, &r, NULL));
+  cr_assert(r.link_loads && r.link_loads->len == 2, "two loaded links");
+  for (guint i = 0; i < 2; i++) {
+    const eng_link_load *l = &g_array_index(r.link_loads, eng_link_load, i);
+    char name[96];
+    hw_link_describe(hw, l->link, l->down, name, sizeof name);
+    cr_assert(strcmp(name, l->down ? "NIC 0 of node 1, in" : "NIC 0 of node 0, out") == 0, "%s", name);
+    cr_assert(fabs(l->bytes - 1e9) < 1, "%s carried %g bytes", name, l->bytes);
+    double busy = 1e9 / 12.5e9 / r.step_time;
+    cr_assert(fabs(l->utilisation - busy) < 1e-9, "%s: %g busy, expected %g", name,
+              l->utilisation, busy);
+  }
+  double sum = 0, dt = g_array_index(r.link_samples, eng_link_sample, 1).time;
+  for (guint i = 0; i < r.link_samples->len; i++) {
+    const eng_link_sample *s = &g_array_index(r.link_samples, eng_link_sample, i);
+    sum += s->link == g_array_index(r.link_loads, eng_link_load, 0).link ? s->rate * dt : 0;
+  }
+  cr_assert(fabs(sum - 1e9) < 1e3, "the samples of one link add up to %g bytes", sum);
+  eng_result_clear(&r);
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+/* The DES's step time of a program; frees the program and the cluster. */
+static double des_step_and_free(prog_program *p, hw_cluster *hw, cfg_cluster *cfg, coll_algo algo)
+{
+  eng_options o = {.kind = ENG_DES, .algo = algo, .proto = CFG_PROTO_SIMPLE};
+  eng_result r;
+  cr_assert(eng_run(p, hw, &o, &r, NULL));
+  double t = r.step_time;
+  eng_result_clear(&r);
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+  return t;
+}
+
+/* Two GPUs on two nodes (one 12.5 GB/s NIC each): a 1 GB data-parallel all-reduce alone, then
+ * beside a pipeline send of `pp` bytes from GPU 0 to GPU 1 on its own stream; the step. */
+static double dp_beside_pp(double pp)
+{
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 1, plain, &cfg);
+  prog_program *p = prog_new(2);
+  int cls = prog_class_add(p, "all");
+  int dp = prog_family_add(p, "dp", PROG_DIM_DP), fam_pp = prog_family_add(p, "pp", PROG_DIM_PP);
+  int both[2] = {0, 1}, g = prog_group_add(p, both, 2);
+  for (int r = 0; r < 2; r++) {
+    prog_family_set(p, dp, r, g);
+    prog_family_set(p, fam_pp, r, g);
+    prog_rank_set_class(p, r, cls);
+  }
+  prog_finalize(p);
+  prog_comm(p, cls, PROG_STREAM_DP, "ar", PROG_COLL_ALLREDUCE, dp, 1e9, NULL, 0);
+  if (pp > 0)
+    prog_comm(p, cls, PROG_STREAM_PP, "send", PROG_COLL_SENDRECV, fam_pp, pp, NULL, 0);
+  return des_step_and_free(p, hw, cfg, COLL_ALGO_RING);
+}
+
+/* The all-reduce of two GPUs is one flow each way carrying 1 GB (2 steps of half) after the
+ * latency of its 2 steps (2 us); alone it ends at 0.08 s + 2 us. GPU 0's flow leaves its NIC
+ * beside a 0.5 GB send that starts after its own 1 us: the send has the NIC alone for 1 us
+ * (12.5 kB), then both get 6.25 GB/s until the send ends at 0.08 s; the all-reduce has then
+ * 0.5 GB + 12.5 kB left at the full 12.5 GB/s: 0.04 s + 1 us more, ending at 0.12 s + 1 us.
+ * The send, 0.04 s + 1 us alone, took 0.08 s. */
+Test(collectives, dp_allreduce_and_pp_sends_sharing_a_nic_slow_each_other)
+{
+  double alone = dp_beside_pp(0), both = dp_beside_pp(0.5e9);
+  cr_assert(fabs(alone - (0.08 + 2e-6)) < 1e-12, "all-reduce alone: %.12g", alone);
+  cr_assert(fabs(both - (0.12 + 1e-6)) < 1e-12, "all-reduce beside a send: %.12g", both);
+}
+
+/* A 1 GB all-to-all over {0, 2}, and with `both` also over {1, 3}, on four one-GPU nodes in two
+ * leaves of two under a 4:1 spine (each leaf's uplink 2 x 12.5 / 4 = 6.25 GB/s each way). */
+static double ep_across_spine(bool both)
+{
+  cfg_cluster *cfg = NULL;
+  g_autofree char *sets = g_strdup_printf("set:network.tiers[0].nodes_per_switch=2;"
+                                          "network.tiers[1].oversubscription=4;"
+                                          "nccl.link_efficiency.network=1");
+  hw_cluster *hw = make_cluster(4, 1, sets, &cfg);
+  prog_program *p = prog_new(4);
+  int cls = prog_class_add(p, "ep"), idle = prog_class_add(p, "idle");
+  int fam = prog_family_add(p, "ep", PROG_DIM_EP);
+  for (int r = 0; r < 2; r++) {
+    int g[2] = {r, r + 2}, id = prog_group_add(p, g, 2);
+    prog_family_set(p, fam, r, id);
+    prog_family_set(p, fam, r + 2, id);
+    prog_rank_set_class(p, r, r == 0 || both ? cls : idle);
+    prog_rank_set_class(p, r + 2, r == 0 || both ? cls : idle);
+  }
+  prog_finalize(p);
+  prog_comm(p, cls, PROG_STREAM_EP, "a2a", PROG_COLL_ALLTOALL, fam, 1e9, NULL, 0);
+  return des_step_and_free(p, hw, cfg, COLL_ALGO_AUTO);
+}
+
+/* Each GPU sends half its buffer (0.5 GB) to its peer across the spine: one group alone has a
+ * leaf uplink at 6.25 GB/s per direction for its one flow (0.08 s), two groups share it
+ * (3.125 GB/s each, 0.16 s): the second group costs 0.08 s, the NICs (12.5 GB/s) never bind. */
+Test(collectives, two_ep_groups_crossing_a_4_to_1_spine_share_its_uplinks)
+{
+  double one = ep_across_spine(false), two = ep_across_spine(true);
+  cr_assert(one > 0.08 && one < 0.08 + 1e-4, "one group %.12g (0.08 s and NCCL's latencies)", one);
+  cr_assert(fabs(two - one - 0.08) < 1e-9, "two groups %.12g, one %.12g", two, one);
+}
+
 /* ---- runtimes ------------------------------------------------------------------------------ */
 
 /* A host-driven runtime with no software costs unless asked: every figure below is links. */

@@ -350,6 +350,25 @@ Test(config, a_preset_set_on_a_transformer_is_refused_not_ignored)
   cfg_cluster_free(c);
 }
 
+/* network.background: a selector of existing links, one rate, a direction. */
+Test(config, background_traffic_names_real_links_and_one_rate)
+{
+  const char *bad[][2] = {
+      {"network.background=[{links: rack 1, fraction: 0.5}]", "links = 'rack 1': expected node N"},
+      {"network.background=[{links: node 2, fraction: 0.5}]", "'node 2': no such links"},
+      {"network.background=[{links: rail 8, fraction: 0.5}]", "'rail 8': no such links"},
+      {"network.background=[{links: spine, fraction: 0.5}]", "'spine': no such links"},
+      {"network.background=[{links: node 0}]", "give either 'fraction' or 'bandwidth'"},
+      {"network.background=[{links: node 0, fraction: 1.5}]", "fraction = 1.5: expected a share"},
+      {"network.background=[{links: node 0, fraction: 0.5, direction: in}]",
+       "direction = 'in': expected up, down or both"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    const char *sets[] = {bad[i][0], NULL};
+    expect_error(NULL, NULL, sets, bad[i][1]);
+  }
+}
+
 Test(config, an_unknown_runtime_is_placed_in_its_file_with_the_closest_profile)
 {
   g_autofree char *w = th_write("rt.yaml", "model: resnet50\n"

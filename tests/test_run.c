@@ -116,6 +116,73 @@ Test(run, serving_workloads_are_not_training_steps)
   sim_result_clear(&r);
 }
 
+/* One preset workload on dgx-h100 as a non-blocking fat tree with an engine; false if the
+ * preset has no training step there (a generic model, a batch the cluster cannot split). */
+static bool preset_step(const char *path, eng_kind kind, double *step, int *gpus)
+{
+  char *sets[] = {"network.topology=fat-tree", NULL};
+  sim_options o = sim_options_for(kind);
+  sim_result r;
+  GError *err = NULL;
+  bool ok = sim_run_files("dgx-h100", path, sets, &o, &r, &err);
+  if (ok) {
+    *step = r.step_time;
+    *gpus = r.gpus;
+    sim_result_clear(&r);
+  }
+  g_clear_error(&err);
+  return ok;
+}
+
+/* Without contention the DES and the analytic engine time the same step: every preset training
+ * workload up to 64 GPUs (the larger ones take minutes under sanitizers) within 3 %. */
+Test(run, des_and_analytic_agree_on_the_preset_workloads_without_contention, .timeout = 300)
+{
+  g_autofree char *dir = g_build_filename(DLSIM_SOURCE_DIR, "configs", "workloads", NULL);
+  GDir *d = g_dir_open(dir, 0, NULL);
+  cr_assert(d);
+  int checked = 0;
+  for (const char *f; (f = g_dir_read_name(d));) {
+    g_autofree char *path = g_build_filename(dir, f, NULL);
+    double a, s;
+    int gpus;
+    if (!g_str_has_suffix(f, ".yaml") || !preset_step(path, ENG_ANALYTIC, &a, &gpus) || gpus > 64)
+      continue;
+    cr_assert(preset_step(path, ENG_DES, &s, &gpus), "%s: the DES failed", f);
+    cr_assert(fabs(s / a - 1) < 0.03, "%s: des %.9g s, analytic %.9g s", f, s, a);
+    checked++;
+  }
+  g_dir_close(d);
+  cr_assert(checked >= 5, "only %d presets checked", checked);
+}
+
+/* The DES's busiest links follow the folded step as its times do: bytes along the line through
+ * the two simulated micro-batch counts, over the extrapolated step. */
+Test(run, folded_link_loads_equal_the_full_simulation)
+{
+  /* 16 micro-batches per replica: the folded run simulates 2 and 4 */
+  const char *const sets[] = {"node.count=1", "parallel.tp=2", "parallel.pp=2", "parallel.dp=2",
+                              "training.global_batch=256", NULL};
+  sim_options folded = sim_options_for(ENG_DES), full = folded;
+  full.fold = false;
+  sim_result a, b;
+  cr_assert(sim_run_files("dgx-a100", "gpt3-1.3b-dp", (char *const *)sets, &folded, &a, NULL));
+  cr_assert(sim_run_files("dgx-a100", "gpt3-1.3b-dp", (char *const *)sets, &full, &b, NULL));
+  const eng_link_load *top = &g_array_index(b.eng.link_loads, eng_link_load, 0);
+  bool found = false;
+  for (guint i = 0; i < a.eng.link_loads->len; i++) {
+    const eng_link_load *l = &g_array_index(a.eng.link_loads, eng_link_load, i);
+    if (l->link != top->link || l->down != top->down)
+      continue;
+    found = true;
+    cr_assert_float_eq(l->bytes, top->bytes, 1e-6 * top->bytes);
+    cr_assert_float_eq(l->utilisation, top->utilisation, 1e-6 * top->utilisation);
+  }
+  cr_assert(found, "the full simulation's busiest link is among the folded one's");
+  sim_result_clear(&a);
+  sim_result_clear(&b);
+}
+
 /* MPS, by hand: with no launch cost, k processes on one GPU each get 1/k of its FLOP/s and
  * bandwidth, so each one's compute for the same work is k times that of one process alone;
  * each holds what a process on a GPU of its own holds (its states, its activations, its CUDA

@@ -7,7 +7,15 @@
 
 #include <criterion/criterion.h>
 #include <math.h>
+#include <simgrid/engine.h>
+#include <simgrid/host.h>
+#include <simgrid/link.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xbt/dynar.h>
+#include <xbt/log.h>
 
 /* 2 nodes of 4 GPUs and 4 NICs of 12.5 GB/s, both below one leaf group, a spine over it with
  * `over`:1 oversubscription; `net` adds network keys (topology, rails); NCCL a pure alpha-beta
@@ -318,4 +326,127 @@ Test(topology, tp16_placement_on_an_nvl72_rack_stays_on_nvlink)
   prog_free(p);
   cfg_workload_free(w);
   cfg_cluster_free(cfg);
+}
+
+static int th_strcmp_ptr(const char **a, const char **b)
+{
+  return strcmp(*a, *b);
+}
+
+/* A set of link names in one string, sorted (a flow shares links whatever their order). */
+static char *sorted_names(GPtrArray *names)
+{
+  g_ptr_array_sort(names, (GCompareFunc)th_strcmp_ptr);
+  g_ptr_array_add(names, NULL);
+  char *s = g_strjoinv(" ", (char **)names->pdata);
+  g_ptr_array_free(names, TRUE);
+  return s;
+}
+
+/* The links of a table route as SimGrid names them (split-duplex links get _UP / _DOWN). */
+static char *table_route_names(const hw_cluster *hw, int a, int b)
+{
+  hw_route r;
+  hw_route_get(hw, a, b, &r);
+  GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+  for (int i = 0; i < r.nhops; i++) {
+    int link = HW_HOP_LINK(r.hops[i]);
+    if (hw_link_get(hw, link)->policy == HW_LINK_FATPIPE)
+      g_ptr_array_add(names, g_strdup_printf("l%d", link));
+    else
+      g_ptr_array_add(names, g_strdup_printf("l%d_%s", link, r.hops[i] % 2 ? "DOWN" : "UP"));
+  }
+  return sorted_names(names);
+}
+
+/* The links SimGrid routes from a to b over, without the search's pads. */
+static char *simgrid_route_names(const hw_cluster *hw, int a, int b)
+{
+  char an[32], bn[32];
+  hw_endpoint_name(hw, a, an, sizeof an);
+  hw_endpoint_name(hw, b, bn, sizeof bn);
+  xbt_dynar_t links = xbt_dynar_new(sizeof(sg_link_t), NULL);
+  sg_host_get_route(sg_host_by_name(an), sg_host_by_name(bn), links);
+  GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+  unsigned i;
+  sg_link_t l;
+  xbt_dynar_foreach (links, i, l)
+    if (strncmp(sg_link_get_name(l), "lpad-", 5) != 0)
+      g_ptr_array_add(names, g_strdup(sg_link_get_name(l)));
+  xbt_dynar_free(&links);
+  return sorted_names(names);
+}
+
+/* Counts the endpoint pairs of each leaf group (GPUs, node and leaf switches) whose SimGrid
+ * route differs from the table's; runs in a child, as SimGrid loads one platform per process. */
+static int route_mismatches(const hw_cluster *hw, int ngpus, const char *xml_path)
+{
+  int argc = 1;
+  char prog[] = "t", *argv[] = {prog, NULL};
+  xbt_log_control_set("root.thresh:critical");
+  simgrid_init(&argc, argv);
+  simgrid_load_platform(xml_path);
+  simgrid_run(); /* no actors: it seals the platform (the searched zones number their nodes) */
+  int bad = 0, per = ngpus / hw_net_groups(hw, 0) + (ngpus % hw_net_groups(hw, 0) != 0);
+  per = hw_gpus_per_node(hw) * (int)ceil((double)per / hw_gpus_per_node(hw));
+  for (int a = 0; a < ngpus; a++) {
+    int g = a / per, n = hw_node_of(hw, a);
+    int ends[] = {hw_node_switch(hw, n), hw_net_switch(hw, 0, g)};
+    for (int b = g * per; b < MIN((g + 1) * per, ngpus) + 2; b++) {
+      int e = b < MIN((g + 1) * per, ngpus) ? b : ends[b - MIN((g + 1) * per, ngpus)];
+      if (e == a)
+        continue;
+      for (int dir = 0; dir < 2; dir++) {
+        int s = dir ? e : a, d = dir ? a : e;
+        g_autofree char *want = table_route_names(hw, s, d), *got = simgrid_route_names(hw, s, d);
+        if (strcmp(want, got) != 0 && bad++ < 5)
+          fprintf(stderr, "route %d -> %d: table %s, simgrid %s\n", s, d, want, got);
+      }
+    }
+  }
+  return bad;
+}
+
+static void assert_simgrid_routes_as_table(const hw_cluster *hw, int ngpus, const char *what)
+{
+  g_autofree char *xml = hw_platform_xml(hw, ngpus, 1e12);
+  g_autofree char *path = th_write("platform.xml", xml);
+  cr_assert(strstr(xml, "DijkstraCache"), "%s: the rail groups should be searched graphs", what);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int bad = route_mismatches(hw, ngpus, path);
+    _exit(MIN(bad, 100));
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: %d routes differ", what,
+            WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+/* A rail leaf group is a graph SimGrid searches, not a table of every pair: its shortest paths
+ * must be the table's routes, link by link, for every pair of GPUs, NVSwitch and leaf switch of
+ * a group, rail+spine and rail-only, whole and with the last node partly used. */
+Test(topology, a_searched_rail_group_routes_as_the_table)
+{
+  const char *nets[] = {"topology: rail-optimized,", "topology: rail-optimized, rails: only,"};
+  for (size_t i = 0; i < G_N_ELEMENTS(nets); i++) {
+    cfg_cluster *cfg = NULL;
+    g_autofree char *text = g_strdup_printf(
+        "name: t\n"
+        "gpu: {memory: 80GiB, memory_bandwidth: 2TB/s, flops: {bf16: 100TFLOPS}}\n"
+        "node: {count: 5, gpus_per_node: 4, nics_per_node: 4,\n"
+        "       intra: {bandwidth: 100GB/s, latency: 2us}}\n"
+        "network: {%s nic_bandwidth: 100Gb/s,\n"
+        "          tiers: [{name: leaf, latency: 1us, nodes_per_switch: 2},\n"
+        "                  {name: spine, latency: 1us, oversubscription: 2}]}\n",
+        nets[i]);
+    g_autofree char *path = th_write("rails5.yaml", text);
+    cr_assert(th_load(path, NULL, NULL, &cfg, NULL));
+    hw_cluster *hw = hw_cluster_new(cfg);
+    assert_simgrid_routes_as_table(hw, 20, nets[i]);
+    assert_simgrid_routes_as_table(hw, 14, nets[i]);
+    hw_cluster_free(hw);
+    cfg_cluster_free(cfg);
+  }
 }

@@ -254,6 +254,24 @@ typedef struct {
   double oversubscription; /* downlink / uplink capacity of this tier's switches */
 } cfg_tier;
 
+/* Another tenant's traffic on chosen links (network.background): a flow per link and direction
+ * capped at `bandwidth` bytes/s (or `fraction` of the link), from `start` for `duration`
+ * seconds (0: until the step ends). `links`: "node N", "node N rail K", "rail K", "uplink G"
+ * (leaf group G's uplinks) or "spine" (every leaf uplink); `direction` up, down or both. */
+typedef struct {
+  char *links, *direction;
+  double fraction, bandwidth, start, duration;
+} cfg_background;
+
+/* A background selector parsed: NICs of a node and/or a rail (-1: any), a leaf group's uplinks,
+ * or every leaf uplink. */
+typedef struct {
+  int node, rail, uplink;
+  bool spine;
+} cfg_bg_select;
+/* Parses network.background's `links`; false if it is none of the forms. */
+bool cfg_background_select(const char *links, cfg_bg_select *out);
+
 typedef struct {
   cfg_topology topology;
   cfg_rails rails;      /* rail-optimized: how traffic changes rail (spine, or NVLink first) */
@@ -261,6 +279,8 @@ typedef struct {
   cfg_tier *tiers;
   int ntiers;
   int sharp;            /* 0/1: the switches reduce in the network (InfiniBand SHARP) */
+  cfg_background *background;
+  int nbackground;
 } cfg_network;
 
 /* What a long run needs beyond one step (lifecycle/): how often parts fail, what the machine

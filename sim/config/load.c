@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 /* An installed dlsim finds its data beside itself (bin/../share/dlsim), wherever the prefix
@@ -429,6 +430,57 @@ static void cfg_one_switch(cfg_network *net)
   net->tiers[0].name = g_strdup("leaf");
 }
 
+bool cfg_background_select(const char *links, cfg_bg_select *out)
+{
+  char tail;
+  *out = (cfg_bg_select){.node = -1, .rail = -1, .uplink = -1};
+  if (strcmp(links, "spine") == 0) {
+    out->spine = true;
+    return true;
+  }
+  return sscanf(links, "node %d rail %d %c", &out->node, &out->rail, &tail) == 2 ||
+         sscanf(links, "node %d %c", &out->node, &tail) == 1 ||
+         sscanf(links, "rail %d %c", &out->rail, &tail) == 1 ||
+         sscanf(links, "uplink %d %c", &out->uplink, &tail) == 1;
+}
+
+/* One background flow: a selector the hardware module can resolve, one rate, a direction. */
+static bool cfg_background_check(cfg_background *b, int i, const cfg_cluster *c, const cfg_doc *d,
+                                 GError **err)
+{
+  int nodes = c->node.count;
+  g_autofree char *path = g_strdup_printf("network.background.%d", i);
+  if (!b->links)
+    return cfg_fail(err, d, path, "%s: missing required key 'links'", path);
+  cfg_bg_select sel;
+  if (!cfg_background_select(b->links, &sel))
+    return cfg_fail(err, d, path, "%s.links = '%s': expected node N, node N rail K, rail K, "
+                    "uplink G or spine", path, b->links);
+  const cfg_network *net = &c->network;
+  int leaves = (nodes + net->tiers[0].nodes_per_switch - 1) / net->tiers[0].nodes_per_switch;
+  if (sel.node >= nodes || sel.rail >= c->node.nics_per_node || sel.uplink >= leaves ||
+      ((sel.spine || sel.uplink >= 0) && net->ntiers < 2))
+    return cfg_fail(err, d, path, "%s.links = '%s': no such links (%d nodes of %d NICs, leaf "
+                    "groups 0-%d, %d tiers)", path, b->links, nodes, c->node.nics_per_node, leaves - 1,
+                    net->ntiers);
+  if (nodes < 2)
+    return cfg_fail(err, d, path, "%s: background traffic loads network links, and a cluster "
+                    "of one node has none", path);
+  if (strcmp(b->direction, "up") && strcmp(b->direction, "down") && strcmp(b->direction, "both"))
+    return cfg_fail(err, d, path, "%s.direction = '%s': expected up, down or both", path,
+                    b->direction);
+  if (isnan(b->fraction) == isnan(b->bandwidth))
+    return cfg_fail(err, d, path, "%s: give either 'fraction' or 'bandwidth'", path);
+  if (!isnan(b->fraction) && !(b->fraction > 0 && b->fraction <= 1))
+    return cfg_fail(err, d, path, "%s.fraction = %g: expected a share in (0, 1]", path,
+                    b->fraction);
+  if (!isnan(b->bandwidth) && !(b->bandwidth > 0))
+    return cfg_fail(err, d, path, "%s.bandwidth: must be > 0", path);
+  if (b->start < 0 || b->duration < 0)
+    return cfg_fail(err, d, path, "%s: start and duration must be >= 0", path);
+  return true;
+}
+
 /* An NVLink domain is whole nodes on one NVSwitch fabric (the last one may be partly filled). */
 static bool cfg_domain_check(cfg_node_spec *n, const cfg_doc *d, GError **err)
 {
@@ -602,6 +654,9 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
     return cfg_fail(err, d, "network.tiers",
                     "network.tiers: the top tier spans %d nodes but the cluster has %d", below,
                     n->count);
+  for (int i = 0; i < net->nbackground; i++)
+    if (!cfg_background_check(&net->background[i], i, c, d, err))
+      return false;
   return true;
 }
 
@@ -1357,6 +1412,11 @@ void cfg_cluster_free(cfg_cluster *c)
   for (int i = 0; i < c->network.ntiers; i++)
     g_free(c->network.tiers[i].name);
   g_free(c->network.tiers);
+  for (int i = 0; i < c->network.nbackground; i++) {
+    g_free(c->network.background[i].links);
+    g_free(c->network.background[i].direction);
+  }
+  g_free(c->network.background);
   cfg_doc_free(c->doc);
   g_free(c);
 }

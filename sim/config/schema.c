@@ -385,6 +385,24 @@ static const cfg_field cfg_tier_fields[] = {
 };
 const cfg_schema cfg_schema_tier = SCHEMA("network.tiers", cfg_tier, cfg_tier_fields);
 
+static const cfg_field cfg_background_fields[] = {
+    F_STR(cfg_background, "links", links,
+          "which links: node N (its NICs), node N rail K, rail K (NIC K of every node), uplink G "
+          "(leaf group G's uplinks) or spine (every leaf uplink)", DERIVED("required")),
+    F_STR(cfg_background, "direction", direction, "up (out of the nodes), down or both",
+          DEF_STR("both")),
+    F_QTY(cfg_background, "fraction", fraction, UNITS_NUMBER,
+          "the share of each link the flow may take, in (0, 1]", DERIVED("or bandwidth")),
+    F_QTY(cfg_background, "bandwidth", bandwidth, UNITS_BYTES_PER_S,
+          "the rate the flow may take on each link", DERIVED("or fraction")),
+    F_QTY(cfg_background, "start", start, UNITS_SECONDS, "when the flow starts in the step",
+          DEF(0.0)),
+    F_QTY(cfg_background, "duration", duration, UNITS_SECONDS, "how long it lasts (0: to the end)",
+          DEF(0.0)),
+};
+static const cfg_schema cfg_schema_background =
+    SCHEMA("network.background", cfg_background, cfg_background_fields);
+
 static const cfg_field cfg_network_fields[] = {
     F_ENUM(cfg_network, "topology", topology, cfg_topology_names,
            "how nodes connect (rail-optimized: NIC k of every node on rail switch k of its leaf "
@@ -402,6 +420,10 @@ static const cfg_field cfg_network_fields[] = {
     {ROW(cfg_network, "tiers", CFG_T_SEQ_MAP, tiers), .count_offset = offsetof(cfg_network, ntiers),
      .sub = &cfg_schema_tier,
      .doc = "switch tiers, lowest first (default: one non-blocking switch over all nodes)"},
+    {ROW(cfg_network, "background", CFG_T_SEQ_MAP, background),
+     .count_offset = offsetof(cfg_network, nbackground), .sub = &cfg_schema_background,
+     .doc = "other tenants' traffic (a noisy neighbour, a checkpoint write): flows the DES puts "
+            "on chosen links (the analytic engine ignores them)"},
 };
 static const cfg_schema cfg_schema_network = SCHEMA("network", cfg_network, cfg_network_fields);
 

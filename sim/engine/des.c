@@ -39,6 +39,18 @@ typedef struct {
 } des_rank;
 
 typedef struct des_ctx des_ctx;
+
+/* Link loads: the bytes each link carried each way (key: link * 2 + down), from the routes
+ * of the transfers the ranks sent; when tracing, also per interval of `dt` (at most
+ * DES_SAMPLES: when the step outgrows them, neighbours merge and dt doubles), each transfer's
+ * bytes spread evenly over its phase. */
+#define DES_SAMPLES 256
+typedef struct {
+  int nkeys;
+  double *bytes;
+  double *buckets; /* nkeys x DES_SAMPLES, or NULL */
+  double dt;
+} des_links;
 typedef struct {
   des_ctx *ctx;
   int rank, stream;
@@ -63,6 +75,7 @@ struct des_ctx {
   GHashTable *hosts; /* name -> sg_host_t: SimGrid's own lookup walks every zone */
   bool *active;      /* ranks simulated (NULL: all); the others mirror a simulated one */
   GHashTable *arrivals; /* (group, seq) -> latest arrival of a member, as a double* */
+  des_links *links;     /* the links whose load is measured */
 };
 
 static bool des_active(const des_ctx *c, int rank)
@@ -161,6 +174,114 @@ static void des_span(des_rank *r, double start, double end, int what)
   }
 }
 
+static des_links *des_links_new(const hw_cluster *hw, bool sampled)
+{
+  des_links *l = g_new0(des_links, 1);
+  l->nkeys = 2 * hw_nlinks(hw);
+  l->bytes = g_new0(double, l->nkeys);
+  if (sampled)
+    l->buckets = g_new0(double, (gsize)l->nkeys * DES_SAMPLES);
+  l->dt = 1e-5;
+  return l;
+}
+
+static void des_links_free(des_links *l)
+{
+  if (!l)
+    return;
+  g_free(l->bytes);
+  g_free(l->buckets);
+  g_free(l);
+}
+
+/* Halves the resolution until time t fits in the buckets. */
+static void des_links_widen(des_links *l, double t)
+{
+  while (t >= DES_SAMPLES * l->dt) {
+    for (int k = 0; k < l->nkeys; k++) {
+      double *b = l->buckets + (gsize)k * DES_SAMPLES;
+      for (int i = 0; i < DES_SAMPLES / 2; i++)
+        b[i] = b[2 * i] + b[2 * i + 1];
+      memset(b + DES_SAMPLES / 2, 0, sizeof(double) * DES_SAMPLES / 2);
+    }
+    l->dt *= 2;
+  }
+}
+
+/* `bytes` crossed every link of the route from `src` to `dst` between t0 and t1. */
+static void des_links_add(des_links *l, const hw_cluster *hw, int src, int dst, double bytes,
+                          double t0, double t1)
+{
+  hw_route r;
+  hw_route_get(hw, src, dst, &r);
+  if (l->buckets)
+    des_links_widen(l, t1);
+  for (int h = 0; h < r.nhops; h++) {
+    int key = HW_HOP_LINK(r.hops[h]) * 2 + r.hops[h] % 2;
+    l->bytes[key] += bytes;
+    if (!l->buckets)
+      continue;
+    double *b = l->buckets + (gsize)key * DES_SAMPLES;
+    int i0 = (int)(t0 / l->dt), i1 = MIN((int)(t1 / l->dt), DES_SAMPLES - 1);
+    for (int i = i0; i <= i1; i++) {
+      double lo = MAX(t0, i * l->dt), hi = MIN(t1, (i + 1) * l->dt);
+      b[i] += t1 > t0 ? bytes * MAX(hi - lo, 0) / (t1 - t0) : (i == i0 ? bytes : 0);
+    }
+  }
+}
+
+typedef struct {
+  int key;
+  double use;
+} des_link_use;
+
+static int des_use_cmp(const void *a, const void *b)
+{
+  double x = ((const des_link_use *)a)->use, y = ((const des_link_use *)b)->use;
+  return (x < y) - (x > y);
+}
+
+/* The busiest links by mean use over the step, and their rates per interval when tracing. */
+static void des_collect_links(const des_ctx *c, double step, eng_result *out)
+{
+  const des_links *l = c->links;
+  des_link_use *use = g_new(des_link_use, l->nkeys);
+  for (int k = 0; k < l->nkeys; k++) { /* a FATPIPE link stands for a switch: never busy */
+    const hw_link *hl = hw_link_get(c->hw, k / 2);
+    use[k] = (des_link_use){k, hl->policy == HW_LINK_FATPIPE
+                                   ? 0 : l->bytes[k] / (hl->bandwidth * MAX(step, 1e-30))};
+  }
+  qsort(use, (size_t)l->nkeys, sizeof *use, des_use_cmp);
+  out->link_loads = g_array_new(FALSE, FALSE, sizeof(eng_link_load));
+  if (l->buckets)
+    out->link_samples = g_array_new(FALSE, FALSE, sizeof(eng_link_sample));
+  for (int i = 0; i < MIN(l->nkeys, ENG_BUSIEST_LINKS) && use[i].use > 0; i++) {
+    int key = use[i].key;
+    eng_link_load ld = {.link = key / 2, .down = key % 2, .bytes = l->bytes[key],
+                        .utilisation = use[i].use};
+    g_array_append_val(out->link_loads, ld);
+    for (int b = 0; l->buckets && b < DES_SAMPLES && b * l->dt < step; b++) {
+      eng_link_sample smp = {.link = key / 2, .down = key % 2, .time = b * l->dt,
+                             .rate = l->buckets[(gsize)key * DES_SAMPLES + b] / l->dt};
+      g_array_append_val(out->link_samples, smp);
+    }
+  }
+  g_free(use);
+}
+
+/* The bytes this endpoint sent in a phase, on the links they crossed. */
+static void des_count_sent(des_ctx *c, const coll_schedule *s, const coll_phase *ph, int from,
+                           int to, int self, double t0)
+{
+  double eff = hw_config(c->hw)->nccl.protocol_efficiency[s->proto], t1 = simgrid_get_clock();
+  for (int j = from; j < to; j++) {
+    const coll_xfer *x = &ph->xfers[ph->member_idx[j]];
+    if (x->src == self)
+      des_links_add(c->links, c->hw, self, x->dst,
+                    (double)(long)coll_wire_bytes(s->plan, ph, x, s->bytes, eff), t0, t1);
+  }
+}
+
 /* What one endpoint (a GPU or a reducing switch) does in one phase of a collective. */
 static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member, int self,
                           int group, void **sink)
@@ -174,6 +295,7 @@ static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member,
   size_t k = 0;
   if (s->pre[i] > 0)
     sg_actor_sleep_for(s->pre[i]);
+  double t0 = simgrid_get_clock();
   for (int j = from; j < to; j++) {
     const coll_xfer *x = &ph->xfers[ph->member_idx[j]];
     long wire = (long)coll_wire_bytes(plan, ph, x, s->bytes, eff);
@@ -186,6 +308,7 @@ static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member,
   }
   if (k)
     sg_comm_wait_all(comms, k);
+  des_count_sent(c, s, ph, from, to, self, t0);
   if (comms != local)
     g_free(comms);
   if (s->post[i] > 0)
@@ -438,6 +561,46 @@ static void des_spawn(des_ctx *c)
   }
 }
 
+/* Another tenant's flow (network.background): a daemon that waits for its start and then
+ * sends without end over its link, capped by its private one; a kill time ends it. */
+typedef struct {
+  sg_host_t from, to;
+  double start;
+} des_bg_arg;
+
+static void des_bg_actor(int argc, char **argv)
+{
+  (void)argc, (void)argv;
+  const des_bg_arg *a = sg_actor_self_get_data();
+  if (a->start > 0)
+    sg_actor_sleep_for(a->start);
+  sg_host_sendto(a->from, a->to, 1e18); /* no end in any step (the size is a uint64_t) */
+}
+
+static void des_spawn_background(des_ctx *c)
+{
+  g_autoptr(GArray) bg = hw_background_flows(c->hw);
+  for (guint i = 0; i < bg->len; i++) {
+    const hw_bg_flow *f = &g_array_index(bg, hw_bg_flow, i);
+    char from[32], to[32];
+    g_snprintf(from, sizeof from, "bg%ua", i);
+    g_snprintf(to, sizeof to, "bg%ub", i);
+    des_bg_arg *a = g_new0(des_bg_arg, 1);
+    a->from = g_hash_table_lookup(c->hosts, from);
+    a->to = g_hash_table_lookup(c->hosts, to);
+    a->start = f->start;
+    g_ptr_array_add(c->args, a);
+    if (!a->from || !a->to) /* one node: the platform has no network links */
+      continue;
+    sg_actor_t actor = sg_actor_init(from, a->from);
+    sg_actor_set_data(actor, a);
+    sg_actor_daemonize(actor);
+    if (f->duration > 0)
+      sg_actor_set_kill_time(actor, f->start + f->duration);
+    sg_actor_start(actor, des_bg_actor, 0, NULL);
+  }
+}
+
 static long des_count_ops(const des_ctx *c)
 {
   long n = 0;
@@ -541,12 +704,14 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
   des_configure(&c, des_count_actors(&c));
   if (!des_load_platform(&c, err))
     return false;
+  c.links = des_links_new(hw, c.events != NULL);
   for (int r = 0; r < p->nranks; r++) {
     c.ranks[r].mutex = sg_mutex_init();
     c.ranks[r].cond = sg_cond_init();
   }
   c.ops_total = des_count_ops(&c);
   des_spawn(&c);
+  des_spawn_background(&c);
   simgrid_run();
   if (!des_all_done(&c)) {
     g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME,
@@ -555,6 +720,8 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     return false;
   }
   des_collect(&c, out);
+  des_collect_links(&c, out->step_time, out);
+  des_links_free(c.links);
   /* The child exits right after sending results; the OS reclaims the rest. */
   return true;
 }
@@ -565,7 +732,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
  * are replaced by the arrays that follow), how many of each array follow, and the error. */
 typedef struct {
   eng_result r;
-  guint nevents, nmem;
+  guint nevents, nmem, nloads, nlsamples;
   int ok;
   int code; /* cfg_error_code of the failure: input errors stay input errors */
   char error[512];
@@ -614,10 +781,16 @@ static void des_child(int fd, const prog_program *p, const hw_cluster *hw, const
   h.r = r;
   h.nevents = r.events ? r.events->len : 0;
   h.nmem = r.mem_samples ? r.mem_samples->len : 0;
+  h.nloads = r.link_loads ? r.link_loads->len : 0;
+  h.nlsamples = r.link_samples ? r.link_samples->len : 0;
   bool ok = des_write_all(fd, &h, sizeof h) &&
             des_write_all(fd, r.class_peak, sizeof(double) * (size_t)MAX(r.nclasses, 0)) &&
             (!h.nevents || des_write_all(fd, r.events->data, sizeof(eng_event) * h.nevents)) &&
-            (!h.nmem || des_write_all(fd, r.mem_samples->data, sizeof(eng_mem_sample) * h.nmem));
+            (!h.nmem || des_write_all(fd, r.mem_samples->data, sizeof(eng_mem_sample) * h.nmem)) &&
+            (!h.nloads ||
+             des_write_all(fd, r.link_loads->data, sizeof(eng_link_load) * h.nloads)) &&
+            (!h.nlsamples ||
+             des_write_all(fd, r.link_samples->data, sizeof(eng_link_sample) * h.nlsamples));
   close(fd);
   _exit(ok ? 0 : 3);
 }
@@ -648,6 +821,8 @@ static bool des_receive(int fd, eng_result *out, GError **err)
   bool ok = des_read_all(fd, out->class_peak, sizeof(double) * (size_t)MAX(h.r.nclasses, 0));
   out->events = des_read_array(fd, h.nevents, sizeof(eng_event), &ok);
   out->mem_samples = des_read_array(fd, h.nmem, sizeof(eng_mem_sample), &ok);
+  out->link_loads = des_read_array(fd, h.nloads, sizeof(eng_link_load), &ok);
+  out->link_samples = des_read_array(fd, h.nlsamples, sizeof(eng_link_sample), &ok);
   if (!ok)
     g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: truncated results");
   return ok;

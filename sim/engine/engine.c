@@ -52,6 +52,10 @@ void eng_result_clear(eng_result *r)
     g_array_free(r->events, TRUE);
   if (r->mem_samples)
     g_array_free(r->mem_samples, TRUE);
+  if (r->link_loads)
+    g_array_free(r->link_loads, TRUE);
+  if (r->link_samples)
+    g_array_free(r->link_samples, TRUE);
   memset(r, 0, sizeof *r);
 }
 
@@ -60,8 +64,27 @@ static double eng_lerp(double a, double b, double k)
   return a + (b - a) * k;
 }
 
+/* A busiest link of b carries along the line through a and b (when a has it among its own) at
+ * the rate it had in b: its use is those bytes over the extrapolated step. */
+static void eng_links_extrapolate(const eng_result *a, const eng_result *b, double k, double step,
+                                  eng_result *r)
+{
+  for (guint i = 0; r->link_loads && i < r->link_loads->len; i++) {
+    eng_link_load *l = &g_array_index(r->link_loads, eng_link_load, i);
+    for (guint j = 0; a->link_loads && j < a->link_loads->len; j++) {
+      const eng_link_load *m = &g_array_index(a->link_loads, eng_link_load, j);
+      if (m->link != l->link || m->down != l->down || l->bytes <= 0 || step <= 0)
+        continue;
+      double bytes = eng_lerp(m->bytes, l->bytes, k);
+      l->utilisation *= bytes / l->bytes * b->step_time / step;
+      l->bytes = bytes;
+    }
+  }
+}
+
 void eng_result_extrapolate(const eng_result *a, const eng_result *b, double k, eng_result *r)
 {
+  eng_links_extrapolate(a, b, k, eng_lerp(a->step_time, b->step_time, k), r);
   r->step_time = eng_lerp(a->step_time, b->step_time, k);
   r->compute = eng_lerp(a->compute, b->compute, k);
   r->exposed_comm = eng_lerp(a->exposed_comm, b->exposed_comm, k);
@@ -554,7 +577,8 @@ static bool eng_leaders_closed(const prog_program *p, const bool *lead)
 
 bool *eng_fold_tensor_parallel(const prog_program *p, const hw_cluster *hw)
 {
-  if (!eng_topology_foldable(hw))
+  /* another tenant's flows load some NICs and not others: siblings differ */
+  if (!eng_topology_foldable(hw) || hw_config(hw)->network.nbackground > 0)
     return NULL;
   bool *lead = eng_tp_leaders(p);
   if (lead && !eng_leaders_closed(p, lead))

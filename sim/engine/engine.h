@@ -44,6 +44,23 @@ typedef struct {
   double time, bytes;
 } eng_mem_sample;
 
+/* A network or NVLink link's load over the step (DES): link `link` of the hardware table, one
+ * direction (`down` as hw_hop says), the bytes it carried and its mean use. */
+typedef struct {
+  int link;
+  bool down;
+  double bytes, utilisation;
+} eng_link_load;
+
+/* Its rate over one sampling interval ending at `time`, for a trace's counters. */
+typedef struct {
+  int link;
+  bool down;
+  double time, rate;
+} eng_link_sample;
+
+#define ENG_BUSIEST_LINKS 8
+
 typedef struct {
   double step_time;
   int critical_rank;
@@ -58,6 +75,8 @@ typedef struct {
   GArray *mem_samples; /* eng_mem_sample, when tracing */
   double wall_time;    /* seconds the simulator itself took */
   long messages;       /* point-to-point transfers simulated (DES) */
+  GArray *link_loads;   /* eng_link_load: the busiest links, busiest first (DES) */
+  GArray *link_samples; /* eng_link_sample of those links over time, when tracing (DES) */
 } eng_result;
 
 bool eng_run(const prog_program *p, const hw_cluster *hw, const eng_options *opt,

@@ -396,6 +396,95 @@ void hw_host_name(int gpu, char *buf, size_t len)
   g_snprintf(buf, len, "gpu-%d", gpu);
 }
 
+void hw_link_describe(const hw_cluster *hw, int link, bool down, char *buf, size_t len)
+{
+  const cfg_network *net = &hw->cfg->network;
+  const char *dir = down ? "down" : "up";
+  int t = net->ntiers - 1;
+  while (t >= 0 && link < hw->swl_link0[t])
+    t--;
+  if (t >= 0) {
+    g_snprintf(buf, len, "%s switch %d, %s", net->tiers[t].name, link - hw->swl_link0[t], dir);
+  } else if (hw->rails && link >= hw->rail_link0) {
+    int i = link - hw->rail_link0;
+    g_snprintf(buf, len, "%s %d uplink, rail %d, %s", net->tiers[0].name, i / hw->rails,
+               i % hw->rails, dir);
+  } else if (link >= hw->port_link0 + hw->nnodes * (hw->nnodes > 1)) {
+    int u = MAX(net->ntiers - 2, 0);
+    while (u > 0 && link < hw->up_link0[u])
+      u--;
+    g_snprintf(buf, len, "%s %d uplink, %s", net->tiers[u].name, link - hw->up_link0[u], dir);
+  } else if (link >= hw->port_link0) {
+    g_snprintf(buf, len, "node %d port, %s", link - hw->port_link0, down ? "in" : "out");
+  } else if (link >= hw->nic_link0) {
+    int i = link - hw->nic_link0;
+    g_snprintf(buf, len, "NIC %d of node %d, %s", i % hw->nics, i / hw->nics, down ? "in" : "out");
+  } else {
+    g_snprintf(buf, len, "NVLink of GPU %d, %s", link - hw->gpu_link0, down ? "in" : "out");
+  }
+}
+
+/* ---- background traffic -------------------------------------------------------------------- */
+
+/* The NIC links of configuration node (tray) `tray`, rail `rail` (-1: all its NICs). */
+static void hw_bg_nics(const hw_cluster *hw, int tray, int rail, GArray *links)
+{
+  int per = hw->nics / hw->trays, domain = tray / hw->trays, first = tray % hw->trays * per;
+  for (int k = 0; k < per; k++)
+    if (rail < 0 || k == rail) {
+      int link = hw->nic_link0 + domain * hw->nics + first + k;
+      g_array_append_val(links, link);
+    }
+}
+
+/* The uplinks out of leaf group g: one per rail switch on a rail-optimized fabric. */
+static void hw_bg_uplinks(const hw_cluster *hw, int g, GArray *links)
+{
+  for (int k = 0; k < MAX(hw->rails, 1); k++) {
+    int link = hw_uplink(hw, 0, g, hw->rails ? k : -1);
+    g_array_append_val(links, link);
+  }
+}
+
+static GArray *hw_bg_select(const hw_cluster *hw, const cfg_background *b)
+{
+  GArray *links = g_array_new(FALSE, FALSE, sizeof(int));
+  cfg_bg_select sel;
+  if (!cfg_background_select(b->links, &sel) || hw->nnodes < 2)
+    return links; /* the configuration checked it; one domain has no network links */
+  if (sel.spine || sel.uplink >= 0) {
+    for (int g = 0; g < hw->groups[0] && hw->cfg->network.ntiers > 1; g++)
+      if (sel.spine || g == sel.uplink)
+        hw_bg_uplinks(hw, g, links);
+    return links;
+  }
+  for (int t = 0; t < hw->cfg->node.count; t++)
+    if (sel.node < 0 || t == sel.node)
+      hw_bg_nics(hw, t, sel.rail, links);
+  return links;
+}
+
+GArray *hw_background_flows(const hw_cluster *hw)
+{
+  GArray *flows = g_array_new(FALSE, FALSE, sizeof(hw_bg_flow));
+  const cfg_network *net = &hw->cfg->network;
+  for (int i = 0; i < net->nbackground; i++) {
+    const cfg_background *b = &net->background[i];
+    g_autoptr(GArray) links = hw_bg_select(hw, b);
+    for (guint j = 0; j < links->len; j++)
+      for (int down = 0; down < 2; down++) {
+        if (strcmp(b->direction, down ? "up" : "down") == 0)
+          continue;
+        int link = g_array_index(links, int, j);
+        double bw = hw_link_get(hw, link)->bandwidth;
+        hw_bg_flow f = {.link = link, .down = down, .start = b->start, .duration = b->duration,
+                        .rate = isnan(b->fraction) ? b->bandwidth : b->fraction * bw};
+        g_array_append_val(flows, f);
+      }
+  }
+  return flows;
+}
+
 /* ---- platform XML ------------------------------------------------------------------------ */
 
 /* Links carry no latency in SimGrid: CM02 shares a link among flows in inverse proportion to
@@ -492,6 +581,49 @@ static void hw_child_gateway(int tier, int child, char *buf, size_t len)
     g_snprintf(buf, len, "swr%d-%d", tier - 1, child);
 }
 
+/* Whether a rail leaf group can be a graph SimGrid searches (see hw_xml_rail_graph): the
+ * shortest path must be the link table's route, and unique. It is when every GPU has its own NIC
+ * in a one-tray node on an NVSwitch and traffic changes rail over NVLink (PXN): then no two
+ * routes of equal length join two endpoints. */
+static bool hw_rail_graph_exact(const hw_cluster *hw)
+{
+  const cfg_cluster *c = hw->cfg;
+  return hw->rails && hw->trays == 1 && hw->nics == hw->gpn &&
+         c->node.intra.kind != CFG_INTRA_NVLINK_RING &&
+         (c->nccl.pxn || c->network.rails == CFG_RAILS_ONLY);
+}
+
+/* The pads of the rail groups' graphs (hw_xml_edge): one per NIC router x<n>.<k> and rail
+ * switch r<g>.<k>. */
+static void hw_xml_pads(GString *x, const hw_cluster *hw)
+{
+  static const char fmt[] = "<link id=\"lpad-%c%d.%d\" bandwidth=\"1e15Bps\" latency=\"0s\" "
+                            "sharing_policy=\"FATPIPE\"/>\n";
+  for (int n = 0; n < hw->nnodes; n++)
+    for (int k = 0; k < hw->nics; k++)
+      g_string_append_printf(x, fmt, 'x', n, k);
+  for (int g = 0; g < hw->groups[0]; g++)
+    for (int k = 0; k < hw->rails; k++)
+      g_string_append_printf(x, fmt, 'r', g, k);
+}
+
+/* Background flows: two hosts each, joined by the loaded link and the flow's cap. */
+static void hw_xml_background(GString *x, const hw_cluster *hw, const GArray *bg)
+{
+  g_string_append(x, "<zone id=\"background\" routing=\"Full\">\n");
+  for (guint i = 0; i < bg->len; i++)
+    g_string_append_printf(x, "<host id=\"bg%ua\" speed=\"1e9f\"/><host id=\"bg%ub\" speed=\"1e9f\"/>\n",
+                           i, i);
+  for (guint i = 0; i < bg->len; i++) {
+    const hw_bg_flow *f = &g_array_index(bg, hw_bg_flow, i);
+    g_string_append_printf(x, "<route src=\"bg%ua\" dst=\"bg%ub\" symmetrical=\"NO\"><link_ctn id=\"lbg%u\"/>",
+                           i, i, i);
+    hw_xml_one(x, hw, f->link, f->down);
+    g_string_append(x, "</route>\n");
+  }
+  g_string_append(x, "</zone>\n");
+}
+
 /* SimGrid resolves a link named in a route by a depth-first search from the root zone, so links
  * declared deep inside node zones cost O(links) to find and a large platform O(links^2) to load.
  * Declared first, in one zone of their own, they are found at once. */
@@ -500,7 +632,15 @@ static void hw_xml_all_links(GString *x, const hw_cluster *hw)
   g_string_append(x, "<zone id=\"links\" routing=\"None\">\n");
   for (int i = 0; i < hw_nlinks(hw); i++)
     hw_xml_link(x, hw, i);
+  if (hw_rail_graph_exact(hw))
+    hw_xml_pads(x, hw);
+  g_autoptr(GArray) bg = hw_background_flows(hw);
+  for (guint i = 0; i < bg->len; i++)
+    g_string_append_printf(x, "<link id=\"lbg%u\" bandwidth=\"%.17gBps\" latency=\"0s\"/>\n", i,
+                           g_array_index(bg, hw_bg_flow, i).rate);
   g_string_append(x, "</zone>\n");
+  if (bg->len)
+    hw_xml_background(x, hw, bg);
 }
 
 static void hw_xml_route(GString *x, const hw_cluster *hw, const char *src, const char *dst,
@@ -542,6 +682,98 @@ static void hw_xml_rail_exit(GString *x, const hw_cluster *hw, int gpu, int g)
   hw_xml_route(x, hw, gw, name, &down);
 }
 
+/* One edge of a rail group's graph: a directed route of one or two links, and a pad (`pad`
+ * names it, or NULL): a link of no cost (FATPIPE, 1 PB/s) that lengthens a path for the search
+ * only. Each NIC and rail switch has its own pad, so that no link joins all flows in the solver. */
+static void hw_xml_edge(GString *x, const hw_cluster *hw, const char *src, const char *dst,
+                        const int *links, const bool *down, int n, const char *pad)
+{
+  hw_route r = {.bandwidth = INFINITY};
+  for (int i = 0; i < n; i++)
+    hw_push(hw, &r, links[i], down[i]);
+  g_string_append_printf(x, "<route src=\"%s\" dst=\"%s\" symmetrical=\"NO\">", src, dst);
+  hw_xml_hops(x, hw, &r);
+  if (pad)
+    g_string_append_printf(x, "<link_ctn id=\"lpad-%s\"/>", pad);
+  g_string_append(x, "</route>\n");
+}
+
+/* A GPU, its NIC's router x<n>.<k> and its node switch nvs-<n>: NVLink to the switch, the NIC
+ * link to the router, and from the switch to every NIC of the node over the NVLink of the GPU
+ * on that rail (PXN). */
+static void hw_xml_rail_node(GString *x, const hw_cluster *hw, int node, int last)
+{
+  char gpu[32], nic[32], nvs[32];
+  g_snprintf(nvs, sizeof nvs, "nvs-%d", node);
+  for (int k = 0; k < hw->nics; k++) {
+    int a = node * hw->gpn + k, nl = hw->nic_link0 + node * hw->nics + k, gl = hw->gpu_link0 + a;
+    g_snprintf(nic, sizeof nic, "x%d.%d", node, k);
+    int via[] = {gl, nl};
+    hw_xml_edge(x, hw, nvs, nic, via, (bool[]){true, false}, 2, NULL);
+    if (a >= last)
+      continue;
+    hw_host_name(a, gpu, sizeof gpu);
+    hw_xml_edge(x, hw, gpu, nvs, &gl, (bool[]){false}, 1, NULL);
+    hw_xml_edge(x, hw, nvs, gpu, &gl, (bool[]){true}, 1, NULL);
+    hw_xml_edge(x, hw, gpu, nic, &nl, (bool[]){false}, 1, nic);
+    hw_xml_edge(x, hw, nic, gpu, &nl, (bool[]){true}, 1, NULL);
+  }
+}
+
+/* A rail switch r<g>.<k>: the node ports below it, its uplink to the spine (through the group's
+ * gateway swr0-g) and the group's reducing switch swh0-g. Paths that would cross the switch
+ * between rails carry a pad, so that changing rail over NVLink (two links) stays the shortest. */
+static void hw_xml_rail_switch(GString *x, const hw_cluster *hw, int g, int k, int node0, int node1)
+{
+  char rs[32], nic[32], gw[32], swh[32];
+  g_snprintf(rs, sizeof rs, "r%d.%d", g, k);
+  g_snprintf(gw, sizeof gw, "swr0-%d", g);
+  g_snprintf(swh, sizeof swh, "swh0-%d", g);
+  for (int n = node0; n <= node1; n++) {
+    int port = hw->port_link0 + n;
+    g_snprintf(nic, sizeof nic, "x%d.%d", n, k);
+    hw_xml_edge(x, hw, nic, rs, &port, (bool[]){false}, 1, NULL);
+    hw_xml_edge(x, hw, rs, nic, &port, (bool[]){true}, 1, NULL);
+  }
+  int swl = hw->swl_link0[0] + g;
+  hw_xml_edge(x, hw, rs, swh, &swl, (bool[]){false}, 1, rs);
+  hw_xml_edge(x, hw, swh, rs, &swl, (bool[]){true}, 1, rs);
+  if (hw->cfg->network.ntiers > 1) {
+    int up = hw_uplink(hw, 0, g, k);
+    hw_xml_edge(x, hw, rs, gw, &up, (bool[]){false}, 1, rs);
+    hw_xml_edge(x, hw, gw, rs, &up, (bool[]){true}, 1, NULL);
+  }
+}
+
+/* A rail leaf group as a graph of its GPUs, NICs, node and rail switches that SimGrid searches
+ * (Dijkstra, cached per source): O(GPUs) routes where the table needs O(GPUs^2), which made a
+ * 32-node SU hold 65,000 routes and 8,192 GPUs load 4x slower than a fat tree. Exact only where
+ * hw_rail_graph_exact says; tests/test_topology.c holds every route equal to the table's. */
+static void hw_xml_rail_graph(GString *x, const hw_cluster *hw, int g, int first, int last,
+                              double speed)
+{
+  int node0 = first / hw->gpn, node1 = (last - 1) / hw->gpn;
+  char name[32];
+  g_string_append_printf(x, "<zone id=\"t0-%d\" routing=\"DijkstraCache\">\n", g);
+  for (int e = first; e < last; e++) {
+    hw_host_name(e, name, sizeof name);
+    g_string_append_printf(x, "<host id=\"%s\" speed=\"%.17gf\"/>\n", name, speed);
+  }
+  for (int n = node0; n <= node1; n++)
+    g_string_append_printf(x, "<host id=\"nvs-%d\" speed=\"1e9f\"/>\n", n);
+  g_string_append_printf(x, "<host id=\"swh0-%d\" speed=\"1e9f\"/><router id=\"swr0-%d\"/>\n", g, g);
+  for (int n = node0; n <= node1; n++)
+    for (int k = 0; k < hw->nics; k++)
+      g_string_append_printf(x, "<router id=\"x%d.%d\"/>\n", n, k);
+  for (int k = 0; k < hw->rails; k++)
+    g_string_append_printf(x, "<router id=\"r%d.%d\"/>\n", g, k);
+  for (int n = node0; n <= node1; n++)
+    hw_xml_rail_node(x, hw, n, last);
+  for (int k = 0; k < hw->rails; k++)
+    hw_xml_rail_switch(x, hw, g, k, node0, node1);
+  g_string_append(x, "</zone>\n");
+}
+
 /* A leaf group of a rail-optimized fabric: its nodes are not subtrees of one switch (each NIC
  * has its rail switch, and rails meet only at the spine), so the group is one zone with a route
  * from the link table between every two of its GPUs. */
@@ -554,6 +786,12 @@ static void hw_xml_rail_group(GString *x, const hw_cluster *hw, int g, int ngpus
   if (root) { /* a zone's hosts may not follow a sub-zone, so the links need a zone above */
     g_string_append(x, "<zone id=\"root\" routing=\"Floyd\">\n");
     hw_xml_all_links(x, hw);
+  }
+  if (hw_rail_graph_exact(hw)) {
+    hw_xml_rail_graph(x, hw, g, first, last, speed);
+    if (root)
+      g_string_append(x, "</zone>\n");
+    return;
   }
   g_string_append_printf(x, "<zone id=\"t0-%d\" routing=\"Full\">\n", g);
   char name[32];

@@ -66,6 +66,17 @@ int hw_group_tier(const hw_cluster *hw, const int *ranks, int n);
  * and run at `host_speed` FLOP/s. Newly allocated. */
 char *hw_platform_xml(const hw_cluster *hw, int ngpus, double host_speed);
 void hw_host_name(int gpu, char *buf, size_t len);
+/* A link for a report: "NIC 3 of node 5, out", "leaf 2 uplink, rail 4, up" ... */
+void hw_link_describe(const hw_cluster *hw, int link, bool down, char *buf, size_t len);
+/* The flows of network.background, one per loaded link and direction: host "bg<i>a" sends to
+ * "bg<i>b" over the link and a private one capped at `rate` (the platform holds them when it
+ * spans more than one node). */
+typedef struct {
+  int link;
+  bool down;
+  double rate, start, duration; /* bytes/s; seconds (duration 0: to the end) */
+} hw_bg_flow;
+GArray *hw_background_flows(const hw_cluster *hw); /* of hw_bg_flow */
 
 /* Compute cost model:
  *   time = max(flops / (peak(dtype) * eff(kind)), bytes / (hbm_bw * eff_mem)) + launch_overhead */

@@ -60,6 +60,41 @@ static void rep_tier_suffix(FILE *out, const sim_result *r, prog_dim d)
             net->tiers[o].oversubscription, net->tiers[o].name);
 }
 
+/* Other tenants' traffic (network.background): what loads which links, and whether this
+ * engine saw it. */
+static void rep_background_text(FILE *out, const sim_result *r)
+{
+  const cfg_network *net = &r->cluster->network;
+  for (int i = 0; i < net->nbackground; i++) {
+    const cfg_background *b = &net->background[i];
+    g_autofree char *rate = isnan(b->fraction) ? units_format_rate(b->bandwidth)
+                                               : g_strdup_printf("%g %% of each link", 100 * b->fraction);
+    g_autofree char *from = units_format_seconds(b->start);
+    g_autofree char *d = b->duration > 0 ? units_format_seconds(b->duration) : NULL;
+    g_autofree char *len = d ? g_strdup_printf("for %s", d) : g_strdup("to the end of the step");
+    fprintf(out, "  background       %s (%s): up to %s from %s %s%s\n", b->links, b->direction,
+            rate, from, len,
+            r->options.kind == ENG_DES ? "" : "; ignored by the analytic engine (-e des shares the links)");
+  }
+}
+
+/* The DES's busiest links: mean use over the step and the rate it means. */
+static void rep_links_text(FILE *out, const sim_result *r)
+{
+  const GArray *loads = r->eng.link_loads;
+  if (!loads || !loads->len || r->step_time <= 0)
+    return;
+  fprintf(out, "  busiest links (the flows the DES ran, mean over the step)\n");
+  for (guint i = 0; i < MIN(loads->len, 3u); i++) {
+    const eng_link_load *l = &g_array_index(loads, eng_link_load, i);
+    char name[96];
+    hw_link_describe(r->hw, l->link, l->down, name, sizeof name);
+    g_autofree char *rate = units_format_rate(l->utilisation * hw_link_get(r->hw, l->link)->bandwidth);
+    g_autofree char *bw = units_format_rate(hw_link_get(r->hw, l->link)->bandwidth);
+    fprintf(out, "    %-28s %6.1f %%   (%s of %s)\n", name, 100 * l->utilisation, rate, bw);
+  }
+}
+
 /* What the slowest rank adds to each step (cluster.stragglers). */
 static void rep_stragglers_text(FILE *out, const sim_result *r)
 {
@@ -88,6 +123,7 @@ void rep_run_text(FILE *out, const sim_result *r)
           r->cluster->node.gpus_per_node / k,
           r->cluster->sized_to_job ? ", preset sized to the job" : "", eng_kind_name(r->options.kind));
   rep_notes_text(out, r->workload);
+  rep_background_text(out, r);
   rep_mps_text(out, r);
   fprintf(out, "  step time        %12s\n", step);
   if (r->interval.set) {
@@ -125,6 +161,7 @@ void rep_run_text(FILE *out, const sim_result *r)
         fprintf(out, "\n");
       }
   }
+  rep_links_text(out, r);
   rep_runtime_text(out, r);
   const prog_meta *meta = &r->program->meta;
   if (meta->a2a_bytes > 0) {
@@ -231,6 +268,19 @@ cJSON *rep_run_json(const sim_result *r)
     cJSON_AddNumberToObject(moe, "exposed_a2a_s", res->exposed[PROG_DIM_EP]);
     cJSON_AddNumberToObject(moe, "load_factor", r->program->meta.moe_load);
     cJSON_AddNumberToObject(moe, "dropped_fraction", r->program->meta.moe_dropped);
+  }
+  for (guint i = 0; res->link_loads && i < res->link_loads->len; i++) {
+    const eng_link_load *l = &g_array_index(res->link_loads, eng_link_load, i);
+    cJSON *arr = cJSON_GetObjectItem(j, "busiest_links");
+    if (!arr)
+      arr = cJSON_AddArrayToObject(j, "busiest_links");
+    char name[96];
+    hw_link_describe(r->hw, l->link, l->down, name, sizeof name);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "link", name);
+    cJSON_AddNumberToObject(o, "utilisation", l->utilisation);
+    cJSON_AddNumberToObject(o, "bytes", l->bytes);
+    cJSON_AddItemToArray(arr, o);
   }
   cJSON *m = cJSON_AddObjectToObject(j, "memory");
   cJSON_AddNumberToObject(m, "peak_bytes", r->peak_bytes);

@@ -448,6 +448,31 @@ static void rep_process(rep_tr *t, const int *src, GPtrArray *events)
   rep_memory_counter(t, &t->run->eng);
 }
 
+/* The DES's busiest links as counters of one more process: bytes/s over the step. */
+static void rep_link_counters(rep_tr *t)
+{
+  const GArray *smp = t->run->eng.link_samples;
+  if (!smp || !smp->len)
+    return;
+  t->rank = t->p->nranks; /* the process after the GPUs' */
+  rep_meta(t, 0, "process_name", "name",
+           cJSON_CreateString("network: the busiest links (GB/s per direction)"));
+  rep_meta(t, 0, "process_sort_index", "sort_index", cJSON_CreateNumber(t->rank));
+  for (guint i = 0; i < smp->len; i++) {
+    const eng_link_sample *m = &g_array_index(smp, eng_link_sample, i);
+    char name[96], num[48];
+    hw_link_describe(t->run->hw, m->link, m->down, name, sizeof name);
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "ph", "C");
+    cJSON_AddNumberToObject(e, "pid", t->rank);
+    g_snprintf(num, sizeof num, "%.3f", m->time * 1e6);
+    cJSON_AddRawToObject(e, "ts", num);
+    cJSON_AddStringToObject(e, "name", name);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(e, "args"), "GB/s", m->rate / 1e9);
+    rep_emit(t, e);
+  }
+}
+
 /* Per rank, its events in time order (pointers into the result). */
 static GPtrArray **rep_events_by_rank(const prog_program *p, const eng_result *res)
 {
@@ -505,6 +530,7 @@ bool rep_trace_write(const char *path, const sim_result *run, const rep_trace_op
     t.src = src[r];
     rep_process(&t, src, by[src[r]]);
   }
+  rep_link_counters(&t);
   g_string_append(t.o, "\n]}\n");
   for (int r = 0; r < p->nranks; r++)
     g_ptr_array_free(by[r], TRUE);
