@@ -81,9 +81,7 @@ void prog_free(prog_program *p)
     g_free(c);
   }
   for (guint i = 0; i < p->groups->len; i++) {
-    prog_group *g = g_ptr_array_index(p->groups, i);
-    g_free(g->ranks);
-    g_free(g);
+    g_free(g_ptr_array_index(p->groups, i));
   }
   for (guint i = 0; i < p->families->len; i++) {
     prog_family *f = g_ptr_array_index(p->families, i);
@@ -153,11 +151,14 @@ int prog_family_add(prog_program *p, const char *name, prog_dim dim)
   return (int)p->families->len - 1;
 }
 
+/* One allocation per group, its ranks right after it: a program has thousands of groups and
+ * a planner builds and frees programs by the thousand. */
 static int prog_group_new(prog_program *p, const int *ranks, int n)
 {
-  prog_group *g = g_new0(prog_group, 1);
+  prog_group *g = g_malloc(sizeof *g + sizeof(int) * (gsize)n);
   g->n = n;
-  g->ranks = g_memdup2(ranks, sizeof(int) * (gsize)n);
+  g->ranks = (int *)(g + 1);
+  memcpy(g->ranks, ranks, sizeof(int) * (gsize)n);
   g_ptr_array_add(p->groups, g);
   return (int)p->groups->len - 1;
 }
