@@ -87,6 +87,31 @@ Test(engine, timeline_peak_matches_closed_form)
   sim_result_clear(&run);
 }
 
+/* The engines match collectives by group id, so a rank list registered twice must give the
+ * same group, in any order of registration, and a different list (or order) another: for
+ * single ranks and pairs (indexed by their first rank) as for larger groups (hashed). */
+Test(engine, groups_are_shared_by_their_rank_lists)
+{
+  prog_program *p = prog_new(4);
+  int a[2] = {0, 1}, b[2] = {1, 0}, c[2] = {0, 2}, one[1] = {0}, four[4] = {0, 1, 2, 3};
+  int ga = prog_group_add(p, a, 2), gone = prog_group_add(p, one, 1);
+  int gb = prog_group_add(p, b, 2), gc = prog_group_add(p, c, 2);
+  int gfour = prog_group_add(p, four, 4);
+  cr_assert_eq(prog_group_add(p, a, 2), ga);
+  cr_assert_eq(prog_group_add(p, c, 2), gc);
+  cr_assert_eq(prog_group_add(p, one, 1), gone);
+  cr_assert_eq(prog_group_add(p, four, 4), gfour);
+  int ids[] = {ga, gb, gc, gone, gfour};
+  for (size_t i = 0; i < G_N_ELEMENTS(ids); i++)
+    for (size_t j = i + 1; j < G_N_ELEMENTS(ids); j++)
+      cr_assert_neq(ids[i], ids[j], "groups %zu and %zu share id %d", i, j, ids[i]);
+  int gp = prog_group_add_private(p, a, 2);
+  cr_assert_neq(gp, ga);
+  cr_assert_eq(prog_group_add(p, a, 2), ga, "a private group is never found");
+  cr_assert_eq(p->groups->len, 6u);
+  prog_free(p);
+}
+
 /* Two ranks that issue their two collectives in opposite orders: a program that cannot finish.
  * That is the simulation failing (exit 1), not bad input (exit 2), whichever engine finds it. */
 static prog_program *crossed_collectives(void)

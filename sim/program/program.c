@@ -61,6 +61,10 @@ prog_program *prog_new(int nranks)
   p->groups = g_ptr_array_new();
   p->families = g_ptr_array_new();
   p->group_index = g_hash_table_new(prog_group_hash, prog_group_equal);
+  p->small_head = g_new(int, MAX(nranks, 1));
+  for (int r = 0; r < nranks; r++)
+    p->small_head[r] = -1;
+  p->small_groups = g_array_new(FALSE, FALSE, sizeof(prog_small_link));
   p->strings = g_string_chunk_new(4096);
   p->meta.dtype = CFG_BF16;
   return p;
@@ -77,9 +81,7 @@ void prog_free(prog_program *p)
     g_free(c);
   }
   for (guint i = 0; i < p->groups->len; i++) {
-    prog_group *g = g_ptr_array_index(p->groups, i);
-    g_free(g->ranks);
-    g_free(g);
+    g_free(g_ptr_array_index(p->groups, i));
   }
   for (guint i = 0; i < p->families->len; i++) {
     prog_family *f = g_ptr_array_index(p->families, i);
@@ -90,6 +92,8 @@ void prog_free(prog_program *p)
   g_ptr_array_free(p->groups, TRUE);
   g_ptr_array_free(p->families, TRUE);
   g_hash_table_destroy(p->group_index);
+  g_free(p->small_head);
+  g_array_free(p->small_groups, TRUE);
   g_string_chunk_free(p->strings);
   g_free(p->class_of);
   g_free(p->meta.description);
@@ -147,28 +151,53 @@ int prog_family_add(prog_program *p, const char *name, prog_dim dim)
   return (int)p->families->len - 1;
 }
 
+/* One allocation per group, its ranks right after it: a program has thousands of groups and
+ * a planner builds and frees programs by the thousand. */
+static int prog_group_new(prog_program *p, const int *ranks, int n)
+{
+  prog_group *g = g_malloc(sizeof *g + sizeof(int) * (gsize)n);
+  g->n = n;
+  g->ranks = (int *)(g + 1);
+  memcpy(g->ranks, ranks, sizeof(int) * (gsize)n);
+  g_ptr_array_add(p->groups, g);
+  return (int)p->groups->len - 1;
+}
+
+/* Groups of one or two ranks (pipeline pairs, size-1 dimensions) are most of a program's groups
+ * and are registered once per rank: found by walking the few that start with the same rank,
+ * which costs far less than hashing them. */
+static int prog_small_group_add(prog_program *p, const int *ranks, int n)
+{
+  int *head = &p->small_head[ranks[0]];
+  for (int i = *head; i >= 0;) {
+    const prog_small_link *l = &g_array_index(p->small_groups, prog_small_link, i);
+    const prog_group *g = g_ptr_array_index(p->groups, l->group);
+    if (g->n == n && (n == 1 || g->ranks[1] == ranks[1]))
+      return l->group;
+    i = l->next;
+  }
+  prog_small_link l = {.group = prog_group_new(p, ranks, n), .next = *head};
+  *head = (int)p->small_groups->len;
+  g_array_append_val(p->small_groups, l);
+  return l.group;
+}
+
 int prog_group_add(prog_program *p, const int *ranks, int n)
 {
+  if (n >= 1 && n <= 2 && ranks[0] >= 0 && ranks[0] < p->nranks)
+    return prog_small_group_add(p, ranks, n);
   prog_group probe = {.n = n, .ranks = (int *)ranks};
   gpointer found = NULL;
   if (g_hash_table_lookup_extended(p->group_index, &probe, NULL, &found))
     return GPOINTER_TO_INT(found);
-  prog_group *g = g_new0(prog_group, 1);
-  g->n = n;
-  g->ranks = g_memdup2(ranks, sizeof(int) * (gsize)n);
-  g_ptr_array_add(p->groups, g);
-  int id = (int)p->groups->len - 1;
-  g_hash_table_insert(p->group_index, g, GINT_TO_POINTER(id));
+  int id = prog_group_new(p, ranks, n);
+  g_hash_table_insert(p->group_index, g_ptr_array_index(p->groups, id), GINT_TO_POINTER(id));
   return id;
 }
 
 int prog_group_add_private(prog_program *p, const int *ranks, int n)
 {
-  prog_group *g = g_new0(prog_group, 1);
-  g->n = n;
-  g->ranks = g_memdup2(ranks, sizeof(int) * (gsize)n);
-  g_ptr_array_add(p->groups, g);
-  return (int)p->groups->len - 1;
+  return prog_group_new(p, ranks, n);
 }
 
 void prog_family_set(prog_program *p, int family, int rank, int group)

@@ -103,6 +103,12 @@ typedef struct {
   int *ranks;
 } prog_group;
 
+/* A shared group of at most two ranks, in the chain of groups that start with the same rank. */
+typedef struct {
+  int group;
+  int next; /* next entry of the chain, or -1 */
+} prog_small_link;
+
 typedef struct {
   char *name;
   prog_dim dim;
@@ -130,6 +136,8 @@ typedef struct {
   GPtrArray *groups;  /* prog_group* */
   GPtrArray *families;/* prog_family* */
   GHashTable *group_index; /* rank list -> group id, to share identical groups */
+  int *small_head;    /* per rank: first entry of small_groups whose group starts with it, or -1 */
+  GArray *small_groups; /* prog_small_link: shared groups of one or two ranks, chained by rank */
   GStringChunk *strings;
   prog_meta meta;
 } prog_program;
