@@ -318,7 +318,8 @@ static void an_state_free(an_state *st)
   g_hash_table_destroy(st->instances);
   g_hash_table_destroy(st->group_units);
   eng_costs_free(st->costs);
-  coll_planner_free(st->planner);
+  if (st->planner != st->opt->planner)
+    coll_planner_free(st->planner);
 }
 
 static void an_group_units_free(gpointer a)
@@ -330,7 +331,7 @@ bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_opt
                       eng_result *out, GError **err)
 {
   an_state st = {.p = p, .hw = hw, .opt = opt, .out = out};
-  st.planner = eng_planner_new(hw, opt);
+  st.planner = opt->planner ? opt->planner : eng_planner_new(hw, opt);
   st.costs = eng_costs_new(p, hw, st.planner, opt);
   st.stream_ops = eng_stream_lists(p);
   st.instances = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, an_instance_free);

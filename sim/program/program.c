@@ -206,6 +206,16 @@ void prog_family_set(prog_program *p, int family, int rank, int group)
   f->group_of[rank] = group;
 }
 
+bool prog_groups_same(const prog_program *a, const prog_program *b)
+{
+  if (a->groups->len != b->groups->len)
+    return false;
+  for (guint i = 0; i < a->groups->len; i++)
+    if (!prog_group_equal(g_ptr_array_index(a->groups, i), g_ptr_array_index(b->groups, i)))
+      return false;
+  return true;
+}
+
 const prog_group *prog_group_of(const prog_program *p, int family, int rank)
 {
   const prog_family *f = g_ptr_array_index(p->families, family);

@@ -160,6 +160,9 @@ int prog_group_add(prog_program *p, const int *ranks, int n);
  * second channel between two ranks, whose order may differ from the first's). */
 int prog_group_add_private(prog_program *p, const int *ranks, int n);
 void prog_family_set(prog_program *p, int family, int rank, int group);
+/* Whether both programs have the same groups under the same ids (their collectives' plans,
+ * cached by group id, are then the same). */
+bool prog_groups_same(const prog_program *a, const prog_program *b);
 const prog_group *prog_group_of(const prog_program *p, int family, int rank);
 
 /* Op builders; `deps` may be NULL when ndeps is 0. They return the op's index in its class. */
