@@ -109,6 +109,8 @@ typedef struct {
   int next; /* next entry of the chain, or -1 */
 } prog_small_link;
 
+#define PROG_RECENT_NAMES 64
+
 typedef struct {
   char *name;
   prog_dim dim;
@@ -139,6 +141,11 @@ typedef struct {
   int *small_head;    /* per rank: first entry of small_groups whose group starts with it, or -1 */
   GArray *small_groups; /* prog_small_link: shared groups of one or two ranks, chained by rank */
   GStringChunk *strings;
+  /* the names last interned, by the address they came from: builders pass the same few names
+   * (literals, or names already interned) for every micro-batch */
+  struct {
+    const char *from, *name;
+  } recent_names[PROG_RECENT_NAMES];
   prog_meta meta;
 } prog_program;
 
