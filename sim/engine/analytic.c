@@ -128,7 +128,8 @@ static void an_units_init(an_state *st)
       x->end[i] = NAN;
     x->seq = an_sequence(p, x->cls, x->rank);
     x->sched = g_new0(const coll_schedule *, MAX(nops, 1u));
-    x->spans = g_array_new(FALSE, FALSE, sizeof(eng_span));
+    /* about one span an op: reserved at once rather than grown */
+    x->spans = g_array_sized_new(FALSE, FALSE, sizeof(eng_span), nops);
     x->mem = g_array_new(FALSE, FALSE, sizeof(eng_mem_event));
   }
 }
