@@ -112,6 +112,26 @@ Test(engine, groups_are_shared_by_their_rank_lists)
   prog_free(p);
 }
 
+/* Op names are interned through a memo keyed by the caller's address: a buffer reused for
+ * another name must still give that name, and one name from any address the same copy. */
+Test(engine, op_names_keep_their_text_when_a_buffer_is_reused)
+{
+  prog_program *p = prog_new(1);
+  int cls = prog_class_add(p, "all");
+  char buf[32];
+  g_strlcpy(buf, "layer 1 forward", sizeof buf);
+  uint32_t a = prog_mem(p, cls, buf, PROG_MEM_ACTIVATIONS, 1, NULL, 0);
+  g_strlcpy(buf, "layer 2 forward", sizeof buf);
+  uint32_t b = prog_mem(p, cls, buf, PROG_MEM_ACTIVATIONS, 1, NULL, 0);
+  uint32_t c = prog_mem(p, cls, "layer 1 forward", PROG_MEM_ACTIVATIONS, 1, NULL, 0);
+  uint32_t d = prog_mem(p, cls, prog_op_at(p, cls, b)->name, PROG_MEM_ACTIVATIONS, 1, NULL, 0);
+  cr_assert_str_eq(prog_op_at(p, cls, a)->name, "layer 1 forward");
+  cr_assert_str_eq(prog_op_at(p, cls, b)->name, "layer 2 forward");
+  cr_assert_eq(prog_op_at(p, cls, c)->name, prog_op_at(p, cls, a)->name);
+  cr_assert_eq(prog_op_at(p, cls, d)->name, prog_op_at(p, cls, b)->name);
+  prog_free(p);
+}
+
 /* Two ranks that issue their two collectives in opposite orders: a program that cannot finish.
  * That is the simulation failing (exit 1), not bad input (exit 2), whichever engine finds it. */
 static prog_program *crossed_collectives(void)

@@ -230,6 +230,56 @@ Test(parallel, one_stage_one_shard_equals_the_reference_data_parallel_builder)
   }
 }
 
+/* The fold's two runs share one collective planner only when their programs have the same
+ * groups: a 3D layout at two micro-batch counts has them, and a run on the shared planner gives
+ * the step its own planner gives. */
+Test(parallel, the_folds_two_programs_share_their_groups_and_planner)
+{
+  const char *const at[2][6] = {
+      {"node.count=4", "parallel.tp=4", "parallel.pp=4", "parallel.dp=2", "training.global_batch=32", NULL},
+      {"node.count=4", "parallel.tp=4", "parallel.pp=4", "parallel.dp=2", "training.global_batch=64", NULL},
+  };
+  cfg_cluster *c[2] = {NULL, NULL};
+  cfg_workload *w[2] = {NULL, NULL};
+  prog_program *p[2] = {NULL, NULL};
+  hw_cluster *hw = NULL;
+  GError *err = NULL;
+  for (int i = 0; i < 2; i++) {
+    cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", at[i], &c[i], &w[i]));
+    if (!hw)
+      hw = hw_cluster_new(c[i]);
+    cr_assert(wl_build(w[i], hw, &p[i], &err), "%s", err ? err->message : "");
+  }
+  cr_assert(prog_groups_same(p[0], p[1]));
+  eng_options own = {.kind = ENG_ANALYTIC}, shared = own;
+  shared.planner = eng_planner_new(hw, &own);
+  eng_result a, b, b2;
+  cr_assert(eng_run(p[0], hw, &shared, &a, &err) && eng_run(p[1], hw, &shared, &b, &err) &&
+            eng_run(p[1], hw, &own, &b2, &err));
+  cr_assert(b.step_time == b2.step_time && a.step_time < b.step_time);
+  coll_planner_free(shared.planner);
+  eng_result_clear(&a);
+  eng_result_clear(&b);
+  eng_result_clear(&b2);
+  prog_program *dp8 = NULL;
+  cfg_workload *w8 = NULL;
+  cfg_cluster *c8 = NULL;
+  const char *const eight[] = {"node.count=4", "parallel.tp=1", "parallel.pp=2", "parallel.dp=16",
+                               "training.global_batch=128", NULL};
+  cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", eight, &c8, &w8));
+  cr_assert(wl_build(w8, hw, &dp8, &err), "%s", err ? err->message : "");
+  cr_assert(!prog_groups_same(p[0], dp8));
+  prog_free(dp8);
+  cfg_workload_free(w8);
+  cfg_cluster_free(c8);
+  for (int i = 0; i < 2; i++) {
+    prog_free(p[i]);
+    cfg_workload_free(w[i]);
+    cfg_cluster_free(c[i]);
+  }
+  hw_cluster_free(hw);
+}
+
 Test(parallel, impossible_layouts_exit_2_naming_the_key)
 {
   const struct {

@@ -128,7 +128,8 @@ static void an_units_init(an_state *st)
       x->end[i] = NAN;
     x->seq = an_sequence(p, x->cls, x->rank);
     x->sched = g_new0(const coll_schedule *, MAX(nops, 1u));
-    x->spans = g_array_new(FALSE, FALSE, sizeof(eng_span));
+    /* about one span an op: reserved at once rather than grown */
+    x->spans = g_array_sized_new(FALSE, FALSE, sizeof(eng_span), nops);
     x->mem = g_array_new(FALSE, FALSE, sizeof(eng_mem_event));
   }
 }
@@ -318,7 +319,8 @@ static void an_state_free(an_state *st)
   g_hash_table_destroy(st->instances);
   g_hash_table_destroy(st->group_units);
   eng_costs_free(st->costs);
-  coll_planner_free(st->planner);
+  if (st->planner != st->opt->planner)
+    coll_planner_free(st->planner);
 }
 
 static void an_group_units_free(gpointer a)
@@ -330,7 +332,7 @@ bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_opt
                       eng_result *out, GError **err)
 {
   an_state st = {.p = p, .hw = hw, .opt = opt, .out = out};
-  st.planner = eng_planner_new(hw, opt);
+  st.planner = opt->planner ? opt->planner : eng_planner_new(hw, opt);
   st.costs = eng_costs_new(p, hw, st.planner, opt);
   st.stream_ops = eng_stream_lists(p);
   st.instances = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, an_instance_free);

@@ -29,6 +29,10 @@ typedef struct {
    * runs in the simulating child process: it may print, but what it remembers is lost. */
   void (*progress)(double fraction, void *ctx);
   void *progress_ctx;
+  /* A planner the analytic engine uses and keeps instead of making its own (NULL: its own):
+   * runs of programs with the same groups (the fold's two) then plan each collective once.
+   * Made with eng_planner_new from these options. */
+  coll_planner *planner;
 } eng_options;
 
 typedef struct {
@@ -82,6 +86,8 @@ typedef struct {
 bool eng_run(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
              eng_result *out, GError **err);
 void eng_result_clear(eng_result *r);
+/* The collective planner a run with these options makes (eng_options.planner shares one). */
+coll_planner *eng_planner_new(const hw_cluster *hw, const eng_options *o);
 /* r = a + (b - a) k for every time, breakdown and memory peak of a step (the line through two
  * simulated micro-batch counts); the critical rank is b's and the simulator's own costs add. */
 void eng_result_extrapolate(const eng_result *a, const eng_result *b, double k, eng_result *r);

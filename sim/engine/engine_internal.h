@@ -56,7 +56,6 @@ double eng_op_spans(eng_costs *c, const prog_op *op, int rank, double start, GAr
 /* The schedule of a comm op as `rank` runs it (shared by every rank of the group). */
 const coll_schedule *eng_schedule_for(coll_planner *pl, const prog_program *p, const prog_op *op,
                                       int rank, GError **err);
-coll_planner *eng_planner_new(const hw_cluster *hw, const eng_options *o);
 
 /* Per class and stream, the indices of its ops in order: lists[cls * PROG_NSTREAMS + stream]. */
 GArray **eng_stream_lists(const prog_program *p);

@@ -206,11 +206,36 @@ void prog_family_set(prog_program *p, int family, int rank, int group)
   f->group_of[rank] = group;
 }
 
+bool prog_groups_same(const prog_program *a, const prog_program *b)
+{
+  if (a->groups->len != b->groups->len)
+    return false;
+  for (guint i = 0; i < a->groups->len; i++)
+    if (!prog_group_equal(g_ptr_array_index(a->groups, i), g_ptr_array_index(b->groups, i)))
+      return false;
+  return true;
+}
+
 const prog_group *prog_group_of(const prog_program *p, int family, int rank)
 {
   const prog_family *f = g_ptr_array_index(p->families, family);
   int g = f->group_of[rank];
   return g >= 0 ? g_ptr_array_index(p->groups, g) : NULL;
+}
+
+/* `name` in the program's strings. The memo is checked by content (a freed buffer's address
+ * may come back with another name), which an interned name skips: it is the memo's own. */
+static const char *prog_intern(prog_program *p, const char *name)
+{
+  guint32 h = (guint32)((guintptr)name >> 3) * 2654435761u;
+  guint slot = (h >> 16) % PROG_RECENT_NAMES;
+  const char *from = p->recent_names[slot].from, *known = p->recent_names[slot].name;
+  if (from == name && (known == name || strcmp(known, name) == 0))
+    return known;
+  known = g_string_chunk_insert_const(p->strings, name);
+  p->recent_names[slot].from = name;
+  p->recent_names[slot].name = known;
+  return known;
 }
 
 static uint32_t prog_push(prog_program *p, int cls, prog_op *op, const uint32_t *deps,
@@ -233,7 +258,7 @@ uint32_t prog_compute(prog_program *p, int cls, const char *name, cfg_kernel_cla
 {
   prog_op op = {.kind = PROG_COMPUTE,
                 .stream = PROG_STREAM_COMPUTE,
-                .name = g_string_chunk_insert_const(p->strings, name),
+                .name = prog_intern(p, name),
                 .kclass = kclass,
                 .dtype = dtype,
                 .flops = flops,
@@ -249,7 +274,7 @@ uint32_t prog_comm(prog_program *p, int cls, prog_stream stream, const char *nam
   const prog_family *f = g_ptr_array_index(p->families, family);
   prog_op op = {.kind = PROG_COMM,
                 .stream = (uint8_t)stream,
-                .name = g_string_chunk_insert_const(p->strings, name),
+                .name = prog_intern(p, name),
                 .coll = coll,
                 .dim = f->dim,
                 .family = family,
@@ -264,7 +289,7 @@ uint32_t prog_mem(prog_program *p, int cls, const char *name, prog_mem_tag tag, 
 {
   prog_op op = {.kind = PROG_MEM,
                 .stream = PROG_STREAM_COMPUTE,
-                .name = g_string_chunk_insert_const(p->strings, name),
+                .name = prog_intern(p, name),
                 .tag = tag,
                 .mem_delta = delta,
                 .fixed_time = -1,
@@ -281,7 +306,7 @@ uint32_t prog_macro(prog_program *p, int cls, const char *name, int tmpl, uint32
   double flops = t->flops;
   prog_op op = {.kind = PROG_COMPUTE,
                 .stream = PROG_STREAM_COMPUTE,
-                .name = g_string_chunk_insert_const(p->strings, name),
+                .name = prog_intern(p, name),
                 .kclass = CFG_KCLASS_OTHER,
                 .flops = flops * count,
                 .count = count,

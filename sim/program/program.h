@@ -109,6 +109,8 @@ typedef struct {
   int next; /* next entry of the chain, or -1 */
 } prog_small_link;
 
+#define PROG_RECENT_NAMES 64
+
 typedef struct {
   char *name;
   prog_dim dim;
@@ -139,6 +141,11 @@ typedef struct {
   int *small_head;    /* per rank: first entry of small_groups whose group starts with it, or -1 */
   GArray *small_groups; /* prog_small_link: shared groups of one or two ranks, chained by rank */
   GStringChunk *strings;
+  /* the names last interned, by the address they came from: builders pass the same few names
+   * (literals, or names already interned) for every micro-batch */
+  struct {
+    const char *from, *name;
+  } recent_names[PROG_RECENT_NAMES];
   prog_meta meta;
 } prog_program;
 
@@ -160,6 +167,9 @@ int prog_group_add(prog_program *p, const int *ranks, int n);
  * second channel between two ranks, whose order may differ from the first's). */
 int prog_group_add_private(prog_program *p, const int *ranks, int n);
 void prog_family_set(prog_program *p, int family, int rank, int group);
+/* Whether both programs have the same groups under the same ids (their collectives' plans,
+ * cached by group id, are then the same). */
+bool prog_groups_same(const prog_program *a, const prog_program *b);
 const prog_group *prog_group_of(const prog_program *p, int family, int rank);
 
 /* Op builders; `deps` may be NULL when ndeps is 0. They return the op's index in its class. */

@@ -38,16 +38,46 @@ static void sim_progress_range(sim_result *out, double lo, double hi)
   }
 }
 
-/* Builds and runs the step with `micro` micro-batches per replica. */
-static bool sim_run_with(sim_result *out, int micro, prog_program **prog, eng_result *res,
-                         GError **err)
+/* Builds the step with `micro` micro-batches per replica. */
+static bool sim_build_with(sim_result *out, int micro, prog_program **prog, GError **err)
 {
   cfg_workload w = *out->workload;
   w.training.global_batch = micro * w.parallel.dp * w.training.micro_batch;
   if (!wl_build(&w, out->hw, prog, err))
     return false;
   mem_annotate_program(*prog, &out->memory);
-  return eng_run(*prog, out->hw, &out->options, res, err);
+  return true;
+}
+
+/* Builds and runs the step with `micro` micro-batches per replica. */
+static bool sim_run_with(sim_result *out, int micro, prog_program **prog, eng_result *res,
+                         GError **err)
+{
+  return sim_build_with(out, micro, prog, err) &&
+         eng_run(*prog, out->hw, &out->options, res, err);
+}
+
+/* The fold's two runs: the second shares the first's collective planner when both programs
+ * have the same groups (the plans are then the same: they depend on the group and the bytes,
+ * not on how many micro-batches run). */
+static bool sim_run_pair(sim_result *out, int m1, int m2, prog_program **p1, eng_result *r1,
+                         double first, GError **err)
+{
+  coll_planner *shared = out->options.kind == ENG_ANALYTIC
+                             ? eng_planner_new(out->hw, &out->options)
+                             : NULL;
+  out->options.planner = shared;
+  sim_progress_range(out, 0, first);
+  bool ok = sim_run_with(out, m1, p1, r1, err);
+  sim_progress_range(out, first, 1);
+  ok = ok && sim_build_with(out, m2, &out->program, err);
+  if (ok && !prog_groups_same(*p1, out->program))
+    out->options.planner = NULL;
+  ok = ok && eng_run(out->program, out->hw, &out->options, &out->eng, err);
+  out->options.planner = NULL;
+  if (shared)
+    coll_planner_free(shared);
+  return ok;
 }
 
 /* Identical micro-batches are not simulated one by one: past the pipeline's warm-up every `step`
@@ -70,10 +100,7 @@ static bool sim_fold(sim_result *out, int micro, GError **err)
   eng_result r1 = {0};
   /* the work of a run grows with its micro-batches */
   double first = (double)m1 / (2 * m1 + step);
-  sim_progress_range(out, 0, first);
-  bool ok = sim_run_with(out, m1, &p1, &r1, err);
-  sim_progress_range(out, first, 1);
-  ok = ok && sim_run_with(out, m1 + step, &out->program, &out->eng, err);
+  bool ok = sim_run_pair(out, m1, m1 + step, &p1, &r1, first, err);
   if (ok) {
     double k = (double)(micro - m1) / step;
     eng_result_extrapolate(&r1, &out->eng, k, &out->eng);
