@@ -41,8 +41,9 @@ void coll_build_chain(coll_builder *b, bool towards_root);
 void coll_build_rhd(coll_builder *b);
 void coll_build_hierarchical(coll_builder *b);
 void coll_build_tree(coll_builder *b);
-/* Node k's parent among `nodes` in NCCL's double binary tree `tree` (0 or 1); -1: the root. */
-int coll_tree_parent(int k, int nodes, int tree);
+/* Channel c of `channels` up and down NCCL's two inter-node trees (half of the channel's data
+ * each), between the members of parent and child nodes where the channel enters them. */
+void coll_add_tree_edges(coll_builder *b, const coll_layout *l, int c, int channels);
 void coll_build_nvls(coll_builder *b);
 void coll_build_nvls_tree(coll_builder *b);
 void coll_build_sharp(coll_builder *b);

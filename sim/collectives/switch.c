@@ -43,16 +43,8 @@ void coll_build_nvls_tree(coll_builder *b)
   coll_add_phase(b, 1, 2, 2 * (int)ceil(log2((double)N)), true); /* up and down the tree */
   for (int k = 0; k < N; k++)
     coll_nvls_flows(b, &l, k, 1.0);
-  for (int j = 0; j < g; j++)
-    for (int t = 0; t < 2; t++)
-      for (int k = 0; k < N; k++) {
-        int parent = coll_tree_parent(k, N, t);
-        if (parent < 0)
-          continue;
-        int child_gpu = l.sorted[l.node_start[k] + j], parent_gpu = l.sorted[l.node_start[parent] + j];
-        coll_add_xfer(b, child_gpu, parent_gpu, 0.5 / g);
-        coll_add_xfer(b, parent_gpu, child_gpu, 0.5 / g);
-      }
+  for (int j = 0; j < g; j++) /* shard j enters every node at its GPU j */
+    coll_add_tree_edges(b, &l, j, g);
   b->p->channels = g;
   coll_layout_clear(&l);
 }

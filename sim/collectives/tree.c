@@ -22,7 +22,7 @@ static int coll_btree_parent(int k, int nodes)
   return k + bit < nodes ? k + bit : k - bit;
 }
 
-int coll_tree_parent(int k, int nodes, int tree)
+static int coll_tree_parent(int k, int nodes, int tree)
 {
   if (tree == 0)
     return coll_btree_parent(k, nodes);
@@ -32,6 +32,23 @@ int coll_tree_parent(int k, int nodes, int tree)
   }
   int parent = coll_btree_parent((k - 1 + nodes) % nodes, nodes);
   return parent < 0 ? -1 : (parent + 1) % nodes;
+}
+
+void coll_add_tree_edges(coll_builder *b, const coll_layout *l, int c, int channels)
+{
+  int N = l->nnodes;
+  for (int t = 0; t < 2; t++)
+    for (int k = 0; k < N; k++) {
+      int parent = coll_tree_parent(k, N, t);
+      if (parent < 0)
+        continue;
+      int a = l->node_start[k], pa = l->node_start[parent];
+      int ga = l->node_start[k + 1] - a, gp = l->node_start[parent + 1] - pa;
+      int child_head = l->sorted[a + coll_channel_entry(c, channels, ga)];
+      int parent_head = l->sorted[pa + coll_channel_entry(c, channels, gp)];
+      coll_add_xfer(b, child_head, parent_head, 0.5 / channels);
+      coll_add_xfer(b, parent_head, child_head, 0.5 / channels);
+    }
 }
 
 void coll_build_tree(coll_builder *b)
@@ -55,18 +72,7 @@ void coll_build_tree(coll_builder *b)
         coll_add_xfer(b, down, up, 1.0 / C); /* broadcast back */
       }
     }
-    for (int t = 0; t < 2; t++)
-      for (int k = 0; k < N; k++) {
-        int parent = coll_tree_parent(k, N, t);
-        if (parent < 0)
-          continue;
-        int a = l.node_start[k], pa = l.node_start[parent];
-        int ga = l.node_start[k + 1] - a, gp = l.node_start[parent + 1] - pa;
-        int child_head = l.sorted[a + coll_channel_entry(c, C, ga)];
-        int parent_head = l.sorted[pa + coll_channel_entry(c, C, gp)];
-        coll_add_xfer(b, child_head, parent_head, 0.5 / C);
-        coll_add_xfer(b, parent_head, child_head, 0.5 / C);
-      }
+    coll_add_tree_edges(b, &l, c, C);
   }
   p->channels = C;
   coll_layout_clear(&l);
