@@ -178,6 +178,9 @@ typedef struct {
                                            * training run sustains (clocks under power and
                                            * thermal limits); scales compute-bound time */
   double launch_overhead;                 /* seconds added to every kernel */
+  double gemm_stream;                     /* > 0: fraction of HBM bandwidth a 16-bit GEMM reaches
+                                           * when streaming its weights bounds it (decode) */
+  double gemm_stream_overhead;            /* seconds such a GEMM adds instead of launch_overhead */
   char *source;                           /* where the numbers come from */
 } cfg_efficiency;
 

@@ -226,6 +226,12 @@ static const cfg_field cfg_efficiency_fields[] = {
            DEF(0.883)),
     F_QTY(cfg_efficiency, "launch_overhead", launch_overhead, UNITS_SECONDS,
           "fixed time added to every kernel", DEF(2e-6)),
+    F_FRAC(cfg_efficiency, "gemm_stream", gemm_stream,
+           "> 0: fraction of HBM bandwidth a 16-bit GEMM reaches where reading its weights bounds "
+           "it (decode: a few rows against the whole matrix); 0: `memory`",
+           DEF(0)),
+    F_QTY(cfg_efficiency, "gemm_stream_overhead", gemm_stream_overhead, UNITS_SECONDS,
+          "with gemm_stream: the fixed time of such a GEMM, in place of launch_overhead", DEF(0)),
     F_STR(cfg_efficiency, "source", source, "where the numbers come from",
           DEF_STR("dlsim defaults (not calibrated)")),
 };
