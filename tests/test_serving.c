@@ -344,6 +344,62 @@ Test(serving, a_trace_is_replayed_and_bad_rows_are_named)
   th_proc_clear(&p);
 }
 
+/* serving.async_scheduling: the host's iteration_overhead runs beside the GPUs' work instead of
+ * after it, and a request that arrives while an iteration runs waits one more: with requests
+ * at 0 and 0.1 ms (during the first prompt's prefill), the second's first token comes one
+ * decode iteration of the first later than without. "multiprocess" does it with 2+ GPUs only. */
+static double async_iteration(const char *mode, double *host)
+{
+  g_autofree char *m = g_strdup_printf("serving.async_scheduling=%s", mode);
+  const char *sets[] = {m, "serving.iteration_overhead=1ms", NULL};
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  srv_load(sets, &c, &w);
+  srv_cost *cost = NULL;
+  GError *err = NULL;
+  cr_assert(srv_cost_new(c, w, &cost, &err), "%s", err ? err->message : "");
+  srv_batch b = {.seqs = 8, .tokens = 8, .decodes = 8, .decode_kv = 8 * 600, .samples = 8};
+  srv_time t;
+  srv_iteration_time(cost, &b, &t);
+  *host = t.host;
+  srv_cost_free(cost);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+  return t.total;
+}
+
+static double async_ttft(const char *mode, const char *trace, int tp)
+{
+  g_autofree char *m = g_strdup_printf("serving.async_scheduling=%s", mode);
+  g_autofree char *tr = g_strdup_printf("serving.requests.trace=%s", trace);
+  g_autofree char *t = g_strdup_printf("serving.tp=%d", tp);
+  const char *sets[] = {m, tr, t, NULL};
+  srv_result r = srv_run(sets);
+  double ttft = r.ttft.mean;
+  srv_result_clear(&r);
+  return ttft;
+}
+
+Test(serving, async_scheduling_hides_host_work_and_delays_new_requests_one_iteration)
+{
+  double host_off, host_on;
+  double off = async_iteration("off", &host_off), on = async_iteration("on", &host_on);
+  cr_assert_float_eq(host_off, 1e-3, 1e-12);
+  cr_assert_float_eq(on, off - 1e-3, 1e-12, "the GPUs' %g s, not %g s", on, off);
+  cr_assert_eq(host_on, 0, "a decode of 7B takes more than the host's 1 ms");
+  g_autofree char *trace = th_write("async.csv", "arrival_s,prompt_tokens,output_tokens\n"
+                                                 "0,512,8\n0.0001,512,8\n");
+  double decode = async_iteration("off", &host_off) - 1e-3; /* about one decode iteration */
+  double sync = async_ttft("off", trace, 1), ahead = async_ttft("on", trace, 1);
+  /* the mean of two TTFTs: half of one iteration more, within the prefill riding along */
+  cr_assert(ahead - sync > 0.4 * decode && ahead - sync < 1.5 * decode,
+            "TTFT %g s ahead vs %g s, decode iteration %g s", ahead, sync, decode);
+  cr_assert_float_eq(async_ttft("multiprocess", trace, 1), sync, 1e-12, "one GPU: no run-ahead");
+  cr_assert_float_eq(async_ttft("multiprocess", trace, 2), async_ttft("on", trace, 2), 1e-12,
+                     "two GPUs: worker processes, the scheduler runs ahead");
+  cr_assert(async_ttft("on", trace, 2) > async_ttft("off", trace, 2));
+}
+
 Test(serving, bad_serving_input_is_named)
 {
   const char *typo[] = {"serving.max_batchh=4", NULL};

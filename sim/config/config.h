@@ -97,6 +97,10 @@ typedef enum { CFG_LENGTHS_FIXED, CFG_LENGTHS_UNIFORM, CFG_LENGTHS_FILE } cfg_le
  * reserve a request's whole KV at admission so that nothing is ever preempted (TensorRT-LLM's
  * guaranteed-no-evict) */
 typedef enum { CFG_PREEMPT_RECOMPUTE, CFG_PREEMPT_NONE } cfg_preemption;
+/* When the engine's scheduler plans the next iteration while the GPUs run the current one:
+ * never, only when a replica's GPUs are driven by worker processes of their own (vLLM's
+ * multiprocess executor: more than one GPU), or always. */
+typedef enum { CFG_ASYNC_OFF, CFG_ASYNC_MULTIPROCESS, CFG_ASYNC_ON } cfg_async_scheduling;
 /* kv-aware: the replica whose prefix cache holds the most of the request's prompt (decode
  * pools cache none), else the one with the most free KV blocks */
 typedef enum { CFG_ROUTER_ROUND_ROBIN, CFG_ROUTER_LEAST_LOADED, CFG_ROUTER_KV_AWARE } cfg_router;
@@ -486,6 +490,7 @@ typedef struct {
   cfg_kv_offload kv_offload;
   cfg_speculative speculative;
   double iteration_overhead;   /* seconds of host work per iteration (scheduling, sampling) */
+  cfg_async_scheduling async_scheduling;
   double request_overhead;     /* seconds per request outside the engine (API server, tokenizer) */
   cfg_slo slo;
   /* wide expert parallelism (ep > 1): the dispatch / combine kernels of iterations with

@@ -41,6 +41,7 @@ static const char *const cfg_scheduler_names[] = {"continuous", "static", "chunk
 static const char *const cfg_arrival_names[] = {"poisson", "gamma", "uniform", "burst", NULL};
 static const char *const cfg_lengths_names[] = {"fixed", "uniform", "file", NULL};
 static const char *const cfg_preemption_names[] = {"recompute", "none", NULL};
+static const char *const cfg_async_scheduling_names[] = {"off", "multiprocess", "on", NULL};
 static const char *const cfg_spec_method_names[] = {"none", "draft", "mtp", NULL};
 static const char *const cfg_router_names[] = {"round-robin", "least-loaded", "kv-aware", NULL};
 static const char *const cfg_proto_names[] = {"ll", "ll128", "simple", NULL};
@@ -894,6 +895,12 @@ static const cfg_field cfg_serving_fields[] = {
           "speculative decoding"),
     F_QTY(cfg_serving, "iteration_overhead", iteration_overhead, UNITS_SECONDS,
           "host work per iteration (scheduling, sampling)", DEF(0)),
+    F_ENUM(cfg_serving, "async_scheduling", async_scheduling, cfg_async_scheduling_names,
+           "the scheduler plans the next iteration while the GPUs run this one (on; multiprocess: "
+           "only with more than one GPU per replica, vLLM's multiprocess executor): "
+           "iteration_overhead hides under the GPU time, and a request arriving during an "
+           "iteration first runs in the one after the next",
+           DEF(CFG_ASYNC_OFF)),
     F_QTY(cfg_serving, "request_overhead", request_overhead, UNITS_SECONDS,
           "time per request outside the engine (API server, tokenizer)", DEF(0)),
     F_MAP(cfg_serving, "slo", slo, cfg_schema_slo, "service-level objectives"),

@@ -38,6 +38,7 @@ struct srv_cost {
   double expert_ffn, shared_ffn;
   srv_ep ep;
   double host;          /* serving.iteration_overhead */
+  bool host_hidden;     /* the scheduler runs ahead: host work overlaps the GPUs' */
   double sm_reserved;   /* collectives.sm_reserved */
   int *tp_ranks;        /* the first replica's first stage */
   int pp_pair[2];
@@ -329,6 +330,13 @@ static double srv_draft_time(srv_cost *c, const srv_batch *b)
   return t1.total + (c->spec_k - 1) * tk.total;
 }
 
+/* The iteration with the host's work: after the GPUs' or, when the scheduler runs ahead,
+ * beside them (the host prepares the next iteration while the GPUs run this one). */
+static double srv_with_host(const srv_cost *c, double gpu)
+{
+  return c->host_hidden ? MAX(gpu, c->host) : gpu + c->host;
+}
+
 void srv_iteration_time(srv_cost *c, const srv_batch *b, srv_time *out)
 {
   srv_parts layer = {0}, moe = {0}, first = {0}, last = {0};
@@ -345,13 +353,14 @@ void srv_iteration_time(srv_cost *c, const srv_batch *b, srv_time *out)
   /* the pipeline's stages run one after another for one iteration; the slowest one bounds how
    * often iterations can enter it */
   double ends = srv_parts_sum(&first) + srv_parts_sum(&last);
+  double gpu = c->pp * body + ends + (c->pp - 1) * send;
   *out = (srv_time){
       .gemm = c->pp * stage.gemm + first.gemm + last.gemm,
       .attention = c->pp * stage.attention,
       .other = c->pp * stage.other + first.other + last.other,
       .comm = c->pp * stage.comm + first.comm + last.comm + (c->pp - 1) * send,
-      .host = c->host};
-  out->total = c->pp * body + ends + (c->pp - 1) * send + c->host;
+      .total = srv_with_host(c, gpu)};
+  out->host = out->total - gpu;
   out->period = c->pp > 1 ? body + MAX(srv_parts_sum(&first), srv_parts_sum(&last)) + send
                           : out->total;
   out->draft = srv_draft_time(c, b);
@@ -443,6 +452,7 @@ static void srv_shape(srv_cost *c, const cfg_model *m, const cfg_serving *s)
     c->shared_ffn = m->moe.shared_experts * m->moe.expert_ffn_hidden / t;
   }
   c->host = s->iteration_overhead;
+  c->host_hidden = srv_schedules_ahead(s);
 }
 
 static double srv_layers_bytes(const srv_cost *c);

@@ -148,6 +148,8 @@ typedef struct {
   int outstanding;     /* requests routed here and not done */
 } srv_replica;
 
+/* The scheduler plans iteration N + 1 while the GPUs run N (serving.async_scheduling). */
+bool srv_schedules_ahead(const cfg_serving *s);
 /* Plans the next iteration of a lane into lane->batch (empty: nothing to do). */
 void srv_schedule(srv_sim *s, srv_lane *lane);
 /* Frees the KV of a request (finished or preempted). */
