@@ -259,9 +259,9 @@ static double srv_ep_sm_slowdown(const srv_cost *c, const srv_ep_layer *l)
 }
 
 /* The n MoE layers of a stage: parts summed, comm holding the exposed all-to-all time. Two
- * micro-batches (two_batch_overlap, a batch of 2 or more sequences) hide one's dispatch and
- * combine under the other's compute, slowed by the SMs the kernels hold; each micro-batch reads
- * the weights again. */
+ * micro-batches (two_batch_overlap, a batch of 2 or more sequences) hide tbo_overlap of one's
+ * dispatch and combine under the other's compute (or of that compute under the all-to-alls),
+ * slowed by the SMs the kernels hold; each micro-batch reads the weights again. */
 static void srv_moe_layers(srv_cost *c, const srv_batch *b, int n, srv_parts *out)
 {
   *out = (srv_parts){0};
@@ -283,7 +283,8 @@ static void srv_moe_layers(srv_cost *c, const srv_batch *b, int n, srv_parts *ou
   }
   double compute = srv_parts_sum(out);
   srv_parts_scale(out, 2.0 * n);
-  out->comm += srv_tbo_time(n, compute * srv_ep_sm_slowdown(c, &l), a2a) - 2.0 * n * compute;
+  out->comm += srv_tbo_time(n, compute * srv_ep_sm_slowdown(c, &l), a2a, c->ep.overlap) -
+               2.0 * n * compute;
 }
 
 /* The embedding lookup (first stage) and the output layer with sampling (last stage). */
