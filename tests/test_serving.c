@@ -602,6 +602,28 @@ Test(serving, ep_memory_divides_the_experts_and_keeps_attention_per_dp_rank)
   cfg_workload_free(w);
 }
 
+Test(serving, mtp_proposer_of_a_moe_model_is_one_block_with_experts)
+{
+  /* the model's first layer dense (first_dense 1, FFN 8192), which a one-layer copy would keep:
+   * its MTP block still holds experts, as DeepSeek-V3's does; per GPU (EP 2): attention 4 h^2,
+   * 4 of the 8 experts of 3 h x 1024, the router h x 8 and 2 norms in 16 bit, and the
+   * projection of two hidden states 2 h^2 */
+  const char *sets[] = {"model.moe.first_dense=1", "model.ffn_hidden=8192",
+                        "serving.speculative.method=mtp",
+                        "serving.speculative.tokens=1", "serving.speculative.acceptance=0.8",
+                        NULL};
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  srv_cost *cost = ep_cost(sets, &c, &w);
+  double h = 1024, block = (4 * h * h + 4 * 3 * h * 1024) * 2 + h * 8 * 2 + 2 * h * 2;
+  double got = srv_spec_weight_bytes(cost);
+  cr_assert(fabs(got / (block + 2 * h * h * 2) - 1) < 1e-12, "%g vs %g B", got,
+            block + 2 * h * h * 2);
+  srv_cost_free(cost);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+}
+
 Test(serving, ep_runs_a_dp_rank_per_engine_and_reports_the_layout)
 {
   const char *sets[] = {"serving.ep=4", "serving.tp=2", NULL};

@@ -437,8 +437,8 @@ static void srv_shape(srv_cost *c, const cfg_model *m, const cfg_serving *s)
     c->moe_every = MAX(1, m->moe.every);
     /* the most loaded stage holds as many MoE layers as the model has, or as a stage of
      * stage_layers holds at one in moe_every */
-    c->moe_layers = MIN((m->layers - m->moe.first_dense) / c->moe_every,
-                        c->stage_layers / c->moe_every);
+    c->moe_layers = MAX(0, MIN((m->layers - m->moe.first_dense) / c->moe_every,
+                               c->stage_layers / c->moe_every));
     /* wide EP keeps experts whole; shared experts are split like attention */
     c->expert_ffn = m->moe.expert_ffn_hidden / (s->ep > 1 ? 1 : t);
     c->shared_ffn = m->moe.shared_experts * m->moe.expert_ffn_hidden / t;
@@ -478,8 +478,12 @@ static bool srv_spec_cost_new(const cfg_cluster *cl, const cfg_workload *w, srv_
     return true;
   cfg_workload dw = *w;
   dw.model = sp->method == CFG_SPEC_DRAFT ? sp->draft : w->model;
-  if (sp->method == CFG_SPEC_MTP)
+  /* DeepSeek-V3's MTP module is one block like the model's last ones: with experts, however
+   * many dense layers the model starts with (its checkpoint's layer 61 holds routed experts) */
+  if (sp->method == CFG_SPEC_MTP) {
     dw.model.layers = 1;
+    dw.model.moe.first_dense = 0;
+  }
   dw.serving.pp = 1;
   dw.serving.iteration_overhead = 0;
   dw.serving.speculative.method = CFG_SPEC_NONE;
