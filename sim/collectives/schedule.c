@@ -135,6 +135,16 @@ static double coll_step_latency(const coll_runtime *rt, const cfg_nccl *nc, int 
   return rt->step_latency + (rendezvous ? rt->rendezvous_latency : 0);
 }
 
+/* An MPI posts the messages of a step one after the other (a linear all-to-all's n - 1 sends,
+ * a member's shards to its leaders): each after the first waits for the sender's cost of
+ * posting one, step_latency. NCCL's kernels and a ring's one send per step pay none. */
+static double coll_posting_latency(const coll_runtime *rt, const coll_phase *ph)
+{
+  if (!rt || !rt->cpu || ph->pipelined || ph->steps > 1 || ph->max_sends < 2)
+    return 0;
+  return (ph->max_sends - 1) * rt->step_latency;
+}
+
 void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_runtime *rt,
                            int proto, double bytes, coll_schedule *out)
 {
@@ -171,6 +181,7 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
       lat += ph->stages[c] * (ph->class_alpha[c] + step);
       stages += ph->stages[c];
     }
+    lat += coll_posting_latency(rt, ph);
     out->pre[i] = lat; /* the platform's links carry no latency: it is paid here */
     /* an MPI ring sends each step's block whole, one step after the other: the folded steps
      * have no chunk pipeline to fill (a chain's broadcast, one step, still has) */

@@ -926,7 +926,7 @@ static const cfg_field cfg_collectives_fields[] = {
            DEF(0.0)),
     F_STR(cfg_collectives, "runtime", runtime,
           "the communication runtime whose constants the workload takes (configs/runtimes: "
-          "nccl, mpi-mvapich, mpi-ucx, gloo; each file says where its numbers come from)",
+          "nccl, mpi-mvapich, mpi-ucx, mpi-cxi, gloo; each file says where its numbers come from)",
           DEF_STR("nccl")),
     F_ENUM(cfg_collectives, "transport", transport, cfg_transport_names,
            "GPU buffers go GPU-direct (GPUDirect RDMA, CUDA IPC) or through host memory (each "
