@@ -831,6 +831,30 @@ Test(collectives, nccl_under_mpi_adds_the_call_and_host_staging_adds_the_copies)
   cfg_cluster_free(cfg);
 }
 
+Test(collectives, host_staging_copies_and_reduces_on_one_core_per_process)
+{
+  /* One node of 4 GPUs (100 GB/s links, 2 us), a core that reads plus writes 20 GB/s (copies at
+   * 10 GB/s), Gloo's ring of 16 MiB: the copies down and back go at the core's 10 GB/s, not
+   * PCIe's 51.2 (2 S / 10 GB/s); the CPU sums 3/4 of the buffer reading two and writing one
+   * (1.5 x 0.75 S / 10 GB/s); the ring's 6 steps of S/4 go through shared memory at the core's
+   * rate (1.5 S / 10 GB/s, not 1.5 S / 100 GB/s), each waiting 2 us of link and 1 us of posting:
+   *   18 us + (2 + 1.125 + 1.5) S / 10 GB/s. */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(1, 4, plain, &cfg);
+  cfg->node.cpu.core_bandwidth = 20e9;
+  hw_cluster_free(hw);
+  hw = hw_cluster_new(cfg);
+  const double S = 16.0 * 1048576, expect = 18e-6 + 4.625 * S / 10e9;
+  coll_runtime *staged = gloo_ring();
+  for (int e = 0; e < 2; e++) {
+    double t = runtime_time(hw, staged, e ? ENG_DES : ENG_ANALYTIC, 4, S);
+    cr_assert_float_eq(t, expect, 1e-9, "%s: %.12g vs %.12g", e ? "des" : "analytic", t, expect);
+  }
+  coll_runtime_free(staged);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
 Test(collectives, host_staging_costs_nothing_on_cpu_devices)
 {
   /* a CPU rank's buffer already is in host memory: Gloo's ring costs what it does GPU-direct */
