@@ -395,8 +395,8 @@ int cli_coll(int argc, char **argv)
        "nccl-tests (default), omb (osu_allreduce --full ..., osu_bw for sendrecv) or omb-latency "
        "(osu_latency); OMB's allgather/alltoall size is one rank's share", "F"},
       {"runtime", 0, 0, G_OPTION_ARG_STRING, &runtime,
-       "Communication runtime: nccl (default), mpi-mvapich, mpi-ucx, mpi-cxi, gloo (configs/runtimes) or a "
-       "profile file", "NAME"},
+       "Communication runtime: nccl (default), mpi-mvapich, mpi-ucx, mpi-cxi, gloo "
+       "(configs/runtimes) or a profile file", "NAME"},
       cli_opt(CLI_JSON, &json, "Print JSON rows"),
       cli_opt(CLI_CSV, &csv, "Print CSV rows (size_bytes, time_us, algbw_GBps, busbw_GBps, ...)"),
       cli_opt(CLI_SET, &sets, "Override a cluster key, repeatable"),
