@@ -490,6 +490,7 @@ typedef struct {
    * prefill tokens and of decode-only ones, and the two-micro-batch overlap */
   cfg_a2a a2a_prefill, a2a_decode;
   int two_batch_overlap;       /* 0/1 */
+  double tbo_overlap;          /* fraction of the shorter stream two-batch overlap hides */
   cfg_pool prefill, decode;    /* with `disaggregated`: the two pools, which replace tp, pp, ep,
                                 * replicas, max_batch and max_tokens above */
   cfg_disagg disagg;

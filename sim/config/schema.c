@@ -905,6 +905,11 @@ static const cfg_field cfg_serving_fields[] = {
            "ep > 1: each iteration runs two micro-batches, one's all-to-all under the other's "
            "compute (SGLang --enable-two-batch-overlap, DeepSeek's dual micro-batch)",
            DEF(0)),
+    F_FRAC(cfg_serving, "tbo_overlap", tbo_overlap,
+           "ep > 1 with two_batch_overlap: fraction of the shorter of a micro-batch's compute "
+           "and all-to-alls hidden under the longer (1: a perfect overlap; fitted on SGLang's "
+           "two-batch-overlap gains, validation/README.md)",
+           DEF(0.7)),
     F_MAP(cfg_serving, "prefill", prefill, cfg_schema_pool,
           "the prefill pool of a disaggregated deployment (with serving.decode; the two pools "
           "replace serving.tp, pp, ep and replicas)"),

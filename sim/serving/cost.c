@@ -259,9 +259,9 @@ static double srv_ep_sm_slowdown(const srv_cost *c, const srv_ep_layer *l)
 }
 
 /* The n MoE layers of a stage: parts summed, comm holding the exposed all-to-all time. Two
- * micro-batches (two_batch_overlap, a batch of 2 or more sequences) hide one's dispatch and
- * combine under the other's compute, slowed by the SMs the kernels hold; each micro-batch reads
- * the weights again. */
+ * micro-batches (two_batch_overlap, a batch of 2 or more sequences) hide tbo_overlap of one's
+ * dispatch and combine under the other's compute (or of that compute under the all-to-alls),
+ * slowed by the SMs the kernels hold; each micro-batch reads the weights again. */
 static void srv_moe_layers(srv_cost *c, const srv_batch *b, int n, srv_parts *out)
 {
   *out = (srv_parts){0};
@@ -283,7 +283,8 @@ static void srv_moe_layers(srv_cost *c, const srv_batch *b, int n, srv_parts *ou
   }
   double compute = srv_parts_sum(out);
   srv_parts_scale(out, 2.0 * n);
-  out->comm += srv_tbo_time(n, compute * srv_ep_sm_slowdown(c, &l), a2a) - 2.0 * n * compute;
+  out->comm += srv_tbo_time(n, compute * srv_ep_sm_slowdown(c, &l), a2a, c->ep.overlap) -
+               2.0 * n * compute;
 }
 
 /* The embedding lookup (first stage) and the output layer with sampling (last stage). */
@@ -436,8 +437,8 @@ static void srv_shape(srv_cost *c, const cfg_model *m, const cfg_serving *s)
     c->moe_every = MAX(1, m->moe.every);
     /* the most loaded stage holds as many MoE layers as the model has, or as a stage of
      * stage_layers holds at one in moe_every */
-    c->moe_layers = MIN((m->layers - m->moe.first_dense) / c->moe_every,
-                        c->stage_layers / c->moe_every);
+    c->moe_layers = MAX(0, MIN((m->layers - m->moe.first_dense) / c->moe_every,
+                               c->stage_layers / c->moe_every));
     /* wide EP keeps experts whole; shared experts are split like attention */
     c->expert_ffn = m->moe.expert_ffn_hidden / (s->ep > 1 ? 1 : t);
     c->shared_ffn = m->moe.shared_experts * m->moe.expert_ffn_hidden / t;
@@ -477,8 +478,12 @@ static bool srv_spec_cost_new(const cfg_cluster *cl, const cfg_workload *w, srv_
     return true;
   cfg_workload dw = *w;
   dw.model = sp->method == CFG_SPEC_DRAFT ? sp->draft : w->model;
-  if (sp->method == CFG_SPEC_MTP)
+  /* DeepSeek-V3's MTP module is one block like the model's last ones: with experts, however
+   * many dense layers the model starts with (its checkpoint's layer 61 holds routed experts) */
+  if (sp->method == CFG_SPEC_MTP) {
     dw.model.layers = 1;
+    dw.model.moe.first_dense = 0;
+  }
   dw.serving.pp = 1;
   dw.serving.iteration_overhead = 0;
   dw.serving.speculative.method = CFG_SPEC_NONE;
