@@ -241,6 +241,7 @@ typedef struct {
   double flops;             /* peak FP32 FLOP/s of all sockets */
   double memory_bandwidth;  /* DDR bytes/s of all sockets */
   double memory_efficiency; /* fraction of it a streaming kernel reaches (STREAM) */
+  double core_bandwidth;    /* bytes/s one core reads plus writes (0: unknown) */
 } cfg_host_cpu;
 
 typedef struct {

@@ -358,6 +358,10 @@ static const cfg_field cfg_host_cpu_fields[] = {
     F_FRAC(cfg_host_cpu, "memory_efficiency", memory_efficiency,
            "fraction of memory_bandwidth a streaming kernel reaches (STREAM triad on "
            "2-socket servers: about 0.8)", DEF(0.8)),
+    F_QTY(cfg_host_cpu, "core_bandwidth", core_bandwidth, UNITS_BYTES_PER_S,
+          "bytes one core reads plus writes per second: a host-staged collective's copies "
+          "and CPU reduction run on one core per process (0: unknown, only the PCIe copies "
+          "are charged)", DEF(0)),
 };
 static const cfg_schema cfg_schema_host_cpu = SCHEMA("node.cpu", cfg_host_cpu, cfg_host_cpu_fields);
 
@@ -944,7 +948,7 @@ static const cfg_field cfg_collectives_fields[] = {
            DEF(0.0)),
     F_STR(cfg_collectives, "runtime", runtime,
           "the communication runtime whose constants the workload takes (configs/runtimes: "
-          "nccl, mpi-mvapich, mpi-ucx, gloo; each file says where its numbers come from)",
+          "nccl, mpi-mvapich, mpi-ucx, mpi-cxi, gloo; each file says where its numbers come from)",
           DEF_STR("nccl")),
     F_ENUM(cfg_collectives, "transport", transport, cfg_transport_names,
            "GPU buffers go GPU-direct (GPUDirect RDMA, CUDA IPC) or through host memory (each "
