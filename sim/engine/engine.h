@@ -81,6 +81,9 @@ typedef struct {
   long messages;       /* point-to-point transfers simulated (DES) */
   GArray *link_loads;   /* eng_link_load: the busiest links, busiest first (DES) */
   GArray *link_samples; /* eng_link_sample of those links over time, when tracing (DES) */
+  /* DES: the dimensions (bit 1 << prog_dim) whose collectives ran as flows, and those whose
+   * in-layer collectives kept the closed form (their links carry nothing else) */
+  unsigned flow_dims, closed_dims;
 } eng_result;
 
 bool eng_run(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
