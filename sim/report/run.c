@@ -105,6 +105,16 @@ static char *rep_dims_list(unsigned dims)
   return g_string_free(s, FALSE);
 }
 
+/* The dimensions of a bit set (1 << prog_dim) as a JSON array of their names. */
+static cJSON *rep_dims_array(unsigned dims)
+{
+  cJSON *a = cJSON_CreateArray();
+  for (int d = 0; d < PROG_NDIMS; d++)
+    if (dims & (1u << d))
+      cJSON_AddItemToArray(a, cJSON_CreateString(prog_dim_name((prog_dim)d)));
+  return a;
+}
+
 /* Which collectives the DES ran as flows, and which in-layer ones kept the closed form because
  * nothing else crosses their links. */
 static void rep_flows_text(FILE *out, const sim_result *r)
@@ -322,6 +332,10 @@ cJSON *rep_run_json(const sim_result *r)
   cJSON *s = cJSON_AddObjectToObject(j, "simulator");
   cJSON_AddNumberToObject(s, "wall_s", res->wall_time);
   cJSON_AddNumberToObject(s, "messages", (double)res->messages);
+  if (r->options.kind == ENG_DES) {
+    cJSON_AddItemToObject(s, "flows", rep_dims_array(res->flow_dims));
+    cJSON_AddItemToObject(s, "closed_form", rep_dims_array(res->closed_dims));
+  }
   return j;
 }
 
