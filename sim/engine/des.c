@@ -492,6 +492,8 @@ typedef struct {
   uint8_t *done;     /* count x nops */
   guint *sync_left;  /* per run: ops of its synchronous chain not yet done */
   int running;       /* stream actors not yet finished */
+  int in_flight;     /* collectives of the layer pass under way */
+  double busy, since;/* time with one in flight, up to `since` (the last time none was) */
   sg_mutex_t mutex;
   sg_cond_t cond;
 } des_macro;
@@ -545,22 +547,43 @@ static void des_macro_comm(des_macro *m, const prog_op *op, void **sink)
   des_span(r, MAX(t0, last ? *last : t0), simgrid_get_clock(), op->dim);
 }
 
+/* Time with a collective of the layer pass in flight, from its start up to `now`. */
+static double des_macro_busy(const des_macro *m, double now)
+{
+  return m->busy + (m->in_flight > 0 ? now - m->since : 0);
+}
+
+static void des_macro_compute(des_ctx *c, const prog_op *op, double d)
+{
+  if (op->fixed_time >= 0) /* measured: it holds whatever shared the GPU (des_run_compute) */
+    sg_actor_sleep_for(d);
+  else if (d > 0)
+    sg_actor_execute(d * c->speed);
+}
+
 static void des_macro_op(des_macro *m, const prog_op *op, void **sink)
 {
   des_ctx *c = m->ctx;
   des_rank *r = m->r;
   double t0 = simgrid_get_clock();
   if (op->kind == PROG_COMM) {
+    if (m->in_flight++ == 0)
+      m->since = t0;
     des_macro_comm(m, op, sink);
+    if (--m->in_flight == 0)
+      m->busy += simgrid_get_clock() - m->since;
   } else if (op->kind == PROG_MEM) {
     eng_mem_event e = {.time = t0, .delta = op->mem_delta, .seq = m->idx};
     g_array_append_val(r->mem, e);
   } else {
     double d = eng_compute_time(c->hw, op) * (c->opt->slowdown ? c->opt->slowdown[r->rank] : 1);
-    if (op->fixed_time >= 0) /* measured: it holds whatever shared the GPU (des_run_compute) */
-      sg_actor_sleep_for(d);
-    else if (d > 0)
-      sg_actor_execute(d * c->speed);
+    double busy0 = des_macro_busy(m, t0);
+    des_macro_compute(c, op, d);
+    /* communication kernels hold SMs: the time a collective ran beside it costs
+     * f / (1 - f) more (the closed form's charge) */
+    double f = c->opt->sm_reserved;
+    if (f > 0 && f < 1)
+      des_macro_compute(c, op, (des_macro_busy(m, simgrid_get_clock()) - busy0) * f / (1 - f));
     des_span(r, t0, simgrid_get_clock(), -1);
   }
 }
