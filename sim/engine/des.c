@@ -74,7 +74,7 @@ struct des_ctx {
   GPtrArray *args;
   GHashTable *hosts; /* name -> sg_host_t: SimGrid's own lookup walks every zone */
   bool *active;      /* ranks simulated (NULL: all); the others mirror a simulated one */
-  GHashTable *arrivals; /* (channel, seq) -> latest arrival of a member, as a double* */
+  GHashTable *arrivals; /* (channel, seq) -> des_arrival of a collective under way */
   des_links *links;     /* the links whose load is measured */
   bool *flows;          /* per family: its collectives run as flows (eng_flow_families) */
   bool **expand;        /* per class: a template run op by op (its ops off the synchronous
@@ -452,11 +452,20 @@ static guint des_run_compute(des_actor_arg *a, GArray *list, guint i)
   return j;
 }
 
+/* A collective of a group as its members enter it: the latest arrival so far, and how many
+ * members have yet to leave it. */
+typedef struct {
+  gint64 key; /* (channel, seq) */
+  double last;
+  int pending;
+} des_arrival;
+
 /* Records that this rank entered its next collective of `group`; returns the latest arrival of
  * the group's members so far (when the rank leaves the collective, every member has arrived).
  * Members of a group issue its collectives in one order, but the two sides of a send / receive
  * do so on different streams: those are not matched (NULL). */
-static double *des_arrive(des_ctx *c, des_rank *r, const prog_op *op, int channel, double now)
+static des_arrival *des_arrive(des_ctx *c, des_rank *r, const prog_op *op, int channel,
+                               double now)
 {
   if (op->coll == PROG_COLL_SENDRECV)
     return NULL;
@@ -464,14 +473,30 @@ static double *des_arrive(des_ctx *c, des_rank *r, const prog_op *op, int channe
   guint32 seq = GPOINTER_TO_UINT(g_hash_table_lookup(r->seq, gk));
   g_hash_table_insert(r->seq, gk, GUINT_TO_POINTER(seq + 1));
   gint64 key = (gint64)((guint64)(guint32)channel << 32 | seq);
-  double *last = g_hash_table_lookup(c->arrivals, &key);
-  if (!last) {
-    last = g_new(double, 1);
-    *last = now;
-    g_hash_table_insert(c->arrivals, g_memdup2(&key, sizeof key), last);
+  des_arrival *a = g_hash_table_lookup(c->arrivals, &key);
+  if (!a) {
+    a = g_new(des_arrival, 1);
+    *a = (des_arrival){.key = key, .last = now,
+                       .pending = prog_group_of(c->p, op->family, r->rank)->n};
+    g_hash_table_insert(c->arrivals, &a->key, a);
   }
-  *last = MAX(*last, now);
-  return last;
+  a->last = MAX(a->last, now);
+  return a;
+}
+
+/* A member is done with the collective; the last one forgets it (every member of a group the
+ * DES runs is simulated: folding keeps groups among simulated ranks). */
+static void des_depart(des_ctx *c, des_arrival *a)
+{
+  if (a && --a->pending == 0)
+    g_hash_table_remove(c->arrivals, &a->key);
+}
+
+/* Spreads (channel, seq) keys: g_int64_hash folds the halves together, so that (channel,
+ * seq) and (channel ^ 1, seq ^ 1) collide. */
+static guint des_arrival_hash(gconstpointer k)
+{
+  return (guint)((guint64)*(const gint64 *)k * 0x9E3779B97F4A7C15ull >> 32);
 }
 
 /* ---- layer passes op by op ---------------------------------------------------------------- */
@@ -533,10 +558,10 @@ static void des_macro_comm(des_macro *m, const prog_op *op, void **sink)
   des_ctx *c = m->ctx;
   des_rank *r = m->r;
   double t0 = simgrid_get_clock();
-  const double *last = NULL;
+  des_arrival *arrival = NULL;
   if (c->flows[op->family]) {
     int channel = des_channel(c, r->rank, op, true);
-    last = des_arrive(c, r, op, channel, t0);
+    arrival = des_arrive(c, r, op, channel, t0);
     des_run_collective(c, r->rank, op, channel, sink);
   } else {
     const coll_schedule *s = eng_schedule_for(c->planner, c->p, op, r->rank, NULL);
@@ -544,7 +569,8 @@ static void des_macro_comm(des_macro *m, const prog_op *op, void **sink)
     if (d > 0)
       sg_actor_sleep_for(d);
   }
-  des_span(r, MAX(t0, last ? *last : t0), simgrid_get_clock(), op->dim);
+  des_span(r, MAX(t0, arrival ? arrival->last : t0), simgrid_get_clock(), op->dim);
+  des_depart(c, arrival);
 }
 
 /* Time with a collective of the layer pass in flight, from its start up to `now`. */
@@ -678,13 +704,14 @@ static void des_actor(int argc, char **argv)
       i = des_run_compute(a, list, i);
     } else {
       int channel = des_channel(c, r->rank, op, false);
-      const double *last = des_arrive(c, r, op, channel, t0);
+      des_arrival *arrival = des_arrive(c, r, op, channel, t0);
       double alone = des_run_collective(c, r->rank, op, channel, &a->sink);
       double t1 = simgrid_get_clock();
       /* in flight from when the last member arrived, as the analytic engine counts it, not while
        * this rank waited for the others (a receive is posted long before its send); a
        * collective that shares links with others is in flight all the longer */
-      des_span(r, MAX(t0, last ? *last : t1 - alone), t1, op->dim);
+      des_span(r, MAX(t0, arrival ? arrival->last : t1 - alone), t1, op->dim);
+      des_depart(c, arrival);
       des_complete(c, r, idx, t0, t1);
     }
   }
@@ -992,7 +1019,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     return false;
   c.speed = hw_peak_flops(hw, p->meta.dtype);
   c.mailboxes = g_hash_table_new_full(des_mb_hash, des_mb_equal, g_free, NULL);
-  c.arrivals = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+  c.arrivals = g_hash_table_new_full(des_arrival_hash, g_int64_equal, NULL, g_free);
   c.args = g_ptr_array_new_with_free_func(g_free);
   if (opt->trace) {
     c.events = g_array_new(FALSE, FALSE, sizeof(eng_event));
