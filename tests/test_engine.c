@@ -401,3 +401,32 @@ Test(engine, reserved_sms_slow_compute_beside_flows_as_in_the_closed_form)
   cr_assert(fabs(d / a - 1) < 0.002, "DES %.9g s, analytic %.9g s", d, a);
   cr_assert(d > 1.005 * free_sms, "reserved SMs %.9g s, none %.9g s", d, free_sms);
 }
+
+/* The rule keeps the closed form only where it is exact: running those collectives as flows
+ * anyway (collectives.layer_flows=always) gives the same step, on TP 8 inside a DGX A100 (22B)
+ * and on TP 8 x PP 8 over eight of them (175B, its pipeline and data-parallel traffic on the
+ * NICs). `never` keeps the closed form beside contended traffic too: Mixtral's all-to-alls no
+ * longer meet the data-parallel reduction on NVLink. */
+Test(engine, collectives_the_rule_keeps_in_closed_form_take_the_same_time_as_flows)
+{
+  const char *const sets[][4] = {
+      {"model.layers=8", NULL, NULL, NULL},
+      {"model.layers=8", "collectives.layer_flows=always", NULL, NULL},
+      {"node.count=8", "model.layers=24", NULL, NULL},
+      {"node.count=8", "model.layers=24", "collectives.layer_flows=always", NULL}};
+  const char *workloads[] = {"megatron-22b", "megatron-175b"};
+  for (size_t i = 0; i < G_N_ELEMENTS(workloads); i++) {
+    eng_result a, f;
+    double closed = step_of("dgx-a100", workloads[i], sets[2 * i], ENG_DES, &a);
+    double flows = step_of("dgx-a100", workloads[i], sets[2 * i + 1], ENG_DES, &f);
+    cr_assert(a.closed_dims & 1u << PROG_DIM_TP && f.flow_dims & 1u << PROG_DIM_TP, "%s: %x, %x",
+              workloads[i], a.closed_dims, f.flow_dims);
+    cr_assert(fabs(flows / closed - 1) < 1e-9, "%s: as flows %.12g s, closed form %.12g s",
+              workloads[i], flows, closed);
+  }
+  const char *never[] = {"collectives.layer_flows=never", NULL};
+  eng_result r;
+  step_of("dgx-h100", "mixtral-8x7b-train", never, ENG_DES, &r);
+  cr_assert(r.closed_dims & 1u << PROG_DIM_EP && !(r.flow_dims & 1u << PROG_DIM_EP), "%x / %x",
+            r.flow_dims, r.closed_dims);
+}

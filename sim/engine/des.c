@@ -922,7 +922,7 @@ static void des_collect(des_ctx *c, eng_result *out)
 static bool des_plan_flows(des_ctx *c, GError **err)
 {
   const prog_program *p = c->p;
-  c->flows = eng_flow_families(p, c->hw, c->planner, err);
+  c->flows = eng_flow_families(p, c->hw, c->planner, c->opt->layer_flows, err);
   if (!c->flows)
     return false;
   c->expand = g_new0(bool *, MAX(p->classes->len, 1u));

@@ -20,6 +20,8 @@ typedef struct {
   int proto;       /* collectives.protocol: COLL_PROTO_AUTO or a cfg_proto */
   double sm_reserved; /* collectives.sm_reserved: compute beside a collective slows by
                        * 1 / (1 - sm_reserved) */
+  cfg_layer_flows layer_flows; /* collectives.layer_flows: which in-layer collectives the DES
+                                * runs as flows (eng_flow_families) */
   const coll_runtime *runtime; /* collectives.runtime's choices and costs (NULL: NCCL) */
   /* Per rank, the factor its compute time runs at (stragglers; NULL: 1 everywhere). The DES
    * then simulates every rank: a slow rank breaks the symmetry folding relies on. The analytic

@@ -60,12 +60,12 @@ double eng_op_spans(eng_costs *c, const prog_op *op, int rank, double start, GAr
 bool *eng_async_ops(const prog_program *p, int tmpl);
 
 /* Per family, whether the DES runs its collectives as flows (engine/flows.c): always outside
- * layer passes; inside them (a template's ops), unless no link direction its groups' transfers
+ * layer passes; inside them (a template's ops), as `mode` says: ALWAYS, NEVER, or (AUTO) unless no link direction its groups' transfers
  * cross is crossed by another group (of it or of another family) or loaded by
  * network.background, so that the closed form is exact. Plans every group of every family
  * with `pl`; NULL (and `err`) when one cannot be planned. */
 bool *eng_flow_families(const prog_program *p, const hw_cluster *hw, coll_planner *pl,
-                        GError **err);
+                        cfg_layer_flows mode, GError **err);
 
 /* The schedule of a comm op as `rank` runs it (shared by every rank of the group). */
 const coll_schedule *eng_schedule_for(coll_planner *pl, const prog_program *p, const prog_op *op,

@@ -136,9 +136,15 @@ static bool *fl_in_templates(const prog_program *p)
 }
 
 bool *eng_flow_families(const prog_program *p, const hw_cluster *hw, coll_planner *pl,
-                        GError **err)
+                        cfg_layer_flows mode, GError **err)
 {
   guint nf = p->families->len;
+  if (mode != CFG_LAYER_FLOWS_AUTO) { /* no links to look at */
+    bool *all = g_new(bool, MAX(nf, 1u));
+    for (guint f = 0; f < MAX(nf, 1u); f++)
+      all[f] = mode == CFG_LAYER_FLOWS_ALWAYS;
+    return all;
+  }
   fl_state st = {.p = p, .hw = hw, .pl = pl};
   st.owner = g_new(fl_claim, 2 * (gsize)MAX(hw_nlinks(hw), 1));
   for (int k = 0; k < 2 * hw_nlinks(hw); k++)
