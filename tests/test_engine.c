@@ -4,6 +4,7 @@
 #include "helpers.h"
 #include "run/run.h"
 
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
@@ -429,4 +430,26 @@ Test(engine, collectives_the_rule_keeps_in_closed_form_take_the_same_time_as_flo
   step_of("dgx-h100", "mixtral-8x7b-train", never, ENG_DES, &r);
   cr_assert(r.closed_dims & 1u << PROG_DIM_EP && !(r.flow_dims & 1u << PROG_DIM_EP), "%x / %x",
             r.flow_dims, r.closed_dims);
+}
+
+/* `--json` names what ran as flows: 22B's TP 8 inside one node alone on NVLink keeps the closed
+ * form; Mixtral's EP 8 and its data-parallel reduction share NVLink: both as flows. */
+Test(engine, the_report_names_the_dimensions_run_as_flows)
+{
+  const char *runs[] = {"run -c dgx-a100 -w megatron-22b --set model.layers=8 --json",
+                        "run -c dgx-h100 -w mixtral-8x7b-train --set model.layers=2 --json"};
+  const char *want[][2] = {{"[]", "[\"tp\"]"}, {"[\"dp\",\"ep\"]", "[]"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(runs); i++) {
+    th_proc p = th_dlsim(runs[i]);
+    cr_assert_eq(p.status, 0, "%s: %s", runs[i], p.out);
+    cJSON *j = cJSON_Parse(p.out);
+    cr_assert_not_null(j, "%s", p.out);
+    const cJSON *sim = cJSON_GetObjectItem(j, "simulator");
+    g_autofree char *flows = cJSON_PrintUnformatted(cJSON_GetObjectItem(sim, "flows"));
+    g_autofree char *closed = cJSON_PrintUnformatted(cJSON_GetObjectItem(sim, "closed_form"));
+    cr_assert_str_eq(flows, want[i][0], "%s", runs[i]);
+    cr_assert_str_eq(closed, want[i][1], "%s", runs[i]);
+    cJSON_Delete(j);
+    th_proc_clear(&p);
+  }
 }
