@@ -4,6 +4,7 @@
 #include "helpers.h"
 #include "run/run.h"
 
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
@@ -228,4 +229,227 @@ Test(engine, template_schedule_adds_up_to_the_macro)
   cfg_workload_free(w);
   cfg_cluster_free(c);
   prog_free(p);
+}
+
+/* ---- layer passes as flows (issue 15) ------------------------------------------------------ */
+
+/* No latencies, links at their datasheet rate, protocols lossless: times are bytes / rate. */
+static const char *const flows_nccl =
+    "nccl: {link_efficiency: {intra: 1, network: 1}, base_latency: {ll: 0, ll128: 0, simple: 0},\n"
+    "  hop_latency: {intra: {ll: 0, ll128: 0, simple: 0}, network: {ll: 0, ll128: 0, simple: 0}},\n"
+    "  protocol_efficiency: {ll: 1, ll128: 1, simple: 1}, chunk: {ll: 0, ll128: 0, simple: 0}}";
+
+/* `nodes` nodes of one GPU each, NICs of 12.5 GB/s, leaves of two nodes under a spine
+ * oversubscribed `over`:1, with `background` as network.background. */
+static hw_cluster *flows_cluster(int nodes, double over, const char *background, cfg_cluster **cfg)
+{
+  g_autofree char *text = g_strdup_printf(
+      "name: t\n"
+      "gpu: {memory: 80GiB, memory_bandwidth: 2TB/s, flops: {bf16: 100TFLOPS}}\n"
+      "node: {count: %d, gpus_per_node: 1, intra: {bandwidth: 100GB/s, latency: 0us}}\n"
+      "network: {nic_bandwidth: 100Gb/s, background: %s,\n"
+      "  tiers: [{name: leaf, latency: 0us, nodes_per_switch: 2},\n"
+      "          {name: spine, latency: 0us, oversubscription: %g}]}\n%s\n",
+      nodes, background, over, flows_nccl);
+  g_autofree char *path = th_write("flows.yaml", text);
+  cr_assert(th_load(path, NULL, NULL, cfg, NULL));
+  return hw_cluster_new(*cfg);
+}
+
+/* A layer pass by hand, `count` runs of: 1 ms of compute, a collective of `bytes` over the
+ * rank's group of family `dim`, 1 ms of compute that waits for it. `groups` lists the groups'
+ * ranks, `size` each; every rank runs the macro. */
+static prog_program *layer_pass(int nranks, const int *groups, int size, prog_dim dim,
+                                prog_coll coll, double bytes, uint32_t count)
+{
+  prog_program *p = prog_new(nranks);
+  int fam = prog_family_add(p, prog_dim_name(dim), dim);
+  for (int g = 0; g < nranks / size; g++) {
+    int id = prog_group_add(p, groups + g * size, size);
+    for (int m = 0; m < size; m++)
+      prog_family_set(p, fam, groups[g * size + m], id);
+  }
+  int t = prog_template_add(p, "layer");
+  uint32_t a = prog_compute(p, t, "before", CFG_KCLASS_OTHER, CFG_BF16, 0, 0, NULL, 0);
+  uint32_t c = prog_comm(p, t, dim == PROG_DIM_EP ? PROG_STREAM_EP : PROG_STREAM_TP, "coll", coll,
+                         fam, bytes, &a, 1);
+  uint32_t b = prog_compute(p, t, "after", CFG_KCLASS_OTHER, CFG_BF16, 0, 0, &c, 1);
+  prog_op_at(p, t, a)->fixed_time = prog_op_at(p, t, b)->fixed_time = 1e-3;
+  int cls = prog_class_add(p, "rank");
+  prog_macro(p, cls, "layers", t, count, NULL, 0);
+  for (int r = 0; r < nranks; r++)
+    prog_rank_set_class(p, r, cls);
+  prog_finalize(p);
+  return p;
+}
+
+static eng_result flows_run(const prog_program *p, const hw_cluster *hw, eng_kind kind,
+                            const double *slowdown)
+{
+  eng_options o = {.kind = kind, .algo = COLL_ALGO_RING, .proto = CFG_PROTO_SIMPLE,
+                   .slowdown = slowdown};
+  eng_result r;
+  GError *err = NULL;
+  cr_assert(eng_run(p, hw, &o, &r, &err), "%s", err ? err->message : "");
+  return r;
+}
+
+/* A tensor-parallel all-reduce of 1 GB between two nodes inside a layer pass (2 runs): a ring
+ * of two sends 0.5 GB each way per phase, two phases, 1 GB per GPU at 12.5 GB/s: 80 ms alone.
+ * Another tenant taking half of node 0's NIC out halves GPU 0's sends: 160 ms, so the step
+ * grows by 2 x 80 ms. Alone on its links the all-reduce keeps the closed form, and the DES
+ * the analytic engine's step; loaded, it runs as flows. */
+Test(engine, a_background_flow_slows_an_all_reduce_inside_a_layer_pass)
+{
+  const int pair[] = {0, 1};
+  prog_program *p = layer_pass(2, pair, 2, PROG_DIM_TP, PROG_COLL_ALLREDUCE, 1e9, 2);
+  cfg_cluster *c0 = NULL, *c1 = NULL;
+  hw_cluster *quiet = flows_cluster(2, 1, "[]", &c0);
+  hw_cluster *loaded = flows_cluster(2, 1, "[{links: node 0, direction: up, fraction: 0.5}]", &c1);
+  eng_result a = flows_run(p, quiet, ENG_ANALYTIC, NULL), d = flows_run(p, quiet, ENG_DES, NULL);
+  eng_result b = flows_run(p, loaded, ENG_DES, NULL);
+  cr_assert(fabs(a.step_time - 2 * (2e-3 + 0.08)) < 1e-9, "analytic %.12g", a.step_time);
+  cr_assert(fabs(d.step_time - a.step_time) < 1e-9, "quiet DES %.12g", d.step_time);
+  cr_assert(d.closed_dims == 1u << PROG_DIM_TP && d.flow_dims == 0, "quiet: %x / %x",
+            d.flow_dims, d.closed_dims);
+  cr_assert(fabs(b.step_time - d.step_time - 2 * 0.08) < 1e-6, "loaded %.12g vs quiet %.12g",
+            b.step_time, d.step_time);
+  cr_assert(b.flow_dims == 1u << PROG_DIM_TP && b.closed_dims == 0, "loaded: %x / %x",
+            b.flow_dims, b.closed_dims);
+  cr_assert(b.comm[PROG_DIM_TP] > d.comm[PROG_DIM_TP] + 0.15, "TP in flight %g vs %g",
+            b.comm[PROG_DIM_TP], d.comm[PROG_DIM_TP]);
+  eng_result_clear(&a);
+  eng_result_clear(&d);
+  eng_result_clear(&b);
+  prog_free(p);
+  hw_cluster_free(quiet);
+  hw_cluster_free(loaded);
+  cfg_cluster_free(c0);
+  cfg_cluster_free(c1);
+}
+
+/* Two expert-parallel groups, {0, 2} and {1, 3}, across two leaves of two nodes under a 4:1
+ * spine: each leaf's uplink carries 2 x 12.5 / 4 = 6.25 GB/s. An all-to-all of 2 GB over two
+ * ranks sends 1 GB to the other rank; one group alone gets the whole uplink (160 ms), two share
+ * it (320 ms). Three runs of the layer pass: 3 x (2 ms + 320 ms). */
+Test(engine, two_expert_parallel_groups_share_an_oversubscribed_spine)
+{
+  const int two[] = {0, 2, 1, 3}, one[] = {0, 2};
+  cfg_cluster *c = NULL;
+  hw_cluster *hw = flows_cluster(4, 4, "[]", &c);
+  prog_program *both = layer_pass(4, two, 2, PROG_DIM_EP, PROG_COLL_ALLTOALL, 2e9, 3);
+  prog_program *alone = layer_pass(2, one, 2, PROG_DIM_EP, PROG_COLL_ALLTOALL, 2e9, 3);
+  eng_result b = flows_run(both, hw, ENG_DES, NULL), a = flows_run(alone, hw, ENG_DES, NULL);
+  cr_assert(fabs(b.step_time - 3 * (2e-3 + 0.32)) < 1e-6, "two groups: %.12g", b.step_time);
+  cr_assert(b.flow_dims == 1u << PROG_DIM_EP, "two groups: %x / %x", b.flow_dims, b.closed_dims);
+  cr_assert(fabs(a.step_time - 3 * (2e-3 + 0.16)) < 1e-6, "one group: %.12g", a.step_time);
+  cr_assert(a.closed_dims == 1u << PROG_DIM_EP, "one group: %x / %x", a.flow_dims, a.closed_dims);
+  eng_result_clear(&b);
+  eng_result_clear(&a);
+  prog_free(both);
+  prog_free(alone);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+}
+
+/* Folding stays exact when layer passes run as flows: Mixtral with TP 2 inside nodes of two
+ * GPUs (its all-reduces alone on NVLink: closed form) and EP 4 across the nodes (sharing NICs
+ * with data parallelism: flows). The DES simulates the first rank of each TP pair, whose
+ * expert-parallel groups hold first ranks only; simulating every rank (a slowdown of 1 on each
+ * turns folding off) gives the same step. */
+Test(engine, folding_tensor_parallel_ranks_is_exact_with_expert_parallel_flows)
+{
+  const char *sets[] = {"node.count=4", "node.gpus_per_node=2", "node.nics_per_node=2",
+                        "parallel.tp=2", "parallel.dp=4", "parallel.ep=4", "model.layers=4",
+                        "training.global_batch=8", NULL};
+  prog_program *p = th_program("dgx-h100", "mixtral-8x7b-train", sets);
+  cr_assert_not_null(p);
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("dgx-h100", "mixtral-8x7b-train", sets, &c, &w));
+  hw_cluster *hw = hw_cluster_new(c);
+  g_autofree double *ones = g_new(double, p->nranks);
+  for (int r = 0; r < p->nranks; r++)
+    ones[r] = 1;
+  eng_result f = flows_run(p, hw, ENG_DES, NULL), u = flows_run(p, hw, ENG_DES, ones);
+  cr_assert(f.flow_dims & 1u << PROG_DIM_EP && f.closed_dims & 1u << PROG_DIM_TP, "%x / %x",
+            f.flow_dims, f.closed_dims);
+  cr_assert(f.messages < u.messages, "folded: %ld messages, unfolded %ld", f.messages, u.messages);
+  cr_assert(fabs(f.step_time - u.step_time) < 1e-9 * u.step_time, "folded %.12g, unfolded %.12g",
+            f.step_time, u.step_time);
+  cr_assert(fabs(f.comm[PROG_DIM_EP] - u.comm[PROG_DIM_EP]) < 1e-9 * u.step_time, "EP %g vs %g",
+            f.comm[PROG_DIM_EP], u.comm[PROG_DIM_EP]);
+  eng_result_clear(&f);
+  eng_result_clear(&u);
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+}
+
+/* Reserved SMs charge a layer pass run as flows what they charge the closed form: Mixtral's
+ * hidden all-to-alls (EP 8 beside data parallelism on NVLink: flows) slow the compute they run
+ * beside by 1 / (1 - 0.2), and the two engines' steps stay within 0.2 %. */
+Test(engine, reserved_sms_slow_compute_beside_flows_as_in_the_closed_form)
+{
+  const char *sets[] = {"collectives.sm_reserved=0.2", "parallel.moe_overlap=true", NULL};
+  const char *none[] = {"collectives.sm_reserved=0", "parallel.moe_overlap=true", NULL};
+  eng_result r;
+  double d = step_of("dgx-h100", "mixtral-8x7b-train", sets, ENG_DES, &r);
+  double a = step_of("dgx-h100", "mixtral-8x7b-train", sets, ENG_ANALYTIC, NULL);
+  double free_sms = step_of("dgx-h100", "mixtral-8x7b-train", none, ENG_DES, NULL);
+  cr_assert(r.flow_dims & 1u << PROG_DIM_EP, "EP as flows: %x", r.flow_dims);
+  cr_assert(fabs(d / a - 1) < 0.002, "DES %.9g s, analytic %.9g s", d, a);
+  cr_assert(d > 1.005 * free_sms, "reserved SMs %.9g s, none %.9g s", d, free_sms);
+}
+
+/* The rule keeps the closed form only where it is exact: running those collectives as flows
+ * anyway (collectives.layer_flows=always) gives the same step, on TP 8 inside a DGX A100 (22B)
+ * and on TP 8 x PP 8 over eight of them (175B, its pipeline and data-parallel traffic on the
+ * NICs). `never` keeps the closed form beside contended traffic too: Mixtral's all-to-alls no
+ * longer meet the data-parallel reduction on NVLink. */
+Test(engine, collectives_the_rule_keeps_in_closed_form_take_the_same_time_as_flows)
+{
+  const char *const sets[][4] = {
+      {"model.layers=8", NULL, NULL, NULL},
+      {"model.layers=8", "collectives.layer_flows=always", NULL, NULL},
+      {"node.count=8", "model.layers=24", NULL, NULL},
+      {"node.count=8", "model.layers=24", "collectives.layer_flows=always", NULL}};
+  const char *workloads[] = {"megatron-22b", "megatron-175b"};
+  for (size_t i = 0; i < G_N_ELEMENTS(workloads); i++) {
+    eng_result a, f;
+    double closed = step_of("dgx-a100", workloads[i], sets[2 * i], ENG_DES, &a);
+    double flows = step_of("dgx-a100", workloads[i], sets[2 * i + 1], ENG_DES, &f);
+    cr_assert(a.closed_dims & 1u << PROG_DIM_TP && f.flow_dims & 1u << PROG_DIM_TP, "%s: %x, %x",
+              workloads[i], a.closed_dims, f.flow_dims);
+    cr_assert(fabs(flows / closed - 1) < 1e-9, "%s: as flows %.12g s, closed form %.12g s",
+              workloads[i], flows, closed);
+  }
+  const char *never[] = {"collectives.layer_flows=never", NULL};
+  eng_result r;
+  step_of("dgx-h100", "mixtral-8x7b-train", never, ENG_DES, &r);
+  cr_assert(r.closed_dims & 1u << PROG_DIM_EP && !(r.flow_dims & 1u << PROG_DIM_EP), "%x / %x",
+            r.flow_dims, r.closed_dims);
+}
+
+/* `--json` names what ran as flows: 22B's TP 8 inside one node alone on NVLink keeps the closed
+ * form; Mixtral's EP 8 and its data-parallel reduction share NVLink: both as flows. */
+Test(engine, the_report_names_the_dimensions_run_as_flows)
+{
+  const char *runs[] = {"run -c dgx-a100 -w megatron-22b --set model.layers=8 --json",
+                        "run -c dgx-h100 -w mixtral-8x7b-train --set model.layers=2 --json"};
+  const char *want[][2] = {{"[]", "[\"tp\"]"}, {"[\"dp\",\"ep\"]", "[]"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(runs); i++) {
+    th_proc p = th_dlsim(runs[i]);
+    cr_assert_eq(p.status, 0, "%s: %s", runs[i], p.out);
+    cJSON *j = cJSON_Parse(p.out);
+    cr_assert_not_null(j, "%s", p.out);
+    const cJSON *sim = cJSON_GetObjectItem(j, "simulator");
+    g_autofree char *flows = cJSON_PrintUnformatted(cJSON_GetObjectItem(sim, "flows"));
+    g_autofree char *closed = cJSON_PrintUnformatted(cJSON_GetObjectItem(sim, "closed_form"));
+    cr_assert_str_eq(flows, want[i][0], "%s", runs[i]);
+    cr_assert_str_eq(closed, want[i][1], "%s", runs[i]);
+    cJSON_Delete(j);
+    th_proc_clear(&p);
+  }
 }

@@ -105,6 +105,8 @@ typedef enum { CFG_ASYNC_OFF, CFG_ASYNC_MULTIPROCESS, CFG_ASYNC_ON } cfg_async_s
  * pools cache none), else the one with the most free KV blocks */
 typedef enum { CFG_ROUTER_ROUND_ROBIN, CFG_ROUTER_LEAST_LOADED, CFG_ROUTER_KV_AWARE } cfg_router;
 typedef enum { CFG_A2A_NCCL, CFG_A2A_DEEPEP, CFG_A2A_DEEPEP_LL } cfg_a2a;
+/* Which collectives inside layer passes the DES runs as flows (collectives.layer_flows). */
+typedef enum { CFG_LAYER_FLOWS_AUTO, CFG_LAYER_FLOWS_ALWAYS, CFG_LAYER_FLOWS_NEVER } cfg_layer_flows;
 /* serving.speculative.method: a separate draft model, or the model's own multi-token
  * prediction head (DeepSeek-V3's MTP module) */
 typedef enum { CFG_SPEC_NONE, CFG_SPEC_DRAFT, CFG_SPEC_MTP } cfg_spec_method;
@@ -511,6 +513,7 @@ typedef struct {
   cfg_a2a a2a;     /* MoE dispatch / combine kernels: NCCL all-to-all, or DeepEP's */
   double sm_reserved; /* fraction of the SMs communication kernels hold: compute that runs
                        * beside a collective slows by 1 / (1 - sm_reserved) */
+  cfg_layer_flows layer_flows;
   /* the communication runtime (configs/runtimes): NCCL, a CUDA-aware MPI, Gloo */
   char *runtime;
   cfg_transport transport;

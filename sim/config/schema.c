@@ -31,6 +31,7 @@ static const char *const cfg_optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const cfg_recompute_names[] = {"none", "selective", "full", NULL};
 static const char *const cfg_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe", NULL};
 static const char *const cfg_a2a_names[] = {"nccl", "deepep", "deepep-ll", NULL};
+static const char *const cfg_layer_flows_names[] = {"auto", "always", "never", NULL};
 static const char *const cfg_transport_names[] = {"gpu-direct", "host-staged", NULL};
 static const char *const cfg_progress_names[] = {"kernel", "cpu", NULL};
 static const char *const cfg_ucc_tl_names[] = {"none", "ucp", "nccl", NULL};
@@ -946,6 +947,12 @@ static const cfg_field cfg_collectives_fields[] = {
            "fraction of the SMs communication kernels hold: compute beside a collective slows "
            "by 1 / (1 - sm_reserved)",
            DEF(0.0)),
+    F_ENUM(cfg_collectives, "layer_flows", layer_flows, cfg_layer_flows_names,
+           "the DES's collectives inside layer passes: auto runs a family of groups (tp, cp, ep, "
+           "ZeRO-3's dp) as flows when a link it crosses carries other traffic, else in closed "
+           "form (then exact); always runs them all as flows; never keeps the closed form (fast, "
+           "blind to contention with other traffic)",
+           DEF(CFG_LAYER_FLOWS_AUTO)),
     F_STR(cfg_collectives, "runtime", runtime,
           "the communication runtime whose constants the workload takes (configs/runtimes: "
           "nccl, mpi-mvapich, mpi-ucx, mpi-cxi, gloo; each file says where its numbers come from)",

@@ -74,13 +74,22 @@ struct des_ctx {
   GPtrArray *args;
   GHashTable *hosts; /* name -> sg_host_t: SimGrid's own lookup walks every zone */
   bool *active;      /* ranks simulated (NULL: all); the others mirror a simulated one */
-  GHashTable *arrivals; /* (group, seq) -> latest arrival of a member, as a double* */
+  GHashTable *arrivals; /* (channel, seq) -> des_arrival of a collective under way */
   des_links *links;     /* the links whose load is measured */
+  bool *flows;          /* per family: its collectives run as flows (eng_flow_families) */
+  bool **expand;        /* per class: a template run op by op (its ops off the synchronous
+                         * chain, eng_async_ops), or NULL: its macros keep the closed form */
 };
 
 static bool des_active(const des_ctx *c, int rank)
 {
   return !c->active || c->active[rank];
+}
+
+/* Whether op is a macro whose layer pass runs op by op, its collectives as flows. */
+static bool des_expanded(const des_ctx *c, const prog_op *op)
+{
+  return op->tmpl >= 0 && c->expand[op->tmpl];
 }
 
 static void des_build_tables(des_ctx *c)
@@ -357,17 +366,28 @@ static void des_spawn_switches(des_ctx *c, const coll_schedule *s, int group)
   }
 }
 
-/* Runs a collective; returns the time it takes alone, once every member has arrived. */
-static double des_run_collective(des_actor_arg *a, const prog_op *op)
+/* The channel a collective's messages and arrivals go by: its group's. A layer pass's
+ * collectives run on actors of their own, beside the rank's stream actors and each other, so
+ * each of its streams gets a channel of its own (negative), where the members issue them in
+ * one order. A send and its receive are on two streams: they keep the group's. */
+static int des_channel(const des_ctx *c, int rank, const prog_op *op, bool in_layer)
 {
-  des_ctx *c = a->ctx;
-  const coll_schedule *s = eng_schedule_for(c->planner, c->p, op, a->rank, NULL);
-  int group = ((const prog_family *)g_ptr_array_index(c->p->families, op->family))->group_of[a->rank];
+  int group = ((const prog_family *)g_ptr_array_index(c->p->families, op->family))->group_of[rank];
+  if (!in_layer || op->coll == PROG_COLL_SENDRECV)
+    return group;
+  return -(group * PROG_NSTREAMS + op->stream) - 1;
+}
+
+/* Runs a collective on `channel`; returns the time it takes alone, once every member has
+ * arrived. */
+static double des_run_collective(des_ctx *c, int rank, const prog_op *op, int channel, void **sink)
+{
+  const coll_schedule *s = eng_schedule_for(c->planner, c->p, op, rank, NULL);
   for (uint32_t rep = 0; rep < op->count; rep++) {
     /* the group's first rank brings the switches that reduce in place along */
-    if (s->plan->nmembers > s->plan->n && s->plan->ranks[0] == a->rank)
-      des_spawn_switches(c, s, group);
-    des_run_schedule(c, s, a->rank, group, &a->sink);
+    if (s->plan->nmembers > s->plan->n && s->plan->ranks[0] == rank)
+      des_spawn_switches(c, s, channel);
+    des_run_schedule(c, s, rank, channel, sink);
   }
   return op->count * s->time;
 }
@@ -398,7 +418,7 @@ static guint des_run_compute(des_actor_arg *a, GArray *list, guint i)
   guint j = i;
   while (!c->events && j + 1 < list->len && !c->needed[r->cls][g_array_index(list, uint32_t, j)]) {
     const prog_op *next = prog_op_at(c->p, r->cls, g_array_index(list, uint32_t, j + 1));
-    if (next->kind == PROG_COMM || next->ndeps > 0)
+    if (next->kind == PROG_COMM || next->ndeps > 0 || des_expanded(c, next))
       break;
     j++;
   }
@@ -432,28 +452,238 @@ static guint des_run_compute(des_actor_arg *a, GArray *list, guint i)
   return j;
 }
 
+/* A collective of a group as its members enter it: the latest arrival so far, and how many
+ * members have yet to leave it. */
+typedef struct {
+  gint64 key; /* (channel, seq) */
+  double last;
+  int pending;
+} des_arrival;
+
 /* Records that this rank entered its next collective of `group`; returns the latest arrival of
  * the group's members so far (when the rank leaves the collective, every member has arrived).
  * Members of a group issue its collectives in one order, but the two sides of a send / receive
  * do so on different streams: those are not matched (NULL). */
-static double *des_arrive(des_ctx *c, des_rank *r, const prog_op *op, double now)
+static des_arrival *des_arrive(des_ctx *c, des_rank *r, const prog_op *op, int channel,
+                               double now)
 {
   if (op->coll == PROG_COLL_SENDRECV)
     return NULL;
-  const prog_family *f = g_ptr_array_index(c->p->families, op->family);
-  int group = f->group_of[r->rank];
-  gpointer gk = GINT_TO_POINTER(group);
-  gint64 seq = GPOINTER_TO_INT(g_hash_table_lookup(r->seq, gk));
-  g_hash_table_insert(r->seq, gk, GINT_TO_POINTER((int)seq + 1));
-  gint64 key = (gint64)group << 32 | seq;
-  double *last = g_hash_table_lookup(c->arrivals, &key);
-  if (!last) {
-    last = g_new(double, 1);
-    *last = now;
-    g_hash_table_insert(c->arrivals, g_memdup2(&key, sizeof key), last);
+  gpointer gk = GINT_TO_POINTER(channel);
+  guint32 seq = GPOINTER_TO_UINT(g_hash_table_lookup(r->seq, gk));
+  g_hash_table_insert(r->seq, gk, GUINT_TO_POINTER(seq + 1));
+  gint64 key = (gint64)((guint64)(guint32)channel << 32 | seq);
+  des_arrival *a = g_hash_table_lookup(c->arrivals, &key);
+  if (!a) {
+    a = g_new(des_arrival, 1);
+    *a = (des_arrival){.key = key, .last = now,
+                       .pending = prog_group_of(c->p, op->family, r->rank)->n};
+    g_hash_table_insert(c->arrivals, &a->key, a);
   }
-  *last = MAX(*last, now);
-  return last;
+  a->last = MAX(a->last, now);
+  return a;
+}
+
+/* A member is done with the collective; the last one forgets it (every member of a group the
+ * DES runs is simulated: folding keeps groups among simulated ranks). */
+static void des_depart(des_ctx *c, des_arrival *a)
+{
+  if (a && --a->pending == 0)
+    g_hash_table_remove(c->arrivals, &a->key);
+}
+
+/* Spreads (channel, seq) keys: g_int64_hash folds the halves together, so that (channel,
+ * seq) and (channel ^ 1, seq ^ 1) collide. */
+static guint des_arrival_hash(gconstpointer k)
+{
+  return (guint)((guint64)*(const gint64 *)k * 0x9E3779B97F4A7C15ull >> 32);
+}
+
+/* ---- layer passes op by op ---------------------------------------------------------------- */
+
+/* A macro op of one rank run op by op: its template `count` times, each stream of the template
+ * on an actor of its own (the compute stream on the rank's, which runs the macro), so that its
+ * collectives are flows beside everything else in flight. As the closed form has it, ops of a
+ * run wait for their dependencies in that run, the next run's synchronous chain waits for this
+ * run's, and the asynchronous streams (ZeRO-3's prefetched gathers, reductions, hidden MoE
+ * all-to-alls) run ahead in their stream's order. */
+typedef struct {
+  des_ctx *ctx;
+  des_rank *r;
+  const prog_op *op;
+  uint32_t idx;      /* the macro's index in the rank's class */
+  const bool *async; /* per template op */
+  guint nops;
+  uint8_t *done;     /* count x nops */
+  guint *sync_left;  /* per run: ops of its synchronous chain not yet done */
+  int running;       /* stream actors not yet finished */
+  int in_flight;     /* collectives of the layer pass under way */
+  double busy, since;/* time with one in flight, up to `since` (the last time none was) */
+  sg_mutex_t mutex;
+  sg_cond_t cond;
+} des_macro;
+
+typedef struct {
+  des_macro *m;
+  int stream;
+  void *sink;
+} des_macro_arg;
+
+static void des_macro_wait(des_macro *m, guint run, const prog_op *op, uint32_t idx)
+{
+  const uint32_t *deps = prog_op_deps(m->ctx->p, m->op->tmpl, op);
+  sg_mutex_lock(m->mutex);
+  for (uint32_t d = 0; d < op->ndeps; d++)
+    while (!m->done[run * m->nops + deps[d]])
+      sg_cond_wait(m->cond, m->mutex);
+  while (run > 0 && !m->async[idx] && m->sync_left[run - 1] > 0)
+    sg_cond_wait(m->cond, m->mutex);
+  sg_mutex_unlock(m->mutex);
+}
+
+static void des_macro_done(des_macro *m, guint run, uint32_t idx)
+{
+  sg_mutex_lock(m->mutex);
+  m->done[run * m->nops + idx] = 1;
+  if (!m->async[idx])
+    m->sync_left[run]--;
+  sg_cond_notify_all(m->cond);
+  sg_mutex_unlock(m->mutex);
+}
+
+/* One collective of a layer pass: as flows, or, when its family's links see no other traffic,
+ * for its closed-form time (with its class's siblings in step, as the analytic engine has it). */
+static void des_macro_comm(des_macro *m, const prog_op *op, void **sink)
+{
+  des_ctx *c = m->ctx;
+  des_rank *r = m->r;
+  double t0 = simgrid_get_clock();
+  des_arrival *arrival = NULL;
+  if (c->flows[op->family]) {
+    int channel = des_channel(c, r->rank, op, true);
+    arrival = des_arrive(c, r, op, channel, t0);
+    des_run_collective(c, r->rank, op, channel, sink);
+  } else {
+    const coll_schedule *s = eng_schedule_for(c->planner, c->p, op, r->rank, NULL);
+    double d = s ? op->count * eng_coll_crowded(c->costs, op, r->rank, s) : 0;
+    if (d > 0)
+      sg_actor_sleep_for(d);
+  }
+  des_span(r, MAX(t0, arrival ? arrival->last : t0), simgrid_get_clock(), op->dim);
+  des_depart(c, arrival);
+}
+
+/* Time with a collective of the layer pass in flight, from its start up to `now`. */
+static double des_macro_busy(const des_macro *m, double now)
+{
+  return m->busy + (m->in_flight > 0 ? now - m->since : 0);
+}
+
+static void des_macro_compute(des_ctx *c, const prog_op *op, double d)
+{
+  if (op->fixed_time >= 0) /* measured: it holds whatever shared the GPU (des_run_compute) */
+    sg_actor_sleep_for(d);
+  else if (d > 0)
+    sg_actor_execute(d * c->speed);
+}
+
+static void des_macro_op(des_macro *m, const prog_op *op, void **sink)
+{
+  des_ctx *c = m->ctx;
+  des_rank *r = m->r;
+  double t0 = simgrid_get_clock();
+  if (op->kind == PROG_COMM) {
+    if (m->in_flight++ == 0)
+      m->since = t0;
+    des_macro_comm(m, op, sink);
+    if (--m->in_flight == 0)
+      m->busy += simgrid_get_clock() - m->since;
+  } else if (op->kind == PROG_MEM) {
+    eng_mem_event e = {.time = t0, .delta = op->mem_delta, .seq = m->idx};
+    g_array_append_val(r->mem, e);
+  } else {
+    double d = eng_compute_time(c->hw, op) * (c->opt->slowdown ? c->opt->slowdown[r->rank] : 1);
+    double busy0 = des_macro_busy(m, t0);
+    des_macro_compute(c, op, d);
+    /* communication kernels hold SMs: the time a collective ran beside it costs
+     * f / (1 - f) more (the closed form's charge) */
+    double f = c->opt->sm_reserved;
+    if (f > 0 && f < 1)
+      des_macro_compute(c, op, (des_macro_busy(m, simgrid_get_clock()) - busy0) * f / (1 - f));
+    des_span(r, t0, simgrid_get_clock(), -1);
+  }
+}
+
+static void des_macro_stream(des_macro *m, int stream, void **sink)
+{
+  GArray *list = m->ctx->stream_ops[m->op->tmpl * PROG_NSTREAMS + stream];
+  for (guint run = 0; run < m->op->count; run++)
+    for (guint i = 0; i < list->len; i++) {
+      uint32_t idx = g_array_index(list, uint32_t, i);
+      const prog_op *op = prog_op_at(m->ctx->p, m->op->tmpl, idx);
+      des_macro_wait(m, run, op, idx);
+      des_macro_op(m, op, sink);
+      des_macro_done(m, run, idx);
+    }
+}
+
+static void des_macro_actor(int argc, char **argv)
+{
+  (void)argc, (void)argv;
+  des_macro_arg *a = sg_actor_self_get_data();
+  des_macro *m = a->m;
+  des_macro_stream(m, a->stream, &a->sink);
+  sg_mutex_lock(m->mutex);
+  m->running--;
+  sg_cond_notify_all(m->cond);
+  sg_mutex_unlock(m->mutex);
+}
+
+static void des_macro_init(des_macro *m, des_ctx *c, des_rank *r, uint32_t idx)
+{
+  const prog_op *op = prog_op_at(c->p, r->cls, idx);
+  const prog_class *t = prog_class_at(c->p, op->tmpl);
+  *m = (des_macro){.ctx = c, .r = r, .op = op, .idx = idx, .async = c->expand[op->tmpl],
+                   .nops = t->ops->len};
+  m->done = g_new0(uint8_t, (gsize)MAX(op->count, 1u) * MAX(m->nops, 1u));
+  m->sync_left = g_new0(guint, MAX(op->count, 1u));
+  guint sync = 0;
+  for (guint i = 0; i < m->nops; i++)
+    sync += !m->async[i];
+  for (guint run = 0; run < op->count; run++)
+    m->sync_left[run] = sync;
+  m->mutex = sg_mutex_init();
+  m->cond = sg_cond_init();
+}
+
+/* Runs macro op `idx` of the rank on actor `a` (its compute stream) and waits for all of it. */
+static void des_run_macro(des_actor_arg *a, uint32_t idx, const prog_op *op)
+{
+  des_ctx *c = a->ctx;
+  des_rank *r = &c->ranks[a->rank];
+  double t0 = simgrid_get_clock();
+  des_macro m;
+  des_macro_init(&m, c, r, idx);
+  des_macro_arg args[PROG_NSTREAMS];
+  for (int s = 0; s < PROG_NSTREAMS; s++) {
+    if (s == PROG_STREAM_COMPUTE || c->stream_ops[op->tmpl * PROG_NSTREAMS + s]->len == 0)
+      continue;
+    args[s] = (des_macro_arg){.m = &m, .stream = s};
+    m.running++;
+    sg_actor_t actor = sg_actor_init("layer", sg_host_self());
+    sg_actor_set_data(actor, &args[s]);
+    sg_actor_start(actor, des_macro_actor, 0, NULL);
+  }
+  des_macro_stream(&m, PROG_STREAM_COMPUTE, &a->sink);
+  sg_mutex_lock(m.mutex);
+  while (m.running > 0)
+    sg_cond_wait(m.cond, m.mutex);
+  sg_mutex_unlock(m.mutex);
+  sg_cond_destroy(m.cond);
+  sg_mutex_destroy(m.mutex);
+  g_free(m.done);
+  g_free(m.sync_left);
+  des_complete(c, r, idx, t0, simgrid_get_clock());
 }
 
 static void des_actor(int argc, char **argv)
@@ -468,16 +698,20 @@ static void des_actor(int argc, char **argv)
     const prog_op *op = prog_op_at(c->p, r->cls, idx);
     des_wait_deps(c, r, op);
     double t0 = simgrid_get_clock();
-    if (op->kind != PROG_COMM) {
+    if (des_expanded(c, op)) {
+      des_run_macro(a, idx, op);
+    } else if (op->kind != PROG_COMM) {
       i = des_run_compute(a, list, i);
     } else {
-      const double *last = des_arrive(c, r, op, t0);
-      double alone = des_run_collective(a, op);
+      int channel = des_channel(c, r->rank, op, false);
+      des_arrival *arrival = des_arrive(c, r, op, channel, t0);
+      double alone = des_run_collective(c, r->rank, op, channel, &a->sink);
       double t1 = simgrid_get_clock();
       /* in flight from when the last member arrived, as the analytic engine counts it, not while
        * this rank waited for the others (a receive is posted long before its send); a
        * collective that shares links with others is in flight all the longer */
-      des_span(r, MAX(t0, last ? *last : t1 - alone), t1, op->dim);
+      des_span(r, MAX(t0, arrival ? arrival->last : t1 - alone), t1, op->dim);
+      des_depart(c, arrival);
       des_complete(c, r, idx, t0, t1);
     }
   }
@@ -609,13 +843,53 @@ static long des_count_ops(const des_ctx *c)
   return n;
 }
 
+/* Actors at most at once: each rank's streams, and those of the layer pass it runs op by op. */
 static int des_count_actors(const des_ctx *c)
 {
-  int n = 0;
-  for (int rank = 0; rank < c->p->nranks; rank++)
+  int n = 0, layer = 0;
+  for (guint k = 0; k < c->p->classes->len; k++)
+    for (int s = 0, m = 0; c->expand[k] && s < PROG_NSTREAMS; s++, layer = MAX(layer, m))
+      m += s != PROG_STREAM_COMPUTE && c->stream_ops[k * PROG_NSTREAMS + s]->len > 0;
+  for (int rank = 0; rank < c->p->nranks; rank++) {
     for (int s = 0; s < PROG_NSTREAMS && des_active(c, rank); s++)
       n += c->stream_ops[c->ranks[rank].cls * PROG_NSTREAMS + s]->len > 0;
+    n += des_active(c, rank) ? layer : 0;
+  }
   return n;
+}
+
+/* Whether some group of a family has more than one rank. */
+static bool des_moves(const des_ctx *c, int family)
+{
+  const prog_family *f = g_ptr_array_index(c->p->families, family);
+  for (int r = 0; r < c->p->nranks; r++) {
+    const prog_group *g = f->group_of[r] >= 0 ? g_ptr_array_index(c->p->groups, f->group_of[r]) : NULL;
+    if (g && g->n > 1)
+      return true;
+  }
+  return false;
+}
+
+/* Which dimensions ran collectives as flows (outside layer passes always) and which kept the
+ * closed form in layer passes; groups of one rank move nothing and count for neither. */
+static void des_collect_dims(const des_ctx *c, eng_result *out)
+{
+  const prog_program *p = c->p;
+  g_autofree bool *moves = g_new0(bool, MAX(p->families->len, 1u));
+  for (guint f = 0; f < p->families->len; f++)
+    moves[f] = des_moves(c, (int)f);
+  for (guint k = 0; k < p->classes->len; k++) {
+    const prog_class *cl = prog_class_at(p, (int)k);
+    for (guint i = 0; i < cl->ops->len; i++) {
+      const prog_op *op = &g_array_index(cl->ops, prog_op, i);
+      if (op->kind != PROG_COMM || !moves[op->family])
+        continue;
+      if (!cl->is_template || c->flows[op->family])
+        out->flow_dims |= 1u << op->dim;
+      else
+        out->closed_dims |= 1u << op->dim;
+    }
+  }
 }
 
 static void des_collect(des_ctx *c, eng_result *out)
@@ -638,8 +912,72 @@ static void des_collect(des_ctx *c, eng_result *out)
     out->peak_memory = MAX(out->peak_memory, peak);
   }
   out->messages = c->messages;
+  des_collect_dims(c, out);
   out->events = c->events;
   c->events = NULL;
+}
+
+/* Which families run as flows, and so which templates run op by op: those with a collective
+ * of such a family. */
+static bool des_plan_flows(des_ctx *c, GError **err)
+{
+  const prog_program *p = c->p;
+  c->flows = eng_flow_families(p, c->hw, c->planner, c->opt->layer_flows, err);
+  if (!c->flows)
+    return false;
+  c->expand = g_new0(bool *, MAX(p->classes->len, 1u));
+  for (guint k = 0; k < p->classes->len; k++) {
+    const prog_class *t = prog_class_at(p, (int)k);
+    bool flows = false;
+    for (guint i = 0; t->is_template && i < t->ops->len && !flows; i++) {
+      const prog_op *op = &g_array_index(t->ops, prog_op, i);
+      flows = op->kind == PROG_COMM && c->flows[op->family];
+    }
+    if (flows)
+      c->expand[k] = eng_async_ops(p, (int)k);
+  }
+  return true;
+}
+
+/* Tensor-parallel folding (eng_fold_tensor_parallel) when it stays exact with layer passes run
+ * op by op: no tensor-parallel collective runs as flows (the peers would be missing), and every
+ * collective a simulated rank runs as flows inside a layer pass stays among simulated ranks. */
+static bool *des_fold(const des_ctx *c)
+{
+  const prog_program *p = c->p;
+  for (guint f = 0; f < p->families->len; f++) {
+    const prog_family *fam = g_ptr_array_index(p->families, f);
+    if (fam->dim == PROG_DIM_TP && c->flows[f])
+      return NULL;
+  }
+  bool *lead = eng_fold_tensor_parallel(p, c->hw);
+  if (!lead)
+    return NULL;
+  /* the families of flows each class's expanded layer passes run */
+  guint nf = p->families->len, ncls = p->classes->len;
+  g_autofree bool *uses = g_new0(bool, (gsize)MAX(nf * ncls, 1u));
+  for (guint k = 0; k < ncls; k++) {
+    const prog_class *cl = prog_class_at(p, (int)k);
+    for (guint i = 0; i < cl->ops->len; i++) {
+      const prog_op *op = &g_array_index(cl->ops, prog_op, i);
+      const prog_class *t = des_expanded(c, op) ? prog_class_at(p, op->tmpl) : NULL;
+      for (guint j = 0; t && j < t->ops->len; j++) {
+        const prog_op *x = &g_array_index(t->ops, prog_op, j);
+        if (x->kind == PROG_COMM && c->flows[x->family])
+          uses[k * nf + x->family] = true;
+      }
+    }
+  }
+  for (int r = 0; r < p->nranks; r++)
+    for (guint f = 0; lead[r] && f < nf; f++) {
+      const prog_group *g = uses[(guint)p->class_of[r] * nf + f] ? prog_group_of(p, (int)f, r) : NULL;
+      for (int m = 0; g && m < g->n; m++)
+        if (!lead[g->ranks[m]]) {
+          g_free(lead);
+          return NULL;
+        }
+    }
+  return lead;
 }
 
 /* Plans every collective before the simulation starts, so that a collective no algorithm can
@@ -677,18 +1015,18 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
   des_ctx c = {.p = p, .hw = hw, .opt = opt};
   c.planner = eng_planner_new(hw, opt);
   c.costs = eng_costs_new(p, hw, c.planner, opt);
-  if (!des_plan_all(&c, err))
+  if (!des_plan_flows(&c, err) || !des_plan_all(&c, err))
     return false;
   c.speed = hw_peak_flops(hw, p->meta.dtype);
   c.mailboxes = g_hash_table_new_full(des_mb_hash, des_mb_equal, g_free, NULL);
-  c.arrivals = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+  c.arrivals = g_hash_table_new_full(des_arrival_hash, g_int64_equal, NULL, g_free);
   c.args = g_ptr_array_new_with_free_func(g_free);
   if (opt->trace) {
     c.events = g_array_new(FALSE, FALSE, sizeof(eng_event));
     out->mem_samples = g_array_new(FALSE, FALSE, sizeof(eng_mem_sample));
   }
   des_build_tables(&c);
-  c.active = opt->slowdown ? NULL : eng_fold_tensor_parallel(p, hw);
+  c.active = opt->slowdown ? NULL : des_fold(&c);
   c.ranks = g_new0(des_rank, p->nranks);
   for (int r = 0; r < p->nranks; r++) {
     des_rank *x = &c.ranks[r];

@@ -198,10 +198,7 @@ void eng_costs_free(eng_costs *c)
   g_free(c);
 }
 
-/* Ops off the synchronous chain of a template: data-parallel collectives (prefetched ZeRO-3
- * gathers and reductions that overlap the next run) and expert-parallel ones that nothing in
- * the template waits for (MoE all-to-alls hidden by the other half batch). */
-static bool *eng_async_ops(const prog_program *p, int tmpl)
+bool *eng_async_ops(const prog_program *p, int tmpl)
 {
   const prog_class *k = prog_class_at(p, tmpl);
   bool *async = g_new0(bool, MAX(k->ops->len, 1u));

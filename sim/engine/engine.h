@@ -20,6 +20,8 @@ typedef struct {
   int proto;       /* collectives.protocol: COLL_PROTO_AUTO or a cfg_proto */
   double sm_reserved; /* collectives.sm_reserved: compute beside a collective slows by
                        * 1 / (1 - sm_reserved) */
+  cfg_layer_flows layer_flows; /* collectives.layer_flows: which in-layer collectives the DES
+                                * runs as flows (eng_flow_families) */
   const coll_runtime *runtime; /* collectives.runtime's choices and costs (NULL: NCCL) */
   /* Per rank, the factor its compute time runs at (stragglers; NULL: 1 everywhere). The DES
    * then simulates every rank: a slow rank breaks the symmetry folding relies on. The analytic
@@ -81,6 +83,9 @@ typedef struct {
   long messages;       /* point-to-point transfers simulated (DES) */
   GArray *link_loads;   /* eng_link_load: the busiest links, busiest first (DES) */
   GArray *link_samples; /* eng_link_sample of those links over time, when tracing (DES) */
+  /* DES: the dimensions (bit 1 << prog_dim) whose collectives ran as flows, and those whose
+   * in-layer collectives kept the closed form (their links carry nothing else) */
+  unsigned flow_dims, closed_dims;
 } eng_result;
 
 bool eng_run(const prog_program *p, const hw_cluster *hw, const eng_options *opt,

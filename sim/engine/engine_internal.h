@@ -53,6 +53,20 @@ double eng_coll_crowded(eng_costs *c, const prog_op *op, int rank, const coll_sc
 double eng_op_spans(eng_costs *c, const prog_op *op, int rank, double start, GArray *spans,
                     double hidden[PROG_NDIMS]);
 
+/* Ops off the synchronous chain of template `tmpl` (per op, newly allocated): data-parallel
+ * collectives (prefetched ZeRO-3 gathers and reductions that overlap the next run) and
+ * expert-parallel ones that nothing in the template waits for (MoE all-to-alls hidden by the
+ * other half batch). The next run's synchronous chain waits for this run's; these do not. */
+bool *eng_async_ops(const prog_program *p, int tmpl);
+
+/* Per family, whether the DES runs its collectives as flows (engine/flows.c): always outside
+ * layer passes; inside them (a template's ops), as `mode` says: ALWAYS, NEVER, or (AUTO) unless no link direction its groups' transfers
+ * cross is crossed by another group (of it or of another family) or loaded by
+ * network.background, so that the closed form is exact. Plans every group of every family
+ * with `pl`; NULL (and `err`) when one cannot be planned. */
+bool *eng_flow_families(const prog_program *p, const hw_cluster *hw, coll_planner *pl,
+                        cfg_layer_flows mode, GError **err);
+
 /* The schedule of a comm op as `rank` runs it (shared by every rank of the group). */
 const coll_schedule *eng_schedule_for(coll_planner *pl, const prog_program *p, const prog_op *op,
                                       int rank, GError **err);

@@ -95,6 +95,40 @@ static void rep_links_text(FILE *out, const sim_result *r)
   }
 }
 
+/* The dimensions of a bit set (1 << prog_dim), space-separated. */
+static char *rep_dims_list(unsigned dims)
+{
+  GString *s = g_string_new(NULL);
+  for (int d = 0; d < PROG_NDIMS; d++)
+    if (dims & (1u << d))
+      g_string_append_printf(s, "%s%s", s->len ? " " : "", prog_dim_name((prog_dim)d));
+  return g_string_free(s, FALSE);
+}
+
+/* The dimensions of a bit set (1 << prog_dim) as a JSON array of their names. */
+static cJSON *rep_dims_array(unsigned dims)
+{
+  cJSON *a = cJSON_CreateArray();
+  for (int d = 0; d < PROG_NDIMS; d++)
+    if (dims & (1u << d))
+      cJSON_AddItemToArray(a, cJSON_CreateString(prog_dim_name((prog_dim)d)));
+  return a;
+}
+
+/* Which collectives the DES ran as flows, and which in-layer ones kept the closed form because
+ * nothing else crosses their links. */
+static void rep_flows_text(FILE *out, const sim_result *r)
+{
+  if (r->options.kind != ENG_DES || !(r->eng.flow_dims | r->eng.closed_dims))
+    return;
+  g_autofree char *flows = rep_dims_list(r->eng.flow_dims);
+  g_autofree char *closed = rep_dims_list(r->eng.closed_dims);
+  fprintf(out, "  as flows         %s", *flows ? flows : "none");
+  if (*closed)
+    fprintf(out, "   (in layers, closed form: %s, on links nothing else crosses)", closed);
+  fputc('\n', out);
+}
+
 /* What the slowest rank adds to each step (cluster.stragglers). */
 static void rep_stragglers_text(FILE *out, const sim_result *r)
 {
@@ -162,6 +196,7 @@ void rep_run_text(FILE *out, const sim_result *r)
       }
   }
   rep_links_text(out, r);
+  rep_flows_text(out, r);
   rep_runtime_text(out, r);
   const prog_meta *meta = &r->program->meta;
   if (meta->a2a_bytes > 0) {
@@ -297,6 +332,10 @@ cJSON *rep_run_json(const sim_result *r)
   cJSON *s = cJSON_AddObjectToObject(j, "simulator");
   cJSON_AddNumberToObject(s, "wall_s", res->wall_time);
   cJSON_AddNumberToObject(s, "messages", (double)res->messages);
+  if (r->options.kind == ENG_DES) {
+    cJSON_AddItemToObject(s, "flows", rep_dims_array(res->flow_dims));
+    cJSON_AddItemToObject(s, "closed_form", rep_dims_array(res->closed_dims));
+  }
   return j;
 }
 
