@@ -178,6 +178,7 @@ typedef struct {
                                            * training run sustains (clocks under power and
                                            * thermal limits); scales compute-bound time */
   double launch_overhead;                 /* seconds added to every kernel */
+  double host_dispatch; /* a kernel takes at least this: the workload's training.host_dispatch */
   char *source;                           /* where the numbers come from */
 } cfg_efficiency;
 
@@ -383,6 +384,7 @@ typedef struct {
   cfg_dtype grad_dtype;/* gradients as accumulated and reduced (Megatron: fp32 main grads) */
   double tokens;       /* a whole run: tokens to train on (0: one step only) */
   int steps;           /* ... or steps (0: not given) */
+  double host_dispatch;/* host time to launch one kernel (s); 0: the host keeps ahead */
 } cfg_training;
 
 /* How a run checkpoints and restarts (lifecycle/). */
