@@ -87,9 +87,8 @@ Test(hardware, short_key_chunks_run_slower)
   cfg_cluster_free(c);
 }
 
-static double step_with(const char *attention)
+static double analytic_step(const char *const *sets)
 {
-  const char *sets[] = {"model.seq_len=8192", "training.micro_batch=1", attention, NULL};
   sim_options o = sim_options_for(ENG_ANALYTIC);
   sim_result r;
   GError *err = NULL;
@@ -100,11 +99,61 @@ static double step_with(const char *attention)
   return t;
 }
 
+static double step_with(const char *attention)
+{
+  const char *sets[] = {"model.seq_len=8192", "training.micro_batch=1", attention, NULL};
+  return analytic_step(sets);
+}
+
 Test(hardware, training_attention_picks_the_kernels)
 {
   double fa2 = step_with("training.attention=fa2"), fa3 = step_with("training.attention=fa3");
   cr_assert_float_eq(step_with("training.attention=auto"), fa2, fa2 * 1e-12);
   cr_assert_lt(fa3, fa2 * 0.9, "FlashAttention-3 on H100 at 8k: %.3f s, FA2 %.3f s", fa3, fa2);
+}
+
+/* ---- the host: eager frameworks launch kernels one at a time ------------------------------- */
+
+Test(hardware, a_kernel_takes_at_least_the_host_dispatch_time)
+{
+  cfg_cluster *c = NULL;
+  hw_cluster *hw = h100(&c);
+  hw_kernel tiny = {.kclass = CFG_KCLASS_ELEMENTWISE, .dtype = CFG_BF16, .bytes = 1e3};
+  hw_kernel big = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_BF16, .flops = 1e13, .inner = 8192};
+  double t_tiny = hw_kernel_time(hw, &tiny), t_big = hw_kernel_time(hw, &big);
+  hw_cluster_free(hw);
+  c->gpu.efficiency.host_dispatch = 100e-6;
+  hw = hw_cluster_new(c);
+  cr_assert_lt(t_tiny, 100e-6);
+  cr_assert_float_eq(hw_kernel_time(hw, &tiny), 100e-6, 1e-15, "the GPU waits for the host");
+  cr_assert_gt(t_big, 100e-6);
+  cr_assert_float_eq(hw_kernel_time(hw, &big), t_big, 1e-15, "the host keeps ahead of a long GEMM");
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+}
+
+static double small_step_with(const char *host)
+{
+  const char *sets[] = {"model.layers=12", "model.hidden=512", "model.heads=8",
+                        "model.seq_len=1024", "node.count=1", "training.global_batch=32",
+                        "training.micro_batch=4", host, NULL};
+  return analytic_step(sets);
+}
+
+/* Megatron-LM's CI runs a 12-layer, 512-wide GPT in 50 ms a step on 8 H100 where its kernels
+ * take a few: the workload's training.host_dispatch reaches the kernels through sim_run. */
+Test(hardware, a_small_model_is_host_bound_with_a_host_dispatch_time)
+{
+  double gpu = small_step_with("training.host_dispatch=0");
+  double host = small_step_with("training.host_dispatch=200us");
+  cr_assert_gt(host, 3 * gpu, "host-bound %.4f s, GPU-bound %.4f s", host, gpu);
+}
+
+Test(hardware, a_host_dispatch_of_seconds_is_refused_with_its_key)
+{
+  const char *sets[] = {"training.host_dispatch=1s", NULL};
+  g_autofree char *err = th_load_error("dgx-h100", "gpt3-1.3b-dp", sets);
+  cr_assert(err && strstr(err, "host_dispatch"), "%s", err ? err : "(loaded)");
 }
 
 /* ---- low-precision formats on Blackwell ---------------------------------------------------- */

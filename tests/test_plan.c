@@ -369,6 +369,26 @@ Test(plan, the_closed_form_is_within_four_percent_of_the_engine_on_the_kept_layo
   cJSON_Delete(j);
 }
 
+/* A host-bound small model (Megatron-LM's CI GPT with its fitted host time): the closed form
+ * floors kernels at training.host_dispatch as the engine does, or it ranks 7x too fast. */
+Test(plan, the_closed_form_sees_a_host_bound_model_as_the_engine_does, .timeout = 60)
+{
+  th_proc p = th_dlsim("plan -c dgx-h100 -w validation/megatron_ci/gpt-ci.yaml -n 8 -b 32 -k 0 "
+                       "--refine 4 -q --set model.layers=12 --set model.hidden=512 "
+                       "--set model.heads=8 --set model.seq_len=1024 --json");
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  cJSON *j = cJSON_Parse(p.out);
+  cr_assert_not_null(j, "not JSON: %s", p.out);
+  const cJSON *x;
+  cJSON_ArrayForEach(x, cJSON_GetObjectItem(j, "top"))
+  {
+    double est = plan_num(x, "estimate_s"), step = plan_num(x, "step_time_s");
+    cr_assert(fabs(est - step) <= 0.04 * step, "estimate %g s, engine %g s", est, step);
+  }
+  cJSON_Delete(j);
+  th_proc_clear(&p);
+}
+
 Test(plan, the_table_columns_line_up_whatever_the_layout_length, .timeout = 60)
 {
   th_proc p = th_dlsim(PLAN_70B);

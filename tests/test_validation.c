@@ -252,6 +252,37 @@ Test(validation, a_case_may_name_its_category)
   val_rows_free(rows);
 }
 
+/* Megatron-LM's CI cases are 107 small, host-bound runs: in `training` they would outnumber
+ * the 35 large ones and set its median, so they are summarised apart. */
+Test(validation, megatron_ci_cases_are_summarised_apart_from_training)
+{
+  const char *names[] = {"a", "b", "c"};
+  const double errors[] = {0.02, -0.50, -0.70};
+  GArray *rows = pin_rows(names, errors, 3);
+  GError *err = NULL;
+  GPtrArray *files = val_case_files(NULL, &err);
+  cr_assert(files, "%s", err ? err->message : "");
+  const char *path = NULL;
+  for (guint i = 0; i < files->len && !path; i++)
+    if (strstr(g_ptr_array_index(files, i), "/mci-h100-gpt3-mcore-tp1-pp2.yaml"))
+      path = g_ptr_array_index(files, i);
+  cr_assert(path, "the Megatron CI cases are missing from validation/cases");
+  cfg_case c = {0};
+  cr_assert(cfg_case_load(path, &c, &err), "%s", err ? err->message : "");
+  for (int i = 1; i < 3; i++)
+    g_array_index(rows, val_row, i).c.category = c.category;
+  GArray *sum = val_summarize(rows);
+  cr_assert_eq(sum->len, 2);
+  cr_assert_str_eq(g_array_index(sum, val_summary, 0).category, "training");
+  cr_assert_eq(g_array_index(sum, val_summary, 0).cases, 1);
+  cr_assert_str_eq(g_array_index(sum, val_summary, 1).category, "megatron-ci");
+  cr_assert_float_eq(g_array_index(sum, val_summary, 1).mean_signed, -0.60, 1e-12);
+  g_array_free(sum, TRUE);
+  val_rows_free(rows);
+  cfg_case_clear(&c);
+  g_ptr_array_free(files, TRUE);
+}
+
 Test(validation, an_unknown_category_is_an_input_error)
 {
   g_autofree char *path = th_write("badcat.yaml", "name: badcat\nrole: check\ncategory: fdsp\n"

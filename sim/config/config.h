@@ -187,6 +187,7 @@ typedef struct {
   double gemm_stream;                     /* > 0: fraction of HBM bandwidth a 16-bit GEMM reaches
                                            * when streaming its weights bounds it (decode) */
   double gemm_stream_overhead;            /* seconds such a GEMM adds instead of launch_overhead */
+  double host_dispatch; /* a kernel takes at least this: the workload's training.host_dispatch */
   char *source;                           /* where the numbers come from */
 } cfg_efficiency;
 
@@ -393,6 +394,7 @@ typedef struct {
   cfg_dtype grad_dtype;/* gradients as accumulated and reduced (Megatron: fp32 main grads) */
   double tokens;       /* a whole run: tokens to train on (0: one step only) */
   int steps;           /* ... or steps (0: not given) */
+  double host_dispatch;/* host time to launch one kernel (s); 0: the host keeps ahead */
 } cfg_training;
 
 /* How a run checkpoints and restarts (lifecycle/). */

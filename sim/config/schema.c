@@ -50,7 +50,8 @@ static const char *const cfg_link_class_names[] = {"intra", "network", NULL};
 static const char *const cfg_routing_names[] = {"uniform", "zipf", "histogram", NULL};
 static const char *const cfg_case_category_names[] = {"auto",        "training", "fsdp",
                                                       "memory",      "moe",      "collectives",
-                                                      "kernels",     "serving",  "traces", NULL};
+                                                      "kernels",     "serving",  "traces",
+                                                      "megatron-ci", NULL};
 static const char *const cfg_attn_names[] = {"fa2", "fa3", "cudnn", "triton", "fa1", NULL};
 static const char *const cfg_attention_choice_names[] = {"auto", "fa2",    "fa3",
                                                          "cudnn", "triton", "fa1", NULL};
@@ -677,6 +678,11 @@ static const cfg_field cfg_training_fields[] = {
      DEF(0), UPTO(1e16, "the largest runs train on a few tens of trillions of tokens")},
     F_INT(cfg_training, "steps", steps, 0, "a whole run given in steps instead of tokens; 0: one step",
           DEF(0), UPTO(1 << 30, "runs take at most a few million steps")),
+    {ROW(cfg_training, "host_dispatch", CFG_T_QTY, host_dispatch), .unit = UNITS_SECONDS,
+     .doc = "host (CPU) time the framework spends launching one kernel in eager mode: a kernel "
+            "takes at least this long, so small models are host-bound (megatron: fitted on "
+            "Megatron-LM's CI, validation/megatron_ci); 0: the host always keeps ahead",
+     DEF(0), UPTO(0.01, "launching a kernel takes microseconds, not tens of milliseconds")},
 };
 static const cfg_schema cfg_schema_training = SCHEMA("training", cfg_training, cfg_training_fields);
 

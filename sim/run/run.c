@@ -208,13 +208,19 @@ static bool sim_engine_options(sim_result *out, const sim_options *o, GError **e
  * are too small to fill the GPU loses less than k (k x (t - launch) + launch). Each process
  * holds its own model states, activations and CUDA context in 1/k of the memory. Processes of
  * one GPU exchange data through CUDA IPC in device memory (half its bandwidth: a copy reads and
- * writes) when the node has one GPU; with several, they share the GPU's NVLink/PCIe link. */
+ * writes) when the node has one GPU; with several, they share the GPU's NVLink/PCIe link.
+ * The same copy carries the workload's training.host_dispatch to the kernel cost model. */
 cfg_cluster *sim_mps_cluster(const cfg_cluster *c, const cfg_workload *w)
 {
   int k = w->has_training ? w->parallel.processes_per_gpu : 1;
-  if (k <= 1)
+  double host = w->has_training ? w->training.host_dispatch : 0;
+  if (k <= 1 && !(host > 0))
     return NULL;
   cfg_cluster *v = g_memdup2(c, sizeof *c);
+  /* the framework's launch cost is the workload's, but kernels are timed on the cluster */
+  v->gpu.efficiency.host_dispatch = host;
+  if (k <= 1)
+    return v;
   v->node.intra.bandwidth = c->node.gpus_per_node == 1 ? c->gpu.memory_bandwidth / 2
                                                         : c->node.intra.bandwidth / k;
   v->node.gpus_per_node *= k;

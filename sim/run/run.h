@@ -77,7 +77,7 @@ typedef struct {
   double peak_bytes, capacity_bytes;
   bool fits;
   sim_interval interval; /* set by sim_result_bracket */
-  cfg_cluster *mps_cluster; /* processes_per_gpu > 1: the processes as GPUs (see run.c) */
+  cfg_cluster *mps_cluster; /* processes_per_gpu > 1 or a host_dispatch: see sim_mps_cluster */
   sim_stragglers stragglers;
   bool folded;           /* the step was extended from two micro-batch counts */
   /* private: what sim_run_files loaded */
@@ -86,7 +86,9 @@ typedef struct {
 } sim_result;
 
 /* With MPS (parallel.processes_per_gpu = k > 1), the cluster as its processes see it: k times
- * the GPUs, each with 1/k of a GPU (see run.c for the rule); NULL when k is 1. A shallow copy
+ * the GPUs, each with 1/k of a GPU (see run.c for the rule), and the workload's
+ * training.host_dispatch as the GPUs' floor per kernel; NULL when k is 1 and there is none. A
+ * shallow copy
  * that borrows every pointer of `c`: free it with g_free. */
 cfg_cluster *sim_mps_cluster(const cfg_cluster *c, const cfg_workload *w);
 

@@ -231,7 +231,8 @@ static void val_summary_of(const GArray *rows, const char *category, GArray *out
 GArray *val_summarize(const GArray *rows)
 {
   static const char *const order[] = {"training", "fsdp",    "memory", "moe",
-                                      "collectives", "kernels", "serving", "traces"};
+                                      "collectives", "kernels", "serving", "traces",
+                                      "megatron-ci"};
   GArray *out = g_array_new(FALSE, FALSE, sizeof(val_summary));
   for (size_t i = 0; i < G_N_ELEMENTS(order); i++)
     val_summary_of(rows, order[i], out);

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Writes validation/cases/mci-*.yaml from Megatron-LM's CI step times
+(megatron_ci_iteration_time_summary.csv beside this file: one row per functional test case of
+NVIDIA/Megatron-LM @ d98e8a64ddf34856e74b24714e3bedb2f5a39553,
+tests/functional_tests/test_cases/**/golden_values_dev_dgx_{h100,gb200}.json, the median of the
+per-step 'iteration-time' values after the first step, with each case's model_config.yaml
+arguments and the node counts of tests/test_utils/recipes/{h100,gb200}/*.yaml). Python 3
+standard library only; run it from the repository root and commit what it writes.
+
+Mapping of a row onto dlsim:
+  platform h100 -> configs/clusters/dgx-h100.yaml (8 GPUs per node), gb200 -> gb200-nvl72.yaml
+  (4 GPUs per compute tray), node.count = the recipe's nodes
+  --tensor/pipeline/context-parallel-size, --sequence-parallel, --num-layers-per-virtual-
+  pipeline-stage (virtual stages = layers / pp / it), --micro/global-batch-size,
+  --seq-length, --num-layers, --hidden-size, --ffn-hidden-size, --num-attention-heads,
+  --num-query-groups: the keys of the same meaning
+  --use-distributed-optimizer -> parallel.zero 1; --overlap-param-gather -> the same key;
+  --tp-comm-overlap -> the same key; --recompute-granularity full -> training.recompute full
+  --fp8-format -> training.dtype fp8; --bf16 / --fp16 -> that dtype
+  vocabulary: --vocab-size padded to a multiple of 128 x tp where the row has one, else GPT-2
+  BPE (50257 padded to 50304) for gpt, BERT's WordPiece (30522 -> 30592) for bert
+  transformer-impl transformer_engine -> training.attention cudnn (TE's fused attention on
+  Hopper and Blackwell); local (Megatron's own modules) or --attention-backend unfused ->
+  training.flash_attention false; --attention-backend flash -> training.attention fa2
+Skipped, each counted by reason in SKIPS (printed): models dlsim has no kind for (T5's
+encoder-decoder, Mamba hybrids, multimodal and MiMo), the MoE suites (left to the MoE cases),
+GRPO rows (generation and training in one step), interleaved rows whose micro-batches are not
+a multiple of pp (dlsim refuses them), MLA and Megatron-FSDP rows (not mapped), second golden
+files of the same case (_2nd: a rerun, not a new layout), rows without a
+measurement or without a node count, and GB200 one-tray rows (_1node): 2-32x (median 7x)
+slower than the same case on two trays, where half the GPUs explain 2x (0.4-3.1 s a step for a
+12-layer hidden-512 model): something outside the model (the CI's shared one-tray
+allocation), not a layout dlsim can represent.
+Role: the H100 gpt rows of TP 1 and PP 1 (FIT_PLATFORM, FIT_MODEL) are the fit set of
+training.host_dispatch in gpt-ci.yaml; every other row checks it."""
+import collections
+import csv
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SOURCE = ('NVIDIA/Megatron-LM @ d98e8a64ddf34856e74b24714e3bedb2f5a39553 '
+          'tests/functional_tests/test_cases/%s/%s/golden_values_dev_dgx_%s.json')
+CLUSTERS = {'h100': 'dgx-h100', 'gb200': 'gb200-nvl72'}
+VOCAB = {'gpt': 50304, 'bert': 30592}
+FIT_PLATFORM, FIT_MODEL = 'h100', 'gpt'
+UNFIT = 'unfit: [training.host_dispatch=0]\n'  # what dlsim validate --loso puts back
+SKIPS = collections.Counter()
+
+
+def skip_reason(r):
+    if r['model_dir'] not in VOCAB:
+        return 'model %s: %s' % (r['model_dir'], 'MoE (MoE cases)' if r['model_dir'] in
+                                 ('moe', 'mixtral') else 'no dlsim model kind')
+    if r['second'] == 'True':
+        return 'second golden file of the same case'
+    if not r['nodes']:
+        return 'no node count in the recipes'
+    if not (float(r['iter_time_median_s'] or 0) > 0):
+        return 'no iteration time'
+    if r['platform'] == 'gb200' and r['nodes'] == '1':
+        return 'GB200 one-tray row (2-32x slower than on two trays)'
+    if r['transformer-impl'] not in ('transformer_engine', 'local', ''):
+        return 'transformer-impl %s' % r['transformer-impl']
+    if 'grpo' in r['test_case']:
+        return 'GRPO (reinforcement learning: generation and training in one step)'
+    if ('tunable_overlap' in r['test_case'] and
+            int(r['global-batch-size']) // int(r['micro-batch-size']) % 4):
+        return 'interleaving with micro-batches not a multiple of pp (dlsim refuses it)'
+    if 'mla' in r['test_case'] or 'fsdp' in r['test_case']:
+        return 'MLA or Megatron-FSDP (not mapped)'
+    layers, pp = int(r['num-layers']), int(r['pipeline-model-parallel-size'] or 1)
+    if layers % pp:
+        return 'layers not divisible by pipeline stages (uneven split)'
+    return None
+
+
+def int_or(v, d):
+    return int(v) if v not in ('', None) else d
+
+
+def vocab_of(r, tp):
+    # Megatron pads the vocabulary to a multiple of 128 x tp (--make-vocab-size-divisible-by)
+    if not r['vocab-size']:
+        return VOCAB[r['model_dir']]
+    step = 128 * tp
+    return (int(r['vocab-size']) + step - 1) // step * step
+
+
+def sets_of(r):
+    tp, pp = int_or(r['tensor-model-parallel-size'], 1), int_or(r['pipeline-model-parallel-size'], 1)
+    cp, layers = int_or(r['context-parallel-size'], 1), int(r['num-layers'])
+    gpus = int(r['nodes']) * int(r['gpus_per_node'])
+    s = ['node.count=%s' % r['nodes'], 'parallel.tp=%d' % tp, 'parallel.pp=%d' % pp,
+         'parallel.cp=%d' % cp, 'parallel.dp=%d' % (gpus // (tp * pp * cp)),
+         'model.layers=%d' % layers, 'model.hidden=%s' % r['hidden-size'],
+         'model.heads=%s' % r['num-attention-heads'], 'model.seq_len=%s' % r['seq-length'],
+         'model.vocab=%d' % vocab_of(r, tp),
+         'training.micro_batch=%s' % r['micro-batch-size'],
+         'training.global_batch=%s' % r['global-batch-size']]
+    if r['ffn-hidden-size']:
+        s.append('model.ffn_hidden=%s' % r['ffn-hidden-size'])
+    if r['num-query-groups']:
+        s.append('model.kv_heads=%s' % r['num-query-groups'])
+    if r['num-layers-per-virtual-pipeline-stage'] and pp > 1:
+        vs = layers // pp // int(r['num-layers-per-virtual-pipeline-stage'])
+        if vs > 1:
+            s += ['parallel.virtual_stages=%d' % vs, 'parallel.schedule=interleaved']
+    if r['sequence-parallel'] == 'True' and tp > 1:
+        s.append('parallel.sequence_parallel=true')
+    if r['use-distributed-optimizer'] == 'True':
+        s.append('parallel.zero=1')
+        if r['overlap-param-gather'] == 'True':
+            s.append('parallel.overlap_param_gather=true')
+    if r['tp-comm-overlap'] == 'True' and tp > 1 and r['sequence-parallel'] == 'True':
+        s.append('parallel.tp_comm_overlap=true')
+    if r['recompute-granularity'] == 'full':
+        s.append('training.recompute=full')
+    s.append('training.dtype=%s' % ('fp8' if r['fp8-format'] else 'fp16' if r['fp16'] == 'True'
+                                    else 'bf16'))
+    if r['transformer-impl'] == 'local' or r['attention-backend'] == 'unfused':
+        s.append('training.flash_attention=false')
+    elif r['attention-backend'] == 'flash':
+        s.append('training.attention=fa2')
+    return s
+
+
+def role_of(r):
+    fit = (r['platform'] == FIT_PLATFORM and r['model_dir'] == FIT_MODEL and
+           int_or(r['tensor-model-parallel-size'], 1) == 1 and
+           int_or(r['pipeline-model-parallel-size'], 1) == 1)
+    return 'fit' if fit else 'check'
+
+
+def case(r):
+    name = 'mci-%s-%s' % (r['platform'], r['test_case'].replace('_', '-'))
+    src = SOURCE % (r['model_dir'], r['test_case'], r['platform'])
+    text = ('name: %s\nrole: %s\ncategory: megatron-ci\nsource: "%s; median of %s steps (%s), '
+            'min %s s; %s node(s) x %s GPUs"\n'
+            'cluster: ../../configs/clusters/%s.yaml\nworkload: ../megatron_ci/%s-ci.yaml\n'
+            'set: [%s]\n%sengine: analytic\nmetric: step_time_s\nmeasured: %s\ntolerance: 0.25\n' %
+            (name, role_of(r), src, r['n_iter_time'], r['steps'], r['iter_time_min_s'], r['nodes'],
+             r['gpus_per_node'], CLUSTERS[r['platform']], r['model_dir'],
+             ', '.join(sets_of(r)), UNFIT if role_of(r) == 'fit' else '', r['iter_time_median_s']))
+    with open(os.path.join(ROOT, 'validation', 'cases', name + '.yaml'), 'w') as f:
+        f.write(text)
+
+
+def main():
+    with open(os.path.join(HERE, 'megatron_ci_iteration_time_summary.csv')) as f:
+        rows = list(csv.DictReader(f))
+    written = 0
+    for r in rows:
+        why = skip_reason(r)
+        if why:
+            SKIPS[why] += 1
+            continue
+        case(r)
+        written += 1
+    print('%d rows: %d cases written' % (len(rows), written))
+    for why, n in SKIPS.most_common():
+        print('  skipped %3d: %s' % (n, why))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
