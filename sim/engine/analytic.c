@@ -49,6 +49,9 @@ typedef struct {
   int nunits;
   int *unit_of_rank;   /* -1 when a rank has no unit */
   GArray **stream_ops; /* per class per stream: op indices */
+  /* Instances in progress: each group's collectives complete in order, so a group has at
+   * most one unless its units use it on several streams; those others go to the table */
+  an_instance **open;    /* per group */
   GHashTable *instances; /* (group, seq) -> an_instance */
   GPtrArray *spare;      /* an_instance: completed ones, reused (thousands a run) */
   GArray **group_units;  /* per group: unit indices, made on first use */
@@ -190,14 +193,28 @@ static an_instance *an_instance_new(an_state *st, gint64 key, int needed)
   in->arrived = 0;
   in->arrived_max = 0;
   g_array_set_size(in->waiting, 0);
-  g_hash_table_insert(st->instances, &in->key, in);
+  int group = (int)(key >> 32);
+  if (!st->open[group])
+    st->open[group] = in;
+  else
+    g_hash_table_insert(st->instances, &in->key, in);
   return in;
+}
+
+static an_instance *an_instance_find(an_state *st, gint64 key)
+{
+  an_instance *in = st->open[key >> 32];
+  return in && in->key == key ? in : g_hash_table_lookup(st->instances, &key);
 }
 
 /* A completed instance leaves the table for the spares (the table frees none). */
 static void an_instance_done(an_state *st, an_instance *in)
 {
-  g_hash_table_remove(st->instances, &in->key);
+  int group = (int)(in->key >> 32);
+  if (st->open[group] == in)
+    st->open[group] = NULL;
+  else
+    g_hash_table_remove(st->instances, &in->key);
   g_ptr_array_add(st->spare, in);
 }
 
@@ -220,7 +237,7 @@ static bool an_arrive(an_state *st, an_unit *u, uint32_t idx, double ready)
     return true;
   }
   gint64 key = (gint64)group << 32 | u->seq[idx];
-  an_instance *in = g_hash_table_lookup(st->instances, &key);
+  an_instance *in = an_instance_find(st, key);
   if (!in)
     in = an_instance_new(st, key, (int)members->len);
   for (guint i = 0; i < in->waiting->len; i++)
@@ -341,6 +358,10 @@ static void an_state_free(an_state *st)
   while (g_hash_table_iter_next(&it, NULL, &in)) /* left waiting by a deadlock */
     g_ptr_array_add(st->spare, in);
   g_hash_table_destroy(st->instances);
+  for (guint g = 0; g < st->p->groups->len; g++)
+    if (st->open[g])
+      g_ptr_array_add(st->spare, st->open[g]);
+  g_free(st->open);
   g_ptr_array_free(st->spare, TRUE);
   for (guint g = 0; g < st->p->groups->len; g++)
     if (st->group_units[g])
@@ -359,6 +380,7 @@ bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_opt
   st.costs = eng_costs_new(p, hw, st.planner, opt);
   st.stream_ops = eng_stream_lists(p);
   st.instances = g_hash_table_new(g_int64_hash, g_int64_equal);
+  st.open = g_new0(an_instance *, MAX(p->groups->len, 1u));
   st.spare = g_ptr_array_new_with_free_func(an_instance_free);
   st.group_units = g_new0(GArray *, MAX(p->groups->len, 1u));
   if (opt->trace) {
