@@ -47,6 +47,7 @@ typedef struct {
   bool vshape; /* ZB-V: chunk 0 is chunk s of 2p, chunk 1 chunk 2p - 1 - s (the V's way back) */
   bool dual;  /* DualPipe: chunk 0 is stage s of the forward direction, chunk 1 stage pp - 1 - s
                * of the reverse one (a second copy of the parameters) */
+  bool shared; /* the program shares its groups with one built before (prog_new_sharing_groups) */
   wl_pass *passes; /* per wl_model layer (blocks share one) */
   GHashTable *names; /* (layer, count, pass) -> macro name, interned in the program */
   wl_state_bytes sb;
@@ -121,8 +122,6 @@ static int wl_pair(wl_par *x, int a, int b)
  * group the ones that hold the same experts (with every context-parallel rank). */
 static void wl_expert_groups(wl_par *x)
 {
-  x->fam_ep = prog_family_add(x->p, "ep", PROG_DIM_EP);
-  x->fam_edp = prog_family_add(x->p, "edp", PROG_DIM_DP);
   int edp = x->dp / x->ep;
   g_autofree int *ranks = g_new(int, MAX(x->ep, edp * x->cp));
   for (int r = 0; r < x->p->nranks; r++) {
@@ -165,26 +164,43 @@ static void wl_reverse_channels(wl_par *x, int r, int s)
   }
 }
 
+/* A family of the program: new, or the one of that name when the groups are shared. */
+static int wl_family(wl_par *x, const char *name, prog_dim dim)
+{
+  return x->shared ? prog_family_find(x->p, name) : prog_family_add(x->p, name, dim);
+}
+
+static void wl_families(wl_par *x)
+{
+  x->fam_tp = wl_family(x, "tp", PROG_DIM_TP);
+  x->fam_cp = wl_family(x, "cp", PROG_DIM_CP);
+  x->fam_dp = wl_family(x, "dp", PROG_DIM_DP);
+  if (x->m->moe_tokens > 0) {
+    x->fam_ep = wl_family(x, "ep", PROG_DIM_EP);
+    x->fam_edp = wl_family(x, "edp", PROG_DIM_DP);
+  }
+  x->fam_emb = wl_family(x, "embedding", PROG_DIM_DP);
+  x->fam_fsend = wl_family(x, "pp-send-next", PROG_DIM_PP);
+  x->fam_frecv = wl_family(x, "pp-recv-prev", PROG_DIM_PP);
+  x->fam_bsend = wl_family(x, "pp-send-prev", PROG_DIM_PP);
+  x->fam_brecv = wl_family(x, "pp-recv-next", PROG_DIM_PP);
+  if (x->dual || x->vshape) {
+    x->fam_rsend = wl_family(x, "pp-reverse-send-prev", PROG_DIM_PP);
+    x->fam_rrecv = wl_family(x, "pp-reverse-recv-next", PROG_DIM_PP);
+    x->fam_rbsend = wl_family(x, "pp-reverse-send-next", PROG_DIM_PP);
+    x->fam_rbrecv = wl_family(x, "pp-reverse-recv-prev", PROG_DIM_PP);
+  }
+}
+
 static void wl_groups(wl_par *x)
 {
   prog_program *p = x->p;
   const cfg_dim tp[] = {CFG_DIM_TP}, cp[] = {CFG_DIM_CP}, dp[] = {CFG_DIM_DP, CFG_DIM_CP};
-  x->fam_tp = prog_family_add(p, "tp", PROG_DIM_TP);
-  x->fam_cp = prog_family_add(p, "cp", PROG_DIM_CP);
-  x->fam_dp = prog_family_add(p, "dp", PROG_DIM_DP);
+  wl_families(x);
+  if (x->shared) /* ranks, classes and groups came with the program */
+    return;
   if (x->m->moe_tokens > 0)
     wl_expert_groups(x);
-  x->fam_emb = prog_family_add(p, "embedding", PROG_DIM_DP);
-  x->fam_fsend = prog_family_add(p, "pp-send-next", PROG_DIM_PP);
-  x->fam_frecv = prog_family_add(p, "pp-recv-prev", PROG_DIM_PP);
-  x->fam_bsend = prog_family_add(p, "pp-send-prev", PROG_DIM_PP);
-  x->fam_brecv = prog_family_add(p, "pp-recv-next", PROG_DIM_PP);
-  if (x->dual || x->vshape) {
-    x->fam_rsend = prog_family_add(p, "pp-reverse-send-prev", PROG_DIM_PP);
-    x->fam_rrecv = prog_family_add(p, "pp-reverse-recv-next", PROG_DIM_PP);
-    x->fam_rbsend = prog_family_add(p, "pp-reverse-send-next", PROG_DIM_PP);
-    x->fam_rbrecv = prog_family_add(p, "pp-reverse-recv-prev", PROG_DIM_PP);
-  }
   wl_group_family(x, x->fam_tp, tp, 1);
   wl_group_family(x, x->fam_cp, cp, 1);
   wl_group_family(x, x->fam_dp, dp, 2);
@@ -1144,11 +1160,11 @@ static void wl_a2a_bytes(wl_par *x)
 }
 
 bool wl_build_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
-                       prog_program *p, GError **err)
+                       prog_program *p, bool shared, GError **err)
 {
   (void)err;
   const cfg_parallel *par = &w->parallel;
-  wl_par x = {.w = w, .hw = hw, .m = m, .p = p, .tp = par->tp, .cp = par->cp, .pp = par->pp,
+  wl_par x = {.w = w, .hw = hw, .m = m, .p = p, .shared = shared, .tp = par->tp, .cp = par->cp, .pp = par->pp,
               .dp = par->dp, .ep = MAX(par->ep, 1), .v = par->pp > 1 ? par->virtual_stages : 1,
               .sb = wl_state_bytes_per_param(&w->training)};
   x.micro = w->training.global_batch / (par->dp * w->training.micro_batch);
