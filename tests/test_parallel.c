@@ -230,10 +230,10 @@ Test(parallel, one_stage_one_shard_equals_the_reference_data_parallel_builder)
   }
 }
 
-/* The fold's two runs share one collective planner only when their programs have the same
- * groups: a 3D layout at two micro-batch counts has them, and a run on the shared planner gives
- * the step its own planner gives. */
-Test(parallel, the_folds_two_programs_share_their_groups_and_planner)
+/* The fold's two runs share one collective planner and template times only when their
+ * programs have the same groups and templates: a 3D layout at two micro-batch counts has them,
+ * and a run on the shared ones gives the step its own give. */
+Test(parallel, the_folds_two_programs_share_their_groups_planner_and_template_times)
 {
   const char *const at[2][6] = {
       {"node.count=4", "parallel.tp=4", "parallel.pp=4", "parallel.dp=2", "training.global_batch=32", NULL},
@@ -250,14 +250,18 @@ Test(parallel, the_folds_two_programs_share_their_groups_and_planner)
       hw = hw_cluster_new(c[i]);
     cr_assert(wl_build(w[i], hw, &p[i], &err), "%s", err ? err->message : "");
   }
-  cr_assert(prog_groups_same(p[0], p[1]));
+  cr_assert(prog_groups_same(p[0], p[1]) && prog_templates_same(p[0], p[1]));
   eng_options own = {.kind = ENG_ANALYTIC}, shared = own;
   shared.planner = eng_planner_new(hw, &own);
-  eng_result a, b, b2;
+  shared.costs = eng_costs_new_shared(hw, &shared);
+  eng_result a, b, b2, a2;
   cr_assert(eng_run(p[0], hw, &shared, &a, &err) && eng_run(p[1], hw, &shared, &b, &err) &&
-            eng_run(p[1], hw, &own, &b2, &err));
-  cr_assert(b.step_time == b2.step_time && a.step_time < b.step_time);
+            eng_run(p[1], hw, &own, &b2, &err) && eng_run(p[0], hw, &own, &a2, &err));
+  cr_assert(b.step_time == b2.step_time && a.step_time == a2.step_time && a.step_time < b.step_time);
+  cr_assert(b.compute == b2.compute && b.exposed_comm == b2.exposed_comm && b.bubble == b2.bubble);
+  eng_costs_free(shared.costs);
   coll_planner_free(shared.planner);
+  eng_result_clear(&a2);
   eng_result_clear(&a);
   eng_result_clear(&b);
   eng_result_clear(&b2);
@@ -268,7 +272,7 @@ Test(parallel, the_folds_two_programs_share_their_groups_and_planner)
                                "training.global_batch=128", NULL};
   cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", eight, &c8, &w8));
   cr_assert(wl_build(w8, hw, &dp8, &err), "%s", err ? err->message : "");
-  cr_assert(!prog_groups_same(p[0], dp8));
+  cr_assert(!prog_groups_same(p[0], dp8) && !prog_templates_same(p[0], dp8));
   prog_free(dp8);
   cfg_workload_free(w8);
   cfg_cluster_free(c8);

@@ -367,7 +367,8 @@ static void an_state_free(an_state *st)
     if (st->group_units[g])
       g_array_free(st->group_units[g], TRUE);
   g_free(st->group_units);
-  eng_costs_free(st->costs);
+  if (st->costs != st->opt->costs)
+    eng_costs_free(st->costs);
   if (st->planner != st->opt->planner)
     coll_planner_free(st->planner);
 }
@@ -377,7 +378,8 @@ bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_opt
 {
   an_state st = {.p = p, .hw = hw, .opt = opt, .out = out};
   st.planner = opt->planner ? opt->planner : eng_planner_new(hw, opt);
-  st.costs = eng_costs_new(p, hw, st.planner, opt);
+  st.costs = opt->costs && opt->planner ? opt->costs : eng_costs_new(p, hw, st.planner, opt);
+  eng_costs_bind(st.costs, p);
   st.stream_ops = eng_stream_lists(p);
   st.instances = g_hash_table_new(g_int64_hash, g_int64_equal);
   st.open = g_new0(an_instance *, MAX(p->groups->len, 1u));

@@ -192,6 +192,16 @@ eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_plann
   return c;
 }
 
+eng_costs *eng_costs_new_shared(const hw_cluster *hw, const eng_options *o)
+{
+  return eng_costs_new(NULL, hw, o->planner, o);
+}
+
+void eng_costs_bind(eng_costs *c, const prog_program *p)
+{
+  c->p = p;
+}
+
 void eng_costs_free(eng_costs *c)
 {
   if (!c)

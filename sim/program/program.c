@@ -152,6 +152,17 @@ int prog_class_add(prog_program *p, const char *name)
   return (int)p->classes->len - 1;
 }
 
+void prog_class_reserve(prog_program *p, int cls, guint nops, guint ndeps)
+{
+  prog_class *c = prog_class_at(p, cls);
+  /* a GArray keeps what it has grown to */
+  guint ops = c->ops->len, deps = c->deps->len;
+  g_array_set_size(c->ops, MAX(ops, nops));
+  g_array_set_size(c->ops, ops);
+  g_array_set_size(c->deps, MAX(deps, ndeps));
+  g_array_set_size(c->deps, deps);
+}
+
 int prog_template_add(prog_program *p, const char *name)
 {
   int t = prog_class_add(p, name);
@@ -267,6 +278,45 @@ bool prog_groups_same(const prog_program *a, const prog_program *b)
   for (guint i = 0; i < a->groups->len; i++)
     if (!prog_group_equal(g_ptr_array_index(a->groups, i), g_ptr_array_index(b->groups, i)))
       return false;
+  return true;
+}
+
+/* Everything that costs an op (not its name). */
+static bool prog_op_same(const prog_op *x, const prog_op *y)
+{
+  return x->kind == y->kind && x->stream == y->stream && x->recompute == y->recompute &&
+         x->count == y->count && x->kclass == y->kclass && x->dtype == y->dtype &&
+         x->flops == y->flops && x->bytes == y->bytes && x->inner == y->inner &&
+         x->attn.keys == y->attn.keys && x->attn.head_dim == y->attn.head_dim &&
+         x->attn.impl == y->attn.impl && x->attn.backward == y->attn.backward &&
+         x->attn.causal == y->attn.causal && x->fixed_time == y->fixed_time &&
+         x->tmpl == y->tmpl && x->coll == y->coll && x->dim == y->dim &&
+         x->family == y->family && x->comm_bytes == y->comm_bytes && x->tag == y->tag &&
+         x->mem_delta == y->mem_delta && x->ndeps == y->ndeps;
+}
+
+static bool prog_class_same(const prog_class *a, const prog_class *b)
+{
+  if (a->ops->len != b->ops->len || a->deps->len != b->deps->len ||
+      memcmp(a->deps->data, b->deps->data, sizeof(uint32_t) * a->deps->len) != 0)
+    return false;
+  for (guint i = 0; i < a->ops->len; i++) {
+    const prog_op *x = &g_array_index(a->ops, prog_op, i), *y = &g_array_index(b->ops, prog_op, i);
+    if (!prog_op_same(x, y) || x->dep_start != y->dep_start)
+      return false;
+  }
+  return true;
+}
+
+bool prog_templates_same(const prog_program *a, const prog_program *b)
+{
+  if (a->classes->len != b->classes->len)
+    return false;
+  for (guint c = 0; c < a->classes->len; c++) {
+    const prog_class *x = prog_class_at(a, (int)c), *y = prog_class_at(b, (int)c);
+    if (x->is_template != y->is_template || (x->is_template && !prog_class_same(x, y)))
+      return false;
+  }
   return true;
 }
 

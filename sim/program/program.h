@@ -161,6 +161,9 @@ prog_program *prog_new_sharing_groups(const prog_program *like);
 void prog_free(prog_program *p);
 
 int prog_class_add(prog_program *p, const char *name);
+/* Room for `nops` ops and `ndeps` dependencies in class `cls` (a builder that knows about how
+ * many it will add spares the arrays' growth). */
+void prog_class_reserve(prog_program *p, int cls, guint nops, guint ndeps);
 /* A template: a sub-DAG (say one transformer block and its tensor-parallel collectives) that
  * macro ops run as a whole; its comm ops use the groups of the rank that runs the macro. */
 int prog_template_add(prog_program *p, const char *name);
@@ -180,6 +183,9 @@ void prog_family_set(prog_program *p, int family, int rank, int group);
 /* Whether both programs have the same groups under the same ids (their collectives' plans,
  * cached by group id, are then the same). */
 bool prog_groups_same(const prog_program *a, const prog_program *b);
+/* Whether both programs have the same templates under the same class ids, op by op (their
+ * times, cached by template and class, are then the same). */
+bool prog_templates_same(const prog_program *a, const prog_program *b);
 const prog_group *prog_group_of(const prog_program *p, int family, int rank);
 
 /* Op builders; `deps` may be NULL when ndeps is 0. They return the op's index in its class. */

@@ -65,8 +65,8 @@ static bool sim_run_with(sim_result *out, int micro, prog_program **prog, eng_re
 }
 
 /* The fold's two runs, built together (one model, one set of groups); the second shares the
- * first's collective planner (the plans are the same: they depend on the group and the bytes,
- * not on how many micro-batches run). */
+ * first's collective planner and template times (the plans are the same: they depend on the
+ * group and the bytes, not on how many micro-batches run). */
 static bool sim_run_pair(sim_result *out, int m1, int m2, prog_program **p1, eng_result *r1,
                          double first, GError **err)
 {
@@ -83,10 +83,16 @@ static bool sim_run_pair(sim_result *out, int m1, int m2, prog_program **p1, eng
                              ? eng_planner_new(out->hw, &out->options)
                              : NULL;
   out->options.planner = shared;
+  /* and the template times, when the templates are the same (they do not depend on the
+   * batch either) */
+  if (shared && prog_templates_same(p[0], p[1]))
+    out->options.costs = eng_costs_new_shared(out->hw, &out->options);
   sim_progress_range(out, 0, first);
   bool ok = eng_run(*p1, out->hw, &out->options, r1, err);
   sim_progress_range(out, first, 1);
   ok = ok && eng_run(out->program, out->hw, &out->options, &out->eng, err);
+  eng_costs_free(out->options.costs);
+  out->options.costs = NULL;
   out->options.planner = NULL;
   if (shared)
     coll_planner_free(shared);

@@ -578,6 +578,13 @@ typedef struct {
   bool paired; /* DualPipe: half of a forward-backward pair (all-to-alls beside the other's compute) */
 } wl_step;
 
+/* A stage's passes, sized for the most any schedule runs: F, B and W of every micro-batch in
+ * every chunk. */
+static GArray *wl_order_new(const wl_par *x)
+{
+  return g_array_sized_new(FALSE, FALSE, sizeof(wl_step), (guint)(3 * x->micro * x->v));
+}
+
 static void wl_push(GArray *order, wl_pass_kind pass, int chunk, int mb, bool paired)
 {
   wl_step st = {.pass = pass, .chunk = chunk, .mb = mb, .paired = paired};
@@ -599,7 +606,7 @@ static void wl_push_step(GArray *order, const wl_par *x, bool backward, int k)
  * is on the critical path the bubble shrinks to (p - 1)(T_F + T_B - T_W). */
 static GArray *wl_schedule_zb_h1(const wl_par *x, int s)
 {
-  GArray *order = g_array_new(FALSE, FALSE, sizeof(wl_step));
+  GArray *order = wl_order_new(x);
   int m = x->micro, warm = MIN(x->pp - s - 1, m), f = 0, b = 0, w = 0;
   while (f < warm)
     wl_push(order, WL_PASS_F, 0, f++, false);
@@ -653,7 +660,7 @@ static GArray *wl_schedule_dualpipe(const wl_par *x, int s)
 {
   int n = x->pp, half = n / 2, hr = MIN(s, n - 1 - s), chunks = x->micro / 2;
   bool second = s >= half;
-  wl_dual d = {.order = g_array_new(FALSE, FALSE, sizeof(wl_step)),
+  wl_dual d = {.order = wl_order_new(x),
                .chunk = {second ? 1 : 0, second ? 0 : 1},
                .pending = g_array_new(FALSE, FALSE, sizeof(wl_step))};
   for (int i = 0; i < (half - hr - 1) * 2; i++) /* 1: forwards of phase 0 */
@@ -725,7 +732,7 @@ static void wl_vee_group(wl_vee *z, int c)
 static GArray *wl_schedule_zb_v(const wl_par *x, int s)
 {
   int p = x->pp;
-  wl_vee z = {.order = g_array_new(FALSE, FALSE, sizeof(wl_step)), .m = x->micro};
+  wl_vee z = {.order = wl_order_new(x), .m = x->micro};
   for (int i = 0; i < 2 * p - 2 * s - 1; i++)
     wl_vee_push(&z, WL_PASS_F, 0);
   for (int i = 0; i < s; i++) {
@@ -760,7 +767,7 @@ static GArray *wl_schedule(const wl_par *x, int s)
     return wl_schedule_zb_h1(x, s);
   if (kind == CFG_SCHED_ZB_V)
     return wl_schedule_zb_v(x, s);
-  GArray *order = g_array_new(FALSE, FALSE, sizeof(wl_step));
+  GArray *order = wl_order_new(x);
   int warm = kind == CFG_SCHED_GPIPE ? total
              : v > 1                 ? MIN((p - s - 1) * 2 + (v - 1) * p, total)
                                      : MIN(p - s - 1, total);
@@ -890,6 +897,24 @@ static uint32_t wl_run_layer(wl_st *st, guint i, wl_pass_kind pass, bool paired,
   return prog_macro(x->p, st->cls, name, t, count, dep, has_dep ? 1 : 0);
 }
 
+/* A chunk's layers in the order a pass runs them: the embedding (with the first chunk), the
+ * blocks, the output layer (with the last); reversed in backward. */
+typedef struct {
+  guint first, count, nlayers;
+  bool emb, out, backward;
+} wl_chunk_seq;
+
+static guint wl_chunk_seq_at(const wl_chunk_seq *q, guint k)
+{
+  guint n = q->count + q->emb + q->out;
+  if (q->backward)
+    k = n - 1 - k;
+  if (q->emb && k == 0)
+    return 0;
+  k -= q->emb;
+  return k < q->count ? q->first + k : q->nlayers - 1;
+}
+
 /* One pass of a chunk for one micro-batch; `last_mb`: the pass that completes the chunk's
  * weight gradients for the step (they are reduced in buckets as it produces them). */
 static uint32_t wl_pass_ops(wl_st *st, int c, const wl_step *step, bool last_mb, uint32_t dep,
@@ -899,30 +924,23 @@ static uint32_t wl_pass_ops(wl_st *st, int c, const wl_step *step, bool last_mb,
   guint first, count;
   bool emb, out;
   wl_chunk_layers(x, st->stage, c, &first, &count, &emb, &out);
-  guint nl = x->m->layers->len;
   bool backward = step->pass != WL_PASS_F;
   /* the layers in execution order: embedding, blocks, output (reversed in backward) */
-  GArray *seq = g_array_new(FALSE, FALSE, sizeof(guint));
-  if (x->m->blocks > 0 && emb)
-    g_array_append_val(seq, (guint){0});
-  for (guint i = first; i < first + count; i++)
-    g_array_append_val(seq, i);
-  if (x->m->blocks > 0 && out) {
-    guint o = nl - 1;
-    g_array_append_val(seq, o);
-  }
+  wl_chunk_seq seq = {.first = first, .count = count, .emb = x->m->blocks > 0 && emb,
+                      .out = x->m->blocks > 0 && out, .nlayers = x->m->layers->len,
+                      .backward = backward};
   bool weights = step->pass == WL_PASS_BW || step->pass == WL_PASS_W;
   bool reduce = last_mb && weights && x->dp * x->cp > 1 && x->w->parallel.zero <= 2;
   uint32_t last = dep;
   bool has = has_dep;
-  guint n = seq->len;
+  guint n = seq.count + seq.emb + seq.out;
   for (guint k = 0; k < n;) {
-    guint i = g_array_index(seq, guint, backward ? n - 1 - k : k);
+    guint i = wl_chunk_seq_at(&seq, k);
     bool block = x->m->blocks > 0 && i >= 1 && i <= (guint)x->m->blocks;
     /* identical blocks run as one macro, unless gradients must be bucketed as they come */
     guint run = 1;
     while (block && !reduce && k + run < n) {
-      guint j = g_array_index(seq, guint, backward ? n - 1 - (k + run) : k + run);
+      guint j = wl_chunk_seq_at(&seq, k + run);
       if (x->passes[j].t[WL_PASS_F] != x->passes[i].t[WL_PASS_F])
         break;
       run++;
@@ -941,7 +959,6 @@ static uint32_t wl_pass_ops(wl_st *st, int c, const wl_step *step, bool last_mb,
   }
   if (reduce)
     wl_flush_bucket(st, last);
-  g_array_free(seq, TRUE);
   return last;
 }
 
@@ -1121,6 +1138,10 @@ static void wl_build_stage(wl_par *x, int s)
   if (x->w->parallel.overlap_param_gather)
     wl_param_gather(&st, params, experts, NULL);
   GArray *order = wl_schedule(x, s);
+  /* about five ops a pass (its macro, transfers, memory) and two per layer where gradients are
+   * bucketed: the stage's op list grows no more */
+  guint layers = x->m->layers->len;
+  prog_class_reserve(p, s, 6 * order->len + 3 * layers + 16, 3 * order->len + 2 * layers + 16);
   for (guint i = 0; i < order->len; i++)
     wl_stage_step(&st, &g_array_index(order, wl_step, i),
                   i + 1 < order->len ? &g_array_index(order, wl_step, i + 1) : NULL,
