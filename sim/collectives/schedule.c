@@ -200,6 +200,7 @@ struct coll_planner {
   bool fold;
   GHashTable *plans;     /* (key, op) -> GPtrArray of candidate plans */
   GHashTable *schedules; /* (key, op, bytes) -> coll_schedule */
+  int *load;             /* coll_plan_build's link loads, made on first use */
 };
 
 typedef struct {
@@ -261,6 +262,7 @@ void coll_planner_free(coll_planner *pl)
     return;
   g_hash_table_destroy(pl->schedules);
   g_hash_table_destroy(pl->plans);
+  g_free(pl->load);
   g_free(pl);
 }
 
@@ -322,10 +324,12 @@ static GPtrArray *coll_candidates(coll_planner *pl, prog_coll op, const int *ran
     na = coll_auto_candidates(op, n, algos);
   plans = g_ptr_array_new();
   int leaders = pl->rt ? pl->rt->leaders : 1;
+  if (!pl->load)
+    pl->load = g_new0(int, 2 * (gsize)hw_nlinks(pl->hw));
   for (int i = 0; i < na; i++)
     if (coll_algo_applies(pl->hw, op, ranks, n, algos[i]))
       g_ptr_array_add(plans, coll_plan_build(pl->hw, op, ranks, n, algos[i], vbytes, pl->fold,
-                                             leaders));
+                                             leaders, pl->load));
   if (plans->len == 0) {
     g_ptr_array_free(plans, TRUE);
     g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "no algorithm can run %s on this group",

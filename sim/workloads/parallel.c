@@ -856,6 +856,18 @@ static double wl_chunk_activations(const wl_par *x, int s, int c)
   return a;
 }
 
+/* `v` in decimal, in `buf` (16 bytes): op names are made by the thousand, and printf's
+ * formatting was a twentieth of a build. */
+static const char *wl_number(char *buf, guint v)
+{
+  char *at = buf + 15;
+  *at = '\0';
+  do
+    *--at = (char)('0' + v % 10);
+  while ((v /= 10) > 0);
+  return at;
+}
+
 /* Gradient bucket of `params` parameters is full after `after`: reduce it. */
 static void wl_flush_bucket(wl_st *st, uint32_t after)
 {
@@ -868,8 +880,10 @@ static void wl_flush_bucket(wl_st *st, uint32_t after)
       *bucket = 0;
       continue;
     }
-    g_autofree char *name = g_strdup_printf("%s %sgrads bucket %d", zero ? "reducescatter" : "allreduce",
-                                            part ? "expert " : "", st->buckets++);
+    char num[16];
+    g_autofree char *name = g_strconcat(zero ? "reducescatter " : "allreduce ",
+                                        part ? "expert " : "", "grads bucket ",
+                                        wl_number(num, (guint)st->buckets++), NULL);
     st->last_dp = prog_comm(x->p, st->cls, PROG_STREAM_DP, name,
                             zero ? PROG_COLL_REDUCESCATTER : PROG_COLL_ALLREDUCE,
                             part ? x->fam_edp : x->fam_dp, *bucket * x->sb.grads, &after, 1);
@@ -889,8 +903,10 @@ static uint32_t wl_run_layer(wl_st *st, guint i, wl_pass_kind pass, bool paired,
   gpointer key = GSIZE_TO_POINTER(((gsize)i << 24 | (gsize)count << 2 | (gsize)pass) + 1);
   const char *name = g_hash_table_lookup(x->names, key);
   if (!name) {
-    g_autofree char *s = count > 1 ? g_strdup_printf("%s x%u %s", l->name, count, wl_pass_names[pass])
-                                   : g_strdup_printf("%s %s", l->name, wl_pass_names[pass]);
+    char num[16];
+    g_autofree char *s = count > 1 ? g_strconcat(l->name, " x", wl_number(num, count), " ",
+                                                 wl_pass_names[pass], NULL)
+                                   : g_strconcat(l->name, " ", wl_pass_names[pass], NULL);
     name = g_string_chunk_insert_const(x->p->strings, s);
     g_hash_table_insert(x->names, key, (gpointer)name);
   }
