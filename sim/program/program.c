@@ -54,6 +54,8 @@ static gboolean prog_group_equal(gconstpointer x, gconstpointer y)
 
 struct prog_group_store {
   GPtrArray *groups, *families;
+  GPtrArray *blocks;   /* the groups' memory, PROG_GROUP_BLOCK bytes at a time */
+  gsize block_used;
   GHashTable *group_index;
   int *small_head;
   GArray *small_groups;
@@ -63,8 +65,7 @@ struct prog_group_store {
 static void prog_group_store_clear(gpointer data)
 {
   struct prog_group_store *s = data;
-  for (guint i = 0; i < s->groups->len; i++)
-    g_free(g_ptr_array_index(s->groups, i));
+  g_ptr_array_free(s->blocks, TRUE);
   for (guint i = 0; i < s->families->len; i++) {
     prog_family *f = g_ptr_array_index(s->families, i);
     g_free(f->name);
@@ -104,6 +105,7 @@ prog_program *prog_new(int nranks)
   prog_program *p = prog_alloc(nranks);
   struct prog_group_store *s = g_rc_box_new0(struct prog_group_store);
   s->groups = g_ptr_array_new();
+  s->blocks = g_ptr_array_new_with_free_func(g_free);
   s->families = g_ptr_array_new();
   s->group_index = g_hash_table_new(prog_group_hash, prog_group_equal);
   s->small_head = g_new(int, MAX(nranks, 1));
@@ -212,12 +214,28 @@ int prog_family_find(const prog_program *p, const char *name)
   return -1;
 }
 
-/* One allocation per group, its ranks right after it: a program has thousands of groups and
- * a planner builds and frees programs by the thousand. */
+#define PROG_GROUP_BLOCK 65536
+
+/* Room for `size` bytes that live as long as the store: a program has thousands of groups and
+ * a planner builds and frees programs by the thousand, so groups are carved from large blocks
+ * rather than allocated one by one. */
+static void *prog_store_alloc(struct prog_group_store *s, gsize size)
+{
+  size = (size + 7) & ~(gsize)7;
+  if (s->blocks->len == 0 || s->block_used + size > PROG_GROUP_BLOCK) {
+    g_ptr_array_add(s->blocks, g_malloc(MAX(size, (gsize)PROG_GROUP_BLOCK)));
+    s->block_used = 0;
+  }
+  void *at = (char *)g_ptr_array_index(s->blocks, s->blocks->len - 1) + s->block_used;
+  s->block_used += size;
+  return at;
+}
+
+/* A group with its ranks right after it. */
 static int prog_group_new(prog_program *p, const int *ranks, int n)
 {
   g_assert(!p->store->shared);
-  prog_group *g = g_malloc(sizeof *g + sizeof(int) * (gsize)n);
+  prog_group *g = prog_store_alloc(p->store, sizeof *g + sizeof(int) * (gsize)n);
   g->n = n;
   g->ranks = (int *)(g + 1);
   memcpy(g->ranks, ranks, sizeof(int) * (gsize)n);
