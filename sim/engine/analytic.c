@@ -10,6 +10,14 @@
 #include <math.h>
 #include <string.h>
 
+/* The last collective a unit planned on a family: the next one there is most often the same
+ * (every micro-batch sends the same activations), and is then the same schedule and time. */
+typedef struct {
+  const coll_schedule *s;
+  prog_coll coll;
+  double bytes, time; /* time: beside its siblings (eng_coll_crowded) */
+} an_last_coll;
+
 typedef struct {
   int rank, cls;
   guint pos[PROG_NSTREAMS];    /* next op of each stream (index into stream lists) */
@@ -17,7 +25,7 @@ typedef struct {
   bool blocked[PROG_NSTREAMS]; /* waiting in a collective for the other members */
   double *end;                 /* per op, NAN until done */
   uint32_t *seq;               /* per comm op: how many earlier ops of the unit share its group */
-  const coll_schedule **sched; /* per comm op, planned on first use */
+  an_last_coll *last;          /* per family */
   GArray *spans;               /* eng_span */
   double hidden[PROG_NDIMS];   /* collective time run under compute inside macros */
   GArray *mem;                 /* eng_mem_event */
@@ -130,7 +138,7 @@ static void an_units_init(an_state *st)
     for (guint i = 0; i < nops; i++)
       x->end[i] = NAN;
     x->seq = an_sequence(p, x->cls, x->rank);
-    x->sched = g_new0(const coll_schedule *, MAX(nops, 1u));
+    x->last = g_new0(an_last_coll, MAX(p->families->len, 1u));
     /* about one span an op: reserved at once rather than grown */
     x->spans = g_array_sized_new(FALSE, FALSE, sizeof(eng_span), nops);
     x->mem = g_array_new(FALSE, FALSE, sizeof(eng_mem_event));
@@ -224,13 +232,16 @@ static bool an_arrive(an_state *st, an_unit *u, uint32_t idx, double ready)
   const prog_op *op = prog_op_at(st->p, u->cls, idx);
   const prog_family *f = g_ptr_array_index(st->p->families, op->family);
   int group = f->group_of[u->rank];
-  const coll_schedule *s = u->sched[idx];
-  if (!s)
-    s = u->sched[idx] = eng_schedule_for(st->planner, st->p, op, u->rank,
-                                         st->error ? NULL : &st->error);
-  if (!s)
-    return false;
-  double dur = op->count * eng_coll_crowded(st->costs, op, u->rank, s);
+  an_last_coll *last = &u->last[op->family];
+  if (!last->s || last->coll != op->coll || last->bytes != op->comm_bytes) {
+    const coll_schedule *s = eng_schedule_for(st->planner, st->p, op, u->rank,
+                                              st->error ? NULL : &st->error);
+    if (!s)
+      return false;
+    *last = (an_last_coll){.s = s, .coll = op->coll, .bytes = op->comm_bytes,
+                           .time = eng_coll_crowded(st->costs, op, u->rank, s)};
+  }
+  double dur = op->count * last->time;
   GArray *members = an_units_of_group(st, group);
   if (members->len == 1) {
     an_finish_op(st, u, idx, ready, ready + dur);
@@ -345,7 +356,7 @@ static void an_state_free(an_state *st)
   for (int u = 0; u < st->nunits; u++) {
     g_free(st->units[u].end);
     g_free(st->units[u].seq);
-    g_free(st->units[u].sched);
+    g_free(st->units[u].last);
     g_array_free(st->units[u].spans, TRUE);
     g_array_free(st->units[u].mem, TRUE);
   }
