@@ -637,6 +637,78 @@ Test(collectives, a_rendezvous_adds_its_handshake_above_the_eager_limit)
   cfg_cluster_free(cfg);
 }
 
+/* One schedule of `op` over the first n GPUs under `rt`. */
+static const coll_schedule *runtime_schedule(coll_planner *pl, prog_coll op, int n, double S)
+{
+  const int ranks[] = {0, 1, 2, 3, 4, 5, 6, 7};
+  GError *err = NULL;
+  const coll_schedule *s = coll_planner_get(pl, op, ranks, n, 0, S, NULL, &err);
+  cr_assert(s, "%s", err ? err->message : "");
+  return s;
+}
+
+/* An all-to-all over 4 GPUs by an MPI whose rule is `rule`, 1 us to post a message. */
+static double alltoall_time(hw_cluster *hw, const char *rule, double S)
+{
+  cfg_collectives c = {.runtime = "test", .progress = CFG_PROGRESS_CPU, .step_latency = 1e-6,
+                       .leaders_per_node = 1, .alltoall = (char *)rule};
+  coll_runtime *rt = coll_runtime_new(&c, NULL, NULL);
+  coll_planner *pl = coll_planner_new(hw, COLL_ALGO_AUTO, COLL_PROTO_AUTO, true);
+  coll_planner_set_runtime(pl, rt);
+  double t = runtime_schedule(pl, PROG_COLL_ALLTOALL, 4, S)->time;
+  coll_planner_free(pl);
+  coll_runtime_free(rt);
+  return t;
+}
+
+Test(collectives, a_linear_alltoall_posts_its_sends_one_after_the_other)
+{
+  /* 4 one-GPU nodes under one leaf (1 us route, 12.5 GB/s NICs), 1 us to post a message.
+   * direct: every rank posts its 3 sends at once, the last one 2 us after the first, and its
+   * NIC carries the 3 blocks of S/4: 1 us + 1 us + 2 us + 3 S/4 / 12.5 GB/s.
+   * pairwise: 3 rounds of one send each, nothing waits on posting: 3 x (1 us + 1 us + S/4 / B). */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(4, 1, plain, &cfg);
+  const double S = 4.0 * 1048576, B = 12.5e9;
+  double direct = alltoall_time(hw, "direct", S), pairwise = alltoall_time(hw, "pairwise", S);
+  cr_assert_float_eq(direct, 4e-6 + 0.75 * S / B, 1e-12, "%.12g", direct);
+  cr_assert_float_eq(pairwise, 3 * (2e-6 + 0.25 * S / B), 1e-12, "%.12g", pairwise);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+Test(collectives, osu_bw_streams_a_window_of_messages)
+{
+  /* 2 nodes, 1 us route, 12.5 GB/s; an MPI with a 5 us call and 1 us per message. One message
+   * of S costs 5 + 1 + 1 us + S / B. In a window of 64 those 7 us are paid once for the 64, and
+   * each message costs its wire time, or the 1 us its sender takes to post it when the wire is
+   * quicker: 8 B streams at 1 us + 7/64 us, 1 MiB at S / B + 7/64 us. NCCL (no runtime) posts
+   * nothing from the host: 8 B costs its wire time and its share of the latency. */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 1, plain, &cfg);
+  cfg_collectives c = {.runtime = "test", .progress = CFG_PROGRESS_CPU, .call_latency = 5e-6,
+                       .step_latency = 1e-6, .leaders_per_node = 1};
+  coll_runtime *rt = coll_runtime_new(&c, NULL, NULL);
+  coll_planner *pl = coll_planner_new(hw, COLL_ALGO_AUTO, COLL_PROTO_AUTO, true);
+  coll_planner_set_runtime(pl, rt);
+  const double B = 12.5e9, S = 1048576;
+  const coll_schedule *small = runtime_schedule(pl, PROG_COLL_SENDRECV, 2, 8);
+  const coll_schedule *large = runtime_schedule(pl, PROG_COLL_SENDRECV, 2, S);
+  cr_assert_float_eq(large->time, 7e-6 + S / B, 1e-15);
+  cr_assert_float_eq(coll_schedule_streamed(small, rt, 64), 1e-6 + 7e-6 / 64, 1e-15);
+  cr_assert_float_eq(coll_schedule_streamed(large, rt, 64), S / B + 7e-6 / 64, 1e-15);
+  cr_assert_float_eq(coll_schedule_streamed(large, rt, 1), large->time, 0, "no window");
+  coll_planner *nccl = coll_planner_new(hw, COLL_ALGO_AUTO, COLL_PROTO_AUTO, true);
+  const coll_schedule *alone = runtime_schedule(nccl, PROG_COLL_SENDRECV, 2, 8);
+  cr_assert_float_eq(coll_schedule_streamed(alone, NULL, 64), 8 / B + (alone->time - 8 / B) / 64,
+                     1e-15);
+  coll_planner_free(nccl);
+  coll_planner_free(pl);
+  coll_runtime_free(rt);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
 Test(collectives, size_rules_pick_the_algorithm_and_fall_back_when_it_cannot_run)
 {
   cfg_cluster *cfg = NULL;
@@ -754,6 +826,30 @@ Test(collectives, nccl_under_mpi_adds_the_call_and_host_staging_adds_the_copies)
   coll_runtime *staged = gloo_ring();
   cr_assert_float_eq(runtime_time(hw, staged, ENG_DES, 8, S),
                      runtime_time(hw, staged, ENG_ANALYTIC, 8, S), 1e-9);
+  coll_runtime_free(staged);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+Test(collectives, host_staging_copies_and_reduces_on_one_core_per_process)
+{
+  /* One node of 4 GPUs (100 GB/s links, 2 us), a core that reads plus writes 20 GB/s (copies at
+   * 10 GB/s), Gloo's ring of 16 MiB: the copies down and back go at the core's 10 GB/s, not
+   * PCIe's 51.2 (2 S / 10 GB/s); the CPU sums 3/4 of the buffer reading two and writing one
+   * (1.5 x 0.75 S / 10 GB/s); the ring's 6 steps of S/4 go through shared memory at the core's
+   * rate (1.5 S / 10 GB/s, not 1.5 S / 100 GB/s), each waiting 2 us of link and 1 us of posting:
+   *   18 us + (2 + 1.125 + 1.5) S / 10 GB/s. */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(1, 4, plain, &cfg);
+  cfg->node.cpu.core_bandwidth = 20e9;
+  hw_cluster_free(hw);
+  hw = hw_cluster_new(cfg);
+  const double S = 16.0 * 1048576, expect = 18e-6 + 4.625 * S / 10e9;
+  coll_runtime *staged = gloo_ring();
+  for (int e = 0; e < 2; e++) {
+    double t = runtime_time(hw, staged, e ? ENG_DES : ENG_ANALYTIC, 4, S);
+    cr_assert_float_eq(t, expect, 1e-9, "%s: %.12g vs %.12g", e ? "des" : "analytic", t, expect);
+  }
   coll_runtime_free(staged);
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);

@@ -317,3 +317,45 @@ Test(hardware, cpu_clusters_default_to_mvapich_and_refuse_nccl)
   g_autofree char *m = th_load_error("epyc-9654", "resnet50-horovod", nccl);
   cr_assert(m && strstr(m, "--set collectives.runtime: the cluster's devices are CPUs"), "%s", m);
 }
+
+/* A decode GEMM with gpu.efficiency.gemm_stream: Llama-2-70B's MLP up-projection at TP 4 over 16
+ * tokens (8192 x 2 x 28672 / 4 fp16 weights, 235 MB) streams them at 0.86 of 3.35 TB/s plus
+ * 3.62 us; the same shape in fp8, and a compute-bound 16-bit GEMM, keep the roofline and
+ * launch_overhead; without the key, the memory term is HBM at `memory` (0.80). */
+Test(hardware, gemm_stream_times_weight_bound_16_bit_gemms)
+{
+  cfg_workload *w = NULL;
+  cfg_cluster *c = NULL;
+  const char *sets[] = {"gpu.efficiency.gemm_stream=0.86", "gpu.efficiency.gemm_stream_overhead=3.62us",
+                        NULL};
+  cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", sets, &c, &w));
+  hw_cluster *hw = hw_cluster_new(c);
+  const cfg_efficiency *e = hw_efficiency(hw);
+  double m = 16, k = 8192, n = 2 * 28672 / 4.0;
+  hw_kernel g = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_FP16, .flops = 2 * m * k * n,
+                 .bytes = 2 * k * n + 2 * m * (k + n), .inner = k};
+  double want = g.bytes / (3.35e12 * 0.86) + 3.62e-6;
+  cr_expect(fabs(hw_kernel_time(hw, &g) / want - 1) < 1e-9, "%g vs %g", hw_kernel_time(hw, &g), want);
+  g.dtype = CFG_FP8;
+  g.bytes = k * n + 2 * m * (k + n);
+  want = g.bytes / (3.35e12 * e->memory_efficiency) + e->launch_overhead;
+  cr_expect(fabs(hw_kernel_time(hw, &g) / want - 1) < 1e-9, "fp8: %g vs %g", hw_kernel_time(hw, &g), want);
+  hw_kernel big = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_BF16, .flops = 2 * 8192.0 * 8192 * 8192,
+                   .bytes = 3 * 2 * 8192.0 * 8192, .inner = 8192};
+  double eff = e->flops_efficiency[CFG_KCLASS_GEMM] * 8192 / (8192 + e->gemm_k_half) * e->sustained;
+  want = big.flops / (989.4e12 * eff) + e->launch_overhead;
+  cr_expect(fabs(hw_kernel_time(hw, &big) / want - 1) < 1e-9, "compute-bound: %g vs %g",
+            hw_kernel_time(hw, &big), want);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+  cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", NULL, &c, &w));
+  hw = hw_cluster_new(c);
+  g.dtype = CFG_FP16;
+  g.bytes = 2 * k * n + 2 * m * (k + n);
+  want = g.bytes / (3.35e12 * 0.80) + hw_efficiency(hw)->launch_overhead;
+  cr_expect(fabs(hw_kernel_time(hw, &g) / want - 1) < 1e-9, "off: %g vs %g", hw_kernel_time(hw, &g), want);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+}

@@ -188,8 +188,10 @@ Test(omb_tables, real_outputs_read_with_a_time_per_row)
   /* osu_bw: MB/s is bytes per microsecond, the time of a message is size / bandwidth */
   cr_assert_float_eq(omb_point(&bw, 22)->time, 4194304 / 23989.54 * 1e-6, 1e-12);
   cr_assert_eq(omb_point(&bw, 0)->size, 1);
+  cr_assert_eq(bw.window, 64, "osu_bw streams OMB's window of 64 messages");
   calib_table a2a = omb_load("validation/omb/alps_gh200_osu_alltoall_cuda_2x4.txt");
   cr_assert_eq(a2a.points->len, 21);
+  cr_assert_eq(a2a.window, 0, "a latency test times one collective at a time");
   cr_assert_float_eq(omb_point(&a2a, 0)->time, 22.26e-6, 1e-12);
   /* osu_alltoall's size is per rank pair: the model's is 8 times that over 8 ranks */
   calib_table_model_sizes(&a2a, PROG_COLL_ALLTOALL, 8);

@@ -2,6 +2,7 @@
  * schedulers' and the KV cache's behaviour, reproducibility, and bad input. */
 #include "helpers.h"
 #include "serving/serving.h"
+#include "serving/serving_internal.h"
 #include "workloads/workloads.h"
 
 #include <criterion/criterion.h>
@@ -344,6 +345,62 @@ Test(serving, a_trace_is_replayed_and_bad_rows_are_named)
   th_proc_clear(&p);
 }
 
+/* serving.async_scheduling: the host's iteration_overhead runs beside the GPUs' work instead of
+ * after it, and a request that arrives while an iteration runs waits one more: with requests
+ * at 0 and 0.1 ms (during the first prompt's prefill), the second's first token comes one
+ * decode iteration of the first later than without. "multiprocess" does it with 2+ GPUs only. */
+static double async_iteration(const char *mode, double *host)
+{
+  g_autofree char *m = g_strdup_printf("serving.async_scheduling=%s", mode);
+  const char *sets[] = {m, "serving.iteration_overhead=1ms", NULL};
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  srv_load(sets, &c, &w);
+  srv_cost *cost = NULL;
+  GError *err = NULL;
+  cr_assert(srv_cost_new(c, w, &cost, &err), "%s", err ? err->message : "");
+  srv_batch b = {.seqs = 8, .tokens = 8, .decodes = 8, .decode_kv = 8 * 600, .samples = 8};
+  srv_time t;
+  srv_iteration_time(cost, &b, &t);
+  *host = t.host;
+  srv_cost_free(cost);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+  return t.total;
+}
+
+static double async_ttft(const char *mode, const char *trace, int tp)
+{
+  g_autofree char *m = g_strdup_printf("serving.async_scheduling=%s", mode);
+  g_autofree char *tr = g_strdup_printf("serving.requests.trace=%s", trace);
+  g_autofree char *t = g_strdup_printf("serving.tp=%d", tp);
+  const char *sets[] = {m, tr, t, NULL};
+  srv_result r = srv_run(sets);
+  double ttft = r.ttft.mean;
+  srv_result_clear(&r);
+  return ttft;
+}
+
+Test(serving, async_scheduling_hides_host_work_and_delays_new_requests_one_iteration)
+{
+  double host_off, host_on;
+  double off = async_iteration("off", &host_off), on = async_iteration("on", &host_on);
+  cr_assert_float_eq(host_off, 1e-3, 1e-12);
+  cr_assert_float_eq(on, off - 1e-3, 1e-12, "the GPUs' %g s, not %g s", on, off);
+  cr_assert_eq(host_on, 0, "a decode of 7B takes more than the host's 1 ms");
+  g_autofree char *trace = th_write("async.csv", "arrival_s,prompt_tokens,output_tokens\n"
+                                                 "0,512,8\n0.0001,512,8\n");
+  double decode = async_iteration("off", &host_off) - 1e-3; /* about one decode iteration */
+  double sync = async_ttft("off", trace, 1), ahead = async_ttft("on", trace, 1);
+  /* the mean of two TTFTs: half of one iteration more, within the prefill riding along */
+  cr_assert(ahead - sync > 0.4 * decode && ahead - sync < 1.5 * decode,
+            "TTFT %g s ahead vs %g s, decode iteration %g s", ahead, sync, decode);
+  cr_assert_float_eq(async_ttft("multiprocess", trace, 1), sync, 1e-12, "one GPU: no run-ahead");
+  cr_assert_float_eq(async_ttft("multiprocess", trace, 2), async_ttft("on", trace, 2), 1e-12,
+                     "two GPUs: worker processes, the scheduler runs ahead");
+  cr_assert(async_ttft("on", trace, 2) > async_ttft("off", trace, 2));
+}
+
 Test(serving, bad_serving_input_is_named)
 {
   const char *typo[] = {"serving.max_batchh=4", NULL};
@@ -510,15 +567,17 @@ Test(serving, ep_routing_imbalance_raises_the_expert_time_by_its_load)
 /* An iteration of batch `d` (halves `h`) with two-batch overlap against the same without it:
  * over the 2 MoE layers, without overlap each runs its compute, then dispatch and combine; with
  * it the 4 half-batch jobs flow through compute (slowed by `slowdown`, the SMs the kernels hold)
- * and communication as a two-machine flow shop: 4 x the larger half-batch part, plus the
- * smaller one once (the first compute or the last combine, which nothing hides). */
+ * and communication as a two-machine flow shop: 4 x the larger half-batch part and the part of
+ * the smaller one that `hidden` leaves exposed, plus the smaller one once (the first compute or
+ * the last combine, which nothing hides). */
 static void ep_check_overlap(const char *sm, const srv_batch *d, const srv_batch *h,
-                             double slowdown)
+                             double slowdown, double hidden)
 {
   cfg_cluster *c = NULL, *c2 = NULL;
   cfg_workload *w = NULL, *w2 = NULL;
   const char *plain_sets[] = {sm, NULL};
-  const char *tbo[] = {sm, "serving.two_batch_overlap=true", NULL};
+  g_autofree char *eta = g_strdup_printf("serving.tbo_overlap=%g", hidden);
+  const char *tbo[] = {sm, "serving.two_batch_overlap=true", eta, NULL};
   srv_cost *plain = ep_cost(plain_sets, &c, &w), *overlap = ep_cost(tbo, &c2, &w2);
   srv_ep_layer full, half;
   cr_assert(srv_ep_layer_of(plain, d, &full) && srv_ep_layer_of(plain, h, &half));
@@ -527,7 +586,8 @@ static void ep_check_overlap(const char *sm, const srv_batch *d, const srv_batch
   srv_iteration_time(overlap, d, &b);
   double cs = half.compute * slowdown, a2a = half.time[0] + half.time[1];
   double moe_plain = 2 * (full.compute + full.time[0] + full.time[1]);
-  double expect = a.total - moe_plain + 4 * MAX(cs, a2a) + MIN(cs, a2a);
+  double expect =
+      a.total - moe_plain + 4 * (MAX(cs, a2a) + (1 - hidden) * MIN(cs, a2a)) + MIN(cs, a2a);
   cr_assert(fabs(b.total / expect - 1) < 1e-9, "%d seqs: %g vs %g s", d->seqs, b.total, expect);
   cr_assert(b.comm >= 0, "%d seqs: exposed comm %g", d->seqs, b.comm);
   srv_cost_free(plain);
@@ -547,8 +607,19 @@ Test(serving, ep_two_batch_overlap_is_the_larger_part_plus_what_cannot_overlap)
     srv_batch h = {.seqs = B / 2, .tokens = B / 2, .decodes = B / 2, .decode_kv = B / 2 * 1001.0,
                    .samples = B / 2};
     /* decode: the low-latency kernels hold no SMs */
-    ep_check_overlap("collectives.sm_reserved=0.2", &d, &h, 1);
+    ep_check_overlap("collectives.sm_reserved=0.2", &d, &h, 1, 1);
+    ep_check_overlap("collectives.sm_reserved=0.2", &d, &h, 1, 0.7);
   }
+}
+
+Test(serving, ep_two_batch_overlap_hides_only_its_overlap_of_the_shorter_part)
+{
+  /* the flow shop by hand: 3 layers of 2 ms compute and 1 ms all-to-alls per micro-batch */
+  cr_assert_float_eq(srv_tbo_time(3, 2e-3, 1e-3, 1), 6 * 2e-3 + 1e-3, 1e-15);
+  cr_assert_float_eq(srv_tbo_time(3, 2e-3, 1e-3, 0.7), 6 * (2e-3 + 0.3e-3) + 1e-3, 1e-15);
+  /* no overlap at all: every part in turn, as without two micro-batches, plus the fill */
+  cr_assert_float_eq(srv_tbo_time(3, 1e-3, 2e-3, 0), 6 * 3e-3 + 1e-3, 1e-15);
+  cr_assert_float_eq(srv_tbo_time(0, 1e-3, 2e-3, 0.7), 0, 1e-15);
 }
 
 Test(serving, ep_two_batch_overlap_slows_compute_by_the_sms_normal_kernels_hold)
@@ -558,8 +629,9 @@ Test(serving, ep_two_batch_overlap_slows_compute_by_the_sms_normal_kernels_hold)
                  .prefill_attn = 2 * 1024 * 1025 / 2.0, .prefill_kv = 2048, .samples = 2};
   srv_batch h = {.seqs = 1, .tokens = 1024, .prefill_tokens = 1024,
                  .prefill_attn = 1024 * 1025 / 2.0, .prefill_kv = 1024, .samples = 1};
-  ep_check_overlap("collectives.sm_reserved=0.2", &p, &h, 1 / 0.8);
-  ep_check_overlap("collectives.sm_reserved=0", &p, &h, 1);
+  ep_check_overlap("collectives.sm_reserved=0.2", &p, &h, 1 / 0.8, 1);
+  ep_check_overlap("collectives.sm_reserved=0", &p, &h, 1, 1);
+  ep_check_overlap("collectives.sm_reserved=0.2", &p, &h, 1 / 0.8, 0.7);
 }
 
 Test(serving, ep_memory_divides_the_experts_and_keeps_attention_per_dp_rank)
@@ -581,6 +653,28 @@ Test(serving, ep_memory_divides_the_experts_and_keeps_attention_per_dp_rank)
             layers + 2 * table);
   /* every DP rank holds its own K and V of all 8 heads */
   cr_assert_float_eq(srv_kv_bytes_per_token(cost), 2 * 2 * 8 * 128 * 2.0, 1e-9);
+  srv_cost_free(cost);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+}
+
+Test(serving, mtp_proposer_of_a_moe_model_is_one_block_with_experts)
+{
+  /* the model's first layer dense (first_dense 1, FFN 8192), which a one-layer copy would keep:
+   * its MTP block still holds experts, as DeepSeek-V3's does; per GPU (EP 2): attention 4 h^2,
+   * 4 of the 8 experts of 3 h x 1024, the router h x 8 and 2 norms in 16 bit, and the
+   * projection of two hidden states 2 h^2 */
+  const char *sets[] = {"model.moe.first_dense=1", "model.ffn_hidden=8192",
+                        "serving.speculative.method=mtp",
+                        "serving.speculative.tokens=1", "serving.speculative.acceptance=0.8",
+                        NULL};
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  srv_cost *cost = ep_cost(sets, &c, &w);
+  double h = 1024, block = (4 * h * h + 4 * 3 * h * 1024) * 2 + h * 8 * 2 + 2 * h * 2;
+  double got = srv_spec_weight_bytes(cost);
+  cr_assert(fabs(got / (block + 2 * h * h * 2) - 1) < 1e-12, "%g vs %g B", got,
+            block + 2 * h * h * 2);
   srv_cost_free(cost);
   cfg_cluster_free(c);
   cfg_workload_free(w);

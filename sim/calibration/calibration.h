@@ -14,10 +14,16 @@ typedef struct {
   double gemm[4];   /* a GEMM table's batch, M, N, K */
 } calib_point;
 
+/* osu_bw and osu_bibw post 64 messages back to back, then wait for all of them and for one
+ * acknowledgement (OMB's default window_size, -W): the bandwidth they print is that of a
+ * stream, not of one message (coll_schedule_streamed). */
+#define CALIB_OMB_WINDOW 64
+
 typedef struct {
   char *path;
   GArray *points; /* calib_point, in file order */
   bool omb;       /* read from OSU Micro-Benchmarks output (see calib_table_model_sizes) */
+  int window;     /* messages a bandwidth test keeps in flight (osu_bw: 64), else 0 */
 } calib_table;
 
 typedef struct {

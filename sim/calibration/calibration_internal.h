@@ -34,6 +34,7 @@ char *calib_raw_row(const char *path, int lineno, int indent, const char *line, 
 /* OSU Micro-Benchmarks output (omb.c): whether the lines hold an OMB title ("# OSU MPI..."),
  * and the table under it rewritten in place as CSV, line for line. */
 bool calib_omb_is_table(char **lines);
-bool calib_omb_to_csv(const char *path, char **lines, GError **err);
+/* `window` gets the messages a bandwidth test keeps in flight (0 for a latency test). */
+bool calib_omb_to_csv(const char *path, char **lines, int *window, GError **err);
 
 #endif

@@ -22,7 +22,10 @@ bool calib_predict(const cfg_cluster *c, const calib_target *t, const calib_tabl
   eng_options opt = {.kind = t->engine, .algo = t->algo, .proto = t->proto,
                      .runtime = t->runtime};
   bool ok = true;
-  coll_planner *pl = t->engine == ENG_ANALYTIC ? coll_planner_new(hw, t->algo, t->proto, true) : NULL;
+  /* a streamed table (osu_bw) needs the schedule's parts; one pair of GPUs contends with
+   * nothing, so the closed form is the DES's answer */
+  bool closed = t->engine == ENG_ANALYTIC || tab->window > 1;
+  coll_planner *pl = closed ? coll_planner_new(hw, t->algo, t->proto, true) : NULL;
   if (pl)
     coll_planner_set_runtime(pl, t->runtime);
   g_autofree int *ranks = g_new(int, MAX(t->group, 2));
@@ -34,7 +37,7 @@ bool calib_predict(const cfg_cluster *c, const calib_target *t, const calib_tabl
     if (pl) {
       const coll_schedule *s = coll_planner_get(pl, t->op, ranks, n, 0, size, NULL, err);
       ok = s != NULL;
-      out[i] = s ? s->time : 0;
+      out[i] = s ? coll_schedule_streamed(s, t->runtime, tab->window) : 0;
     } else {
       eng_coll_result r;
       ok = eng_collective_time(hw, &opt, t->op, t->gpus, t->group, size, &r, err);

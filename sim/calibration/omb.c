@@ -136,7 +136,7 @@ static char *calib_omb_row(const char *path, int lineno, int indent, const char 
 
 /* Reads the first table of the file: lines before its column header, comments, the log lines
  * of UCX or MVAPICH ("[host:pid] ...") and everything from a second title on become blank. */
-bool calib_omb_to_csv(const char *path, char **lines, GError **err)
+bool calib_omb_to_csv(const char *path, char **lines, int *window, GError **err)
 {
   calib_omb_layout o = {0};
   g_auto(GStrv) names = NULL;
@@ -151,6 +151,7 @@ bool calib_omb_to_csv(const char *path, char **lines, GError **err)
       titled = true;
     } else if (titled && !names && !done && (names = calib_omb_header(line))) {
       ok = calib_omb_layout_of(path, lineno, names, &o, err);
+      *window = ok && o.latency < 0 ? CALIB_OMB_WINDOW : 0;
       if (ok) {
         g_autofree char *header = g_strjoinv(",", names);
         csv = g_strconcat(header, ",time_us", NULL);

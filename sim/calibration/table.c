@@ -252,7 +252,8 @@ bool calib_table_load(const char *path, const calib_columns *cols, calib_table *
   out->path = g_strdup(path);
   out->points = g_array_new(FALSE, FALSE, sizeof(calib_point));
   bool raw = !gemm && calib_raw_is_table(lines), omb = !gemm && !raw && calib_omb_is_table(lines);
-  if ((raw && !calib_raw_to_csv(path, lines, err)) || (omb && !calib_omb_to_csv(path, lines, err)))
+  if ((raw && !calib_raw_to_csv(path, lines, err)) ||
+      (omb && !calib_omb_to_csv(path, lines, &out->window, err)))
     goto fail;
   out->omb = omb;
   for (char **l = lines; *l; l++) {

@@ -50,6 +50,9 @@ static void calib_write_efficiency(GString *o, const cfg_efficiency *e, const ch
                          e->memory_efficiency, e->gemm_k_half, e->sustained);
   g_string_append_printf(o, "  fp8_scale: %.4f\n", e->fp8_scale);
   g_string_append_printf(o, "  launch_overhead: %.4gus\n", e->launch_overhead * 1e6);
+  if (e->gemm_stream > 0)
+    g_string_append_printf(o, "  gemm_stream: %.4f\n  gemm_stream_overhead: %.4gus\n",
+                           e->gemm_stream, e->gemm_stream_overhead * 1e6);
   g_string_append_printf(o, "  source: \"%s\"\n", source);
 }
 

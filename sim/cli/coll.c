@@ -7,6 +7,7 @@
  * dlsim calibrate --omb reads. The group is the first N GPUs; --group-size splits them into N/G
  * groups that run at once (and contend). */
 #include "cli/cli.h"
+#include "calibration/calibration.h"
 #include "collectives/collectives.h"
 #include "engine/engine.h"
 #include "report/report.h"
@@ -31,12 +32,31 @@ typedef struct {
   eng_options opt;
   cfg_collectives runtime_cfg; /* --runtime: the profile's keys */
   coll_runtime *runtime;
+  int window; /* osu_bw's messages in flight, or 0: one collective at a time */
 } coll_setup;
+
+/* osu_bw's time per message, streamed over its window from the closed form's schedule (one
+ * pair of GPUs contends with nothing: the DES gives the same schedule). */
+static bool coll_streamed_time(const coll_setup *s, double bytes, eng_coll_result *r, GError **err)
+{
+  coll_planner *pl = coll_planner_new(s->hw, s->opt.algo, s->opt.proto, true);
+  coll_planner_set_runtime(pl, s->runtime);
+  const int pair[] = {0, 1};
+  const coll_schedule *sc = coll_planner_get(pl, s->op, pair, 2, 0, bytes, NULL, err);
+  if (sc) {
+    r->time = coll_schedule_streamed(sc, s->runtime, s->window);
+    r->algo = sc->plan->algo;
+    r->proto = sc->proto;
+  }
+  coll_planner_free(pl);
+  return sc != NULL;
+}
 
 static bool coll_measure(const coll_setup *s, double bytes, coll_row *row, GError **err)
 {
   eng_coll_result r;
-  if (!eng_collective_time(s->hw, &s->opt, s->op, s->gpus, s->group, bytes, &r, err))
+  if (s->window > 1 ? !coll_streamed_time(s, bytes, &r, err)
+                    : !eng_collective_time(s->hw, &s->opt, s->op, s->gpus, s->group, bytes, &r, err))
     return false;
   row->size = bytes;
   row->time = r.time;
@@ -375,8 +395,8 @@ int cli_coll(int argc, char **argv)
        "nccl-tests (default), omb (osu_allreduce --full ..., osu_bw for sendrecv) or omb-latency "
        "(osu_latency); OMB's allgather/alltoall size is one rank's share", "F"},
       {"runtime", 0, 0, G_OPTION_ARG_STRING, &runtime,
-       "Communication runtime: nccl (default), mpi-mvapich, mpi-ucx, gloo (configs/runtimes) or a "
-       "profile file", "NAME"},
+       "Communication runtime: nccl (default), mpi-mvapich, mpi-ucx, mpi-cxi, gloo "
+       "(configs/runtimes) or a profile file", "NAME"},
       cli_opt(CLI_JSON, &json, "Print JSON rows"),
       cli_opt(CLI_CSV, &csv, "Print CSV rows (size_bytes, time_us, algbw_GBps, busbw_GBps, ...)"),
       cli_opt(CLI_SET, &sets, "Override a cluster key, repeatable"),
@@ -401,6 +421,8 @@ int cli_coll(int argc, char **argv)
   const char *from = min, *to = max;
   if (ok)
     coll_default_sizes(&s, f, &from, &to);
+  if (ok && f == COLL_FORMAT_OMB && s.op == PROG_COLL_SENDRECV)
+    s.window = CALIB_OMB_WINDOW;
   ok = ok && coll_sizes(from, to, factor, &lo, &hi, &err);
   GArray *rows = g_array_new(FALSE, FALSE, sizeof(coll_row));
   double share = ok ? coll_omb_share(&s, f) : 1;

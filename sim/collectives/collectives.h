@@ -69,6 +69,7 @@ typedef struct {
   int nkinds;
   coll_kind *kinds;
   double max_alpha, min_rate, max_frac;
+  int max_sends; /* most transfers one endpoint starts in a step (MPI posts them one by one) */
   double class_alpha[CFG_NLINKCLASSES]; /* largest route latency of each class */
   int *member_off; /* CSR over members: transfers of member m */
   int *member_idx;
@@ -150,6 +151,11 @@ const char *coll_runtime_name(const coll_runtime *rt);
 bool coll_runtime_cpu(const coll_runtime *rt);
 /* Makes the planner choose and cost as `rt` does (NULL: NCCL, the default). */
 void coll_planner_set_runtime(coll_planner *pl, const coll_runtime *rt);
+/* The time per message when `window` messages of a point-to-point schedule follow each other
+ * back to back, as osu_bw streams them: one message's latency (base, per-phase latencies and
+ * pipeline fill) is shared by the window, and each message costs its wire time or, when larger,
+ * the sender's cost of posting it (`rt`'s step_latency for an MPI; nothing for NCCL). */
+double coll_schedule_streamed(const coll_schedule *s, const coll_runtime *rt, int window);
 /* Why the planner's runtime runs `algo` for `op` at `bytes`, for reports ("rule 'ring' of
  * collectives.allreduce", "NCCL's tuner: the fastest"); newly allocated. */
 char *coll_runtime_why(const coll_runtime *rt, prog_coll op, double bytes, coll_algo algo);

@@ -153,6 +153,17 @@ static void coll_index_members(coll_plan *p, coll_phase *ph)
   }
 }
 
+static void coll_count_sends(const coll_plan *p, coll_phase *ph)
+{
+  g_autofree int *sends = g_new0(int, MAX(p->nmembers, 1));
+  ph->max_sends = 0;
+  for (int i = 0; i < ph->nxfers; i++) {
+    int m = coll_member(p, ph->xfers[i].src);
+    sends[m]++;
+    ph->max_sends = MAX(ph->max_sends, sends[m]);
+  }
+}
+
 static void coll_finish(coll_builder *b, int *load)
 {
   coll_plan *p = b->p;
@@ -174,6 +185,7 @@ static void coll_finish(coll_builder *b, int *load)
   for (int i = 0; i < p->nphases; i++) {
     coll_phase_cost(b->hw, &p->phases[i], load);
     coll_index_members(p, &p->phases[i]);
+    coll_count_sends(p, &p->phases[i]);
   }
 }
 

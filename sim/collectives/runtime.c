@@ -146,6 +146,18 @@ coll_algo coll_runtime_pick(const coll_runtime *rt, const hw_cluster *hw, prog_c
   return COLL_ALGO_AUTO;
 }
 
+double coll_schedule_streamed(const coll_schedule *s, const coll_runtime *rt, int window)
+{
+  if (window <= 1 || !s->plan)
+    return s->time;
+  double latency = s->base;
+  for (int i = 0; i < s->plan->nphases; i++)
+    latency += s->pre[i] + s->post[i];
+  double wire = MAX(s->time - latency, 0.0);
+  double posting = rt && rt->cpu ? rt->step_latency : 0;
+  return MAX(wire, posting) + latency / window;
+}
+
 char *coll_runtime_why(const coll_runtime *rt, prog_coll op, double bytes, coll_algo algo)
 {
   const GArray *rules = rt && rt->cpu ? rt->rules[op] : NULL;

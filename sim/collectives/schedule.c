@@ -118,18 +118,58 @@ void coll_schedule_eval(const coll_plan *p, const hw_cluster *hw, int proto, dou
   coll_schedule_eval_rt(p, hw, NULL, proto, bytes, out);
 }
 
+/* With host staging, the rate at which one core per process copies (it reads and writes each
+ * byte: half of node.cpu.core_bandwidth); 0 when the node does not say, or when the buffers
+ * already are in host memory (a CPU device). */
+static double coll_core_copy_rate(const coll_runtime *rt, const hw_cluster *hw)
+{
+  const cfg_cluster *c = hw_config(hw);
+  if (!rt || !rt->host_staged || c->gpu.kind == CFG_DEVICE_CPU)
+    return 0;
+  return c->node.cpu.core_bandwidth / 2;
+}
+
+/* The bytes each process reduces on its CPU: what a reduce-scatter half leaves it ((n - 1)/n of
+ * the buffer), or the whole buffer every round of recursive doubling. */
+static double coll_reduced_bytes(const coll_plan *p, double bytes)
+{
+  bool reduces = p->op == PROG_COLL_ALLREDUCE || p->op == PROG_COLL_REDUCESCATTER ||
+                 p->op == PROG_COLL_REDUCE;
+  if (!reduces)
+    return 0;
+  return p->algo == COLL_ALGO_RD ? log2(p->n) * bytes : (p->n - 1.0) / p->n * bytes;
+}
+
 /* What a runtime adds before the transfers: its call, and with host staging the copies of the
- * buffer to host memory and back (PCIe, at storage.host_bandwidth). */
-static double coll_runtime_base(const coll_runtime *rt, const hw_cluster *hw, double nccl_base,
-                                double bytes)
+ * buffer to host memory and back (PCIe at storage.host_bandwidth, or the core that copies a
+ * pageable buffer through the driver's pinned one when it is slower) and the CPU's reduction
+ * (two buffers read, one written: 1.5 times a copy's traffic). */
+static double coll_runtime_base(const coll_runtime *rt, const hw_cluster *hw, const coll_plan *p,
+                                double nccl_base, double bytes)
 {
   if (!rt)
     return nccl_base;
   double base = (rt->cpu ? rt->call_latency : nccl_base + rt->call_latency) + rt->cycle_wait;
   /* a CPU device's buffers already are in host memory: nothing to stage */
-  if (rt->host_staged && hw_config(hw)->gpu.kind != CFG_DEVICE_CPU)
-    base += 2.0 * bytes / hw_config(hw)->storage.host_bandwidth;
-  return base;
+  if (!rt->host_staged || hw_config(hw)->gpu.kind == CFG_DEVICE_CPU)
+    return base;
+  double pcie = bytes / hw_config(hw)->storage.host_bandwidth;
+  double core = coll_core_copy_rate(rt, hw);
+  if (core <= 0)
+    return base + 2.0 * pcie;
+  return base + 2.0 * MAX(pcie, bytes / core) + 1.5 * coll_reduced_bytes(p, bytes) / core;
+}
+
+/* Host-staged messages between processes of a node are copied through shared memory by a core:
+ * what that copy takes beyond the phase's time on the links. */
+static double coll_shared_memory_copy(const coll_runtime *rt, const hw_cluster *hw,
+                                      const coll_phase *ph, double size, double bulk)
+{
+  double core = coll_core_copy_rate(rt, hw), copy = 0;
+  for (int k = 0; k < ph->nkinds && core > 0; k++)
+    if (ph->kinds[k].cls == CFG_LINK_INTRA)
+      copy = MAX(copy, ph->steps * ph->kinds[k].frac * size / core);
+  return MAX(copy - bulk, 0.0);
 }
 
 /* The latency of one step over link class c: NCCL's per protocol, or the runtime's own
@@ -141,6 +181,16 @@ static double coll_step_latency(const coll_runtime *rt, const cfg_nccl *nc, int 
     return nc->hop_latency[c][proto];
   bool rendezvous = rt->eager_limit > 0 && message > rt->eager_limit;
   return rt->step_latency + (rendezvous ? rt->rendezvous_latency : 0);
+}
+
+/* An MPI posts the messages of a step one after the other (a linear all-to-all's n - 1 sends,
+ * a member's shards to its leaders): each after the first waits for the sender's cost of
+ * posting one, step_latency. NCCL's kernels and a ring's one send per step pay none. */
+static double coll_posting_latency(const coll_runtime *rt, const coll_phase *ph)
+{
+  if (!rt || !rt->cpu || ph->pipelined || ph->steps > 1 || ph->max_sends < 2)
+    return 0;
+  return (ph->max_sends - 1) * rt->step_latency;
 }
 
 void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_runtime *rt,
@@ -161,7 +211,8 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
    * as one latency for the whole in-switch part (hwLat[NVLINK][NVLS] = 25 us) in place of the
    * base latency and the ring's per-step NVLink latencies; the wires' own latency stays. */
   bool nvls = p->algo == COLL_ALGO_NVLS || p->algo == COLL_ALGO_NVLS_TREE;
-  out->base = coll_runtime_base(rt, hw, nvls ? nc->nvls_latency : nc->base_latency[proto], bytes);
+  out->base =
+      coll_runtime_base(rt, hw, p, nvls ? nc->nvls_latency : nc->base_latency[proto], bytes);
   double t = out->base;
   for (int i = 0; i < p->nphases; i++) {
     const coll_phase *ph = &p->phases[i];
@@ -179,6 +230,7 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
       lat += ph->stages[c] * (ph->class_alpha[c] + step);
       stages += ph->stages[c];
     }
+    lat += coll_posting_latency(rt, ph);
     out->pre[i] = lat; /* the platform's links carry no latency: it is paid here */
     /* an MPI ring sends each step's block whole, one step after the other: the folded steps
      * have no chunk pipeline to fill (a chain's broadcast, one step, still has) */
@@ -186,6 +238,7 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
     out->post[i] = pipelined ? (stages - 1) * MIN(nc->chunk[proto], ph->max_frac * size / eff) /
                                        ph->min_rate
                                  : 0;
+    out->post[i] += coll_shared_memory_copy(rt, hw, ph, size, bulk);
     t += out->pre[i] + bulk + out->post[i];
   }
   out->time = t;

@@ -97,6 +97,10 @@ typedef enum { CFG_LENGTHS_FIXED, CFG_LENGTHS_UNIFORM, CFG_LENGTHS_FILE } cfg_le
  * reserve a request's whole KV at admission so that nothing is ever preempted (TensorRT-LLM's
  * guaranteed-no-evict) */
 typedef enum { CFG_PREEMPT_RECOMPUTE, CFG_PREEMPT_NONE } cfg_preemption;
+/* When the engine's scheduler plans the next iteration while the GPUs run the current one:
+ * never, only when a replica's GPUs are driven by worker processes of their own (vLLM's
+ * multiprocess executor: more than one GPU), or always. */
+typedef enum { CFG_ASYNC_OFF, CFG_ASYNC_MULTIPROCESS, CFG_ASYNC_ON } cfg_async_scheduling;
 /* kv-aware: the replica whose prefix cache holds the most of the request's prompt (decode
  * pools cache none), else the one with the most free KV blocks */
 typedef enum { CFG_ROUTER_ROUND_ROBIN, CFG_ROUTER_LEAST_LOADED, CFG_ROUTER_KV_AWARE } cfg_router;
@@ -178,6 +182,9 @@ typedef struct {
                                            * training run sustains (clocks under power and
                                            * thermal limits); scales compute-bound time */
   double launch_overhead;                 /* seconds added to every kernel */
+  double gemm_stream;                     /* > 0: fraction of HBM bandwidth a 16-bit GEMM reaches
+                                           * when streaming its weights bounds it (decode) */
+  double gemm_stream_overhead;            /* seconds such a GEMM adds instead of launch_overhead */
   char *source;                           /* where the numbers come from */
 } cfg_efficiency;
 
@@ -234,6 +241,7 @@ typedef struct {
   double flops;             /* peak FP32 FLOP/s of all sockets */
   double memory_bandwidth;  /* DDR bytes/s of all sockets */
   double memory_efficiency; /* fraction of it a streaming kernel reaches (STREAM) */
+  double core_bandwidth;    /* bytes/s one core reads plus writes (0: unknown) */
 } cfg_host_cpu;
 
 typedef struct {
@@ -483,12 +491,14 @@ typedef struct {
   cfg_kv_offload kv_offload;
   cfg_speculative speculative;
   double iteration_overhead;   /* seconds of host work per iteration (scheduling, sampling) */
+  cfg_async_scheduling async_scheduling;
   double request_overhead;     /* seconds per request outside the engine (API server, tokenizer) */
   cfg_slo slo;
   /* wide expert parallelism (ep > 1): the dispatch / combine kernels of iterations with
    * prefill tokens and of decode-only ones, and the two-micro-batch overlap */
   cfg_a2a a2a_prefill, a2a_decode;
   int two_batch_overlap;       /* 0/1 */
+  double tbo_overlap;          /* fraction of the shorter stream two-batch overlap hides */
   cfg_pool prefill, decode;    /* with `disaggregated`: the two pools, which replace tp, pp, ep,
                                 * replicas, max_batch and max_tokens above */
   cfg_disagg disagg;

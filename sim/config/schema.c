@@ -41,6 +41,7 @@ static const char *const cfg_scheduler_names[] = {"continuous", "static", "chunk
 static const char *const cfg_arrival_names[] = {"poisson", "gamma", "uniform", "burst", NULL};
 static const char *const cfg_lengths_names[] = {"fixed", "uniform", "file", NULL};
 static const char *const cfg_preemption_names[] = {"recompute", "none", NULL};
+static const char *const cfg_async_scheduling_names[] = {"off", "multiprocess", "on", NULL};
 static const char *const cfg_spec_method_names[] = {"none", "draft", "mtp", NULL};
 static const char *const cfg_router_names[] = {"round-robin", "least-loaded", "kv-aware", NULL};
 static const char *const cfg_proto_names[] = {"ll", "ll128", "simple", NULL};
@@ -226,6 +227,12 @@ static const cfg_field cfg_efficiency_fields[] = {
            DEF(0.883)),
     F_QTY(cfg_efficiency, "launch_overhead", launch_overhead, UNITS_SECONDS,
           "fixed time added to every kernel", DEF(2e-6)),
+    F_FRAC(cfg_efficiency, "gemm_stream", gemm_stream,
+           "> 0: fraction of HBM bandwidth a 16-bit GEMM reaches where reading its weights bounds "
+           "it (decode: a few rows against the whole matrix); 0: `memory`",
+           DEF(0)),
+    F_QTY(cfg_efficiency, "gemm_stream_overhead", gemm_stream_overhead, UNITS_SECONDS,
+          "with gemm_stream: the fixed time of such a GEMM, in place of launch_overhead", DEF(0)),
     F_STR(cfg_efficiency, "source", source, "where the numbers come from",
           DEF_STR("dlsim defaults (not calibrated)")),
 };
@@ -351,6 +358,10 @@ static const cfg_field cfg_host_cpu_fields[] = {
     F_FRAC(cfg_host_cpu, "memory_efficiency", memory_efficiency,
            "fraction of memory_bandwidth a streaming kernel reaches (STREAM triad on "
            "2-socket servers: about 0.8)", DEF(0.8)),
+    F_QTY(cfg_host_cpu, "core_bandwidth", core_bandwidth, UNITS_BYTES_PER_S,
+          "bytes one core reads plus writes per second: a host-staged collective's copies "
+          "and CPU reduction run on one core per process (0: unknown, only the PCIe copies "
+          "are charged)", DEF(0)),
 };
 static const cfg_schema cfg_schema_host_cpu = SCHEMA("node.cpu", cfg_host_cpu, cfg_host_cpu_fields);
 
@@ -888,6 +899,12 @@ static const cfg_field cfg_serving_fields[] = {
           "speculative decoding"),
     F_QTY(cfg_serving, "iteration_overhead", iteration_overhead, UNITS_SECONDS,
           "host work per iteration (scheduling, sampling)", DEF(0)),
+    F_ENUM(cfg_serving, "async_scheduling", async_scheduling, cfg_async_scheduling_names,
+           "the scheduler plans the next iteration while the GPUs run this one (on; multiprocess: "
+           "only with more than one GPU per replica, vLLM's multiprocess executor): "
+           "iteration_overhead hides under the GPU time, and a request arriving during an "
+           "iteration first runs in the one after the next",
+           DEF(CFG_ASYNC_OFF)),
     F_QTY(cfg_serving, "request_overhead", request_overhead, UNITS_SECONDS,
           "time per request outside the engine (API server, tokenizer)", DEF(0)),
     F_MAP(cfg_serving, "slo", slo, cfg_schema_slo, "service-level objectives"),
@@ -901,6 +918,11 @@ static const cfg_field cfg_serving_fields[] = {
            "ep > 1: each iteration runs two micro-batches, one's all-to-all under the other's "
            "compute (SGLang --enable-two-batch-overlap, DeepSeek's dual micro-batch)",
            DEF(0)),
+    F_FRAC(cfg_serving, "tbo_overlap", tbo_overlap,
+           "ep > 1 with two_batch_overlap: fraction of the shorter of a micro-batch's compute "
+           "and all-to-alls hidden under the longer (1: a perfect overlap; fitted on SGLang's "
+           "two-batch-overlap gains, validation/README.md)",
+           DEF(0.7)),
     F_MAP(cfg_serving, "prefill", prefill, cfg_schema_pool,
           "the prefill pool of a disaggregated deployment (with serving.decode; the two pools "
           "replace serving.tp, pp, ep and replicas)"),
@@ -926,7 +948,7 @@ static const cfg_field cfg_collectives_fields[] = {
            DEF(0.0)),
     F_STR(cfg_collectives, "runtime", runtime,
           "the communication runtime whose constants the workload takes (configs/runtimes: "
-          "nccl, mpi-mvapich, mpi-ucx, gloo; each file says where its numbers come from)",
+          "nccl, mpi-mvapich, mpi-ucx, mpi-cxi, gloo; each file says where its numbers come from)",
           DEF_STR("nccl")),
     F_ENUM(cfg_collectives, "transport", transport, cfg_transport_names,
            "GPU buffers go GPU-direct (GPUDirect RDMA, CUDA IPC) or through host memory (each "

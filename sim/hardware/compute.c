@@ -53,6 +53,15 @@ static double hw_attention_efficiency(const cfg_attention_eff *a, const cfg_attn
   return eff;
 }
 
+/* A 16-bit GEMM whose time the weights' read may bound, when the GPU has its own figure for
+ * that regime: decode GEMMs (a few rows against the whole matrix) stream HBM faster, and with
+ * less fixed cost, than the compute-bound shapes the GEMM model is fitted on. */
+static bool hw_streams_weights(const cfg_efficiency *e, const hw_kernel *k)
+{
+  return k->kclass == CFG_KCLASS_GEMM && e->gemm_stream > 0 &&
+         (cfg_dtype_unit(k->dtype) == CFG_BF16 || cfg_dtype_unit(k->dtype) == CFG_FP16);
+}
+
 double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k)
 {
   const cfg_gpu *g = &hw_config(hw)->gpu;
@@ -75,5 +84,8 @@ double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k)
     eff *= e->fp8_scale;
   double t_flops = k->flops > 0 ? k->flops / (peak * eff * e->sustained) : 0.0;
   double t_bytes = k->bytes > 0 ? k->bytes / (g->memory_bandwidth * e->memory_efficiency) : 0.0;
+  if (hw_streams_weights(e, k))
+    return MAX(t_flops + e->launch_overhead,
+               k->bytes / (g->memory_bandwidth * e->gemm_stream) + e->gemm_stream_overhead);
   return MAX(t_flops, t_bytes) + e->launch_overhead;
 }

@@ -38,6 +38,7 @@ struct srv_cost {
   double expert_ffn, shared_ffn;
   srv_ep ep;
   double host;          /* serving.iteration_overhead */
+  bool host_hidden;     /* the scheduler runs ahead: host work overlaps the GPUs' */
   double sm_reserved;   /* collectives.sm_reserved */
   int *tp_ranks;        /* the first replica's first stage */
   int pp_pair[2];
@@ -259,9 +260,9 @@ static double srv_ep_sm_slowdown(const srv_cost *c, const srv_ep_layer *l)
 }
 
 /* The n MoE layers of a stage: parts summed, comm holding the exposed all-to-all time. Two
- * micro-batches (two_batch_overlap, a batch of 2 or more sequences) hide one's dispatch and
- * combine under the other's compute, slowed by the SMs the kernels hold; each micro-batch reads
- * the weights again. */
+ * micro-batches (two_batch_overlap, a batch of 2 or more sequences) hide tbo_overlap of one's
+ * dispatch and combine under the other's compute (or of that compute under the all-to-alls),
+ * slowed by the SMs the kernels hold; each micro-batch reads the weights again. */
 static void srv_moe_layers(srv_cost *c, const srv_batch *b, int n, srv_parts *out)
 {
   *out = (srv_parts){0};
@@ -283,7 +284,8 @@ static void srv_moe_layers(srv_cost *c, const srv_batch *b, int n, srv_parts *ou
   }
   double compute = srv_parts_sum(out);
   srv_parts_scale(out, 2.0 * n);
-  out->comm += srv_tbo_time(n, compute * srv_ep_sm_slowdown(c, &l), a2a) - 2.0 * n * compute;
+  out->comm += srv_tbo_time(n, compute * srv_ep_sm_slowdown(c, &l), a2a, c->ep.overlap) -
+               2.0 * n * compute;
 }
 
 /* The embedding lookup (first stage) and the output layer with sampling (last stage). */
@@ -329,6 +331,13 @@ static double srv_draft_time(srv_cost *c, const srv_batch *b)
   return t1.total + (c->spec_k - 1) * tk.total;
 }
 
+/* The iteration with the host's work: after the GPUs' or, when the scheduler runs ahead,
+ * beside them (the host prepares the next iteration while the GPUs run this one). */
+static double srv_with_host(const srv_cost *c, double gpu)
+{
+  return c->host_hidden ? MAX(gpu, c->host) : gpu + c->host;
+}
+
 void srv_iteration_time(srv_cost *c, const srv_batch *b, srv_time *out)
 {
   srv_parts layer = {0}, moe = {0}, first = {0}, last = {0};
@@ -345,13 +354,14 @@ void srv_iteration_time(srv_cost *c, const srv_batch *b, srv_time *out)
   /* the pipeline's stages run one after another for one iteration; the slowest one bounds how
    * often iterations can enter it */
   double ends = srv_parts_sum(&first) + srv_parts_sum(&last);
+  double gpu = c->pp * body + ends + (c->pp - 1) * send;
   *out = (srv_time){
       .gemm = c->pp * stage.gemm + first.gemm + last.gemm,
       .attention = c->pp * stage.attention,
       .other = c->pp * stage.other + first.other + last.other,
       .comm = c->pp * stage.comm + first.comm + last.comm + (c->pp - 1) * send,
-      .host = c->host};
-  out->total = c->pp * body + ends + (c->pp - 1) * send + c->host;
+      .total = srv_with_host(c, gpu)};
+  out->host = out->total - gpu;
   out->period = c->pp > 1 ? body + MAX(srv_parts_sum(&first), srv_parts_sum(&last)) + send
                           : out->total;
   out->draft = srv_draft_time(c, b);
@@ -436,13 +446,14 @@ static void srv_shape(srv_cost *c, const cfg_model *m, const cfg_serving *s)
     c->moe_every = MAX(1, m->moe.every);
     /* the most loaded stage holds as many MoE layers as the model has, or as a stage of
      * stage_layers holds at one in moe_every */
-    c->moe_layers = MIN((m->layers - m->moe.first_dense) / c->moe_every,
-                        c->stage_layers / c->moe_every);
+    c->moe_layers = MAX(0, MIN((m->layers - m->moe.first_dense) / c->moe_every,
+                               c->stage_layers / c->moe_every));
     /* wide EP keeps experts whole; shared experts are split like attention */
     c->expert_ffn = m->moe.expert_ffn_hidden / (s->ep > 1 ? 1 : t);
     c->shared_ffn = m->moe.shared_experts * m->moe.expert_ffn_hidden / t;
   }
   c->host = s->iteration_overhead;
+  c->host_hidden = srv_schedules_ahead(s);
 }
 
 static double srv_layers_bytes(const srv_cost *c);
@@ -477,8 +488,12 @@ static bool srv_spec_cost_new(const cfg_cluster *cl, const cfg_workload *w, srv_
     return true;
   cfg_workload dw = *w;
   dw.model = sp->method == CFG_SPEC_DRAFT ? sp->draft : w->model;
-  if (sp->method == CFG_SPEC_MTP)
+  /* DeepSeek-V3's MTP module is one block like the model's last ones: with experts, however
+   * many dense layers the model starts with (its checkpoint's layer 61 holds routed experts) */
+  if (sp->method == CFG_SPEC_MTP) {
     dw.model.layers = 1;
+    dw.model.moe.first_dense = 0;
+  }
   dw.serving.pp = 1;
   dw.serving.iteration_overhead = 0;
   dw.serving.speculative.method = CFG_SPEC_NONE;

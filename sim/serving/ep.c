@@ -40,6 +40,7 @@ bool srv_ep_init(srv_ep *e, const cfg_workload *w, hw_cluster *hw, coll_planner 
   e->prefill = s->a2a_prefill;
   e->decode = s->a2a_decode;
   e->tbo = s->two_batch_overlap != 0;
+  e->overlap = s->tbo_overlap;
   e->routing = &w->model.moe;
   e->hw = hw;
   e->planner = pl;
@@ -118,11 +119,15 @@ void srv_ep_a2a(srv_ep *e, bool prefill, double tokens, srv_ep_layer *out)
   }
 }
 
-double srv_tbo_time(int layers, double compute, double a2a)
+/* What the overlap leaves exposed is real: the all-to-alls run slower beside compute than
+ * alone (DeepEP's kernels poll for data on SMs and HBM the GEMMs want; SGLang's prefill and
+ * decode breakdowns, LMSYS 2025-05-05), and the micro-batches' phases do not pair up evenly. */
+double srv_tbo_time(int layers, double compute, double a2a, double overlap)
 {
   if (layers <= 0)
     return 0;
-  return 2 * layers * MAX(compute, a2a) + MIN(compute, a2a);
+  double shorter = MIN(compute, a2a);
+  return 2 * layers * (MAX(compute, a2a) + (1 - overlap) * shorter) + shorter;
 }
 
 static void srv_ep_phase_of(srv_cost *cost, const srv_batch *b, double per_node,

@@ -309,3 +309,9 @@ void srv_schedule(srv_sim *s, srv_lane *lane)
     break;
   }
 }
+
+bool srv_schedules_ahead(const cfg_serving *s)
+{
+  return s->async_scheduling == CFG_ASYNC_ON ||
+         (s->async_scheduling == CFG_ASYNC_MULTIPROCESS && srv_replica_gpus(s) > 1);
+}

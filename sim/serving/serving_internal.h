@@ -29,6 +29,7 @@ typedef struct {
   cfg_workload a2a;   /* the workload as wl_moe_a2a reads it: dispatch dtype, kernels */
   cfg_a2a prefill, decode;
   bool tbo;           /* serving.two_batch_overlap */
+  double overlap;     /* serving.tbo_overlap */
   const cfg_moe *routing;
   hw_cluster *hw;
   coll_planner *planner;
@@ -45,8 +46,9 @@ double srv_ep_load(srv_ep *e, double tokens);
 void srv_ep_a2a(srv_ep *e, bool prefill, double tokens, srv_ep_layer *out);
 /* Two micro-batches through `layers` MoE layers, each layer `compute` seconds of one
  * micro-batch's compute and `a2a` of its all-to-alls on another stream: a two-machine flow
- * shop of 2 x layers identical jobs. */
-double srv_tbo_time(int layers, double compute, double a2a);
+ * shop of 2 x layers identical jobs, in which only `overlap` of the shorter part hides under
+ * the longer (1: an ideal flow shop). */
+double srv_tbo_time(int layers, double compute, double a2a, double overlap);
 
 /* The report's wide-EP lines and JSON object (nothing when serving.ep is 1). */
 void srv_ep_text(FILE *out, const srv_result *r);
@@ -148,6 +150,8 @@ typedef struct {
   int outstanding;     /* requests routed here and not done */
 } srv_replica;
 
+/* The scheduler plans iteration N + 1 while the GPUs run N (serving.async_scheduling). */
+bool srv_schedules_ahead(const cfg_serving *s);
 /* Plans the next iteration of a lane into lane->batch (empty: nothing to do). */
 void srv_schedule(srv_sim *s, srv_lane *lane);
 /* Frees the KV of a request (finished or preempted). */

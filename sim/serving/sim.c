@@ -204,13 +204,34 @@ static void srv_account(srv_run *run, const srv_lane *lane, double start, double
 
 /* ---- lanes ------------------------------------------------------------------------------------ */
 
-static void srv_lane_start(srv_run *run, srv_lane *lane)
+/* Moves the waiting requests that arrived after `since` and have not started from the lane's
+ * queue to `later`, in order (the queue is in arrival order but for preempted requests, which
+ * go back to its head). */
+static void srv_hold_back(srv_lane *lane, double since, GQueue *later)
+{
+  while (lane->waiting.length) {
+    srv_request *r = g_queue_peek_tail(&lane->waiting);
+    if (!(r->arrival > since) || r->ctx > 0 || r->preemptions > 0)
+      break;
+    g_queue_push_head(later, g_queue_pop_tail(&lane->waiting));
+  }
+}
+
+/* Starts the lane's next iteration. `ahead`: the scheduler planned it when the iteration just
+ * finished began (serving.async_scheduling), so requests that arrived since wait for the next
+ * one. */
+static void srv_lane_start_planned(srv_run *run, srv_lane *lane, bool ahead)
 {
   srv_sim *s = srv_sim_of(run, lane);
   srv_replica *rep = srv_replica_of(s, lane);
   g_array_set_size(lane->batch, 0);
   lane->shape = (srv_batch){0};
+  GQueue later = G_QUEUE_INIT;
+  if (ahead)
+    srv_hold_back(lane, lane->iter_start, &later);
   srv_schedule(s, lane);
+  while (later.length)
+    g_queue_push_tail(&lane->waiting, g_queue_pop_head(&later));
   if (lane->batch->len == 0) {
     lane->busy = false;
     return;
@@ -226,6 +247,11 @@ static void srv_lane_start(srv_run *run, srv_lane *lane)
   lane->iter_start = start;
   srv_push(run, start + dur, SRV_EV_DONE, lane->id);
   srv_account(run, lane, start, start + dur);
+}
+
+static void srv_lane_start(srv_run *run, srv_lane *lane)
+{
+  srv_lane_start_planned(run, lane, false);
 }
 
 /* A closed-loop client sends its next request once it has its answer: the engine sees it
@@ -345,7 +371,7 @@ static void srv_lane_finish(srv_run *run, srv_lane *lane)
     g_ptr_array_set_size(lane->running, k);
   }
   lane->busy = false;
-  srv_lane_start(run, lane);
+  srv_lane_start_planned(run, lane, srv_schedules_ahead(s->cfg));
   srv_kick(run, rep);
   if (run->dis && !prefill_pool)
     srv_pull_inbound(run, rep);
