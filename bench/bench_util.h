@@ -31,9 +31,23 @@ static inline void bench_args(int argc, char **argv, const char *usage, int max_
   }
 }
 
+/* CPU seconds this process and the children it waited for have used. */
+static inline double bench_cpu_seconds(void)
+{
+  struct rusage self, kids;
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &kids);
+  const struct timeval t[] = {self.ru_utime, self.ru_stime, kids.ru_utime, kids.ru_stime};
+  double s = 0;
+  for (size_t i = 0; i < G_N_ELEMENTS(t); i++)
+    s += (double)t[i].tv_sec + (double)t[i].tv_usec / 1e6;
+  return s;
+}
+
 typedef struct {
   int ok;
   double sim, wall, rss_mb;
+  double cpu; /* CPU seconds, where a bench measures them (a loaded machine stretches wall time) */
   long messages;
 } bench_row;
 

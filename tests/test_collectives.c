@@ -888,3 +888,47 @@ Test(collectives, sizes_above_a_bounded_last_rule_go_to_the_tuner)
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);
 }
+
+/* A planner counts link loads for all the plans it builds in one array, which each plan must
+ * leave as it found it: plans built one after the other by one planner, over groups that load
+ * different links (inside a node, across leaves, across the spine, uneven), cost what each
+ * costs built alone, phase by phase. */
+Test(collectives, a_planners_plans_cost_what_each_costs_built_alone)
+{
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(8, 4, NULL, &cfg);
+  coll_planner *pl = coll_planner_new(hw, COLL_ALGO_AUTO, COLL_PROTO_AUTO, true);
+  const int node[] = {0, 1, 2, 3}, rail[] = {0, 4, 8, 12, 16, 20, 24, 28},
+            spine[] = {1, 17}, uneven[] = {0, 1, 2, 5, 9, 30}, all2[] = {3, 7, 11, 15};
+  const struct {
+    const int *ranks;
+    int n;
+    prog_coll op;
+  } groups[] = {{node, 4, PROG_COLL_ALLREDUCE},   {rail, 8, PROG_COLL_ALLREDUCE},
+                {spine, 2, PROG_COLL_SENDRECV},   {uneven, 6, PROG_COLL_ALLGATHER},
+                {rail, 8, PROG_COLL_REDUCESCATTER}, {all2, 4, PROG_COLL_ALLTOALL},
+                {uneven, 6, PROG_COLL_ALLREDUCE}};
+  for (int round = 0; round < 2; round++)
+    for (size_t i = 0; i < G_N_ELEMENTS(groups); i++) {
+      double bytes = round ? 1 << 26 : 4096;
+      const coll_schedule *s = coll_planner_get(pl, groups[i].op, groups[i].ranks, groups[i].n,
+                                                (int)(100 * round + i), bytes, NULL, NULL);
+      cr_assert(s && s->plan, "group %zu", i);
+      coll_plan *alone = coll_plan_new(hw, groups[i].op, groups[i].ranks, groups[i].n,
+                                       s->plan->algo, NULL, true);
+      coll_schedule t;
+      coll_schedule_eval(alone, hw, s->proto, bytes, &t);
+      cr_assert(t.time == s->time, "group %zu, %g bytes: %.17g s alone, %.17g s by the planner", i,
+                bytes, t.time, s->time);
+      cr_assert_eq(alone->nphases, s->plan->nphases);
+      for (int k = 0; k < alone->nphases; k++)
+        cr_assert(alone->phases[k].min_rate == s->plan->phases[k].min_rate &&
+                      alone->phases[k].nkinds == s->plan->phases[k].nkinds,
+                  "group %zu, phase %d", i, k);
+      coll_schedule_clear(&t);
+      coll_plan_free(alone);
+    }
+  coll_planner_free(pl);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}

@@ -453,3 +453,51 @@ Test(engine, the_report_names_the_dimensions_run_as_flows)
     th_proc_clear(&p);
   }
 }
+
+/* The analytic engine remembers the last collective each unit planned on a family (the next is
+ * most often the same): one after another on one family, collectives that differ in size or in
+ * kind each take their own time, the step their sum, as when each is timed alone. */
+Test(engine, collectives_of_one_family_in_turn_take_each_its_own_time)
+{
+  cfg_cluster *c = NULL;
+  const char *const sets[] = {"node.count=2", NULL};
+  cr_assert(th_load("dgx-h100", NULL, sets, &c, NULL));
+  hw_cluster *hw = hw_cluster_new(c);
+  prog_program *p = prog_new(16);
+  int cls = prog_class_add(p, "all"), fam = prog_family_add(p, "dp", PROG_DIM_DP);
+  int ranks[16];
+  for (int r = 0; r < 16; r++)
+    ranks[r] = r;
+  int g = prog_group_add(p, ranks, 16);
+  for (int r = 0; r < 16; r++) {
+    prog_rank_set_class(p, r, cls);
+    prog_family_set(p, fam, r, g);
+  }
+  prog_finalize(p);
+  const struct {
+    prog_coll coll;
+    double bytes;
+  } ops[] = {{PROG_COLL_ALLREDUCE, 1 << 20},  {PROG_COLL_ALLREDUCE, 1 << 20},
+             {PROG_COLL_ALLREDUCE, 1 << 26},  {PROG_COLL_ALLGATHER, 1 << 26},
+             {PROG_COLL_REDUCESCATTER, 1 << 26}, {PROG_COLL_ALLREDUCE, 1 << 20}};
+  eng_options o = {.kind = ENG_ANALYTIC};
+  eng_evaluator *e = eng_evaluator_new(p, hw, &o);
+  double expect = 0;
+  uint32_t prev = 0;
+  for (size_t i = 0; i < G_N_ELEMENTS(ops); i++) {
+    prev = prog_comm(p, cls, PROG_STREAM_DP, "dp", ops[i].coll, fam, ops[i].bytes, &prev, i ? 1 : 0);
+    double t;
+    cr_assert(eng_evaluate_coll(e, ops[i].coll, fam, ops[i].bytes, 0, &t, NULL));
+    expect += t;
+  }
+  eng_result r;
+  GError *err = NULL;
+  cr_assert(eng_run(p, hw, &o, &r, &err), "%s", err ? err->message : "");
+  cr_assert(fabs(r.step_time - expect) <= 1e-12 * expect, "step %.17g s, the collectives' sum %.17g s",
+            r.step_time, expect);
+  eng_result_clear(&r);
+  eng_evaluator_free(e);
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+}

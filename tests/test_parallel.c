@@ -230,10 +230,10 @@ Test(parallel, one_stage_one_shard_equals_the_reference_data_parallel_builder)
   }
 }
 
-/* The fold's two runs share one collective planner only when their programs have the same
- * groups: a 3D layout at two micro-batch counts has them, and a run on the shared planner gives
- * the step its own planner gives. */
-Test(parallel, the_folds_two_programs_share_their_groups_and_planner)
+/* The fold's two runs share one collective planner and template times only when their
+ * programs have the same groups and templates: a 3D layout at two micro-batch counts has them,
+ * and a run on the shared ones gives the step its own give. */
+Test(parallel, the_folds_two_programs_share_their_groups_planner_and_template_times)
 {
   const char *const at[2][6] = {
       {"node.count=4", "parallel.tp=4", "parallel.pp=4", "parallel.dp=2", "training.global_batch=32", NULL},
@@ -250,14 +250,18 @@ Test(parallel, the_folds_two_programs_share_their_groups_and_planner)
       hw = hw_cluster_new(c[i]);
     cr_assert(wl_build(w[i], hw, &p[i], &err), "%s", err ? err->message : "");
   }
-  cr_assert(prog_groups_same(p[0], p[1]));
+  cr_assert(prog_groups_same(p[0], p[1]) && prog_templates_same(p[0], p[1]));
   eng_options own = {.kind = ENG_ANALYTIC}, shared = own;
   shared.planner = eng_planner_new(hw, &own);
-  eng_result a, b, b2;
+  shared.costs = eng_costs_new_shared(hw, &shared);
+  eng_result a, b, b2, a2;
   cr_assert(eng_run(p[0], hw, &shared, &a, &err) && eng_run(p[1], hw, &shared, &b, &err) &&
-            eng_run(p[1], hw, &own, &b2, &err));
-  cr_assert(b.step_time == b2.step_time && a.step_time < b.step_time);
+            eng_run(p[1], hw, &own, &b2, &err) && eng_run(p[0], hw, &own, &a2, &err));
+  cr_assert(b.step_time == b2.step_time && a.step_time == a2.step_time && a.step_time < b.step_time);
+  cr_assert(b.compute == b2.compute && b.exposed_comm == b2.exposed_comm && b.bubble == b2.bubble);
+  eng_costs_free(shared.costs);
   coll_planner_free(shared.planner);
+  eng_result_clear(&a2);
   eng_result_clear(&a);
   eng_result_clear(&b);
   eng_result_clear(&b2);
@@ -268,7 +272,7 @@ Test(parallel, the_folds_two_programs_share_their_groups_and_planner)
                                "training.global_batch=128", NULL};
   cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", eight, &c8, &w8));
   cr_assert(wl_build(w8, hw, &dp8, &err), "%s", err ? err->message : "");
-  cr_assert(!prog_groups_same(p[0], dp8));
+  cr_assert(!prog_groups_same(p[0], dp8) && !prog_templates_same(p[0], dp8));
   prog_free(dp8);
   cfg_workload_free(w8);
   cfg_cluster_free(c8);
@@ -278,6 +282,95 @@ Test(parallel, the_folds_two_programs_share_their_groups_and_planner)
     cfg_cluster_free(c[i]);
   }
   hw_cluster_free(hw);
+}
+
+/* Two programs alike op by op: kinds, costs, groups and dependencies (names by their text). */
+static void par_assert_same_ops(const prog_program *a, const prog_program *b, const char *what)
+{
+  cr_assert_eq(a->classes->len, b->classes->len, "%s: classes", what);
+  for (guint c = 0; c < a->classes->len; c++) {
+    const prog_class *x = prog_class_at(a, (int)c), *y = prog_class_at(b, (int)c);
+    cr_assert(x->ops->len == y->ops->len && x->nranks == y->nranks && x->rep == y->rep &&
+                  x->stage == y->stage && x->is_template == y->is_template &&
+                  x->base_memory == y->base_memory && strcmp(x->name, y->name) == 0,
+              "%s: class %u", what, c);
+    for (guint i = 0; i < x->ops->len; i++) {
+      const prog_op *o = prog_op_at(a, (int)c, i), *q = prog_op_at(b, (int)c, i);
+      cr_assert(o->kind == q->kind && o->stream == q->stream && o->count == q->count &&
+                    o->kclass == q->kclass && o->flops == q->flops && o->bytes == q->bytes &&
+                    o->tmpl == q->tmpl && o->coll == q->coll && o->family == q->family &&
+                    o->comm_bytes == q->comm_bytes && o->mem_delta == q->mem_delta &&
+                    o->ndeps == q->ndeps && strcmp(o->name, q->name) == 0 &&
+                    memcmp(prog_op_deps(a, (int)c, o), prog_op_deps(b, (int)c, q),
+                           sizeof(uint32_t) * o->ndeps) == 0,
+                "%s: class %u op %u '%s'", what, c, i, o->name);
+    }
+  }
+}
+
+static void par_assert_same_groups(const prog_program *a, const prog_program *b, const char *what)
+{
+  cr_assert(prog_groups_same(a, b), "%s: groups", what);
+  cr_assert(memcmp(a->class_of, b->class_of, sizeof(int) * (size_t)a->nranks) == 0, "%s", what);
+  cr_assert_eq(a->families->len, b->families->len, "%s: families", what);
+  for (guint f = 0; f < a->families->len; f++) {
+    const prog_family *x = g_ptr_array_index(a->families, f), *y = g_ptr_array_index(b->families, f);
+    cr_assert(strcmp(x->name, y->name) == 0 &&
+                  memcmp(x->group_of, y->group_of, sizeof(int) * (size_t)a->nranks) == 0,
+              "%s: family %s", what, x->name);
+  }
+}
+
+/* The fold builds its two micro-batch counts together (one model, the second program sharing
+ * the first's groups): each program is the one wl_build makes alone, for layouts whose groups
+ * differ in kind (interleaving, DualPipe's and ZB-V's reverse channels, expert parallelism). */
+Test(parallel, building_the_folds_two_programs_together_gives_each_as_built_alone)
+{
+  const struct {
+    const char *workload, *sets[8];
+    int batch[2];
+  } cases[] = {
+      {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
+                        "parallel.schedule=interleaved", "parallel.virtual_stages=2",
+                        "training.micro_batch=1", NULL}, {16, 24}},
+      {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
+                        "parallel.schedule=dualpipe", "training.micro_batch=1", NULL}, {24, 32}},
+      {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
+                        "parallel.schedule=zb-v", "parallel.virtual_stages=2",
+                        "training.micro_batch=1", NULL}, {16, 24}},
+      {"mixtral-8x7b-train", {"parallel.pp=2", "parallel.dp=4", "parallel.ep=4", NULL}, {16, 24}},
+  };
+  for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
+    cfg_cluster *c = NULL;
+    cfg_workload *w = NULL;
+    cr_assert(th_load("dgx-h100", cases[k].workload, cases[k].sets, &c, &w), "case %zu", k);
+    hw_cluster *hw = hw_cluster_new(c);
+    cfg_workload at[2] = {*w, *w};
+    for (int i = 0; i < 2; i++)
+      at[i].training.global_batch = cases[k].batch[i];
+    const cfg_workload *const two[2] = {&at[0], &at[1]};
+    prog_program *together[2], *alone[2];
+    GError *err = NULL;
+    cr_assert(wl_build_two(two, hw, together, &err), "case %zu: %s", k, err ? err->message : "");
+    for (int i = 0; i < 2; i++) {
+      cr_assert(wl_build(&at[i], hw, &alone[i], &err), "%s", err ? err->message : "");
+      g_autofree char *what = g_strdup_printf("case %zu, batch %d", k, cases[k].batch[i]);
+      par_assert_same_ops(together[i], alone[i], what);
+      par_assert_same_groups(together[i], alone[i], what);
+      cr_assert(together[i]->meta.model_flops == alone[i]->meta.model_flops &&
+                together[i]->meta.a2a_bytes == alone[i]->meta.a2a_bytes, "%s: meta", what);
+    }
+    cr_assert(together[0]->groups == together[1]->groups, "case %zu: groups not shared", k);
+    /* the shared groups outlive the program that made them */
+    prog_free(together[0]);
+    par_assert_same_groups(together[1], alone[1], "after the first is freed");
+    for (int i = 0; i < 2; i++)
+      prog_free(alone[i]);
+    prog_free(together[1]);
+    hw_cluster_free(hw);
+    cfg_workload_free(w);
+    cfg_cluster_free(c);
+  }
 }
 
 Test(parallel, impossible_layouts_exit_2_naming_the_key)

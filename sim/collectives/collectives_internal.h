@@ -52,9 +52,11 @@ double coll_p2p_scale(const hw_cluster *hw, const int *ranks, int n);
 void coll_build_alltoall(coll_builder *b, bool pairwise, const double *vbytes);
 void coll_build_rd(coll_builder *b);
 void coll_build_multi_leader(coll_builder *b);
-/* coll_plan_new with `leaders` per node for the multi-leader all-reduce. */
+/* coll_plan_new with `leaders` per node for the multi-leader all-reduce; `load`: 2 x hw_nlinks
+ * zeros to count link loads in, left zero (NULL: its own; a planner building many plans keeps
+ * one rather than clearing a fresh one per plan). */
 coll_plan *coll_plan_build(const hw_cluster *hw, prog_coll op, const int *ranks, int n,
-                           coll_algo algo, const double *vbytes, bool fold, int leaders);
+                           coll_algo algo, const double *vbytes, bool fold, int leaders, int *load);
 
 /* A size rule of a runtime: `algo` for messages below `below` bytes. */
 typedef struct {

@@ -164,7 +164,7 @@ static void coll_count_sends(const coll_plan *p, coll_phase *ph)
   }
 }
 
-static void coll_finish(coll_builder *b)
+static void coll_finish(coll_builder *b, int *load)
 {
   coll_plan *p = b->p;
   p->nphases = (int)b->phases->len;
@@ -179,7 +179,9 @@ static void coll_finish(coll_builder *b)
     }
   }
   g_ptr_array_free(b->xfers, TRUE);
-  g_autofree int *load = g_new0(int, 2 * (gsize)hw_nlinks(b->hw));
+  g_autofree int *own = load ? NULL : g_new0(int, 2 * (gsize)hw_nlinks(b->hw));
+  if (!load)
+    load = own;
   for (int i = 0; i < p->nphases; i++) {
     coll_phase_cost(b->hw, &p->phases[i], load);
     coll_index_members(p, &p->phases[i]);
@@ -190,11 +192,12 @@ static void coll_finish(coll_builder *b)
 coll_plan *coll_plan_new(const hw_cluster *hw, prog_coll op, const int *ranks, int n,
                          coll_algo algo, const double *vbytes, bool fold)
 {
-  return coll_plan_build(hw, op, ranks, n, algo, vbytes, fold, 1);
+  return coll_plan_build(hw, op, ranks, n, algo, vbytes, fold, 1, NULL);
 }
 
 coll_plan *coll_plan_build(const hw_cluster *hw, prog_coll op, const int *ranks, int n,
-                           coll_algo algo, const double *vbytes, bool fold, int leaders)
+                           coll_algo algo, const double *vbytes, bool fold, int leaders,
+                           int *load)
 {
   coll_plan *p = g_new0(coll_plan, 1);
   p->op = op;
@@ -240,7 +243,7 @@ coll_plan *coll_plan_build(const hw_cluster *hw, prog_coll op, const int *ranks,
       break;
     }
   }
-  coll_finish(&b);
+  coll_finish(&b, load);
   return p;
 }
 

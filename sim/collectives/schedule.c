@@ -48,13 +48,12 @@ static bool coll_is_pow2(int n)
   return n > 0 && (n & (n - 1)) == 0;
 }
 
-bool coll_algo_applies(const hw_cluster *hw, prog_coll op, const int *ranks, int n, coll_algo algo)
+/* Whether `algo` can run `op` on a group of n ranks laid out as `l`. */
+static bool coll_algo_applies_to(const hw_cluster *hw, prog_coll op, int n, const coll_layout *l,
+                                 coll_algo algo)
 {
   const cfg_cluster *c = hw_config(hw);
-  coll_layout l;
-  coll_layout_of(hw, ranks, n, &l);
-  int nodes = l.nnodes, per = l.per_node;
-  coll_layout_clear(&l);
+  int nodes = l->nnodes, per = l->per_node;
   bool nvswitch = c->node.intra.kind == CFG_INTRA_NVSWITCH && c->node.intra.nvls;
   bool reduce = op == PROG_COLL_ALLREDUCE;
   switch (algo) {
@@ -87,6 +86,15 @@ bool coll_algo_applies(const hw_cluster *hw, prog_coll op, const int *ranks, int
     break;
   }
   return false;
+}
+
+bool coll_algo_applies(const hw_cluster *hw, prog_coll op, const int *ranks, int n, coll_algo algo)
+{
+  coll_layout l;
+  coll_layout_of(hw, ranks, n, &l);
+  bool ok = coll_algo_applies_to(hw, op, n, &l, algo);
+  coll_layout_clear(&l);
+  return ok;
 }
 
 bool coll_proto_applies(coll_algo algo, int proto)
@@ -253,6 +261,7 @@ struct coll_planner {
   bool fold;
   GHashTable *plans;     /* (key, op) -> GPtrArray of candidate plans */
   GHashTable *schedules; /* (key, op, bytes) -> coll_schedule */
+  int *load;             /* coll_plan_build's link loads, made on first use */
 };
 
 typedef struct {
@@ -314,6 +323,7 @@ void coll_planner_free(coll_planner *pl)
     return;
   g_hash_table_destroy(pl->schedules);
   g_hash_table_destroy(pl->plans);
+  g_free(pl->load);
   g_free(pl);
 }
 
@@ -365,7 +375,11 @@ static GPtrArray *coll_candidates(coll_planner *pl, prog_coll op, const int *ran
     return plans;
   coll_algo algos[8];
   int na = 0;
-  if (pl->algo != COLL_ALGO_AUTO && coll_algo_applies(pl->hw, op, ranks, n, pl->algo))
+  /* the group's layout once, for every algorithm weighed (sorting a large group's ranks for
+   * each was a twentieth of a 16,384-GPU configuration) */
+  coll_layout l;
+  coll_layout_of(pl->hw, ranks, n, &l);
+  if (pl->algo != COLL_ALGO_AUTO && coll_algo_applies_to(pl->hw, op, n, &l, pl->algo))
     algos[na++] = pl->algo;
   else if (ruled != COLL_ALGO_AUTO)
     algos[na++] = ruled;
@@ -375,10 +389,13 @@ static GPtrArray *coll_candidates(coll_planner *pl, prog_coll op, const int *ran
     na = coll_auto_candidates(op, n, algos);
   plans = g_ptr_array_new();
   int leaders = pl->rt ? pl->rt->leaders : 1;
+  if (!pl->load)
+    pl->load = g_new0(int, 2 * (gsize)hw_nlinks(pl->hw));
   for (int i = 0; i < na; i++)
-    if (coll_algo_applies(pl->hw, op, ranks, n, algos[i]))
+    if (coll_algo_applies_to(pl->hw, op, n, &l, algos[i]))
       g_ptr_array_add(plans, coll_plan_build(pl->hw, op, ranks, n, algos[i], vbytes, pl->fold,
-                                             leaders));
+                                             leaders, pl->load));
+  coll_layout_clear(&l);
   if (plans->len == 0) {
     g_ptr_array_free(plans, TRUE);
     g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "no algorithm can run %s on this group",

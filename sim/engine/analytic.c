@@ -10,6 +10,14 @@
 #include <math.h>
 #include <string.h>
 
+/* The last collective a unit planned on a family: the next one there is most often the same
+ * (every micro-batch sends the same activations), and is then the same schedule and time. */
+typedef struct {
+  const coll_schedule *s;
+  prog_coll coll;
+  double bytes, time; /* time: beside its siblings (eng_coll_crowded) */
+} an_last_coll;
+
 typedef struct {
   int rank, cls;
   guint pos[PROG_NSTREAMS];    /* next op of each stream (index into stream lists) */
@@ -17,7 +25,7 @@ typedef struct {
   bool blocked[PROG_NSTREAMS]; /* waiting in a collective for the other members */
   double *end;                 /* per op, NAN until done */
   uint32_t *seq;               /* per comm op: how many earlier ops of the unit share its group */
-  const coll_schedule **sched; /* per comm op, planned on first use */
+  an_last_coll *last;          /* per family */
   GArray *spans;               /* eng_span */
   double hidden[PROG_NDIMS];   /* collective time run under compute inside macros */
   GArray *mem;                 /* eng_mem_event */
@@ -49,8 +57,12 @@ typedef struct {
   int nunits;
   int *unit_of_rank;   /* -1 when a rank has no unit */
   GArray **stream_ops; /* per class per stream: op indices */
+  /* Instances in progress: each group's collectives complete in order, so a group has at
+   * most one unless its units use it on several streams; those others go to the table */
+  an_instance **open;    /* per group */
   GHashTable *instances; /* (group, seq) -> an_instance */
-  GHashTable *group_units; /* group -> GArray of unit indices */
+  GPtrArray *spare;      /* an_instance: completed ones, reused (thousands a run) */
+  GArray **group_units;  /* per group: unit indices, made on first use */
   eng_result *out;
 } an_state;
 
@@ -86,16 +98,15 @@ static uint32_t *an_sequence(const prog_program *p, int cls, int rank)
 {
   const prog_class *k = prog_class_at(p, cls);
   uint32_t *seq = g_new0(uint32_t, MAX(k->ops->len, 1u));
-  GHashTable *count = g_hash_table_new(g_direct_hash, g_direct_equal);
+  /* counted per group id: an array, where a hash table cost a tenth of a run */
+  g_autofree uint32_t *count = g_new0(uint32_t, MAX(p->groups->len, 1u));
   for (guint i = 0; i < k->ops->len; i++) {
     const prog_op *op = &g_array_index(k->ops, prog_op, i);
     if (op->kind != PROG_COMM)
       continue;
-    gpointer g = GINT_TO_POINTER(((const prog_family *)g_ptr_array_index(p->families, op->family))->group_of[rank]);
-    seq[i] = GPOINTER_TO_UINT(g_hash_table_lookup(count, g));
-    g_hash_table_insert(count, g, GUINT_TO_POINTER(seq[i] + 1));
+    int g = ((const prog_family *)g_ptr_array_index(p->families, op->family))->group_of[rank];
+    seq[i] = count[g]++;
   }
-  g_hash_table_destroy(count);
   return seq;
 }
 
@@ -127,7 +138,7 @@ static void an_units_init(an_state *st)
     for (guint i = 0; i < nops; i++)
       x->end[i] = NAN;
     x->seq = an_sequence(p, x->cls, x->rank);
-    x->sched = g_new0(const coll_schedule *, MAX(nops, 1u));
+    x->last = g_new0(an_last_coll, MAX(p->families->len, 1u));
     /* about one span an op: reserved at once rather than grown */
     x->spans = g_array_sized_new(FALSE, FALSE, sizeof(eng_span), nops);
     x->mem = g_array_new(FALSE, FALSE, sizeof(eng_mem_event));
@@ -136,7 +147,7 @@ static void an_units_init(an_state *st)
 
 static GArray *an_units_of_group(an_state *st, int group)
 {
-  GArray *u = g_hash_table_lookup(st->group_units, GINT_TO_POINTER(group));
+  GArray *u = st->group_units[group];
   if (u)
     return u;
   const prog_group *g = g_ptr_array_index(st->p->groups, group);
@@ -149,10 +160,11 @@ static GArray *an_units_of_group(an_state *st, int group)
     if (!dup)
       g_array_append_val(u, unit);
   }
-  g_hash_table_insert(st->group_units, GINT_TO_POINTER(group), u);
+  st->group_units[group] = u;
   return u;
 }
 
+/* Ends op `idx` (a compute op's spans are already recorded: an_compute). */
 static void an_finish_op(an_state *st, an_unit *u, uint32_t idx, double start, double end)
 {
   const prog_op *op = prog_op_at(st->p, u->cls, idx);
@@ -160,9 +172,7 @@ static void an_finish_op(an_state *st, an_unit *u, uint32_t idx, double start, d
   u->pos[op->stream]++;
   u->free_at[op->stream] = end;
   u->finish = MAX(u->finish, end);
-  if (op->kind == PROG_COMPUTE)
-    eng_op_spans(st->costs, op, u->rank, start, u->spans, u->hidden);
-  else if (op->kind == PROG_COMM && end > start)
+  if (op->kind == PROG_COMM && end > start)
     g_array_append_val(u->spans, ((eng_span){start, end, (int)op->dim}));
   if (st->opt->trace) {
     eng_event e = {.rank = u->rank, .stream = op->stream, .kind = op->kind, .dim = op->dim,
@@ -178,33 +188,69 @@ static void an_instance_free(gpointer p)
   g_free(in);
 }
 
+static an_instance *an_instance_new(an_state *st, gint64 key, int needed)
+{
+  an_instance *in = st->spare->len ? g_ptr_array_steal_index_fast(st->spare, st->spare->len - 1)
+                                   : NULL;
+  if (!in) {
+    in = g_new0(an_instance, 1);
+    in->waiting = g_array_new(FALSE, FALSE, sizeof(an_waiter));
+  }
+  in->key = key;
+  in->needed = needed;
+  in->arrived = 0;
+  in->arrived_max = 0;
+  g_array_set_size(in->waiting, 0);
+  int group = (int)(key >> 32);
+  if (!st->open[group])
+    st->open[group] = in;
+  else
+    g_hash_table_insert(st->instances, &in->key, in);
+  return in;
+}
+
+static an_instance *an_instance_find(an_state *st, gint64 key)
+{
+  an_instance *in = st->open[key >> 32];
+  return in && in->key == key ? in : g_hash_table_lookup(st->instances, &key);
+}
+
+/* A completed instance leaves the table for the spares (the table frees none). */
+static void an_instance_done(an_state *st, an_instance *in)
+{
+  int group = (int)(in->key >> 32);
+  if (st->open[group] == in)
+    st->open[group] = NULL;
+  else
+    g_hash_table_remove(st->instances, &in->key);
+  g_ptr_array_add(st->spare, in);
+}
+
 /* A unit reached a collective at time `ready`. Returns true if it could complete it now. */
 static bool an_arrive(an_state *st, an_unit *u, uint32_t idx, double ready)
 {
   const prog_op *op = prog_op_at(st->p, u->cls, idx);
   const prog_family *f = g_ptr_array_index(st->p->families, op->family);
   int group = f->group_of[u->rank];
-  const coll_schedule *s = u->sched[idx];
-  if (!s)
-    s = u->sched[idx] = eng_schedule_for(st->planner, st->p, op, u->rank,
-                                         st->error ? NULL : &st->error);
-  if (!s)
-    return false;
-  double dur = op->count * eng_coll_crowded(st->costs, op, u->rank, s);
+  an_last_coll *last = &u->last[op->family];
+  if (!last->s || last->coll != op->coll || last->bytes != op->comm_bytes) {
+    const coll_schedule *s = eng_schedule_for(st->planner, st->p, op, u->rank,
+                                              st->error ? NULL : &st->error);
+    if (!s)
+      return false;
+    *last = (an_last_coll){.s = s, .coll = op->coll, .bytes = op->comm_bytes,
+                           .time = eng_coll_crowded(st->costs, op, u->rank, s)};
+  }
+  double dur = op->count * last->time;
   GArray *members = an_units_of_group(st, group);
   if (members->len == 1) {
     an_finish_op(st, u, idx, ready, ready + dur);
     return true;
   }
   gint64 key = (gint64)group << 32 | u->seq[idx];
-  an_instance *in = g_hash_table_lookup(st->instances, &key);
-  if (!in) {
-    in = g_new0(an_instance, 1);
-    in->key = key;
-    in->needed = (int)members->len;
-    in->waiting = g_array_new(FALSE, FALSE, sizeof(an_waiter));
-    g_hash_table_insert(st->instances, &in->key, in);
-  }
+  an_instance *in = an_instance_find(st, key);
+  if (!in)
+    in = an_instance_new(st, key, (int)members->len);
   for (guint i = 0; i < in->waiting->len; i++)
     if (g_array_index(in->waiting, an_waiter, i).unit == u)
       return false; /* already waiting */
@@ -221,7 +267,7 @@ static bool an_arrive(an_state *st, an_unit *u, uint32_t idx, double ready)
     w->unit->blocked[prog_op_at(st->p, w->unit->cls, w->idx)->stream] = false;
     an_finish_op(st, w->unit, w->idx, in->arrived_max, in->arrived_max + dur);
   }
-  g_hash_table_remove(st->instances, &key);
+  an_instance_done(st, in);
   return true;
 }
 
@@ -241,7 +287,8 @@ static bool an_advance(an_state *st, an_unit *u, int stream)
       ready = MAX(ready, u->end[deps[d]]);
     }
     if (op->kind == PROG_COMPUTE) {
-      an_finish_op(st, u, idx, ready, ready + eng_op_duration(st->costs, op, u->rank));
+      double dur = eng_op_spans(st->costs, op, u->rank, ready, u->spans, u->hidden);
+      an_finish_op(st, u, idx, ready, ready + dur);
     } else if (op->kind == PROG_MEM) {
       eng_mem_event m = {.time = ready, .delta = op->mem_delta, .seq = idx};
       g_array_append_val(u->mem, m);
@@ -309,23 +356,32 @@ static void an_state_free(an_state *st)
   for (int u = 0; u < st->nunits; u++) {
     g_free(st->units[u].end);
     g_free(st->units[u].seq);
-    g_free(st->units[u].sched);
+    g_free(st->units[u].last);
     g_array_free(st->units[u].spans, TRUE);
     g_array_free(st->units[u].mem, TRUE);
   }
   g_free(st->units);
   g_free(st->unit_of_rank);
   eng_stream_lists_free(st->p, st->stream_ops);
+  GHashTableIter it;
+  gpointer in;
+  g_hash_table_iter_init(&it, st->instances);
+  while (g_hash_table_iter_next(&it, NULL, &in)) /* left waiting by a deadlock */
+    g_ptr_array_add(st->spare, in);
   g_hash_table_destroy(st->instances);
-  g_hash_table_destroy(st->group_units);
-  eng_costs_free(st->costs);
+  for (guint g = 0; g < st->p->groups->len; g++)
+    if (st->open[g])
+      g_ptr_array_add(st->spare, st->open[g]);
+  g_free(st->open);
+  g_ptr_array_free(st->spare, TRUE);
+  for (guint g = 0; g < st->p->groups->len; g++)
+    if (st->group_units[g])
+      g_array_free(st->group_units[g], TRUE);
+  g_free(st->group_units);
+  if (st->costs != st->opt->costs)
+    eng_costs_free(st->costs);
   if (st->planner != st->opt->planner)
     coll_planner_free(st->planner);
-}
-
-static void an_group_units_free(gpointer a)
-{
-  g_array_free(a, TRUE);
 }
 
 bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
@@ -333,10 +389,13 @@ bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_opt
 {
   an_state st = {.p = p, .hw = hw, .opt = opt, .out = out};
   st.planner = opt->planner ? opt->planner : eng_planner_new(hw, opt);
-  st.costs = eng_costs_new(p, hw, st.planner, opt);
+  st.costs = opt->costs && opt->planner ? opt->costs : eng_costs_new(p, hw, st.planner, opt);
+  eng_costs_bind(st.costs, p);
   st.stream_ops = eng_stream_lists(p);
-  st.instances = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, an_instance_free);
-  st.group_units = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, an_group_units_free);
+  st.instances = g_hash_table_new(g_int64_hash, g_int64_equal);
+  st.open = g_new0(an_instance *, MAX(p->groups->len, 1u));
+  st.spare = g_ptr_array_new_with_free_func(an_instance_free);
+  st.group_units = g_new0(GArray *, MAX(p->groups->len, 1u));
   if (opt->trace) {
     out->events = g_array_new(FALSE, FALSE, sizeof(eng_event));
     out->mem_samples = g_array_new(FALSE, FALSE, sizeof(eng_mem_sample));

@@ -108,15 +108,18 @@ GArray **eng_stream_lists(const prog_program *p)
   GArray **lists = g_new0(GArray *, p->classes->len * PROG_NSTREAMS);
   for (guint c = 0; c < p->classes->len; c++) {
     const prog_class *k = prog_class_at(p, (int)c);
-    /* sized first: growing them op by op was a tenth of an analytic run */
+    /* sized first and filled in place: growing them op by op was a tenth of an analytic run */
     guint n[PROG_NSTREAMS] = {0};
     for (guint i = 0; i < k->ops->len; i++)
       n[g_array_index(k->ops, prog_op, i).stream]++;
-    for (int s = 0; s < PROG_NSTREAMS; s++)
+    for (int s = 0; s < PROG_NSTREAMS; s++) {
       lists[c * PROG_NSTREAMS + s] = g_array_sized_new(FALSE, FALSE, sizeof(uint32_t), n[s]);
+      g_array_set_size(lists[c * PROG_NSTREAMS + s], n[s]);
+      n[s] = 0;
+    }
     for (guint i = 0; i < k->ops->len; i++) {
-      const prog_op *op = &g_array_index(k->ops, prog_op, i);
-      g_array_append_val(lists[c * PROG_NSTREAMS + op->stream], i);
+      int s = g_array_index(k->ops, prog_op, i).stream;
+      g_array_index(lists[c * PROG_NSTREAMS + s], uint32_t, n[s]++) = i;
     }
   }
   return lists;
@@ -187,6 +190,16 @@ eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_plann
   c->templates = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
   c->crowded = g_hash_table_new_full(eng_crowd_hash, eng_crowd_equal, g_free, g_free);
   return c;
+}
+
+eng_costs *eng_costs_new_shared(const hw_cluster *hw, const eng_options *o)
+{
+  return eng_costs_new(NULL, hw, o->planner, o);
+}
+
+void eng_costs_bind(eng_costs *c, const prog_program *p)
+{
+  c->p = p;
 }
 
 void eng_costs_free(eng_costs *c)
@@ -670,9 +683,21 @@ static int eng_mem_cmp(const void *a, const void *b)
   return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+/* A unit's events mostly come in time order already: sorting them anyway was a twentieth of a
+ * run. */
+static bool eng_mem_sorted(GArray *events)
+{
+  for (guint i = 1; i < events->len; i++)
+    if (eng_mem_cmp(&g_array_index(events, eng_mem_event, i - 1),
+                    &g_array_index(events, eng_mem_event, i)) > 0)
+      return false;
+  return true;
+}
+
 double eng_mem_peak(GArray *events, double base, GArray *samples_out, int rank)
 {
-  g_array_sort(events, eng_mem_cmp);
+  if (!eng_mem_sorted(events))
+    g_array_sort(events, eng_mem_cmp);
   double now = base, peak = base;
   for (guint i = 0; i < events->len; i++) {
     const eng_mem_event *m = &g_array_index(events, eng_mem_event, i);

@@ -35,6 +35,10 @@ typedef struct {
    * runs of programs with the same groups (the fold's two) then plan each collective once.
    * Made with eng_planner_new from these options. */
   coll_planner *planner;
+  /* Template times and crowded collectives the analytic engine keeps across runs (NULL: its
+   * own), made with eng_costs_new_shared on `planner`: for runs of programs with the same
+   * groups and templates (prog_groups_same, prog_templates_same: the fold's two). */
+  struct eng_costs *costs;
 } eng_options;
 
 typedef struct {
@@ -93,6 +97,10 @@ bool eng_run(const prog_program *p, const hw_cluster *hw, const eng_options *opt
 void eng_result_clear(eng_result *r);
 /* The collective planner a run with these options makes (eng_options.planner shares one). */
 coll_planner *eng_planner_new(const hw_cluster *hw, const eng_options *o);
+typedef struct eng_costs eng_costs;
+/* Costs to share as eng_options.costs (o->planner set). */
+eng_costs *eng_costs_new_shared(const hw_cluster *hw, const eng_options *o);
+void eng_costs_free(eng_costs *c);
 /* r = a + (b - a) k for every time, breakdown and memory peak of a step (the line through two
  * simulated micro-batch counts); the critical rank is b's and the simulator's own costs add. */
 void eng_result_extrapolate(const eng_result *a, const eng_result *b, double k, eng_result *r);

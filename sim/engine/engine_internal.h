@@ -37,10 +37,10 @@ double eng_mem_peak(GArray *events, double base, GArray *samples_out, int rank);
  * asynchronous streams (data / expert parallel), which overlap the next run as prefetching
  * and bucketed reduction do. Templates are evaluated once per class, with its representative's
  * groups (the ranks of a class have symmetric groups). */
-typedef struct eng_costs eng_costs;
 eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_planner *pl,
                          const eng_options *opt);
-void eng_costs_free(eng_costs *c);
+/* Costs shared across runs (eng_options.costs) follow the program being run. */
+void eng_costs_bind(eng_costs *c, const prog_program *p);
 double eng_op_duration(eng_costs *c, const prog_op *op, int rank);
 /* The time of a collective as `rank` runs it while every other rank of its class runs the same
  * op in step (the ranks of a pipeline stage do, in a layer pass and in the analytic engine):

@@ -52,21 +52,76 @@ static gboolean prog_group_equal(gconstpointer x, gconstpointer y)
   return a->n == b->n && memcmp(a->ranks, b->ranks, (size_t)a->n * sizeof(int)) == 0;
 }
 
-prog_program *prog_new(int nranks)
+struct prog_group_store {
+  GPtrArray *groups, *families;
+  GPtrArray *blocks;   /* the groups' memory, PROG_GROUP_BLOCK bytes at a time */
+  gsize block_used;
+  GHashTable *group_index;
+  int *small_head;
+  GArray *small_groups;
+  bool shared; /* fixed from then on */
+};
+
+static void prog_group_store_clear(gpointer data)
+{
+  struct prog_group_store *s = data;
+  g_ptr_array_free(s->blocks, TRUE);
+  for (guint i = 0; i < s->families->len; i++) {
+    prog_family *f = g_ptr_array_index(s->families, i);
+    g_free(f->name);
+    g_free(f->group_of);
+    g_free(f);
+  }
+  g_ptr_array_free(s->groups, TRUE);
+  g_ptr_array_free(s->families, TRUE);
+  g_hash_table_destroy(s->group_index);
+  g_free(s->small_head);
+  g_array_free(s->small_groups, TRUE);
+}
+
+static prog_program *prog_alloc(int nranks)
 {
   prog_program *p = g_new0(prog_program, 1);
   p->nranks = nranks;
   p->class_of = g_new0(int, nranks);
   p->classes = g_ptr_array_new();
-  p->groups = g_ptr_array_new();
-  p->families = g_ptr_array_new();
-  p->group_index = g_hash_table_new(prog_group_hash, prog_group_equal);
-  p->small_head = g_new(int, MAX(nranks, 1));
-  for (int r = 0; r < nranks; r++)
-    p->small_head[r] = -1;
-  p->small_groups = g_array_new(FALSE, FALSE, sizeof(prog_small_link));
   p->strings = g_string_chunk_new(4096);
   p->meta.dtype = CFG_BF16;
+  return p;
+}
+
+static void prog_store_use(prog_program *p, struct prog_group_store *s)
+{
+  p->store = s;
+  p->groups = s->groups;
+  p->families = s->families;
+  p->group_index = s->group_index;
+  p->small_head = s->small_head;
+  p->small_groups = s->small_groups;
+}
+
+prog_program *prog_new(int nranks)
+{
+  prog_program *p = prog_alloc(nranks);
+  struct prog_group_store *s = g_rc_box_new0(struct prog_group_store);
+  s->groups = g_ptr_array_new();
+  s->blocks = g_ptr_array_new_with_free_func(g_free);
+  s->families = g_ptr_array_new();
+  s->group_index = g_hash_table_new(prog_group_hash, prog_group_equal);
+  s->small_head = g_new(int, MAX(nranks, 1));
+  for (int r = 0; r < nranks; r++)
+    s->small_head[r] = -1;
+  s->small_groups = g_array_new(FALSE, FALSE, sizeof(prog_small_link));
+  prog_store_use(p, s);
+  return p;
+}
+
+prog_program *prog_new_sharing_groups(const prog_program *like)
+{
+  prog_program *p = prog_alloc(like->nranks);
+  memcpy(p->class_of, like->class_of, sizeof(int) * (gsize)like->nranks);
+  like->store->shared = true;
+  prog_store_use(p, g_rc_box_acquire(like->store));
   return p;
 }
 
@@ -80,20 +135,8 @@ void prog_free(prog_program *p)
     g_array_free(c->deps, TRUE);
     g_free(c);
   }
-  for (guint i = 0; i < p->groups->len; i++) {
-    g_free(g_ptr_array_index(p->groups, i));
-  }
-  for (guint i = 0; i < p->families->len; i++) {
-    prog_family *f = g_ptr_array_index(p->families, i);
-    g_free(f->group_of);
-    g_free(f);
-  }
   g_ptr_array_free(p->classes, TRUE);
-  g_ptr_array_free(p->groups, TRUE);
-  g_ptr_array_free(p->families, TRUE);
-  g_hash_table_destroy(p->group_index);
-  g_free(p->small_head);
-  g_array_free(p->small_groups, TRUE);
+  g_rc_box_release_full(p->store, prog_group_store_clear);
   g_string_chunk_free(p->strings);
   g_free(p->class_of);
   g_free(p->meta.description);
@@ -104,11 +147,22 @@ int prog_class_add(prog_program *p, const char *name)
 {
   prog_class *c = g_new0(prog_class, 1);
   c->name = g_string_chunk_insert_const(p->strings, name);
-  c->ops = g_array_new(FALSE, TRUE, sizeof(prog_op));
+  c->ops = g_array_new(FALSE, FALSE, sizeof(prog_op));
   c->deps = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   c->rep = -1;
   g_ptr_array_add(p->classes, c);
   return (int)p->classes->len - 1;
+}
+
+void prog_class_reserve(prog_program *p, int cls, guint nops, guint ndeps)
+{
+  prog_class *c = prog_class_at(p, cls);
+  /* a GArray keeps what it has grown to */
+  guint ops = c->ops->len, deps = c->deps->len;
+  g_array_set_size(c->ops, MAX(ops, nops));
+  g_array_set_size(c->ops, ops);
+  g_array_set_size(c->deps, MAX(deps, ndeps));
+  g_array_set_size(c->deps, deps);
 }
 
 int prog_template_add(prog_program *p, const char *name)
@@ -141,8 +195,9 @@ void prog_finalize(prog_program *p)
 
 int prog_family_add(prog_program *p, const char *name, prog_dim dim)
 {
+  g_assert(!p->store->shared);
   prog_family *f = g_new0(prog_family, 1);
-  f->name = g_string_chunk_insert_const(p->strings, name);
+  f->name = g_strdup(name); /* the store's: it may outlive p's strings */
   f->dim = dim;
   f->group_of = g_new(int, p->nranks);
   for (int r = 0; r < p->nranks; r++)
@@ -151,11 +206,36 @@ int prog_family_add(prog_program *p, const char *name, prog_dim dim)
   return (int)p->families->len - 1;
 }
 
-/* One allocation per group, its ranks right after it: a program has thousands of groups and
- * a planner builds and frees programs by the thousand. */
+int prog_family_find(const prog_program *p, const char *name)
+{
+  for (guint i = 0; i < p->families->len; i++)
+    if (strcmp(((const prog_family *)g_ptr_array_index(p->families, i))->name, name) == 0)
+      return (int)i;
+  return -1;
+}
+
+#define PROG_GROUP_BLOCK 65536
+
+/* Room for `size` bytes that live as long as the store: a program has thousands of groups and
+ * a planner builds and frees programs by the thousand, so groups are carved from large blocks
+ * rather than allocated one by one. */
+static void *prog_store_alloc(struct prog_group_store *s, gsize size)
+{
+  size = (size + 7) & ~(gsize)7;
+  if (s->blocks->len == 0 || s->block_used + size > PROG_GROUP_BLOCK) {
+    g_ptr_array_add(s->blocks, g_malloc(MAX(size, (gsize)PROG_GROUP_BLOCK)));
+    s->block_used = 0;
+  }
+  void *at = (char *)g_ptr_array_index(s->blocks, s->blocks->len - 1) + s->block_used;
+  s->block_used += size;
+  return at;
+}
+
+/* A group with its ranks right after it. */
 static int prog_group_new(prog_program *p, const int *ranks, int n)
 {
-  prog_group *g = g_malloc(sizeof *g + sizeof(int) * (gsize)n);
+  g_assert(!p->store->shared);
+  prog_group *g = prog_store_alloc(p->store, sizeof *g + sizeof(int) * (gsize)n);
   g->n = n;
   g->ranks = (int *)(g + 1);
   memcpy(g->ranks, ranks, sizeof(int) * (gsize)n);
@@ -202,17 +282,59 @@ int prog_group_add_private(prog_program *p, const int *ranks, int n)
 
 void prog_family_set(prog_program *p, int family, int rank, int group)
 {
+  g_assert(!p->store->shared);
   prog_family *f = g_ptr_array_index(p->families, family);
   f->group_of[rank] = group;
 }
 
 bool prog_groups_same(const prog_program *a, const prog_program *b)
 {
+  if (a->store == b->store)
+    return true;
   if (a->groups->len != b->groups->len)
     return false;
   for (guint i = 0; i < a->groups->len; i++)
     if (!prog_group_equal(g_ptr_array_index(a->groups, i), g_ptr_array_index(b->groups, i)))
       return false;
+  return true;
+}
+
+/* Everything that costs an op (not its name). */
+static bool prog_op_same(const prog_op *x, const prog_op *y)
+{
+  return x->kind == y->kind && x->stream == y->stream && x->recompute == y->recompute &&
+         x->count == y->count && x->kclass == y->kclass && x->dtype == y->dtype &&
+         x->flops == y->flops && x->bytes == y->bytes && x->inner == y->inner &&
+         x->attn.keys == y->attn.keys && x->attn.head_dim == y->attn.head_dim &&
+         x->attn.impl == y->attn.impl && x->attn.backward == y->attn.backward &&
+         x->attn.causal == y->attn.causal && x->fixed_time == y->fixed_time &&
+         x->tmpl == y->tmpl && x->coll == y->coll && x->dim == y->dim &&
+         x->family == y->family && x->comm_bytes == y->comm_bytes && x->tag == y->tag &&
+         x->mem_delta == y->mem_delta && x->ndeps == y->ndeps;
+}
+
+static bool prog_class_same(const prog_class *a, const prog_class *b)
+{
+  if (a->ops->len != b->ops->len || a->deps->len != b->deps->len ||
+      memcmp(a->deps->data, b->deps->data, sizeof(uint32_t) * a->deps->len) != 0)
+    return false;
+  for (guint i = 0; i < a->ops->len; i++) {
+    const prog_op *x = &g_array_index(a->ops, prog_op, i), *y = &g_array_index(b->ops, prog_op, i);
+    if (!prog_op_same(x, y) || x->dep_start != y->dep_start)
+      return false;
+  }
+  return true;
+}
+
+bool prog_templates_same(const prog_program *a, const prog_program *b)
+{
+  if (a->classes->len != b->classes->len)
+    return false;
+  for (guint c = 0; c < a->classes->len; c++) {
+    const prog_class *x = prog_class_at(a, (int)c), *y = prog_class_at(b, (int)c);
+    if (x->is_template != y->is_template || (x->is_template && !prog_class_same(x, y)))
+      return false;
+  }
   return true;
 }
 

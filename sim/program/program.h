@@ -109,7 +109,7 @@ typedef struct {
   int next; /* next entry of the chain, or -1 */
 } prog_small_link;
 
-#define PROG_RECENT_NAMES 64
+#define PROG_RECENT_NAMES 512
 
 typedef struct {
   char *name;
@@ -141,6 +141,9 @@ typedef struct {
   int *small_head;    /* per rank: first entry of small_groups whose group starts with it, or -1 */
   GArray *small_groups; /* prog_small_link: shared groups of one or two ranks, chained by rank */
   GStringChunk *strings;
+  /* owns groups, families, group_index and the small groups: shared with the programs made
+   * by prog_new_sharing_groups, freed with the last of them */
+  struct prog_group_store *store;
   /* the names last interned, by the address they came from: builders pass the same few names
    * (literals, or names already interned) for every micro-batch */
   struct {
@@ -150,9 +153,17 @@ typedef struct {
 } prog_program;
 
 prog_program *prog_new(int nranks);
+/* A program with `like`'s ranks, classes of ranks, process groups and families, shared rather
+ * than built again (the fold builds one step at two micro-batch counts: the same groups). Their
+ * groups and families are then fixed: neither program may add any. Classes are its own to add
+ * (prog_finalize once they are). */
+prog_program *prog_new_sharing_groups(const prog_program *like);
 void prog_free(prog_program *p);
 
 int prog_class_add(prog_program *p, const char *name);
+/* Room for `nops` ops and `ndeps` dependencies in class `cls` (a builder that knows about how
+ * many it will add spares the arrays' growth). */
+void prog_class_reserve(prog_program *p, int cls, guint nops, guint ndeps);
 /* A template: a sub-DAG (say one transformer block and its tensor-parallel collectives) that
  * macro ops run as a whole; its comm ops use the groups of the rank that runs the macro. */
 int prog_template_add(prog_program *p, const char *name);
@@ -161,6 +172,8 @@ void prog_rank_set_class(prog_program *p, int rank, int cls);
 void prog_finalize(prog_program *p);
 
 int prog_family_add(prog_program *p, const char *name, prog_dim dim);
+/* The family named `name`, or -1. */
+int prog_family_find(const prog_program *p, const char *name);
 /* Registers (or finds) the group with these ranks, in this order. */
 int prog_group_add(prog_program *p, const int *ranks, int n);
 /* A new group with these ranks, never shared: its collectives match among themselves only (a
@@ -170,6 +183,9 @@ void prog_family_set(prog_program *p, int family, int rank, int group);
 /* Whether both programs have the same groups under the same ids (their collectives' plans,
  * cached by group id, are then the same). */
 bool prog_groups_same(const prog_program *a, const prog_program *b);
+/* Whether both programs have the same templates under the same class ids, op by op (their
+ * times, cached by template and class, are then the same). */
+bool prog_templates_same(const prog_program *a, const prog_program *b);
 const prog_group *prog_group_of(const prog_program *p, int family, int rank);
 
 /* Op builders; `deps` may be NULL when ndeps is 0. They return the op's index in its class. */

@@ -38,11 +38,18 @@ static void sim_progress_range(sim_result *out, double lo, double hi)
   }
 }
 
-/* Builds the step with `micro` micro-batches per replica. */
-static bool sim_build_with(sim_result *out, int micro, prog_program **prog, GError **err)
+/* The workload with `micro` micro-batches per replica. */
+static cfg_workload sim_workload_with(const sim_result *out, int micro)
 {
   cfg_workload w = *out->workload;
   w.training.global_batch = micro * w.parallel.dp * w.training.micro_batch;
+  return w;
+}
+
+/* Builds the step with `micro` micro-batches per replica. */
+static bool sim_build_with(sim_result *out, int micro, prog_program **prog, GError **err)
+{
+  cfg_workload w = sim_workload_with(out, micro);
   if (!wl_build(&w, out->hw, prog, err))
     return false;
   mem_annotate_program(*prog, &out->memory);
@@ -57,23 +64,35 @@ static bool sim_run_with(sim_result *out, int micro, prog_program **prog, eng_re
          eng_run(*prog, out->hw, &out->options, res, err);
 }
 
-/* The fold's two runs: the second shares the first's collective planner when both programs
- * have the same groups (the plans are then the same: they depend on the group and the bytes,
- * not on how many micro-batches run). */
+/* The fold's two runs, built together (one model, one set of groups); the second shares the
+ * first's collective planner and template times (the plans are the same: they depend on the
+ * group and the bytes, not on how many micro-batches run). */
 static bool sim_run_pair(sim_result *out, int m1, int m2, prog_program **p1, eng_result *r1,
                          double first, GError **err)
 {
+  cfg_workload w[2] = {sim_workload_with(out, m1), sim_workload_with(out, m2)};
+  const cfg_workload *const ws[2] = {&w[0], &w[1]};
+  prog_program *p[2];
+  if (!wl_build_two(ws, out->hw, p, err))
+    return false;
+  *p1 = p[0];
+  out->program = p[1];
+  for (int i = 0; i < 2; i++)
+    mem_annotate_program(p[i], &out->memory);
   coll_planner *shared = out->options.kind == ENG_ANALYTIC
                              ? eng_planner_new(out->hw, &out->options)
                              : NULL;
   out->options.planner = shared;
+  /* and the template times, when the templates are the same (they do not depend on the
+   * batch either) */
+  if (shared && prog_templates_same(p[0], p[1]))
+    out->options.costs = eng_costs_new_shared(out->hw, &out->options);
   sim_progress_range(out, 0, first);
-  bool ok = sim_run_with(out, m1, p1, r1, err);
+  bool ok = eng_run(*p1, out->hw, &out->options, r1, err);
   sim_progress_range(out, first, 1);
-  ok = ok && sim_build_with(out, m2, &out->program, err);
-  if (ok && !prog_groups_same(*p1, out->program))
-    out->options.planner = NULL;
   ok = ok && eng_run(out->program, out->hw, &out->options, &out->eng, err);
+  eng_costs_free(out->options.costs);
+  out->options.costs = NULL;
   out->options.planner = NULL;
   if (shared)
     coll_planner_free(shared);

@@ -43,7 +43,7 @@ static void wl_kernel_push(wl_model *m, GArray *to, const wl_layer *l, wl_role r
                            wl_phase phase, const char *what, cfg_kernel_class k, double flops,
                            double bytes)
 {
-  g_autofree char *name = g_strdup_printf("%s.%s", l->name, what);
+  g_autofree char *name = g_strconcat(l->name, ".", what, NULL);
   wl_kernel x = {.name = g_string_chunk_insert_const(m->strings, name), .role = role,
                  .phase = phase, .kclass = k, .flops = flops, .bytes = bytes};
   g_array_append_val(to, x);

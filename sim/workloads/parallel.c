@@ -47,6 +47,7 @@ typedef struct {
   bool vshape; /* ZB-V: chunk 0 is chunk s of 2p, chunk 1 chunk 2p - 1 - s (the V's way back) */
   bool dual;  /* DualPipe: chunk 0 is stage s of the forward direction, chunk 1 stage pp - 1 - s
                * of the reverse one (a second copy of the parameters) */
+  bool shared; /* the program shares its groups with one built before (prog_new_sharing_groups) */
   wl_pass *passes; /* per wl_model layer (blocks share one) */
   GHashTable *names; /* (layer, count, pass) -> macro name, interned in the program */
   wl_state_bytes sb;
@@ -121,8 +122,6 @@ static int wl_pair(wl_par *x, int a, int b)
  * group the ones that hold the same experts (with every context-parallel rank). */
 static void wl_expert_groups(wl_par *x)
 {
-  x->fam_ep = prog_family_add(x->p, "ep", PROG_DIM_EP);
-  x->fam_edp = prog_family_add(x->p, "edp", PROG_DIM_DP);
   int edp = x->dp / x->ep;
   g_autofree int *ranks = g_new(int, MAX(x->ep, edp * x->cp));
   for (int r = 0; r < x->p->nranks; r++) {
@@ -165,26 +164,43 @@ static void wl_reverse_channels(wl_par *x, int r, int s)
   }
 }
 
+/* A family of the program: new, or the one of that name when the groups are shared. */
+static int wl_family(wl_par *x, const char *name, prog_dim dim)
+{
+  return x->shared ? prog_family_find(x->p, name) : prog_family_add(x->p, name, dim);
+}
+
+static void wl_families(wl_par *x)
+{
+  x->fam_tp = wl_family(x, "tp", PROG_DIM_TP);
+  x->fam_cp = wl_family(x, "cp", PROG_DIM_CP);
+  x->fam_dp = wl_family(x, "dp", PROG_DIM_DP);
+  if (x->m->moe_tokens > 0) {
+    x->fam_ep = wl_family(x, "ep", PROG_DIM_EP);
+    x->fam_edp = wl_family(x, "edp", PROG_DIM_DP);
+  }
+  x->fam_emb = wl_family(x, "embedding", PROG_DIM_DP);
+  x->fam_fsend = wl_family(x, "pp-send-next", PROG_DIM_PP);
+  x->fam_frecv = wl_family(x, "pp-recv-prev", PROG_DIM_PP);
+  x->fam_bsend = wl_family(x, "pp-send-prev", PROG_DIM_PP);
+  x->fam_brecv = wl_family(x, "pp-recv-next", PROG_DIM_PP);
+  if (x->dual || x->vshape) {
+    x->fam_rsend = wl_family(x, "pp-reverse-send-prev", PROG_DIM_PP);
+    x->fam_rrecv = wl_family(x, "pp-reverse-recv-next", PROG_DIM_PP);
+    x->fam_rbsend = wl_family(x, "pp-reverse-send-next", PROG_DIM_PP);
+    x->fam_rbrecv = wl_family(x, "pp-reverse-recv-prev", PROG_DIM_PP);
+  }
+}
+
 static void wl_groups(wl_par *x)
 {
   prog_program *p = x->p;
   const cfg_dim tp[] = {CFG_DIM_TP}, cp[] = {CFG_DIM_CP}, dp[] = {CFG_DIM_DP, CFG_DIM_CP};
-  x->fam_tp = prog_family_add(p, "tp", PROG_DIM_TP);
-  x->fam_cp = prog_family_add(p, "cp", PROG_DIM_CP);
-  x->fam_dp = prog_family_add(p, "dp", PROG_DIM_DP);
+  wl_families(x);
+  if (x->shared) /* ranks, classes and groups came with the program */
+    return;
   if (x->m->moe_tokens > 0)
     wl_expert_groups(x);
-  x->fam_emb = prog_family_add(p, "embedding", PROG_DIM_DP);
-  x->fam_fsend = prog_family_add(p, "pp-send-next", PROG_DIM_PP);
-  x->fam_frecv = prog_family_add(p, "pp-recv-prev", PROG_DIM_PP);
-  x->fam_bsend = prog_family_add(p, "pp-send-prev", PROG_DIM_PP);
-  x->fam_brecv = prog_family_add(p, "pp-recv-next", PROG_DIM_PP);
-  if (x->dual || x->vshape) {
-    x->fam_rsend = prog_family_add(p, "pp-reverse-send-prev", PROG_DIM_PP);
-    x->fam_rrecv = prog_family_add(p, "pp-reverse-recv-next", PROG_DIM_PP);
-    x->fam_rbsend = prog_family_add(p, "pp-reverse-send-next", PROG_DIM_PP);
-    x->fam_rbrecv = prog_family_add(p, "pp-reverse-recv-prev", PROG_DIM_PP);
-  }
   wl_group_family(x, x->fam_tp, tp, 1);
   wl_group_family(x, x->fam_cp, cp, 1);
   wl_group_family(x, x->fam_dp, dp, 2);
@@ -562,6 +578,13 @@ typedef struct {
   bool paired; /* DualPipe: half of a forward-backward pair (all-to-alls beside the other's compute) */
 } wl_step;
 
+/* A stage's passes, sized for the most any schedule runs: F, B and W of every micro-batch in
+ * every chunk. */
+static GArray *wl_order_new(const wl_par *x)
+{
+  return g_array_sized_new(FALSE, FALSE, sizeof(wl_step), (guint)(3 * x->micro * x->v));
+}
+
 static void wl_push(GArray *order, wl_pass_kind pass, int chunk, int mb, bool paired)
 {
   wl_step st = {.pass = pass, .chunk = chunk, .mb = mb, .paired = paired};
@@ -583,7 +606,7 @@ static void wl_push_step(GArray *order, const wl_par *x, bool backward, int k)
  * is on the critical path the bubble shrinks to (p - 1)(T_F + T_B - T_W). */
 static GArray *wl_schedule_zb_h1(const wl_par *x, int s)
 {
-  GArray *order = g_array_new(FALSE, FALSE, sizeof(wl_step));
+  GArray *order = wl_order_new(x);
   int m = x->micro, warm = MIN(x->pp - s - 1, m), f = 0, b = 0, w = 0;
   while (f < warm)
     wl_push(order, WL_PASS_F, 0, f++, false);
@@ -637,7 +660,7 @@ static GArray *wl_schedule_dualpipe(const wl_par *x, int s)
 {
   int n = x->pp, half = n / 2, hr = MIN(s, n - 1 - s), chunks = x->micro / 2;
   bool second = s >= half;
-  wl_dual d = {.order = g_array_new(FALSE, FALSE, sizeof(wl_step)),
+  wl_dual d = {.order = wl_order_new(x),
                .chunk = {second ? 1 : 0, second ? 0 : 1},
                .pending = g_array_new(FALSE, FALSE, sizeof(wl_step))};
   for (int i = 0; i < (half - hr - 1) * 2; i++) /* 1: forwards of phase 0 */
@@ -709,7 +732,7 @@ static void wl_vee_group(wl_vee *z, int c)
 static GArray *wl_schedule_zb_v(const wl_par *x, int s)
 {
   int p = x->pp;
-  wl_vee z = {.order = g_array_new(FALSE, FALSE, sizeof(wl_step)), .m = x->micro};
+  wl_vee z = {.order = wl_order_new(x), .m = x->micro};
   for (int i = 0; i < 2 * p - 2 * s - 1; i++)
     wl_vee_push(&z, WL_PASS_F, 0);
   for (int i = 0; i < s; i++) {
@@ -744,7 +767,7 @@ static GArray *wl_schedule(const wl_par *x, int s)
     return wl_schedule_zb_h1(x, s);
   if (kind == CFG_SCHED_ZB_V)
     return wl_schedule_zb_v(x, s);
-  GArray *order = g_array_new(FALSE, FALSE, sizeof(wl_step));
+  GArray *order = wl_order_new(x);
   int warm = kind == CFG_SCHED_GPIPE ? total
              : v > 1                 ? MIN((p - s - 1) * 2 + (v - 1) * p, total)
                                      : MIN(p - s - 1, total);
@@ -833,6 +856,18 @@ static double wl_chunk_activations(const wl_par *x, int s, int c)
   return a;
 }
 
+/* `v` in decimal, in `buf` (16 bytes): op names are made by the thousand, and printf's
+ * formatting was a twentieth of a build. */
+static const char *wl_number(char *buf, guint v)
+{
+  char *at = buf + 15;
+  *at = '\0';
+  do
+    *--at = (char)('0' + v % 10);
+  while ((v /= 10) > 0);
+  return at;
+}
+
 /* Gradient bucket of `params` parameters is full after `after`: reduce it. */
 static void wl_flush_bucket(wl_st *st, uint32_t after)
 {
@@ -845,8 +880,10 @@ static void wl_flush_bucket(wl_st *st, uint32_t after)
       *bucket = 0;
       continue;
     }
-    g_autofree char *name = g_strdup_printf("%s %sgrads bucket %d", zero ? "reducescatter" : "allreduce",
-                                            part ? "expert " : "", st->buckets++);
+    char num[16];
+    g_autofree char *name = g_strconcat(zero ? "reducescatter " : "allreduce ",
+                                        part ? "expert " : "", "grads bucket ",
+                                        wl_number(num, (guint)st->buckets++), NULL);
     st->last_dp = prog_comm(x->p, st->cls, PROG_STREAM_DP, name,
                             zero ? PROG_COLL_REDUCESCATTER : PROG_COLL_ALLREDUCE,
                             part ? x->fam_edp : x->fam_dp, *bucket * x->sb.grads, &after, 1);
@@ -866,12 +903,32 @@ static uint32_t wl_run_layer(wl_st *st, guint i, wl_pass_kind pass, bool paired,
   gpointer key = GSIZE_TO_POINTER(((gsize)i << 24 | (gsize)count << 2 | (gsize)pass) + 1);
   const char *name = g_hash_table_lookup(x->names, key);
   if (!name) {
-    g_autofree char *s = count > 1 ? g_strdup_printf("%s x%u %s", l->name, count, wl_pass_names[pass])
-                                   : g_strdup_printf("%s %s", l->name, wl_pass_names[pass]);
+    char num[16];
+    g_autofree char *s = count > 1 ? g_strconcat(l->name, " x", wl_number(num, count), " ",
+                                                 wl_pass_names[pass], NULL)
+                                   : g_strconcat(l->name, " ", wl_pass_names[pass], NULL);
     name = g_string_chunk_insert_const(x->p->strings, s);
     g_hash_table_insert(x->names, key, (gpointer)name);
   }
   return prog_macro(x->p, st->cls, name, t, count, dep, has_dep ? 1 : 0);
+}
+
+/* A chunk's layers in the order a pass runs them: the embedding (with the first chunk), the
+ * blocks, the output layer (with the last); reversed in backward. */
+typedef struct {
+  guint first, count, nlayers;
+  bool emb, out, backward;
+} wl_chunk_seq;
+
+static guint wl_chunk_seq_at(const wl_chunk_seq *q, guint k)
+{
+  guint n = q->count + q->emb + q->out;
+  if (q->backward)
+    k = n - 1 - k;
+  if (q->emb && k == 0)
+    return 0;
+  k -= q->emb;
+  return k < q->count ? q->first + k : q->nlayers - 1;
 }
 
 /* One pass of a chunk for one micro-batch; `last_mb`: the pass that completes the chunk's
@@ -883,30 +940,23 @@ static uint32_t wl_pass_ops(wl_st *st, int c, const wl_step *step, bool last_mb,
   guint first, count;
   bool emb, out;
   wl_chunk_layers(x, st->stage, c, &first, &count, &emb, &out);
-  guint nl = x->m->layers->len;
   bool backward = step->pass != WL_PASS_F;
   /* the layers in execution order: embedding, blocks, output (reversed in backward) */
-  GArray *seq = g_array_new(FALSE, FALSE, sizeof(guint));
-  if (x->m->blocks > 0 && emb)
-    g_array_append_val(seq, (guint){0});
-  for (guint i = first; i < first + count; i++)
-    g_array_append_val(seq, i);
-  if (x->m->blocks > 0 && out) {
-    guint o = nl - 1;
-    g_array_append_val(seq, o);
-  }
+  wl_chunk_seq seq = {.first = first, .count = count, .emb = x->m->blocks > 0 && emb,
+                      .out = x->m->blocks > 0 && out, .nlayers = x->m->layers->len,
+                      .backward = backward};
   bool weights = step->pass == WL_PASS_BW || step->pass == WL_PASS_W;
   bool reduce = last_mb && weights && x->dp * x->cp > 1 && x->w->parallel.zero <= 2;
   uint32_t last = dep;
   bool has = has_dep;
-  guint n = seq->len;
+  guint n = seq.count + seq.emb + seq.out;
   for (guint k = 0; k < n;) {
-    guint i = g_array_index(seq, guint, backward ? n - 1 - k : k);
+    guint i = wl_chunk_seq_at(&seq, k);
     bool block = x->m->blocks > 0 && i >= 1 && i <= (guint)x->m->blocks;
     /* identical blocks run as one macro, unless gradients must be bucketed as they come */
     guint run = 1;
     while (block && !reduce && k + run < n) {
-      guint j = g_array_index(seq, guint, backward ? n - 1 - (k + run) : k + run);
+      guint j = wl_chunk_seq_at(&seq, k + run);
       if (x->passes[j].t[WL_PASS_F] != x->passes[i].t[WL_PASS_F])
         break;
       run++;
@@ -925,7 +975,6 @@ static uint32_t wl_pass_ops(wl_st *st, int c, const wl_step *step, bool last_mb,
   }
   if (reduce)
     wl_flush_bucket(st, last);
-  g_array_free(seq, TRUE);
   return last;
 }
 
@@ -1105,6 +1154,10 @@ static void wl_build_stage(wl_par *x, int s)
   if (x->w->parallel.overlap_param_gather)
     wl_param_gather(&st, params, experts, NULL);
   GArray *order = wl_schedule(x, s);
+  /* about five ops a pass (its macro, transfers, memory) and two per layer where gradients are
+   * bucketed: the stage's op list grows no more */
+  guint layers = x->m->layers->len;
+  prog_class_reserve(p, s, 6 * order->len + 3 * layers + 16, 3 * order->len + 2 * layers + 16);
   for (guint i = 0; i < order->len; i++)
     wl_stage_step(&st, &g_array_index(order, wl_step, i),
                   i + 1 < order->len ? &g_array_index(order, wl_step, i + 1) : NULL,
@@ -1144,11 +1197,11 @@ static void wl_a2a_bytes(wl_par *x)
 }
 
 bool wl_build_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
-                       prog_program *p, GError **err)
+                       prog_program *p, bool shared, GError **err)
 {
   (void)err;
   const cfg_parallel *par = &w->parallel;
-  wl_par x = {.w = w, .hw = hw, .m = m, .p = p, .tp = par->tp, .cp = par->cp, .pp = par->pp,
+  wl_par x = {.w = w, .hw = hw, .m = m, .p = p, .shared = shared, .tp = par->tp, .cp = par->cp, .pp = par->pp,
               .dp = par->dp, .ep = MAX(par->ep, 1), .v = par->pp > 1 ? par->virtual_stages : 1,
               .sb = wl_state_bytes_per_param(&w->training)};
   x.micro = w->training.global_batch / (par->dp * w->training.micro_batch);

@@ -58,7 +58,7 @@ static void wl_quantize(wl_model *m, wl_layer *l, wl_role role, const char *what
   if (!cfg_dtype_block_scaled(m->dtype))
     return;
   double per = 2 + cfg_dtype_bytes(m->dtype);
-  g_autofree char *name = g_strdup_printf("%s.quant", what);
+  g_autofree char *name = g_strconcat(what, ".quant", NULL);
   if (backward)
     wl_bwd(m, l, role, WL_PHASE_BACKWARD, name, CFG_KCLASS_ELEMENTWISE, 0, per * (2 * M * N + M * K));
   else
@@ -78,8 +78,8 @@ static void wl_gemm_as(wl_model *m, wl_layer *l, wl_role role, const char *what,
     wl_set_inner(wl_list(l, replay), K);
     return;
   }
-  g_autofree char *dg = g_strdup_printf("%s.dgrad", what);
-  g_autofree char *wg = g_strdup_printf("%s.wgrad", what);
+  g_autofree char *dg = g_strconcat(what, ".dgrad", NULL);
+  g_autofree char *wg = g_strconcat(what, ".wgrad", NULL);
   wl_bwd(m, l, role, WL_PHASE_DGRAD, dg, CFG_KCLASS_GEMM, flops, bytes);
   wl_set_inner(l->bwd, N);
   wl_bwd(m, l, role, WL_PHASE_WGRAD, wg, CFG_KCLASS_GEMM, flops, bytes);

@@ -203,6 +203,25 @@ void wl_notes(const cfg_workload *w, GPtrArray *out)
         "as ZeRO 0, plus ZeRO's buffers", p->zero));
 }
 
+/* Builds the program of `w` with model `m`; `like` (or NULL) a program of the same layout
+ * whose groups it shares. */
+static prog_program *wl_build_program(const cfg_workload *w, const hw_cluster *hw,
+                                      const wl_model *m, const prog_program *like, bool reference,
+                                      GError **err)
+{
+  int gpus = w->parallel.tp * w->parallel.cp * w->parallel.pp * w->parallel.dp;
+  prog_program *p = like ? prog_new_sharing_groups(like) : prog_new(gpus);
+  bool ok = reference ? wl_build_data_parallel(w, hw, m, p, err)
+                      : wl_build_parallel(w, hw, m, p, like != NULL, err);
+  if (!ok) {
+    prog_free(p);
+    return NULL;
+  }
+  wl_meta(w, m, p);
+  p->meta.description = wl_describe(w);
+  return p;
+}
+
 static bool wl_build_with(const cfg_workload *w, const hw_cluster *hw, prog_program **out,
                           bool reference, GError **err)
 {
@@ -213,20 +232,30 @@ static bool wl_build_with(const cfg_workload *w, const hw_cluster *hw, prog_prog
   wl_shard shard = wl_shard_of(w);
   if (!wl_model_build(&w->model, &w->training, &shard, &m, err))
     return false;
-  int gpus = w->parallel.tp * w->parallel.cp * w->parallel.pp * w->parallel.dp;
-  prog_program *p = prog_new(gpus);
-  bool ok = reference ? wl_build_data_parallel(w, hw, m, p, err) : wl_build_parallel(w, hw, m, p, err);
-  if (ok) {
-    wl_meta(w, m, p);
-    p->meta.description = wl_describe(w);
-  }
+  *out = wl_build_program(w, hw, m, NULL, reference, err);
   wl_model_free(m);
-  if (!ok) {
-    prog_free(p);
+  return *out != NULL;
+}
+
+bool wl_build_two(const cfg_workload *const w[2], const hw_cluster *hw, prog_program *out[2],
+                  GError **err)
+{
+  out[0] = out[1] = NULL;
+  for (int i = 0; i < 2; i++)
+    if (!wl_check_supported(w[i], err) || !wl_check_layout(w[i], err))
+      return false;
+  /* the model does not depend on the batch: built once */
+  wl_model *m = NULL;
+  wl_shard shard = wl_shard_of(w[0]);
+  if (!wl_model_build(&w[0]->model, &w[0]->training, &shard, &m, err))
     return false;
-  }
-  *out = p;
-  return true;
+  out[0] = wl_build_program(w[0], hw, m, NULL, false, err);
+  out[1] = out[0] ? wl_build_program(w[1], hw, m, out[0], false, err) : NULL;
+  wl_model_free(m);
+  if (out[1])
+    return true;
+  g_clear_pointer(&out[0], prog_free);
+  return false;
 }
 
 bool wl_build(const cfg_workload *w, const hw_cluster *hw, prog_program **out, GError **err)

@@ -35,8 +35,9 @@ bool wl_generic_build(wl_model *m, const cfg_model *cm, const cfg_training *t, G
 
 bool wl_build_data_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
                             prog_program *p, GError **err);
+/* `shared`: p came from prog_new_sharing_groups, with the groups this layout has. */
 bool wl_build_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
-                       prog_program *p, GError **err);
+                       prog_program *p, bool shared, GError **err);
 
 /* Error at a workload key, with its file:line:column. */
 bool wl_fail(GError **err, const cfg_workload *w, const char *path, cfg_error_code code,
