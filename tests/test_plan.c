@@ -221,6 +221,7 @@ Test(plan, bad_requests_exit_2)
       {"plan -c dgx-h100 -m gpt3-1.3b --gpus 8 --global-batch 16 --fix tpp=2", "--fix tpp=2"},
       {"plan -c dgx-h100 -m gpt3-1.3b --gpus 8 --global-batch 16 --fix recompute=some", "recompute"},
       {"plan -c dgx-h100 -m gpt3-1.3b --gpus 8 --global-batch 16 --objective speed", "objective"},
+      {"plan -c dgx-h100 -m gpt3-1.3b --gpus 8 --global-batch 16 --top 0 --refine 0", "--refine >= 1"},
       {"plan -c dgx-h100 -m no-such-model --gpus 8 --global-batch 16", "no-such-model"},
       {"plan -c dgx-h100 --gpus 8 --global-batch 16", "needs"},
       {"whatif -c dgx-a100 -w megatron-22b --base node.count=1 --set gpu.memroy=1GiB", "memroy"},

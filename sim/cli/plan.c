@@ -401,8 +401,10 @@ static bool plan_parse(int argc, char **argv, plan_args *a, int *code)
   }
   if (a->top == -1) /* the DES of a few thousand GPUs takes minutes: only on request */
     a->top = a->gpus <= 2048 ? 3 : 0;
-  if (a->top < 0 || a->refine < 0) {
-    fprintf(stderr, "dlsim: error: --top and --refine must be >= 0\n");
+  if (a->top < 0 || a->refine < 0 || MAX(a->refine, a->top) < 1) {
+    /* the plan ranks what it refined: refining nothing would leave nothing to print */
+    fprintf(stderr, "dlsim: error: --top must be >= 0 and --refine >= 1 (got --top %d --refine %d)\n",
+            a->top, a->refine);
     *code = 2;
     return false;
   }

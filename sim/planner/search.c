@@ -120,6 +120,8 @@ static int plan_cmp_estimate(const void *a, const void *b)
 static void plan_keep(GArray *best, const plan_candidate *c, int keep)
 {
   guint n = best->len;
+  if (keep <= 0)
+    return;
   if ((int)n >= keep && plan_better(c, &g_array_index(best, plan_candidate, n - 1)) >= 0)
     return;
   guint at = n;
