@@ -1108,15 +1108,18 @@ static bool des_read_all(int fd, void *buf, size_t len)
 
 static void des_child(int fd, const prog_program *p, const hw_cluster *hw, const eng_options *opt)
 {
-  eng_result r = {0};
+  /* zeroed bytewise, padding included: the header goes down the pipe as raw bytes */
+  eng_result r;
+  des_header h;
+  memset(&r, 0, sizeof r);
+  memset(&h, 0, sizeof h);
   GError *err = NULL;
-  des_header h = {0};
   h.ok = des_simulate(p, hw, opt, &r, &err);
   if (!h.ok) {
     g_strlcpy(h.error, err ? err->message : "unknown error", sizeof h.error);
     h.code = err ? err->code : CFG_ERROR_RUNTIME;
   }
-  h.r = r;
+  memcpy(&h.r, &r, sizeof r);
   h.nevents = r.events ? r.events->len : 0;
   h.nmem = r.mem_samples ? r.mem_samples->len : 0;
   h.nloads = r.link_loads ? r.link_loads->len : 0;
