@@ -262,6 +262,38 @@ Test(collectives, nvls_pays_its_own_latency_not_the_rings_steps)
   cfg_cluster_free(cfg);
 }
 
+Test(collectives, a_ring_of_few_gpus_is_bound_by_its_channels_loads_and_stores)
+{
+  /* 1 GB all-reduce at 150 GB/s of loads and stores, NVLink 100 GB/s: on 2 GPUs each sends
+   * 1 GB (stored and loaded once each) and touches 2 GB of its own buffers: 4 GB / 150 GB/s,
+   * not 1 GB / 100 GB/s; busbw = copy_bandwidth x (n - 1)/(3n - 2), a quarter of it on 2 GPUs
+   * and 7/22 on 8 */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(1, 8, plain, &cfg);
+  cfg->nccl.copy_bandwidth = 150e9;
+  double lat = 2 * 2e-6; /* the ring's 2 steps on 2us links */
+  double two = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, 2, 2, 1e9, COLL_ALGO_RING,
+                          CFG_PROTO_SIMPLE, false);
+  cr_assert_float_eq(two - lat, 4e9 / 150e9, 1e-9, "%.9g s", two);
+  double eight = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, 8, 8, 1e9, COLL_ALGO_RING,
+                            CFG_PROTO_SIMPLE, false);
+  cr_assert_float_eq(eight - 14 * 2e-6, 5.5e9 / 150e9, 1e-9, "%.9g s", eight);
+  /* all-gather on 2: 0.5 GB sent, 1.5 GB of its own buffers (its chunk loaded, both stored) */
+  double ag = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLGATHER, 2, 2, 1e9, COLL_ALGO_RING,
+                         CFG_PROTO_SIMPLE, false);
+  cr_assert_float_eq(ag - 2e-6, 2.5e9 / 150e9, 1e-9, "%.9g s", ag);
+  double des = run_engine(hw, ENG_DES, PROG_COLL_ALLREDUCE, 2, 2, 1e9, COLL_ALGO_RING,
+                          CFG_PROTO_SIMPLE, false);
+  cr_assert_float_eq(des, two, 1e-6 * two, "des %.9g s vs analytic %.9g s", des, two);
+  /* fast enough SMs leave the links' time */
+  cfg->nccl.copy_bandwidth = 1e15;
+  double links = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, 2, 2, 1e9, COLL_ALGO_RING,
+                            CFG_PROTO_SIMPLE, false);
+  cr_assert_float_eq(links - lat, 1e9 / 100e9, 1e-9, "%.9g s", links);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
 Test(collectives, tuner_picks_latency_protocols_small_and_bandwidth_ones_large)
 {
   cfg_cluster *cfg = NULL;
@@ -355,6 +387,22 @@ Test(collectives, lock_step_groups_share_an_oversubscribed_spine)
 }
 
 /* The fit recovers parameters it did not start from, on a table the model itself produced. */
+/* Sizes from `lo` to `hi` (x4) with the times the cluster predicts for them: a table a fit
+ * must find the cluster's parameters back from. */
+static calib_table truth_table(cfg_cluster *cfg, const calib_target *t, double lo, double hi)
+{
+  calib_table tab = {.points = g_array_new(FALSE, FALSE, sizeof(calib_point))};
+  for (double s = lo; s <= hi; s *= 4) {
+    calib_point pt = {.size = s};
+    g_array_append_val(tab.points, pt);
+  }
+  g_autofree double *truth = g_new(double, tab.points->len);
+  cr_assert(calib_predict(cfg, t, &tab, truth, NULL));
+  for (guint i = 0; i < tab.points->len; i++)
+    g_array_index(tab.points, calib_point, i).time = truth[i];
+  return tab;
+}
+
 Test(collectives, calibration_recovers_known_parameters, .timeout = 60)
 {
   cfg_cluster *cfg = NULL;
@@ -362,15 +410,7 @@ Test(collectives, calibration_recovers_known_parameters, .timeout = 60)
   /* NVLS-tree forced, as a table run with NCCL_ALGO=NVLSTree: its latency shows at every size */
   calib_target t = {.op = PROG_COLL_ALLREDUCE, .gpus = 16, .group = 16, .engine = ENG_ANALYTIC,
                     .algo = COLL_ALGO_NVLS_TREE, .proto = COLL_PROTO_AUTO};
-  calib_table tab = {.points = g_array_new(FALSE, FALSE, sizeof(calib_point))};
-  for (double s = 8; s <= 4e9; s *= 4) {
-    calib_point pt = {.size = s};
-    g_array_append_val(tab.points, pt);
-  }
-  g_autofree double *truth = g_new(double, tab.points->len);
-  cr_assert(calib_predict(cfg, &t, &tab, truth, NULL));
-  for (guint i = 0; i < tab.points->len; i++)
-    g_array_index(tab.points, calib_point, i).time = truth[i];
+  calib_table tab = truth_table(cfg, &t, 8, 4e9);
   double true_base = cfg->nccl.nvls_latency;
   double true_nvls = cfg->nccl.nvls_efficiency;
   cfg->nccl.nvls_latency *= 2.5; /* start away from the answer */
@@ -383,6 +423,28 @@ Test(collectives, calibration_recovers_known_parameters, .timeout = 60)
             cfg->nccl.nvls_efficiency, true_nvls);
   cr_assert(fabs(cfg->nccl.nvls_latency / true_base - 1) < 0.1, "nvls latency %g vs %g",
             cfg->nccl.nvls_latency, true_base);
+  g_array_free(tab.points, TRUE);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+Test(collectives, calibration_recovers_the_copy_bandwidth_from_no_limit, .timeout = 60)
+{
+  /* a 2-GPU all-reduce table made at 120 GB/s of loads and stores (NVLink 100 GB/s); the fit
+   * starts from no limit, as a preset without one does */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(1, 8, "set:nccl.copy_bandwidth=120GB/s", &cfg);
+  calib_target t = {.op = PROG_COLL_ALLREDUCE, .gpus = 2, .group = 2, .engine = ENG_ANALYTIC,
+                    .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
+  calib_table tab = truth_table(cfg, &t, 1 << 20, 4e9);
+  cfg->nccl.copy_bandwidth = 0;
+  char *fit[] = {"copy_bandwidth", NULL};
+  calib_fit_report rep;
+  cr_assert(calib_fit_nccl(cfg, &t, &tab, fit, &rep, NULL));
+  cr_assert(rep.before.median_all > 0.2, "no limit should be far off: %g", rep.before.median_all);
+  cr_assert(rep.after.median_all < 0.01, "median error after the fit %g", rep.after.median_all);
+  cr_assert(fabs(cfg->nccl.copy_bandwidth / 120e9 - 1) < 0.02, "copy bandwidth %g",
+            cfg->nccl.copy_bandwidth);
   g_array_free(tab.points, TRUE);
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);

@@ -2,6 +2,10 @@
 # Reproduces configs/calibration/h100.yaml from dlsim's defaults, on two real tables:
 #  0. NVLink SHARP: nccl-tests all-reduce forced to NVLS on the 8 H100 of one Azure ND H100 v5
 #     (validation/nccl/azure_ndh100v5_allreduce_nvls_8gpu.csv): its latency and efficiency.
+#  0b. NCCL's copy bandwidth: torch.distributed all-reduce on 2 GPUs of a DGX H100 (Vidur's
+#     table, validation/nccl/vidur_network__h100_dgx__all_reduce.csv, num_workers=2): the loads
+#     and stores per second of one GPU's NCCL channels, which bound a ring of few GPUs. Vidur's
+#     4- and 8-GPU rows and XLA's groups of 2, 4 and 8 check it.
 #  1. NCCL: nccl-tests all_reduce_perf on 2 nodes x 8 H100 (issue 309). Only latencies and
 #     pipeline chunks move, with step 0's NVLS figures held; the link efficiencies stay at the
 #     values NVIDIA states (0.82 of NVLink for rings, 0.95 of NDR). Every other nccl table in
@@ -28,6 +32,14 @@ $DLSIM calibrate --nccl validation/nccl/azure_ndh100v5_allreduce_nvls_8gpu.csv -
 nvls_latency=$(sed -n 's/^ *nvls_latency: *//p' "$NVLS")
 nvls_efficiency=$(sed -n 's/^ *nvls_efficiency: *//p' "$NVLS")
 rm -f "$NVLS"
+COPY=$(mktemp)
+$DLSIM calibrate --nccl validation/nccl/vidur_network__h100_dgx__all_reduce.csv -c dgx-h100 \
+  --set node.count=1 --set gpu.calibration=none --filter num_workers=2 --size-column size \
+  --time-column time_stats.all_reduce.median --time-unit ms --op allreduce --gpus 2 \
+  --set nccl.nvls_latency=$nvls_latency --set nccl.nvls_efficiency=$nvls_efficiency \
+  --fit copy_bandwidth -o "$COPY"
+copy_bandwidth=$(sed -n 's/^ *copy_bandwidth: *//p' "$COPY")
+rm -f "$COPY"
 $DLSIM calibrate --nccl validation/nccl/issue309_h100_16gpu_2node_allreduce.csv \
   -c dgx-h100 --set node.count=2 --set gpu.calibration=none --op allreduce --gpus 16 \
   --set $A.fwd.fa2=0.380 --set $A.bwd.fa2=0.332 --set $A.fwd_half.fa2=100 --set $A.bwd_half.fa2=270 \
@@ -36,6 +48,7 @@ $DLSIM calibrate --nccl validation/nccl/issue309_h100_16gpu_2node_allreduce.csv 
   --set $A.fwd.triton=0.278 --set $A.bwd.triton=0.141 --set $A.fwd.fa1=0.123 --set $A.bwd.fa1=0.145 \
   --set $A.d64.fa2=0.895 --set $A.d64.fa3=0.793 --set $A.d64.cudnn=0.759 \
   --set nccl.nvls_latency=$nvls_latency --set nccl.nvls_efficiency=$nvls_efficiency \
+  --set nccl.copy_bandwidth=$copy_bandwidth \
   --fit base_latency --fit hop_latency --fit chunk \
   -o configs/calibration/h100.yaml
 $DLSIM calibrate --gemm validation/kernels/xla_matmul_perf_table_sm90.csv -c dgx-h100 \

@@ -121,6 +121,10 @@ void calib_nccl_candidates(calib_search *s, cfg_nccl *n, char *const *fit, doubl
   calib_add(s, fit, &n->nvls_efficiency, true, eff_lo, 0.99, "nvls_efficiency");
   calib_add(s, fit, &n->p2p_efficiency, true, eff_lo, 0.99, "p2p_efficiency");
   calib_add(s, fit, &n->nvls_latency, false, 1e-6, 200e-6, "nvls_latency");
+  /* no limit (0) is no point to scale from: the search starts at 1 TB/s */
+  if (n->copy_bandwidth <= 0 && calib_wanted(fit, "copy_bandwidth"))
+    n->copy_bandwidth = 1e12;
+  calib_add(s, fit, &n->copy_bandwidth, false, 100e9, 10e12, "copy_bandwidth");
   for (int p = 0; p < CFG_NPROTOS; p++) {
     g_snprintf(name, sizeof name, "base_latency.%s", cfg_proto_name((cfg_proto)p));
     calib_add(s, fit, &n->base_latency[p], false, 1e-6, 100e-6, name);

@@ -65,6 +65,7 @@ static void calib_write_nccl_block(GString *o, const cfg_nccl *n, const char *so
   g_string_append_printf(o, "  nvls_latency: %.4gus\n", n->nvls_latency * 1e6);
   g_string_append_printf(o, "  p2p_efficiency: %.4f\n", n->p2p_efficiency);
   g_string_append_printf(o, "  deepep_efficiency: %.4f\n", n->deepep_efficiency);
+  g_string_append_printf(o, "  copy_bandwidth: %.4gGB/s\n", n->copy_bandwidth / 1e9);
   calib_write_by_proto(o, "base_latency", n->base_latency, true);
   g_string_append(o, "  hop_latency:\n  ");
   calib_write_by_proto(o, "intra", n->hop_latency[CFG_LINK_INTRA], true);

@@ -11,6 +11,9 @@
  *         + (pipelined ? (stages - 1) x min(chunk(p), piece) / slowest share : 0)
  *   wire  = steps x fraction x S / protocol_efficiency(p)
  *   time  = base(p) + sum of phases
+ * and a ring phase lasts at least (2 sent / protocol_efficiency(p) + own) x S / nccl.copy_bandwidth:
+ * the loads and stores of the SMs NCCL's channels run on (a byte on the wire is stored by one
+ * GPU's SMs and loaded by the other's); the rest is slept after the transfers.
  * where the fair share of a transfer is the smallest bandwidth / (transfers of the phase on the
  * link) along its route. Folding is the pipelined steady state of a ring; `unfold` gives one
  * phase per step for checking. */
@@ -71,6 +74,8 @@ typedef struct {
   double max_alpha, min_rate, max_frac;
   int max_sends; /* most transfers one endpoint starts in a step (MPI posts them one by one) */
   double class_alpha[CFG_NLINKCLASSES]; /* largest route latency of each class */
+  double sent, own; /* per byte of S, what one GPU sends in the phase and what it loads and
+                     * stores of its own buffers (0, 0: a phase the copy bound does not apply to) */
   int *member_off; /* CSR over members: transfers of member m */
   int *member_idx;
 } coll_phase;

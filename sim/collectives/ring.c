@@ -35,6 +35,17 @@ static void coll_ring_steps(coll_builder *b, const coll_layout *l, const int *ri
   }
 }
 
+/* What one GPU loads and stores of its own buffers per byte of S over a whole ring, from
+ * NCCL's primitives (src/device/all_reduce.h, all_gather.h, reduce_scatter.h), each chunk of S/n
+ * in turn. All-reduce: every chunk of the input is loaded once (send or reduce) and every chunk
+ * of the output stored once, 2 S. All-gather: copySend loads its chunk and stores it in the
+ * output, every other step stores a received chunk: (n + 1)/n S. Reduce-scatter: every step
+ * loads a chunk of the input, the last stores the result: (n + 1)/n S. */
+static double coll_ring_own(prog_coll op, int n)
+{
+  return op == PROG_COLL_ALLREDUCE ? 2.0 : (n + 1.0) / n;
+}
+
 void coll_build_ring(coll_builder *b)
 {
   coll_plan *p = b->p;
@@ -44,6 +55,11 @@ void coll_build_ring(coll_builder *b)
   p->channels = coll_ring_orders(b->hw, &l, p->n, &rings);
   int steps = p->op == PROG_COLL_ALLREDUCE ? 2 * (p->n - 1) : p->n - 1;
   coll_ring_steps(b, &l, rings, p->channels, p->n, steps);
+  for (guint i = 0; i < b->phases->len; i++) {
+    coll_phase *ph = &g_array_index(b->phases, coll_phase, i);
+    ph->sent = (double)ph->steps / p->n;
+    ph->own = coll_ring_own(p->op, p->n) * ph->steps / steps;
+  }
   g_free(rings);
   coll_layout_clear(&l);
 }

@@ -193,6 +193,18 @@ static double coll_posting_latency(const coll_runtime *rt, const coll_phase *ph)
   return (ph->max_sends - 1) * rt->step_latency;
 }
 
+/* How much longer than its transfers (`bulk`) a phase of an NCCL kernel lasts because its
+ * channels' SMs load and store at nccl.copy_bandwidth: every byte it sends is stored and loaded
+ * once each (by the two GPUs' SMs), and its own buffers are touched besides. */
+static double coll_copy_wait(const coll_phase *ph, const cfg_nccl *nc, double size, double eff,
+                             double bulk)
+{
+  if (nc->copy_bandwidth <= 0 || ph->sent + ph->own <= 0)
+    return 0;
+  double bytes = (2 * ph->sent / eff + ph->own) * size;
+  return MAX(0.0, bytes / nc->copy_bandwidth - bulk);
+}
+
 void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_runtime *rt,
                            int proto, double bytes, coll_schedule *out)
 {
@@ -239,6 +251,8 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
                                        ph->min_rate
                                  : 0;
     out->post[i] += coll_shared_memory_copy(rt, hw, ph, size, bulk);
+    if (!coll_runtime_cpu(rt))
+      out->post[i] += coll_copy_wait(ph, nc, size, eff, bulk);
     t += out->pre[i] + bulk + out->post[i];
   }
   out->time = t;

@@ -205,6 +205,8 @@ typedef struct {
                                                 runs on fewer channels per peer than rings */
   double deepep_efficiency;                  /* ... for DeepEP's MoE dispatch / combine
                                                 kernels over NVLink */
+  double copy_bandwidth;                     /* bytes/s a GPU's NCCL channels (SMs) load and
+                                                store; 0: no limit */
   double base_latency[CFG_NPROTOS];          /* per collective: launch and set-up */
   double hop_latency[CFG_NLINKCLASSES][CFG_NPROTOS]; /* per step over a link class */
   double chunk[CFG_NPROTOS];                 /* pipeline chunk per channel (fill of pipelines) */

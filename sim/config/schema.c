@@ -284,6 +284,13 @@ static const cfg_field cfg_nccl_fields[] = {
            "the same for DeepEP's MoE dispatch and combine over NVLink (fitted: "
            "deepep-h800-ep8-dispatch)",
            DEF(0.956)),
+    F_QTY(cfg_nccl, "copy_bandwidth", copy_bandwidth, UNITS_BYTES_PER_S,
+          "loads and stores per second of one GPU's NCCL channels (the SMs its kernels hold): a "
+          "ring step reads what it receives and its own buffer and writes what it sends, so a "
+          "ring of n GPUs moves (3n - 2)/(n - 1) bytes through them per byte on NVLink (all-reduce; "
+          "(3n - 1)/(n - 1) all-gather and reduce-scatter); 0: no limit (fitted: "
+          "vidur-h100-2gpu-allreduce)",
+          DEF(0)),
     F_BY_ENUM(cfg_nccl, "base_latency", base_latency, UNITS_SECONDS, cfg_proto_names,
               "per collective: launch and set-up, by protocol", DEFS(cfg_base_latency_defaults)),
     {.key = "hop_latency", .type = CFG_T_MAP, .offset = 0, .sub = &cfg_schema_hop,
