@@ -501,3 +501,124 @@ Test(engine, collectives_of_one_family_in_turn_take_each_its_own_time)
   hw_cluster_free(hw);
   cfg_cluster_free(c);
 }
+
+/* ---- the host's launch queue (gpu.efficiency.host_dispatch) ------------------------------- */
+
+/* One GPU of the flows cluster with a host that takes `hd` per launch. */
+static hw_cluster *hosted_cluster(double hd, cfg_cluster **cfg)
+{
+  hw_cluster *plain = flows_cluster(2, 1, "[]", cfg);
+  hw_cluster_free(plain);
+  (*cfg)->gpu.efficiency.host_dispatch = hd;
+  return hw_cluster_new(*cfg);
+}
+
+/* Two ranks running `runs` layer passes of: a GEMM of `flops`, then `n` short elementwise
+ * kernels (one op), then (with `bytes` > 0) an all-reduce of the pair that waits for them. */
+static prog_program *hosted_pass(double flops, uint32_t n, double bytes, uint32_t runs)
+{
+  const int pair[] = {0, 1};
+  prog_program *p = prog_new(2);
+  int fam = prog_family_add(p, "tp", PROG_DIM_TP);
+  int g = prog_group_add(p, pair, 2);
+  prog_family_set(p, fam, 0, g);
+  prog_family_set(p, fam, 1, g);
+  int t = prog_template_add(p, "layer");
+  uint32_t last = prog_compute(p, t, "gemm", CFG_KCLASS_GEMM, CFG_BF16, flops, 0, NULL, 0);
+  last = prog_compute(p, t, "short", CFG_KCLASS_ELEMENTWISE, CFG_BF16, 0, 1e3, &last, 1);
+  prog_op_at(p, t, last)->count = n;
+  if (bytes > 0)
+    prog_comm(p, t, PROG_STREAM_TP, "ar", PROG_COLL_ALLREDUCE, fam, bytes, &last, 1);
+  int cls = prog_class_add(p, "rank");
+  prog_macro(p, cls, "layers", t, runs, NULL, 0);
+  prog_rank_set_class(p, 0, cls);
+  prog_rank_set_class(p, 1, cls);
+  prog_finalize(p);
+  return p;
+}
+
+static double hosted_step(const prog_program *p, const hw_cluster *hw, eng_kind kind,
+                          cfg_layer_flows flows)
+{
+  eng_options o = {.kind = kind, .algo = COLL_ALGO_RING, .proto = CFG_PROTO_SIMPLE,
+                   .layer_flows = flows};
+  eng_result r;
+  GError *err = NULL;
+  cr_assert(eng_run(p, hw, &o, &r, &err), "%s", err ? err->message : "");
+  double t = r.step_time;
+  eng_result_clear(&r);
+  return t;
+}
+
+/* The GPU's own time of the test kernels on `hw`. */
+static void hosted_kernels(const hw_cluster *hw, double flops, double *gemm, double *elem)
+{
+  hw_kernel g = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_BF16, .flops = flops};
+  hw_kernel e = {.kclass = CFG_KCLASS_ELEMENTWISE, .dtype = CFG_BF16, .bytes = 1e3};
+  *gemm = hw_kernel_time(hw, &g);
+  *elem = hw_kernel_time(hw, &e);
+}
+
+/* A 10 ms GEMM issued hd after the pass starts hides the launches of the 8 short kernels
+ * behind it (issued by 9 hd = 0.9 ms): the pass ends hd after the GPU alone would. */
+Test(engine, a_long_kernel_hides_the_launches_of_the_short_ones_behind_it)
+{
+  cfg_cluster *c = NULL;
+  double hd = 100e-6, gemm, elem;
+  hw_cluster *hw = hosted_cluster(hd, &c);
+  hosted_kernels(hw, 1e12, &gemm, &elem);
+  cr_assert(gemm > 9 * hd && elem < hd, "GEMM %g s, short %g s", gemm, elem);
+  prog_program *p = hosted_pass(1e12, 8, 0, 1);
+  double want = hd + gemm + 8 * elem;
+  double a = hosted_step(p, hw, ENG_ANALYTIC, CFG_LAYER_FLOWS_AUTO);
+  double d = hosted_step(p, hw, ENG_DES, CFG_LAYER_FLOWS_AUTO);
+  cr_assert(fabs(a - want) < 1e-12, "analytic %.9g s, by hand %.9g s", a, want);
+  cr_assert(fabs(d - want) < 1e-9, "DES %.9g s, by hand %.9g s", d, want);
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+}
+
+/* N kernels shorter than hd, issued hd apart, end when the last one issued (N hd) has run;
+ * outside a layer pass the same (the queue starts empty there). */
+Test(engine, n_tiny_kernels_take_n_host_dispatch_times)
+{
+  cfg_cluster *c = NULL;
+  double hd = 100e-6, gemm, elem;
+  hw_cluster *hw = hosted_cluster(hd, &c);
+  hosted_kernels(hw, 1e3, &gemm, &elem);
+  prog_program *p = hosted_pass(1e3, 50, 0, 1);
+  double want = 51 * hd + elem; /* the GEMM is a tiny kernel too: 51 launches */
+  double a = hosted_step(p, hw, ENG_ANALYTIC, CFG_LAYER_FLOWS_AUTO);
+  cr_assert(fabs(a - want) < 1e-12, "analytic %.9g s, by hand %.9g s", a, want);
+  prog_op *op = prog_op_at(p, p->class_of[0], 0);
+  prog_op one = *prog_op_at(p, op->tmpl, 1);
+  cr_assert(fabs(eng_compute_time(hw, &one) - (50 * hd + elem)) < 1e-12);
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+}
+
+/* A host-bound pass run R times with its all-reduce as flows: each run's 11 launches (10
+ * kernels and the collective) take 11 hd, so R runs take R x 11 hd plus the last all-reduce;
+ * the DES op by op and the closed form (first run, then the host's period) agree. */
+Test(engine, both_engines_run_the_launch_queue_alike)
+{
+  cfg_cluster *c = NULL, *c0 = NULL;
+  double hd = 100e-6, gemm, elem;
+  hw_cluster *hw = hosted_cluster(hd, &c), *gpu = hosted_cluster(0, &c0);
+  hosted_kernels(hw, 1e3, &gemm, &elem);
+  prog_program *one = hosted_pass(1e3, 9, 1e3, 1), *p = hosted_pass(1e3, 9, 1e3, 4);
+  double ar = hosted_step(one, gpu, ENG_ANALYTIC, CFG_LAYER_FLOWS_AUTO) - gemm - 9 * elem;
+  double want = 4 * 11 * hd + ar;
+  double a = hosted_step(p, hw, ENG_ANALYTIC, CFG_LAYER_FLOWS_AUTO);
+  double d = hosted_step(p, hw, ENG_DES, CFG_LAYER_FLOWS_ALWAYS);
+  cr_assert(fabs(a - want) < 1e-9, "analytic %.9g s, by hand %.9g s", a, want);
+  cr_assert(fabs(d - a) < 1e-6 * a, "DES %.9g s, analytic %.9g s", d, a);
+  prog_free(one);
+  prog_free(p);
+  hw_cluster_free(hw);
+  hw_cluster_free(gpu);
+  cfg_cluster_free(c);
+  cfg_cluster_free(c0);
+}

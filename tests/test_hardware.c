@@ -114,20 +114,19 @@ Test(hardware, training_attention_picks_the_kernels)
 
 /* ---- the host: eager frameworks launch kernels one at a time ------------------------------- */
 
-Test(hardware, a_kernel_takes_at_least_the_host_dispatch_time)
+/* The host's launches are the engines' queue (test_engine.c), not a floor under each kernel:
+ * the kernel's own time does not change with host_dispatch. */
+Test(hardware, a_kernel_takes_its_gpu_time_whatever_the_host_dispatch_time)
 {
   cfg_cluster *c = NULL;
   hw_cluster *hw = h100(&c);
   hw_kernel tiny = {.kclass = CFG_KCLASS_ELEMENTWISE, .dtype = CFG_BF16, .bytes = 1e3};
-  hw_kernel big = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_BF16, .flops = 1e13, .inner = 8192};
-  double t_tiny = hw_kernel_time(hw, &tiny), t_big = hw_kernel_time(hw, &big);
+  double t_tiny = hw_kernel_time(hw, &tiny);
   hw_cluster_free(hw);
   c->gpu.efficiency.host_dispatch = 100e-6;
   hw = hw_cluster_new(c);
   cr_assert_lt(t_tiny, 100e-6);
-  cr_assert_float_eq(hw_kernel_time(hw, &tiny), 100e-6, 1e-15, "the GPU waits for the host");
-  cr_assert_gt(t_big, 100e-6);
-  cr_assert_float_eq(hw_kernel_time(hw, &big), t_big, 1e-15, "the host keeps ahead of a long GEMM");
+  cr_assert_float_eq(hw_kernel_time(hw, &tiny), t_tiny, 1e-15, "the host is the queue's");
   hw_cluster_free(hw);
   cfg_cluster_free(c);
 }

@@ -187,7 +187,7 @@ typedef struct {
   double gemm_stream;                     /* > 0: fraction of HBM bandwidth a 16-bit GEMM reaches
                                            * when streaming its weights bounds it (decode) */
   double gemm_stream_overhead;            /* seconds such a GEMM adds instead of launch_overhead */
-  double host_dispatch; /* a kernel takes at least this: the workload's training.host_dispatch */
+  double host_dispatch; /* host time per kernel launch, the engines' launch queue: the workload's training.host_dispatch */
   char *source;                           /* where the numbers come from */
 } cfg_efficiency;
 

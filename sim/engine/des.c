@@ -519,6 +519,7 @@ typedef struct {
   int running;       /* stream actors not yet finished */
   int in_flight;     /* collectives of the layer pass under way */
   double busy, since;/* time with one in flight, up to `since` (the last time none was) */
+  double t0, hd, per_run, *issue; /* the launch queue: eng_template_issues from t0, NULL: none */
   sg_mutex_t mutex;
   sg_cond_t cond;
 } des_macro;
@@ -587,7 +588,18 @@ static void des_macro_compute(des_ctx *c, const prog_op *op, double d)
     sg_actor_execute(d * c->speed);
 }
 
-static void des_macro_op(des_macro *m, const prog_op *op, void **sink)
+/* Waits for the host to issue launch `nth` (from the op's last, 0) of op `idx` of run `run`. */
+static void des_macro_issued(const des_macro *m, guint run, uint32_t idx, double nth)
+{
+  if (!m->issue)
+    return;
+  double at = m->t0 + run * m->per_run + m->issue[idx] - nth * m->hd;
+  double now = simgrid_get_clock();
+  if (at > now)
+    sg_actor_sleep_for(at - now);
+}
+
+static void des_macro_op(des_macro *m, guint run, uint32_t at, const prog_op *op, void **sink)
 {
   des_ctx *c = m->ctx;
   des_rank *r = m->r;
@@ -602,7 +614,7 @@ static void des_macro_op(des_macro *m, const prog_op *op, void **sink)
     eng_mem_event e = {.time = t0, .delta = op->mem_delta, .seq = m->idx};
     g_array_append_val(r->mem, e);
   } else {
-    double d = eng_compute_time(c->hw, op) * (c->opt->slowdown ? c->opt->slowdown[r->rank] : 1);
+    double d = eng_kernel_time(c->hw, op) * (c->opt->slowdown ? c->opt->slowdown[r->rank] : 1);
     double busy0 = des_macro_busy(m, t0);
     des_macro_compute(c, op, d);
     /* communication kernels hold SMs: the time a collective ran beside it costs
@@ -611,6 +623,12 @@ static void des_macro_op(des_macro *m, const prog_op *op, void **sink)
     if (f > 0 && f < 1)
       des_macro_compute(c, op, (des_macro_busy(m, simgrid_get_clock()) - busy0) * f / (1 - f));
     des_span(r, t0, simgrid_get_clock(), -1);
+    /* the last kernel cannot end before its launch plus its own time */
+    if (m->issue && op->count > 0) {
+      double end = m->t0 + run * m->per_run + m->issue[at] + d / op->count;
+      if (end > simgrid_get_clock())
+        sg_actor_sleep_for(end - simgrid_get_clock());
+    }
   }
 }
 
@@ -622,7 +640,8 @@ static void des_macro_stream(des_macro *m, int stream, void **sink)
       uint32_t idx = g_array_index(list, uint32_t, i);
       const prog_op *op = prog_op_at(m->ctx->p, m->op->tmpl, idx);
       des_macro_wait(m, run, op, idx);
-      des_macro_op(m, op, sink);
+      des_macro_issued(m, run, idx, eng_launches(op) - 1);
+      des_macro_op(m, run, idx, op, sink);
       des_macro_done(m, run, idx);
     }
 }
@@ -654,6 +673,10 @@ static void des_macro_init(des_macro *m, des_ctx *c, des_rank *r, uint32_t idx)
     m->sync_left[run] = sync;
   m->mutex = sg_mutex_init();
   m->cond = sg_cond_init();
+  m->t0 = simgrid_get_clock();
+  m->hd = hw_efficiency(c->hw)->host_dispatch;
+  if (m->hd > 0)
+    m->issue = eng_template_issues(c->p, op->tmpl, m->hd, &m->per_run);
 }
 
 /* Runs macro op `idx` of the rank on actor `a` (its compute stream) and waits for all of it. */
@@ -683,6 +706,7 @@ static void des_run_macro(des_actor_arg *a, uint32_t idx, const prog_op *op)
   sg_mutex_destroy(m.mutex);
   g_free(m.done);
   g_free(m.sync_left);
+  g_free(m.issue);
   des_complete(c, r, idx, t0, simgrid_get_clock());
 }
 

@@ -24,7 +24,7 @@ bool eng_kind_parse(const char *name, eng_kind *out, GError **err)
   return true;
 }
 
-double eng_compute_time(const hw_cluster *hw, const prog_op *op)
+double eng_kernel_time(const hw_cluster *hw, const prog_op *op)
 {
   if (op->fixed_time >= 0)
     return op->fixed_time;
@@ -32,6 +32,39 @@ double eng_compute_time(const hw_cluster *hw, const prog_op *op)
   hw_kernel k = {.kclass = op->kclass, .dtype = op->dtype, .flops = op->flops, .bytes = op->bytes,
                  .inner = op->inner, .attn = op->attn};
   return op->count * hw_kernel_time(hw, &k);
+}
+
+double eng_queue_end(double ready, double first, double last, double n, double t)
+{
+  return MAX(MAX(ready, first) + n * t, last + t);
+}
+
+double eng_launches(const prog_op *op)
+{
+  bool launched = op->kind == PROG_COMM || (op->kind == PROG_COMPUTE && op->fixed_time < 0);
+  return launched ? op->count : 0;
+}
+
+double eng_compute_time(const hw_cluster *hw, const prog_op *op)
+{
+  double gpu = eng_kernel_time(hw, op), hd = hw_efficiency(hw)->host_dispatch, n = eng_launches(op);
+  if (!(hd > 0) || !(n > 0))
+    return gpu;
+  /* outside layer passes the queue starts empty: such ops follow the host's sync points
+   * (pipeline receives, the loss, the optimizer step) */
+  return eng_queue_end(0, hd, n * hd, n, gpu / n);
+}
+
+double *eng_template_issues(const prog_program *p, int tmpl, double hd, double *per_run)
+{
+  const prog_class *k = prog_class_at(p, tmpl);
+  double *last = g_new0(double, MAX(k->ops->len, 1u)), host = 0;
+  for (guint i = 0; i < k->ops->len; i++) {
+    host += hd * eng_launches(&g_array_index(k->ops, prog_op, i));
+    last[i] = host;
+  }
+  *per_run = host;
+  return last;
 }
 
 bool eng_run(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
@@ -147,7 +180,8 @@ struct eng_costs {
 
 /* One template as a class runs it. */
 typedef struct {
-  double makespan, period;
+  double makespan, period;         /* with the host's launch queue */
+  double gpu_makespan, gpu_period; /* with a host that keeps ahead */
   double compute;               /* compute stream busy per run */
   double sync;                  /* makespan of the synchronous chain alone */
   double sync_comm[PROG_NDIMS]; /* busy time of collectives on that chain, per dimension */
@@ -322,8 +356,9 @@ double eng_coll_crowded(eng_costs *c, const prog_op *op, int rank, const coll_sc
  * compute ran beside a collective; `starts` (NULL: not wanted) and `ends` get every op's
  * interval. */
 static double eng_template_pass(eng_costs *c, int tmpl, int rank, bool sync_only, eng_tmpl *t,
-                                double *starts, double *ends)
+                                const double *issue, double *starts, double *ends)
 {
+  double hd = hw_efficiency(c->hw)->host_dispatch;
   const prog_class *k = prog_class_at(c->p, tmpl);
   double free_at[PROG_NSTREAMS] = {0}, makespan = 0;
   g_autofree double *end = g_new0(double, MAX(k->ops->len, 1u));
@@ -339,12 +374,19 @@ static double eng_template_pass(eng_costs *c, int tmpl, int rank, bool sync_only
     const uint32_t *deps = prog_op_deps(c->p, tmpl, op);
     for (uint32_t d = 0; d < op->ndeps; d++)
       ready = MAX(ready, end[deps[d]]);
+    double first = issue ? issue[i] - (eng_launches(op) - 1) * hd : 0;
     double dur = 0;
     if (op->kind == PROG_COMPUTE) {
-      dur = eng_compute_time(c->hw, op);
+      dur = eng_kernel_time(c->hw, op);
       if (!sync_only)
         t->compute += dur;
+      if (issue && op->count > 0 && op->fixed_time < 0) {
+        double end_at = eng_queue_end(ready, first, issue[i], op->count, dur / op->count);
+        ready = end_at - dur;
+      }
     } else if (op->kind == PROG_COMM) {
+      if (issue)
+        ready = MAX(ready, first);
       const coll_schedule *s = eng_schedule_for(c->pl, c->p, op, rank, NULL);
       dur = s ? op->count * eng_coll_crowded(c, op, rank, s) : 0;
       if (sync_only)
@@ -369,6 +411,23 @@ static double eng_template_pass(eng_costs *c, int tmpl, int rank, bool sync_only
   return makespan;
 }
 
+/* The launch queue over `count` runs: the first run's kernels wait for a host that starts
+ * issuing with it; later runs find the host ahead (the period of the GPU alone) unless one
+ * run's launches take longer than its kernels (a host-bound layer pass). */
+static void eng_template_hosted(eng_costs *c, int tmpl, int rank, double slow, eng_tmpl *t)
+{
+  double hd = hw_efficiency(c->hw)->host_dispatch, per_run = 0;
+  t->makespan = t->gpu_makespan;
+  t->period = t->gpu_period;
+  if (!(hd > 0))
+    return;
+  g_autofree double *issue = eng_template_issues(c->p, tmpl, hd, &per_run);
+  eng_tmpl scratch = {0};
+  double hosted = eng_template_pass(c, tmpl, rank, false, &scratch, issue, NULL, NULL) + slow;
+  t->makespan = MAX(t->makespan, hosted);
+  t->period = MAX(t->period, per_run);
+}
+
 static const eng_tmpl *eng_template_times(eng_costs *c, int tmpl, int rank)
 {
   gpointer key = GINT_TO_POINTER(tmpl * 65536 + c->p->class_of[rank] + 1);
@@ -376,17 +435,18 @@ static const eng_tmpl *eng_template_times(eng_costs *c, int tmpl, int rank)
   if (t)
     return t;
   t = g_new0(eng_tmpl, 1);
-  t->makespan = eng_template_pass(c, tmpl, rank, false, t, NULL, NULL);
-  t->sync = eng_template_pass(c, tmpl, rank, true, t, NULL, NULL);
+  t->gpu_makespan = eng_template_pass(c, tmpl, rank, false, t, NULL, NULL, NULL);
+  t->sync = eng_template_pass(c, tmpl, rank, true, t, NULL, NULL, NULL);
   /* communication kernels hold SMs: the compute that runs beside them is slower */
   double slow = c->slowdown * t->overlap;
-  t->makespan += slow;
+  t->gpu_makespan += slow;
   t->sync += slow;
   t->compute += slow;
   double async = 0;
   for (int d = 0; d < PROG_NDIMS; d++)
     async = MAX(async, t->async_comm[d]);
-  t->period = MAX(t->sync, async);
+  t->gpu_period = MAX(t->sync, async);
+  eng_template_hosted(c, tmpl, rank, slow, t);
   g_hash_table_insert(c->templates, key, t);
   return t;
 }
@@ -415,8 +475,10 @@ double eng_op_spans(eng_costs *c, const prog_op *op, int rank, double start, GAr
 {
   double dur = eng_op_duration(c, op, rank);
   if (op->tmpl < 0 || op->count == 0) {
-    if (dur > 0)
-      g_array_append_val(spans, ((eng_span){start, start + dur, -1}));
+    /* the GPU idles first while the host launches, then runs the kernels */
+    double busy = op->tmpl < 0 ? MIN(dur, eng_kernel_time(c->hw, op)) : dur;
+    if (busy > 0)
+      g_array_append_val(spans, ((eng_span){start + dur - busy, start + dur, -1}));
     return dur;
   }
   /* A macro: its compute, then the waits of its synchronous chain (tensor / context parallel
@@ -426,7 +488,9 @@ double eng_op_spans(eng_costs *c, const prog_op *op, int rank, double start, GAr
   double n = op->count, compute = n * t->compute;
   double sync_wait[PROG_NDIMS], async_wait[PROG_NDIMS];
   eng_split(n * (t->sync - t->compute), t->sync_comm, PROG_DIM_TP, sync_wait);
-  eng_split(MAX(0.0, dur - n * t->sync), t->async_comm, PROG_DIM_DP, async_wait);
+  /* what the launch queue adds is idle GPU, no span: the breakdown's "other" */
+  double gpu = t->gpu_makespan + (n - 1) * t->gpu_period;
+  eng_split(MAX(0.0, MIN(dur, gpu) - n * t->sync), t->async_comm, PROG_DIM_DP, async_wait);
   double at = start;
   if (compute > 0)
     g_array_append_val(spans, ((eng_span){at, at + compute, -1}));
@@ -473,6 +537,13 @@ double eng_evaluate_macro(eng_evaluator *e, int tmpl, uint32_t count, int rank)
   return eng_op_duration(e->costs, &op, rank);
 }
 
+double eng_evaluate_launches(eng_evaluator *e, int tmpl)
+{
+  double per_run = 0;
+  g_free(eng_template_issues(e->p, tmpl, hw_efficiency(e->costs->hw)->host_dispatch, &per_run));
+  return per_run;
+}
+
 bool eng_evaluate_coll(eng_evaluator *e, prog_coll coll, int family, double bytes, int rank,
                        double *time, GError **err)
 {
@@ -493,7 +564,7 @@ void eng_evaluate_template(eng_evaluator *e, int tmpl, int rank, eng_template_sc
   out->start = g_new0(double, MAX(n, 1u));
   out->end = g_new0(double, MAX(n, 1u));
   eng_tmpl scratch = {0};
-  double raw = eng_template_pass(e->costs, tmpl, rank, false, &scratch, out->start, out->end);
+  double raw = eng_template_pass(e->costs, tmpl, rank, false, &scratch, NULL, out->start, out->end);
   /* compute slowed by the SMs collectives hold stretches the run: spread that over its ops */
   double k = raw > 0 ? t->makespan / raw : 1;
   for (guint i = 0; i < n; i++) {

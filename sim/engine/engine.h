@@ -124,6 +124,9 @@ typedef struct eng_evaluator eng_evaluator;
 eng_evaluator *eng_evaluator_new(const prog_program *p, const hw_cluster *hw, const eng_options *opt);
 void eng_evaluator_free(eng_evaluator *e);
 double eng_evaluate_macro(eng_evaluator *e, int tmpl, uint32_t count, int rank);
+/* The host's time to launch one run of template `tmpl` (its kernels and collectives at
+ * gpu.efficiency.host_dispatch each): the least a run takes when the host bounds it. */
+double eng_evaluate_launches(eng_evaluator *e, int tmpl);
 bool eng_evaluate_coll(eng_evaluator *e, prog_coll op, int family, double bytes, int rank,
                        double *time, GError **err);
 
@@ -142,7 +145,8 @@ void eng_template_schedule_clear(eng_template_schedule *s);
  * it, or NULL when none can run it. */
 const coll_schedule *eng_evaluate_schedule(eng_evaluator *e, const prog_op *op, int rank);
 
-/* Duration of a compute op by the hardware cost model (or its measured time). */
+/* Duration of a compute op by the hardware cost model (or its measured time), its launches
+ * included when the host launches from an empty queue (engine_internal.h: eng_queue_end). */
 double eng_compute_time(const hw_cluster *hw, const prog_op *op);
 
 #endif

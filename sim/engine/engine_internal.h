@@ -39,6 +39,21 @@ double eng_mem_peak(GArray *events, double base, GArray *samples_out, int rank);
  * groups (the ranks of a class have symmetric groups). */
 eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_planner *pl,
                          const eng_options *opt);
+/* The host's launch queue (gpu.efficiency.host_dispatch, hd): an eager host issues a rank's
+ * kernels and collectives in program order, hd apart, without waiting for the GPU; a kernel
+ * starts at the later of its issue and its stream's free time. n kernels of t each whose stream
+ * is free at `ready`, issued from `first` to `last`, end at max(max(ready, first) + n t,
+ * last + t): a long kernel hides the launches of the short ones behind it, and kernels shorter
+ * than hd leave the GPU waiting for the host. */
+double eng_queue_end(double ready, double first, double last, double n, double t);
+/* How many launches an op costs the host: its kernels or collectives (none for a measured
+ * duration or a memory event). */
+double eng_launches(const prog_op *op);
+/* A compute op's kernels alone, as the GPU runs them. */
+double eng_kernel_time(const hw_cluster *hw, const prog_op *op);
+/* When the host issues the last launch of each op of a template's run, from the run's start;
+ * `per_run`: the host's time for a whole run. */
+double *eng_template_issues(const prog_program *p, int tmpl, double hd, double *per_run);
 /* Costs shared across runs (eng_options.costs) follow the program being run. */
 void eng_costs_bind(eng_costs *c, const prog_program *p);
 double eng_op_duration(eng_costs *c, const prog_op *op, int rank);

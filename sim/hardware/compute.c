@@ -84,13 +84,9 @@ double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k)
     eff *= e->fp8_scale;
   double t_flops = k->flops > 0 ? k->flops / (peak * eff * e->sustained) : 0.0;
   double t_bytes = k->bytes > 0 ? k->bytes / (g->memory_bandwidth * e->memory_efficiency) : 0.0;
-  /* an eager framework's host launches kernels one by one: a kernel shorter than the host's
-   * time to launch it leaves the GPU waiting for the next (host-bound small models) */
-  double t;
+  /* the host's launches (host_dispatch) are the engines' launch queue, not the kernel's time */
   if (hw_streams_weights(e, k))
-    t = MAX(t_flops + e->launch_overhead,
-            k->bytes / (g->memory_bandwidth * e->gemm_stream) + e->gemm_stream_overhead);
-  else
-    t = MAX(t_flops, t_bytes) + e->launch_overhead;
-  return MAX(t, e->host_dispatch);
+    return MAX(t_flops + e->launch_overhead,
+               k->bytes / (g->memory_bandwidth * e->gemm_stream) + e->gemm_stream_overhead);
+  return MAX(t_flops, t_bytes) + e->launch_overhead;
 }

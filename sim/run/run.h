@@ -87,7 +87,7 @@ typedef struct {
 
 /* With MPS (parallel.processes_per_gpu = k > 1), the cluster as its processes see it: k times
  * the GPUs, each with 1/k of a GPU (see run.c for the rule), and the workload's
- * training.host_dispatch as the GPUs' floor per kernel; NULL when k is 1 and there is none. A
+ * training.host_dispatch for the engines' launch queue; NULL when k is 1 and there is none. A
  * shallow copy
  * that borrows every pointer of `c`: free it with g_free. */
 cfg_cluster *sim_mps_cluster(const cfg_cluster *c, const cfg_workload *w);
