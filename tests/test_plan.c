@@ -371,8 +371,7 @@ Test(plan, the_closed_form_is_within_four_percent_of_the_engine_on_the_kept_layo
 }
 
 /* A host-bound small model (Megatron-LM's CI GPT with its fitted host time): the closed form
- * runs the host's launch queue as the engine does (ZeRO-3's launches too), or it ranks 7x too
- * fast. */
+ * runs the host's launch queue as the engine does, or it ranks 7x too fast. */
 Test(plan, the_closed_form_sees_a_host_bound_model_as_the_engine_does, .timeout = 60)
 {
   th_proc p = th_dlsim("plan -c dgx-h100 -w validation/megatron_ci/gpt-ci.yaml -n 8 -b 32 -k 0 "

@@ -686,7 +686,7 @@ static const cfg_field cfg_training_fields[] = {
     F_INT(cfg_training, "steps", steps, 0, "a whole run given in steps instead of tokens; 0: one step",
           DEF(0), UPTO(1 << 30, "runs take at most a few million steps")),
     {ROW(cfg_training, "host_dispatch", CFG_T_QTY, host_dispatch), .unit = UNITS_SECONDS,
-     .doc = "host (CPU) time the framework spends launching one kernel or collective in eager "
+     .doc = "host (CPU) time the framework spends launching one kernel in eager "
             "mode: the host issues them in program order this far apart and runs ahead of the "
             "GPU, so a long kernel hides the next launches and only runs of short kernels are "
             "host-bound (fitted on Megatron-LM's CI, validation/megatron_ci); 0: the host always "

@@ -591,7 +591,7 @@ static void des_macro_compute(des_ctx *c, const prog_op *op, double d)
 /* Waits for the host to issue launch `nth` (from the op's last, 0) of op `idx` of run `run`. */
 static void des_macro_issued(const des_macro *m, guint run, uint32_t idx, double nth)
 {
-  if (!m->issue)
+  if (!m->issue || nth < 0)
     return;
   double at = m->t0 + run * m->per_run + m->issue[idx] - nth * m->hd;
   double now = simgrid_get_clock();
@@ -624,7 +624,7 @@ static void des_macro_op(des_macro *m, guint run, uint32_t at, const prog_op *op
       des_macro_compute(c, op, (des_macro_busy(m, simgrid_get_clock()) - busy0) * f / (1 - f));
     des_span(r, t0, simgrid_get_clock(), -1);
     /* the last kernel cannot end before its launch plus its own time */
-    if (m->issue && op->count > 0) {
+    if (m->issue && eng_launches(op) > 0) {
       double end = m->t0 + run * m->per_run + m->issue[at] + d / op->count;
       if (end > simgrid_get_clock())
         sg_actor_sleep_for(end - simgrid_get_clock());

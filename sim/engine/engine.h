@@ -124,9 +124,6 @@ typedef struct eng_evaluator eng_evaluator;
 eng_evaluator *eng_evaluator_new(const prog_program *p, const hw_cluster *hw, const eng_options *opt);
 void eng_evaluator_free(eng_evaluator *e);
 double eng_evaluate_macro(eng_evaluator *e, int tmpl, uint32_t count, int rank);
-/* The host's time to launch one run of template `tmpl` (its kernels and collectives at
- * gpu.efficiency.host_dispatch each): the least a run takes when the host bounds it. */
-double eng_evaluate_launches(eng_evaluator *e, int tmpl);
 bool eng_evaluate_coll(eng_evaluator *e, prog_coll op, int family, double bytes, int rank,
                        double *time, GError **err);
 

@@ -40,13 +40,13 @@ double eng_mem_peak(GArray *events, double base, GArray *samples_out, int rank);
 eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_planner *pl,
                          const eng_options *opt);
 /* The host's launch queue (gpu.efficiency.host_dispatch, hd): an eager host issues a rank's
- * kernels and collectives in program order, hd apart, without waiting for the GPU; a kernel
+ * kernels in program order, hd apart, without waiting for the GPU; a kernel
  * starts at the later of its issue and its stream's free time. n kernels of t each whose stream
  * is free at `ready`, issued from `first` to `last`, end at max(max(ready, first) + n t,
  * last + t): a long kernel hides the launches of the short ones behind it, and kernels shorter
  * than hd leave the GPU waiting for the host. */
 double eng_queue_end(double ready, double first, double last, double n, double t);
-/* How many launches an op costs the host: its kernels or collectives (none for a measured
+/* How many launches an op costs the host: its kernels (none for a collective, a measured
  * duration or a memory event). */
 double eng_launches(const prog_op *op);
 /* A compute op's kernels alone, as the GPU runs them. */

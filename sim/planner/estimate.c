@@ -49,11 +49,8 @@ static void plan_run(const plan_est *e, guint i, guint count, plan_stage *st)
   if (e->l->zero >= 3 && e->l->dp * e->l->cp > 1) {
     double ag, rs;
     plan_zero3(e, plan_layer(e, i), &ag, &rs);
-    /* the host launches the gathers and reductions too: a host-bound run takes that longer */
-    double hd = hw_efficiency(e->s->hw)->host_dispatch;
-    tf = MAX(MAX(tf, count * ag), count * (eng_evaluate_launches(ev, e->k->sk.fwd[i]) + hd));
-    tb = MAX(MAX(tb, count * (ag + rs)),
-             count * (eng_evaluate_launches(ev, e->k->sk.bwd[i]) + 2 * hd));
+    tf = MAX(tf, count * ag);
+    tb = MAX(tb, count * (ag + rs));
   }
   st->fwd += tf;
   st->bwd += tb;
