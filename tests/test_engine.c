@@ -229,3 +229,70 @@ Test(engine, template_schedule_adds_up_to_the_macro)
   cfg_cluster_free(c);
   prog_free(p);
 }
+
+/* A DES step with or without its symmetric ranks folded away; returns the step time and which
+ * ranks the DES simulated. */
+static double fold_step(const char *cluster, const char *workload, const char *const *sets,
+                        bool all_ranks, eng_fold_info *fold)
+{
+  sim_options o = sim_options_for(ENG_DES);
+  o.all_ranks = all_ranks;
+  sim_result run;
+  GError *err = NULL;
+  cr_assert(sim_run_files(cluster, workload, (char *const *)sets, &o, &run, &err), "%s",
+            err ? err->message : "");
+  double t = run.eng.step_time;
+  *fold = run.eng.fold;
+  sim_result_clear(&run);
+  return t;
+}
+
+/* Folded and unfolded DES steps are equal; the folded one simulates `ranks` GPUs. */
+static eng_fold_info fold_check(const char *cluster, const char *workload,
+                                const char *const *sets, int ranks)
+{
+  eng_fold_info folded, full;
+  double a = fold_step(cluster, workload, sets, false, &folded);
+  double b = fold_step(cluster, workload, sets, true, &full);
+  cr_assert(fabs(a - b) <= 1e-9 * b, "%s: folded %.12g, every rank %.12g", workload, a, b);
+  cr_assert_eq(folded.ranks, ranks, "%s: %d ranks simulated", workload, folded.ranks);
+  cr_assert(full.ranks > folded.ranks || full.ranks == ranks);
+  return folded;
+}
+
+/* TP 2 x CP 2 x PP 2 x DP 2 on 16 GPUs: tensor-parallel siblings stand for each other, context-
+ * parallel ones cannot (their gradients are reduced together, outside the layer passes), and
+ * the check finds which by itself. */
+Test(engine, symmetric_ranks_fold_exactly)
+{
+  const char *sets[] = {"node.count=2", "parallel.tp=2", "parallel.cp=2", "parallel.pp=2",
+                        "parallel.dp=2", "training.global_batch=16", "training.flash_attention=true", NULL};
+  eng_fold_info f = fold_check("dgx-h100", "megatron-22b", sets, 8);
+  cr_assert_eq(f.folded_dims, 1u << PROG_DIM_TP);
+  cr_assert_eq(f.unfolded_dims, 1u << PROG_DIM_CP);
+  cr_assert_eq(f.why, ENG_FOLD_JOINED);
+  cr_assert_eq(f.joined_dim, PROG_DIM_DP);
+  /* TP 8 x PP 2 on 16 GPUs: one rank of each tensor-parallel group */
+  const char *tp8[] = {"node.count=2", "parallel.tp=8", "parallel.pp=2", "parallel.dp=1",
+                       "training.global_batch=8", NULL};
+  f = fold_check("dgx-h100", "megatron-22b", tp8, 2);
+  cr_assert_eq(f.unfolded_dims, 0u);
+}
+
+/* Data parallelism alone: nothing to fold, every rank simulated, no note. */
+Test(engine, data_parallel_steps_have_nothing_to_fold)
+{
+  const char *sets[] = {"node.count=2", NULL};
+  eng_fold_info f = fold_check("dgx-h100", "gpt3-1.3b-dp", sets, 16);
+  cr_assert_eq(f.folded_dims | f.unfolded_dims, 0u);
+}
+
+/* Where siblings' flows could meet, every rank runs, and the reason is kept. */
+Test(engine, an_oversubscribed_spine_keeps_every_rank)
+{
+  const char *sets[] = {"node.count=2", "parallel.tp=2", "parallel.pp=2", "parallel.dp=4",
+                        "training.global_batch=16", "network.tiers[0].oversubscription=4", NULL};
+  eng_fold_info f = fold_check("dgx-h100", "megatron-22b", sets, 16);
+  cr_assert_eq(f.why, ENG_FOLD_OVERSUBSCRIBED);
+  cr_assert_eq(f.unfolded_dims, 1u << PROG_DIM_TP);
+}

@@ -194,7 +194,7 @@ static bool sim_engine_options(sim_result *out, const sim_options *o, GError **e
   /* a runtime driven from the host moves data with the NIC and copy engines: no SMs held */
   double sm = coll_runtime_cpu(out->runtime) ? 0 : cl->sm_reserved;
   out->options = (eng_options){.kind = o->engine, .trace = o->trace, .unfold = o->unfold_colls,
-                               .sm_reserved = sm, .runtime = out->runtime};
+                               .all_ranks = o->all_ranks, .sm_reserved = sm, .runtime = out->runtime};
   return coll_algo_parse(cl->algorithm, &out->options.algo, err) &&
          coll_proto_parse(cl->protocol, &out->options.proto, err);
 }
