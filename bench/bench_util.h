@@ -35,7 +35,15 @@ typedef struct {
   int ok;
   double sim, wall, rss_mb;
   long messages;
+  double cpu;    /* CPU seconds of the child and its children (filled by bench_isolated) */
+  int simulated; /* ranks the DES ran (eng_result.fold.ranks), when the bench sets it */
 } bench_row;
+
+static inline double bench_cpu_seconds(const struct rusage *u)
+{
+  return (double)u->ru_utime.tv_sec + u->ru_utime.tv_usec / 1e6 + (double)u->ru_stime.tv_sec +
+         u->ru_stime.tv_usec / 1e6;
+}
 
 /* Runs `fn(arg, flag)` in a child process; fills rss_mb with the child's (and its children's)
  * peak resident memory. */
@@ -54,6 +62,7 @@ static inline bench_row bench_isolated(bench_row (*fn)(int, bool), int arg, bool
     getrusage(RUSAGE_SELF, &self);
     getrusage(RUSAGE_CHILDREN, &kids);
     row.rss_mb = MAX(self.ru_maxrss, kids.ru_maxrss) / 1024.0;
+    row.cpu = bench_cpu_seconds(&self) + bench_cpu_seconds(&kids);
     ssize_t w = write(fds[1], &row, sizeof row);
     _exit(w == (ssize_t)sizeof row ? 0 : 1);
   }
