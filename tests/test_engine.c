@@ -279,12 +279,17 @@ Test(engine, symmetric_ranks_fold_exactly)
   cr_assert_eq(f.unfolded_dims, 0u);
 }
 
-/* Data parallelism alone: nothing to fold, every rank simulated, no note. */
-Test(engine, data_parallel_steps_have_nothing_to_fold)
+/* Data parallelism alone: with gradients all-reduced after the layer passes, nothing folds and
+ * nothing is noted; with ZeRO-3 every gather and reduction runs inside them, the replicas are
+ * one class and one rank stands for the 16. */
+Test(engine, data_parallel_steps_fold_when_their_collectives_stay_in_layers)
 {
   const char *sets[] = {"node.count=2", NULL};
   eng_fold_info f = fold_check("dgx-h100", "gpt3-1.3b-dp", sets, 16);
   cr_assert_eq(f.folded_dims | f.unfolded_dims, 0u);
+  const char *zero3[] = {"node.count=2", "parallel.zero=3", NULL};
+  f = fold_check("dgx-h100", "gpt3-1.3b-dp", zero3, 1);
+  cr_assert_eq(f.folded_dims, 1u << PROG_DIM_DP);
 }
 
 /* Where siblings' flows could meet, every rank runs, and the reason is kept. */
