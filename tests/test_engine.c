@@ -1,6 +1,7 @@
 /* Engines on whole training steps: DES and analytic agree without contention, the breakdown
  * adds up, gradient accumulation is folded, memory follows the program. */
 #include "engine/engine.h"
+#include "engine/engine_internal.h"
 #include "helpers.h"
 #include "run/run.h"
 
@@ -300,4 +301,27 @@ Test(engine, an_oversubscribed_spine_keeps_every_rank)
   eng_fold_info f = fold_check("dgx-h100", "megatron-22b", sets, 16);
   cr_assert_eq(f.why, ENG_FOLD_OVERSUBSCRIBED);
   cr_assert_eq(f.unfolded_dims, 1u << PROG_DIM_TP);
+}
+
+/* A family whose in-layer collectives the DES runs as flows cannot fold: its groups must map
+ * onto each other like those outside the layer passes, which tensor-parallel pairs do not. */
+Test(engine, families_run_as_flows_do_not_fold)
+{
+  const char *sets[] = {"node.count=2", "parallel.tp=2", "parallel.pp=2", "parallel.dp=4",
+                        "training.global_batch=16", NULL};
+  sim_options o = sim_options_for(ENG_ANALYTIC);
+  sim_result run;
+  cr_assert(sim_run_files("dgx-h100", "megatron-22b", (char *const *)sets, &o, &run, NULL));
+  const prog_program *p = run.program;
+  eng_options eo = {.kind = ENG_DES};
+  eng_fold_info info;
+  g_autofree bool *lead = eng_fold_ranks(p, run.hw, &eo, NULL, &info);
+  cr_assert(lead && info.ranks == 8, "%d ranks", info.ranks);
+  g_autofree bool *flows = g_new0(bool, p->families->len);
+  for (guint f = 0; f < p->families->len; f++)
+    flows[f] = ((const prog_family *)g_ptr_array_index(p->families, f))->dim == PROG_DIM_TP;
+  g_autofree bool *none = eng_fold_ranks(p, run.hw, &eo, flows, &info);
+  cr_assert_null(none);
+  cr_assert_eq(info.ranks, 16);
+  sim_result_clear(&run);
 }

@@ -688,7 +688,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     out->mem_samples = g_array_new(FALSE, FALSE, sizeof(eng_mem_sample));
   }
   des_build_tables(&c);
-  c.active = eng_fold_ranks(p, hw, opt, &out->fold);
+  c.active = eng_fold_ranks(p, hw, opt, NULL, &out->fold);
   c.ranks = g_new0(des_rank, p->nranks);
   for (int r = 0; r < p->nranks; r++) {
     des_rank *x = &c.ranks[r];

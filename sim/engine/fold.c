@@ -15,10 +15,11 @@
 
 #include <string.h>
 
-/* Per family: 1 its collectives run inside layer passes only, 2 also or only outside them. */
+/* Per family: 1 its collectives run inside layer passes only, 2 also or only outside them (or
+ * as flows: then the DES simulates them like those outside). */
 enum { FOLD_UNUSED, FOLD_INSIDE, FOLD_OUTSIDE };
 
-static uint8_t *fold_family_use(const prog_program *p)
+static uint8_t *fold_family_use(const prog_program *p, const bool *flows)
 {
   uint8_t *use = g_new0(uint8_t, MAX(p->families->len, 1u));
   for (guint k = 0; k < p->classes->len; k++) {
@@ -26,7 +27,8 @@ static uint8_t *fold_family_use(const prog_program *p)
     for (guint i = 0; i < cl->ops->len; i++) {
       const prog_op *op = &g_array_index(cl->ops, prog_op, i);
       if (op->kind == PROG_COMM)
-        use[op->family] = MAX(use[op->family], cl->is_template ? FOLD_INSIDE : FOLD_OUTSIDE);
+        use[op->family] = MAX(use[op->family], cl->is_template && !(flows && flows[op->family])
+                                                   ? FOLD_INSIDE : FOLD_OUTSIDE);
     }
   }
   return use;
@@ -209,9 +211,9 @@ static bool *fold_search(const prog_program *p, const hw_cluster *hw, const uint
 }
 
 bool *eng_fold_ranks(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
-                     eng_fold_info *info)
+                     const bool *flows, eng_fold_info *info)
 {
-  g_autofree uint8_t *use = fold_family_use(p);
+  g_autofree uint8_t *use = fold_family_use(p, flows);
   unsigned cand = fold_candidates(p, use);
   *info = (eng_fold_info){.ranks = p->nranks, .unfolded_dims = fold_dims(p, cand), .joined_dim = -1};
   if (!cand)
