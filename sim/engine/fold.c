@@ -34,6 +34,15 @@ static uint8_t *fold_family_use(const prog_program *p, const bool *flows)
   return use;
 }
 
+/* A mask bit per candidate family: past the first 16 families, none is a candidate (a shift
+ * past the width of the mask would be undefined). */
+#define FOLD_MAX_FAMILIES 16
+
+static bool fold_in(unsigned mask, guint family)
+{
+  return family < FOLD_MAX_FAMILIES && (mask >> family & 1);
+}
+
 static int fold_find(int *parent, int r)
 {
   while (parent[r] != r)
@@ -49,7 +58,7 @@ static int fold_blocks(const prog_program *p, unsigned mask, int *rep, int *idx)
   for (int r = 0; r < n; r++)
     rep[r] = r;
   for (guint f = 0; f < p->families->len; f++)
-    for (int r = 0; (mask >> f & 1) && r < n; r++) {
+    for (int r = 0; fold_in(mask, f) && r < n; r++) {
       const prog_group *g = prog_group_of(p, (int)f, r);
       if (g && g->n > 1)
         rep[fold_find(rep, r)] = fold_find(rep, g->ranks[0]);
@@ -155,7 +164,7 @@ static unsigned fold_dims(const prog_program *p, unsigned mask)
 {
   unsigned dims = 0;
   for (guint f = 0; f < p->families->len; f++)
-    if (mask >> f & 1)
+    if (fold_in(mask, f))
       dims |= 1u << ((const prog_family *)g_ptr_array_index(p->families, f))->dim;
   return dims;
 }
@@ -164,7 +173,7 @@ static unsigned fold_dims(const prog_program *p, unsigned mask)
 static unsigned fold_candidates(const prog_program *p, const uint8_t *use)
 {
   unsigned mask = 0;
-  for (guint f = 0; f < p->families->len && f < 16; f++) {
+  for (guint f = 0; f < p->families->len && f < FOLD_MAX_FAMILIES; f++) {
     const prog_family *fam = g_ptr_array_index(p->families, f);
     for (int r = 0; use[f] == FOLD_INSIDE && r < p->nranks; r++) {
       const prog_group *g = fam->group_of[r] >= 0 ? g_ptr_array_index(p->groups, fam->group_of[r]) : NULL;
