@@ -191,7 +191,8 @@ static unsigned fold_candidates(const prog_program *p, const uint8_t *use)
 static bool *fold_search(const prog_program *p, const hw_cluster *hw, const uint8_t *use,
                          unsigned cand, eng_fold_info *info)
 {
-  g_autofree int *rep = g_new(int, p->nranks), *idx = g_new(int, p->nranks);
+  g_autofree int *rep = g_new(int, p->nranks);
+  g_autofree int *idx = g_new(int, p->nranks);
   int best = p->nranks;
   unsigned best_mask = 0;
   for (unsigned sub = cand; sub; sub = (sub - 1) & cand) {
