@@ -939,47 +939,6 @@ static bool des_plan_flows(des_ctx *c, GError **err)
   return true;
 }
 
-/* Tensor-parallel folding (eng_fold_tensor_parallel) when it stays exact with layer passes run
- * op by op: no tensor-parallel collective runs as flows (the peers would be missing), and every
- * collective a simulated rank runs as flows inside a layer pass stays among simulated ranks. */
-static bool *des_fold(const des_ctx *c)
-{
-  const prog_program *p = c->p;
-  for (guint f = 0; f < p->families->len; f++) {
-    const prog_family *fam = g_ptr_array_index(p->families, f);
-    if (fam->dim == PROG_DIM_TP && c->flows[f])
-      return NULL;
-  }
-  bool *lead = eng_fold_tensor_parallel(p, c->hw);
-  if (!lead)
-    return NULL;
-  /* the families of flows each class's expanded layer passes run */
-  guint nf = p->families->len, ncls = p->classes->len;
-  g_autofree bool *uses = g_new0(bool, (gsize)MAX(nf * ncls, 1u));
-  for (guint k = 0; k < ncls; k++) {
-    const prog_class *cl = prog_class_at(p, (int)k);
-    for (guint i = 0; i < cl->ops->len; i++) {
-      const prog_op *op = &g_array_index(cl->ops, prog_op, i);
-      const prog_class *t = des_expanded(c, op) ? prog_class_at(p, op->tmpl) : NULL;
-      for (guint j = 0; t && j < t->ops->len; j++) {
-        const prog_op *x = &g_array_index(t->ops, prog_op, j);
-        if (x->kind == PROG_COMM && c->flows[x->family])
-          uses[k * nf + x->family] = true;
-      }
-    }
-  }
-  for (int r = 0; r < p->nranks; r++)
-    for (guint f = 0; lead[r] && f < nf; f++) {
-      const prog_group *g = uses[(guint)p->class_of[r] * nf + f] ? prog_group_of(p, (int)f, r) : NULL;
-      for (int m = 0; g && m < g->n; m++)
-        if (!lead[g->ranks[m]]) {
-          g_free(lead);
-          return NULL;
-        }
-    }
-  return lead;
-}
-
 /* Plans every collective before the simulation starts, so that a collective no algorithm can
  * run is an error, not a crash inside an actor. */
 static bool des_plan_all(des_ctx *c, GError **err)
@@ -1026,7 +985,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     out->mem_samples = g_array_new(FALSE, FALSE, sizeof(eng_mem_sample));
   }
   des_build_tables(&c);
-  c.active = opt->slowdown ? NULL : des_fold(&c);
+  c.active = eng_fold_ranks(p, hw, opt, c.flows, &out->fold);
   c.ranks = g_new0(des_rank, p->nranks);
   for (int r = 0; r < p->nranks; r++) {
     des_rank *x = &c.ranks[r];
