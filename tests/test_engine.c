@@ -329,6 +329,37 @@ Test(engine, a_background_flow_slows_an_all_reduce_inside_a_layer_pass)
   cfg_cluster_free(c1);
 }
 
+/* collectives.layer_flow_budget under auto: the loaded all-reduce above as flows counts 4
+ * transfers (a member's transfer per phase of its plan, per layer pass, for every rank). A budget
+ * of 3 keeps the closed form (the quiet step: contention unseen) and says why; a budget of 4
+ * runs the flows (the loaded step). */
+Test(engine, in_layer_flows_past_their_budget_keep_the_closed_form_and_say_so)
+{
+  const int pair[] = {0, 1};
+  prog_program *p = layer_pass(2, pair, 2, PROG_DIM_TP, PROG_COLL_ALLREDUCE, 1e9, 2);
+  cfg_cluster *c = NULL;
+  hw_cluster *loaded = flows_cluster(2, 1, "[{links: node 0, direction: up, fraction: 0.5}]", &c);
+  eng_options o = {.kind = ENG_DES, .algo = COLL_ALGO_RING, .proto = CFG_PROTO_SIMPLE,
+                   .layer_flow_budget = 3};
+  eng_result capped, ran;
+  GError *err = NULL;
+  cr_assert(eng_run(p, loaded, &o, &capped, &err), "%s", err ? err->message : "");
+  o.layer_flow_budget = 4;
+  cr_assert(eng_run(p, loaded, &o, &ran, &err), "%s", err ? err->message : "");
+  cr_assert(fabs(capped.step_time - 2 * (2e-3 + 0.08)) < 1e-9, "capped %.12g", capped.step_time);
+  cr_assert(capped.capped_dims == 1u << PROG_DIM_TP && capped.closed_dims == 1u << PROG_DIM_TP,
+            "capped: %x / %x", capped.capped_dims, capped.closed_dims);
+  cr_assert(capped.capped_messages == 4, "%g transfers", capped.capped_messages);
+  cr_assert(fabs(ran.step_time - capped.step_time - 2 * 0.08) < 1e-6, "ran %.12g", ran.step_time);
+  cr_assert(ran.capped_dims == 0 && ran.flow_dims == 1u << PROG_DIM_TP, "ran: %x / %x",
+            ran.capped_dims, ran.flow_dims);
+  eng_result_clear(&capped);
+  eng_result_clear(&ran);
+  prog_free(p);
+  hw_cluster_free(loaded);
+  cfg_cluster_free(c);
+}
+
 /* Two expert-parallel groups, {0, 2} and {1, 3}, across two leaves of two nodes under a 4:1
  * spine: each leaf's uplink carries 2 x 12.5 / 4 = 6.25 GB/s. An all-to-all of 2 GB over two
  * ranks sends 1 GB to the other rank; one group alone gets the whole uplink (160 ms), two share

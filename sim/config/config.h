@@ -518,6 +518,7 @@ typedef struct {
   double sm_reserved; /* fraction of the SMs communication kernels hold: compute that runs
                        * beside a collective slows by 1 / (1 - sm_reserved) */
   cfg_layer_flows layer_flows;
+  int layer_flow_budget; /* transfers in-layer flows may add to a DES step under auto */
   /* the communication runtime (configs/runtimes): NCCL, a CUDA-aware MPI, Gloo */
   char *runtime;
   cfg_transport transport;

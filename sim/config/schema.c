@@ -966,6 +966,10 @@ static const cfg_field cfg_collectives_fields[] = {
            "form (then exact); always runs them all as flows; never keeps the closed form (fast, "
            "blind to contention with other traffic)",
            DEF(CFG_LAYER_FLOWS_AUTO)),
+    F_INT(cfg_collectives, "layer_flow_budget", layer_flow_budget, 0,
+          "with layer_flows auto, the most transfers the DES lets in-layer flows add to a step "
+          "(SimGrid runs some 35,000 a second): past it they keep the closed form and the run "
+          "report says so; 0: no limit", DEF(1000000)),
     F_STR(cfg_collectives, "runtime", runtime,
           "the communication runtime whose constants the workload takes (configs/runtimes: "
           "nccl, mpi-mvapich, mpi-ucx, mpi-cxi, gloo; each file says where its numbers come from)",

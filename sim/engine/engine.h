@@ -22,6 +22,7 @@ typedef struct {
                        * 1 / (1 - sm_reserved) */
   cfg_layer_flows layer_flows; /* collectives.layer_flows: which in-layer collectives the DES
                                 * runs as flows (eng_flow_families) */
+  double layer_flow_budget;    /* collectives.layer_flow_budget (<= 0: no limit) */
   const coll_runtime *runtime; /* collectives.runtime's choices and costs (NULL: NCCL) */
   /* Per rank, the factor its compute time runs at (stragglers; NULL: 1 everywhere). The DES
    * then simulates every rank: a slow rank breaks the symmetry folding relies on. The analytic
@@ -112,6 +113,11 @@ typedef struct {
   /* DES: the dimensions (bit 1 << prog_dim) whose collectives ran as flows, and those whose
    * in-layer collectives kept the closed form (their links carry nothing else) */
   unsigned flow_dims, closed_dims;
+  /* DES, layer_flows auto: in-layer dimensions whose contended collectives were kept in closed
+   * form because running them as flows would have taken `capped_messages` transfers, past the
+   * budget (0: none capped) */
+  unsigned capped_dims;
+  double capped_messages;
   eng_fold_info fold;   /* which ranks the DES simulated (DES) */
 } eng_result;
 

@@ -69,6 +69,9 @@ bool *eng_async_ops(const prog_program *p, int tmpl);
 bool *eng_flow_families(const prog_program *p, const hw_cluster *hw, coll_planner *pl,
                         cfg_layer_flows mode, GError **err);
 
+/* Which families appear in a template (a layer pass): only those can keep the closed form. */
+bool *eng_in_template_families(const prog_program *p);
+
 /* The schedule of a comm op as `rank` runs it (shared by every rank of the group). */
 const coll_schedule *eng_schedule_for(coll_planner *pl, const prog_program *p, const prog_op *op,
                                       int rank, GError **err);

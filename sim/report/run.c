@@ -122,11 +122,18 @@ static void rep_flows_text(FILE *out, const sim_result *r)
   if (r->options.kind != ENG_DES || !(r->eng.flow_dims | r->eng.closed_dims))
     return;
   g_autofree char *flows = rep_dims_list(r->eng.flow_dims);
-  g_autofree char *closed = rep_dims_list(r->eng.closed_dims);
   fprintf(out, "  as flows         %s", *flows ? flows : "none");
-  if (*closed)
-    fprintf(out, "   (in layers, closed form: %s, on links nothing else crosses)", closed);
+  unsigned quiet = r->eng.closed_dims & ~r->eng.capped_dims;
+  g_autofree char *alone = rep_dims_list(quiet);
+  if (*alone)
+    fprintf(out, "   (in layers, closed form: %s, on links nothing else crosses)", alone);
   fputc('\n', out);
+  if (r->eng.capped_dims) {
+    g_autofree char *capped = rep_dims_list(r->eng.capped_dims);
+    fprintf(out, "  closed form      %s in layers, although their links carry other traffic: as flows "
+                 "they would be %.1f M transfers (collectives.layer_flows=always runs them)\n",
+            capped, r->eng.capped_messages / 1e6);
+  }
 }
 
 /* Why the DES simulated ranks that symmetric siblings could have stood for: "cp siblings
@@ -362,6 +369,7 @@ cJSON *rep_run_json(const sim_result *r)
   if (r->options.kind == ENG_DES) {
     cJSON_AddItemToObject(s, "flows", rep_dims_array(res->flow_dims));
     cJSON_AddItemToObject(s, "closed_form", rep_dims_array(res->closed_dims));
+    cJSON_AddItemToObject(s, "closed_form_over_budget", rep_dims_array(res->capped_dims));
     cJSON_AddNumberToObject(s, "simulated_gpus", res->fold.ranks);
   }
   if (r->options.kind == ENG_DES && res->fold.unfolded_dims) {

@@ -227,7 +227,8 @@ static bool sim_engine_options(sim_result *out, const sim_options *o, GError **e
   double sm = coll_runtime_cpu(out->runtime) ? 0 : cl->sm_reserved;
   out->options = (eng_options){.kind = o->engine, .trace = o->trace, .unfold = o->unfold_colls,
                                .all_ranks = o->all_ranks, .sm_reserved = sm,
-                               .layer_flows = cl->layer_flows, .runtime = out->runtime};
+                               .layer_flows = cl->layer_flows,
+                               .layer_flow_budget = cl->layer_flow_budget, .runtime = out->runtime};
   return coll_algo_parse(cl->algorithm, &out->options.algo, err) &&
          coll_proto_parse(cl->protocol, &out->options.proto, err);
 }
