@@ -877,3 +877,13 @@ Test(serving, decode_allreduces_use_the_engines_kernel)
   /* a one-shot limit below 32 KiB: NCCL again */
   cr_assert_float_eq(srv_decode_comm("oneshot-twoshot", "16KiB"), nccl, 1e-15);
 }
+
+Test(serving, custom_allreduce_kernel_names_what_it_expects)
+{
+  const char *sets[] = {"serving.custom_allreduce.kernel=oneshot", NULL};
+  char *why = th_load_error("dgx-h100", srv_workload(), sets);
+  cr_assert_not_null(why);
+  cr_assert(strstr(why, "serving.custom_allreduce.kernel") && strstr(why, "nccl | oneshot-twoshot"),
+            "%s", why);
+  g_free(why);
+}
