@@ -18,7 +18,10 @@ static const char bench_usage[] =
     "process.\n"
     "  MAX_GPUS      largest size to run (default 16384)\n"
     "  MAX_DES_GPUS  largest size the DES runs (default 16384: the README's table; about 5\n"
-    "                minutes and 400 MB at 16384)\n";
+    "                minutes and 400 MB at 16384)\n"
+    "At 16384 DES GPUs it then times one DES step of Llama 3 405B (8K sequence, batch 4096) on\n"
+    "16384 H100 (dgx-h100) in the layouts TP 8 x PP 16 x DP 128 and TP 2 x CP 8 x PP 16 x DP\n"
+    "64, with the CPU seconds and how many GPUs the DES simulated (the others folded).\n";
 
 /* The job on `gpus` GPUs, loaded once: global batch 1536 (as GPT-3 trained) up to DP 16, then
  * 16 micro-batches per replica. */
@@ -71,6 +74,52 @@ static bench_row bench_one(int gpus, bool des)
   return row;
 }
 
+/* Llama 3 405B on 16384 H100: layout 0 is TP 8 x PP 16 x DP 128, 1 TP 2 x CP 8 x PP 16 x DP 64. */
+static bench_row bench_405b(int layout, bool des)
+{
+  (void)des;
+  bench_row row = {0};
+  char *tp8[] = {"node.count=2048", "parallel.tp=8", "parallel.cp=1", "parallel.pp=16",
+                 "parallel.dp=128", "training.global_batch=4096", NULL};
+  char *cp8[] = {"node.count=2048", "parallel.tp=2", "parallel.cp=8", "parallel.pp=16",
+                 "parallel.dp=64", "training.global_batch=4096", "training.flash_attention=true",
+                 NULL};
+  sim_options o = sim_options_for(ENG_DES);
+  sim_result run;
+  GError *err = NULL;
+  gint64 t0 = g_get_monotonic_time();
+  row.ok = sim_run_files("dgx-h100", "llama3-405b", layout ? cp8 : tp8, &o, &run, &err);
+  row.wall = (double)(g_get_monotonic_time() - t0) / 1e6;
+  if (row.ok) {
+    row.sim = run.step_time;
+    row.messages = run.eng.messages;
+    row.simulated = run.eng.fold.ranks;
+    sim_result_clear(&run);
+  } else {
+    fprintf(stderr, "bench: %s\n", err->message);
+    g_error_free(err);
+  }
+  return row;
+}
+
+static void bench_405b_table(void)
+{
+  printf("\ndlsim bench: one DES step, Llama 3 405B, 8K sequence, batch 4096, 16384 H100 (dgx-h100)\n");
+  printf("%-28s %14s %10s %10s %12s %10s %10s\n", "layout", "simulated_s", "wall_s", "cpu_s",
+         "peak_rss_MB", "messages", "sim_gpus");
+  const char *names[] = {"tp8-pp16-dp128", "tp2-cp8-pp16-dp64"};
+  for (int l = 0; l < 2; l++) {
+    bench_row r = bench_isolated(bench_405b, l, true);
+    if (!r.ok) {
+      printf("%-28s %14s\n", names[l], "failed");
+      continue;
+    }
+    printf("%-28s %14.6f %10.1f %10.1f %12.1f %10ld %10d\n", names[l], r.sim, r.wall, r.cpu,
+           r.rss_mb, r.messages, r.simulated);
+    fflush(stdout);
+  }
+}
+
 int main(int argc, char **argv)
 {
   bench_args(argc, argv, bench_usage, 2);
@@ -95,5 +144,7 @@ int main(int argc, char **argv)
              r.cpu, r.rss_mb, r.messages);
       fflush(stdout);
     }
+  if (max >= 16384 && max_des >= 16384)
+    bench_405b_table();
   return 0;
 }

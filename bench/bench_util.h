@@ -47,9 +47,18 @@ static inline double bench_cpu_seconds(void)
 typedef struct {
   int ok;
   double sim, wall, rss_mb;
-  double cpu; /* CPU seconds, where a bench measures them (a loaded machine stretches wall time) */
   long messages;
+  /* CPU seconds (a loaded machine stretches wall time): of the child and its children when
+   * bench_isolated ran it, else what the bench measured */
+  double cpu;
+  int simulated; /* ranks the DES ran (eng_result.fold.ranks), when the bench sets it */
 } bench_row;
+
+static inline double bench_rusage_seconds(const struct rusage *u)
+{
+  return (double)u->ru_utime.tv_sec + u->ru_utime.tv_usec / 1e6 + (double)u->ru_stime.tv_sec +
+         u->ru_stime.tv_usec / 1e6;
+}
 
 /* Runs `fn(arg, flag)` in a child process; fills rss_mb with the child's (and its children's)
  * peak resident memory. */
@@ -68,6 +77,7 @@ static inline bench_row bench_isolated(bench_row (*fn)(int, bool), int arg, bool
     getrusage(RUSAGE_SELF, &self);
     getrusage(RUSAGE_CHILDREN, &kids);
     row.rss_mb = MAX(self.ru_maxrss, kids.ru_maxrss) / 1024.0;
+    row.cpu = bench_rusage_seconds(&self) + bench_rusage_seconds(&kids);
     ssize_t w = write(fds[1], &row, sizeof row);
     _exit(w == (ssize_t)sizeof row ? 0 : 1);
   }

@@ -116,6 +116,36 @@ Test(cli, golden_files, .timeout = 120)
   cr_assert(n > 0, "no golden files found");
 }
 
+/* The DES says in --json how many GPUs it simulated, and why siblings did not fold when they
+ * could have: on an 8:1 spine every rank runs; on a full-bisection one, one per TP group. */
+Test(cli, run_json_says_which_ranks_the_des_simulated)
+{
+  const char *base = "run -c dgx-h100 -w gpt3-1.3b-dp --set node.count=4 --set parallel.tp=8 "
+                     "--set parallel.dp=4 --set training.global_batch=32 --json";
+  const struct {
+    const char *extra;
+    int gpus;
+    const char *note;
+  } cases[] = {{"", 4, NULL},
+               {" --set network.tiers[1].oversubscription=8", 32,
+                "tp siblings apart: an oversubscribed tier, where siblings' flows meet"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *cmd = g_strconcat(base, cases[i].extra, NULL);
+    th_proc p = th_dlsim(cmd);
+    cr_assert_eq(p.status, 0, "%s", p.out);
+    cJSON *j = cJSON_Parse(p.out);
+    cJSON *s = cJSON_GetObjectItem(j, "simulator");
+    cr_assert_eq(cJSON_GetObjectItem(s, "simulated_gpus")->valueint, cases[i].gpus, "%s", cmd);
+    cJSON *note = cJSON_GetObjectItem(s, "not_folded");
+    if (cases[i].note)
+      cr_assert_str_eq(cJSON_GetStringValue(note), cases[i].note);
+    else
+      cr_assert_null(note, "%s", cmd);
+    cJSON_Delete(j);
+    th_proc_clear(&p);
+  }
+}
+
 /* The runtime in --json: its name always, what it ran for each collective when one is named. */
 Test(cli, run_json_names_the_runtime_and_its_choices)
 {

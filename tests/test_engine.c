@@ -1,6 +1,7 @@
 /* Engines on whole training steps: DES and analytic agree without contention, the breakdown
  * adds up, gradient accumulation is folded, memory follows the program. */
 #include "engine/engine.h"
+#include "engine/engine_internal.h"
 #include "helpers.h"
 #include "run/run.h"
 
@@ -328,6 +329,37 @@ Test(engine, a_background_flow_slows_an_all_reduce_inside_a_layer_pass)
   cfg_cluster_free(c1);
 }
 
+/* collectives.layer_flow_budget under auto: the loaded all-reduce above as flows counts 4
+ * transfers (a member's transfer per phase of its plan, per layer pass, for every rank). A budget
+ * of 3 keeps the closed form (the quiet step: contention unseen) and says why; a budget of 4
+ * runs the flows (the loaded step). */
+Test(engine, in_layer_flows_past_their_budget_keep_the_closed_form_and_say_so)
+{
+  const int pair[] = {0, 1};
+  prog_program *p = layer_pass(2, pair, 2, PROG_DIM_TP, PROG_COLL_ALLREDUCE, 1e9, 2);
+  cfg_cluster *c = NULL;
+  hw_cluster *loaded = flows_cluster(2, 1, "[{links: node 0, direction: up, fraction: 0.5}]", &c);
+  eng_options o = {.kind = ENG_DES, .algo = COLL_ALGO_RING, .proto = CFG_PROTO_SIMPLE,
+                   .layer_flow_budget = 3};
+  eng_result capped, ran;
+  GError *err = NULL;
+  cr_assert(eng_run(p, loaded, &o, &capped, &err), "%s", err ? err->message : "");
+  o.layer_flow_budget = 4;
+  cr_assert(eng_run(p, loaded, &o, &ran, &err), "%s", err ? err->message : "");
+  cr_assert(fabs(capped.step_time - 2 * (2e-3 + 0.08)) < 1e-9, "capped %.12g", capped.step_time);
+  cr_assert(capped.capped_dims == 1u << PROG_DIM_TP && capped.closed_dims == 1u << PROG_DIM_TP,
+            "capped: %x / %x", capped.capped_dims, capped.closed_dims);
+  cr_assert(capped.capped_messages == 4, "%g transfers", capped.capped_messages);
+  cr_assert(fabs(ran.step_time - capped.step_time - 2 * 0.08) < 1e-6, "ran %.12g", ran.step_time);
+  cr_assert(ran.capped_dims == 0 && ran.flow_dims == 1u << PROG_DIM_TP, "ran: %x / %x",
+            ran.capped_dims, ran.flow_dims);
+  eng_result_clear(&capped);
+  eng_result_clear(&ran);
+  prog_free(p);
+  hw_cluster_free(loaded);
+  cfg_cluster_free(c);
+}
+
 /* Two expert-parallel groups, {0, 2} and {1, 3}, across two leaves of two nodes under a 4:1
  * spine: each leaf's uplink carries 2 x 12.5 / 4 = 6.25 GB/s. An all-to-all of 2 GB over two
  * ranks sends 1 GB to the other rank; one group alone gets the whole uplink (160 ms), two share
@@ -621,4 +653,103 @@ Test(engine, both_engines_run_the_launch_queue_alike)
   hw_cluster_free(gpu);
   cfg_cluster_free(c);
   cfg_cluster_free(c0);
+}
+
+/* A DES step with or without its symmetric ranks folded away; returns the step time and which
+ * ranks the DES simulated. */
+static double fold_step(const char *cluster, const char *workload, const char *const *sets,
+                        bool all_ranks, eng_fold_info *fold)
+{
+  sim_options o = sim_options_for(ENG_DES);
+  o.all_ranks = all_ranks;
+  sim_result run;
+  GError *err = NULL;
+  cr_assert(sim_run_files(cluster, workload, (char *const *)sets, &o, &run, &err), "%s",
+            err ? err->message : "");
+  double t = run.eng.step_time;
+  *fold = run.eng.fold;
+  sim_result_clear(&run);
+  return t;
+}
+
+/* Folded and unfolded DES steps are equal; the folded one simulates `ranks` GPUs. */
+static eng_fold_info fold_check(const char *cluster, const char *workload,
+                                const char *const *sets, int ranks)
+{
+  eng_fold_info folded, full;
+  double a = fold_step(cluster, workload, sets, false, &folded);
+  double b = fold_step(cluster, workload, sets, true, &full);
+  cr_assert(fabs(a - b) <= 1e-9 * b, "%s: folded %.12g, every rank %.12g", workload, a, b);
+  cr_assert_eq(folded.ranks, ranks, "%s: %d ranks simulated", workload, folded.ranks);
+  cr_assert(full.ranks > folded.ranks || full.ranks == ranks);
+  return folded;
+}
+
+/* TP 2 x CP 2 x PP 2 x DP 2 on 16 GPUs: tensor-parallel siblings stand for each other, context-
+ * parallel ones cannot (their gradients are reduced together, outside the layer passes), and
+ * the check finds which by itself. In-layer collectives keep their closed form here
+ * (layer_flows never): with them as flows, TP and CP share NVLink and nothing folds (the test
+ * after the next ones). */
+Test(engine, symmetric_ranks_fold_exactly)
+{
+  const char *sets[] = {"node.count=2", "parallel.tp=2", "parallel.cp=2", "parallel.pp=2",
+                        "parallel.dp=2", "training.global_batch=16", "training.flash_attention=true",
+                        "collectives.layer_flows=never", NULL};
+  eng_fold_info f = fold_check("dgx-h100", "megatron-22b", sets, 8);
+  cr_assert_eq(f.folded_dims, 1u << PROG_DIM_TP);
+  cr_assert_eq(f.unfolded_dims, 1u << PROG_DIM_CP);
+  cr_assert_eq(f.why, ENG_FOLD_JOINED);
+  cr_assert_eq(f.joined_dim, PROG_DIM_DP);
+  /* TP 8 x PP 2 on 16 GPUs: one rank of each tensor-parallel group */
+  const char *tp8[] = {"node.count=2", "parallel.tp=8", "parallel.pp=2", "parallel.dp=1",
+                       "training.global_batch=8", NULL};
+  f = fold_check("dgx-h100", "megatron-22b", tp8, 2);
+  cr_assert_eq(f.unfolded_dims, 0u);
+}
+
+/* Data parallelism alone: with gradients all-reduced after the layer passes, nothing folds and
+ * nothing is noted; with ZeRO-3 every gather and reduction runs inside them, the replicas are
+ * one class and one rank stands for the 16. */
+Test(engine, data_parallel_steps_fold_when_their_collectives_stay_in_layers)
+{
+  const char *sets[] = {"node.count=2", NULL};
+  eng_fold_info f = fold_check("dgx-h100", "gpt3-1.3b-dp", sets, 16);
+  cr_assert_eq(f.folded_dims | f.unfolded_dims, 0u);
+  const char *zero3[] = {"node.count=2", "parallel.zero=3", NULL};
+  f = fold_check("dgx-h100", "gpt3-1.3b-dp", zero3, 1);
+  cr_assert_eq(f.folded_dims, 1u << PROG_DIM_DP);
+}
+
+/* Where siblings' flows could meet, every rank runs, and the reason is kept. */
+Test(engine, an_oversubscribed_spine_keeps_every_rank)
+{
+  const char *sets[] = {"node.count=2", "parallel.tp=2", "parallel.pp=2", "parallel.dp=4",
+                        "training.global_batch=16", "network.tiers[0].oversubscription=4",
+                        "collectives.layer_flows=never", NULL};
+  eng_fold_info f = fold_check("dgx-h100", "megatron-22b", sets, 16);
+  cr_assert_eq(f.why, ENG_FOLD_OVERSUBSCRIBED);
+  cr_assert_eq(f.unfolded_dims, 1u << PROG_DIM_TP);
+}
+
+/* A family whose in-layer collectives the DES runs as flows cannot fold: its groups must map
+ * onto each other like those outside the layer passes, which tensor-parallel pairs do not. */
+Test(engine, families_run_as_flows_do_not_fold)
+{
+  const char *sets[] = {"node.count=2", "parallel.tp=2", "parallel.pp=2", "parallel.dp=4",
+                        "training.global_batch=16", NULL};
+  sim_options o = sim_options_for(ENG_ANALYTIC);
+  sim_result run;
+  cr_assert(sim_run_files("dgx-h100", "megatron-22b", (char *const *)sets, &o, &run, NULL));
+  const prog_program *p = run.program;
+  eng_options eo = {.kind = ENG_DES};
+  eng_fold_info info;
+  g_autofree bool *lead = eng_fold_ranks(p, run.hw, &eo, NULL, &info);
+  cr_assert(lead && info.ranks == 8, "%d ranks", info.ranks);
+  g_autofree bool *flows = g_new0(bool, p->families->len);
+  for (guint f = 0; f < p->families->len; f++)
+    flows[f] = ((const prog_family *)g_ptr_array_index(p->families, f))->dim == PROG_DIM_TP;
+  g_autofree bool *none = eng_fold_ranks(p, run.hw, &eo, flows, &info);
+  cr_assert_null(none);
+  cr_assert_eq(info.ranks, 16);
+  sim_result_clear(&run);
 }

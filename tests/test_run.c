@@ -59,6 +59,27 @@ Test(run, folding_is_exact_in_the_steady_state)
   sim_result_clear(&b);
 }
 
+/* An interleaved pipeline's fold simulates 2p and 3p micro-batches: at 4p that is more than the
+ * step itself, which then runs whole; at 8p the fold pays. */
+Test(run, the_fold_runs_only_where_it_is_less_work)
+{
+  const int micro[] = {8, 16}; /* p = 2 */
+  const bool folds[] = {false, true};
+  for (size_t i = 0; i < G_N_ELEMENTS(micro); i++) {
+    g_autofree char *batch = g_strdup_printf("training.global_batch=%d", micro[i] * 4);
+    const char *sets[] = {"node.count=1", "parallel.tp=4", "parallel.pp=2", "parallel.dp=1",
+                          "parallel.schedule=interleaved", "parallel.virtual_stages=2",
+                          "training.micro_batch=4", batch, NULL};
+    sim_options o = sim_options_for(ENG_ANALYTIC);
+    sim_result r;
+    GError *err = NULL;
+    cr_assert(sim_run_files("dgx-a100", "gpt3-1.3b-dp", (char *const *)sets, &o, &r, &err), "%s",
+              err ? err->message : "");
+    cr_assert_eq(r.folded, folds[i], "%d micro-batches", micro[i]);
+    sim_result_clear(&r);
+  }
+}
+
 /* What `dlsim calibrate --case` changes between evaluations: the number in the loaded struct,
  * which must mean what the same --set means. */
 Test(run, a_parameter_set_in_place_equals_the_override)

@@ -49,6 +49,16 @@ static srv_result srv_run(const char *const *sets)
   return r;
 }
 
+/* The cost model of the test workload with `sets` applied. */
+static srv_cost *srv_cost_load(const char *const *sets, cfg_cluster **c, cfg_workload **w)
+{
+  srv_load(sets, c, w);
+  srv_cost *cost = NULL;
+  GError *err = NULL;
+  cr_assert(srv_cost_new(*c, *w, &cost, &err), "%s", err ? err->message : "");
+  return cost;
+}
+
 Test(serving, decode_of_one_sequence_reads_the_weights_once)
 {
   cfg_cluster *c = NULL;
@@ -56,10 +66,7 @@ Test(serving, decode_of_one_sequence_reads_the_weights_once)
   /* every kernel at HBM x `memory` (the H100 calibration's weight streaming off: its own test
    * is in test_hardware.c) */
   const char *sets[] = {"gpu.efficiency.gemm_stream=0", NULL};
-  srv_load(sets, &c, &w);
-  srv_cost *cost = NULL;
-  GError *err = NULL;
-  cr_assert(srv_cost_new(c, w, &cost, &err), "%s", err ? err->message : "");
+  srv_cost *cost = srv_cost_load(sets, &c, &w);
   srv_batch one = {.seqs = 1, .tokens = 1, .decodes = 1, .decode_kv = 101, .samples = 1};
   srv_time t;
   srv_iteration_time(cost, &one, &t);
@@ -756,4 +763,127 @@ Test(serving, ep_deepseek_v3_caches_the_mla_latent_and_fits_on_32_h100)
   srv_cost_free(cost);
   cfg_cluster_free(c);
   cfg_workload_free(w);
+}
+
+/* ---- the engines' own all-reduce (serving.custom_allreduce) ---------------------------------- */
+
+/* TensorRT-LLM's AUTO policy as configs/engines/trtllm.yaml declares it. */
+static cfg_custom_ar srv_trtllm_ar(void)
+{
+  return (cfg_custom_ar){.kernel = CFG_AR_CUSTOM, .oneshot_tp2 = 16e6, .oneshot_tp4 = 1e6,
+                         .oneshot_tp8 = 500e3, .twoshot = 0, .max_size = 8e6};
+}
+
+Test(serving, custom_allreduce_switches_kernel_at_the_engines_sizes)
+{
+  cfg_custom_ar a = srv_trtllm_ar();
+  cr_assert_eq(srv_ar_choose(&a, 2, 16e6), SRV_AR_ONESHOT);
+  cr_assert_eq(srv_ar_choose(&a, 2, 16e6 + 1), SRV_AR_NCCL);
+  cr_assert_eq(srv_ar_choose(&a, 4, 1e6), SRV_AR_ONESHOT);
+  cr_assert_eq(srv_ar_choose(&a, 4, 1e6 + 1), SRV_AR_NCCL);
+  cr_assert_eq(srv_ar_choose(&a, 8, 500e3), SRV_AR_ONESHOT);
+  cr_assert_eq(srv_ar_choose(&a, 8, 500e3 + 1), SRV_AR_NCCL);
+  cr_assert_eq(srv_ar_choose(&a, 16, 1e3), SRV_AR_NCCL, "past a node's 8 GPUs: NCCL");
+  a.twoshot = 1; /* vLLM's rule: two-shot up to the IPC buffer */
+  cr_assert_eq(srv_ar_choose(&a, 8, 500e3 + 1), SRV_AR_TWOSHOT);
+  cr_assert_eq(srv_ar_choose(&a, 8, 8e6), SRV_AR_TWOSHOT);
+  cr_assert_eq(srv_ar_choose(&a, 8, 8e6 + 1), SRV_AR_NCCL);
+  a.kernel = CFG_AR_NCCL;
+  cr_assert_eq(srv_ar_choose(&a, 2, 1e3), SRV_AR_NCCL);
+}
+
+/* On dgx-h100: NVLink 450 GB/s at link efficiency 0.82 (369 GB/s) and 1 us for the route
+ * GPU - NVSwitch - GPU, HBM 3.35 TB/s at 0.8, NCCL's LL set-up 3.526 us, SMs' copy rate
+ * 1152 GB/s (configs/calibration/h100.yaml). */
+static hw_cluster *srv_h100(const char *const *sets, cfg_cluster **c, cfg_workload **w)
+{
+  srv_load(sets, c, w);
+  return hw_cluster_new(*c);
+}
+
+static void srv_h100_free(hw_cluster *hw, cfg_cluster *c, cfg_workload *w)
+{
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+}
+
+/* 1 MB over 4 GPUs: the launch, the copy into the IPC buffer (2 MB of HBM traffic), one
+ * barrier, 3 MB loaded from the three peers over NVLink (the SMs' 5 MB is not the bound). */
+Test(serving, oneshot_allreduce_by_hand)
+{
+  cfg_cluster *c;
+  cfg_workload *w;
+  hw_cluster *hw = srv_h100(NULL, &c, &w);
+  double copy = 3.526e-6 + 2e6 / (3.35e12 * 0.8);
+  double want = copy + 1e-6 + 3e6 / 369e9;
+  cr_assert_float_eq(srv_ar_time(hw, SRV_AR_ONESHOT, 4, 1e6), want, 1e-9);
+  srv_h100_free(hw, c, w);
+}
+
+/* 1 MB over 8 GPUs: two barriers, 2 x 7/8 MB over NVLink. With the SMs' copy rate at
+ * 500 GB/s they bind instead: 3 MB at 500 GB/s against 1.75 MB at 369 GB/s. */
+Test(serving, twoshot_allreduce_by_hand)
+{
+  cfg_cluster *c;
+  cfg_workload *w;
+  hw_cluster *hw = srv_h100(NULL, &c, &w);
+  double copy = 3.526e-6 + 2e6 / (3.35e12 * 0.8);
+  cr_assert_float_eq(srv_ar_time(hw, SRV_AR_TWOSHOT, 8, 1e6), copy + 2e-6 + 1.75e6 / 369e9,
+                     1e-9);
+  srv_h100_free(hw, c, w);
+  const char *const slow_sms[] = {"nccl.copy_bandwidth=500GB/s", NULL};
+  hw = srv_h100(slow_sms, &c, &w);
+  cr_assert_float_eq(srv_ar_time(hw, SRV_AR_TWOSHOT, 8, 1e6), copy + 2e-6 + 3e6 / 500e9, 1e-9);
+  srv_h100_free(hw, c, w);
+}
+
+/* An iteration's communication with the engine's kernels: a decode of 4 sequences on TP 2 does
+ * 32 layers x 2 all-reduces of 4 x 4096 x 2 B = 32 KiB, each one-shot, as srv_ar_time gives it;
+ * with kernel nccl the same iteration pays NCCL's all-reduce instead. */
+static double srv_decode_comm(const char *kernel, const char *oneshot_max)
+{
+  char *set = g_strdup_printf("serving.custom_allreduce.kernel=%s", kernel);
+  char *max = g_strdup_printf("serving.custom_allreduce.oneshot_tp2=%s", oneshot_max);
+  const char *sets[] = {"serving.tp=2", max, set, NULL};
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  srv_cost *cost = srv_cost_load(sets, &c, &w);
+  srv_batch b = {.seqs = 4, .tokens = 4, .decodes = 4, .decode_kv = 400, .samples = 4};
+  srv_time t;
+  srv_iteration_time(cost, &b, &t);
+  srv_cost_free(cost);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+  g_free(set);
+  g_free(max);
+  return t.comm;
+}
+
+Test(serving, decode_allreduces_use_the_engines_kernel)
+{
+  cfg_cluster *c;
+  cfg_workload *w;
+  hw_cluster *hw = srv_h100(NULL, &c, &w);
+  double oneshot = srv_ar_time(hw, SRV_AR_ONESHOT, 2, 4 * 4096 * 2);
+  srv_h100_free(hw, c, w);
+  double custom = srv_decode_comm("oneshot-twoshot", "16MB");
+  double nccl = srv_decode_comm("nccl", "16MB");
+  cr_assert(custom < nccl, "one-shot %g s, NCCL %g s", custom, nccl);
+  /* what is left is the output layer's all-gather of the logits, NCCL's either way: once an
+   * iteration, less than the 64 all-reduces */
+  double rest = custom - 64 * oneshot;
+  cr_assert(rest > 0 && rest < 64 * oneshot, "%g s beside 64 one-shots of %g s", rest, oneshot);
+  /* a one-shot limit below 32 KiB: NCCL again */
+  cr_assert_float_eq(srv_decode_comm("oneshot-twoshot", "16KiB"), nccl, 1e-15);
+}
+
+Test(serving, custom_allreduce_kernel_names_what_it_expects)
+{
+  const char *sets[] = {"serving.custom_allreduce.kernel=oneshot", NULL};
+  char *why = th_load_error("dgx-h100", srv_workload(), sets);
+  cr_assert_not_null(why);
+  cr_assert(strstr(why, "serving.custom_allreduce.kernel") && strstr(why, "nccl | oneshot-twoshot"),
+            "%s", why);
+  g_free(why);
 }

@@ -475,6 +475,16 @@ typedef struct {
   int direct_decode_below;     /* prompts shorter than this go to a decode worker whole (0: none) */
 } cfg_disagg;
 
+typedef enum { CFG_AR_NCCL, CFG_AR_CUSTOM } cfg_ar_kernel;
+
+/* A serving engine's own all-reduce kernels and the message sizes it gives them (bytes). */
+typedef struct {
+  cfg_ar_kernel kernel;
+  double oneshot_tp2, oneshot_tp4, oneshot_tp8; /* largest one-shot message at TP <= 2, 4, 8 */
+  int twoshot;                 /* 0/1: above those, two-shot up to max_size (else NCCL) */
+  double max_size;             /* the IPC buffer: larger messages go to NCCL */
+} cfg_custom_ar;
+
 typedef struct {
   cfg_dtype dtype;
   char *engine;                /* the profile (configs/engines) whose defaults it took */
@@ -508,6 +518,7 @@ typedef struct {
   cfg_pool prefill, decode;    /* with `disaggregated`: the two pools, which replace tp, pp, ep,
                                 * replicas, max_batch and max_tokens above */
   cfg_disagg disagg;
+  cfg_custom_ar custom_allreduce;
   int disaggregated;           /* 0/1: serving.prefill and serving.decode were both given */
 } cfg_serving;
 
@@ -518,6 +529,7 @@ typedef struct {
   double sm_reserved; /* fraction of the SMs communication kernels hold: compute that runs
                        * beside a collective slows by 1 / (1 - sm_reserved) */
   cfg_layer_flows layer_flows;
+  int layer_flow_budget; /* transfers in-layer flows may add to a DES step under auto */
   /* the communication runtime (configs/runtimes): NCCL, a CUDA-aware MPI, Gloo */
   char *runtime;
   cfg_transport transport;

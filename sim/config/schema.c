@@ -31,6 +31,7 @@ static const char *const cfg_optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const cfg_recompute_names[] = {"none", "selective", "full", NULL};
 static const char *const cfg_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe", NULL};
 static const char *const cfg_a2a_names[] = {"nccl", "deepep", "deepep-ll", NULL};
+static const char *const cfg_ar_kernel_names[] = {"nccl", "oneshot-twoshot", NULL};
 static const char *const cfg_layer_flows_names[] = {"auto", "always", "never", NULL};
 static const char *const cfg_transport_names[] = {"gpu-direct", "host-staged", NULL};
 static const char *const cfg_progress_names[] = {"kernel", "cpu", NULL};
@@ -857,6 +858,26 @@ static const cfg_field cfg_disagg_fields[] = {
 };
 static const cfg_schema cfg_schema_disagg = SCHEMA("serving.disagg", cfg_disagg, cfg_disagg_fields);
 
+static const cfg_field cfg_custom_ar_fields[] = {
+    F_ENUM(cfg_custom_ar, "kernel", kernel, cfg_ar_kernel_names,
+           "tensor-parallel all-reduces inside a node: NCCL's, or the engine's own one-shot "
+           "(every rank loads all peers' buffers over NVLink) and two-shot (reduce-scatter then "
+           "all-gather by NVLink loads, a flag barrier each) by the size limits below",
+           DEF(CFG_AR_NCCL)),
+    F_QTY(cfg_custom_ar, "oneshot_tp2", oneshot_tp2, UNITS_BYTES,
+          "largest message run one-shot with TP 2", DEF(0)),
+    F_QTY(cfg_custom_ar, "oneshot_tp4", oneshot_tp4, UNITS_BYTES,
+          "largest message run one-shot with TP 3-4", DEF(0)),
+    F_QTY(cfg_custom_ar, "oneshot_tp8", oneshot_tp8, UNITS_BYTES,
+          "largest message run one-shot with TP 5-8 (more GPUs: NCCL)", DEF(0)),
+    F_BOOL(cfg_custom_ar, "twoshot", twoshot,
+           "larger messages run two-shot up to max_size (false: NCCL)", DEF(0)),
+    F_QTY(cfg_custom_ar, "max_size", max_size, UNITS_BYTES,
+          "the engine's IPC buffer: larger messages go to NCCL", DEF(0)),
+};
+static const cfg_schema cfg_schema_custom_ar =
+    SCHEMA("serving.custom_allreduce", cfg_custom_ar, cfg_custom_ar_fields);
+
 static const cfg_field cfg_serving_fields[] = {
     F_ENUM(cfg_serving, "dtype", dtype, cfg_dtype_names, "weights' data type", DEF(CFG_BF16)),
     F_INT(cfg_serving, "tp", tp, 1, "tensor parallelism per replica", DEF(1)),
@@ -946,6 +967,8 @@ static const cfg_field cfg_serving_fields[] = {
           "the decode pool of a disaggregated deployment (with serving.prefill); the KV cache of "
           "each request moves to it over the cluster's links"),
     F_MAP(cfg_serving, "disagg", disagg, cfg_schema_disagg, "disaggregated deployments"),
+    F_MAP(cfg_serving, "custom_allreduce", custom_allreduce, cfg_schema_custom_ar,
+          "the engine's own all-reduce kernels (configs/engines)"),
 };
 static const cfg_schema cfg_schema_serving = SCHEMA("serving", cfg_serving, cfg_serving_fields);
 
@@ -968,6 +991,10 @@ static const cfg_field cfg_collectives_fields[] = {
            "form (then exact); always runs them all as flows; never keeps the closed form (fast, "
            "blind to contention with other traffic)",
            DEF(CFG_LAYER_FLOWS_AUTO)),
+    F_INT(cfg_collectives, "layer_flow_budget", layer_flow_budget, 0,
+          "with layer_flows auto, the most transfers the DES lets in-layer flows add to a step "
+          "(SimGrid runs some 35,000 a second): past it they keep the closed form and the run "
+          "report says so; 0: no limit", DEF(1000000)),
     F_STR(cfg_collectives, "runtime", runtime,
           "the communication runtime whose constants the workload takes (configs/runtimes: "
           "nccl, mpi-mvapich, mpi-ucx, mpi-cxi, gloo; each file says where its numbers come from)",

@@ -941,14 +941,68 @@ static void des_collect(des_ctx *c, eng_result *out)
   c->events = NULL;
 }
 
+/* The transfers one run of template `t` adds when its flow families' collectives run as flows,
+ * for rank `rank` (a member sends about one message per phase of its schedule). */
+static double des_template_messages(des_ctx *c, const prog_class *t, int rank)
+{
+  double n = 0;
+  for (guint j = 0; j < t->ops->len; j++) {
+    const prog_op *x = &g_array_index(t->ops, prog_op, j);
+    if (x->kind != PROG_COMM || !c->flows[x->family])
+      continue;
+    const coll_schedule *s = eng_schedule_for(c->planner, c->p, x, rank, NULL);
+    n += s ? (double)x->count * s->plan->nphases : 0;
+  }
+  return n;
+}
+
+/* How many transfers running the in-layer families as flows would add to the step, every rank
+ * counted (folding may spare some, but rarely where layers run as flows). */
+static double des_layer_messages(des_ctx *c)
+{
+  const prog_program *p = c->p;
+  double total = 0;
+  for (guint k = 0; k < p->classes->len; k++) {
+    const prog_class *cl = prog_class_at(p, (int)k);
+    for (guint i = 0; !cl->is_template && i < cl->ops->len; i++) {
+      const prog_op *op = &g_array_index(cl->ops, prog_op, i);
+      if (op->tmpl >= 0)
+        total += (double)cl->nranks * op->count *
+                 des_template_messages(c, prog_class_at(p, op->tmpl), cl->rep);
+    }
+  }
+  return total;
+}
+
+/* `auto` past collectives.layer_flow_budget transfers (SimGrid runs about 35,000 a second here,
+ * so the default million is about half a minute): the in-layer families go back to their
+ * closed form, and the report says so (those outside layer passes always run as flows);
+ * `always` runs them whatever they cost. */
+static void des_cap_layer_flows(des_ctx *c, eng_result *out)
+{
+  if (c->opt->layer_flows != CFG_LAYER_FLOWS_AUTO || c->opt->layer_flow_budget <= 0)
+    return;
+  double n = des_layer_messages(c);
+  if (n <= c->opt->layer_flow_budget)
+    return;
+  g_autofree bool *in = eng_in_template_families(c->p);
+  for (guint f = 0; f < c->p->families->len; f++)
+    if (in[f] && c->flows[f]) {
+      c->flows[f] = false;
+      out->capped_dims |= 1u << ((const prog_family *)g_ptr_array_index(c->p->families, f))->dim;
+    }
+  out->capped_messages = n;
+}
+
 /* Which families run as flows, and so which templates run op by op: those with a collective
  * of such a family. */
-static bool des_plan_flows(des_ctx *c, GError **err)
+static bool des_plan_flows(des_ctx *c, eng_result *out, GError **err)
 {
   const prog_program *p = c->p;
   c->flows = eng_flow_families(p, c->hw, c->planner, c->opt->layer_flows, err);
   if (!c->flows)
     return false;
+  des_cap_layer_flows(c, out);
   c->expand = g_new0(bool *, MAX(p->classes->len, 1u));
   for (guint k = 0; k < p->classes->len; k++) {
     const prog_class *t = prog_class_at(p, (int)k);
@@ -961,47 +1015,6 @@ static bool des_plan_flows(des_ctx *c, GError **err)
       c->expand[k] = eng_async_ops(p, (int)k);
   }
   return true;
-}
-
-/* Tensor-parallel folding (eng_fold_tensor_parallel) when it stays exact with layer passes run
- * op by op: no tensor-parallel collective runs as flows (the peers would be missing), and every
- * collective a simulated rank runs as flows inside a layer pass stays among simulated ranks. */
-static bool *des_fold(const des_ctx *c)
-{
-  const prog_program *p = c->p;
-  for (guint f = 0; f < p->families->len; f++) {
-    const prog_family *fam = g_ptr_array_index(p->families, f);
-    if (fam->dim == PROG_DIM_TP && c->flows[f])
-      return NULL;
-  }
-  bool *lead = eng_fold_tensor_parallel(p, c->hw);
-  if (!lead)
-    return NULL;
-  /* the families of flows each class's expanded layer passes run */
-  guint nf = p->families->len, ncls = p->classes->len;
-  g_autofree bool *uses = g_new0(bool, (gsize)MAX(nf * ncls, 1u));
-  for (guint k = 0; k < ncls; k++) {
-    const prog_class *cl = prog_class_at(p, (int)k);
-    for (guint i = 0; i < cl->ops->len; i++) {
-      const prog_op *op = &g_array_index(cl->ops, prog_op, i);
-      const prog_class *t = des_expanded(c, op) ? prog_class_at(p, op->tmpl) : NULL;
-      for (guint j = 0; t && j < t->ops->len; j++) {
-        const prog_op *x = &g_array_index(t->ops, prog_op, j);
-        if (x->kind == PROG_COMM && c->flows[x->family])
-          uses[k * nf + x->family] = true;
-      }
-    }
-  }
-  for (int r = 0; r < p->nranks; r++)
-    for (guint f = 0; lead[r] && f < nf; f++) {
-      const prog_group *g = uses[(guint)p->class_of[r] * nf + f] ? prog_group_of(p, (int)f, r) : NULL;
-      for (int m = 0; g && m < g->n; m++)
-        if (!lead[g->ranks[m]]) {
-          g_free(lead);
-          return NULL;
-        }
-    }
-  return lead;
 }
 
 /* Plans every collective before the simulation starts, so that a collective no algorithm can
@@ -1039,7 +1052,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
   des_ctx c = {.p = p, .hw = hw, .opt = opt};
   c.planner = eng_planner_new(hw, opt);
   c.costs = eng_costs_new(p, hw, c.planner, opt);
-  if (!des_plan_flows(&c, err) || !des_plan_all(&c, err))
+  if (!des_plan_flows(&c, out, err) || !des_plan_all(&c, err))
     return false;
   c.speed = hw_peak_flops(hw, p->meta.dtype);
   c.mailboxes = g_hash_table_new_full(des_mb_hash, des_mb_equal, g_free, NULL);
@@ -1050,7 +1063,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     out->mem_samples = g_array_new(FALSE, FALSE, sizeof(eng_mem_sample));
   }
   des_build_tables(&c);
-  c.active = opt->slowdown ? NULL : des_fold(&c);
+  c.active = eng_fold_ranks(p, hw, opt, c.flows, &out->fold);
   c.ranks = g_new0(des_rank, p->nranks);
   for (int r = 0; r < p->nranks; r++) {
     des_rank *x = &c.ranks[r];

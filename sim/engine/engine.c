@@ -609,63 +609,6 @@ static bool eng_topology_foldable(const hw_cluster *hw)
   return true;
 }
 
-/* The first rank of each group of a tensor-parallel family, or NULL if there is none. */
-static bool *eng_tp_leaders(const prog_program *p)
-{
-  bool *lead = NULL;
-  for (guint f = 0; f < p->families->len; f++) {
-    const prog_family *fam = g_ptr_array_index(p->families, f);
-    if (fam->dim != PROG_DIM_TP)
-      continue;
-    for (int r = 0; r < p->nranks; r++) {
-      const prog_group *g = fam->group_of[r] >= 0 ? g_ptr_array_index(p->groups, fam->group_of[r]) : NULL;
-      if (!g || g->n < 2)
-        continue;
-      if (!lead) {
-        lead = g_new(bool, p->nranks);
-        for (int k = 0; k < p->nranks; k++)
-          lead[k] = true;
-      }
-      int first = g->ranks[0];
-      for (int m = 1; m < g->n; m++)
-        first = MIN(first, g->ranks[m]);
-      lead[r] = r == first;
-    }
-  }
-  return lead;
-}
-
-/* Every collective a leader runs outside the macros stays among leaders. */
-static bool eng_leaders_closed(const prog_program *p, const bool *lead)
-{
-  for (int r = 0; r < p->nranks; r++) {
-    if (!lead[r])
-      continue;
-    const prog_class *k = prog_class_at(p, p->class_of[r]);
-    for (guint i = 0; i < k->ops->len; i++) {
-      const prog_op *op = &g_array_index(k->ops, prog_op, i);
-      if (op->kind != PROG_COMM)
-        continue;
-      const prog_group *g = prog_group_of(p, op->family, r);
-      for (int m = 0; m < g->n; m++)
-        if (!lead[g->ranks[m]])
-          return false;
-    }
-  }
-  return true;
-}
-
-bool *eng_fold_tensor_parallel(const prog_program *p, const hw_cluster *hw)
-{
-  /* another tenant's flows load some NICs and not others: siblings differ */
-  if (!eng_topology_foldable(hw) || hw_config(hw)->network.nbackground > 0)
-    return NULL;
-  bool *lead = eng_tp_leaders(p);
-  if (lead && !eng_leaders_closed(p, lead))
-    g_clear_pointer(&lead, g_free);
-  return lead;
-}
-
 bool eng_pipelined(const prog_program *p)
 {
   for (guint c = 0; c < p->classes->len; c++) {

@@ -22,11 +22,13 @@ typedef struct {
                        * 1 / (1 - sm_reserved) */
   cfg_layer_flows layer_flows; /* collectives.layer_flows: which in-layer collectives the DES
                                 * runs as flows (eng_flow_families) */
+  double layer_flow_budget;    /* collectives.layer_flow_budget (<= 0: no limit) */
   const coll_runtime *runtime; /* collectives.runtime's choices and costs (NULL: NCCL) */
   /* Per rank, the factor its compute time runs at (stragglers; NULL: 1 everywhere). The DES
    * then simulates every rank: a slow rank breaks the symmetry folding relies on. The analytic
    * engine ignores it (run/stragglers.c takes the slowest rank in closed form). */
   const double *slowdown;
+  bool all_ranks;  /* DES: simulate every rank, none standing for its symmetric siblings */
   /* Called now and then by the DES with the fraction of its ops completed (NULL: never). It
    * runs in the simulating child process: it may print, but what it remembers is lost. */
   void (*progress)(double fraction, void *ctx);
@@ -71,6 +73,27 @@ typedef struct {
 
 #define ENG_BUSIEST_LINKS 8
 
+/* Why the DES simulated ranks that layer-pass groups could have folded away (see fold.c). */
+typedef enum {
+  ENG_FOLD_NONE,           /* it did not: every candidate folded, or there was none */
+  ENG_FOLD_ASKED,          /* eng_options.all_ranks */
+  ENG_FOLD_STRAGGLERS,
+  ENG_FOLD_SHARED_NIC,
+  ENG_FOLD_OVERSUBSCRIBED,
+  ENG_FOLD_BACKGROUND,
+  ENG_FOLD_JOINED,         /* a collective outside the layer passes joins siblings */
+  ENG_FOLD_ASYMMETRIC,     /* siblings' classes, groups or routes differ */
+} eng_fold_why;
+
+typedef struct {
+  int ranks;                  /* ranks the DES simulated (0: not the DES) */
+  unsigned folded_dims;       /* 1 << prog_dim of the groups whose siblings were folded */
+  unsigned unfolded_dims;     /* ... and of those that could have been but were not */
+  eng_fold_why why;           /* why those were not */
+  int joined_dim;             /* ENG_FOLD_JOINED: the joining collective's prog_dim */
+} eng_fold_info;
+const char *eng_fold_why_text(eng_fold_why why);
+
 typedef struct {
   double step_time;
   int critical_rank;
@@ -90,6 +113,12 @@ typedef struct {
   /* DES: the dimensions (bit 1 << prog_dim) whose collectives ran as flows, and those whose
    * in-layer collectives kept the closed form (their links carry nothing else) */
   unsigned flow_dims, closed_dims;
+  /* DES, layer_flows auto: in-layer dimensions whose contended collectives were kept in closed
+   * form because running them as flows would have taken `capped_messages` transfers, past the
+   * budget (0: none capped) */
+  unsigned capped_dims;
+  double capped_messages;
+  eng_fold_info fold;   /* which ranks the DES simulated (DES) */
 } eng_result;
 
 bool eng_run(const prog_program *p, const hw_cluster *hw, const eng_options *opt,

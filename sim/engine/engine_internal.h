@@ -20,11 +20,13 @@ typedef struct {
  * rank waits for other stages) rather than "other"; `step` is the step time. */
 void eng_breakdown(GArray *spans, const double hidden[PROG_NDIMS], bool pipelined, double step,
                    eng_result *out);
-/* Symmetry the DES may exploit: the ranks of a tensor-parallel group run the same ops at the
- * same times, and their collectives outside the layer macros use disjoint NICs when every GPU
- * has its own and no switch tier is oversubscribed. Then only the first rank of each group
- * needs simulating. Returns the mask of ranks to simulate, or NULL when all must be. */
-bool *eng_fold_tensor_parallel(const prog_program *p, const hw_cluster *hw);
+/* Symmetry the DES may exploit (fold.c): one rank per class of ranks that the program and the
+ * topology make equivalent, derived from the groups of layer-pass collectives and checked.
+ * `flows` (per family, NULL: none) marks families whose in-layer collectives the DES runs as
+ * flows: their groups must map onto each other like those outside layer passes. Returns the
+ * mask of ranks to simulate, or NULL when all must be; `info` says which. */
+bool *eng_fold_ranks(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
+                     const bool *flows, eng_fold_info *info);
 /* Whether the program has more than one pipeline stage. */
 bool eng_pipelined(const prog_program *p);
 /* Peak of a memory timeline that starts at `base` bytes (events in any order; sorted by time
@@ -81,6 +83,9 @@ bool *eng_async_ops(const prog_program *p, int tmpl);
  * with `pl`; NULL (and `err`) when one cannot be planned. */
 bool *eng_flow_families(const prog_program *p, const hw_cluster *hw, coll_planner *pl,
                         cfg_layer_flows mode, GError **err);
+
+/* Which families appear in a template (a layer pass): only those can keep the closed form. */
+bool *eng_in_template_families(const prog_program *p);
 
 /* The schedule of a comm op as `rank` runs it (shared by every rank of the group). */
 const coll_schedule *eng_schedule_for(coll_planner *pl, const prog_program *p, const prog_op *op,

@@ -121,7 +121,7 @@ static void fl_claim_background(fl_state *st)
 }
 
 /* Which families appear in a template (a layer pass): only those can keep the closed form. */
-static bool *fl_in_templates(const prog_program *p)
+bool *eng_in_template_families(const prog_program *p)
 {
   bool *in = g_new0(bool, MAX(p->families->len, 1u));
   for (guint k = 0; k < p->classes->len; k++) {
@@ -166,7 +166,7 @@ bool *eng_flow_families(const prog_program *p, const hw_cluster *hw, coll_planne
     return NULL;
   }
   /* collectives outside the layer passes always run as flows */
-  g_autofree bool *in = fl_in_templates(p);
+  g_autofree bool *in = eng_in_template_families(p);
   for (guint f = 0; f < nf; f++)
     st.contended[f] |= !in[f];
   return st.contended;

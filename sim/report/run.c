@@ -122,11 +122,44 @@ static void rep_flows_text(FILE *out, const sim_result *r)
   if (r->options.kind != ENG_DES || !(r->eng.flow_dims | r->eng.closed_dims))
     return;
   g_autofree char *flows = rep_dims_list(r->eng.flow_dims);
-  g_autofree char *closed = rep_dims_list(r->eng.closed_dims);
   fprintf(out, "  as flows         %s", *flows ? flows : "none");
-  if (*closed)
-    fprintf(out, "   (in layers, closed form: %s, on links nothing else crosses)", closed);
+  unsigned quiet = r->eng.closed_dims & ~r->eng.capped_dims;
+  g_autofree char *alone = rep_dims_list(quiet);
+  if (*alone)
+    fprintf(out, "   (in layers, closed form: %s, on links nothing else crosses)", alone);
   fputc('\n', out);
+  if (r->eng.capped_dims) {
+    g_autofree char *capped = rep_dims_list(r->eng.capped_dims);
+    fprintf(out, "  closed form      %s in layers, although their links carry other traffic: as flows "
+                 "they would be %.1f M transfers (collectives.layer_flows=always runs them)\n",
+            capped, r->eng.capped_messages / 1e6);
+  }
+}
+
+/* Why the DES simulated ranks that symmetric siblings could have stood for: "cp siblings
+ * apart (a dp collective outside the layer passes joins them)". */
+static char *rep_fold_note(const eng_fold_info *f)
+{
+  GString *s = g_string_new(NULL);
+  for (int d = 0; d < PROG_NDIMS; d++)
+    if (f->unfolded_dims >> d & 1)
+      g_string_append_printf(s, "%s%s", s->len ? "+" : "", prog_dim_name((prog_dim)d));
+  if (f->why == ENG_FOLD_JOINED && f->joined_dim >= 0)
+    g_string_append_printf(s, " siblings apart: a %s collective outside the layer passes joins them",
+                           prog_dim_name((prog_dim)f->joined_dim));
+  else
+    g_string_append_printf(s, " siblings apart: %s", eng_fold_why_text(f->why));
+  return g_string_free(s, FALSE);
+}
+
+/* A line when the DES could not fold ranks away, and why. */
+static void rep_fold_text(FILE *out, const sim_result *r)
+{
+  const eng_fold_info *f = &r->eng.fold;
+  if (r->options.kind != ENG_DES || !f->unfolded_dims)
+    return;
+  g_autofree char *note = rep_fold_note(f);
+  fprintf(out, "  simulated        %d of %d GPUs (%s)\n", f->ranks, r->gpus, note);
 }
 
 /* What the slowest rank adds to each step (cluster.stragglers). */
@@ -197,6 +230,7 @@ void rep_run_text(FILE *out, const sim_result *r)
   }
   rep_links_text(out, r);
   rep_flows_text(out, r);
+  rep_fold_text(out, r);
   rep_runtime_text(out, r);
   const prog_meta *meta = &r->program->meta;
   if (meta->a2a_bytes > 0) {
@@ -335,6 +369,12 @@ cJSON *rep_run_json(const sim_result *r)
   if (r->options.kind == ENG_DES) {
     cJSON_AddItemToObject(s, "flows", rep_dims_array(res->flow_dims));
     cJSON_AddItemToObject(s, "closed_form", rep_dims_array(res->closed_dims));
+    cJSON_AddItemToObject(s, "closed_form_over_budget", rep_dims_array(res->capped_dims));
+    cJSON_AddNumberToObject(s, "simulated_gpus", res->fold.ranks);
+  }
+  if (r->options.kind == ENG_DES && res->fold.unfolded_dims) {
+    g_autofree char *note = rep_fold_note(&res->fold);
+    cJSON_AddStringToObject(s, "not_folded", note);
   }
   return j;
 }

@@ -103,18 +103,31 @@ static bool sim_run_pair(sim_result *out, int m1, int m2, prog_program **p1, eng
  * more micro-batches add the same time (one period of the steady state; with interleaving, a
  * round of p), so the step with m micro-batches is simulated at two small counts, m1 and
  * m1 + step, and extended along the line through them. */
-static bool sim_fold(sim_result *out, int micro, GError **err)
+static int sim_fold_first(const cfg_parallel *par)
 {
   /* 1F1B is in its steady state from p micro-batches on; interleaving warms up for up to
    * (v + 1) p - 2 forward passes of the m v it runs, so it needs 2p */
-  const cfg_parallel *par = &out->workload->parallel;
   int pp = par->pp, step = pp > 1 ? pp : 1;
   bool interleaved = pp > 1 && ((par->schedule == CFG_SCHED_INTERLEAVED && par->virtual_stages > 1) ||
                                 par->schedule == CFG_SCHED_ZB_V);
   /* DualPipe runs at least 2p (deepseek-ai/DualPipe's rule) and is in its steady state from 3p
    * on (at 2p its bubble is a few microseconds shorter) */
   bool dual = pp > 1 && par->schedule == CFG_SCHED_DUALPIPE;
-  int m1 = dual ? 3 * step : interleaved ? 2 * step : step;
+  return dual ? 3 * step : interleaved ? 2 * step : step;
+}
+
+/* Whether the fold's two runs (m1 and m1 + step micro-batches) are less work than the step:
+ * an interleaved pipeline of 4p micro-batches would simulate 5p. */
+static bool sim_fold_pays(const cfg_parallel *par, int micro, int step)
+{
+  int m1 = sim_fold_first(par);
+  return micro >= 4 * step && 2 * m1 + step < micro;
+}
+
+static bool sim_fold(sim_result *out, int micro, GError **err)
+{
+  const cfg_parallel *par = &out->workload->parallel;
+  int step = par->pp > 1 ? par->pp : 1, m1 = sim_fold_first(par);
   prog_program *p1 = NULL;
   eng_result r1 = {0};
   /* the work of a run grows with its micro-batches */
@@ -213,8 +226,9 @@ static bool sim_engine_options(sim_result *out, const sim_options *o, GError **e
   /* a runtime driven from the host moves data with the NIC and copy engines: no SMs held */
   double sm = coll_runtime_cpu(out->runtime) ? 0 : cl->sm_reserved;
   out->options = (eng_options){.kind = o->engine, .trace = o->trace, .unfold = o->unfold_colls,
-                               .sm_reserved = sm, .layer_flows = cl->layer_flows,
-                               .runtime = out->runtime};
+                               .all_ranks = o->all_ranks, .sm_reserved = sm,
+                               .layer_flows = cl->layer_flows,
+                               .layer_flow_budget = cl->layer_flow_budget, .runtime = out->runtime};
   return coll_algo_parse(cl->algorithm, &out->options.algo, err) &&
          coll_proto_parse(cl->protocol, &out->options.proto, err);
 }
@@ -291,7 +305,7 @@ bool sim_run(const cfg_cluster *c, const cfg_workload *w, const sim_options *o, 
     out->options.progress = sim_progress_scaled;
     out->options.progress_ctx = &progress;
   }
-  out->folded = o->fold && micro >= 4 * step;
+  out->folded = o->fold && sim_fold_pays(&w->parallel, micro, step);
   bool ok = out->folded ? sim_fold(out, micro, err)
                         : sim_run_with(out, micro, &out->program, &out->eng, err);
   /* the result outlives `progress` */

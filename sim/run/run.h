@@ -26,6 +26,7 @@ typedef struct {
                       * step along the line through them (exact in the steady state); a trace
                       * needs every op, so fold and trace exclude each other */
   bool unfold_colls; /* run collectives step by step instead of folded phases (for checking) */
+  bool all_ranks;    /* DES: simulate every rank, none for its symmetric siblings (checking) */
   const bud_limits *budget; /* what the run may cost; NULL: the defaults */
   /* Called now and then with the fraction of the whole run done, both folded runs together
    * (NULL: never); from the DES's child process (see eng_options.progress). */

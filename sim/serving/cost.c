@@ -43,6 +43,7 @@ struct srv_cost {
   int *tp_ranks;        /* the first replica's first stage */
   int pp_pair[2];
   GHashTable *comm_memo;/* (op, tokens) -> seconds */
+  cfg_custom_ar custom_ar; /* the engine's own all-reduce kernels */
   /* speculative decoding: the proposer's cost model (on the same GPUs, one stage) */
   srv_cost *draft;
   int spec_k;
@@ -74,6 +75,19 @@ static double srv_elementwise(const srv_cost *c, double elems, double rw)
                    : 0;
 }
 
+/* A collective of n GPUs: the engine's own all-reduce where its size policy picks it (one
+ * node's GPUs only), else NCCL's as the planner times it. */
+static double srv_comm_time(const srv_cost *c, prog_coll op, int n, double bytes)
+{
+  srv_ar_kind k = op == PROG_COLL_ALLREDUCE ? srv_ar_choose(&c->custom_ar, n, bytes) : SRV_AR_NCCL;
+  if (k != SRV_AR_NCCL && n <= hw_gpus_per_node(c->hw))
+    return srv_ar_time(c->hw, k, n, bytes);
+  const int *ranks = op == PROG_COLL_SENDRECV ? c->pp_pair : c->tp_ranks;
+  const coll_schedule *s = coll_planner_get(c->planner, op, ranks, n,
+                                            op == PROG_COLL_SENDRECV ? 1 : 0, bytes, NULL, NULL);
+  return s ? s->time : 0;
+}
+
 /* A collective of the replica's tensor-parallel group (or the pipeline's send), memoised by its
  * size in tokens: an iteration has at most serving.max_tokens distinct sizes. */
 static double srv_comm(srv_cost *c, prog_coll op, double tokens, double bytes_per_token)
@@ -85,11 +99,7 @@ static double srv_comm(srv_cost *c, prog_coll op, double tokens, double bytes_pe
   gpointer hit = g_hash_table_lookup(c->comm_memo, &key);
   if (hit)
     return *(double *)hit;
-  const int *ranks = op == PROG_COLL_SENDRECV ? c->pp_pair : c->tp_ranks;
-  const coll_schedule *s =
-      coll_planner_get(c->planner, op, ranks, n, op == PROG_COLL_SENDRECV ? 1 : 0,
-                       tokens * bytes_per_token, NULL, NULL);
-  double t = s ? s->time : 0;
+  double t = srv_comm_time(c, op, n, tokens * bytes_per_token);
   gint64 *k = g_new(gint64, 1);
   double *v = g_new(double, 1);
   *k = key;
@@ -516,6 +526,7 @@ bool srv_cost_new(const cfg_cluster *cl, const cfg_workload *w, srv_cost **out, 
   srv_shape(c, &w->model, &w->serving);
   c->hw = hw_cluster_new(cl);
   c->sm_reserved = w->collectives.sm_reserved;
+  c->custom_ar = w->serving.custom_allreduce;
   coll_algo algo = COLL_ALGO_AUTO;
   int proto = COLL_PROTO_AUTO;
   if (!coll_algo_parse(w->collectives.algorithm, &algo, err) ||

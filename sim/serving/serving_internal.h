@@ -15,6 +15,15 @@ double srv_activation_bytes(const srv_cost *c, double tokens, double seqs);
 /* Copying `bytes` within one GPU's memory (read and write). */
 double srv_copy_time(const srv_cost *c, double bytes);
 
+/* ---- the engines' own tensor-parallel all-reduce (serving.custom_allreduce) ------------------ */
+
+typedef enum { SRV_AR_NCCL, SRV_AR_ONESHOT, SRV_AR_TWOSHOT } srv_ar_kind;
+
+/* Which kernel the engine's size policy picks for an all-reduce of `bytes` over n GPUs. */
+srv_ar_kind srv_ar_choose(const cfg_custom_ar *a, int n, double bytes);
+/* A one-shot or two-shot all-reduce of `bytes` over the first n GPUs of a node. */
+double srv_ar_time(const hw_cluster *hw, srv_ar_kind kind, int n, double bytes);
+
 /* ---- wide expert parallelism (serving.ep > 1) ------------------------------------------------ */
 
 /* The expert-parallel group of a replica: its ep GPUs hold experts / ep whole experts each and
