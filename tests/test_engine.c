@@ -240,21 +240,27 @@ static const char *const flows_nccl =
     "  hop_latency: {intra: {ll: 0, ll128: 0, simple: 0}, network: {ll: 0, ll128: 0, simple: 0}},\n"
     "  protocol_efficiency: {ll: 1, ll128: 1, simple: 1}, chunk: {ll: 0, ll128: 0, simple: 0}}";
 
-/* `nodes` nodes of one GPU each, NICs of 12.5 GB/s, leaves of two nodes under a spine
+/* `nodes` nodes of one GPU each, NICs of 12.5 GB/s, leaves of `per_leaf` nodes under a spine
  * oversubscribed `over`:1, with `background` as network.background. */
-static hw_cluster *flows_cluster(int nodes, double over, const char *background, cfg_cluster **cfg)
+static hw_cluster *flows_cluster_leaves(int nodes, int per_leaf, double over,
+                                        const char *background, cfg_cluster **cfg)
 {
   g_autofree char *text = g_strdup_printf(
       "name: t\n"
       "gpu: {memory: 80GiB, memory_bandwidth: 2TB/s, flops: {bf16: 100TFLOPS}}\n"
       "node: {count: %d, gpus_per_node: 1, intra: {bandwidth: 100GB/s, latency: 0us}}\n"
       "network: {nic_bandwidth: 100Gb/s, background: %s,\n"
-      "  tiers: [{name: leaf, latency: 0us, nodes_per_switch: 2},\n"
+      "  tiers: [{name: leaf, latency: 0us, nodes_per_switch: %d},\n"
       "          {name: spine, latency: 0us, oversubscription: %g}]}\n%s\n",
-      nodes, background, over, flows_nccl);
+      nodes, background, per_leaf, over, flows_nccl);
   g_autofree char *path = th_write("flows.yaml", text);
   cr_assert(th_load(path, NULL, NULL, cfg, NULL));
   return hw_cluster_new(*cfg);
+}
+
+static hw_cluster *flows_cluster(int nodes, double over, const char *background, cfg_cluster **cfg)
+{
+  return flows_cluster_leaves(nodes, 2, over, background, cfg);
 }
 
 /* A layer pass by hand, `count` runs of: 1 ms of compute, a collective of `bytes` over the
@@ -362,16 +368,18 @@ Test(engine, in_layer_flows_past_their_budget_keep_the_closed_form_and_say_so)
 
 /* Two expert-parallel groups, {0, 2} and {1, 3}, across two leaves of two nodes under a 4:1
  * spine: each leaf's uplink carries 2 x 12.5 / 4 = 6.25 GB/s. An all-to-all of 2 GB over two
- * ranks sends 1 GB to the other rank; one group alone gets the whole uplink (160 ms), two share
- * it (320 ms). Three runs of the layer pass: 3 x (2 ms + 320 ms). */
+ * ranks sends 1 GB to the other rank; two groups share the uplink (320 ms). Alone, one group
+ * {0, 1} on leaves of one node under a 2:1 spine has the same 6.25 GB/s uplink to itself
+ * (160 ms). Three runs of the layer pass: 3 x (2 ms + 320 ms) and 3 x (2 ms + 160 ms). */
 Test(engine, two_expert_parallel_groups_share_an_oversubscribed_spine)
 {
-  const int two[] = {0, 2, 1, 3}, one[] = {0, 2};
-  cfg_cluster *c = NULL;
+  const int two[] = {0, 2, 1, 3}, one[] = {0, 1};
+  cfg_cluster *c = NULL, *c1 = NULL;
   hw_cluster *hw = flows_cluster(4, 4, "[]", &c);
+  hw_cluster *hw1 = flows_cluster_leaves(2, 1, 2, "[]", &c1);
   prog_program *both = layer_pass(4, two, 2, PROG_DIM_EP, PROG_COLL_ALLTOALL, 2e9, 3);
   prog_program *alone = layer_pass(2, one, 2, PROG_DIM_EP, PROG_COLL_ALLTOALL, 2e9, 3);
-  eng_result b = flows_run(both, hw, ENG_DES, NULL), a = flows_run(alone, hw, ENG_DES, NULL);
+  eng_result b = flows_run(both, hw, ENG_DES, NULL), a = flows_run(alone, hw1, ENG_DES, NULL);
   cr_assert(fabs(b.step_time - 3 * (2e-3 + 0.32)) < 1e-6, "two groups: %.12g", b.step_time);
   cr_assert(b.flow_dims == 1u << PROG_DIM_EP, "two groups: %x / %x", b.flow_dims, b.closed_dims);
   cr_assert(fabs(a.step_time - 3 * (2e-3 + 0.16)) < 1e-6, "one group: %.12g", a.step_time);
@@ -381,7 +389,9 @@ Test(engine, two_expert_parallel_groups_share_an_oversubscribed_spine)
   prog_free(both);
   prog_free(alone);
   hw_cluster_free(hw);
+  hw_cluster_free(hw1);
   cfg_cluster_free(c);
+  cfg_cluster_free(c1);
 }
 
 /* Folding stays exact when layer passes run as flows: Mixtral with TP 2 inside nodes of two

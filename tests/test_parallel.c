@@ -301,8 +301,9 @@ static void par_assert_same_ops(const prog_program *a, const prog_program *b, co
                     o->tmpl == q->tmpl && o->coll == q->coll && o->family == q->family &&
                     o->comm_bytes == q->comm_bytes && o->mem_delta == q->mem_delta &&
                     o->ndeps == q->ndeps && strcmp(o->name, q->name) == 0 &&
-                    memcmp(prog_op_deps(a, (int)c, o), prog_op_deps(b, (int)c, q),
-                           sizeof(uint32_t) * o->ndeps) == 0,
+                    (o->ndeps == 0 ||
+                     memcmp(prog_op_deps(a, (int)c, o), prog_op_deps(b, (int)c, q),
+                            sizeof(uint32_t) * o->ndeps) == 0),
                 "%s: class %u op %u '%s'", what, c, i, o->name);
     }
   }

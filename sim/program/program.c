@@ -315,8 +315,10 @@ static bool prog_op_same(const prog_op *x, const prog_op *y)
 
 static bool prog_class_same(const prog_class *a, const prog_class *b)
 {
+  /* deps->data may be NULL when a class has no dependencies */
   if (a->ops->len != b->ops->len || a->deps->len != b->deps->len ||
-      memcmp(a->deps->data, b->deps->data, sizeof(uint32_t) * a->deps->len) != 0)
+      (a->deps->len > 0 &&
+       memcmp(a->deps->data, b->deps->data, sizeof(uint32_t) * a->deps->len) != 0))
     return false;
   for (guint i = 0; i < a->ops->len; i++) {
     const prog_op *x = &g_array_index(a->ops, prog_op, i), *y = &g_array_index(b->ops, prog_op, i);
