@@ -99,6 +99,41 @@ Test(uncertainty, a_missing_file_is_no_band_and_a_bad_line_names_its_place)
   g_error_free(err);
 }
 
+/* A workload of the given layout, for its interval kind. */
+static const char *kind_of(int tp, int pp, int dp, int zero)
+{
+  cfg_workload w = {.parallel = {.tp = tp, .pp = pp, .cp = 1, .dp = dp, .zero = zero}};
+  return unc_run_kind(&w);
+}
+
+Test(uncertainty, a_runs_kind_follows_its_sharding_and_its_scale)
+{
+  cr_assert_str_eq(kind_of(1, 1, 64, 3), "fsdp");
+  cr_assert_str_eq(kind_of(8, 1, 4, 1), "training.small"); /* 32 GPUs */
+  cr_assert_str_eq(kind_of(8, 8, 1, 1), "training");       /* 64 */
+  cr_assert_eq(unc_run_kind_index(NULL), -1);
+  cr_assert_null(unc_run_kind_name(-1));
+  for (int i = 0; i < 3; i++)
+    cr_assert_eq(unc_run_kind_index(unc_run_kind_name(i)), i);
+}
+
+Test(uncertainty, a_small_run_without_a_band_of_its_own_takes_the_training_band)
+{
+  unc_band in[2] = {{.kind = "training", .cases = 16, .low = 0.75, .high = 1.18, .cv_coverage = 0.8},
+                    {.kind = "training.small", .cases = 111, .low = 0.63, .high = 1.25, .cv_coverage = 0.8}};
+  g_autofree char *path = th_write("small.tsv", "");
+  GError *err = NULL;
+  cfg_workload small = {.parallel = {.tp = 8, .pp = 1, .cp = 1, .dp = 1, .zero = 1}};
+  cr_assert(unc_table_write(path, in, 2, &err));
+  unc_table *t = unc_table_load(path, &err);
+  cr_assert_str_eq(unc_band_for_run(t, &small)->kind, "training.small");
+  unc_table_free(t);
+  cr_assert(unc_table_write(path, in, 1, &err));
+  t = unc_table_load(path, &err);
+  cr_assert_str_eq(unc_band_for_run(t, &small)->kind, "training");
+  unc_table_free(t);
+}
+
 static cJSON *json_of(const char *args)
 {
   th_proc p = th_dlsim(args);

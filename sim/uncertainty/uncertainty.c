@@ -166,5 +166,31 @@ const char *unc_run_kind(const cfg_workload *w)
 {
   const cfg_parallel *p = &w->parallel;
   bool sharded_dp = p->zero >= 2 && p->tp == 1 && p->pp == 1 && p->cp == 1;
-  return sharded_dp ? "fsdp" : "training";
+  if (sharded_dp)
+    return "fsdp";
+  long gpus = (long)p->tp * p->pp * p->cp * p->dp;
+  return gpus < UNC_SMALL_RUN_GPUS ? "training.small" : "training";
+}
+
+static const char *const unc_run_kinds[] = {"training", "training.small", "fsdp"};
+
+int unc_run_kind_index(const char *kind)
+{
+  for (int i = 0; kind && i < (int)G_N_ELEMENTS(unc_run_kinds); i++)
+    if (strcmp(kind, unc_run_kinds[i]) == 0)
+      return i;
+  return -1;
+}
+
+const char *unc_run_kind_name(int index)
+{
+  return index >= 0 && index < (int)G_N_ELEMENTS(unc_run_kinds) ? unc_run_kinds[index] : NULL;
+}
+
+const unc_band *unc_band_for_run(const unc_table *t, const cfg_workload *w)
+{
+  const char *kind = unc_run_kind(w);
+  const unc_band *b = unc_band_of(t, kind);
+  /* a table written before small runs had a band of their own */
+  return b || strcmp(kind, "training.small") != 0 ? b : unc_band_of(t, "training");
 }
