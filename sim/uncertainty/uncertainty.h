@@ -1,7 +1,8 @@
 /* uncertainty: 80 % intervals around a prediction, from the errors dlsim made on real
  * measurements of the same kind. `dlsim validate --update-pins` writes, per kind of prediction,
- * the 10th and 90th percentiles of predicted time / measured time over the check cases
- * (validation/intervals.tsv); a prediction of that kind then brackets the truth with them. */
+ * the band of predicted time / measured time over the check cases that holds a new case of the
+ * same spread at least 80 % of the time (validation/intervals.tsv); a prediction of that kind
+ * then brackets the truth with it. */
 #ifndef DLSIM_UNCERTAINTY_H
 #define DLSIM_UNCERTAINTY_H
 
@@ -16,7 +17,7 @@ typedef enum { UNC_TIME, UNC_RATE } unc_sense;
 typedef struct {
   char *kind;        /* training, fsdp, serve.ttft, serve.tbt, serve.throughput */
   int cases;         /* check cases behind it */
-  double p10, p90;   /* percentiles of predicted time / measured time */
+  double low, high;  /* conformal 80 % band of predicted time / measured time */
   double cv_coverage;/* how often a 5-fold cross-validated band held the measurement */
 } unc_band;
 
