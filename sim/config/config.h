@@ -552,6 +552,9 @@ typedef struct {
 /* The `collectives` section of the runtime profile NAME (configs/runtimes/NAME.yaml, or a
  * file), its unset keys given their defaults: what `dlsim coll --runtime` runs. */
 bool cfg_runtime_load(const char *name, cfg_collectives *out, GError **err);
+/* The same with `sets` (NULL-terminated "collectives.KEY=VALUE") applied first. */
+bool cfg_runtime_load_with(const char *name, char *const *sets, cfg_collectives *out,
+                           GError **err);
 void cfg_collectives_clear(cfg_collectives *c);
 
 /* What else takes GPU memory, each line with a documented default (see memory.h). */
