@@ -237,6 +237,27 @@ Test(validation, the_summary_gives_each_category_its_median_and_signed_error)
   val_rows_free(rows);
 }
 
+/* One model 25 % too fast: a step time 0.8 of the truth, a rate 1.25 of it, memory 0.8 of it.
+ * predicted / measured - 1 gives -20 %, +25 %, -20 %, which would average to -5 % and hide it;
+ * the optimism is +25 % for each. */
+Test(validation, optimism_has_one_sign_for_times_rates_and_bytes)
+{
+  const char *names[] = {"t", "r", "m"};
+  const double errors[] = {-0.20, 0.25, -0.20};
+  const char *metrics[] = {"ttft_s.mean", "output_tokens_per_s", "gpu_bytes"};
+  GArray *rows = pin_rows(names, errors, 3);
+  for (int i = 0; i < 3; i++) {
+    val_row *r = &g_array_index(rows, val_row, i);
+    r->c.metric = g_strdup(metrics[i]);
+    r->c.command = g_strdup("serve");
+  }
+  GArray *sum = val_summarize(rows);
+  cr_assert_eq(sum->len, 1);
+  cr_assert_float_eq(g_array_index(sum, val_summary, 0).mean_signed, 0.25, 1e-12);
+  g_array_free(sum, TRUE);
+  val_rows_free(rows);
+}
+
 Test(validation, a_case_may_name_its_category)
 {
   const char *names[] = {"a", "b"};

@@ -161,14 +161,15 @@ static int vcli_pins(const GArray *rows, bool update, bool all_cases)
 }
 
 /* The summary a newcomer reads: per kind of prediction, how many cases, their median |error|,
- * the mean signed error (optimism cannot hide behind a good median) and how many are within
- * tolerance; then the cases worse than their pins. */
+ * the mean optimism (a signed error that is > 0 when dlsim promises more than was measured:
+ * a bias cannot hide behind a good median) and how many are within tolerance; then the cases
+ * worse than their pins. */
 static bool vcli_print_summary(const GArray *rows, bool loso)
 {
   GArray *sum = val_summarize(rows);
   printf("dlsim validate: %u real measurements (validation/cases), predicted in process%s\n\n",
          rows->len, loso ? ", leaving each fitted source out (its fit undone)" : "");
-  printf("  %-12s %6s %14s %14s %14s\n", "category", "cases", "median |error|", "mean signed",
+  printf("  %-12s %6s %14s %14s %14s\n", "category", "cases", "median |error|", "mean optimism",
          "within tol.");
   for (guint i = 0; i < sum->len; i++) {
     const val_summary *s = &g_array_index(sum, val_summary, i);
@@ -181,6 +182,7 @@ static bool vcli_print_summary(const GArray *rows, bool loso)
     printf("\n");
   }
   g_array_free(sum, TRUE);
+  printf("\n  optimism: + when dlsim predicts a faster step, a higher rate or less memory than measured\n");
   if (loso) { /* the pins are of the fitted model: nothing to hold these errors to */
     printf("\n  fit cases predicted with their 'unfit' overrides; every case: --loso --verbose\n");
     return true;

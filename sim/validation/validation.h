@@ -64,8 +64,9 @@ const char *val_category(const cfg_case *c);
 typedef struct {
   const char *category;
   int cases, within, failed; /* failed: no prediction */
-  double median_abs, mean_signed; /* of the errors, checks and fits alike; tables carry a
-                                   * median |error| each, so their mean signed is NAN */
+  double median_abs;  /* of the errors, checks and fits alike (a table: its median |error|) */
+  double mean_signed; /* mean optimism: > 0 when predictions promise more than was measured
+                       * (faster, higher rates, less memory); a table counts its median row */
 } val_summary;
 /* One entry per category, in a fixed order, for the categories present. */
 GArray *val_summarize(const GArray *rows);
