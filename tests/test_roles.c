@@ -170,6 +170,35 @@ Test(roles, context_parallel_gathers_kv_before_attention)
   roles_clear(&r);
 }
 
+static bool roles_depends_on(const roles_setup *r, int tmpl, guint op, guint on)
+{
+  const prog_op *o = &g_array_index(prog_class_at(r->sk.p, tmpl)->ops, prog_op, op);
+  const uint32_t *deps = prog_op_deps(r->sk.p, tmpl, o);
+  for (uint32_t d = 0; d < o->ndeps; d++)
+    if (deps[d] == on)
+      return true;
+  return false;
+}
+
+/* The ring's first step needs only the local chunk: it runs beside the gather of the others'
+ * K and V, and the second step waits for the gather. */
+Test(roles, context_parallel_gather_runs_beside_the_first_ring_step)
+{
+  const char *sets[] = {"node.count=1", "parallel.cp=2", "parallel.dp=4", NULL};
+  roles_setup r;
+  roles_build(&r, "gpt3-1.3b-dp", sets);
+  int tmpl = r.sk.fwd[1];
+  const prog_class *t = prog_class_at(r.sk.p, tmpl);
+  guint gather = 0;
+  while (gather < t->ops->len && g_array_index(t->ops, prog_op, gather).kind != PROG_COMM)
+    gather++;
+  cr_assert_lt(gather + 2, t->ops->len);
+  cr_assert_eq(g_array_index(t->ops, prog_op, gather + 1).kind, PROG_COMPUTE);
+  cr_assert_not(roles_depends_on(&r, tmpl, gather + 1, gather), "the first step waits");
+  cr_assert(roles_depends_on(&r, tmpl, gather + 2, gather), "the second step does not wait");
+  roles_clear(&r);
+}
+
 /* Sums a block's fused-attention kernels (class attention) and counts them and the others of
  * the ring. */
 static double roles_attention_flops(const GArray *ks, int *calls, int *ring_others)
