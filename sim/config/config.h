@@ -251,6 +251,7 @@ typedef struct {
   double memory_bandwidth;  /* DDR bytes/s of all sockets */
   double memory_efficiency; /* fraction of it a streaming kernel reaches (STREAM) */
   double core_bandwidth;    /* bytes/s one core reads plus writes (0: unknown) */
+  double dispatch_scale;    /* the framework's host time per op over an x86 DGX host's */
 } cfg_host_cpu;
 
 typedef struct {
@@ -675,6 +676,9 @@ void cfg_workload_free(cfg_workload *w);
 #define CFG_MAX_HIDDEN (1 << 20)
 
 int cfg_cluster_gpus(const cfg_cluster *c);
+/* The host's time per op of the workload's framework on this cluster's CPUs (seconds):
+ * training.host_dispatch times node.cpu.dispatch_scale. */
+double cfg_host_dispatch(const cfg_cluster *c, const cfg_workload *w);
 /* The number at a dotted key of a loaded cluster (gpu.efficiency.flops.gemm, nccl.chunk.ll...),
  * to change it in place; NULL and an input error when the key names no number. */
 double *cfg_cluster_param(cfg_cluster *c, const char *key, GError **err);

@@ -1172,6 +1172,11 @@ static bool cfg_workload_check(cfg_workload *w, const cfg_cluster *c, GError **e
   return true;
 }
 
+double cfg_host_dispatch(const cfg_cluster *c, const cfg_workload *w)
+{
+  return w->has_training ? w->training.host_dispatch * c->node.cpu.dispatch_scale : 0;
+}
+
 int cfg_cluster_gpus(const cfg_cluster *c)
 {
   return c->node.count * c->node.gpus_per_node;

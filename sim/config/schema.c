@@ -379,6 +379,10 @@ static const cfg_field cfg_host_cpu_fields[] = {
           "bytes one core reads plus writes per second: a host-staged collective's copies "
           "and CPU reduction run on one core per process (0: unknown, only the PCIe copies "
           "are charged)", DEF(0)),
+    F_QTY(cfg_host_cpu, "dispatch_scale", dispatch_scale, UNITS_NUMBER,
+          "the time these CPUs take to issue a framework's op (training.host_dispatch, which "
+          "is timed on the x86 hosts of DGX H100 nodes) over that time: above 1 for slower "
+          "single cores (0: the host keeps ahead of the GPUs)", DEF(1)),
 };
 static const cfg_schema cfg_schema_host_cpu = SCHEMA("node.cpu", cfg_host_cpu, cfg_host_cpu_fields);
 

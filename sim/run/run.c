@@ -246,7 +246,7 @@ static bool sim_engine_options(sim_result *out, const sim_options *o, GError **e
 cfg_cluster *sim_mps_cluster(const cfg_cluster *c, const cfg_workload *w)
 {
   int k = w->has_training ? w->parallel.processes_per_gpu : 1;
-  double host = w->has_training ? w->training.host_dispatch : 0;
+  double host = cfg_host_dispatch(c, w);
   if (k <= 1 && !(host > 0))
     return NULL;
   cfg_cluster *v = g_memdup2(c, sizeof *c);

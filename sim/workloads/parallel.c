@@ -389,8 +389,9 @@ static void wl_tp_after(wl_tb *b, const wl_kernel *k, double act)
                WL_ASYNC);
 }
 
-/* Context parallelism: gather the other ranks' K and V before attention (ring attention passes
- * them around), reduce-scatter their gradients after. */
+/* Context parallelism: gather the other ranks' K and V beside the ring's first step (it needs
+ * only the local chunk; the next steps wait for the gather, as Transformer Engine's ring sends
+ * the next chunk while a step computes), reduce-scatter their gradients after. */
 static void wl_cp_around(wl_tb *b, const wl_kernel *k, bool before)
 {
   wl_par *x = b->x;
@@ -400,7 +401,7 @@ static void wl_cp_around(wl_tb *b, const wl_kernel *k, bool before)
   double kv = 2.0 * x->m->tokens * cm->kv_heads * (cm->hidden / cm->heads) / x->tp *
               cfg_dtype_bytes(x->m->dtype) * x->cp;
   if (before && wl_is_forward(k))
-    wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_ALLGATHER, kv, "cp allgather kv", WL_BLOCKING);
+    wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_ALLGATHER, kv, "cp allgather kv", WL_BESIDE_NEXT);
   if (!before && !wl_is_forward(k))
     wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_REDUCESCATTER, kv, "cp reducescatter dkv", WL_ASYNC);
 }
