@@ -178,10 +178,14 @@ struct eng_costs {
   bool siblings_apart;   /* no link two sibling groups could share (eng_topology_foldable) */
   bool fold;
   GHashTable *crowded;   /* eng_crowd_key -> time of a collective beside its siblings */
+  /* the bound program's templates by (tmpl, class), filled from `templates` as ops ask: a
+   * macro op's lookup in the table was a tenth of an analytic run */
+  const struct eng_tmpl **index;
+  guint nindex; /* classes of the bound program: the index holds nindex^2 */
 };
 
 /* One template as a class runs it. */
-typedef struct {
+typedef struct eng_tmpl {
   double makespan, period;         /* with the host's launch queue */
   double gpu_makespan, gpu_period; /* with a host that keeps ahead */
   double compute;               /* compute stream busy per run */
@@ -236,6 +240,9 @@ eng_costs *eng_costs_new_shared(const hw_cluster *hw, const eng_options *o)
 void eng_costs_bind(eng_costs *c, const prog_program *p)
 {
   c->p = p;
+  g_free(c->index);
+  c->nindex = p->classes->len;
+  c->index = g_new0(const struct eng_tmpl *, (gsize)c->nindex * c->nindex);
 }
 
 void eng_costs_free(eng_costs *c)
@@ -244,6 +251,7 @@ void eng_costs_free(eng_costs *c)
     return;
   g_hash_table_destroy(c->templates);
   g_hash_table_destroy(c->crowded);
+  g_free(c->index);
   g_free(c);
 }
 
@@ -429,7 +437,23 @@ static void eng_template_hosted(eng_costs *c, int tmpl, int rank, double slow, e
   t->period = MAX(t->period, per_run);
 }
 
+static const eng_tmpl *eng_template_computed(eng_costs *c, int tmpl, int rank);
+
 static const eng_tmpl *eng_template_times(eng_costs *c, int tmpl, int rank)
+{
+  int cls = c->p->class_of[rank];
+  const eng_tmpl **slot = c->index && (guint)tmpl < c->nindex && (guint)cls < c->nindex
+                              ? &c->index[(gsize)tmpl * c->nindex + (guint)cls]
+                              : NULL;
+  if (slot && *slot)
+    return *slot;
+  const eng_tmpl *t = eng_template_computed(c, tmpl, rank);
+  if (slot)
+    *slot = t;
+  return t;
+}
+
+static const eng_tmpl *eng_template_computed(eng_costs *c, int tmpl, int rank)
 {
   gpointer key = GINT_TO_POINTER(tmpl * 65536 + c->p->class_of[rank] + 1);
   eng_tmpl *t = g_hash_table_lookup(c->templates, key);
@@ -452,12 +476,16 @@ static const eng_tmpl *eng_template_times(eng_costs *c, int tmpl, int rank)
   return t;
 }
 
+static double eng_macro_duration(const eng_tmpl *t, const prog_op *op)
+{
+  return op->count ? t->makespan + (op->count - 1) * t->period : 0;
+}
+
 double eng_op_duration(eng_costs *c, const prog_op *op, int rank)
 {
   if (op->tmpl < 0)
     return eng_compute_time(c->hw, op);
-  const eng_tmpl *t = eng_template_times(c, op->tmpl, rank);
-  return op->count ? t->makespan + (op->count - 1) * t->period : 0;
+  return eng_macro_duration(eng_template_times(c, op->tmpl, rank), op);
 }
 
 /* Splits `total` over the dimensions in proportion to `weights` (all to `fallback` if none). */
@@ -474,7 +502,8 @@ static void eng_split(double total, const double weights[PROG_NDIMS], prog_dim f
 double eng_op_spans(eng_costs *c, const prog_op *op, int rank, double start, GArray *spans,
                     double hidden[PROG_NDIMS])
 {
-  double dur = eng_op_duration(c, op, rank);
+  const eng_tmpl *t = op->tmpl >= 0 ? eng_template_times(c, op->tmpl, rank) : NULL;
+  double dur = t ? eng_macro_duration(t, op) : eng_compute_time(c->hw, op);
   if (op->tmpl < 0 || op->count == 0) {
     /* the GPU idles first while the host launches, then runs the kernels */
     double busy = op->tmpl < 0 ? MIN(dur, eng_kernel_time(c->hw, op)) : dur;
@@ -485,7 +514,6 @@ double eng_op_spans(eng_costs *c, const prog_op *op, int rank, double start, GAr
   /* A macro: its compute, then the waits of its synchronous chain (tensor / context parallel
    * collectives), then what the asynchronous streams added; the rest of each dimension's
    * collectives ran under compute. */
-  const eng_tmpl *t = eng_template_times(c, op->tmpl, rank);
   double n = op->count, compute = n * t->compute;
   double sync_wait[PROG_NDIMS], async_wait[PROG_NDIMS];
   eng_split(n * (t->sync - t->compute), t->sync_comm, PROG_DIM_TP, sync_wait);

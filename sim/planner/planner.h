@@ -53,6 +53,8 @@ typedef struct {
   bool tokens_per_gpu;  /* objective: throughput per GPU (else step time) */
   plan_run_objective by_run; /* rank the refined layouts by their run estimate instead */
   int shard, nshards;   /* this process screens candidates with index % nshards == shard */
+  bool fresh_runs;      /* each refined layout simulated alone, sharing no hardware or
+                         * collective plans with the others (checking: the same figures) */
   void (*progress)(double fraction, void *ctx);
   void *progress_ctx;
 } plan_options;
