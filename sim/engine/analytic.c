@@ -70,14 +70,18 @@ typedef struct {
  * classes it touches. */
 static bool an_reps_suffice(const prog_program *p)
 {
+  /* a class's ops name a few families many times: each is checked once */
+  g_autofree bool *seen = g_new(bool, MAX(p->families->len, 1u));
   for (guint c = 0; c < p->classes->len; c++) {
     const prog_class *k = prog_class_at(p, (int)c);
     if (k->is_template || k->rep < 0)
       continue;
+    memset(seen, 0, sizeof(bool) * MAX(p->families->len, 1u));
     for (guint i = 0; i < k->ops->len; i++) {
       const prog_op *op = &g_array_index(k->ops, prog_op, i);
-      if (op->kind != PROG_COMM)
+      if (op->kind != PROG_COMM || seen[op->family])
         continue;
+      seen[op->family] = true;
       const prog_group *g = prog_group_of(p, op->family, k->rep);
       for (int m = 0; m < g->n; m++) {
         int rep = prog_class_at(p, p->class_of[g->ranks[m]])->rep;
@@ -98,14 +102,22 @@ static uint32_t *an_sequence(const prog_program *p, int cls, int rank)
 {
   const prog_class *k = prog_class_at(p, cls);
   uint32_t *seq = g_new0(uint32_t, MAX(k->ops->len, 1u));
-  /* counted per group id: an array, where a hash table cost a tenth of a run */
-  g_autofree uint32_t *count = g_new0(uint32_t, MAX(p->groups->len, 1u));
+  /* counted per group, on the first family naming the rank's group (families may share one):
+   * an array per family, where one per group id was zeroed for thousands of groups */
+  guint nf = p->families->len;
+  g_autofree int *slot = g_new(int, MAX(nf, 1u));
+  g_autofree uint32_t *count = g_new0(uint32_t, MAX(nf, 1u));
+  for (guint f = 0; f < nf; f++) {
+    int g = ((const prog_family *)g_ptr_array_index(p->families, f))->group_of[rank];
+    slot[f] = (int)f;
+    for (guint e = 0; e < f && slot[f] == (int)f; e++)
+      if (g >= 0 && ((const prog_family *)g_ptr_array_index(p->families, e))->group_of[rank] == g)
+        slot[f] = (int)e;
+  }
   for (guint i = 0; i < k->ops->len; i++) {
     const prog_op *op = &g_array_index(k->ops, prog_op, i);
-    if (op->kind != PROG_COMM)
-      continue;
-    int g = ((const prog_family *)g_ptr_array_index(p->families, op->family))->group_of[rank];
-    seq[i] = count[g]++;
+    if (op->kind == PROG_COMM)
+      seq[i] = count[slot[op->family]]++;
   }
   return seq;
 }

@@ -520,17 +520,21 @@ double eng_op_spans(eng_costs *c, const prog_op *op, int rank, double start, GAr
   /* what the launch queue adds is idle GPU, no span: the breakdown's "other" */
   double gpu = t->gpu_makespan + (n - 1) * t->gpu_period;
   eng_split(MAX(0.0, MIN(dur, gpu) - n * t->sync), t->async_comm, PROG_DIM_DP, async_wait);
+  /* appended together: an append each was a twentieth of an analytic run */
+  eng_span add[1 + PROG_NDIMS];
+  guint nadd = 0;
   double at = start;
   if (compute > 0)
-    g_array_append_val(spans, ((eng_span){at, at + compute, -1}));
+    add[nadd++] = (eng_span){at, at + compute, -1};
   at += compute;
   for (int d = 0; d < PROG_NDIMS; d++) {
     double wait = sync_wait[d] + async_wait[d];
     if (wait > 0)
-      g_array_append_val(spans, ((eng_span){at, at + wait, d}));
+      add[nadd++] = (eng_span){at, at + wait, d};
     at += wait;
     hidden[d] += MAX(0.0, n * (t->sync_comm[d] + t->async_comm[d]) - wait);
   }
+  g_array_append_vals(spans, add, nadd);
   return dur;
 }
 
@@ -655,26 +659,46 @@ typedef struct {
   int delta; /* +1 start, -1 end */
 } eng_edge;
 
-static int eng_edge_cmp(const void *a, const void *b)
+/* Ends before starts at the same instant; edges equal in both may come in any order (between
+ * them no time passes). */
+static bool eng_edge_before(const eng_edge *x, const eng_edge *y)
 {
-  const eng_edge *x = a, *y = b;
-  if (x->t != y->t)
-    return x->t < y->t ? -1 : 1;
-  return x->delta - y->delta; /* ends before starts at the same instant */
+  return x->t < y->t || (x->t == y->t && x->delta < y->delta);
+}
+
+/* Sorts `n` edges with `tmp` (room for n) as scratch: a merge sort with the comparison inline,
+ * where qsort's callback was a twentieth of an analytic run. Returns the sorted array (`e` or
+ * `tmp`). */
+static eng_edge *eng_edges_sort(eng_edge *e, eng_edge *tmp, size_t n)
+{
+  for (size_t width = 1; width < n; width *= 2) {
+    for (size_t lo = 0; lo < n; lo += 2 * width) {
+      size_t mid = MIN(lo + width, n), hi = MIN(lo + 2 * width, n), i = lo, j = mid, k = lo;
+      while (i < mid && j < hi)
+        tmp[k++] = eng_edge_before(&e[j], &e[i]) ? e[j++] : e[i++];
+      while (i < mid)
+        tmp[k++] = e[i++];
+      while (j < hi)
+        tmp[k++] = e[j++];
+    }
+    eng_edge *swap = e;
+    e = tmp;
+    tmp = swap;
+  }
+  return e;
 }
 
 void eng_breakdown(GArray *spans, const double hidden[PROG_NDIMS], bool pipelined, double step,
                    eng_result *out)
 {
   guint n = spans->len;
-  eng_edge *e = g_new(eng_edge, 2 * (gsize)MAX(n, 1u));
+  eng_edge *buf = g_new(eng_edge, 4 * (gsize)MAX(n, 1u));
   for (guint i = 0; i < n; i++) {
     const eng_span *s = &g_array_index(spans, eng_span, i);
-    e[2 * i] = (eng_edge){s->start, s->what, +1};
-    e[2 * i + 1] = (eng_edge){s->end, s->what, -1};
+    buf[2 * i] = (eng_edge){s->start, s->what, +1};
+    buf[2 * i + 1] = (eng_edge){s->end, s->what, -1};
   }
-  if (n > 0)
-    qsort(e, 2 * (size_t)n, sizeof *e, eng_edge_cmp);
+  const eng_edge *e = eng_edges_sort(buf, buf + 2 * (gsize)MAX(n, 1u), 2 * (size_t)n);
   int active[PROG_NDIMS + 1] = {0}; /* [0] compute, [1 + dim] */
   double compute = 0, exposed = 0, bubble = 0, comm[PROG_NDIMS] = {0}, exp_dim[PROG_NDIMS] = {0};
   double prev = 0;
@@ -700,7 +724,7 @@ void eng_breakdown(GArray *spans, const double hidden[PROG_NDIMS], bool pipeline
     prev = e[i].t;
     active[e[i].what + 1] += e[i].delta;
   }
-  g_free(e);
+  g_free(buf);
   out->compute = compute;
   out->exposed_comm = exposed;
   out->bubble = bubble;
