@@ -173,7 +173,11 @@ struct eng_costs {
   const prog_program *p;
   const hw_cluster *hw;
   coll_planner *pl;
-  GHashTable *templates; /* (tmpl, class) -> eng_tmpl */
+  GHashTable *templates; /* (tmpl, class) -> eng_tmpl, one of by_comm's */
+  /* (tmpl, its collectives' durations) -> eng_tmpl: a template's times depend on the rank
+   * only through those, so the stages of a pipeline, whose tensor-parallel groups differ but
+   * cost the same, share one evaluation */
+  GHashTable *by_comm;
   double slowdown;       /* extra compute time per second a collective runs beside it */
   bool siblings_apart;   /* no link two sibling groups could share (eng_topology_foldable) */
   bool fold;
@@ -214,6 +218,37 @@ static gboolean eng_crowd_equal(gconstpointer a, gconstpointer b)
          x->coll == y->coll && x->bytes == y->bytes;
 }
 
+/* A template with the durations its collectives take as some rank runs them (eng_template_pass's:
+ * op count times the time beside the siblings, 0 when none can run it), in op order. */
+typedef struct {
+  int tmpl;
+  guint n;
+  double dur[];
+} eng_comm_key;
+
+static gsize eng_comm_key_size(guint n)
+{
+  return sizeof(eng_comm_key) + sizeof(double) * n;
+}
+
+static guint eng_comm_key_hash(gconstpointer k)
+{
+  const eng_comm_key *x = k;
+  const guchar *b = (const guchar *)x->dur;
+  guint h = (guint)x->tmpl * 2654435761u ^ x->n;
+  for (gsize i = 0; i < sizeof(double) * x->n; i++)
+    h = (h ^ b[i]) * 16777619u;
+  return h;
+}
+
+/* Bit for bit: equal bits give equal passes. */
+static gboolean eng_comm_key_equal(gconstpointer a, gconstpointer b)
+{
+  const eng_comm_key *x = a, *y = b;
+  return x->tmpl == y->tmpl && x->n == y->n &&
+         memcmp(x->dur, y->dur, sizeof(double) * x->n) == 0;
+}
+
 static bool eng_topology_foldable(const hw_cluster *hw);
 
 eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_planner *pl,
@@ -227,7 +262,8 @@ eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_plann
   c->slowdown = f > 0 && f < 1 ? f / (1 - f) : 0;
   c->fold = !(opt && opt->unfold);
   c->siblings_apart = eng_topology_foldable(hw);
-  c->templates = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
+  c->templates = g_hash_table_new(g_direct_hash, g_direct_equal);
+  c->by_comm = g_hash_table_new_full(eng_comm_key_hash, eng_comm_key_equal, g_free, g_free);
   c->crowded = g_hash_table_new_full(eng_crowd_hash, eng_crowd_equal, g_free, g_free);
   return c;
 }
@@ -250,6 +286,7 @@ void eng_costs_free(eng_costs *c)
   if (!c)
     return;
   g_hash_table_destroy(c->templates);
+  g_hash_table_destroy(c->by_comm);
   g_hash_table_destroy(c->crowded);
   g_free(c->index);
   g_free(c);
@@ -453,13 +490,50 @@ static const eng_tmpl *eng_template_times(eng_costs *c, int tmpl, int rank)
   return t;
 }
 
+/* The durations of `tmpl`'s collectives as `rank` runs them, as eng_template_pass takes them. */
+static eng_comm_key *eng_template_comm_key(eng_costs *c, int tmpl, int rank)
+{
+  const prog_class *k = prog_class_at(c->p, tmpl);
+  guint n = 0;
+  for (guint i = 0; i < k->ops->len; i++)
+    n += g_array_index(k->ops, prog_op, i).kind == PROG_COMM;
+  eng_comm_key *key = g_malloc(eng_comm_key_size(n));
+  key->tmpl = tmpl;
+  key->n = n;
+  n = 0;
+  for (guint i = 0; i < k->ops->len; i++) {
+    const prog_op *op = &g_array_index(k->ops, prog_op, i);
+    if (op->kind != PROG_COMM)
+      continue;
+    const coll_schedule *s = eng_schedule_for(c->pl, c->p, op, rank, NULL);
+    key->dur[n++] = s ? op->count * eng_coll_crowded(c, op, rank, s) : 0;
+  }
+  return key;
+}
+
+static eng_tmpl *eng_template_evaluate(eng_costs *c, int tmpl, int rank);
+
 static const eng_tmpl *eng_template_computed(eng_costs *c, int tmpl, int rank)
 {
   gpointer key = GINT_TO_POINTER(tmpl * 65536 + c->p->class_of[rank] + 1);
   eng_tmpl *t = g_hash_table_lookup(c->templates, key);
   if (t)
     return t;
-  t = g_new0(eng_tmpl, 1);
+  eng_comm_key *comm = eng_template_comm_key(c, tmpl, rank);
+  t = g_hash_table_lookup(c->by_comm, comm);
+  if (t) {
+    g_free(comm);
+  } else {
+    t = eng_template_evaluate(c, tmpl, rank);
+    g_hash_table_insert(c->by_comm, comm, t);
+  }
+  g_hash_table_insert(c->templates, key, t);
+  return t;
+}
+
+static eng_tmpl *eng_template_evaluate(eng_costs *c, int tmpl, int rank)
+{
+  eng_tmpl *t = g_new0(eng_tmpl, 1);
   t->gpu_makespan = eng_template_pass(c, tmpl, rank, false, t, NULL, NULL, NULL);
   t->sync = eng_template_pass(c, tmpl, rank, true, t, NULL, NULL, NULL);
   /* communication kernels hold SMs: the compute that runs beside them is slower */
@@ -472,7 +546,6 @@ static const eng_tmpl *eng_template_computed(eng_costs *c, int tmpl, int rank)
     async = MAX(async, t->async_comm[d]);
   t->gpu_period = MAX(t->sync, async);
   eng_template_hosted(c, tmpl, rank, slow, t);
-  g_hash_table_insert(c->templates, key, t);
   return t;
 }
 

@@ -72,6 +72,7 @@ typedef struct {
   long candidates, valid, fits; /* enumerated; valid layouts; of those, fitting */
   GArray *best;                 /* plan_candidate: the `refine` best estimates, best first */
   double elapsed_s;
+  int simulated;                /* layouts plan_refine ran on the analytic engine */
 } plan_screen_result;
 
 /* How many estimates the screen keeps for `refine` distinct layouts: layouts one knob away

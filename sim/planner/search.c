@@ -516,6 +516,7 @@ bool plan_refine(plan_setup *s, const plan_options *o, plan_screen_result *r, GE
     plan_candidate *c = &g_array_index(pool, plan_candidate, i);
     c->time_to_train_s = c->energy_kwh = c->cost_usd = NAN;
     ok = plan_simulate(s, o, c, ENG_ANALYTIC, o->by_run != PLAN_BY_STEP, err);
+    r->simulated++;
     if (ok && !plan_collapse(kept, seen, c)) {
       plan_seen mine = {.l = c->l, .step = c->step_time_s, .row = kept->len};
       g_array_append_val(seen, mine);
