@@ -37,11 +37,14 @@ typedef struct {
   double arrived_max;
   int arrived;
   int needed;
-  GArray *waiting; /* an_waiter: units arrived, with the op each arrived with (the two sides
-                     * of a send / receive are on different streams) */
+  /* the `arrived` units, with the op each arrived with (the two sides of a send / receive are
+   * on different streams); room for `room` (an array: appending to a GArray was a fiftieth
+   * of a run) */
+  struct an_waiter *waiting;
+  int room;
 } an_instance;
 
-typedef struct {
+typedef struct an_waiter {
   an_unit *unit;
   uint32_t idx;
 } an_waiter;
@@ -196,7 +199,7 @@ static void an_finish_op(an_state *st, an_unit *u, uint32_t idx, double start, d
 static void an_instance_free(gpointer p)
 {
   an_instance *in = p;
-  g_array_free(in->waiting, TRUE);
+  g_free(in->waiting);
   g_free(in);
 }
 
@@ -204,15 +207,16 @@ static an_instance *an_instance_new(an_state *st, gint64 key, int needed)
 {
   an_instance *in = st->spare->len ? g_ptr_array_steal_index_fast(st->spare, st->spare->len - 1)
                                    : NULL;
-  if (!in) {
+  if (!in)
     in = g_new0(an_instance, 1);
-    in->waiting = g_array_new(FALSE, FALSE, sizeof(an_waiter));
-  }
   in->key = key;
   in->needed = needed;
   in->arrived = 0;
   in->arrived_max = 0;
-  g_array_set_size(in->waiting, 0);
+  if (in->room < needed) {
+    in->waiting = g_renew(an_waiter, in->waiting, needed);
+    in->room = needed;
+  }
   int group = (int)(key >> 32);
   if (!st->open[group])
     st->open[group] = in;
@@ -263,19 +267,18 @@ static bool an_arrive(an_state *st, an_unit *u, uint32_t idx, double ready)
   an_instance *in = an_instance_find(st, key);
   if (!in)
     in = an_instance_new(st, key, (int)members->len);
-  for (guint i = 0; i < in->waiting->len; i++)
-    if (g_array_index(in->waiting, an_waiter, i).unit == u)
+  for (int i = 0; i < in->arrived; i++)
+    if (in->waiting[i].unit == u)
       return false; /* already waiting */
   an_waiter me = {.unit = u, .idx = idx};
-  g_array_append_val(in->waiting, me);
-  in->arrived++;
+  in->waiting[in->arrived++] = me;
   in->arrived_max = MAX(in->arrived_max, ready);
   if (in->arrived < in->needed) {
     u->blocked[op->stream] = true;
     return false;
   }
-  for (guint i = 0; i < in->waiting->len; i++) {
-    an_waiter *w = &g_array_index(in->waiting, an_waiter, i);
+  for (int i = 0; i < in->arrived; i++) {
+    an_waiter *w = &in->waiting[i];
     w->unit->blocked[prog_op_at(st->p, w->unit->cls, w->idx)->stream] = false;
     an_finish_op(st, w->unit, w->idx, in->arrived_max, in->arrived_max + dur);
   }
