@@ -160,6 +160,31 @@ Test(serving, ttft_rises_with_prompt_length)
   }
 }
 
+/* `iteration_parts_s`: a lone request's iterations run back to back, so their time by part
+ * adds up to the run's duration; only tensor parallelism has all-reduces to pay. */
+Test(serving, iteration_parts_add_up_to_a_lone_requests_run)
+{
+  const char *tps[] = {"serving.tp=1", "serving.tp=2"};
+  for (int i = 0; i < 2; i++) {
+    const char *sets[] = {tps[i], "serving.requests.count=1", "serving.requests.output_tokens=16",
+                          NULL};
+    srv_result r = srv_run(sets);
+    const srv_time *t = &r.parts;
+    double sum = t->gemm + t->attention + t->other + t->comm + t->host + t->draft;
+    cr_assert(fabs(sum / t->total - 1) < 1e-12, "%s: parts %g s, total %g s", tps[i], sum,
+              t->total);
+    cr_assert(fabs(t->total / r.duration - 1) < 1e-9, "%s: iterations %g s, run %g s", tps[i],
+              t->total, r.duration);
+    cr_assert(t->gemm > 0 && t->attention > 0 && t->other > 0, "%s", tps[i]);
+    if (i == 0)
+      cr_assert_eq(t->comm, 0, "one GPU has no all-reduce: %g s", t->comm);
+    else
+      cr_assert(t->comm > 0 && t->comm < t->total, "TP 2: all-reduces %g s of %g", t->comm,
+                t->total);
+    srv_result_clear(&r);
+  }
+}
+
 Test(serving, throughput_rises_with_batch_until_the_kv_cache_is_full)
 {
   /* every request at once; a KV cache of 64 blocks holds 8 requests of 128 tokens */

@@ -322,3 +322,63 @@ Test(validation, a_fit_case_that_cannot_be_left_out_is_an_input_error)
   g_error_free(err);
   val_rows_free(rows);
 }
+
+/* The groups-of-2 all-gather of XLA's table as a case, `sets` appended to its set list, on the
+ * XLA runtime profile or (with_runtime false) on none. */
+static val_row run_xla_table(const char *sets, bool with_runtime)
+{
+  g_autofree char *text = g_strdup_printf(
+      "name: xla-ag-2\nrole: check\nsource: test\n"
+      "cluster: %s/configs/clusters/dgx-h100.yaml\n%s%s/validation/nccl/xla-on-nccl.yaml\n"
+      "set: [node.count=1%s]\n"
+      "table: %s/validation/nccl/xla_collective_perf_table_sm90_8gpu.csv\n"
+      "size_column: tensor_size_bytes\ntime_column: time_ns_derived\ntime_unit: ns\n"
+      "filter: [collective=all-gather, devices_per_group=2]\n"
+      "op: allgather\ngpus: 8\ngroup_size: 2\n",
+      DLSIM_SOURCE_DIR, with_runtime ? "runtime: " : "# ", DLSIM_SOURCE_DIR, sets,
+      DLSIM_SOURCE_DIR);
+  g_autofree char *path = th_write("xla-ag-2.yaml", text);
+  val_row row = {0};
+  GError *err = NULL;
+  cr_assert(cfg_case_load(path, &row.c, &err), "%s", err ? err->message : "");
+  val_run_case(&row);
+  return row;
+}
+
+static void val_row_clear(val_row *row)
+{
+  cfg_case_clear(&row->c);
+  calib_table_clear(&row->table);
+  g_free(row->times);
+  g_free(row->failure);
+}
+
+Test(validation, a_table_cases_collectives_keys_set_its_runtime, .timeout = 60)
+{
+  val_row own = run_xla_table("", true);
+  val_row none = run_xla_table(", collectives.call_latency=0us", true);
+  val_row more = run_xla_table(", collectives.call_latency=111.9us", true);
+  cr_assert_null(own.failure, "%s", own.failure);
+  cr_assert_null(none.failure, "%s", none.failure);
+  /* every size pays the call once: 11.9 us, as the profile says, or what the case sets */
+  for (guint i = 0; i < own.table.points->len; i++) {
+    cr_assert_float_eq(own.times[i] - none.times[i], 11.9e-6, 1e-9, "row %u", i);
+    cr_assert_float_eq(more.times[i] - own.times[i], 100e-6, 1e-9, "row %u", i);
+  }
+  val_row_clear(&own);
+  val_row_clear(&none);
+  val_row_clear(&more);
+}
+
+Test(validation, a_runtime_key_without_a_runtime_profile_is_a_failure_named)
+{
+  val_row row = run_xla_table(", collectives.call_latency=0us", false);
+  cr_assert_not_null(row.failure);
+  cr_assert(strstr(row.failure, "collectives.call_latency=0us") &&
+                strstr(row.failure, "runtime"), "%s", row.failure);
+  val_row_clear(&row);
+  val_row bad = run_xla_table(", collectives.call_latncy=0us", true);
+  cr_assert_not_null(bad.failure);
+  cr_assert(strstr(bad.failure, "call_latncy"), "%s", bad.failure);
+  val_row_clear(&bad);
+}

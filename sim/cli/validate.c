@@ -4,6 +4,7 @@
  * cases are named (exit 1 when one is outside its tolerance), or JSON. */
 #include "cli/cli_internal.h"
 #include "report/report.h"
+#include "uncertainty/uncertainty.h"
 #include "validation/validation.h"
 
 #include <math.h>
@@ -206,7 +207,7 @@ typedef struct {
   double predicted, error;
   calib_errors errors;
   calib_time_errors_t gemm_errors;
-  gint32 pass, has_table, npoints, has_times, failure_len;
+  gint32 pass, has_table, npoints, has_times, failure_len, run_kind;
 } vcli_outcome;
 
 static GBytes *vcli_pack(const val_row *r)
@@ -216,7 +217,8 @@ static GBytes *vcli_pack(const val_row *r)
                     .has_table = r->table.points != NULL,
                     .npoints = r->table.points ? (gint32)r->table.points->len : 0,
                     .has_times = r->times != NULL,
-                    .failure_len = r->failure ? (gint32)strlen(r->failure) + 1 : 0};
+                    .failure_len = r->failure ? (gint32)strlen(r->failure) + 1 : 0,
+                    .run_kind = unc_run_kind_index(r->run_kind)};
   GByteArray *b = g_byte_array_new();
   g_byte_array_append(b, (const guint8 *)&o, sizeof o);
   if (o.npoints)
@@ -256,6 +258,7 @@ static void vcli_unpack(val_row *r, GBytes *item)
   }
   if (o.failure_len)
     r->failure = g_strndup(p, (gsize)o.failure_len);
+  r->run_kind = unc_run_kind_name(o.run_kind);
 }
 
 /* Each rank predicted its share of the rows; rank 0 gets the others'. */

@@ -89,6 +89,7 @@ typedef struct {
   int *members;
   GHashTable *member_of; /* endpoint -> member index + 1 */
   int channels;
+  int nnodes;     /* nodes the group spans */
   int nphases;
   coll_phase *phases;
   bool absolute;  /* fractions are bytes (all-to-allv) */

@@ -225,7 +225,7 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
   bool nvls = p->algo == COLL_ALGO_NVLS || p->algo == COLL_ALGO_NVLS_TREE;
   out->base =
       coll_runtime_base(rt, hw, p, nvls ? nc->nvls_latency : nc->base_latency[proto], bytes);
-  double t = out->base;
+  double t = out->base, moved = 0;
   for (int i = 0; i < p->nphases; i++) {
     const coll_phase *ph = &p->phases[i];
     double bulk = 0, lat = 0;
@@ -254,6 +254,12 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
     if (!coll_runtime_cpu(rt))
       out->post[i] += coll_copy_wait(ph, nc, size, eff, bulk);
     t += out->pre[i] + bulk + out->post[i];
+    moved += bulk + out->post[i];
+  }
+  if (!coll_runtime_cpu(rt)) {
+    double wait = MAX(0.0, coll_ceiling_time(p, hw, bytes) - moved);
+    out->post[p->nphases - 1] += wait;
+    t += wait;
   }
   out->time = t;
 }

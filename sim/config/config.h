@@ -195,6 +195,8 @@ typedef struct {
 
 typedef enum { CFG_PROTO_LL, CFG_PROTO_LL128, CFG_PROTO_SIMPLE, CFG_NPROTOS } cfg_proto;
 typedef enum { CFG_LINK_INTRA, CFG_LINK_NETWORK, CFG_NLINKCLASSES } cfg_link_class;
+/* Node counts NCCL's tuner tells apart across nodes: two, and more (three counts as four). */
+typedef enum { CFG_SCALE_TWO_NODES, CFG_SCALE_MORE_NODES, CFG_NSCALES } cfg_node_scale;
 const char *cfg_proto_name(cfg_proto p);
 
 typedef struct {
@@ -211,6 +213,8 @@ typedef struct {
   double hop_latency[CFG_NLINKCLASSES][CFG_NPROTOS]; /* per step over a link class */
   double chunk[CFG_NPROTOS];                 /* pipeline chunk per channel (fill of pipelines) */
   double protocol_efficiency[CFG_NPROTOS];   /* payload / wire bytes (LL 1/2, LL128 120/128) */
+  double nvls_tree_channel[CFG_NSCALES];     /* bus bandwidth one NVLS-tree channel reaches at
+                                                most (NCCL's perChMaxNVLSTreeBw); 0: no ceiling */
   int max_channels;                          /* rings / trees used at once across nodes */
   int pxn;                                   /* 0/1: change rail over NVLink (NCCL's PXN) */
   char *source;
@@ -548,6 +552,9 @@ typedef struct {
 /* The `collectives` section of the runtime profile NAME (configs/runtimes/NAME.yaml, or a
  * file), its unset keys given their defaults: what `dlsim coll --runtime` runs. */
 bool cfg_runtime_load(const char *name, cfg_collectives *out, GError **err);
+/* The same with `sets` (NULL-terminated "collectives.KEY=VALUE") applied first. */
+bool cfg_runtime_load_with(const char *name, char *const *sets, cfg_collectives *out,
+                           GError **err);
 void cfg_collectives_clear(cfg_collectives *c);
 
 /* What else takes GPU memory, each line with a documented default (see memory.h). */

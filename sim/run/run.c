@@ -410,7 +410,7 @@ bool sim_run_files(const char *cluster, const char *workload, char *const *sets,
 
 void sim_result_bracket(sim_result *r, const unc_table *t)
 {
-  const unc_band *b = unc_band_of(t, unc_run_kind(r->workload));
+  const unc_band *b = unc_band_for_run(t, r->workload);
   if (!b)
     return;
   sim_interval *i = &r->interval;

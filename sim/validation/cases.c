@@ -71,7 +71,7 @@ void val_run_case(val_row *row)
     return;
   }
   GError *err = NULL;
-  if (!val_predict(&row->c, NULL, &row->predicted, &err)) {
+  if (!val_predict(&row->c, NULL, &row->predicted, &row->run_kind, &err)) {
     row->failure = g_strdup(err->message);
     g_error_free(err);
     return;
