@@ -232,6 +232,54 @@ Test(engine, template_schedule_adds_up_to_the_macro)
   prog_free(p);
 }
 
+/* A template's times depend on the rank only through its collectives' durations, so ranks
+ * whose collectives take the same share one evaluation: nodes of six GPUs under TP 4 x PP 3
+ * put the middle stage's tensor-parallel group across both nodes and the others inside one.
+ * Each stage's times from an evaluator that has seen the others are those of one that has
+ * seen nothing, bit for bit; the middle stage's layer pass is slower, the last shares the
+ * first's. */
+Test(engine, stages_whose_collectives_cost_the_same_share_a_templates_times)
+{
+  const char *sets[] = {"node.count=2", "node.gpus_per_node=6", "parallel.tp=4", "parallel.pp=3",
+                        "parallel.dp=1", "training.global_batch=12", "training.micro_batch=1",
+                        "parallel.uneven_stages=true", NULL};
+  prog_program *p = th_program("dgx-h100", "gpt3-1.3b-dp", sets);
+  cr_assert_not_null(p);
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", sets, &c, &w));
+  hw_cluster *hw = hw_cluster_new(c);
+  eng_options o = {.kind = ENG_ANALYTIC, .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
+  eng_evaluator *seen = eng_evaluator_new(p, hw, &o);
+  const int reps[] = {0, 4, 8};
+  int layers = 0;
+  for (guint t = 0; t < p->classes->len; t++) {
+    const prog_class *k = prog_class_at(p, (int)t);
+    if (!k->is_template)
+      continue;
+    double macro[3];
+    for (int i = 0; i < 3; i++) {
+      eng_evaluator *alone = eng_evaluator_new(p, hw, &o);
+      macro[i] = eng_evaluate_macro(seen, (int)t, 5, reps[i]);
+      double fresh = eng_evaluate_macro(alone, (int)t, 5, reps[i]);
+      cr_assert(macro[i] == fresh, "%s, rank %d: %.17g after the others, %.17g alone", k->name,
+                reps[i], macro[i], fresh);
+      eng_evaluator_free(alone);
+    }
+    if (g_str_has_prefix(k->name, "layer")) {
+      cr_assert_gt(macro[1], macro[0], "%s: the group across nodes is slower", k->name);
+      cr_assert(macro[2] == macro[0], "%s", k->name);
+      layers++;
+    }
+  }
+  cr_assert_gt(layers, 0);
+  eng_evaluator_free(seen);
+  hw_cluster_free(hw);
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
+  prog_free(p);
+}
+
 /* ---- layer passes as flows (issue 15) ------------------------------------------------------ */
 
 /* No latencies, links at their datasheet rate, protocols lossless: times are bytes / rate. */

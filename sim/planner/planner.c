@@ -77,6 +77,7 @@ void plan_setup_free(plan_setup *s)
     g_hash_table_destroy(s->groups);
   if (s->crowds)
     g_hash_table_destroy(s->crowds);
+  sim_cache_free(s->runs);
   coll_planner_free(s->pl);
   coll_runtime_free(s->runtime);
   hw_cluster_free(s->hw);

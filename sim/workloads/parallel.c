@@ -857,18 +857,6 @@ static double wl_chunk_activations(const wl_par *x, int s, int c)
   return a;
 }
 
-/* `v` in decimal, in `buf` (16 bytes): op names are made by the thousand, and printf's
- * formatting was a twentieth of a build. */
-static const char *wl_number(char *buf, guint v)
-{
-  char *at = buf + 15;
-  *at = '\0';
-  do
-    *--at = (char)('0' + v % 10);
-  while ((v /= 10) > 0);
-  return at;
-}
-
 /* Gradient bucket of `params` parameters is full after `after`: reduce it. */
 static void wl_flush_bucket(wl_st *st, uint32_t after)
 {

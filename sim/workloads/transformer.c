@@ -491,7 +491,8 @@ static void wl_block_add(wl_model *m, const wl_shape *x, int i, const wl_layer *
 {
   double experts = 0;
   double params = wl_attention_params(x) + wl_ffn_params(x, &experts) + 4 * x->h;
-  g_autofree char *name = g_strdup_printf("layer%d", i);
+  char num[16];
+  g_autofree char *name = g_strconcat("layer", wl_number(num, (guint)i), NULL);
   wl_layer *l = wl_layer_add(m, name, params);
   l->expert_params = experts;
   l->moe = x->moe;
