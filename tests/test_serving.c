@@ -478,6 +478,10 @@ Test(serving, bad_serving_input_is_named)
   why = th_load_error("dgx-h100", srv_workload(), big);
   cr_assert(why && strstr(why, "replicas x tp x pp = 8 x 8 x 1 = 64 GPUs"), "%s", why);
   g_free(why);
+  const char *rate[] = {"serving.decode_attention_bandwidth=1.5", NULL};
+  why = th_load_error("dgx-h100", srv_workload(), rate);
+  cr_assert(why && strstr(why, "serving.decode_attention_bandwidth"), "%s", why);
+  g_free(why);
   g_autofree char *norate = th_write("norate.yaml", "model: llama2-7b\nserving:\n  requests: {prompt_tokens: 10, output_tokens: 10}\n");
   why = th_load_error("dgx-h100", norate, NULL);
   cr_assert(why && strstr(why, "norate.yaml:3:13: serving.requests: missing required key 'rate'"), "%s", why);
