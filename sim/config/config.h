@@ -514,6 +514,10 @@ typedef struct {
   double iteration_overhead;   /* seconds of host work per iteration (scheduling, sampling) */
   cfg_async_scheduling async_scheduling;
   double request_overhead;     /* seconds per request outside the engine (API server, tokenizer) */
+  /* the engine's paged decode attention kernel: the fraction of HBM bandwidth its KV read
+   * reaches with many (sequence, KV head) items in flight, and the item count at which it
+   * reaches half that (0: the GPU's efficiency.memory at any count) */
+  double decode_attention_bandwidth, decode_attention_half;
   cfg_slo slo;
   /* wide expert parallelism (ep > 1): the dispatch / combine kernels of iterations with
    * prefill tokens and of decode-only ones, and the two-micro-batch overlap */

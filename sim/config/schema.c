@@ -955,6 +955,16 @@ static const cfg_field cfg_serving_fields[] = {
            DEF(CFG_ASYNC_OFF)),
     F_QTY(cfg_serving, "request_overhead", request_overhead, UNITS_SECONDS,
           "time per request outside the engine (API server, tokenizer)", DEF(0)),
+    F_FRAC(cfg_serving, "decode_attention_bandwidth", decode_attention_bandwidth,
+           "fraction of HBM bandwidth the engine's paged decode attention kernel reaches reading "
+           "the KV cache with many (sequence, KV head) items in flight (0: the GPU's "
+           "efficiency.memory; configs/engines say where theirs comes from)",
+           DEF(0)),
+    F_QTY(cfg_serving, "decode_attention_half", decode_attention_half, UNITS_NUMBER,
+          "with decode_attention_bandwidth: (sequence, KV head) items of one decode attention "
+          "kernel at which it reaches half that rate (each item streams its own KV; a kernel "
+          "short of items splits the keys, flash-decoding, up to four times this)",
+          DEF(0)),
     F_MAP(cfg_serving, "slo", slo, cfg_schema_slo, "service-level objectives"),
     F_ENUM(cfg_serving, "a2a_prefill", a2a_prefill, cfg_a2a_names,
            "ep > 1: dispatch / combine kernels of iterations with prefill tokens (DeepEP normal)",
