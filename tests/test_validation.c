@@ -322,3 +322,36 @@ Test(validation, a_fit_case_that_cannot_be_left_out_is_an_input_error)
   g_error_free(err);
   val_rows_free(rows);
 }
+
+/* The threads of this process, from /proc. */
+static int threads_alive(void)
+{
+  g_autofree char *status = NULL;
+  cr_assert(g_file_get_contents("/proc/self/status", &status, NULL, NULL));
+  const char *t = strstr(status, "\nThreads:");
+  cr_assert(t);
+  return atoi(t + strlen("\nThreads:"));
+}
+
+/* A DES case forks: a thread still alive then (a pool's worker releasing its GLib state, GLib's
+ * thread that spawns pool workers) could hold a lock that the child would then wait on forever.
+ * So the threads that predicted the other cases must all be gone when the DES cases run. */
+Test(validation, no_thread_of_the_run_is_left_when_des_cases_fork, .timeout = 120)
+{
+  char *names[] = {"horovod-resnet50-v100-1gpu", "korthikanti-530b-states",
+                   "horovod-resnet50-v100-2node-scaling",
+                   "trtllm-v0.17-h100-llama3.1-70b-tp1-2048-128", NULL};
+  GError *err = NULL;
+  GPtrArray *files = val_case_files(names, &err);
+  cr_assert(files, "%s", err ? err->message : "");
+  int before = threads_alive();
+  GArray *rows = NULL;
+  cr_assert(val_run_files(files, 3, &rows, &err), "%s", err ? err->message : "");
+  cr_expect_eq(threads_alive(), before, "%d threads before, %d after", before, threads_alive());
+  for (guint i = 0; i < rows->len; i++) {
+    const val_row *r = &g_array_index(rows, val_row, i);
+    cr_expect_null(r->failure, "%s: %s", r->c.name, r->failure);
+  }
+  val_rows_free(rows);
+  g_ptr_array_free(files, TRUE);
+}
