@@ -7,7 +7,9 @@
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 
 static cJSON *validate(const char *cases)
 {
@@ -354,4 +356,70 @@ Test(validation, no_thread_of_the_run_is_left_when_des_cases_fork, .timeout = 12
   }
   val_rows_free(rows);
   g_ptr_array_free(files, TRUE);
+}
+
+/* The first child of process `pid` (0 if it has none yet), from /proc. */
+static pid_t first_child(pid_t pid)
+{
+  g_autofree char *path = g_strdup_printf("/proc/%d/task/%d/children", (int)pid, (int)pid);
+  g_autofree char *children = NULL;
+  return g_file_get_contents(path, &children, NULL, NULL) ? (pid_t)atoi(children) : 0;
+}
+
+/* Runs `dlsim argv...` with a 1 s stall limit and stops (SIGSTOP) its first DES child as soon as
+ * there is one: a child that can never go on, as one blocked on a lock copied by fork. Whether a
+ * child was caught before the run ended goes to `caught`. */
+static th_proc dlsim_with_child_stopped(char **argv, bool *caught)
+{
+  g_auto(GStrv) env = g_environ_setenv(g_get_environ(), "DLSIM_DATA_DIR", DLSIM_SOURCE_DIR, TRUE);
+  env = g_environ_setenv(env, "DLSIM_DES_STALL", "1", TRUE);
+  GPid pid;
+  int out_fd, err_fd;
+  GError *err = NULL;
+  cr_assert(g_spawn_async_with_pipes(DLSIM_SOURCE_DIR, argv, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                     NULL, &pid, NULL, &out_fd, &err_fd, &err),
+            "%s", err ? err->message : "");
+  int status = 0;
+  *caught = false;
+  while (!*caught && waitpid(pid, &status, WNOHANG) == 0) {
+    pid_t child = first_child(pid);
+    *caught = child > 0 && kill(child, SIGSTOP) == 0;
+    if (!*caught)
+      g_usleep(500);
+  }
+  if (*caught)
+    waitpid(pid, &status, 0);
+  th_proc p = {.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)};
+  GIOChannel *o = g_io_channel_unix_new(out_fd), *e = g_io_channel_unix_new(err_fd);
+  g_autofree char *out = NULL, *errs = NULL;
+  g_io_channel_read_to_end(o, &out, NULL, NULL);
+  g_io_channel_read_to_end(e, &errs, NULL, NULL);
+  g_io_channel_shutdown(o, FALSE, NULL);
+  g_io_channel_shutdown(e, FALSE, NULL);
+  g_io_channel_unref(o);
+  g_io_channel_unref(e);
+  g_spawn_close_pid(pid);
+  p.out = g_strconcat(out ? out : "", errs ? errs : "", NULL);
+  return p;
+}
+
+/* A DES child that never goes on fails its case, named with the reason, and validate ends
+ * instead of waiting on the child forever. The child may end before it is caught (a loaded
+ * machine, a fast case): then the run is tried again. */
+Test(validation, a_stuck_des_child_fails_its_case_by_name_instead_of_hanging, .timeout = 120)
+{
+  char *argv[] = {DLSIM_BINARY, "validate", "--check-pins", "horovod-resnet50-v100-2node-scaling",
+                  NULL};
+  bool caught = false;
+  th_proc p = {0};
+  for (int attempt = 0; attempt < 5 && !caught; attempt++) {
+    th_proc_clear(&p);
+    p = dlsim_with_child_stopped(argv, &caught);
+  }
+  cr_assert(caught, "no DES child to stop in 5 runs:\n%s", p.out);
+  cr_expect_eq(p.status, 1, "%s", p.out);
+  cr_expect(strstr(p.out, "case horovod-resnet50-v100-2node-scaling: failed (des engine: the "
+                          "simulation made no progress for 1 s"),
+            "%s", p.out);
+  th_proc_clear(&p);
 }
