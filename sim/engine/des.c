@@ -4,8 +4,8 @@
  * model stays in one place); collectives run the transfers of their schedule as SimGrid
  * communications, so flows that share a link share its bandwidth. SimGrid keeps one engine per
  * process, so the simulation runs in a forked child that sends its results back over a pipe:
- * any number of simulations can run from one dlsim process, and a SimGrid abort becomes an
- * error instead of a crash. */
+ * any number of simulations can run from one dlsim process, a SimGrid abort becomes an error
+ * instead of a crash, and a stuck child an error instead of a hang (des_watch.c). */
 #include "engine/engine_internal.h"
 
 #include <errno.h>
