@@ -366,6 +366,24 @@ static pid_t first_child(pid_t pid)
   return g_file_get_contents(path, &children, NULL, NULL) ? (pid_t)atoi(children) : 0;
 }
 
+/* Stops process `pid` and whether it is stopped now: one that already ended (a zombie not yet
+ * reaped takes the signal too) is not. */
+static bool stop(pid_t pid)
+{
+  if (kill(pid, SIGSTOP) != 0)
+    return false;
+  g_autofree char *path = g_strdup_printf("/proc/%d/stat", (int)pid);
+  for (int wait = 0; wait < 100; wait++, g_usleep(1000)) {
+    g_autofree char *stat = NULL;
+    const char *state = g_file_get_contents(path, &stat, NULL, NULL) ? strrchr(stat, ')') : NULL;
+    if (!state || state[1] != ' ' || state[2] == 'Z')
+      return false;
+    if (state[2] == 'T' || state[2] == 't')
+      return true;
+  }
+  return false;
+}
+
 /* Runs `dlsim argv...` with a 1 s stall limit and stops (SIGSTOP) its first DES child as soon as
  * there is one: a child that can never go on, as one blocked on a lock copied by fork. Whether a
  * child was caught before the run ended goes to `caught`. */
@@ -383,7 +401,7 @@ static th_proc dlsim_with_child_stopped(char **argv, bool *caught)
   *caught = false;
   while (!*caught && waitpid(pid, &status, WNOHANG) == 0) {
     pid_t child = first_child(pid);
-    *caught = child > 0 && kill(child, SIGSTOP) == 0;
+    *caught = child > 0 && stop(child);
     if (!*caught)
       g_usleep(500);
   }

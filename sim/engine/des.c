@@ -1250,7 +1250,11 @@ bool eng_run_des(const prog_program *p, const hw_cluster *hw, const eng_options 
   bool ok = des_receive(fds[0], out, &w, err);
   close(fds[0]);
   int status = 0;
-  waitpid(pid, &status, 0);
+  if (!des_watch_exit(&w, &status) && ok) {
+    des_receive_failed(&w, "the simulation did not end", err);
+    ok = false;
+  }
+  des_watch_end(&w);
   if (ok && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
     if (WIFSIGNALED(status))
       g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: the simulation was killed by "

@@ -12,6 +12,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/pidfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* Generous: a live child uses CPU time every second, so only a blocked one waits this long. */
 #define DES_STALL_DEFAULT 120.0
@@ -38,7 +41,25 @@ bool des_watch_stall(double *stall, GError **err)
 
 void des_watch_start(des_watch *w, pid_t pid, double stall)
 {
-  *w = (des_watch){.pid = pid, .stall = stall, .cpu = -1, .last = g_get_monotonic_time()};
+  /* a pidfd becomes readable when the child exits: its end is watched as the pipe is */
+  *w = (des_watch){.pid = pid, .stall = stall, .cpu = -1, .last = g_get_monotonic_time(),
+                   .pidfd = pidfd_open(pid, 0)};
+}
+
+bool des_watch_exit(des_watch *w, int *status)
+{
+  /* without a pidfd (kernels before 5.3), a plain wait: the results have all come by then */
+  bool ok = w->pidfd < 0 || des_watch_readable(w, w->pidfd);
+  while (waitpid(w->pid, status, 0) < 0 && errno == EINTR)
+    ;
+  return ok;
+}
+
+void des_watch_end(des_watch *w)
+{
+  if (w->pidfd >= 0)
+    close(w->pidfd);
+  g_clear_error(&w->error);
 }
 
 /* The child's user + system CPU time in clock ticks, from /proc (-1 if unreadable). */

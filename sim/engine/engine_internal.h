@@ -110,6 +110,7 @@ typedef struct {
   long long cpu;  /* the child's CPU time at the last look, in clock ticks */
   gint64 last;    /* when the child was last seen doing something (monotonic, us) */
   bool killed;    /* the watch gave up and killed the child */
+  int pidfd;      /* readable once the child has exited (-1: none, waitpid alone) */
   GError *error;  /* why the watch gave up; NULL otherwise */
 } des_watch;
 
@@ -119,5 +120,10 @@ void des_watch_start(des_watch *w, pid_t pid, double stall);
 /* Waits until `fd` can be read (or is closed) while the child makes progress; false once the
  * watch gave up (w->error). */
 bool des_watch_readable(des_watch *w, int fd);
+/* Reaps the child into `status`, killing it first if it stops making progress (false then,
+ * w->error saying why). */
+bool des_watch_exit(des_watch *w, int *status);
+/* Closes what the watch holds. */
+void des_watch_end(des_watch *w);
 
 #endif
