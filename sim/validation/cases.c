@@ -82,17 +82,12 @@ void val_run_case(val_row *row)
 }
 
 /* Cases that run the DES (which forks) run on the calling thread once the others are done: a
- * fork while other threads run could copy a lock one of them holds. */
+ * fork copies only the calling thread, so a lock another thread holds at that moment stays held
+ * in the child forever. */
 static bool val_needs_main_thread(const cfg_case *c)
 {
   bool forks = !c->command || strcmp(c->command, "run") == 0 || strcmp(c->command, "replay") == 0;
   return c->engine && (forks || c->table);
-}
-
-static void val_run_one(gpointer data, gpointer user)
-{
-  (void)user;
-  val_run_case(data);
 }
 
 bool val_load_files(GPtrArray *files, GArray **rows, GError **err)
@@ -114,19 +109,47 @@ static bool val_in_share(guint i, int shard, int nshards)
   return nshards <= 1 || i % (guint)nshards == (guint)shard;
 }
 
+/* The rows the threads share: each takes the next index until none is left. */
+typedef struct {
+  GArray *rows;
+  int shard, nshards;
+  gint next;
+} val_queue;
+
+static gpointer val_run_queue(gpointer data)
+{
+  val_queue *q = data;
+  for (guint i; (i = (guint)g_atomic_int_add(&q->next, 1)) < q->rows->len;) {
+    val_row *row = &g_array_index(q->rows, val_row, i);
+    if (val_in_share(i, q->shard, q->nshards) && !val_needs_main_thread(&row->c))
+      val_run_case(row);
+  }
+  return NULL;
+}
+
+/* Plain threads, joined, rather than a GThreadPool: g_thread_pool_free returns once the tasks
+ * are done but before its threads have exited (still releasing their GLib state under locks),
+ * and GLib keeps a thread to spawn pool threads for the rest of the process. After the joins
+ * no other thread exists when the DES cases fork. */
+static void val_run_threaded(GArray *r, int threads, int shard, int nshards)
+{
+  val_queue q = {.rows = r, .shard = shard, .nshards = nshards};
+  GPtrArray *workers = g_ptr_array_new();
+  for (int t = 1; t < threads; t++)
+    g_ptr_array_add(workers, g_thread_new("dlsim-validate", val_run_queue, &q));
+  val_run_queue(&q);
+  for (guint t = 0; t < workers->len; t++)
+    g_thread_join(g_ptr_array_index(workers, t));
+  g_ptr_array_free(workers, TRUE);
+}
+
 void val_run_rows(GArray *r, int threads, int shard, int nshards)
 {
-  GThreadPool *pool = threads > 1 ? g_thread_pool_new(val_run_one, NULL, threads, TRUE, NULL) : NULL;
+  if (threads > 1)
+    val_run_threaded(r, threads, shard, nshards);
   for (guint i = 0; i < r->len; i++) {
     val_row *row = &g_array_index(r, val_row, i);
-    if (pool && val_in_share(i, shard, nshards) && !val_needs_main_thread(&row->c))
-      g_thread_pool_push(pool, row, NULL);
-  }
-  if (pool)
-    g_thread_pool_free(pool, FALSE, TRUE); /* waits for every pushed case */
-  for (guint i = 0; i < r->len; i++) {
-    val_row *row = &g_array_index(r, val_row, i);
-    if (val_in_share(i, shard, nshards) && (!pool || val_needs_main_thread(&row->c)))
+    if (val_in_share(i, shard, nshards) && (threads <= 1 || val_needs_main_thread(&row->c)))
       val_run_case(row);
   }
 }
