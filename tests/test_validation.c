@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <glib/gstdio.h>
 #include <math.h>
 #include <signal.h>
 #include <string.h>
@@ -521,4 +522,39 @@ Test(validation, a_stuck_des_child_fails_its_case_by_name_instead_of_hanging, .t
                           "simulation made no progress for 1 s"),
             "%s", p.out);
   th_proc_clear(&p);
+}
+
+/* A case that cannot run must not be pinned as "failed" (it would then guard nothing):
+ * --update-pins names it, exits 1 and writes no pins. The data directory holds one case whose
+ * metric the run's output lacks. */
+Test(validation, update_pins_refuses_a_case_that_did_not_run, .timeout = 60)
+{
+  g_autofree char *root = g_dir_make_tmp("dlsim-pins-XXXXXX", NULL);
+  g_autofree char *cases = g_build_filename(root, "validation", "cases", NULL);
+  g_autofree char *configs = g_build_filename(root, "configs", NULL);
+  cr_assert(g_mkdir_with_parents(cases, 0755) == 0 && g_mkdir_with_parents(configs, 0755) == 0);
+  g_autofree char *text = g_strdup_printf(
+      "name: no-such-metric\nrole: check\nsource: test\n"
+      "cluster: %s/configs/clusters/dgx-a100.yaml\nworkload: %s/configs/workloads/gpt3-1.3b-dp.yaml\n"
+      "metric: no_such_key\nmeasured: 1\ntolerance: 0.1\n",
+      DLSIM_SOURCE_DIR, DLSIM_SOURCE_DIR);
+  g_autofree char *path = g_build_filename(cases, "no-such-metric.yaml", NULL);
+  cr_assert(g_file_set_contents(path, text, -1, NULL));
+  /* th_dlsim points DLSIM_DATA_DIR at the source tree: spawn with the scratch one instead */
+  char *argv[] = {DLSIM_BINARY, "validate", "--update-pins", NULL};
+  g_auto(GStrv) env = g_environ_setenv(g_get_environ(), "DLSIM_DATA_DIR", root, TRUE);
+  g_autofree char *out = NULL, *errs = NULL;
+  int status = 0;
+  cr_assert(g_spawn_sync(root, argv, env, 0, NULL, NULL, &out, &errs, &status, NULL));
+  g_autofree char *pins = g_build_filename(root, "validation", "pins.tsv", NULL);
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d: %s%s", status, out, errs);
+  cr_expect(strstr(errs, "case no-such-metric did not run") &&
+                strstr(errs, "--update-pins wrote nothing"), "%s", errs);
+  cr_expect_not(g_file_test(pins, G_FILE_TEST_EXISTS), "pins were written");
+  g_remove(path);
+  g_rmdir(cases);
+  g_autofree char *validation = g_path_get_dirname(cases);
+  g_rmdir(validation);
+  g_rmdir(configs);
+  g_rmdir(root);
 }

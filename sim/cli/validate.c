@@ -132,6 +132,24 @@ static void vcli_print_json(const val_row *rows, guint n, bool csv)
   cJSON_Delete(j);
 }
 
+/* A case that could not run (a stuck DES child the watchdog killed, a machine under too much
+ * load) would be pinned as "failed" and stop guarding its error: --update-pins names them and
+ * writes nothing. */
+static bool vcli_refuse_failures(const GArray *rows)
+{
+  guint failed = 0;
+  for (guint i = 0; i < rows->len; i++) {
+    const val_row *r = &g_array_index(rows, val_row, i);
+    if (r->failure) {
+      fprintf(stderr, "dlsim validate: case %s did not run: %s\n", r->c.name, r->failure);
+      failed++;
+    }
+  }
+  if (failed)
+    fprintf(stderr, "dlsim validate: --update-pins wrote nothing: %u case(s) did not run\n", failed);
+  return failed > 0;
+}
+
 /* --check-pins: every case against its pin; --update-pins: the pins become today's errors. */
 static int vcli_pins(const GArray *rows, bool update, bool all_cases)
 {
@@ -142,6 +160,8 @@ static int vcli_pins(const GArray *rows, bool update, bool all_cases)
       fprintf(stderr, "dlsim: error: --update-pins runs every case: name none\n");
       return 2;
     }
+    if (vcli_refuse_failures(rows))
+      return 1;
     g_autofree char *bands = val_intervals_path();
     if (!val_pins_write(path, rows, &err) || !val_intervals_write(bands, rows, &err))
       return cli_fail(err);
