@@ -770,6 +770,20 @@ Test(engine, mirroring_with_a_pipeline_folds_only_where_its_links_are_its_own)
   cr_assert_eq(f.joined_dim, PROG_DIM_DP);
 }
 
+/* Mirroring needs the members of a joining group to do the same: with two nodes per leaf, the
+ * DP x CP ring's hops between nodes alternate between the leaf and the spine, so members leave
+ * it at different times and context-parallel siblings are not in step: every rank runs. */
+Test(engine, mirroring_needs_members_that_do_the_same)
+{
+  const char *sets[] = {"node.count=4", "node.gpus_per_node=2", "network.tiers[0].nodes_per_switch=2",
+                        "parallel.tp=1", "parallel.cp=2", "parallel.pp=1", "parallel.dp=4",
+                        "training.global_batch=16", "training.flash_attention=true",
+                        "collectives.layer_flows=never", NULL};
+  eng_fold_info f = fold_check("dgx-h100", "megatron-22b", sets, 8);
+  cr_assert_eq(f.why, ENG_FOLD_UNEVEN);
+  cr_assert_eq(f.unfolded_dims, 1u << PROG_DIM_CP);
+}
+
 /* Data parallelism alone: with gradients all-reduced after the layer passes, nothing folds and
  * nothing is noted; with ZeRO-3 every gather and reduction runs inside them, the replicas are
  * one class and one rank stands for the 16. */
