@@ -666,9 +666,9 @@ Test(engine, both_engines_run_the_launch_queue_alike)
 }
 
 /* A DES step with or without its symmetric ranks folded away; returns the step time and which
- * ranks the DES simulated. */
+ * ranks the DES simulated, and sets its exposed communication. */
 static double fold_step(const char *cluster, const char *workload, const char *const *sets,
-                        bool all_ranks, eng_fold_info *fold)
+                        bool all_ranks, eng_fold_info *fold, double *exposed)
 {
   sim_options o = sim_options_for(ENG_DES);
   o.all_ranks = all_ranks;
@@ -678,18 +678,23 @@ static double fold_step(const char *cluster, const char *workload, const char *c
             err ? err->message : "");
   double t = run.eng.step_time;
   *fold = run.eng.fold;
+  *exposed = run.eng.exposed_comm;
   sim_result_clear(&run);
   return t;
 }
 
-/* Folded and unfolded DES steps are equal; the folded one simulates `ranks` GPUs. */
+/* Folded and unfolded DES steps are equal, and so is their exposed communication; the folded
+ * one simulates `ranks` GPUs. */
 static eng_fold_info fold_check(const char *cluster, const char *workload,
                                 const char *const *sets, int ranks)
 {
   eng_fold_info folded, full;
-  double a = fold_step(cluster, workload, sets, false, &folded);
-  double b = fold_step(cluster, workload, sets, true, &full);
+  double ea, eb;
+  double a = fold_step(cluster, workload, sets, false, &folded, &ea);
+  double b = fold_step(cluster, workload, sets, true, &full, &eb);
   cr_assert(fabs(a - b) <= 1e-9 * b, "%s: folded %.12g, every rank %.12g", workload, a, b);
+  cr_assert(fabs(ea - eb) <= 1e-9 * b, "%s: exposed comm folded %.12g, every rank %.12g",
+            workload, ea, eb);
   cr_assert_eq(folded.ranks, ranks, "%s: %d ranks simulated", workload, folded.ranks);
   cr_assert(full.ranks > folded.ranks || full.ranks == ranks);
   return folded;
