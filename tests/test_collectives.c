@@ -209,6 +209,20 @@ Test(collectives, alltoall_over_nodes_reaches_n_over_n_minus_1_nic_bandwidth)
   }
 }
 
+/* N nodes of 8 GPUs on NVLS with NVLink 64x faster than their 100 Gb/s NICs, no latencies. */
+static hw_cluster *nvls_nodes(int N, const char *const *sets, cfg_cluster **cfg)
+{
+  g_autofree char *text = g_strdup_printf(
+      "name: t\n"
+      "gpu: {memory: 80GiB, memory_bandwidth: 2TB/s, flops: {bf16: 100TFLOPS}}\n"
+      "node: {count: %d, gpus_per_node: 8, intra: {bandwidth: 800GB/s, latency: 0us, nvls: true}}\n"
+      "network: {nic_bandwidth: 100Gb/s, tiers: [{name: leaf, latency: 0us}]}\n%s\n",
+      N, plain);
+  g_autofree char *path = th_write("c.yaml", text);
+  cr_assert(th_load(path, NULL, sets, cfg, NULL));
+  return hw_cluster_new(*cfg);
+}
+
 Test(collectives, nvls_tree_sends_twice_the_shard_past_two_nodes)
 {
   /* NCCL's double binary tree over nodes: at 2 nodes every NIC carries its 1/g shard once each
@@ -221,20 +235,45 @@ Test(collectives, nvls_tree_sends_twice_the_shard_past_two_nodes)
   for (size_t i = 0; i < G_N_ELEMENTS(nodes); i++) {
     int N = nodes[i];
     cfg_cluster *cfg = NULL;
-    g_autofree char *text = g_strdup_printf(
-        "name: t\n"
-        "gpu: {memory: 80GiB, memory_bandwidth: 2TB/s, flops: {bf16: 100TFLOPS}}\n"
-        "node: {count: %d, gpus_per_node: 8, intra: {bandwidth: 800GB/s, latency: 0us, nvls: true}}\n"
-        "network: {nic_bandwidth: 100Gb/s, tiers: [{name: leaf, latency: 0us}]}\n%s\n",
-        N, plain);
-    g_autofree char *path = th_write("c.yaml", text);
-    cr_assert(th_load(path, NULL, NULL, &cfg, NULL));
-    hw_cluster *hw = hw_cluster_new(cfg);
+    hw_cluster *hw = nvls_nodes(N, NULL, &cfg);
     double S = 8.0 * (1 << 30);
     double t = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, 8 * N, 8 * N, S,
                           COLL_ALGO_NVLS_TREE, CFG_PROTO_SIMPLE, false);
     double expect = shards[i] * (S / 8) / 12.5e9;
     cr_assert(fabs(t / expect - 1) < 0.01, "N=%d: %.6g s vs %.6g s", N, t, expect);
+    hw_cluster_free(hw);
+    cfg_cluster_free(cfg);
+  }
+}
+
+Test(collectives, nvls_tree_bus_bandwidth_stays_flat_past_two_nodes_under_its_channel_ceiling)
+{
+  /* NCCL's tuner caps an NVLS-tree channel at perChMaxNVLSTreeBw (bus bandwidth): with the
+   * links twice as fast as the ceiling, 8 channels x 10 GB/s give 80 GB/s of bus bandwidth at
+   * 4, 8 and 16 nodes alike (busbw = algbw x 2 (n - 1) / n), and 8 x 30 GB/s on 2 nodes, where
+   * the links (12.5 GB/s per NIC, one shard each way: algbw 100 GB/s, busbw 187.5) bind
+   * first. Without the ceiling the bus bandwidth would rise with the nodes. In both engines. */
+  const int nodes[] = {2, 4, 8, 16};
+  const double busbw[] = {100e9 * 2 * 15 / 16, 80e9, 80e9, 80e9};
+  for (size_t i = 0; i < G_N_ELEMENTS(nodes); i++) {
+    int N = nodes[i], n = 8 * N;
+    cfg_cluster *cfg = NULL;
+    const char *const sets[] = {"nccl.nvls_tree_channel.two_nodes=30GB/s",
+                                "nccl.nvls_tree_channel.more_nodes=10GB/s", NULL};
+    hw_cluster *hw = nvls_nodes(N, sets, &cfg);
+    double S = 8.0 * (1 << 30);
+    for (int e = 0; e < 2; e++) {
+      double t = run_engine(hw, e ? ENG_DES : ENG_ANALYTIC, PROG_COLL_ALLREDUCE, n, n, S,
+                            COLL_ALGO_NVLS_TREE, CFG_PROTO_SIMPLE, false);
+      double got = S / t * coll_busbw_factor(PROG_COLL_ALLREDUCE, n);
+      cr_assert(fabs(got / busbw[i] - 1) < 0.01, "N=%d engine %d: busbw %.4g vs %.4g", N, e, got,
+                busbw[i]);
+    }
+    cfg->nccl.nvls_tree_channel[CFG_SCALE_MORE_NODES] = 0;
+    double free_t = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, n, n, S,
+                               COLL_ALGO_NVLS_TREE, CFG_PROTO_SIMPLE, false);
+    if (N > 2)
+      cr_assert(S / free_t * coll_busbw_factor(PROG_COLL_ALLREDUCE, n) > 1.1 * busbw[i]);
     hw_cluster_free(hw);
     cfg_cluster_free(cfg);
   }

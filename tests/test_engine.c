@@ -232,6 +232,54 @@ Test(engine, template_schedule_adds_up_to_the_macro)
   prog_free(p);
 }
 
+/* A template's times depend on the rank only through its collectives' durations, so ranks
+ * whose collectives take the same share one evaluation: nodes of six GPUs under TP 4 x PP 3
+ * put the middle stage's tensor-parallel group across both nodes and the others inside one.
+ * Each stage's times from an evaluator that has seen the others are those of one that has
+ * seen nothing, bit for bit; the middle stage's layer pass is slower, the last shares the
+ * first's. */
+Test(engine, stages_whose_collectives_cost_the_same_share_a_templates_times)
+{
+  const char *sets[] = {"node.count=2", "node.gpus_per_node=6", "parallel.tp=4", "parallel.pp=3",
+                        "parallel.dp=1", "training.global_batch=12", "training.micro_batch=1",
+                        "parallel.uneven_stages=true", NULL};
+  prog_program *p = th_program("dgx-h100", "gpt3-1.3b-dp", sets);
+  cr_assert_not_null(p);
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", sets, &c, &w));
+  hw_cluster *hw = hw_cluster_new(c);
+  eng_options o = {.kind = ENG_ANALYTIC, .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
+  eng_evaluator *seen = eng_evaluator_new(p, hw, &o);
+  const int reps[] = {0, 4, 8};
+  int layers = 0;
+  for (guint t = 0; t < p->classes->len; t++) {
+    const prog_class *k = prog_class_at(p, (int)t);
+    if (!k->is_template)
+      continue;
+    double macro[3];
+    for (int i = 0; i < 3; i++) {
+      eng_evaluator *alone = eng_evaluator_new(p, hw, &o);
+      macro[i] = eng_evaluate_macro(seen, (int)t, 5, reps[i]);
+      double fresh = eng_evaluate_macro(alone, (int)t, 5, reps[i]);
+      cr_assert(macro[i] == fresh, "%s, rank %d: %.17g after the others, %.17g alone", k->name,
+                reps[i], macro[i], fresh);
+      eng_evaluator_free(alone);
+    }
+    if (g_str_has_prefix(k->name, "layer")) {
+      cr_assert_gt(macro[1], macro[0], "%s: the group across nodes is slower", k->name);
+      cr_assert(macro[2] == macro[0], "%s", k->name);
+      layers++;
+    }
+  }
+  cr_assert_gt(layers, 0);
+  eng_evaluator_free(seen);
+  hw_cluster_free(hw);
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
+  prog_free(p);
+}
+
 /* ---- layer passes as flows (issue 15) ------------------------------------------------------ */
 
 /* No latencies, links at their datasheet rate, protocols lossless: times are bytes / rate. */
@@ -834,4 +882,109 @@ Test(engine, families_run_as_flows_do_not_fold)
   cr_assert_null(none);
   cr_assert_eq(info.ranks, 16);
   sim_result_clear(&run);
+}
+
+/* ---- the DES child's watchdog ----------------------------------------------------------------
+ * A fork copies only the calling thread: a lock another thread holds at fork() stays held in
+ * the child forever. These tests make such a child on purpose (its progress callback takes a
+ * mutex a second thread holds) and expect an error instead of a hang. */
+
+typedef struct {
+  GMutex lock;
+  gint held, release;
+} held_lock;
+
+static gpointer hold_until_released(gpointer data)
+{
+  held_lock *h = data;
+  g_mutex_lock(&h->lock);
+  g_atomic_int_set(&h->held, 1);
+  while (!g_atomic_int_get(&h->release))
+    g_usleep(1000);
+  g_mutex_unlock(&h->lock);
+  return NULL;
+}
+
+static void take_held_lock(double fraction, void *ctx)
+{
+  (void)fraction;
+  held_lock *h = ctx;
+  g_mutex_lock(&h->lock); /* in the child: blocks on the copy of the other thread's lock */
+  g_mutex_unlock(&h->lock);
+}
+
+/* Runs a DES step with `progress` and the stall limit `stall`; the error message or NULL. */
+static char *des_step_error(const char *stall, void (*progress)(double, void *), void *ctx)
+{
+  g_setenv("DLSIM_DES_STALL", stall, TRUE);
+  sim_options o = sim_options_for(ENG_DES);
+  o.progress = progress;
+  o.progress_ctx = ctx;
+  sim_result run;
+  GError *err = NULL;
+  bool ok = sim_run_files("dgx-h100", "gpt3-1.3b-dp", NULL, &o, &run, &err);
+  g_unsetenv("DLSIM_DES_STALL");
+  if (ok)
+    sim_result_clear(&run);
+  char *message = ok ? NULL : g_strdup(err->message);
+  g_clear_error(&err);
+  return message;
+}
+
+Test(engine, a_des_child_blocked_on_a_lock_held_at_fork_is_killed_and_reported, .timeout = 60)
+{
+  held_lock h = {0};
+  g_mutex_init(&h.lock);
+  GThread *t = g_thread_new("holder", hold_until_released, &h);
+  while (!g_atomic_int_get(&h.held))
+    g_usleep(1000);
+  gint64 t0 = g_get_monotonic_time();
+  char *message = des_step_error("1", take_held_lock, &h);
+  double waited = (double)(g_get_monotonic_time() - t0) / G_USEC_PER_SEC;
+  g_atomic_int_set(&h.release, 1);
+  g_thread_join(t);
+  g_mutex_clear(&h.lock);
+  cr_assert(message, "the blocked child returned a result");
+  cr_expect(strstr(message, "made no progress for 1 s"), "%s", message);
+  cr_expect(!strstr(message, "SimGrid aborted"), "%s", message);
+  cr_expect(waited < 30, "waited %g s for a 1 s stall limit", waited);
+  g_free(message);
+}
+
+static void spin_once(double fraction, void *ctx)
+{
+  (void)fraction;
+  gint *spun = ctx;
+  if (*spun)
+    return;
+  *spun = 1;
+  gint64 until = g_get_monotonic_time() + 3 * G_USEC_PER_SEC;
+  while (g_get_monotonic_time() < until)
+    ; /* busy: CPU time used, nothing sent, for longer than the stall limit */
+}
+
+Test(engine, a_des_child_that_computes_without_sending_for_longer_than_the_limit_is_not_killed,
+     .timeout = 60)
+{
+  gint spun = 0;
+  char *message = des_step_error("1.5", spin_once, &spun);
+  cr_expect_null(message, "%s", message);
+  g_free(message);
+}
+
+Test(engine, a_bad_des_stall_limit_is_an_input_error_naming_the_variable)
+{
+  const char *bad[] = {"0", "-3", "soon", "nan", "2s"};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_setenv("DLSIM_DES_STALL", bad[i], TRUE);
+    sim_options o = sim_options_for(ENG_DES);
+    sim_result run;
+    GError *err = NULL;
+    cr_assert_not(sim_run_files("dgx-h100", "gpt3-1.3b-dp", NULL, &o, &run, &err), "%s", bad[i]);
+    cr_expect(err->domain == CFG_ERROR && err->code == CFG_ERROR_INPUT, "%s", err->message);
+    g_autofree char *named = g_strdup_printf("DLSIM_DES_STALL=%s: expected", bad[i]);
+    cr_expect(strstr(err->message, named), "%s", err->message);
+    g_error_free(err);
+  }
+  g_unsetenv("DLSIM_DES_STALL");
 }

@@ -131,12 +131,18 @@ Test(hardware, a_kernel_takes_its_gpu_time_whatever_the_host_dispatch_time)
   cfg_cluster_free(c);
 }
 
-static double small_step_with(const char *host)
+/* `cpu`: a node.cpu setting, or NULL. */
+static double small_step_on(const char *host, const char *cpu)
 {
   const char *sets[] = {"model.layers=12", "model.hidden=512", "model.heads=8",
                         "model.seq_len=1024", "node.count=1", "training.global_batch=32",
-                        "training.micro_batch=4", host, NULL};
+                        "training.micro_batch=4", host, cpu, NULL};
   return analytic_step(sets);
+}
+
+static double small_step_with(const char *host)
+{
+  return small_step_on(host, NULL);
 }
 
 /* Megatron-LM's CI runs a 12-layer, 512-wide GPT in 50 ms a step on 8 H100 where its kernels
@@ -146,6 +152,23 @@ Test(hardware, a_small_model_is_host_bound_with_a_host_dispatch_time)
   double gpu = small_step_with("training.host_dispatch=0");
   double host = small_step_with("training.host_dispatch=200us");
   cr_assert_gt(host, 3 * gpu, "host-bound %.4f s, GPU-bound %.4f s", host, gpu);
+}
+
+/* A slower host CPU (node.cpu.dispatch_scale, the GB200's Graces) is a longer host_dispatch:
+ * the queue takes their product, in sim_run and (cfg_host_dispatch) in the planner. */
+Test(hardware, the_node_cpu_scales_the_host_dispatch_time)
+{
+  double slow = small_step_on("training.host_dispatch=200us", "node.cpu.dispatch_scale=1.5");
+  double longer = small_step_on("training.host_dispatch=300us", "node.cpu.dispatch_scale=1");
+  cr_assert_float_eq(slow, longer, longer * 1e-9);
+  cr_assert_gt(slow, 1.3 * small_step_with("training.host_dispatch=200us"));
+  const char *sets[] = {"training.host_dispatch=200us", "node.cpu.dispatch_scale=1.5", NULL};
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", sets, &c, &w));
+  cr_assert_float_eq(cfg_host_dispatch(c, w), 300e-6, 1e-12);
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
 }
 
 Test(hardware, a_host_dispatch_of_seconds_is_refused_with_its_key)

@@ -820,3 +820,58 @@ Test(plan, the_closed_form_prices_zero_bubble_schedules, .timeout = 60)
   cr_assert(fabs(ez - sz) <= 0.02 * sz, "zb-h1: estimate %g, engine %g", ez, sz);
   cr_assert(fabs(ed - sd) <= 0.05 * sd, "dualpipe: estimate %g, engine %g", ed, sd);
 }
+
+/* The refined layouts' runs share one cache (the hardware, every group's collective plan):
+ * `fresh_runs` simulates each alone, and the ranking and every figure come out the same, bit
+ * for bit. Four nodes under an 8:1 spine, so that plans are shared across layouts whose
+ * groups cross it and a crowded collective's time depends on which ranks its plan names. */
+static plan_screen_result plan_refined(bool fresh, char *const *sets)
+{
+  GError *err = NULL;
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(cfg_load_with("dgx-h100", "gpt3-1.3b-dp", sets, &c, &w, &err), "%s",
+            err ? err->message : "");
+  plan_setup *s = plan_setup_new(c, w, 64, &err);
+  cr_assert(s, "%s", err ? err->message : "");
+  plan_options o = plan_opts(0, 16);
+  o.fresh_runs = fresh;
+  plan_screen_result r;
+  cr_assert(plan_screen(s, &o, &r, &err) && plan_refine(s, &o, &r, &err), "%s",
+            err ? err->message : "");
+  plan_setup_free(s);
+  return r;
+}
+
+static void plan_assert_same_refinement(char *const *sets)
+{
+  plan_screen_result fresh = plan_refined(true, sets), shared = plan_refined(false, sets);
+  cr_assert_eq(fresh.best->len, shared.best->len);
+  cr_assert_gt(shared.best->len, 8u);
+  for (guint i = 0; i < fresh.best->len; i++) {
+    const plan_candidate *a = &g_array_index(fresh.best, plan_candidate, i);
+    const plan_candidate *b = &g_array_index(shared.best, plan_candidate, i);
+    cr_assert(memcmp(&a->l, &b->l, sizeof a->l) == 0, "row %u ranks another layout", i);
+    const double fa[] = {a->step_time_s, a->mfu, a->tokens_per_s, a->peak_bytes, a->compute_s,
+                         a->exposed_comm_s, a->bubble_s, a->other_s};
+    const double fb[] = {b->step_time_s, b->mfu, b->tokens_per_s, b->peak_bytes, b->compute_s,
+                         b->exposed_comm_s, b->bubble_s, b->other_s};
+    for (size_t k = 0; k < G_N_ELEMENTS(fa); k++)
+      cr_assert(fa[k] == fb[k], "row %u figure %zu: %.17g alone, %.17g shared", i, k, fa[k], fb[k]);
+    cr_assert(memcmp(a->exposed, b->exposed, sizeof a->exposed) == 0, "row %u", i);
+  }
+  plan_screen_clear(&fresh);
+  plan_screen_clear(&shared);
+}
+
+Test(plan, runs_sharing_collective_plans_rank_and_time_as_runs_alone, .timeout = 60)
+{
+  char *const flat[] = {"node.count=4", "parallel.dp=32", "parallel.tp=1", "parallel.pp=1",
+                        "training.global_batch=32", "training.micro_batch=1", NULL};
+  plan_assert_same_refinement(flat);
+  char *const spine[] = {"node.count=4", "parallel.dp=32", "parallel.tp=1", "parallel.pp=1",
+                         "training.global_batch=32", "training.micro_batch=1",
+                         "network.tiers[0].nodes_per_switch=1",
+                         "network.tiers[1].oversubscription=8", NULL};
+  plan_assert_same_refinement(spine);
+}

@@ -44,7 +44,8 @@ static const char *roles_name(const wl_kernel *k)
                {WL_ROLE_ATTN_OUT, "OUT"},      {WL_ROLE_MLP_UP, "UP"},
                {WL_ROLE_MLP_DOWN, "DOWN"},     {WL_ROLE_PERMUTE, "PERM"},
                {WL_ROLE_EXPERT_UP, "EUP"},     {WL_ROLE_EXPERT_DOWN, "EDOWN"},
-               {WL_ROLE_UNPERMUTE, "UNPERM"},  {WL_ROLE_SHARED_UP, "SUP"}};
+               {WL_ROLE_UNPERMUTE, "UNPERM"},  {WL_ROLE_SHARED_UP, "SUP"},
+               {WL_ROLE_RING_STEP, "RING"}};
   for (size_t i = 0; i < G_N_ELEMENTS(names); i++)
     if (names[i].role == k->role)
       return names[i].name;
@@ -159,10 +160,90 @@ Test(roles, context_parallel_gathers_kv_before_attention)
   const wl_layer *l = roles_block(&r);
   g_autofree char *fwd = roles_sequence(&r, r.sk.fwd[1], l->fwd);
   g_autofree char *bwd = roles_sequence(&r, r.sk.bwd[1], l->bwd);
-  cr_assert_str_eq(fwd, "QKV allgather ATT OUT UP DOWN ", "forward: %s", fwd);
-  cr_assert_str_eq(bwd, "DOWN.dgrad DOWN.wgrad UP.dgrad UP.wgrad OUT.dgrad OUT.wgrad ATT "
-                        "reducescatter QKV.dgrad QKV.wgrad ", "backward: %s", bwd);
+  /* the ring's first step gathers, its other steps and their merges follow; in backward the
+   * gradients go back after its last step */
+  cr_assert_str_eq(fwd, "QKV allgather ATT RING RING RING RING RING RING OUT UP DOWN ",
+                   "forward: %s", fwd);
+  cr_assert_str_eq(bwd, "DOWN.dgrad DOWN.wgrad UP.dgrad UP.wgrad OUT.dgrad OUT.wgrad RING RING "
+                        "RING RING RING RING ATT reducescatter QKV.dgrad QKV.wgrad ",
+                   "backward: %s", bwd);
   roles_clear(&r);
+}
+
+static bool roles_depends_on(const roles_setup *r, int tmpl, guint op, guint on)
+{
+  const prog_op *o = &g_array_index(prog_class_at(r->sk.p, tmpl)->ops, prog_op, op);
+  const uint32_t *deps = prog_op_deps(r->sk.p, tmpl, o);
+  for (uint32_t d = 0; d < o->ndeps; d++)
+    if (deps[d] == on)
+      return true;
+  return false;
+}
+
+/* The ring's first step needs only the local chunk: it runs beside the gather of the others'
+ * K and V, and the second step waits for the gather. */
+Test(roles, context_parallel_gather_runs_beside_the_first_ring_step)
+{
+  const char *sets[] = {"node.count=1", "parallel.cp=2", "parallel.dp=4", NULL};
+  roles_setup r;
+  roles_build(&r, "gpt3-1.3b-dp", sets);
+  int tmpl = r.sk.fwd[1];
+  const prog_class *t = prog_class_at(r.sk.p, tmpl);
+  guint gather = 0;
+  while (gather < t->ops->len && g_array_index(t->ops, prog_op, gather).kind != PROG_COMM)
+    gather++;
+  cr_assert_lt(gather + 2, t->ops->len);
+  cr_assert_eq(g_array_index(t->ops, prog_op, gather + 1).kind, PROG_COMPUTE);
+  cr_assert_not(roles_depends_on(&r, tmpl, gather + 1, gather), "the first step waits");
+  cr_assert(roles_depends_on(&r, tmpl, gather + 2, gather), "the second step does not wait");
+  roles_clear(&r);
+}
+
+/* Sums a block's fused-attention kernels (class attention) and counts them and the others of
+ * the ring. */
+static double roles_attention_flops(const GArray *ks, int *calls, int *ring_others)
+{
+  double flops = 0;
+  *calls = *ring_others = 0;
+  for (guint i = 0; i < ks->len; i++) {
+    const wl_kernel *k = &g_array_index(ks, wl_kernel, i);
+    if (k->kclass == CFG_KCLASS_ATTENTION) {
+      flops += k->flops;
+      (*calls)++;
+    } else if (k->role == WL_ROLE_RING_STEP) {
+      (*ring_others)++;
+    }
+  }
+  return flops;
+}
+
+/* Transformer Engine's ring (AttnFuncWithCPAndKVP2P) calls the fused attention once per step:
+ * CP 4 makes four calls and three merges each way, and the calls share the work of one GPU's
+ * queries (a quarter of the whole sequence's) equally. */
+Test(roles, context_parallel_attention_is_one_call_per_ring_step)
+{
+  const char *one[] = {"node.count=1", "parallel.cp=1", "parallel.dp=8", NULL};
+  const char *four[] = {"node.count=1", "parallel.cp=4", "parallel.dp=2", NULL};
+  roles_setup a, b;
+  roles_build(&a, "gpt3-1.3b-dp", one);
+  roles_build(&b, "gpt3-1.3b-dp", four);
+  int calls, others;
+  double whole = roles_attention_flops(roles_block(&a)->fwd, &calls, &others);
+  cr_assert_eq(calls, 1);
+  cr_assert_eq(others, 0);
+  const wl_layer *l = roles_block(&b);
+  cr_assert_float_eq(roles_attention_flops(l->fwd, &calls, &others), whole / 4, whole * 1e-9);
+  cr_assert_eq(calls, 4);
+  cr_assert_eq(others, 3);
+  const wl_kernel *first = &g_array_index(l->fwd, wl_kernel, 2);
+  cr_assert_eq(first->kclass, CFG_KCLASS_ATTENTION);
+  cr_assert_float_eq(first->flops, whole / 16, whole * 1e-9);
+  double bwd = roles_attention_flops(l->bwd, &calls, &others);
+  cr_assert_float_eq(bwd, 2.5 * whole / 4, whole * 1e-9);
+  cr_assert_eq(calls, 4);
+  cr_assert_eq(others, 3);
+  roles_clear(&a);
+  roles_clear(&b);
 }
 
 Test(roles, expert_parallel_dispatches_after_permute_and_combines_after_experts)

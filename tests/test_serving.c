@@ -113,6 +113,63 @@ Test(serving, prefill_is_compute_bound_and_decode_memory_bound)
   cfg_workload_free(w);
 }
 
+/* Llama-2-7B's decode attention by hand under an engine's paged-kernel figures: per layer, the
+ * KV of `keys` tokens (K and V of 32 heads of 128 in fp16), the queries and outputs, and the new
+ * tokens' K and V at bandwidth x items / (items + half) of HBM, plus the launch. */
+static double srv_decode_attention_by_hand(const cfg_cluster *c, double seqs, double keys,
+                                           double items)
+{
+  double kv_token = 2 * 32 * 128 * 2.0, bytes = (keys + 2 * seqs) * kv_token;
+  double rate = c->gpu.memory_bandwidth * 0.6 * items / (items + 100);
+  return 32 * (bytes / rate + c->gpu.efficiency.launch_overhead);
+}
+
+Test(serving, decode_attention_reads_the_kv_at_the_engines_rate_by_items)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  const char *sets[] = {"serving.decode_attention_bandwidth=0.6",
+                        "serving.decode_attention_half=100", NULL};
+  srv_cost *cost = srv_cost_load(sets, &c, &w);
+  srv_time t;
+  /* 16 sequences of 2000 keys: 16 x 32 = 512 (sequence, head) items, enough not to split */
+  srv_batch many = {.seqs = 16, .tokens = 16, .decodes = 16, .decode_kv = 16 * 2000,
+                    .samples = 16};
+  srv_iteration_time(cost, &many, &t);
+  double want = srv_decode_attention_by_hand(c, 16, 16 * 2000, 512);
+  cr_assert(fabs(t.attention / want - 1) < 1e-9, "%g s vs %g s by hand", t.attention, want);
+  /* one sequence of 8192 keys: 32 items, split in chunks of 256 keys up to 4 x half = 400 */
+  srv_batch split = {.seqs = 1, .tokens = 1, .decodes = 1, .decode_kv = 8192, .samples = 1};
+  srv_iteration_time(cost, &split, &t);
+  want = srv_decode_attention_by_hand(c, 1, 8192, 400);
+  cr_assert(fabs(t.attention / want - 1) < 1e-9, "%g s vs %g s by hand", t.attention, want);
+  /* one sequence of 200 keys: a single chunk per head, 32 items, far below the half rate */
+  srv_batch few = {.seqs = 1, .tokens = 1, .decodes = 1, .decode_kv = 200, .samples = 1};
+  srv_iteration_time(cost, &few, &t);
+  want = srv_decode_attention_by_hand(c, 1, 200, 32);
+  cr_assert(fabs(t.attention / want - 1) < 1e-9, "%g s vs %g s by hand", t.attention, want);
+  srv_cost_free(cost);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+}
+
+Test(serving, decode_attention_without_engine_figures_is_the_generic_roofline)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  srv_cost *cost = srv_cost_load(NULL, &c, &w);
+  srv_time t;
+  srv_batch b = {.seqs = 16, .tokens = 16, .decodes = 16, .decode_kv = 16 * 2000, .samples = 16};
+  srv_iteration_time(cost, &b, &t);
+  double bytes = (16 * 2000 + 2 * 16) * 2 * 32 * 128 * 2.0;
+  double want = 32 * (bytes / (c->gpu.memory_bandwidth * c->gpu.efficiency.memory_efficiency) +
+                      c->gpu.efficiency.launch_overhead);
+  cr_assert(fabs(t.attention / want - 1) < 1e-9, "%g s vs %g s by hand", t.attention, want);
+  srv_cost_free(cost);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+}
+
 Test(serving, layer_gemms_match_the_training_model)
 {
   for (int tp = 1; tp <= 4; tp *= 2) {
@@ -156,6 +213,31 @@ Test(serving, ttft_rises_with_prompt_length)
     srv_result r = srv_run(sets);
     cr_assert(r.ttft.mean > prev, "prompt %d: TTFT %g s after %g s", prompts[i], r.ttft.mean, prev);
     prev = r.ttft.mean;
+    srv_result_clear(&r);
+  }
+}
+
+/* `iteration_parts_s`: a lone request's iterations run back to back, so their time by part
+ * adds up to the run's duration; only tensor parallelism has all-reduces to pay. */
+Test(serving, iteration_parts_add_up_to_a_lone_requests_run)
+{
+  const char *tps[] = {"serving.tp=1", "serving.tp=2"};
+  for (int i = 0; i < 2; i++) {
+    const char *sets[] = {tps[i], "serving.requests.count=1", "serving.requests.output_tokens=16",
+                          NULL};
+    srv_result r = srv_run(sets);
+    const srv_time *t = &r.parts;
+    double sum = t->gemm + t->attention + t->other + t->comm + t->host + t->draft;
+    cr_assert(fabs(sum / t->total - 1) < 1e-12, "%s: parts %g s, total %g s", tps[i], sum,
+              t->total);
+    cr_assert(fabs(t->total / r.duration - 1) < 1e-9, "%s: iterations %g s, run %g s", tps[i],
+              t->total, r.duration);
+    cr_assert(t->gemm > 0 && t->attention > 0 && t->other > 0, "%s", tps[i]);
+    if (i == 0)
+      cr_assert_eq(t->comm, 0, "one GPU has no all-reduce: %g s", t->comm);
+    else
+      cr_assert(t->comm > 0 && t->comm < t->total, "TP 2: all-reduces %g s of %g", t->comm,
+                t->total);
     srv_result_clear(&r);
   }
 }
@@ -420,6 +502,10 @@ Test(serving, bad_serving_input_is_named)
   const char *big[] = {"serving.replicas=8", "serving.tp=8", NULL};
   why = th_load_error("dgx-h100", srv_workload(), big);
   cr_assert(why && strstr(why, "replicas x tp x pp = 8 x 8 x 1 = 64 GPUs"), "%s", why);
+  g_free(why);
+  const char *rate[] = {"serving.decode_attention_bandwidth=1.5", NULL};
+  why = th_load_error("dgx-h100", srv_workload(), rate);
+  cr_assert(why && strstr(why, "serving.decode_attention_bandwidth"), "%s", why);
   g_free(why);
   g_autofree char *norate = th_write("norate.yaml", "model: llama2-7b\nserving:\n  requests: {prompt_tokens: 10, output_tokens: 10}\n");
   why = th_load_error("dgx-h100", norate, NULL);

@@ -1,4 +1,4 @@
-/* Interval bands: percentiles and cross-validation by hand, the time/rate sense, the file
+/* Interval bands: conformal order statistics and cross-validation by hand, the time/rate sense, the file
  * format, and the bands as dlsim run and serve print them. */
 #include "helpers.h"
 #include "uncertainty/uncertainty.h"
@@ -8,14 +8,23 @@
 #include <math.h>
 #include <string.h>
 
-Test(uncertainty, a_band_is_the_interpolated_10th_and_90th_percentile)
+Test(uncertainty, a_band_is_the_conformal_order_statistics)
 {
-  /* sorted: 0.80 0.90 0.95 1.00 1.00 1.00 1.00 1.05 1.10 1.20; p10 at index 0.9, p90 at 8.1 */
+  /* sorted: 0.80 0.90 0.95 1.00 1.00 1.00 1.00 1.05 1.10 1.20; n + 1 = 11 gaps: the 1st and
+   * the ceil(9.9) = 10th smallest hold a fresh case with probability 9 / 11 >= 0.8 */
   const double r[] = {1.0, 0.9, 1.2, 1.05, 0.95, 1.0, 0.8, 1.1, 1.0, 1.0};
   unc_band b = unc_band_fit("training", r, 10);
   cr_assert_eq(b.cases, 10);
-  cr_assert_float_eq(b.p10, 0.80 + 0.9 * 0.10, 1e-12);
-  cr_assert_float_eq(b.p90, 1.10 + 0.1 * 0.10, 1e-12);
+  cr_assert_float_eq(b.low, 0.80, 1e-12);
+  cr_assert_float_eq(b.high, 1.20, 1e-12);
+  unc_band_clear(&b);
+  /* 29 cases: the 3rd and the 27th smallest, (27 - 3) / 30 = 0.8 */
+  double v[29];
+  for (int i = 0; i < 29; i++)
+    v[i] = 1.0 + 0.01 * ((i * 7) % 29);
+  b = unc_band_fit("training", v, 29);
+  cr_assert_float_eq(b.low, 1.02, 1e-12);
+  cr_assert_float_eq(b.high, 1.26, 1e-12);
   unc_band_clear(&b);
 }
 
@@ -29,7 +38,7 @@ Test(uncertainty, too_few_cases_make_no_band)
 
 Test(uncertainty, a_time_is_divided_and_a_rate_multiplied)
 {
-  unc_band b = {.kind = "training", .cases = 10, .p10 = 0.8, .p90 = 1.25};
+  unc_band b = {.kind = "training", .cases = 10, .low = 0.8, .high = 1.25};
   double t[2], r[2];
   unc_interval(&b, 10, UNC_TIME, t);
   unc_interval(&b, 100, UNC_RATE, r);
@@ -57,7 +66,7 @@ Test(uncertainty, a_band_holds_fresh_cases_of_the_same_spread_80_percent_of_the_
   unc_band b = unc_band_fit("fsdp", fit, 1000);
   int held = 0;
   for (int i = 0; i < 1000; i++)
-    held += fresh[i] >= b.p10 && fresh[i] <= b.p90;
+    held += fresh[i] >= b.low && fresh[i] <= b.high;
   cr_assert(fabs(held / 1000.0 - 0.8) < 0.04, "held %d of 1000", held);
   cr_assert(fabs(b.cv_coverage - 0.8) < 0.04, "cross-validated %.3f", b.cv_coverage);
   unc_band_clear(&b);
@@ -65,15 +74,15 @@ Test(uncertainty, a_band_holds_fresh_cases_of_the_same_spread_80_percent_of_the_
 
 Test(uncertainty, bands_written_are_bands_read)
 {
-  unc_band in[2] = {{.kind = "fsdp", .cases = 139, .p10 = 0.93, .p90 = 1.19, .cv_coverage = 0.78},
-                    {.kind = "serve.tbt", .cases = 29, .p10 = 0.81, .p90 = 1.16, .cv_coverage = 0.79}};
+  unc_band in[2] = {{.kind = "fsdp", .cases = 139, .low = 0.93, .high = 1.19, .cv_coverage = 0.78},
+                    {.kind = "serve.tbt", .cases = 29, .low = 0.81, .high = 1.16, .cv_coverage = 0.79}};
   g_autofree char *path = th_write("bands.tsv", "");
   GError *err = NULL;
   cr_assert(unc_table_write(path, in, 2, &err));
   unc_table *t = unc_table_load(path, &err);
   cr_assert_not_null(t);
   const unc_band *b = unc_band_of(t, "serve.tbt");
-  cr_assert(b && b->cases == 29 && fabs(b->p90 - 1.16) < 1e-9);
+  cr_assert(b && b->cases == 29 && fabs(b->high - 1.16) < 1e-9);
   cr_assert_null(unc_band_of(t, "training"));
   unc_table_free(t);
 }
@@ -88,6 +97,41 @@ Test(uncertainty, a_missing_file_is_no_band_and_a_bad_line_names_its_place)
   cr_assert_null(unc_table_load(path, &err));
   cr_assert(strstr(err->message, "bad.tsv:2:"), "%s", err->message);
   g_error_free(err);
+}
+
+/* A workload of the given layout, for its interval kind. */
+static const char *kind_of(int tp, int pp, int dp, int zero)
+{
+  cfg_workload w = {.parallel = {.tp = tp, .pp = pp, .cp = 1, .dp = dp, .zero = zero}};
+  return unc_run_kind(&w);
+}
+
+Test(uncertainty, a_runs_kind_follows_its_sharding_and_its_scale)
+{
+  cr_assert_str_eq(kind_of(1, 1, 64, 3), "fsdp");
+  cr_assert_str_eq(kind_of(8, 1, 4, 1), "training.small"); /* 32 GPUs */
+  cr_assert_str_eq(kind_of(8, 8, 1, 1), "training");       /* 64 */
+  cr_assert_eq(unc_run_kind_index(NULL), -1);
+  cr_assert_null(unc_run_kind_name(-1));
+  for (int i = 0; i < 3; i++)
+    cr_assert_eq(unc_run_kind_index(unc_run_kind_name(i)), i);
+}
+
+Test(uncertainty, a_small_run_without_a_band_of_its_own_takes_the_training_band)
+{
+  unc_band in[2] = {{.kind = "training", .cases = 16, .low = 0.75, .high = 1.18, .cv_coverage = 0.8},
+                    {.kind = "training.small", .cases = 111, .low = 0.63, .high = 1.25, .cv_coverage = 0.8}};
+  g_autofree char *path = th_write("small.tsv", "");
+  GError *err = NULL;
+  cfg_workload small = {.parallel = {.tp = 8, .pp = 1, .cp = 1, .dp = 1, .zero = 1}};
+  cr_assert(unc_table_write(path, in, 2, &err));
+  unc_table *t = unc_table_load(path, &err);
+  cr_assert_str_eq(unc_band_for_run(t, &small)->kind, "training.small");
+  unc_table_free(t);
+  cr_assert(unc_table_write(path, in, 1, &err));
+  t = unc_table_load(path, &err);
+  cr_assert_str_eq(unc_band_for_run(t, &small)->kind, "training");
+  unc_table_free(t);
 }
 
 static cJSON *json_of(const char *args)

@@ -7,7 +7,9 @@
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 
 static cJSON *validate(const char *cases)
 {
@@ -237,6 +239,27 @@ Test(validation, the_summary_gives_each_category_its_median_and_signed_error)
   val_rows_free(rows);
 }
 
+/* One model 25 % too fast: a step time 0.8 of the truth, a rate 1.25 of it, memory 0.8 of it.
+ * predicted / measured - 1 gives -20 %, +25 %, -20 %, which would average to -5 % and hide it;
+ * the optimism is +25 % for each. */
+Test(validation, optimism_has_one_sign_for_times_rates_and_bytes)
+{
+  const char *names[] = {"t", "r", "m"};
+  const double errors[] = {-0.20, 0.25, -0.20};
+  const char *metrics[] = {"ttft_s.mean", "output_tokens_per_s", "gpu_bytes"};
+  GArray *rows = pin_rows(names, errors, 3);
+  for (int i = 0; i < 3; i++) {
+    val_row *r = &g_array_index(rows, val_row, i);
+    r->c.metric = g_strdup(metrics[i]);
+    r->c.command = g_strdup("serve");
+  }
+  GArray *sum = val_summarize(rows);
+  cr_assert_eq(sum->len, 1);
+  cr_assert_float_eq(g_array_index(sum, val_summary, 0).mean_signed, 0.25, 1e-12);
+  g_array_free(sum, TRUE);
+  val_rows_free(rows);
+}
+
 Test(validation, a_case_may_name_its_category)
 {
   const char *names[] = {"a", "b"};
@@ -321,4 +344,181 @@ Test(validation, a_fit_case_that_cannot_be_left_out_is_an_input_error)
   cr_assert(strstr(err->message, "'unfit'"), "%s", err->message);
   g_error_free(err);
   val_rows_free(rows);
+}
+
+/* The groups-of-2 all-gather of XLA's table as a case, `sets` appended to its set list, on the
+ * XLA runtime profile or (with_runtime false) on none. */
+static val_row run_xla_table(const char *sets, bool with_runtime)
+{
+  g_autofree char *text = g_strdup_printf(
+      "name: xla-ag-2\nrole: check\nsource: test\n"
+      "cluster: %s/configs/clusters/dgx-h100.yaml\n%s%s/validation/nccl/xla-on-nccl.yaml\n"
+      "set: [node.count=1%s]\n"
+      "table: %s/validation/nccl/xla_collective_perf_table_sm90_8gpu.csv\n"
+      "size_column: tensor_size_bytes\ntime_column: time_ns_derived\ntime_unit: ns\n"
+      "filter: [collective=all-gather, devices_per_group=2]\n"
+      "op: allgather\ngpus: 8\ngroup_size: 2\n",
+      DLSIM_SOURCE_DIR, with_runtime ? "runtime: " : "# ", DLSIM_SOURCE_DIR, sets,
+      DLSIM_SOURCE_DIR);
+  g_autofree char *path = th_write("xla-ag-2.yaml", text);
+  val_row row = {0};
+  GError *err = NULL;
+  cr_assert(cfg_case_load(path, &row.c, &err), "%s", err ? err->message : "");
+  val_run_case(&row);
+  return row;
+}
+
+static void val_row_clear(val_row *row)
+{
+  cfg_case_clear(&row->c);
+  calib_table_clear(&row->table);
+  g_free(row->times);
+  g_free(row->failure);
+}
+
+Test(validation, a_table_cases_collectives_keys_set_its_runtime, .timeout = 60)
+{
+  val_row own = run_xla_table("", true);
+  val_row none = run_xla_table(", collectives.call_latency=0us", true);
+  val_row more = run_xla_table(", collectives.call_latency=111.9us", true);
+  cr_assert_null(own.failure, "%s", own.failure);
+  cr_assert_null(none.failure, "%s", none.failure);
+  /* every size pays the call once: 11.9 us, as the profile says, or what the case sets */
+  for (guint i = 0; i < own.table.points->len; i++) {
+    cr_assert_float_eq(own.times[i] - none.times[i], 11.9e-6, 1e-9, "row %u", i);
+    cr_assert_float_eq(more.times[i] - own.times[i], 100e-6, 1e-9, "row %u", i);
+  }
+  val_row_clear(&own);
+  val_row_clear(&none);
+  val_row_clear(&more);
+}
+
+Test(validation, a_runtime_key_without_a_runtime_profile_is_a_failure_named)
+{
+  val_row row = run_xla_table(", collectives.call_latency=0us", false);
+  cr_assert_not_null(row.failure);
+  cr_assert(strstr(row.failure, "collectives.call_latency=0us") &&
+                strstr(row.failure, "runtime"), "%s", row.failure);
+  val_row_clear(&row);
+  val_row bad = run_xla_table(", collectives.call_latncy=0us", true);
+  cr_assert_not_null(bad.failure);
+  cr_assert(strstr(bad.failure, "call_latncy"), "%s", bad.failure);
+  val_row_clear(&bad);
+}
+
+/* The threads of this process, from /proc. */
+static int threads_alive(void)
+{
+  g_autofree char *status = NULL;
+  cr_assert(g_file_get_contents("/proc/self/status", &status, NULL, NULL));
+  const char *t = strstr(status, "\nThreads:");
+  cr_assert(t);
+  return atoi(t + strlen("\nThreads:"));
+}
+
+/* A DES case forks: a thread still alive then (a pool's worker releasing its GLib state, GLib's
+ * thread that spawns pool workers) could hold a lock that the child would then wait on forever.
+ * So the threads that predicted the other cases must all be gone when the DES cases run. */
+Test(validation, no_thread_of_the_run_is_left_when_des_cases_fork, .timeout = 120)
+{
+  char *names[] = {"horovod-resnet50-v100-1gpu", "korthikanti-530b-states",
+                   "horovod-resnet50-v100-2node-scaling",
+                   "trtllm-v0.17-h100-llama3.1-70b-tp1-2048-128", NULL};
+  GError *err = NULL;
+  GPtrArray *files = val_case_files(names, &err);
+  cr_assert(files, "%s", err ? err->message : "");
+  int before = threads_alive();
+  GArray *rows = NULL;
+  cr_assert(val_run_files(files, 3, &rows, &err), "%s", err ? err->message : "");
+  cr_expect_eq(threads_alive(), before, "%d threads before, %d after", before, threads_alive());
+  for (guint i = 0; i < rows->len; i++) {
+    const val_row *r = &g_array_index(rows, val_row, i);
+    cr_expect_null(r->failure, "%s: %s", r->c.name, r->failure);
+  }
+  val_rows_free(rows);
+  g_ptr_array_free(files, TRUE);
+}
+
+/* The first child of process `pid` (0 if it has none yet), from /proc. */
+static pid_t first_child(pid_t pid)
+{
+  g_autofree char *path = g_strdup_printf("/proc/%d/task/%d/children", (int)pid, (int)pid);
+  g_autofree char *children = NULL;
+  return g_file_get_contents(path, &children, NULL, NULL) ? (pid_t)atoi(children) : 0;
+}
+
+/* Stops process `pid` and whether it is stopped now: one that already ended (a zombie not yet
+ * reaped takes the signal too) is not. */
+static bool stop(pid_t pid)
+{
+  if (kill(pid, SIGSTOP) != 0)
+    return false;
+  g_autofree char *path = g_strdup_printf("/proc/%d/stat", (int)pid);
+  for (int wait = 0; wait < 100; wait++, g_usleep(1000)) {
+    g_autofree char *stat = NULL;
+    const char *state = g_file_get_contents(path, &stat, NULL, NULL) ? strrchr(stat, ')') : NULL;
+    if (!state || state[1] != ' ' || state[2] == 'Z')
+      return false;
+    if (state[2] == 'T' || state[2] == 't')
+      return true;
+  }
+  return false;
+}
+
+/* Runs `dlsim argv...` with a 1 s stall limit and stops (SIGSTOP) its first DES child as soon as
+ * there is one: a child that can never go on, as one blocked on a lock copied by fork. Whether a
+ * child was caught before the run ended goes to `caught`. */
+static th_proc dlsim_with_child_stopped(char **argv, bool *caught)
+{
+  g_auto(GStrv) env = g_environ_setenv(g_get_environ(), "DLSIM_DATA_DIR", DLSIM_SOURCE_DIR, TRUE);
+  env = g_environ_setenv(env, "DLSIM_DES_STALL", "1", TRUE);
+  GPid pid;
+  int out_fd, err_fd;
+  GError *err = NULL;
+  cr_assert(g_spawn_async_with_pipes(DLSIM_SOURCE_DIR, argv, env, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                     NULL, &pid, NULL, &out_fd, &err_fd, &err),
+            "%s", err ? err->message : "");
+  int status = 0;
+  *caught = false;
+  while (!*caught && waitpid(pid, &status, WNOHANG) == 0) {
+    pid_t child = first_child(pid);
+    *caught = child > 0 && stop(child);
+    if (!*caught)
+      g_usleep(500);
+  }
+  if (*caught)
+    waitpid(pid, &status, 0);
+  th_proc p = {.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)};
+  GIOChannel *o = g_io_channel_unix_new(out_fd), *e = g_io_channel_unix_new(err_fd);
+  g_autofree char *out = NULL, *errs = NULL;
+  g_io_channel_read_to_end(o, &out, NULL, NULL);
+  g_io_channel_read_to_end(e, &errs, NULL, NULL);
+  g_io_channel_shutdown(o, FALSE, NULL);
+  g_io_channel_shutdown(e, FALSE, NULL);
+  g_io_channel_unref(o);
+  g_io_channel_unref(e);
+  g_spawn_close_pid(pid);
+  p.out = g_strconcat(out ? out : "", errs ? errs : "", NULL);
+  return p;
+}
+
+/* A DES child that never goes on fails its case, named with the reason, and validate ends
+ * instead of waiting on the child forever. The child may end before it is caught (a loaded
+ * machine, a fast case): then the run is tried again. */
+Test(validation, a_stuck_des_child_fails_its_case_by_name_instead_of_hanging, .timeout = 120)
+{
+  char *argv[] = {DLSIM_BINARY, "validate", "--check-pins", "horovod-resnet50-v100-2node-scaling",
+                  NULL};
+  bool caught = false;
+  th_proc p = {0};
+  for (int attempt = 0; attempt < 5 && !caught; attempt++) {
+    th_proc_clear(&p);
+    p = dlsim_with_child_stopped(argv, &caught);
+  }
+  cr_assert(caught, "no DES child to stop in 5 runs:\n%s", p.out);
+  cr_expect_eq(p.status, 1, "%s", p.out);
+  cr_expect(strstr(p.out, "case horovod-resnet50-v100-2node-scaling: failed (des engine: the "
+                          "simulation made no progress for 1 s"),
+            "%s", p.out);
+  th_proc_clear(&p);
 }

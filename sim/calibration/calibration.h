@@ -63,6 +63,9 @@ typedef struct {
   double median_large, worst_large; /* sizes >= 1 MiB */
   double median_small, worst_small; /* sizes < 64 KiB */
   double median_all;
+  /* signed busbw error (predicted busbw / measured - 1: > 0 predicted too fast), median over
+   * sizes >= 1 MiB: what a category's mean signed error averages */
+  double signed_large;
   int n_large, n_small, n;
 } calib_errors;
 
@@ -120,6 +123,7 @@ bool calib_write(const char *path, const cfg_cluster *c, const char *notes, char
 
 typedef struct {
   double median, p90, worst; /* |predicted / measured - 1| */
+  double signed_median;      /* predicted / measured - 1: > 0 predicted too slow */
   int n;
 } calib_time_errors_t;
 

@@ -53,12 +53,14 @@ void calib_errors_of(const calib_table *tab, const double *predicted, calib_erro
 {
   int n = (int)tab->points->len;
   g_autofree double *all = g_new(double, n), *large = g_new(double, n), *small = g_new(double, n);
+  g_autofree double *signed_large = g_new(double, n);
   memset(e, 0, sizeof *e);
   for (int i = 0; i < n; i++) {
     const calib_point *p = &g_array_index(tab->points, calib_point, i);
     double err = fabs(p->time / predicted[i] - 1.0); /* busbw error */
     all[e->n++] = err;
     if (p->size >= 1048576) {
+      signed_large[e->n_large] = p->time / predicted[i] - 1.0;
       large[e->n_large++] = err;
       e->worst_large = MAX(e->worst_large, err);
     } else if (p->size < 65536) {
@@ -68,6 +70,7 @@ void calib_errors_of(const calib_table *tab, const double *predicted, calib_erro
   }
   e->median_all = calib_median(all, e->n);
   e->median_large = calib_median(large, e->n_large);
+  e->signed_large = calib_median(signed_large, e->n_large);
   e->median_small = calib_median(small, e->n_small);
 }
 

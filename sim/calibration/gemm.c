@@ -27,7 +27,10 @@ void calib_time_errors(const calib_table *tab, const double *predicted, calib_ti
   int n = (int)tab->points->len;
   g_autofree double *v = g_new(double, MAX(n, 1));
   for (int i = 0; i < n; i++)
-    v[i] = fabs(predicted[i] / g_array_index(tab->points, calib_point, i).time - 1.0);
+    v[i] = predicted[i] / g_array_index(tab->points, calib_point, i).time - 1.0;
+  e->signed_median = calib_median(v, n);
+  for (int i = 0; i < n; i++)
+    v[i] = fabs(v[i]);
   e->n = n;
   e->median = calib_median(v, n); /* sorts v */
   e->p90 = n ? v[(int)(0.9 * (n - 1))] : NAN;

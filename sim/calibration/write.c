@@ -72,6 +72,10 @@ static void calib_write_nccl_block(GString *o, const cfg_nccl *n, const char *so
   g_string_append(o, "  ");
   calib_write_by_proto(o, "network", n->hop_latency[CFG_LINK_NETWORK], true);
   calib_write_by_proto(o, "chunk", n->chunk, false);
+  if (n->nvls_tree_channel[CFG_SCALE_TWO_NODES] > 0 || n->nvls_tree_channel[CFG_SCALE_MORE_NODES] > 0)
+    g_string_append_printf(o, "  nvls_tree_channel: {two_nodes: %.4gGB/s, more_nodes: %.4gGB/s}\n",
+                           n->nvls_tree_channel[CFG_SCALE_TWO_NODES] / 1e9,
+                           n->nvls_tree_channel[CFG_SCALE_MORE_NODES] / 1e9);
   g_string_append_printf(o, "  max_channels: %d\n", n->max_channels);
   g_string_append_printf(o, "  source: \"%s\"\n", source);
 }

@@ -4,6 +4,7 @@
  * cases are named (exit 1 when one is outside its tolerance), or JSON. */
 #include "cli/cli_internal.h"
 #include "report/report.h"
+#include "uncertainty/uncertainty.h"
 #include "validation/validation.h"
 
 #include <math.h>
@@ -160,14 +161,15 @@ static int vcli_pins(const GArray *rows, bool update, bool all_cases)
 }
 
 /* The summary a newcomer reads: per kind of prediction, how many cases, their median |error|,
- * the mean signed error (optimism cannot hide behind a good median) and how many are within
- * tolerance; then the cases worse than their pins. */
+ * the mean optimism (a signed error that is > 0 when dlsim promises more than was measured:
+ * a bias cannot hide behind a good median) and how many are within tolerance; then the cases
+ * worse than their pins. */
 static bool vcli_print_summary(const GArray *rows, bool loso)
 {
   GArray *sum = val_summarize(rows);
   printf("dlsim validate: %u real measurements (validation/cases), predicted in process%s\n\n",
          rows->len, loso ? ", leaving each fitted source out (its fit undone)" : "");
-  printf("  %-12s %6s %14s %14s %14s\n", "category", "cases", "median |error|", "mean signed",
+  printf("  %-12s %6s %14s %14s %14s\n", "category", "cases", "median |error|", "mean optimism",
          "within tol.");
   for (guint i = 0; i < sum->len; i++) {
     const val_summary *s = &g_array_index(sum, val_summary, i);
@@ -180,6 +182,7 @@ static bool vcli_print_summary(const GArray *rows, bool loso)
     printf("\n");
   }
   g_array_free(sum, TRUE);
+  printf("\n  optimism: + when dlsim predicts a faster step, a higher rate or less memory than measured\n");
   if (loso) { /* the pins are of the fitted model: nothing to hold these errors to */
     printf("\n  fit cases predicted with their 'unfit' overrides; every case: --loso --verbose\n");
     return true;
@@ -206,7 +209,7 @@ typedef struct {
   double predicted, error;
   calib_errors errors;
   calib_time_errors_t gemm_errors;
-  gint32 pass, has_table, npoints, has_times, failure_len;
+  gint32 pass, has_table, npoints, has_times, failure_len, run_kind;
 } vcli_outcome;
 
 static GBytes *vcli_pack(const val_row *r)
@@ -216,7 +219,8 @@ static GBytes *vcli_pack(const val_row *r)
                     .has_table = r->table.points != NULL,
                     .npoints = r->table.points ? (gint32)r->table.points->len : 0,
                     .has_times = r->times != NULL,
-                    .failure_len = r->failure ? (gint32)strlen(r->failure) + 1 : 0};
+                    .failure_len = r->failure ? (gint32)strlen(r->failure) + 1 : 0,
+                    .run_kind = unc_run_kind_index(r->run_kind)};
   GByteArray *b = g_byte_array_new();
   g_byte_array_append(b, (const guint8 *)&o, sizeof o);
   if (o.npoints)
@@ -256,6 +260,7 @@ static void vcli_unpack(val_row *r, GBytes *item)
   }
   if (o.failure_len)
     r->failure = g_strndup(p, (gsize)o.failure_len);
+  r->run_kind = unc_run_kind_name(o.run_kind);
 }
 
 /* Each rank predicted its share of the rows; rank 0 gets the others'. */

@@ -89,6 +89,7 @@ typedef struct {
   int *members;
   GHashTable *member_of; /* endpoint -> member index + 1 */
   int channels;
+  int nnodes;     /* nodes the group spans */
   int nphases;
   coll_phase *phases;
   bool absolute;  /* fractions are bytes (all-to-allv) */
@@ -134,6 +135,10 @@ void coll_crowd_free(coll_crowd *c);
 typedef struct coll_planner coll_planner;
 coll_planner *coll_planner_new(const hw_cluster *hw, coll_algo algo, int proto, bool fold);
 void coll_planner_free(coll_planner *pl);
+/* From now on the planner knows a group by its ranks, not by the caller's key: one planner then
+ * serves programs whose group ids differ (the planner's sweep over layouts), each group planned
+ * once. Calls with an all-to-allv matrix are not allowed then. */
+void coll_planner_key_by_ranks(coll_planner *pl);
 /* `key` identifies the group (and all-to-allv matrix) for caching; NULL on error. */
 const coll_schedule *coll_planner_get(coll_planner *pl, prog_coll op, const int *ranks, int n,
                                       int key, double bytes, const double *vbytes, GError **err);

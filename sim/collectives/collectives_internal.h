@@ -76,6 +76,10 @@ struct coll_runtime {
   const char *keys[PROG_NCOLLS];
 };
 
+/* The least time NCCL's per-channel ceiling leaves `bytes` of plan `p` (0: none applies):
+ * see ceiling.c. */
+double coll_ceiling_time(const coll_plan *p, const hw_cluster *hw, double bytes);
+
 void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_runtime *rt,
                            int proto, double bytes, coll_schedule *out);
 

@@ -195,6 +195,16 @@ coll_plan *coll_plan_new(const hw_cluster *hw, prog_coll op, const int *ranks, i
   return coll_plan_build(hw, op, ranks, n, algo, vbytes, fold, 1, NULL);
 }
 
+static int coll_node_count(const hw_cluster *hw, const int *ranks, int n)
+{
+  GHashTable *nodes = g_hash_table_new(g_direct_hash, g_direct_equal);
+  for (int i = 0; i < n; i++)
+    g_hash_table_add(nodes, GINT_TO_POINTER(hw_node_of(hw, ranks[i]) + 1));
+  int count = (int)g_hash_table_size(nodes);
+  g_hash_table_destroy(nodes);
+  return count;
+}
+
 coll_plan *coll_plan_build(const hw_cluster *hw, prog_coll op, const int *ranks, int n,
                            coll_algo algo, const double *vbytes, bool fold, int leaders,
                            int *load)
@@ -209,6 +219,7 @@ coll_plan *coll_plan_build(const hw_cluster *hw, prog_coll op, const int *ranks,
   p->absolute = vbytes != NULL;
   for (int i = 0; i < n; i++)
     coll_add_member(p, ranks[i]);
+  p->nnodes = coll_node_count(hw, ranks, n);
   coll_builder b = {.hw = hw, .p = p, .fold = fold, .leaders = leaders,
                     .phases = g_array_new(FALSE, FALSE, sizeof(coll_phase)),
                     .xfers = g_ptr_array_new()};

@@ -225,7 +225,7 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
   bool nvls = p->algo == COLL_ALGO_NVLS || p->algo == COLL_ALGO_NVLS_TREE;
   out->base =
       coll_runtime_base(rt, hw, p, nvls ? nc->nvls_latency : nc->base_latency[proto], bytes);
-  double t = out->base;
+  double t = out->base, moved = 0;
   for (int i = 0; i < p->nphases; i++) {
     const coll_phase *ph = &p->phases[i];
     double bulk = 0, lat = 0;
@@ -254,6 +254,12 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
     if (!coll_runtime_cpu(rt))
       out->post[i] += coll_copy_wait(ph, nc, size, eff, bulk);
     t += out->pre[i] + bulk + out->post[i];
+    moved += bulk + out->post[i];
+  }
+  if (!coll_runtime_cpu(rt)) {
+    double wait = MAX(0.0, coll_ceiling_time(p, hw, bytes) - moved);
+    out->post[p->nphases - 1] += wait;
+    t += wait;
   }
   out->time = t;
 }
@@ -276,7 +282,49 @@ struct coll_planner {
   GHashTable *plans;     /* (key, op) -> GPtrArray of candidate plans */
   GHashTable *schedules; /* (key, op, bytes) -> coll_schedule */
   int *load;             /* coll_plan_build's link loads, made on first use */
+  GHashTable *ids;       /* keyed by ranks: rank list (coll_ranks) -> its key, else NULL */
+  struct coll_ranks *probe; /* ... and the lookups' scratch, room for `probe_n` ranks */
+  int probe_n;
 };
+
+/* A group as the planner keyed by ranks knows it: the ranks, in order. */
+typedef struct coll_ranks {
+  int n;
+  int ranks[];
+} coll_ranks;
+
+static guint coll_ranks_hash(gconstpointer k)
+{
+  const coll_ranks *x = k;
+  guint h = (guint)x->n * 2654435761u;
+  for (int i = 0; i < x->n; i++)
+    h = (h ^ (guint)x->ranks[i]) * 16777619u;
+  return h;
+}
+
+static gboolean coll_ranks_equal(gconstpointer a, gconstpointer b)
+{
+  const coll_ranks *x = a, *y = b;
+  return x->n == y->n && memcmp(x->ranks, y->ranks, sizeof(int) * (size_t)x->n) == 0;
+}
+
+/* The key of a rank list: the same for every program that has the group, whatever its id. */
+static int coll_ranks_key(coll_planner *pl, const int *ranks, int n)
+{
+  gsize size = sizeof(coll_ranks) + sizeof(int) * (gsize)n;
+  if (n > pl->probe_n) {
+    pl->probe = g_realloc(pl->probe, size);
+    pl->probe_n = n;
+  }
+  pl->probe->n = n;
+  memcpy(pl->probe->ranks, ranks, sizeof(int) * (size_t)n);
+  gpointer id = g_hash_table_lookup(pl->ids, pl->probe);
+  if (id)
+    return GPOINTER_TO_INT(id);
+  int key = (int)g_hash_table_size(pl->ids) + 1;
+  g_hash_table_insert(pl->ids, g_memdup2(pl->probe, size), GINT_TO_POINTER(key));
+  return key;
+}
 
 typedef struct {
   int key;
@@ -324,6 +372,14 @@ coll_planner *coll_planner_new(const hw_cluster *hw, coll_algo algo, int proto, 
   return pl;
 }
 
+void coll_planner_key_by_ranks(coll_planner *pl)
+{
+  if (!pl->ids)
+    pl->ids = g_hash_table_new_full(coll_ranks_hash, coll_ranks_equal, g_free, NULL);
+  g_hash_table_remove_all(pl->schedules);
+  g_hash_table_remove_all(pl->plans);
+}
+
 void coll_planner_set_runtime(coll_planner *pl, const coll_runtime *rt)
 {
   pl->rt = rt;
@@ -337,6 +393,9 @@ void coll_planner_free(coll_planner *pl)
     return;
   g_hash_table_destroy(pl->schedules);
   g_hash_table_destroy(pl->plans);
+  if (pl->ids)
+    g_hash_table_destroy(pl->ids);
+  g_free(pl->probe);
   g_free(pl->load);
   g_free(pl);
 }
@@ -423,6 +482,10 @@ static GPtrArray *coll_candidates(coll_planner *pl, prog_coll op, const int *ran
 const coll_schedule *coll_planner_get(coll_planner *pl, prog_coll op, const int *ranks, int n,
                                       int key, double bytes, const double *vbytes, GError **err)
 {
+  /* an all-to-allv's matrix is known by the caller's key alone */
+  g_return_val_if_fail(!pl->ids || !vbytes, NULL);
+  if (pl->ids)
+    key = coll_ranks_key(pl, ranks, n);
   coll_cache_key k = {.key = key, .op = op, .bytes = bytes};
   coll_schedule *best = g_hash_table_lookup(pl->schedules, &k);
   if (best)

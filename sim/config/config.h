@@ -195,6 +195,8 @@ typedef struct {
 
 typedef enum { CFG_PROTO_LL, CFG_PROTO_LL128, CFG_PROTO_SIMPLE, CFG_NPROTOS } cfg_proto;
 typedef enum { CFG_LINK_INTRA, CFG_LINK_NETWORK, CFG_NLINKCLASSES } cfg_link_class;
+/* Node counts NCCL's tuner tells apart across nodes: two, and more (three counts as four). */
+typedef enum { CFG_SCALE_TWO_NODES, CFG_SCALE_MORE_NODES, CFG_NSCALES } cfg_node_scale;
 const char *cfg_proto_name(cfg_proto p);
 
 typedef struct {
@@ -211,6 +213,8 @@ typedef struct {
   double hop_latency[CFG_NLINKCLASSES][CFG_NPROTOS]; /* per step over a link class */
   double chunk[CFG_NPROTOS];                 /* pipeline chunk per channel (fill of pipelines) */
   double protocol_efficiency[CFG_NPROTOS];   /* payload / wire bytes (LL 1/2, LL128 120/128) */
+  double nvls_tree_channel[CFG_NSCALES];     /* bus bandwidth one NVLS-tree channel reaches at
+                                                most (NCCL's perChMaxNVLSTreeBw); 0: no ceiling */
   int max_channels;                          /* rings / trees used at once across nodes */
   int pxn;                                   /* 0/1: change rail over NVLink (NCCL's PXN) */
   char *source;
@@ -247,6 +251,7 @@ typedef struct {
   double memory_bandwidth;  /* DDR bytes/s of all sockets */
   double memory_efficiency; /* fraction of it a streaming kernel reaches (STREAM) */
   double core_bandwidth;    /* bytes/s one core reads plus writes (0: unknown) */
+  double dispatch_scale;    /* the framework's host time per op over an x86 DGX host's */
 } cfg_host_cpu;
 
 typedef struct {
@@ -509,6 +514,10 @@ typedef struct {
   double iteration_overhead;   /* seconds of host work per iteration (scheduling, sampling) */
   cfg_async_scheduling async_scheduling;
   double request_overhead;     /* seconds per request outside the engine (API server, tokenizer) */
+  /* the engine's paged decode attention kernel: the fraction of HBM bandwidth its KV read
+   * reaches with many (sequence, KV head) items in flight, and the item count at which it
+   * reaches half that (0: the GPU's efficiency.memory at any count) */
+  double decode_attention_bandwidth, decode_attention_half;
   cfg_slo slo;
   /* wide expert parallelism (ep > 1): the dispatch / combine kernels of iterations with
    * prefill tokens and of decode-only ones, and the two-micro-batch overlap */
@@ -548,6 +557,9 @@ typedef struct {
 /* The `collectives` section of the runtime profile NAME (configs/runtimes/NAME.yaml, or a
  * file), its unset keys given their defaults: what `dlsim coll --runtime` runs. */
 bool cfg_runtime_load(const char *name, cfg_collectives *out, GError **err);
+/* The same with `sets` (NULL-terminated "collectives.KEY=VALUE") applied first. */
+bool cfg_runtime_load_with(const char *name, char *const *sets, cfg_collectives *out,
+                           GError **err);
 void cfg_collectives_clear(cfg_collectives *c);
 
 /* What else takes GPU memory, each line with a documented default (see memory.h). */
@@ -668,6 +680,9 @@ void cfg_workload_free(cfg_workload *w);
 #define CFG_MAX_HIDDEN (1 << 20)
 
 int cfg_cluster_gpus(const cfg_cluster *c);
+/* The host's time per op of the workload's framework on this cluster's CPUs (seconds):
+ * training.host_dispatch times node.cpu.dispatch_scale. */
+double cfg_host_dispatch(const cfg_cluster *c, const cfg_workload *w);
 /* The number at a dotted key of a loaded cluster (gpu.efficiency.flops.gemm, nccl.chunk.ll...),
  * to change it in place; NULL and an input error when the key names no number. */
 double *cfg_cluster_param(cfg_cluster *c, const char *key, GError **err);

@@ -1172,6 +1172,11 @@ static bool cfg_workload_check(cfg_workload *w, const cfg_cluster *c, GError **e
   return true;
 }
 
+double cfg_host_dispatch(const cfg_cluster *c, const cfg_workload *w)
+{
+  return w->has_training ? w->training.host_dispatch * c->node.cpu.dispatch_scale : 0;
+}
+
 int cfg_cluster_gpus(const cfg_cluster *c)
 {
   return c->node.count * c->node.gpus_per_node;
@@ -1452,6 +1457,31 @@ void cfg_collectives_clear(cfg_collectives *c)
 
 bool cfg_runtime_load(const char *name, cfg_collectives *out, GError **err)
 {
+  return cfg_runtime_load_with(name, NULL, out, err);
+}
+
+/* Overrides `collectives.KEY=VALUE` of a runtime profile, applied to its tree as --set is. */
+static bool cfg_runtime_overrides(cfg_doc *doc, char *const *sets, GError **err)
+{
+  for (int i = 0; sets && sets[i]; i++) {
+    cfg_override o = {0};
+    bool ok = cfg_override_parse(sets[i], &o, err);
+    if (ok && !g_str_has_prefix(o.path, "collectives.")) {
+      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                  "%s: a runtime profile takes collectives.KEY=VALUE only", sets[i]);
+      ok = false;
+    }
+    ok = ok && cfg_schema_check_path(&cfg_schema_collectives, o.path + strlen("collectives."), err) &&
+         cfg_tree_set(doc, o.path, o.value, err);
+    cfg_override_clear(&o);
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
+bool cfg_runtime_load_with(const char *name, char *const *sets, cfg_collectives *out, GError **err)
+{
   cfg_schema_init(&cfg_schema_collectives, out);
   g_autofree char *path = cfg_resolve(name, "runtimes", NULL);
   if (!path) {
@@ -1464,9 +1494,9 @@ bool cfg_runtime_load(const char *name, cfg_collectives *out, GError **err)
   cfg_doc *doc = cfg_doc_load(path, err);
   if (!doc)
     return false;
+  bool ok = cfg_runtime_overrides(doc, sets, err);
   const cfg_node *section = cfg_map_get(doc->root, "collectives");
-  bool ok = true;
-  if (!section || section->kind != CFG_NODE_MAP) {
+  if (ok && (!section || section->kind != CFG_NODE_MAP)) {
     cfg_set_error_at(err, cfg_doc_file(doc), 0, 0, "expected a 'collectives' mapping");
     ok = false;
   }

@@ -48,6 +48,7 @@ static const char *const cfg_spec_method_names[] = {"none", "draft", "mtp", NULL
 static const char *const cfg_router_names[] = {"round-robin", "least-loaded", "kv-aware", NULL};
 static const char *const cfg_proto_names[] = {"ll", "ll128", "simple", NULL};
 static const char *const cfg_link_class_names[] = {"intra", "network", NULL};
+static const char *const cfg_node_scale_names[] = {"two_nodes", "more_nodes", NULL};
 static const char *const cfg_routing_names[] = {"uniform", "zipf", "histogram", NULL};
 static const char *const cfg_case_category_names[] = {"auto",        "training", "fsdp",
                                                       "memory",      "moe",      "collectives",
@@ -302,6 +303,12 @@ static const cfg_field cfg_nccl_fields[] = {
     F_BY_ENUM(cfg_nccl, "protocol_efficiency", protocol_efficiency, UNITS_FRACTION,
               cfg_proto_names, "payload / wire bytes (LL 1/2, LL128 120/128)", .max = 1.0,
               DEFS(cfg_protocol_efficiency_defaults)),
+    F_BY_ENUM(cfg_nccl, "nvls_tree_channel", nvls_tree_channel, UNITS_BYTES_PER_S,
+              cfg_node_scale_names,
+              "bus bandwidth one NVLS-tree channel reaches at most across two nodes and across "
+              "more (NCCL's tuner, perChMaxNVLSTreeBw in src/graph/tuning.cc: lower past two "
+              "nodes, where a tree's inner node serves its parent and two children at once); "
+              "0: no ceiling"),
     F_INT(cfg_nccl, "max_channels", max_channels, 1, "rings or trees used at once across nodes",
           DEF(16), UPTO(256, "NCCL runs at most 64 channels")),
     F_BOOL(cfg_nccl, "pxn", pxn,
@@ -372,6 +379,10 @@ static const cfg_field cfg_host_cpu_fields[] = {
           "bytes one core reads plus writes per second: a host-staged collective's copies "
           "and CPU reduction run on one core per process (0: unknown, only the PCIe copies "
           "are charged)", DEF(0)),
+    F_QTY(cfg_host_cpu, "dispatch_scale", dispatch_scale, UNITS_NUMBER,
+          "the time these CPUs take to issue a framework's op (training.host_dispatch, which "
+          "is timed on the x86 hosts of DGX H100 nodes) over that time: above 1 for slower "
+          "single cores (0: the host keeps ahead of the GPUs)", DEF(1)),
 };
 static const cfg_schema cfg_schema_host_cpu = SCHEMA("node.cpu", cfg_host_cpu, cfg_host_cpu_fields);
 
@@ -944,6 +955,16 @@ static const cfg_field cfg_serving_fields[] = {
            DEF(CFG_ASYNC_OFF)),
     F_QTY(cfg_serving, "request_overhead", request_overhead, UNITS_SECONDS,
           "time per request outside the engine (API server, tokenizer)", DEF(0)),
+    F_FRAC(cfg_serving, "decode_attention_bandwidth", decode_attention_bandwidth,
+           "fraction of HBM bandwidth the engine's paged decode attention kernel reaches reading "
+           "the KV cache with many (sequence, KV head) items in flight (0: the GPU's "
+           "efficiency.memory; configs/engines say where theirs comes from)",
+           DEF(0)),
+    F_QTY(cfg_serving, "decode_attention_half", decode_attention_half, UNITS_NUMBER,
+          "with decode_attention_bandwidth: (sequence, KV head) items of one decode attention "
+          "kernel at which it reaches half that rate (each item streams its own KV; a kernel "
+          "short of items splits the keys, flash-decoding, up to four times this)",
+          DEF(0)),
     F_MAP(cfg_serving, "slo", slo, cfg_schema_slo, "service-level objectives"),
     F_ENUM(cfg_serving, "a2a_prefill", a2a_prefill, cfg_a2a_names,
            "ep > 1: dispatch / combine kernels of iterations with prefill tokens (DeepEP normal)",
@@ -1116,7 +1137,8 @@ static const cfg_field cfg_case_fields[] = {
            "the summary row it counts in (auto: by its command)", DEF(0)),
     F_PATH(cfg_case, "cluster", cluster, "the cluster file"),
     F_PATH(cfg_case, "workload", workload, "the workload file"),
-    {ROW(cfg_case, "set", CFG_T_SEQ_STRING, set), .doc = "overrides, KEY=VALUE"},
+    {ROW(cfg_case, "set", CFG_T_SEQ_STRING, set),
+     .doc = "overrides, KEY=VALUE (a table case's collectives.KEY go to its runtime profile)"},
     {ROW(cfg_case, "unfit", CFG_T_SEQ_STRING, unfit),
      .doc = "a fit case: overrides that put back what was fitted on its source (dlsim validate --loso)"},
     {ROW(cfg_case, "ratio_to", CFG_T_SEQ_STRING, ratio_to),

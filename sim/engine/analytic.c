@@ -37,11 +37,14 @@ typedef struct {
   double arrived_max;
   int arrived;
   int needed;
-  GArray *waiting; /* an_waiter: units arrived, with the op each arrived with (the two sides
-                     * of a send / receive are on different streams) */
+  /* the `arrived` units, with the op each arrived with (the two sides of a send / receive are
+   * on different streams); room for `room` (an array: appending to a GArray was a fiftieth
+   * of a run) */
+  struct an_waiter *waiting;
+  int room;
 } an_instance;
 
-typedef struct {
+typedef struct an_waiter {
   an_unit *unit;
   uint32_t idx;
 } an_waiter;
@@ -70,14 +73,18 @@ typedef struct {
  * classes it touches. */
 static bool an_reps_suffice(const prog_program *p)
 {
+  /* a class's ops name a few families many times: each is checked once */
+  g_autofree bool *seen = g_new(bool, MAX(p->families->len, 1u));
   for (guint c = 0; c < p->classes->len; c++) {
     const prog_class *k = prog_class_at(p, (int)c);
     if (k->is_template || k->rep < 0)
       continue;
+    memset(seen, 0, sizeof(bool) * MAX(p->families->len, 1u));
     for (guint i = 0; i < k->ops->len; i++) {
       const prog_op *op = &g_array_index(k->ops, prog_op, i);
-      if (op->kind != PROG_COMM)
+      if (op->kind != PROG_COMM || seen[op->family])
         continue;
+      seen[op->family] = true;
       const prog_group *g = prog_group_of(p, op->family, k->rep);
       for (int m = 0; m < g->n; m++) {
         int rep = prog_class_at(p, p->class_of[g->ranks[m]])->rep;
@@ -98,14 +105,22 @@ static uint32_t *an_sequence(const prog_program *p, int cls, int rank)
 {
   const prog_class *k = prog_class_at(p, cls);
   uint32_t *seq = g_new0(uint32_t, MAX(k->ops->len, 1u));
-  /* counted per group id: an array, where a hash table cost a tenth of a run */
-  g_autofree uint32_t *count = g_new0(uint32_t, MAX(p->groups->len, 1u));
+  /* counted per group, on the first family naming the rank's group (families may share one):
+   * an array per family, where one per group id was zeroed for thousands of groups */
+  guint nf = p->families->len;
+  g_autofree int *slot = g_new(int, MAX(nf, 1u));
+  g_autofree uint32_t *count = g_new0(uint32_t, MAX(nf, 1u));
+  for (guint f = 0; f < nf; f++) {
+    int g = ((const prog_family *)g_ptr_array_index(p->families, f))->group_of[rank];
+    slot[f] = (int)f;
+    for (guint e = 0; e < f && slot[f] == (int)f; e++)
+      if (g >= 0 && ((const prog_family *)g_ptr_array_index(p->families, e))->group_of[rank] == g)
+        slot[f] = (int)e;
+  }
   for (guint i = 0; i < k->ops->len; i++) {
     const prog_op *op = &g_array_index(k->ops, prog_op, i);
-    if (op->kind != PROG_COMM)
-      continue;
-    int g = ((const prog_family *)g_ptr_array_index(p->families, op->family))->group_of[rank];
-    seq[i] = count[g]++;
+    if (op->kind == PROG_COMM)
+      seq[i] = count[slot[op->family]]++;
   }
   return seq;
 }
@@ -184,7 +199,7 @@ static void an_finish_op(an_state *st, an_unit *u, uint32_t idx, double start, d
 static void an_instance_free(gpointer p)
 {
   an_instance *in = p;
-  g_array_free(in->waiting, TRUE);
+  g_free(in->waiting);
   g_free(in);
 }
 
@@ -192,15 +207,16 @@ static an_instance *an_instance_new(an_state *st, gint64 key, int needed)
 {
   an_instance *in = st->spare->len ? g_ptr_array_steal_index_fast(st->spare, st->spare->len - 1)
                                    : NULL;
-  if (!in) {
+  if (!in)
     in = g_new0(an_instance, 1);
-    in->waiting = g_array_new(FALSE, FALSE, sizeof(an_waiter));
-  }
   in->key = key;
   in->needed = needed;
   in->arrived = 0;
   in->arrived_max = 0;
-  g_array_set_size(in->waiting, 0);
+  if (in->room < needed) {
+    in->waiting = g_renew(an_waiter, in->waiting, needed);
+    in->room = needed;
+  }
   int group = (int)(key >> 32);
   if (!st->open[group])
     st->open[group] = in;
@@ -251,19 +267,18 @@ static bool an_arrive(an_state *st, an_unit *u, uint32_t idx, double ready)
   an_instance *in = an_instance_find(st, key);
   if (!in)
     in = an_instance_new(st, key, (int)members->len);
-  for (guint i = 0; i < in->waiting->len; i++)
-    if (g_array_index(in->waiting, an_waiter, i).unit == u)
+  for (int i = 0; i < in->arrived; i++)
+    if (in->waiting[i].unit == u)
       return false; /* already waiting */
   an_waiter me = {.unit = u, .idx = idx};
-  g_array_append_val(in->waiting, me);
-  in->arrived++;
+  in->waiting[in->arrived++] = me;
   in->arrived_max = MAX(in->arrived_max, ready);
   if (in->arrived < in->needed) {
     u->blocked[op->stream] = true;
     return false;
   }
-  for (guint i = 0; i < in->waiting->len; i++) {
-    an_waiter *w = &g_array_index(in->waiting, an_waiter, i);
+  for (int i = 0; i < in->arrived; i++) {
+    an_waiter *w = &in->waiting[i];
     w->unit->blocked[prog_op_at(st->p, w->unit->cls, w->idx)->stream] = false;
     an_finish_op(st, w->unit, w->idx, in->arrived_max, in->arrived_max + dur);
   }

@@ -4,8 +4,8 @@
  * model stays in one place); collectives run the transfers of their schedule as SimGrid
  * communications, so flows that share a link share its bandwidth. SimGrid keeps one engine per
  * process, so the simulation runs in a forked child that sends its results back over a pipe:
- * any number of simulations can run from one dlsim process, and a SimGrid abort becomes an
- * error instead of a crash. */
+ * any number of simulations can run from one dlsim process, a SimGrid abort becomes an error
+ * instead of a crash, and a stuck child an error instead of a hang (des_watch.c). */
 #include "engine/engine_internal.h"
 
 #include <errno.h>
@@ -1181,10 +1181,12 @@ static bool des_write_all(int fd, const void *buf, size_t len)
   return true;
 }
 
-static bool des_read_all(int fd, void *buf, size_t len)
+static bool des_read_all(int fd, void *buf, size_t len, des_watch *w)
 {
   char *p = buf;
   while (len) {
+    if (!des_watch_readable(w, fd))
+      return false;
     ssize_t r = read(fd, p, len);
     if (r < 0 && errno == EINTR)
       continue;
@@ -1226,21 +1228,32 @@ static void des_child(int fd, const prog_program *p, const hw_cluster *hw, const
   _exit(ok ? 0 : 3);
 }
 
-static GArray *des_read_array(int fd, guint n, size_t size, bool *ok)
+static GArray *des_read_array(int fd, guint n, size_t size, bool *ok, des_watch *w)
 {
   if (!*ok || n == 0)
     return NULL;
   GArray *a = g_array_sized_new(FALSE, FALSE, (guint)size, n);
   g_array_set_size(a, n);
-  *ok = des_read_all(fd, a->data, size * n);
+  *ok = des_read_all(fd, a->data, size * n, w);
   return a;
 }
 
-static bool des_receive(int fd, eng_result *out, GError **err)
+/* Why the results did not come: the watch's reason if it gave up, else `what`. */
+static void des_receive_failed(des_watch *w, const char *what, GError **err)
+{
+  if (w->error) {
+    g_propagate_error(err, w->error);
+    w->error = NULL;
+  } else {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: %s", what);
+  }
+}
+
+static bool des_receive(int fd, eng_result *out, des_watch *w, GError **err)
 {
   des_header h;
-  if (!des_read_all(fd, &h, sizeof h)) {
-    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: the simulation died");
+  if (!des_read_all(fd, &h, sizeof h, w)) {
+    des_receive_failed(w, "the simulation died", err);
     return false;
   }
   if (!h.ok) {
@@ -1249,19 +1262,23 @@ static bool des_receive(int fd, eng_result *out, GError **err)
   }
   *out = h.r;
   out->class_peak = g_new0(double, MAX(h.r.nclasses, 1));
-  bool ok = des_read_all(fd, out->class_peak, sizeof(double) * (size_t)MAX(h.r.nclasses, 0));
-  out->events = des_read_array(fd, h.nevents, sizeof(eng_event), &ok);
-  out->mem_samples = des_read_array(fd, h.nmem, sizeof(eng_mem_sample), &ok);
-  out->link_loads = des_read_array(fd, h.nloads, sizeof(eng_link_load), &ok);
-  out->link_samples = des_read_array(fd, h.nlsamples, sizeof(eng_link_sample), &ok);
+  bool ok =
+      des_read_all(fd, out->class_peak, sizeof(double) * (size_t)MAX(h.r.nclasses, 0), w);
+  out->events = des_read_array(fd, h.nevents, sizeof(eng_event), &ok, w);
+  out->mem_samples = des_read_array(fd, h.nmem, sizeof(eng_mem_sample), &ok, w);
+  out->link_loads = des_read_array(fd, h.nloads, sizeof(eng_link_load), &ok, w);
+  out->link_samples = des_read_array(fd, h.nlsamples, sizeof(eng_link_sample), &ok, w);
   if (!ok)
-    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: truncated results");
+    des_receive_failed(w, "truncated results", err);
   return ok;
 }
 
 bool eng_run_des(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
                  eng_result *out, GError **err)
 {
+  double stall;
+  if (!des_watch_stall(&stall, err))
+    return false;
   int fds[2];
   if (pipe(fds) != 0) {
     g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: pipe: %s", g_strerror(errno));
@@ -1281,10 +1298,16 @@ bool eng_run_des(const prog_program *p, const hw_cluster *hw, const eng_options 
     des_child(fds[1], p, hw, opt);
   }
   close(fds[1]);
-  bool ok = des_receive(fds[0], out, err);
+  des_watch w;
+  des_watch_start(&w, pid, stall);
+  bool ok = des_receive(fds[0], out, &w, err);
   close(fds[0]);
   int status = 0;
-  waitpid(pid, &status, 0);
+  if (!des_watch_exit(&w, &status) && ok) {
+    des_receive_failed(&w, "the simulation did not end", err);
+    ok = false;
+  }
+  des_watch_end(&w);
   if (ok && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
     if (WIFSIGNALED(status))
       g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: the simulation was killed by "
@@ -1293,7 +1316,7 @@ bool eng_run_des(const prog_program *p, const hw_cluster *hw, const eng_options 
       g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: the simulation exited with "
                   "status %d", WEXITSTATUS(status));
     ok = false;
-  } else if (!ok && WIFSIGNALED(status) && err && *err) {
+  } else if (!ok && !w.killed && WIFSIGNALED(status) && err && *err) {
     g_prefix_error(err, "SimGrid aborted (signal %d): ", WTERMSIG(status));
   }
   return ok;

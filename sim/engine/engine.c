@@ -173,15 +173,23 @@ struct eng_costs {
   const prog_program *p;
   const hw_cluster *hw;
   coll_planner *pl;
-  GHashTable *templates; /* (tmpl, class) -> eng_tmpl */
+  GHashTable *templates; /* (tmpl, class) -> eng_tmpl, one of by_comm's */
+  /* (tmpl, its collectives' durations) -> eng_tmpl: a template's times depend on the rank
+   * only through those, so the stages of a pipeline, whose tensor-parallel groups differ but
+   * cost the same, share one evaluation */
+  GHashTable *by_comm;
   double slowdown;       /* extra compute time per second a collective runs beside it */
   bool siblings_apart;   /* no link two sibling groups could share (eng_topology_foldable) */
   bool fold;
   GHashTable *crowded;   /* eng_crowd_key -> time of a collective beside its siblings */
+  /* the bound program's templates by (tmpl, class), filled from `templates` as ops ask: a
+   * macro op's lookup in the table was a tenth of an analytic run */
+  const struct eng_tmpl **index;
+  guint nindex; /* classes of the bound program: the index holds nindex^2 */
 };
 
 /* One template as a class runs it. */
-typedef struct {
+typedef struct eng_tmpl {
   double makespan, period;         /* with the host's launch queue */
   double gpu_makespan, gpu_period; /* with a host that keeps ahead */
   double compute;               /* compute stream busy per run */
@@ -210,6 +218,37 @@ static gboolean eng_crowd_equal(gconstpointer a, gconstpointer b)
          x->coll == y->coll && x->bytes == y->bytes;
 }
 
+/* A template with the durations its collectives take as some rank runs them (eng_template_pass's:
+ * op count times the time beside the siblings, 0 when none can run it), in op order. */
+typedef struct {
+  int tmpl;
+  guint n;
+  double dur[];
+} eng_comm_key;
+
+static gsize eng_comm_key_size(guint n)
+{
+  return sizeof(eng_comm_key) + sizeof(double) * n;
+}
+
+static guint eng_comm_key_hash(gconstpointer k)
+{
+  const eng_comm_key *x = k;
+  const guchar *b = (const guchar *)x->dur;
+  guint h = (guint)x->tmpl * 2654435761u ^ x->n;
+  for (gsize i = 0; i < sizeof(double) * x->n; i++)
+    h = (h ^ b[i]) * 16777619u;
+  return h;
+}
+
+/* Bit for bit: equal bits give equal passes. */
+static gboolean eng_comm_key_equal(gconstpointer a, gconstpointer b)
+{
+  const eng_comm_key *x = a, *y = b;
+  return x->tmpl == y->tmpl && x->n == y->n &&
+         memcmp(x->dur, y->dur, sizeof(double) * x->n) == 0;
+}
+
 static bool eng_topology_foldable(const hw_cluster *hw);
 
 eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_planner *pl,
@@ -223,7 +262,8 @@ eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_plann
   c->slowdown = f > 0 && f < 1 ? f / (1 - f) : 0;
   c->fold = !(opt && opt->unfold);
   c->siblings_apart = eng_topology_foldable(hw);
-  c->templates = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
+  c->templates = g_hash_table_new(g_direct_hash, g_direct_equal);
+  c->by_comm = g_hash_table_new_full(eng_comm_key_hash, eng_comm_key_equal, g_free, g_free);
   c->crowded = g_hash_table_new_full(eng_crowd_hash, eng_crowd_equal, g_free, g_free);
   return c;
 }
@@ -236,6 +276,9 @@ eng_costs *eng_costs_new_shared(const hw_cluster *hw, const eng_options *o)
 void eng_costs_bind(eng_costs *c, const prog_program *p)
 {
   c->p = p;
+  g_free(c->index);
+  c->nindex = p->classes->len;
+  c->index = g_new0(const struct eng_tmpl *, (gsize)c->nindex * c->nindex);
 }
 
 void eng_costs_free(eng_costs *c)
@@ -243,7 +286,9 @@ void eng_costs_free(eng_costs *c)
   if (!c)
     return;
   g_hash_table_destroy(c->templates);
+  g_hash_table_destroy(c->by_comm);
   g_hash_table_destroy(c->crowded);
+  g_free(c->index);
   g_free(c);
 }
 
@@ -429,13 +474,66 @@ static void eng_template_hosted(eng_costs *c, int tmpl, int rank, double slow, e
   t->period = MAX(t->period, per_run);
 }
 
+static const eng_tmpl *eng_template_computed(eng_costs *c, int tmpl, int rank);
+
 static const eng_tmpl *eng_template_times(eng_costs *c, int tmpl, int rank)
+{
+  int cls = c->p->class_of[rank];
+  const eng_tmpl **slot = c->index && (guint)tmpl < c->nindex && (guint)cls < c->nindex
+                              ? &c->index[(gsize)tmpl * c->nindex + (guint)cls]
+                              : NULL;
+  if (slot && *slot)
+    return *slot;
+  const eng_tmpl *t = eng_template_computed(c, tmpl, rank);
+  if (slot)
+    *slot = t;
+  return t;
+}
+
+/* The durations of `tmpl`'s collectives as `rank` runs them, as eng_template_pass takes them. */
+static eng_comm_key *eng_template_comm_key(eng_costs *c, int tmpl, int rank)
+{
+  const prog_class *k = prog_class_at(c->p, tmpl);
+  guint n = 0;
+  for (guint i = 0; i < k->ops->len; i++)
+    n += g_array_index(k->ops, prog_op, i).kind == PROG_COMM;
+  eng_comm_key *key = g_malloc(eng_comm_key_size(n));
+  key->tmpl = tmpl;
+  key->n = n;
+  n = 0;
+  for (guint i = 0; i < k->ops->len; i++) {
+    const prog_op *op = &g_array_index(k->ops, prog_op, i);
+    if (op->kind != PROG_COMM)
+      continue;
+    const coll_schedule *s = eng_schedule_for(c->pl, c->p, op, rank, NULL);
+    key->dur[n++] = s ? op->count * eng_coll_crowded(c, op, rank, s) : 0;
+  }
+  return key;
+}
+
+static eng_tmpl *eng_template_evaluate(eng_costs *c, int tmpl, int rank);
+
+static const eng_tmpl *eng_template_computed(eng_costs *c, int tmpl, int rank)
 {
   gpointer key = GINT_TO_POINTER(tmpl * 65536 + c->p->class_of[rank] + 1);
   eng_tmpl *t = g_hash_table_lookup(c->templates, key);
   if (t)
     return t;
-  t = g_new0(eng_tmpl, 1);
+  eng_comm_key *comm = eng_template_comm_key(c, tmpl, rank);
+  t = g_hash_table_lookup(c->by_comm, comm);
+  if (t) {
+    g_free(comm);
+  } else {
+    t = eng_template_evaluate(c, tmpl, rank);
+    g_hash_table_insert(c->by_comm, comm, t);
+  }
+  g_hash_table_insert(c->templates, key, t);
+  return t;
+}
+
+static eng_tmpl *eng_template_evaluate(eng_costs *c, int tmpl, int rank)
+{
+  eng_tmpl *t = g_new0(eng_tmpl, 1);
   t->gpu_makespan = eng_template_pass(c, tmpl, rank, false, t, NULL, NULL, NULL);
   t->sync = eng_template_pass(c, tmpl, rank, true, t, NULL, NULL, NULL);
   /* communication kernels hold SMs: the compute that runs beside them is slower */
@@ -448,16 +546,19 @@ static const eng_tmpl *eng_template_times(eng_costs *c, int tmpl, int rank)
     async = MAX(async, t->async_comm[d]);
   t->gpu_period = MAX(t->sync, async);
   eng_template_hosted(c, tmpl, rank, slow, t);
-  g_hash_table_insert(c->templates, key, t);
   return t;
+}
+
+static double eng_macro_duration(const eng_tmpl *t, const prog_op *op)
+{
+  return op->count ? t->makespan + (op->count - 1) * t->period : 0;
 }
 
 double eng_op_duration(eng_costs *c, const prog_op *op, int rank)
 {
   if (op->tmpl < 0)
     return eng_compute_time(c->hw, op);
-  const eng_tmpl *t = eng_template_times(c, op->tmpl, rank);
-  return op->count ? t->makespan + (op->count - 1) * t->period : 0;
+  return eng_macro_duration(eng_template_times(c, op->tmpl, rank), op);
 }
 
 /* Splits `total` over the dimensions in proportion to `weights` (all to `fallback` if none). */
@@ -474,7 +575,8 @@ static void eng_split(double total, const double weights[PROG_NDIMS], prog_dim f
 double eng_op_spans(eng_costs *c, const prog_op *op, int rank, double start, GArray *spans,
                     double hidden[PROG_NDIMS])
 {
-  double dur = eng_op_duration(c, op, rank);
+  const eng_tmpl *t = op->tmpl >= 0 ? eng_template_times(c, op->tmpl, rank) : NULL;
+  double dur = t ? eng_macro_duration(t, op) : eng_compute_time(c->hw, op);
   if (op->tmpl < 0 || op->count == 0) {
     /* the GPU idles first while the host launches, then runs the kernels */
     double busy = op->tmpl < 0 ? MIN(dur, eng_kernel_time(c->hw, op)) : dur;
@@ -485,24 +587,27 @@ double eng_op_spans(eng_costs *c, const prog_op *op, int rank, double start, GAr
   /* A macro: its compute, then the waits of its synchronous chain (tensor / context parallel
    * collectives), then what the asynchronous streams added; the rest of each dimension's
    * collectives ran under compute. */
-  const eng_tmpl *t = eng_template_times(c, op->tmpl, rank);
   double n = op->count, compute = n * t->compute;
   double sync_wait[PROG_NDIMS], async_wait[PROG_NDIMS];
   eng_split(n * (t->sync - t->compute), t->sync_comm, PROG_DIM_TP, sync_wait);
   /* what the launch queue adds is idle GPU, no span: the breakdown's "other" */
   double gpu = t->gpu_makespan + (n - 1) * t->gpu_period;
   eng_split(MAX(0.0, MIN(dur, gpu) - n * t->sync), t->async_comm, PROG_DIM_DP, async_wait);
+  /* appended together: an append each was a twentieth of an analytic run */
+  eng_span add[1 + PROG_NDIMS];
+  guint nadd = 0;
   double at = start;
   if (compute > 0)
-    g_array_append_val(spans, ((eng_span){at, at + compute, -1}));
+    add[nadd++] = (eng_span){at, at + compute, -1};
   at += compute;
   for (int d = 0; d < PROG_NDIMS; d++) {
     double wait = sync_wait[d] + async_wait[d];
     if (wait > 0)
-      g_array_append_val(spans, ((eng_span){at, at + wait, d}));
+      add[nadd++] = (eng_span){at, at + wait, d};
     at += wait;
     hidden[d] += MAX(0.0, n * (t->sync_comm[d] + t->async_comm[d]) - wait);
   }
+  g_array_append_vals(spans, add, nadd);
   return dur;
 }
 
@@ -627,26 +732,46 @@ typedef struct {
   int delta; /* +1 start, -1 end */
 } eng_edge;
 
-static int eng_edge_cmp(const void *a, const void *b)
+/* Ends before starts at the same instant; edges equal in both may come in any order (between
+ * them no time passes). */
+static bool eng_edge_before(const eng_edge *x, const eng_edge *y)
 {
-  const eng_edge *x = a, *y = b;
-  if (x->t != y->t)
-    return x->t < y->t ? -1 : 1;
-  return x->delta - y->delta; /* ends before starts at the same instant */
+  return x->t < y->t || (x->t == y->t && x->delta < y->delta);
+}
+
+/* Sorts `n` edges with `tmp` (room for n) as scratch: a merge sort with the comparison inline,
+ * where qsort's callback was a twentieth of an analytic run. Returns the sorted array (`e` or
+ * `tmp`). */
+static eng_edge *eng_edges_sort(eng_edge *e, eng_edge *tmp, size_t n)
+{
+  for (size_t width = 1; width < n; width *= 2) {
+    for (size_t lo = 0; lo < n; lo += 2 * width) {
+      size_t mid = MIN(lo + width, n), hi = MIN(lo + 2 * width, n), i = lo, j = mid, k = lo;
+      while (i < mid && j < hi)
+        tmp[k++] = eng_edge_before(&e[j], &e[i]) ? e[j++] : e[i++];
+      while (i < mid)
+        tmp[k++] = e[i++];
+      while (j < hi)
+        tmp[k++] = e[j++];
+    }
+    eng_edge *swap = e;
+    e = tmp;
+    tmp = swap;
+  }
+  return e;
 }
 
 void eng_breakdown(GArray *spans, const double hidden[PROG_NDIMS], bool pipelined, double step,
                    eng_result *out)
 {
   guint n = spans->len;
-  eng_edge *e = g_new(eng_edge, 2 * (gsize)MAX(n, 1u));
+  eng_edge *buf = g_new(eng_edge, 4 * (gsize)MAX(n, 1u));
   for (guint i = 0; i < n; i++) {
     const eng_span *s = &g_array_index(spans, eng_span, i);
-    e[2 * i] = (eng_edge){s->start, s->what, +1};
-    e[2 * i + 1] = (eng_edge){s->end, s->what, -1};
+    buf[2 * i] = (eng_edge){s->start, s->what, +1};
+    buf[2 * i + 1] = (eng_edge){s->end, s->what, -1};
   }
-  if (n > 0)
-    qsort(e, 2 * (size_t)n, sizeof *e, eng_edge_cmp);
+  const eng_edge *e = eng_edges_sort(buf, buf + 2 * (gsize)MAX(n, 1u), 2 * (size_t)n);
   int active[PROG_NDIMS + 1] = {0}; /* [0] compute, [1 + dim] */
   double compute = 0, exposed = 0, bubble = 0, comm[PROG_NDIMS] = {0}, exp_dim[PROG_NDIMS] = {0};
   double prev = 0;
@@ -672,7 +797,7 @@ void eng_breakdown(GArray *spans, const double hidden[PROG_NDIMS], bool pipeline
     prev = e[i].t;
     active[e[i].what + 1] += e[i].delta;
   }
-  g_free(e);
+  g_free(buf);
   out->compute = compute;
   out->exposed_comm = exposed;
   out->bubble = bubble;

@@ -125,6 +125,9 @@ typedef struct {
   eng_fold_info fold;   /* which ranks the DES simulated (DES) */
 } eng_result;
 
+/* The DES runs in a forked child, and fork() copies only the calling thread: call it while this
+ * process has no other thread, or a lock one of them holds stays held in the child. A child that
+ * then makes no progress is killed after $DLSIM_DES_STALL seconds (120) and the run fails. */
 bool eng_run(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
              eng_result *out, GError **err);
 void eng_result_clear(eng_result *r);

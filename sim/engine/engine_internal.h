@@ -4,6 +4,8 @@
 
 #include "engine/engine.h"
 
+#include <sys/types.h>
+
 /* An interval of activity of one rank, for the breakdown. */
 typedef struct {
   double start, end;
@@ -101,5 +103,29 @@ bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_opt
                       eng_result *out, GError **err);
 bool eng_run_des(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
                  eng_result *out, GError **err);
+
+/* The DES parent's watch over its child (des_watch.c): reads wait with it, and a child that
+ * neither sends a byte nor uses CPU time for `stall` seconds is killed, `error` saying so. */
+typedef struct {
+  pid_t pid;
+  double stall;   /* seconds */
+  long long cpu;  /* the child's CPU time at the last look, in clock ticks */
+  gint64 last;    /* when the child was last seen doing something (monotonic, us) */
+  bool killed;    /* the watch gave up and killed the child */
+  int pidfd;      /* readable once the child has exited (-1: none, waitpid alone) */
+  GError *error;  /* why the watch gave up; NULL otherwise */
+} des_watch;
+
+/* The stall limit: $DLSIM_DES_STALL seconds, 120 by default; a bad value is an input error. */
+bool des_watch_stall(double *stall, GError **err);
+void des_watch_start(des_watch *w, pid_t pid, double stall);
+/* Waits until `fd` can be read (or is closed) while the child makes progress; false once the
+ * watch gave up (w->error). */
+bool des_watch_readable(des_watch *w, int fd);
+/* Reaps the child into `status`, killing it first if it stops making progress (false then,
+ * w->error saying why). */
+bool des_watch_exit(des_watch *w, int *status);
+/* Closes what the watch holds. */
+void des_watch_end(des_watch *w);
 
 #endif

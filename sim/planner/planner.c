@@ -40,7 +40,7 @@ plan_setup *plan_setup_new(cfg_cluster *c, cfg_workload *w, int global_batch, GE
   }
   /* as sim_run (sim_mps_cluster): the workload's host launch time floors every kernel, so the
    * closed form ranks host-bound layouts as the engine runs them */
-  s->c->gpu.efficiency.host_dispatch = w->training.host_dispatch;
+  s->c->gpu.efficiency.host_dispatch = cfg_host_dispatch(s->c, w);
   s->hw = hw_cluster_new(s->c);
   s->gpus = cfg_cluster_gpus(s->c);
   s->opt.kind = ENG_ANALYTIC;
@@ -77,6 +77,7 @@ void plan_setup_free(plan_setup *s)
     g_hash_table_destroy(s->groups);
   if (s->crowds)
     g_hash_table_destroy(s->crowds);
+  sim_cache_free(s->runs);
   coll_planner_free(s->pl);
   coll_runtime_free(s->runtime);
   hw_cluster_free(s->hw);

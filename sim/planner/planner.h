@@ -53,6 +53,8 @@ typedef struct {
   bool tokens_per_gpu;  /* objective: throughput per GPU (else step time) */
   plan_run_objective by_run; /* rank the refined layouts by their run estimate instead */
   int shard, nshards;   /* this process screens candidates with index % nshards == shard */
+  bool fresh_runs;      /* each refined layout simulated alone, sharing no hardware or
+                         * collective plans with the others (checking: the same figures) */
   void (*progress)(double fraction, void *ctx);
   void *progress_ctx;
 } plan_options;
@@ -70,6 +72,7 @@ typedef struct {
   long candidates, valid, fits; /* enumerated; valid layouts; of those, fitting */
   GArray *best;                 /* plan_candidate: the `refine` best estimates, best first */
   double elapsed_s;
+  int simulated;                /* layouts plan_refine ran on the analytic engine */
 } plan_screen_result;
 
 /* How many estimates the screen keeps for `refine` distinct layouts: layouts one knob away

@@ -7,6 +7,7 @@
 #include "collectives/collectives.h"
 #include "engine/engine.h"
 #include "hardware/hardware.h"
+#include "run/run.h"
 #include "serving/serving.h"
 #include "workloads/workloads.h"
 
@@ -29,6 +30,7 @@ struct plan_setup {
   GHashTable *colls;      /* plan_coll_entry */
   GHashTable *groups;     /* group key -> collective planner id */
   GHashTable *crowds;     /* plan_crowd_key -> coll_crowd: a group's plan beside its siblings */
+  sim_cache *runs;        /* what the refined layouts' analytic runs share, made on first use */
 };
 
 bool plan_valid(const plan_setup *s, const plan_layout *l);

@@ -282,12 +282,24 @@ static bool plan_estimate_run(const sim_result *run, plan_candidate *c, GError *
   return true;
 }
 
-static bool plan_simulate(plan_setup *s, plan_candidate *c, eng_kind kind, bool whole,
-                          GError **err)
+/* The refined layouts' analytic runs share one cache: the hardware, and the plan of every
+ * group two layouts both have (a data-parallel group is the same ranks whatever the pipeline
+ * depth next to it). */
+static sim_cache *plan_runs_cache(plan_setup *s, GError **err)
+{
+  if (!s->runs)
+    s->runs = sim_cache_new(s->c, s->w, err);
+  return s->runs;
+}
+
+static bool plan_simulate(plan_setup *s, const plan_options *po, plan_candidate *c,
+                          eng_kind kind, bool whole, GError **err)
 {
   cfg_workload w;
   plan_apply(s, &c->l, &w);
   sim_options o = sim_options_for(kind);
+  if (kind == ENG_ANALYTIC && !po->fresh_runs && !(o.cache = plan_runs_cache(s, err)))
+    return false;
   sim_result run;
   bool ok = sim_run(s->c, &w, &o, &run, err);
   if (ok && kind == ENG_ANALYTIC && whole)
@@ -503,7 +515,8 @@ bool plan_refine(plan_setup *s, const plan_options *o, plan_screen_result *r, GE
   for (guint i = 0; ok && i < pool->len && (int)kept->len < o->refine; i++) {
     plan_candidate *c = &g_array_index(pool, plan_candidate, i);
     c->time_to_train_s = c->energy_kwh = c->cost_usd = NAN;
-    ok = plan_simulate(s, c, ENG_ANALYTIC, o->by_run != PLAN_BY_STEP, err);
+    ok = plan_simulate(s, o, c, ENG_ANALYTIC, o->by_run != PLAN_BY_STEP, err);
+    r->simulated++;
     if (ok && !plan_collapse(kept, seen, c)) {
       plan_seen mine = {.l = c->l, .step = c->step_time_s, .row = kept->len};
       g_array_append_val(seen, mine);
@@ -520,7 +533,7 @@ bool plan_refine(plan_setup *s, const plan_options *o, plan_screen_result *r, GE
   r->best = kept;
   g_array_sort_with_data(kept, plan_cmp_with, GINT_TO_POINTER(o->by_run));
   for (guint i = 0; i < kept->len && (int)i < o->top_k; i++)
-    if (!plan_simulate(s, &g_array_index(kept, plan_candidate, i), ENG_DES, false, err))
+    if (!plan_simulate(s, o, &g_array_index(kept, plan_candidate, i), ENG_DES, false, err))
       return false;
   plan_rank(kept, o->by_run);
   return true;

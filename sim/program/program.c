@@ -439,12 +439,3 @@ uint32_t prog_macro(prog_program *p, int cls, const char *name, int tmpl, uint32
   return prog_push(p, cls, &op, deps, ndeps);
 }
 
-prog_op *prog_op_at(const prog_program *p, int cls, uint32_t idx)
-{
-  return &g_array_index(prog_class_at(p, cls)->ops, prog_op, idx);
-}
-
-const uint32_t *prog_op_deps(const prog_program *p, int cls, const prog_op *op)
-{
-  return &g_array_index(prog_class_at(p, cls)->deps, uint32_t, op->dep_start);
-}

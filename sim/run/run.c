@@ -10,6 +10,61 @@ sim_options sim_options_for(eng_kind engine)
   return (sim_options){.engine = engine, .fold = true};
 }
 
+struct sim_cache {
+  cfg_cluster *mps; /* sim_mps_cluster's copy, when the runs see one */
+  hw_cluster *hw;
+  coll_runtime *runtime;
+  coll_planner *planner;
+};
+
+sim_cache *sim_cache_new(const cfg_cluster *c, const cfg_workload *w, GError **err)
+{
+  sim_cache *k = g_new0(sim_cache, 1);
+  k->mps = sim_mps_cluster(c, w);
+  k->hw = hw_cluster_new(k->mps ? k->mps : c);
+  eng_options o = {.kind = ENG_ANALYTIC};
+  const cfg_collectives *cl = &w->collectives;
+  k->runtime = coll_runtime_new(cl, w->doc, err);
+  if (!k->runtime || !coll_algo_parse(cl->algorithm, &o.algo, err) ||
+      !coll_proto_parse(cl->protocol, &o.proto, err)) {
+    sim_cache_free(k);
+    return NULL;
+  }
+  o.runtime = k->runtime;
+  k->planner = eng_planner_new(k->hw, &o);
+  coll_planner_key_by_ranks(k->planner);
+  return k;
+}
+
+void sim_cache_free(sim_cache *k)
+{
+  if (!k)
+    return;
+  coll_planner_free(k->planner);
+  coll_runtime_free(k->runtime);
+  hw_cluster_free(k->hw);
+  g_free(k->mps);
+  g_free(k);
+}
+
+/* The collective planner the runs of `out` share: its cache's (analytic runs with folded
+ * collectives, as the cache's planner plans), else one of their own (sim_planner_done frees
+ * it), or none for the DES. */
+static coll_planner *sim_planner_for(sim_result *out)
+{
+  const eng_options *o = &out->options;
+  if (o->kind != ENG_ANALYTIC)
+    return NULL;
+  return out->cache && !o->unfold ? out->cache->planner : eng_planner_new(out->hw, o);
+}
+
+static void sim_planner_done(sim_result *out, coll_planner *pl)
+{
+  out->options.planner = NULL;
+  if (!out->cache || pl != out->cache->planner)
+    coll_planner_free(pl);
+}
+
 /* Micro-batches each data-parallel replica runs per step. */
 static int sim_micro_batches(const cfg_workload *w)
 {
@@ -60,8 +115,14 @@ static bool sim_build_with(sim_result *out, int micro, prog_program **prog, GErr
 static bool sim_run_with(sim_result *out, int micro, prog_program **prog, eng_result *res,
                          GError **err)
 {
-  return sim_build_with(out, micro, prog, err) &&
-         eng_run(*prog, out->hw, &out->options, res, err);
+  if (!sim_build_with(out, micro, prog, err))
+    return false;
+  /* a planner of its own is the engine's to make */
+  coll_planner *pl = out->cache ? sim_planner_for(out) : NULL;
+  out->options.planner = pl;
+  bool ok = eng_run(*prog, out->hw, &out->options, res, err);
+  sim_planner_done(out, pl);
+  return ok;
 }
 
 /* The fold's two runs, built together (one model, one set of groups); the second shares the
@@ -79,9 +140,7 @@ static bool sim_run_pair(sim_result *out, int m1, int m2, prog_program **p1, eng
   out->program = p[1];
   for (int i = 0; i < 2; i++)
     mem_annotate_program(p[i], &out->memory);
-  coll_planner *shared = out->options.kind == ENG_ANALYTIC
-                             ? eng_planner_new(out->hw, &out->options)
-                             : NULL;
+  coll_planner *shared = sim_planner_for(out);
   out->options.planner = shared;
   /* and the template times, when the templates are the same (they do not depend on the
    * batch either) */
@@ -93,9 +152,7 @@ static bool sim_run_pair(sim_result *out, int m1, int m2, prog_program **p1, eng
   ok = ok && eng_run(out->program, out->hw, &out->options, &out->eng, err);
   eng_costs_free(out->options.costs);
   out->options.costs = NULL;
-  out->options.planner = NULL;
-  if (shared)
-    coll_planner_free(shared);
+  sim_planner_done(out, shared);
   return ok;
 }
 
@@ -246,7 +303,7 @@ static bool sim_engine_options(sim_result *out, const sim_options *o, GError **e
 cfg_cluster *sim_mps_cluster(const cfg_cluster *c, const cfg_workload *w)
 {
   int k = w->has_training ? w->parallel.processes_per_gpu : 1;
-  double host = w->has_training ? w->training.host_dispatch : 0;
+  double host = cfg_host_dispatch(c, w);
   if (k <= 1 && !(host > 0))
     return NULL;
   cfg_cluster *v = g_memdup2(c, sizeof *c);
@@ -290,7 +347,8 @@ bool sim_run(const cfg_cluster *c, const cfg_workload *w, const sim_options *o, 
                                           eng_kind_name(o->engine));
   if (!bud_check(o->budget ? o->budget : &def, what, bud_run(gpus, o->engine == ENG_DES), err))
     return false;
-  out->hw = hw_cluster_new(c);
+  out->cache = o->engine == ENG_ANALYTIC ? o->cache : NULL;
+  out->hw = out->cache ? out->cache->hw : hw_cluster_new(c);
   if (!sim_engine_options(out, o, err))
     return false;
   mem_options mo = {.states_only = false};
@@ -352,7 +410,7 @@ bool sim_run_files(const char *cluster, const char *workload, char *const *sets,
 
 void sim_result_bracket(sim_result *r, const unc_table *t)
 {
-  const unc_band *b = unc_band_of(t, unc_run_kind(r->workload));
+  const unc_band *b = unc_band_for_run(t, r->workload);
   if (!b)
     return;
   sim_interval *i = &r->interval;
@@ -367,7 +425,8 @@ void sim_result_clear(sim_result *r)
   eng_result_clear(&r->eng);
   mem_report_clear(&r->memory);
   prog_free(r->program);
-  hw_cluster_free(r->hw);
+  if (!r->cache)
+    hw_cluster_free(r->hw);
   coll_runtime_free(r->runtime);
   g_free(r->mps_cluster);
   cfg_workload_free(r->own_workload);

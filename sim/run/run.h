@@ -19,6 +19,15 @@
 #include "uncertainty/uncertainty.h"
 #include "workloads/workloads.h"
 
+/* What analytic runs on one cluster with one workload's collectives settings may share (the
+ * planner's sweep over layouts): the hardware and a collective planner that knows groups by
+ * their ranks, so a group two layouts both have is planned once. Its owner makes it from the
+ * cluster and workload the runs are given (their parallel layout and batch may differ) and
+ * frees it after the last run. */
+typedef struct sim_cache sim_cache;
+sim_cache *sim_cache_new(const cfg_cluster *c, const cfg_workload *w, GError **err);
+void sim_cache_free(sim_cache *k);
+
 typedef struct {
   eng_kind engine;
   bool trace;        /* keep every op's interval and memory samples (for --trace) */
@@ -28,6 +37,8 @@ typedef struct {
   bool unfold_colls; /* run collectives step by step instead of folded phases (for checking) */
   bool all_ranks;    /* DES: simulate every rank, none for its symmetric siblings (checking) */
   const bud_limits *budget; /* what the run may cost; NULL: the defaults */
+  sim_cache *cache;  /* analytic runs share its hardware and, with collectives folded, its
+                      * collective plans (NULL: their own) */
   /* Called now and then with the fraction of the whole run done, both folded runs together
    * (NULL: never); from the DES's child process (see eng_options.progress). */
   void (*progress)(double fraction, void *ctx);
@@ -81,7 +92,8 @@ typedef struct {
   cfg_cluster *mps_cluster; /* processes_per_gpu > 1 or a host_dispatch: see sim_mps_cluster */
   sim_stragglers stragglers;
   bool folded;           /* the step was extended from two micro-batch counts */
-  /* private: what sim_run_files loaded */
+  /* private: the cache the run used (hw is then its), what sim_run_files loaded */
+  sim_cache *cache;
   cfg_cluster *own_cluster;
   cfg_workload *own_workload;
 } sim_result;

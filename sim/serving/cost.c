@@ -38,6 +38,7 @@ struct srv_cost {
   double expert_ffn, shared_ffn;
   srv_ep ep;
   double host;          /* serving.iteration_overhead */
+  double decode_bw, decode_half; /* serving.decode_attention_bandwidth / _half */
   bool host_hidden;     /* the scheduler runs ahead: host work overlaps the GPUs' */
   double sm_reserved;   /* collectives.sm_reserved */
   int *tp_ranks;        /* the first replica's first stage */
@@ -187,6 +188,36 @@ static void srv_qkv(const srv_cost *c, double T, srv_parts *p)
   p->gemm += srv_gemm(c, T, c->kvr, 2 * c->heads * c->d, c->wb);
 }
 
+/* The (sequence, KV head) items a decode attention kernel streams at once: one per KV head of
+ * every decoding sequence (MLA: one latent per sequence). A kernel short of items splits each
+ * one's keys in chunks of 256 (flash-decoding), up to `target` items. */
+static double srv_decode_items(const srv_cost *c, const srv_batch *b, double target)
+{
+  double heads = c->kvr > 0 ? 1 : c->kv_heads;
+  double items = b->decodes * heads;
+  double chunks = heads * MAX(b->decode_kv / 256, b->decodes);
+  return MAX(items, MIN(chunks, target));
+}
+
+/* The decode attention kernel: each item gathers its K and V block by block through the block
+ * table, and the KV read, not the FLOPs, sets the time. A paged kernel reaches the engine's
+ * fraction of HBM bandwidth only with many items in flight (each one streams at a fraction of
+ * an SM's share): rate = bandwidth x items / (items + half). Without the engine's figures, the
+ * generic roofline at the GPU's memory efficiency (validation/README.md, "Decode attention"). */
+static double srv_decode_attention(const srv_cost *c, const srv_batch *b, double flops,
+                                   double bytes)
+{
+  if (c->decode_bw <= 0 || bytes <= 0)
+    return srv_kernel(c, CFG_KCLASS_ATTENTION, c->attn_dtype, flops, bytes, 0);
+  const cfg_gpu *g = &hw_config(c->hw)->gpu;
+  double items = srv_decode_items(c, b, 4 * c->decode_half);
+  double eff = c->decode_bw * items / (items + c->decode_half);
+  hw_kernel compute = {.kclass = CFG_KCLASS_ATTENTION, .dtype = c->attn_dtype, .flops = flops};
+  double launch = g->efficiency.launch_overhead;
+  return MAX(hw_kernel_time(c->hw, &compute) - launch, bytes / (g->memory_bandwidth * eff)) +
+         launch;
+}
+
 /* Attention over the KV cache: prefill (compute-bound) and decode (reads each sequence's KV)
  * are separate kernels, as serving engines launch them; the new tokens' K and V are written. */
 static void srv_attention(const srv_cost *c, const srv_batch *b, srv_parts *p)
@@ -206,9 +237,8 @@ static void srv_attention(const srv_cost *c, const srv_batch *b, srv_parts *p)
                              b->prefill_kv * kv_token + b->prefill_tokens * qo +
                                  (b->decodes ? 0 : write),
                              0);
-  p->attention += srv_kernel(c, CFG_KCLASS_ATTENTION, c->attn_dtype, dflops,
-                             b->decode_kv * kv_token + dq * qo + (b->decodes ? write : 0),
-                             0);
+  p->attention += srv_decode_attention(c, b, dflops,
+                                       b->decode_kv * kv_token + dq * qo + (b->decodes ? write : 0));
 }
 
 /* A layer without its all-to-alls; returns the routed experts' time under wide EP. */
@@ -463,6 +493,8 @@ static void srv_shape(srv_cost *c, const cfg_model *m, const cfg_serving *s)
     c->shared_ffn = m->moe.shared_experts * m->moe.expert_ffn_hidden / t;
   }
   c->host = s->iteration_overhead;
+  c->decode_bw = s->decode_attention_bandwidth;
+  c->decode_half = s->decode_attention_half;
   c->host_hidden = srv_schedules_ahead(s);
 }
 

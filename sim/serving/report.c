@@ -273,6 +273,18 @@ static cJSON *srv_dist_json(const srv_dist *d)
   return j;
 }
 
+/* Where the iterations' time went, summed over the run: the cost model's terms, for finding
+ * which of them a miss comes from. */
+static cJSON *srv_parts_json(const srv_time *t)
+{
+  const char *names[] = {"total", "gemm", "attention", "other", "comm", "host", "draft"};
+  const double secs[] = {t->total, t->gemm, t->attention, t->other, t->comm, t->host, t->draft};
+  cJSON *o = cJSON_CreateObject();
+  for (size_t i = 0; i < G_N_ELEMENTS(names); i++)
+    cJSON_AddNumberToObject(o, names[i], secs[i]);
+  return o;
+}
+
 static cJSON *srv_capacity_json(const srv_capacity *c)
 {
   cJSON *j = cJSON_CreateObject();
@@ -415,6 +427,7 @@ cJSON *srv_result_json(const srv_result *r)
   cJSON_AddNumberToObject(k, "mean", r->kv_mean);
   cJSON_AddNumberToObject(k, "max", r->kv_max);
   cJSON_AddItemToObject(j, "kv_cache", srv_capacity_json(&r->capacity));
+  cJSON_AddItemToObject(j, "iteration_parts_s", srv_parts_json(&r->parts));
   if (r->ep.on)
     cJSON_AddItemToObject(j, "wide_ep", srv_ep_json(r));
   if (r->prefix.on)

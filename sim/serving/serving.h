@@ -220,6 +220,9 @@ typedef struct {
   double wall_time;          /* seconds the simulator took */
   srv_prefix_stats prefix;
   srv_spec_stats spec;
+  /* the iterations' time by part, summed over every iteration of every replica (and pool):
+   * which term of the cost model the run spends its time in (period unused) */
+  srv_time parts;
   /* 80 % intervals (srv_result_bracket): mean TTFT, mean TBT, output tokens/s; cases 0: none */
   double ttft_interval[2], tbt_interval[2], throughput_interval[2];
   int interval_cases[3];

@@ -214,6 +214,7 @@ struct srv_sim {
   srv_prefix_stats prefix;
   GRand *spec_rng;     /* speculative decoding's acceptances (NULL: none) */
   srv_spec_stats spec;
+  srv_time parts;      /* summed over its iterations */
 };
 
 /* Blocks a request of `tokens` tokens needs. */

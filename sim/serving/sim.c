@@ -217,6 +217,18 @@ static void srv_hold_back(srv_lane *lane, double since, GQueue *later)
   }
 }
 
+/* A run's time by part (srv_result.parts). */
+static void srv_time_add(srv_time *to, const srv_time *t)
+{
+  to->total += t->total;
+  to->gemm += t->gemm;
+  to->attention += t->attention;
+  to->other += t->other;
+  to->comm += t->comm;
+  to->host += t->host;
+  to->draft += t->draft;
+}
+
 /* Starts the lane's next iteration. `ahead`: the scheduler planned it when the iteration just
  * finished began (serving.async_scheduling), so requests that arrived since wait for the next
  * one. */
@@ -239,6 +251,7 @@ static void srv_lane_start_planned(srv_run *run, srv_lane *lane, bool ahead)
   srv_time t;
   srv_iteration_time(s->cost, &lane->shape, &t);
   s->spec.draft_s += t.draft;
+  srv_time_add(&s->parts, &t);
   double start = MAX(s->now, rep->stage0_free);
   double dur = t.total + lane->pending_cost;
   rep->stage0_free = start + t.period + lane->pending_cost;
@@ -931,6 +944,9 @@ static void srv_collect(srv_run *run, srv_result *out)
   if (run->dis) /* the decode pool verifies; its replicas cache no prefixes */
     srv_spec_add(&out->spec, &run->dis->sim.spec);
   out->spec.busy_s = run->busy;
+  out->parts = run->sim.parts;
+  if (run->dis)
+    srv_time_add(&out->parts, &run->dis->sim.parts);
   srv_timeline_samples(run, t1, out->timeline);
   if (run->dis) {
     srv_collect_pools(run, out);

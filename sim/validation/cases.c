@@ -71,7 +71,7 @@ void val_run_case(val_row *row)
     return;
   }
   GError *err = NULL;
-  if (!val_predict(&row->c, NULL, &row->predicted, &err)) {
+  if (!val_predict(&row->c, NULL, &row->predicted, &row->run_kind, &err)) {
     row->failure = g_strdup(err->message);
     g_error_free(err);
     return;
@@ -82,17 +82,12 @@ void val_run_case(val_row *row)
 }
 
 /* Cases that run the DES (which forks) run on the calling thread once the others are done: a
- * fork while other threads run could copy a lock one of them holds. */
+ * fork copies only the calling thread, so a lock another thread holds at that moment stays held
+ * in the child forever. */
 static bool val_needs_main_thread(const cfg_case *c)
 {
   bool forks = !c->command || strcmp(c->command, "run") == 0 || strcmp(c->command, "replay") == 0;
   return c->engine && (forks || c->table);
-}
-
-static void val_run_one(gpointer data, gpointer user)
-{
-  (void)user;
-  val_run_case(data);
 }
 
 bool val_load_files(GPtrArray *files, GArray **rows, GError **err)
@@ -114,19 +109,47 @@ static bool val_in_share(guint i, int shard, int nshards)
   return nshards <= 1 || i % (guint)nshards == (guint)shard;
 }
 
+/* The rows the threads share: each takes the next index until none is left. */
+typedef struct {
+  GArray *rows;
+  int shard, nshards;
+  gint next;
+} val_queue;
+
+static gpointer val_run_queue(gpointer data)
+{
+  val_queue *q = data;
+  for (guint i; (i = (guint)g_atomic_int_add(&q->next, 1)) < q->rows->len;) {
+    val_row *row = &g_array_index(q->rows, val_row, i);
+    if (val_in_share(i, q->shard, q->nshards) && !val_needs_main_thread(&row->c))
+      val_run_case(row);
+  }
+  return NULL;
+}
+
+/* Plain threads, joined, rather than a GThreadPool: g_thread_pool_free returns once the tasks
+ * are done but before its threads have exited (still releasing their GLib state under locks),
+ * and GLib keeps a thread to spawn pool threads for the rest of the process. After the joins
+ * no other thread exists when the DES cases fork. */
+static void val_run_threaded(GArray *r, int threads, int shard, int nshards)
+{
+  val_queue q = {.rows = r, .shard = shard, .nshards = nshards};
+  GPtrArray *workers = g_ptr_array_new();
+  for (int t = 1; t < threads; t++)
+    g_ptr_array_add(workers, g_thread_new("dlsim-validate", val_run_queue, &q));
+  val_run_queue(&q);
+  for (guint t = 0; t < workers->len; t++)
+    g_thread_join(g_ptr_array_index(workers, t));
+  g_ptr_array_free(workers, TRUE);
+}
+
 void val_run_rows(GArray *r, int threads, int shard, int nshards)
 {
-  GThreadPool *pool = threads > 1 ? g_thread_pool_new(val_run_one, NULL, threads, TRUE, NULL) : NULL;
+  if (threads > 1)
+    val_run_threaded(r, threads, shard, nshards);
   for (guint i = 0; i < r->len; i++) {
     val_row *row = &g_array_index(r, val_row, i);
-    if (pool && val_in_share(i, shard, nshards) && !val_needs_main_thread(&row->c))
-      g_thread_pool_push(pool, row, NULL);
-  }
-  if (pool)
-    g_thread_pool_free(pool, FALSE, TRUE); /* waits for every pushed case */
-  for (guint i = 0; i < r->len; i++) {
-    val_row *row = &g_array_index(r, val_row, i);
-    if (val_in_share(i, shard, nshards) && (!pool || val_needs_main_thread(&row->c)))
+    if (val_in_share(i, shard, nshards) && (threads <= 1 || val_needs_main_thread(&row->c)))
       val_run_case(row);
   }
 }
@@ -195,12 +218,33 @@ static int val_compare_doubles(gconstpointer a, gconstpointer b)
   return (x > y) - (x < y);
 }
 
+/* Whether more of the metric is better (a rate, a share of the peak, KV blocks) or worse (a
+ * time: `*_s`, `*_s.mean`; bytes). Other metrics (flags) count as more-is-better. */
+static bool val_more_is_better(const char *metric)
+{
+  if (!metric || strstr(metric, "per_s") || strstr(metric, "GBps"))
+    return true;
+  return !(g_str_has_suffix(metric, "_s") || strstr(metric, "_s.") || strstr(metric, "bytes"));
+}
+
+/* A case's optimism: how much better than measured dlsim says things are, > 0 when it
+ * predicts a step too fast, a rate too high or memory too small. A table's is its median row's:
+ * busbw for collectives, time for GEMMs. Averaged per category, so that predicted / measured
+ * - 1 of times and of rates (opposite signs for one too-fast model) do not cancel. */
+static double val_signed_error(const val_row *r)
+{
+  if (r->c.table)
+    return val_is_gemm(&r->c) ? 1 / (1 + r->gemm_errors.signed_median) - 1
+                              : r->errors.signed_large;
+  return val_more_is_better(r->c.metric) ? r->error : 1 / (1 + r->error) - 1;
+}
+
 static void val_summary_of(const GArray *rows, const char *category, GArray *out)
 {
   val_summary s = {.category = category};
   GArray *abs = g_array_new(FALSE, FALSE, sizeof(double));
   double signed_sum = 0;
-  bool tables = false; /* a table's error is a median |error|: no sign to average */
+  /* a table's error is a median |error|; its sign comes from the table's signed median */
   for (guint i = 0; i < rows->len; i++) {
     const val_row *r = &g_array_index(rows, val_row, i);
     if (strcmp(val_category(&r->c), category) != 0)
@@ -211,17 +255,16 @@ static void val_summary_of(const GArray *rows, const char *category, GArray *out
       continue;
     }
     s.within += r->pass;
-    tables |= r->c.table != NULL;
     double a = fabs(r->error);
     g_array_append_val(abs, a);
-    signed_sum += r->error;
+    signed_sum += val_signed_error(r);
   }
   if (abs->len > 0) {
     g_array_sort(abs, val_compare_doubles);
     guint n = abs->len;
     s.median_abs = n % 2 ? g_array_index(abs, double, n / 2)
                          : (g_array_index(abs, double, n / 2 - 1) + g_array_index(abs, double, n / 2)) / 2;
-    s.mean_signed = tables ? NAN : signed_sum / n;
+    s.mean_signed = signed_sum / n;
   }
   g_array_free(abs, TRUE);
   if (s.cases > 0)

@@ -6,7 +6,9 @@
 #include <math.h>
 #include <string.h>
 
-/* The kinds, and which case metrics measure them: a time, or a rate of the same step. */
+/* The kinds, and which case metrics measure them: a time, or a rate of the same step. A
+ * training step's kind is also its workload's (unc_run_kind: large or small runs), so a
+ * category feeds the band of the runs it resembles. */
 typedef struct {
   const char *kind, *category, *metric;
   unc_sense sense;
@@ -17,14 +19,19 @@ static const val_kind_metric val_kind_metrics[] = {
     {"training", "training", "tokens_per_s", UNC_RATE},
     {"training", "training", "samples_per_s", UNC_RATE},
     {"training", "training", "model_tflops_per_gpu", UNC_RATE},
+    {"training.small", "training", "step_time_s", UNC_TIME},
+    {"training.small", "training", "tokens_per_s", UNC_RATE},
+    {"training.small", "training", "samples_per_s", UNC_RATE},
+    {"training.small", "training", "model_tflops_per_gpu", UNC_RATE},
+    {"training.small", "megatron-ci", "step_time_s", UNC_TIME},
     {"fsdp", "fsdp", "tokens_per_s", UNC_RATE},
     {"serve.ttft", "serving", "ttft_s.mean", UNC_TIME},
     {"serve.tbt", "serving", "tbt_s.mean", UNC_TIME},
     {"serve.throughput", "serving", "output_tokens_per_s", UNC_RATE},
 };
 
-static const char *const val_kinds[] = {"training", "fsdp", "serve.ttft", "serve.tbt",
-                                        "serve.throughput"};
+static const char *const val_kinds[] = {"training", "training.small", "fsdp", "serve.ttft",
+                                        "serve.tbt", "serve.throughput"};
 
 /* Predicted time / measured time of a check case of `kind`, or NAN when it is not one. MFU rows
  * are left out: they restate a step time already counted. */
@@ -33,6 +40,9 @@ static double val_time_ratio(const val_row *r, const char *kind)
   const cfg_case *c = &r->c;
   if (r->failure || c->role != CFG_CASE_CHECK || c->ratio_to || c->table || c->trace ||
       !(r->predicted > 0) || !(c->measured > 0))
+    return NAN;
+  /* a training-step case counts for its workload's kind only */
+  if (r->run_kind && g_str_has_prefix(kind, "training") && strcmp(r->run_kind, kind) != 0)
     return NAN;
   for (size_t i = 0; i < G_N_ELEMENTS(val_kind_metrics); i++) {
     const val_kind_metric *k = &val_kind_metrics[i];

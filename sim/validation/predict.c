@@ -152,7 +152,8 @@ static bool val_metric_of(const cfg_case *c, cJSON *j, double *out, GError **err
 }
 
 /* The case's metric with the cluster and workload it names, these overrides applied. */
-static bool val_predict_with(const cfg_case *c, char *const *sets, double *out, GError **err)
+static bool val_predict_with(const cfg_case *c, char *const *sets, double *out,
+                             const char **run_kind, GError **err)
 {
   if (strcmp(val_command(c), "replay") == 0)
     return val_metric_of(c, val_replay_json(c, sets, err), out, err);
@@ -160,20 +161,23 @@ static bool val_predict_with(const cfg_case *c, char *const *sets, double *out, 
   cfg_workload *w = NULL;
   bool ok = cfg_load_with(c->cluster, c->workload, sets, &cl, &w, err) &&
             val_metric_of(c, val_command_json(c, cl, w, err), out, err);
+  if (ok && run_kind && strcmp(val_command(c), "run") == 0)
+    *run_kind = unc_run_kind(w);
   cfg_cluster_free(cl);
   cfg_workload_free(w);
   return ok;
 }
 
-bool val_predict(const cfg_case *c, char *const *extra, double *out, GError **err)
+bool val_predict(const cfg_case *c, char *const *extra, double *out, const char **run_kind,
+                 GError **err)
 {
   g_auto(GStrv) sets = sim_strv_concat(c->set, extra);
   double value = 0, base = 1;
-  if (!val_predict_with(c, sets, &value, err))
+  if (!val_predict_with(c, sets, &value, run_kind, err))
     return false;
   if (c->ratio_to) {
     g_auto(GStrv) ratio = sim_strv_concat(c->ratio_to, extra);
-    if (!val_predict_with(c, ratio, &base, err))
+    if (!val_predict_with(c, ratio, &base, NULL, err))
       return false;
   }
   *out = value / base;

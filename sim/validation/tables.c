@@ -37,12 +37,27 @@ static void val_run_gemm_table(val_row *row)
   cfg_cluster_free(cl);
 }
 
+/* A case's `set` entries for its runtime profile (collectives.*: an MPI's or a framework's own
+ * costs, undone by `unfit` like the cluster's) or for its cluster; NULL-terminated, the strings
+ * borrowed from the case. */
+static char **val_sets_for(const cfg_case *c, bool runtime)
+{
+  GPtrArray *out = g_ptr_array_new();
+  for (int i = 0; c->set && c->set[i]; i++)
+    if (g_str_has_prefix(c->set[i], "collectives.") == runtime)
+      g_ptr_array_add(out, c->set[i]);
+  g_ptr_array_add(out, NULL);
+  return (char **)g_ptr_array_free(out, FALSE);
+}
+
 /* A table of collective times: predicted size by size, judged on the median busbw error. */
 static void val_run_coll_table(val_row *row)
 {
   const cfg_case *c = &row->c;
   GError *err = NULL;
   cfg_cluster *cl = NULL;
+  g_autofree char **cluster_sets = val_sets_for(c, false);
+  g_autofree char **runtime_sets = val_sets_for(c, true);
   calib_target t = {.gpus = c->gpus, .group = c->group_size > 0 ? c->group_size : c->gpus,
                     .engine = c->engine ? ENG_DES : ENG_ANALYTIC, .algo = COLL_ALGO_AUTO,
                     .proto = COLL_PROTO_AUTO};
@@ -50,12 +65,18 @@ static void val_run_coll_table(val_row *row)
                         .filters = c->filter};
   cfg_collectives rc = {0};
   coll_runtime *rt = NULL;
+  if (!c->runtime && runtime_sets[0]) {
+    g_set_error(&err, CFG_ERROR, CFG_ERROR_INPUT, "case %s: %s needs a runtime profile (key "
+                "'runtime')", c->name, runtime_sets[0]);
+    val_table_failed(row, err);
+    return;
+  }
   bool ok = prog_coll_parse(c->op, &t.op, &err) &&
             (!c->algorithm || coll_algo_parse(c->algorithm, &t.algo, &err)) &&
             (!c->time_unit || calib_time_unit(c->time_unit, &cols.time_scale, &err)) &&
             calib_table_load(c->table, &cols, &row->table, &err) &&
-            cfg_load_with(c->cluster, NULL, c->set, &cl, NULL, &err) &&
-            (!c->runtime || (cfg_runtime_load(c->runtime, &rc, &err) &&
+            cfg_load_with(c->cluster, NULL, cluster_sets, &cl, NULL, &err) &&
+            (!c->runtime || (cfg_runtime_load_with(c->runtime, runtime_sets, &rc, &err) &&
                              (rt = coll_runtime_new(&rc, NULL, &err)) != NULL));
   t.runtime = rt;
   if (ok) {

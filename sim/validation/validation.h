@@ -19,6 +19,7 @@ typedef struct {
   double predicted, error; /* error: predicted / measured - 1 (tables: the median |error|) */
   bool pass;               /* |error| within the case's tolerance */
   char *failure;           /* the prediction could not be made, and why */
+  const char *run_kind;    /* a run case's interval kind (unc_run_kind), else NULL */
   /* table cases */
   calib_table table;
   double *times;
@@ -44,8 +45,10 @@ void val_rows_free(GArray *rows);
 bool val_rows_leave_out_fits(GArray *rows, GError **err);
 
 /* The case's metric as dlsim predicts it, with `extra` overrides after the case's own (a
- * ratio_to case: the ratio). Not for table cases. */
-bool val_predict(const cfg_case *c, char *const *extra, double *out, GError **err);
+ * ratio_to case: the ratio); a run case's interval kind in *run_kind when not NULL (else
+ * left alone). Not for table cases. */
+bool val_predict(const cfg_case *c, char *const *extra, double *out, const char **run_kind,
+                 GError **err);
 /* Predicts one case into its row and compares. */
 void val_run_case(val_row *row);
 
@@ -61,8 +64,9 @@ const char *val_category(const cfg_case *c);
 typedef struct {
   const char *category;
   int cases, within, failed; /* failed: no prediction */
-  double median_abs, mean_signed; /* of the errors, checks and fits alike; tables carry a
-                                   * median |error| each, so their mean signed is NAN */
+  double median_abs;  /* of the errors, checks and fits alike (a table: its median |error|) */
+  double mean_signed; /* mean optimism: > 0 when predictions promise more than was measured
+                       * (faster, higher rates, less memory); a table counts its median row */
 } val_summary;
 /* One entry per category, in a fixed order, for the categories present. */
 GArray *val_summarize(const GArray *rows);

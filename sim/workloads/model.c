@@ -27,6 +27,16 @@ void wl_model_free(wl_model *m)
   g_free(m);
 }
 
+const char *wl_number(char *buf, guint v)
+{
+  char *at = buf + 15;
+  *at = '\0';
+  do
+    *--at = (char)('0' + v % 10);
+  while ((v /= 10) > 0);
+  return at;
+}
+
 wl_layer *wl_layer_add(wl_model *m, const char *name, double params)
 {
   wl_layer *l = g_new0(wl_layer, 1);

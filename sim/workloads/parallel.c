@@ -389,8 +389,9 @@ static void wl_tp_after(wl_tb *b, const wl_kernel *k, double act)
                WL_ASYNC);
 }
 
-/* Context parallelism: gather the other ranks' K and V before attention (ring attention passes
- * them around), reduce-scatter their gradients after. */
+/* Context parallelism: gather the other ranks' K and V beside the ring's first step (it needs
+ * only the local chunk; the next steps wait for the gather, as Transformer Engine's ring sends
+ * the next chunk while a step computes), reduce-scatter their gradients after. */
 static void wl_cp_around(wl_tb *b, const wl_kernel *k, bool before)
 {
   wl_par *x = b->x;
@@ -400,7 +401,7 @@ static void wl_cp_around(wl_tb *b, const wl_kernel *k, bool before)
   double kv = 2.0 * x->m->tokens * cm->kv_heads * (cm->hidden / cm->heads) / x->tp *
               cfg_dtype_bytes(x->m->dtype) * x->cp;
   if (before && wl_is_forward(k))
-    wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_ALLGATHER, kv, "cp allgather kv", WL_BLOCKING);
+    wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_ALLGATHER, kv, "cp allgather kv", WL_BESIDE_NEXT);
   if (!before && !wl_is_forward(k))
     wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_REDUCESCATTER, kv, "cp reducescatter dkv", WL_ASYNC);
 }
@@ -854,18 +855,6 @@ static double wl_chunk_activations(const wl_par *x, int s, int c)
       a += ((const wl_layer *)g_ptr_array_index(x->m->layers, x->m->layers->len - 1))->saved_bytes;
   }
   return a;
-}
-
-/* `v` in decimal, in `buf` (16 bytes): op names are made by the thousand, and printf's
- * formatting was a twentieth of a build. */
-static const char *wl_number(char *buf, guint v)
-{
-  char *at = buf + 15;
-  *at = '\0';
-  do
-    *--at = (char)('0' + v % 10);
-  while ((v /= 10) > 0);
-  return at;
 }
 
 /* Gradient bucket of `params` parameters is full after `after`: reduce it. */

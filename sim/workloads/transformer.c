@@ -13,6 +13,7 @@
 typedef struct {
   double b, s, h, a, kv, d, f, V, t, dt;
   double sq;    /* queries (tokens) of the sequence on this GPU: s / cp */
+  double cp;    /* context-parallel ranks: the ring attention's steps */
   double T;     /* tokens of the micro-batch on this GPU */
   double Te;    /* tokens the elementwise ops see (T / t with sequence parallelism) */
   double qkv;   /* width of the fused QKV projection */
@@ -128,6 +129,41 @@ static void wl_set_attention_shape(GArray *kernels, const wl_shape *x, bool back
                         .impl = (uint8_t)x->impl, .backward = backward, .causal = 1};
 }
 
+/* The fused attention's forward. With context parallelism it is a ring (Transformer Engine's
+ * AttnFuncWithCPAndKVP2P, which Megatron-LM runs for --context-parallel-size with its default
+ * p2p communication): one fused-attention call per step, on the key/value chunk the ring
+ * brings (1/cp of the work each), and each later step's partial output merged into the
+ * running one by its softmax statistics. Every call is a launch of its own for the host, which
+ * a small model's step waits for. The merges run on a second stream beside the next step's
+ * attention (Transformer Engine alternates two), so they cost the GPU only their launch. */
+static void wl_ring_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay, double flops)
+{
+  GArray *to = wl_list(l, replay);
+  for (int i = 0; i < (int)x->cp; i++) {
+    wl_k(m, l, replay, i ? WL_ROLE_RING_STEP : WL_ROLE_ATTENTION, "attention",
+         CFG_KCLASS_ATTENTION, flops / x->cp, wl_attention_io(x));
+    wl_set_attention_shape(to, x, false);
+    if (i)
+      wl_k(m, l, replay, WL_ROLE_RING_STEP, "attention.merge", CFG_KCLASS_ELEMENTWISE, 0, 0);
+  }
+}
+
+/* Its backward: one call per step, and before each later step the key/value gradients of the
+ * one before added to those the ring brings (like the merges, beside a step); the last step
+ * comes last (role attention: the gradients go back after it). */
+static void wl_ring_bwd(wl_model *m, wl_layer *l, const wl_shape *x, double flops)
+{
+  for (int i = 0; i < (int)x->cp; i++) {
+    if (i)
+      wl_bwd(m, l, WL_ROLE_RING_STEP, WL_PHASE_BACKWARD, "attention.dkv_add",
+             CFG_KCLASS_ELEMENTWISE, 0, 0);
+    bool last = i == (int)x->cp - 1;
+    wl_bwd(m, l, last ? WL_ROLE_ATTENTION : WL_ROLE_RING_STEP, WL_PHASE_BACKWARD,
+           "attention.bwd", CFG_KCLASS_ATTENTION, flops / x->cp, 2.5 * wl_attention_io(x));
+    wl_set_attention_shape(l->bwd, x, true);
+  }
+}
+
 /* The attention core: FlashAttention, or scores / softmax / context as separate kernels. With
  * `replay` the forward kernels go to the backward list, marked as recomputation. */
 static void wl_attention_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay)
@@ -138,8 +174,7 @@ static void wl_attention_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool r
     /* FLOPs = 2 s^2 (d_qk + d_v) per head, halved by the causal mask (s_q s with context
      * parallelism) */
     double flops = 2 * x->b * x->sq * x->s * (x->dqk + x->d) * heads * 0.5;
-    wl_k(m, l, replay, WL_ROLE_ATTENTION, "attention", CFG_KCLASS_ATTENTION, flops, wl_attention_io(x));
-    wl_set_attention_shape(to, x, false);
+    wl_ring_fwd(m, l, x, replay, flops);
     return;
   }
   double scores = x->b * heads * x->sq * x->s;
@@ -159,8 +194,7 @@ static void wl_attention_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
   if (x->flash) {
     /* backward does 2.5x the forward's work (FlashAttention-2 paper) */
     double flops = 2.5 * 2 * x->b * x->sq * x->s * (x->dqk + x->d) * heads * 0.5;
-    wl_bwd(m, l, WL_ROLE_ATTENTION, WL_PHASE_BACKWARD, "attention.bwd", CFG_KCLASS_ATTENTION, flops, 2.5 * wl_attention_io(x));
-    wl_set_attention_shape(l->bwd, x, true);
+    wl_ring_bwd(m, l, x, flops);
     return;
   }
   double scores = x->b * heads * x->sq * x->s;
@@ -389,7 +423,8 @@ static wl_shape wl_shape_of(const cfg_model *cm, const cfg_training *t, const wl
                 .flash = t->flash_attention != 0, .recompute = sh->recompute,
                 .impl = t->attention > 0 ? (cfg_attn_impl)(t->attention - 1) : CFG_ATTN_FA2};
   x.d = cm->head_dim;
-  x.sq = x.s / MAX(sh->cp, 1);
+  x.cp = MAX(sh->cp, 1);
+  x.sq = x.s / x.cp;
   x.T = x.b * x.sq;
   x.Te = sh->sp && sh->tp > 1 ? x.T / x.t : x.T;
   x.qkv = (x.a + 2 * x.kv) * x.d;
@@ -456,7 +491,8 @@ static void wl_block_add(wl_model *m, const wl_shape *x, int i, const wl_layer *
 {
   double experts = 0;
   double params = wl_attention_params(x) + wl_ffn_params(x, &experts) + 4 * x->h;
-  g_autofree char *name = g_strdup_printf("layer%d", i);
+  char num[16];
+  g_autofree char *name = g_strconcat("layer", wl_number(num, (guint)i), NULL);
   wl_layer *l = wl_layer_add(m, name, params);
   l->expert_params = experts;
   l->moe = x->moe;

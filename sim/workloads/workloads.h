@@ -21,7 +21,9 @@ typedef enum {
   WL_ROLE_QKV,         /* column-parallel input projection of attention (MLA: q_down) */
   WL_ROLE_MLA_DOWN,    /* MLA's key/value down-projection (whole on every GPU) */
   WL_ROLE_MLA_UP,      /* MLA's up-projections (split by heads) */
-  WL_ROLE_ATTENTION,   /* the fused attention core (FlashAttention) */
+  WL_ROLE_ATTENTION,   /* the fused attention core (FlashAttention); with context parallelism
+                        * the ring's first step (forward) or last (backward) */
+  WL_ROLE_RING_STEP,   /* the ring attention's other steps and the merges of their results */
   WL_ROLE_SCORES,      /* unfused attention: Q K^T, softmax and dropout, P V */
   WL_ROLE_SOFTMAX,
   WL_ROLE_CONTEXT,

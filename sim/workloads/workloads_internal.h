@@ -5,6 +5,9 @@
 #include "workloads/workloads.h"
 
 wl_model *wl_model_new(cfg_dtype dtype);
+/* `v` in decimal, in `buf` (16 bytes): names are made by the thousand, and printf's
+ * formatting was a twentieth of a build. */
+const char *wl_number(char *buf, guint v);
 wl_layer *wl_layer_add(wl_model *m, const char *name, double params);
 /* A kernel of layer `l` into its forward list, or into its backward list with its phase
  * (recomputation, a GEMM's input or weight gradient, or another backward kernel). */

@@ -31,8 +31,9 @@ measurement or without a node count, and GB200 one-tray rows (_1node): 2-32x (me
 slower than the same case on two trays, where half the GPUs explain 2x (0.4-3.1 s a step for a
 12-layer hidden-512 model): something outside the model (the CI's shared one-tray
 allocation), not a layout dlsim can represent.
-Role: the H100 gpt rows of TP 1 and PP 1 (FIT_PLATFORM, FIT_MODEL) are the fit set of
-training.host_dispatch in gpt-ci.yaml; every other row checks it."""
+Role: the H100 gpt rows of TP 1 and PP 1 are the fit set of training.host_dispatch in
+gpt-ci.yaml, the GB200 ones that of node.cpu.dispatch_scale in the gb200-nvl72 preset (UNFIT:
+what dlsim validate --loso puts back for each); every other row checks them."""
 import collections
 import csv
 import os
@@ -44,8 +45,9 @@ SOURCE = ('NVIDIA/Megatron-LM @ d98e8a64ddf34856e74b24714e3bedb2f5a39553 '
           'tests/functional_tests/test_cases/%s/%s/golden_values_dev_dgx_%s.json')
 CLUSTERS = {'h100': 'dgx-h100', 'gb200': 'gb200-nvl72'}
 VOCAB = {'gpt': 50304, 'bert': 30592}
-FIT_PLATFORM, FIT_MODEL = 'h100', 'gpt'
-UNFIT = 'unfit: [training.host_dispatch=0]\n'  # what dlsim validate --loso puts back
+FIT_MODEL = 'gpt'
+UNFIT = {'h100': 'unfit: [training.host_dispatch=0]\n',  # what dlsim validate --loso puts back
+         'gb200': 'unfit: [node.cpu.dispatch_scale=1]\n'}
 SKIPS = collections.Counter()
 
 
@@ -127,7 +129,7 @@ def sets_of(r):
 
 
 def role_of(r):
-    fit = (r['platform'] == FIT_PLATFORM and r['model_dir'] == FIT_MODEL and
+    fit = (r['model_dir'] == FIT_MODEL and
            int_or(r['tensor-model-parallel-size'], 1) == 1 and
            int_or(r['pipeline-model-parallel-size'], 1) == 1)
     return 'fit' if fit else 'check'
@@ -142,7 +144,8 @@ def case(r):
             'set: [%s]\n%sengine: analytic\nmetric: step_time_s\nmeasured: %s\ntolerance: 0.25\n' %
             (name, role_of(r), src, r['n_iter_time'], r['steps'], r['iter_time_min_s'], r['nodes'],
              r['gpus_per_node'], CLUSTERS[r['platform']], r['model_dir'],
-             ', '.join(sets_of(r)), UNFIT if role_of(r) == 'fit' else '', r['iter_time_median_s']))
+             ', '.join(sets_of(r)), UNFIT[r['platform']] if role_of(r) == 'fit' else '',
+             r['iter_time_median_s']))
     with open(os.path.join(ROOT, 'validation', 'cases', name + '.yaml'), 'w') as f:
         f.write(text)
 
