@@ -714,9 +714,9 @@ Test(engine, both_engines_run_the_launch_queue_alike)
 }
 
 /* A DES step with or without its symmetric ranks folded away; returns the step time and which
- * ranks the DES simulated. */
+ * ranks the DES simulated, and sets its exposed communication. */
 static double fold_step(const char *cluster, const char *workload, const char *const *sets,
-                        bool all_ranks, eng_fold_info *fold)
+                        bool all_ranks, eng_fold_info *fold, double *exposed)
 {
   sim_options o = sim_options_for(ENG_DES);
   o.all_ranks = all_ranks;
@@ -726,26 +726,32 @@ static double fold_step(const char *cluster, const char *workload, const char *c
             err ? err->message : "");
   double t = run.eng.step_time;
   *fold = run.eng.fold;
+  *exposed = run.eng.exposed_comm;
   sim_result_clear(&run);
   return t;
 }
 
-/* Folded and unfolded DES steps are equal; the folded one simulates `ranks` GPUs. */
+/* Folded and unfolded DES steps are equal, and so is their exposed communication; the folded
+ * one simulates `ranks` GPUs. */
 static eng_fold_info fold_check(const char *cluster, const char *workload,
                                 const char *const *sets, int ranks)
 {
   eng_fold_info folded, full;
-  double a = fold_step(cluster, workload, sets, false, &folded);
-  double b = fold_step(cluster, workload, sets, true, &full);
+  double ea, eb;
+  double a = fold_step(cluster, workload, sets, false, &folded, &ea);
+  double b = fold_step(cluster, workload, sets, true, &full, &eb);
   cr_assert(fabs(a - b) <= 1e-9 * b, "%s: folded %.12g, every rank %.12g", workload, a, b);
+  cr_assert(fabs(ea - eb) <= 1e-9 * b, "%s: exposed comm folded %.12g, every rank %.12g",
+            workload, ea, eb);
   cr_assert_eq(folded.ranks, ranks, "%s: %d ranks simulated", workload, folded.ranks);
   cr_assert(full.ranks > folded.ranks || full.ranks == ranks);
   return folded;
 }
 
 /* TP 2 x CP 2 x PP 2 x DP 2 on 16 GPUs: tensor-parallel siblings stand for each other, context-
- * parallel ones cannot (their gradients are reduced together, outside the layer passes), and
- * the check finds which by itself. In-layer collectives keep their closed form here
+ * parallel ones cannot (their gradients are reduced together, outside the layer passes, over
+ * NICs that also carry the pipeline's sends of ranks mirroring would leave out), and the check
+ * finds which by itself. In-layer collectives keep their closed form here
  * (layer_flows never): with them as flows, TP and CP share NVLink and nothing folds (the test
  * after the next ones). */
 Test(engine, symmetric_ranks_fold_exactly)
@@ -756,13 +762,79 @@ Test(engine, symmetric_ranks_fold_exactly)
   eng_fold_info f = fold_check("dgx-h100", "megatron-22b", sets, 8);
   cr_assert_eq(f.folded_dims, 1u << PROG_DIM_TP);
   cr_assert_eq(f.unfolded_dims, 1u << PROG_DIM_CP);
-  cr_assert_eq(f.why, ENG_FOLD_JOINED);
+  cr_assert_eq(f.why, ENG_FOLD_CROSSED);
   cr_assert_eq(f.joined_dim, PROG_DIM_DP);
   /* TP 8 x PP 2 on 16 GPUs: one rank of each tensor-parallel group */
   const char *tp8[] = {"node.count=2", "parallel.tp=8", "parallel.pp=2", "parallel.dp=1",
                        "training.global_batch=8", NULL};
   f = fold_check("dgx-h100", "megatron-22b", tp8, 2);
   cr_assert_eq(f.unfolded_dims, 0u);
+}
+
+/* Context-parallel siblings whose gradients are reduced together with the data-parallel ones
+ * fold by mirroring: the representatives run the DP x CP collectives with ghosts at the other
+ * ends, and the step is the one every rank gives. Each case: the ranks simulated. */
+Test(engine, context_parallel_siblings_fold_by_mirroring)
+{
+  /* TP 2 x CP 2 x DP 2 in one node: one rank per data-parallel replica */
+  const char *one_node[] = {"node.count=1", "parallel.tp=2", "parallel.cp=2", "parallel.pp=1",
+                            "parallel.dp=2", "training.global_batch=8",
+                            "training.flash_attention=true", "collectives.layer_flows=never", NULL};
+  eng_fold_info f = fold_check("dgx-h100", "megatron-22b", one_node, 2);
+  cr_assert_eq(f.folded_dims, 1u << PROG_DIM_TP | 1u << PROG_DIM_CP);
+  cr_assert_eq(f.unfolded_dims, 0u);
+  /* CP 4 x DP 2 over two nodes of four GPUs: the ring crosses the network */
+  const char *two_nodes[] = {"node.count=2", "node.gpus_per_node=4", "parallel.tp=1",
+                             "parallel.cp=4", "parallel.pp=1", "parallel.dp=2",
+                             "training.global_batch=8", "training.flash_attention=true",
+                             "collectives.layer_flows=never", NULL};
+  f = fold_check("dgx-h100", "megatron-22b", two_nodes, 2);
+  cr_assert_eq(f.folded_dims, 1u << PROG_DIM_CP);
+  /* ZeRO-1 and 2: a reduce-scatter and an all-gather over DP x CP */
+  for (int zero = 1; zero <= 2; zero++) {
+    char stage[32];
+    g_snprintf(stage, sizeof stage, "parallel.zero=%d", zero);
+    const char *zero_sets[] = {"node.count=2", "parallel.tp=2", "parallel.cp=2", "parallel.pp=1",
+                               "parallel.dp=4", "training.global_batch=16",
+                               "training.flash_attention=true", "collectives.layer_flows=never",
+                               stage, NULL};
+    f = fold_check("dgx-h100", "megatron-22b", zero_sets, 4);
+    cr_assert_eq(f.folded_dims, 1u << PROG_DIM_TP | 1u << PROG_DIM_CP, "ZeRO-%d", zero);
+  }
+}
+
+/* With a pipeline: CP 2 x DP 4 fill a node and the two stages sit on two nodes, so the DP x CP
+ * reduction runs on NVLink and the stages' sends on the NICs: the mirrored transfers' links
+ * carry nothing else and one rank per context-parallel pair runs. With the stages inside the nodes instead, the
+ * reduction crosses the NICs of ranks that are not simulated, which also carry their own
+ * pipeline sends: mirroring would leave those out, and the context-parallel siblings run. */
+Test(engine, mirroring_with_a_pipeline_folds_only_where_its_links_are_its_own)
+{
+  const char *apart[] = {"node.count=2", "parallel.tp=1", "parallel.cp=2", "parallel.pp=2",
+                         "parallel.dp=4", "training.global_batch=16", "parallel.placement=[cp, dp, pp, tp]",
+                         "training.flash_attention=true", "collectives.layer_flows=never", NULL};
+  eng_fold_info f = fold_check("dgx-h100", "megatron-22b", apart, 8);
+  cr_assert_eq(f.folded_dims, 1u << PROG_DIM_CP);
+  const char *shared[] = {"node.count=2", "parallel.tp=2", "parallel.cp=2", "parallel.pp=2",
+                          "parallel.dp=2", "training.global_batch=16",
+                          "training.flash_attention=true", "collectives.layer_flows=never", NULL};
+  f = fold_check("dgx-h100", "megatron-22b", shared, 8);
+  cr_assert_eq(f.why, ENG_FOLD_CROSSED);
+  cr_assert_eq(f.joined_dim, PROG_DIM_DP);
+}
+
+/* Mirroring needs the members of a joining group to do the same: with two nodes per leaf, the
+ * DP x CP ring's hops between nodes alternate between the leaf and the spine, so members leave
+ * it at different times and context-parallel siblings are not in step: every rank runs. */
+Test(engine, mirroring_needs_members_that_do_the_same)
+{
+  const char *sets[] = {"node.count=4", "node.gpus_per_node=2", "network.tiers[0].nodes_per_switch=2",
+                        "parallel.tp=1", "parallel.cp=2", "parallel.pp=1", "parallel.dp=4",
+                        "training.global_batch=16", "training.flash_attention=true",
+                        "collectives.layer_flows=never", NULL};
+  eng_fold_info f = fold_check("dgx-h100", "megatron-22b", sets, 8);
+  cr_assert_eq(f.why, ENG_FOLD_UNEVEN);
+  cr_assert_eq(f.unfolded_dims, 1u << PROG_DIM_CP);
 }
 
 /* Data parallelism alone: with gradients all-reduced after the layer passes, nothing folds and
@@ -801,12 +873,12 @@ Test(engine, families_run_as_flows_do_not_fold)
   const prog_program *p = run.program;
   eng_options eo = {.kind = ENG_DES};
   eng_fold_info info;
-  g_autofree bool *lead = eng_fold_ranks(p, run.hw, &eo, NULL, &info);
+  g_autofree bool *lead = eng_fold_ranks(p, run.hw, &eo, NULL, NULL, &info);
   cr_assert(lead && info.ranks == 8, "%d ranks", info.ranks);
   g_autofree bool *flows = g_new0(bool, p->families->len);
   for (guint f = 0; f < p->families->len; f++)
     flows[f] = ((const prog_family *)g_ptr_array_index(p->families, f))->dim == PROG_DIM_TP;
-  g_autofree bool *none = eng_fold_ranks(p, run.hw, &eo, flows, &info);
+  g_autofree bool *none = eng_fold_ranks(p, run.hw, &eo, flows, NULL, &info);
   cr_assert_null(none);
   cr_assert_eq(info.ranks, 16);
   sim_result_clear(&run);

@@ -86,6 +86,12 @@ static bool des_active(const des_ctx *c, int rank)
   return !c->active || c->active[rank];
 }
 
+/* Whether an endpoint of a simulated rank's transfer is a GPU the DES does not simulate. */
+static bool des_ghost_end(const des_ctx *c, int endpoint)
+{
+  return c->active && endpoint < c->p->nranks && !c->active[endpoint];
+}
+
 /* Whether op is a macro whose layer pass runs op by op, its collectives as flows. */
 static bool des_expanded(const des_ctx *c, const prog_op *op)
 {
@@ -278,17 +284,50 @@ static void des_collect_links(const des_ctx *c, double step, eng_result *out)
   g_free(use);
 }
 
-/* The bytes this endpoint sent in a phase, on the links they crossed. */
+/* The bytes this endpoint sent in a phase, and those a ghost sent it (a rank not simulated),
+ * on the links they crossed. */
 static void des_count_sent(des_ctx *c, const coll_schedule *s, const coll_phase *ph, int from,
                            int to, int self, double t0)
 {
   double eff = hw_config(c->hw)->nccl.protocol_efficiency[s->proto], t1 = simgrid_get_clock();
   for (int j = from; j < to; j++) {
     const coll_xfer *x = &ph->xfers[ph->member_idx[j]];
-    if (x->src == self)
-      des_links_add(c->links, c->hw, self, x->dst,
+    if (x->src == self || (x->dst == self && des_ghost_end(c, x->src)))
+      des_links_add(c->links, c->hw, x->src, x->dst,
                     (double)(long)coll_wire_bytes(s->plan, ph, x, s->bytes, eff), t0, t1);
   }
+}
+
+/* The other end of a transfer of a simulated rank, played by a ghost on its host: it posts its
+ * side of that one transfer when the simulated rank posts its own, as the absent rank would
+ * (fold.c: it runs in step with its representative), and ends. */
+typedef struct {
+  des_ctx *ctx;
+  sg_mailbox_t mailbox;
+  bool sends;
+  long bytes;
+} des_ghost_arg;
+
+static void des_ghost_actor(int argc, char **argv)
+{
+  (void)argc, (void)argv;
+  des_ghost_arg *a = sg_actor_self_get_data();
+  if (a->sends)
+    sg_mailbox_put(a->mailbox, a->ctx, a->bytes);
+  else
+    sg_mailbox_get(a->mailbox);
+}
+
+static void des_spawn_ghost(des_ctx *c, int host_rank, sg_mailbox_t mb, bool sends, long bytes)
+{
+  des_ghost_arg *a = g_new0(des_ghost_arg, 1);
+  *a = (des_ghost_arg){.ctx = c, .mailbox = mb, .sends = sends, .bytes = bytes};
+  g_ptr_array_add(c->args, a);
+  char host[32];
+  hw_host_name(host_rank, host, sizeof host);
+  sg_actor_t actor = sg_actor_init("ghost", g_hash_table_lookup(c->hosts, host));
+  sg_actor_set_data(actor, a);
+  sg_actor_start(actor, des_ghost_actor, 0, NULL);
 }
 
 /* What one endpoint (a GPU or a reducing switch) does in one phase of a collective. */
@@ -309,10 +348,16 @@ static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member,
     const coll_xfer *x = &ph->xfers[ph->member_idx[j]];
     long wire = (long)coll_wire_bytes(plan, ph, x, s->bytes, eff);
     if (x->src == self) {
-      comms[k++] = sg_mailbox_put_async(des_mailbox(c, self, x->dst, group), c, wire);
+      sg_mailbox_t mb = des_mailbox(c, self, x->dst, group);
+      if (des_ghost_end(c, x->dst))
+        des_spawn_ghost(c, x->dst, mb, false, 0);
+      comms[k++] = sg_mailbox_put_async(mb, c, wire);
       c->messages++;
     } else {
-      comms[k++] = sg_mailbox_get_async(des_mailbox(c, x->src, self, group), sink);
+      sg_mailbox_t mb = des_mailbox(c, x->src, self, group);
+      if (des_ghost_end(c, x->src))
+        des_spawn_ghost(c, x->src, mb, true, wire);
+      comms[k++] = sg_mailbox_get_async(mb, sink);
     }
   }
   if (k)
@@ -460,6 +505,15 @@ typedef struct {
   int pending;
 } des_arrival;
 
+/* Members of a group the DES simulates (folding may leave some to ghosts). */
+static int des_active_members(const des_ctx *c, const prog_group *g)
+{
+  int n = 0;
+  for (int m = 0; m < g->n; m++)
+    n += des_active(c, g->ranks[m]);
+  return n;
+}
+
 /* Records that this rank entered its next collective of `group`; returns the latest arrival of
  * the group's members so far (when the rank leaves the collective, every member has arrived).
  * Members of a group issue its collectives in one order, but the two sides of a send / receive
@@ -477,15 +531,14 @@ static des_arrival *des_arrive(des_ctx *c, des_rank *r, const prog_op *op, int c
   if (!a) {
     a = g_new(des_arrival, 1);
     *a = (des_arrival){.key = key, .last = now,
-                       .pending = prog_group_of(c->p, op->family, r->rank)->n};
+                       .pending = des_active_members(c, prog_group_of(c->p, op->family, r->rank))};
     g_hash_table_insert(c->arrivals, &a->key, a);
   }
   a->last = MAX(a->last, now);
   return a;
 }
 
-/* A member is done with the collective; the last one forgets it (every member of a group the
- * DES runs is simulated: folding keeps groups among simulated ranks). */
+/* A member is done with the collective; the last simulated one forgets it. */
 static void des_depart(des_ctx *c, des_arrival *a)
 {
   if (a && --a->pending == 0)
@@ -1063,7 +1116,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     out->mem_samples = g_array_new(FALSE, FALSE, sizeof(eng_mem_sample));
   }
   des_build_tables(&c);
-  c.active = eng_fold_ranks(p, hw, opt, c.flows, &out->fold);
+  c.active = eng_fold_ranks(p, hw, opt, c.flows, c.planner, &out->fold);
   c.ranks = g_new0(des_rank, p->nranks);
   for (int r = 0; r < p->nranks; r++) {
     des_rank *x = &c.ranks[r];

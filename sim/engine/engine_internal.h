@@ -25,10 +25,12 @@ void eng_breakdown(GArray *spans, const double hidden[PROG_NDIMS], bool pipeline
 /* Symmetry the DES may exploit (fold.c): one rank per class of ranks that the program and the
  * topology make equivalent, derived from the groups of layer-pass collectives and checked.
  * `flows` (per family, NULL: none) marks families whose in-layer collectives the DES runs as
- * flows: their groups must map onto each other like those outside layer passes. Returns the
- * mask of ranks to simulate, or NULL when all must be; `info` says which. */
+ * flows: their groups must map onto each other like those outside layer passes. With a
+ * planner `pl`, groups that join positions may fold by mirroring (see fold.c; NULL: they keep
+ * their ranks). Returns the mask of ranks to simulate, or NULL when all must be; `info` says
+ * which. */
 bool *eng_fold_ranks(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
-                     const bool *flows, eng_fold_info *info);
+                     const bool *flows, coll_planner *pl, eng_fold_info *info);
 /* Whether the program has more than one pipeline stage. */
 bool eng_pipelined(const prog_program *p);
 /* Peak of a memory timeline that starts at `base` bytes (events in any order; sorted by time

@@ -10,7 +10,17 @@
  * passes joins ranks of one position only and maps group onto group member by member, and the
  * routes between members have the same tier, latency and bandwidth. The traffic of siblings
  * then never meets on a link when every GPU has its own NIC and no tier is oversubscribed (each
- * link that can bind belongs to one GPU), which the topology check asks for. */
+ * link that can bind belongs to one GPU), which the topology check asks for.
+ *
+ * A collective outside the layer passes that joins ranks of several positions (context-parallel
+ * siblings whose gradients are reduced together with the data-parallel ones) can still fold by
+ * mirroring (des.c): a transfer between a simulated rank and one that is not runs as a flow on
+ * its real route, the absent end played by a ghost that posts when the simulated end does, as
+ * the absent rank would (it runs in step with its representative). That is exact when every
+ * member of such a group sees the same transfers in every phase (so they leave it together),
+ * no in-switch reduction needs an absent member, and every GPU link a mirrored transfer
+ * crosses carries only transfers that touch a simulated rank: then each link the simulation
+ * loads carries what it carries with every rank simulated. */
 #include "engine/engine_internal.h"
 
 #include <string.h>
@@ -118,9 +128,11 @@ static bool fold_group_maps(const prog_program *p, const hw_cluster *hw, const p
 }
 
 /* Checks every group of the families simulated outside layer passes; on a group that joins
- * positions, *joined_dim is its family's dimension. */
+ * positions, *joined_dim is its family's dimension. With `mirror`, such a group is left to the
+ * mirroring check (*mirrored) instead of failing this one. */
 static bool fold_symmetric(const prog_program *p, const hw_cluster *hw, const uint8_t *use,
-                           const int *rep, const int *idx, int *joined_dim)
+                           const int *rep, const int *idx, bool mirror, bool *mirrored,
+                           int *joined_dim)
 {
   for (int r = 0; r < p->nranks; r++)
     if (p->class_of[r] != p->class_of[rep[r]])
@@ -138,13 +150,196 @@ static bool fold_symmetric(const prog_program *p, const hw_cluster *hw, const ui
       const prog_group *g2 = g_ptr_array_index(p->groups, gi);
       const prog_group *g = prog_group_of(p, (int)f, rep[g2->ranks[0]]);
       bool joined = false;
-      if (!fold_group_maps(p, hw, g, g2, rep, idx, &joined)) {
-        *joined_dim = joined ? (int)fam->dim : -1;
+      if (fold_group_maps(p, hw, g, g2, rep, idx, &joined))
+        continue;
+      if (joined && *joined_dim < 0)
+        *joined_dim = (int)fam->dim;
+      if (!joined || !mirror)
         return false;
-      }
+      *mirrored = true;
     }
   }
   return true;
+}
+
+/* ---- mirroring: collectives that join positions -------------------------------------------- */
+
+/* One transfer as a member sees it: which way, over what kind of route, how much. */
+typedef struct {
+  int receives, tier;
+  double latency, bandwidth, frac;
+} fold_end;
+
+static int fold_end_cmp(const void *a, const void *b)
+{
+  const fold_end *x = a, *y = b;
+  if (x->receives != y->receives)
+    return x->receives - y->receives;
+  if (x->tier != y->tier)
+    return x->tier - y->tier;
+  if (x->latency != y->latency)
+    return x->latency < y->latency ? -1 : 1;
+  if (x->bandwidth != y->bandwidth)
+    return x->bandwidth < y->bandwidth ? -1 : 1;
+  return (x->frac > y->frac) - (x->frac < y->frac);
+}
+
+/* Member m's transfers in a phase, sorted. */
+static GArray *fold_member_ends(const hw_cluster *hw, const coll_plan *plan, const coll_phase *ph,
+                                int m)
+{
+  int self = plan->members[m];
+  GArray *a = g_array_new(FALSE, FALSE, sizeof(fold_end));
+  for (int j = ph->member_off[m]; j < ph->member_off[m + 1]; j++) {
+    const coll_xfer *x = &ph->xfers[ph->member_idx[j]];
+    hw_route r;
+    hw_route_get(hw, x->src, x->dst, &r);
+    fold_end e = {.receives = x->dst == self, .tier = r.tier, .latency = r.latency,
+                  .bandwidth = r.bandwidth, .frac = x->frac};
+    g_array_append_val(a, e);
+  }
+  g_array_sort(a, fold_end_cmp);
+  return a;
+}
+
+static bool fold_same_ends(const GArray *a, const GArray *b)
+{
+  if (a->len != b->len)
+    return false;
+  for (guint i = 0; i < a->len; i++)
+    if (fold_end_cmp(&g_array_index(a, fold_end, i), &g_array_index(b, fold_end, i)) != 0)
+      return false;
+  return true;
+}
+
+/* Whether every member does the same in every phase: members that enter a phase together then
+ * leave it together, whichever of them the DES simulates. */
+static bool fold_plan_homogeneous(const hw_cluster *hw, const coll_plan *plan)
+{
+  for (int i = 0; i < plan->nphases; i++) {
+    g_autoptr(GArray) first = fold_member_ends(hw, plan, &plan->phases[i], 0);
+    for (int m = 1; m < plan->n; m++) {
+      g_autoptr(GArray) other = fold_member_ends(hw, plan, &plan->phases[i], m);
+      if (!fold_same_ends(first, other))
+        return false;
+    }
+  }
+  return true;
+}
+
+/* Per direction of a GPU link (intra-node links and NICs; higher tiers are not oversubscribed
+ * and cannot bind): crossed by a transfer the DES runs, by one it does not, or both. */
+enum { FOLD_LINK_RUN = 1, FOLD_LINK_ABSENT = 2 };
+
+static void fold_mark_links(const hw_cluster *hw, const coll_plan *plan, const bool *active,
+                            bool group_active, uint8_t *links)
+{
+  int ngpus = hw_gpus(hw);
+  for (int i = 0; i < plan->nphases; i++) {
+    const coll_phase *ph = &plan->phases[i];
+    for (int t = 0; t < ph->nxfers; t++) {
+      const coll_xfer *x = &ph->xfers[t];
+      bool run = (x->src < ngpus ? active[x->src] : group_active) ||
+                 (x->dst < ngpus ? active[x->dst] : group_active);
+      hw_route r;
+      hw_route_get(hw, x->src, x->dst, &r);
+      for (int h = 0; h < r.nhops; h++) {
+        const hw_link *l = hw_link_get(hw, HW_HOP_LINK(r.hops[h]));
+        if (l->tier <= 0 && l->policy != HW_LINK_FATPIPE)
+          links[r.hops[h]] |= run ? FOLD_LINK_RUN : FOLD_LINK_ABSENT;
+      }
+    }
+  }
+}
+
+/* One group's plan: members that are simulated and members that are not may share it when
+ * every member does the same (ENG_FOLD_UNEVEN if not) and the reducing switches, if any, have
+ * a simulated first member to bring them (des.c: they play against ghosts like any simulated
+ * end). */
+static eng_fold_why fold_mirror_plan(const hw_cluster *hw, const coll_plan *plan,
+                                     const bool *active, const int *idx, uint8_t *links)
+{
+  bool some = false, all = true, joined = false;
+  for (int m = 0; m < plan->n; m++) {
+    some |= active[plan->ranks[m]];
+    all &= active[plan->ranks[m]];
+    joined |= idx[plan->ranks[m]] != idx[plan->ranks[0]];
+  }
+  if (some && !all && plan->nmembers > plan->n && !active[plan->ranks[0]])
+    return ENG_FOLD_ASYMMETRIC;
+  if (joined && !fold_plan_homogeneous(hw, plan))
+    return ENG_FOLD_UNEVEN;
+  fold_mark_links(hw, plan, active, some, links);
+  return ENG_FOLD_NONE;
+}
+
+typedef struct {
+  const prog_program *p;
+  const hw_cluster *hw;
+  coll_planner *pl;
+  const bool *active;
+  const int *idx;
+  uint8_t *links;
+  GHashTable *plans; /* checked already */
+  int *stamp;        /* per group: the last op it was planned for */
+} fold_mirror;
+
+/* Every group op `op` (number `opno`) of class k runs in. */
+static eng_fold_why fold_mirror_op(fold_mirror *m, const prog_op *op, int k, bool is_template,
+                                   int opno)
+{
+  const prog_family *fam = g_ptr_array_index(m->p->families, op->family);
+  for (int r = 0; r < m->p->nranks; r++) {
+    int gi = fam->group_of[r];
+    if (gi < 0 || m->stamp[gi] == opno || (!is_template && m->p->class_of[r] != k))
+      continue;
+    m->stamp[gi] = opno;
+    const coll_schedule *s = eng_schedule_for(m->pl, m->p, op, r, NULL);
+    if (!s)
+      return ENG_FOLD_ASYMMETRIC;
+    if (g_hash_table_contains(m->plans, s->plan))
+      continue;
+    g_hash_table_add(m->plans, (gpointer)s->plan);
+    eng_fold_why why = fold_mirror_plan(m->hw, s->plan, m->active, m->idx, m->links);
+    if (why != ENG_FOLD_NONE)
+      return why;
+  }
+  return ENG_FOLD_NONE;
+}
+
+/* Why mirroring would not be exact for the representatives (idx 0), or ENG_FOLD_NONE: every
+ * group of the families simulated outside layer passes is checked once per plan, and no GPU
+ * link may be crossed both by a transfer the DES runs and by one it does not
+ * (ENG_FOLD_CROSSED). */
+static eng_fold_why fold_mirror_why(const prog_program *p, const hw_cluster *hw,
+                                    coll_planner *pl, const uint8_t *use, const int *idx)
+{
+  g_autofree bool *active = g_new(bool, p->nranks);
+  for (int r = 0; r < p->nranks; r++)
+    active[r] = idx[r] == 0;
+  gsize nkeys = 2 * (gsize)hw_nlinks(hw);
+  g_autofree uint8_t *links = g_new0(uint8_t, MAX(nkeys, 1u));
+  g_autofree int *stamp = g_new(int, MAX(p->groups->len, 1u));
+  for (guint g = 0; g < p->groups->len; g++)
+    stamp[g] = -1;
+  g_autoptr(GHashTable) plans = g_hash_table_new(NULL, NULL);
+  fold_mirror m = {p, hw, pl, active, idx, links, plans, stamp};
+  int opno = 0;
+  for (guint k = 0; k < p->classes->len; k++) {
+    const prog_class *cl = prog_class_at(p, (int)k);
+    for (guint i = 0; i < cl->ops->len; i++) {
+      const prog_op *op = &g_array_index(cl->ops, prog_op, i);
+      if (op->kind != PROG_COMM || use[op->family] != FOLD_OUTSIDE)
+        continue;
+      eng_fold_why why = fold_mirror_op(&m, op, (int)k, cl->is_template, opno++);
+      if (why != ENG_FOLD_NONE)
+        return why;
+    }
+  }
+  for (gsize key = 0; key < nkeys; key++)
+    if (links[key] == (FOLD_LINK_RUN | FOLD_LINK_ABSENT))
+      return ENG_FOLD_CROSSED;
+  return ENG_FOLD_NONE;
 }
 
 static eng_fold_why fold_topology_why(const hw_cluster *hw)
@@ -188,8 +383,8 @@ static unsigned fold_candidates(const prog_program *p, const uint8_t *use)
 
 /* Tries the subsets of the candidates, largest first; keeps the one that simulates fewest
  * ranks. Returns its mask of representatives, or NULL. */
-static bool *fold_search(const prog_program *p, const hw_cluster *hw, const uint8_t *use,
-                         unsigned cand, eng_fold_info *info)
+static bool *fold_search(const prog_program *p, const hw_cluster *hw, coll_planner *pl,
+                         const uint8_t *use, unsigned cand, eng_fold_info *info)
 {
   g_autofree int *rep = g_new(int, p->nranks);
   g_autofree int *idx = g_new(int, p->nranks);
@@ -200,11 +395,15 @@ static bool *fold_search(const prog_program *p, const hw_cluster *hw, const uint
     if (leads >= best)
       continue;
     int joined = -1;
-    if (fold_symmetric(p, hw, use, rep, idx, &joined)) {
+    bool mirrored = false, symmetric = fold_symmetric(p, hw, use, rep, idx, pl != NULL,
+                                                      &mirrored, &joined);
+    eng_fold_why mirror = symmetric && mirrored ? fold_mirror_why(p, hw, pl, use, idx)
+                                                : ENG_FOLD_NONE;
+    if (symmetric && mirror == ENG_FOLD_NONE) {
       best = leads;
       best_mask = sub;
     } else if (sub == cand) {
-      info->why = joined >= 0 ? ENG_FOLD_JOINED : ENG_FOLD_ASYMMETRIC;
+      info->why = symmetric ? mirror : joined >= 0 ? ENG_FOLD_JOINED : ENG_FOLD_ASYMMETRIC;
       info->joined_dim = joined;
     }
   }
@@ -221,7 +420,7 @@ static bool *fold_search(const prog_program *p, const hw_cluster *hw, const uint
 }
 
 bool *eng_fold_ranks(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
-                     const bool *flows, eng_fold_info *info)
+                     const bool *flows, coll_planner *pl, eng_fold_info *info)
 {
   g_autofree uint8_t *use = fold_family_use(p, flows);
   unsigned cand = fold_candidates(p, use);
@@ -236,7 +435,7 @@ bool *eng_fold_ranks(const prog_program *p, const hw_cluster *hw, const eng_opti
     info->why = fold_topology_why(hw);
   if (info->why != ENG_FOLD_NONE)
     return NULL;
-  return fold_search(p, hw, use, cand, info);
+  return fold_search(p, hw, pl, use, cand, info);
 }
 
 const char *eng_fold_why_text(eng_fold_why why)
@@ -254,6 +453,12 @@ const char *eng_fold_why_text(eng_fold_why why)
     return "network.background loads some links and not others";
   case ENG_FOLD_JOINED:
     return "a collective outside the layer passes joins their ranks";
+  case ENG_FOLD_CROSSED:
+    return "a collective outside the layer passes joins them over links that ranks not "
+           "simulated also use";
+  case ENG_FOLD_UNEVEN:
+    return "a collective outside the layer passes joins them, and its members' transfers "
+           "differ";
   case ENG_FOLD_ASYMMETRIC:
     return "ranks' programs, groups or routes differ";
   default:

@@ -147,6 +147,12 @@ static char *rep_fold_note(const eng_fold_info *f)
   if (f->why == ENG_FOLD_JOINED && f->joined_dim >= 0)
     g_string_append_printf(s, " siblings apart: a %s collective outside the layer passes joins them",
                            prog_dim_name((prog_dim)f->joined_dim));
+  else if ((f->why == ENG_FOLD_CROSSED || f->why == ENG_FOLD_UNEVEN) && f->joined_dim >= 0)
+    g_string_append_printf(s, " siblings apart: a %s collective outside the layer passes joins them %s",
+                           prog_dim_name((prog_dim)f->joined_dim),
+                           f->why == ENG_FOLD_CROSSED
+                               ? "over links that ranks not simulated also use"
+                               : "and its members' transfers differ (routes of other tiers)");
   else
     g_string_append_printf(s, " siblings apart: %s", eng_fold_why_text(f->why));
   return g_string_free(s, FALSE);
