@@ -303,3 +303,24 @@ Test(omb_tables, coll_output_round_trips_through_calibrate_omb, .timeout = 60)
   double a2a = nt_fit_back("alltoall", "--format omb", "# OSU MPI-CUDA All-to-All", "--omb");
   cr_assert(fabs(a2a - 0.5) < 0.01, "osu_alltoall: fitted p2p_efficiency %g, made with 0.5", a2a);
 }
+
+/* A calibration written from a cluster whose two-node NVLS-tree ceiling is unset (NAN: what
+ * the loader leaves when a file names only the other scale) says 0, "no ceiling", which the
+ * loader reads back, not "nan", which it refuses (validation/fit-h100.sh's step 1 did that). */
+Test(nccl_tables, an_unset_channel_ceiling_is_written_as_none)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", NULL, &c, &w));
+  c->nccl.nvls_tree_channel[CFG_SCALE_TWO_NODES] = NAN;
+  c->nccl.nvls_tree_channel[CFG_SCALE_MORE_NODES] = 45.5e9;
+  g_autofree char *path = th_write("calib.yaml", "");
+  GError *err = NULL;
+  cr_assert(calib_write(path, c, "test", NULL, &err), "%s", err ? err->message : "");
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(path, &text, NULL, NULL));
+  cr_assert(strstr(text, "nvls_tree_channel: {two_nodes: 0GB/s, more_nodes: 45.5GB/s}"), "%s", text);
+  cr_assert_null(strstr(text, "nan"), "%s", text);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+}

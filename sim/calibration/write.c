@@ -3,7 +3,14 @@
  * the GPU was modelled. */
 #include "calibration/calibration.h"
 
+#include <math.h>
 #include <string.h>
+
+/* A ceiling in GB/s; an unset one (NAN) is written as 0, "no ceiling", which the loader takes. */
+static double calib_ceiling_gbps(double v)
+{
+  return isfinite(v) && v > 0 ? v / 1e9 : 0;
+}
 
 static void calib_write_by_proto(GString *o, const char *key, const double *v, bool seconds)
 {
@@ -74,8 +81,8 @@ static void calib_write_nccl_block(GString *o, const cfg_nccl *n, const char *so
   calib_write_by_proto(o, "chunk", n->chunk, false);
   if (n->nvls_tree_channel[CFG_SCALE_TWO_NODES] > 0 || n->nvls_tree_channel[CFG_SCALE_MORE_NODES] > 0)
     g_string_append_printf(o, "  nvls_tree_channel: {two_nodes: %.4gGB/s, more_nodes: %.4gGB/s}\n",
-                           n->nvls_tree_channel[CFG_SCALE_TWO_NODES] / 1e9,
-                           n->nvls_tree_channel[CFG_SCALE_MORE_NODES] / 1e9);
+                           calib_ceiling_gbps(n->nvls_tree_channel[CFG_SCALE_TWO_NODES]),
+                           calib_ceiling_gbps(n->nvls_tree_channel[CFG_SCALE_MORE_NODES]));
   g_string_append_printf(o, "  max_channels: %d\n", n->max_channels);
   g_string_append_printf(o, "  source: \"%s\"\n", source);
 }
