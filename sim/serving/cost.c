@@ -15,6 +15,7 @@
 #include "workloads/workloads.h"
 
 #include <math.h>
+#include <string.h>
 
 typedef struct {
   double gemm, attention, other, comm;
@@ -36,6 +37,8 @@ struct srv_cost {
   bool moe;
   int experts, top_k, moe_every, moe_layers; /* moe_layers: of the most loaded stage */
   double expert_ffn, shared_ffn;
+  bool moe_expand;      /* the engine gathers the copies by expert in a kernel of its own */
+  double moe_tile;      /* rows of the grouped GEMM's tile, which each expert's rows fill */
   srv_ep ep;
   double host;          /* serving.iteration_overhead */
   double decode_bw, decode_half; /* serving.decode_attention_bandwidth / _half */
@@ -124,20 +127,56 @@ static double srv_router(const srv_cost *c, double T)
                     2 * c->h * E + c->ab * T * (c->h + E), c->h);
 }
 
+/* Rows a grouped GEMM computes for `routed` copies spread over `touched` experts: each expert's
+ * rows run in whole tiles of the engine's tile height, so a decode batch with a few copies per
+ * expert pays for a whole tile each. */
+static double srv_grouped_rows(const srv_cost *c, double routed, double touched)
+{
+  if (routed <= 0 || touched <= 0)
+    return 0;
+  return touched * c->moe_tile * ceil(routed / touched / c->moe_tile - 1e-9);
+}
+
 /* The routed experts' GEMMs over `routed` token copies, reading the weights of the `touched`
  * experts that receive one; returns their time. */
 static double srv_experts(const srv_cost *c, double routed, double touched, srv_parts *p)
 {
-  double ef = c->expert_ffn;
-  double t = srv_kernel(c, CFG_KCLASS_GEMM, c->gemm_dtype, 2 * routed * c->h * c->gate * ef,
+  double ef = c->expert_ffn, rows = srv_grouped_rows(c, routed, touched);
+  double t = srv_kernel(c, CFG_KCLASS_GEMM, c->gemm_dtype, 2 * rows * c->h * c->gate * ef,
                         c->wb * touched * c->h * c->gate * ef +
                             c->ab * routed * (c->h + c->gate * ef),
                         c->h) +
-             srv_kernel(c, CFG_KCLASS_GEMM, c->gemm_dtype, 2 * routed * ef * c->h,
+             srv_kernel(c, CFG_KCLASS_GEMM, c->gemm_dtype, 2 * rows * ef * c->h,
                         c->wb * touched * ef * c->h + c->ab * routed * (ef + c->h), ef);
   p->gemm += t;
   p->other += srv_elementwise(c, routed * ef, c->gate + 1);
   return t;
+}
+
+/* The MoE layer's own memory-bound kernels around the grouped GEMMs. TensorRT-LLM's MoE plugin
+ * (runMoe, cpp/tensorrt_llm/kernels/mixtureOfExperts/moe_kernels.cu @03cff08f) launches the
+ * softmax and top-k over the tokens' fp32 logits, a sort of the copies' (expert, row) pairs
+ * (CUB's radix sort: histogram, scan, one sweep) and the experts' first-row offsets, the gather
+ * of the copies by expert (expandInputRows: each copy's hidden state read and written), and the
+ * weighted sum back in token order (finalizeMoeRouting: every copy read, each token written).
+ * vLLM's and SGLang's fused_moe (vllm/model_executor/layers/fused_moe/fused_moe.py @13cb3e44)
+ * launch top-k softmax, one moe_align_block_size, gather the rows inside the Triton GEMM (no
+ * gather kernel) and reduce the copies in moe_sum. The copies carry the whole hidden size on
+ * every tensor-parallel GPU (TP splits the experts' width, not the tokens): this part does not
+ * shrink with TP. */
+static void srv_moe_routing(const srv_cost *c, double T, double copies, srv_parts *p)
+{
+  if (T <= 0)
+    return;
+  double E = c->experts, h = c->h, index_bytes = 16 * copies;
+  int index_launches = c->moe_expand ? 4 : 1;
+  p->other += srv_kernel(c, CFG_KCLASS_ELEMENTWISE, CFG_FP32, 8 * T * E, 4 * T * E + 8 * copies, 0);
+  p->other += index_launches * srv_kernel(c, CFG_KCLASS_ELEMENTWISE, CFG_FP32, 0,
+                                          index_bytes / index_launches, 0);
+  if (c->moe_expand)
+    p->other += srv_kernel(c, CFG_KCLASS_ELEMENTWISE, c->attn_dtype, 0, 2 * c->ab * copies * h, 0);
+  p->other += srv_kernel(c, CFG_KCLASS_ELEMENTWISE, c->attn_dtype, 2 * copies * h,
+                         c->ab * (copies + T) * h, 0);
 }
 
 /* The feed-forward part of a layer with experts: each token goes to top_k of the experts; the
@@ -147,6 +186,7 @@ static void srv_mlp_moe(const srv_cost *c, double T, srv_parts *p)
 {
   double E = c->experts, k = c->top_k;
   p->gemm += srv_router(c, T);
+  srv_moe_routing(c, T, T * k, p);
   srv_experts(c, T * k, E * (1 - pow(1 - k / E, T)), p);
   if (c->shared_ffn > 0)
     srv_mlp_dense(c, T, c->shared_ffn, p);
@@ -491,6 +531,10 @@ static void srv_shape(srv_cost *c, const cfg_model *m, const cfg_serving *s)
     /* wide EP keeps experts whole; shared experts are split like attention */
     c->expert_ffn = m->moe.expert_ffn_hidden / (s->ep > 1 ? 1 : t);
     c->shared_ffn = m->moe.shared_experts * m->moe.expert_ffn_hidden / t;
+    /* TensorRT-LLM's CUTLASS grouped GEMM runs 128-row tiles (moe_gemm_template_dispatch_tma_ws.h);
+     * vLLM's fused_moe pads each expert's rows to BLOCK_SIZE_M, 64 in its default config */
+    c->moe_expand = s->engine && strcmp(s->engine, "trtllm") == 0;
+    c->moe_tile = c->moe_expand ? 128 : 64;
   }
   c->host = s->iteration_overhead;
   c->decode_bw = s->decode_attention_bandwidth;
