@@ -279,6 +279,79 @@ Test(collectives, nvls_tree_bus_bandwidth_stays_flat_past_two_nodes_under_its_ch
   }
 }
 
+/* The channels a tree all-reduce over all of `hw`'s n GPUs runs on. */
+static int tree_channels(const hw_cluster *hw, int n)
+{
+  int *ranks = g_new(int, n);
+  for (int i = 0; i < n; i++)
+    ranks[i] = i;
+  coll_plan *p = coll_plan_new(hw, PROG_COLL_ALLREDUCE, ranks, n, COLL_ALGO_TREE, NULL, true);
+  int c = p->channels;
+  coll_plan_free(p);
+  g_free(ranks);
+  return c;
+}
+
+Test(collectives, tree_and_ll_ceilings_bound_bus_bandwidth_across_nodes)
+{
+  /* NCCL's tuner (src/graph/tuning.cc) caps a tree channel (perChMaxTreeBw, on LL128 also
+   * perChMaxTreeLL128Bw) and LL rings and trees as a whole (llMaxBw), in bus bandwidth, by
+   * whether the group spans two nodes or more; a tree's algorithm bandwidth is half its bus
+   * bandwidth, a ring all-reduce's n / (2 (n - 1)). With ceilings far below the links (12.5
+   * GB/s per NIC) a 1 GiB all-reduce lasts S / (ceiling x ratio); without them, far less. */
+  const char *const sets[] = {"nccl.tree_channel.two_nodes=0.8GB/s",
+                              "nccl.tree_channel.more_nodes=0.4GB/s",
+                              "nccl.tree_ll128_channel.more_nodes=0.2GB/s",
+                              "nccl.ll_max_bandwidth.two_nodes=1GB/s",
+                              "nccl.ll_max_bandwidth.more_nodes=0.5GB/s", NULL};
+  double S = 1 << 30;
+  for (int N = 2; N <= 4; N += 2) {
+    int n = 8 * N;
+    cfg_cluster *cfg = NULL;
+    hw_cluster *hw = nvls_nodes(N, sets, &cfg);
+    double C = tree_channels(hw, n), more = N > 2;
+    double tree = (more ? 0.4e9 : 0.8e9) * C, ll = more ? 0.5e9 : 1e9;
+    struct {
+      coll_algo algo;
+      int proto;
+      double busbw, ratio;
+    } want[] = {{COLL_ALGO_TREE, CFG_PROTO_SIMPLE, tree, 0.5},
+                {COLL_ALGO_TREE, CFG_PROTO_LL128, more ? 0.2e9 * C : tree, 0.5},
+                {COLL_ALGO_TREE, CFG_PROTO_LL, MIN(tree, ll), 0.5},
+                {COLL_ALGO_RING, CFG_PROTO_LL, ll, n / (2.0 * (n - 1))}};
+    for (size_t i = 0; i < G_N_ELEMENTS(want); i++)
+      for (int e = 0; e < 2; e++) {
+        double t = run_engine(hw, e ? ENG_DES : ENG_ANALYTIC, PROG_COLL_ALLREDUCE, n, n, S,
+                              want[i].algo, want[i].proto, false);
+        double expect = S / (want[i].busbw * want[i].ratio);
+        cr_assert(fabs(t / expect - 1) < 0.01, "N=%d case %zu engine %d: %.6g s vs %.6g s", N, i,
+                  e, t, expect);
+      }
+    cfg->nccl.tree_channel[CFG_SCALE_TWO_NODES] = cfg->nccl.tree_channel[CFG_SCALE_MORE_NODES] = 0;
+    cfg->nccl.ll_max_bandwidth[CFG_SCALE_TWO_NODES] = cfg->nccl.ll_max_bandwidth[CFG_SCALE_MORE_NODES] = 0;
+    double free_t = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, n, n, S, COLL_ALGO_TREE,
+                               CFG_PROTO_SIMPLE, false);
+    cr_assert(free_t < 0.5 * S / (tree * 0.5), "N=%d: %.6g s without the ceilings", N, free_t);
+    hw_cluster_free(hw);
+    cfg_cluster_free(cfg);
+  }
+}
+
+Test(collectives, ceilings_leave_a_group_inside_one_node_alone)
+{
+  /* the ceilings are NCCL's across nodes; inside a node its GPU-type figures apply, which
+   * dlsim does not copy: a ring on LL over 8 GPUs of one node is as fast with them as without */
+  const char *const sets[] = {"nccl.ll_max_bandwidth.two_nodes=0.1GB/s",
+                              "nccl.ll_max_bandwidth.more_nodes=0.1GB/s", NULL};
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = nvls_nodes(1, sets, &cfg);
+  double t = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, 8, 8, 1 << 30, COLL_ALGO_RING,
+                        CFG_PROTO_LL, false);
+  cr_assert(t < (1 << 30) / 0.1e9 / 10, "%.6g s", t);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
 Test(collectives, nvls_pays_its_own_latency_not_the_rings_steps)
 {
   /* NCCL's tuning model: an NVLS all-reduce costs hwLat[NVLINK][NVLS] once (nccl.nvls_latency),

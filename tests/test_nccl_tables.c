@@ -138,6 +138,31 @@ Test(nccl_tables, coll_output_round_trips_through_calibrate, .timeout = 60)
   cr_assert(fabs(fitted - 0.5) < 0.01, "fitted p2p_efficiency %g, the table was made with 0.5", fitted);
 }
 
+/* A calibration written with a ceiling set for more nodes only loads back: the unset two-node
+ * figure is written as 0 (no ceiling), not as "nan", which the loader refused. */
+Test(nccl_tables, calibration_with_one_ceiling_set_loads_back)
+{
+  const char *const sets[] = {"gpu.calibration=none", "nccl.ll_max_bandwidth.more_nodes=20.4GB/s", NULL};
+  cfg_cluster *c = NULL;
+  const char *preset = "dgx-h100";
+  cr_assert(th_load(preset, NULL, sets, &c, NULL));
+  g_autofree char *out = th_write("ceiling.yaml", "");
+  GError *err = NULL;
+  cr_assert(calib_write(out, c, "test", NULL, &err), "%s", err ? err->message : "");
+  g_autofree char *yaml = NULL;
+  cr_assert(g_file_get_contents(out, &yaml, NULL, NULL));
+  cr_assert(strstr(yaml, "ll_max_bandwidth: {two_nodes: 0GB/s, more_nodes: 20.4GB/s}"), "%s", yaml);
+  cr_assert_null(strstr(yaml, "nan"), "%s", yaml);
+  g_autofree char *set_cal = g_strdup_printf("gpu.calibration=%s", out);
+  const char *const back[] = {set_cal, NULL};
+  cfg_cluster *d = NULL;
+  cr_assert(th_load(preset, NULL, back, &d, NULL));
+  cr_assert_float_eq(d->nccl.ll_max_bandwidth[CFG_SCALE_MORE_NODES], 20.4e9, 1e3);
+  cr_assert_float_eq(d->nccl.ll_max_bandwidth[CFG_SCALE_TWO_NODES], 0, 1e-9);
+  cfg_cluster_free(c);
+  cfg_cluster_free(d);
+}
+
 /* mpirun --tag-output and srun -l label every line with its rank. */
 Test(nccl_tables, launcher_rank_labels_are_dropped)
 {

@@ -6,12 +6,6 @@
 #include <math.h>
 #include <string.h>
 
-/* A ceiling in GB/s; an unset one (NAN) is written as 0, "no ceiling", which the loader takes. */
-static double calib_ceiling_gbps(double v)
-{
-  return isfinite(v) && v > 0 ? v / 1e9 : 0;
-}
-
 static void calib_write_by_proto(GString *o, const char *key, const double *v, bool seconds)
 {
   g_string_append_printf(o, "  %s: {", key);
@@ -22,6 +16,17 @@ static void calib_write_by_proto(GString *o, const char *key, const double *v, b
       g_string_append_printf(o, "%s%s: %.0fB", p ? ", " : "", cfg_proto_name((cfg_proto)p), v[p]);
   }
   g_string_append(o, "}\n");
+}
+
+/* A ceiling by node count, left out when it has none; an unset one (NaN) is written as 0, which
+ * the loader reads back as "no ceiling" (printing it as nan made the file unreadable). */
+static void calib_write_by_scale(GString *o, const char *key, const double *v)
+{
+  double two = v[CFG_SCALE_TWO_NODES] > 0 ? v[CFG_SCALE_TWO_NODES] : 0;
+  double more = v[CFG_SCALE_MORE_NODES] > 0 ? v[CFG_SCALE_MORE_NODES] : 0;
+  if (two > 0 || more > 0)
+    g_string_append_printf(o, "  %s: {two_nodes: %.4gGB/s, more_nodes: %.4gGB/s}\n", key,
+                           two / 1e9, more / 1e9);
 }
 
 static void calib_write_by_impl(GString *o, const char *key, const double *v, const char *fmt)
@@ -79,10 +84,10 @@ static void calib_write_nccl_block(GString *o, const cfg_nccl *n, const char *so
   g_string_append(o, "  ");
   calib_write_by_proto(o, "network", n->hop_latency[CFG_LINK_NETWORK], true);
   calib_write_by_proto(o, "chunk", n->chunk, false);
-  if (n->nvls_tree_channel[CFG_SCALE_TWO_NODES] > 0 || n->nvls_tree_channel[CFG_SCALE_MORE_NODES] > 0)
-    g_string_append_printf(o, "  nvls_tree_channel: {two_nodes: %.4gGB/s, more_nodes: %.4gGB/s}\n",
-                           calib_ceiling_gbps(n->nvls_tree_channel[CFG_SCALE_TWO_NODES]),
-                           calib_ceiling_gbps(n->nvls_tree_channel[CFG_SCALE_MORE_NODES]));
+  calib_write_by_scale(o, "nvls_tree_channel", n->nvls_tree_channel);
+  calib_write_by_scale(o, "ll_max_bandwidth", n->ll_max_bandwidth);
+  calib_write_by_scale(o, "tree_channel", n->tree_channel);
+  calib_write_by_scale(o, "tree_ll128_channel", n->tree_ll128_channel);
   g_string_append_printf(o, "  max_channels: %d\n", n->max_channels);
   g_string_append_printf(o, "  source: \"%s\"\n", source);
 }

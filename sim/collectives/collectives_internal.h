@@ -76,9 +76,9 @@ struct coll_runtime {
   const char *keys[PROG_NCOLLS];
 };
 
-/* The least time NCCL's per-channel ceiling leaves `bytes` of plan `p` (0: none applies):
- * see ceiling.c. */
-double coll_ceiling_time(const coll_plan *p, const hw_cluster *hw, double bytes);
+/* The least time NCCL's bandwidth ceilings leave `bytes` of plan `p` on protocol `proto` (0:
+ * none applies): see ceiling.c. */
+double coll_ceiling_time(const coll_plan *p, const hw_cluster *hw, int proto, double bytes);
 
 void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_runtime *rt,
                            int proto, double bytes, coll_schedule *out);

@@ -257,7 +257,7 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
     moved += bulk + out->post[i];
   }
   if (!coll_runtime_cpu(rt)) {
-    double wait = MAX(0.0, coll_ceiling_time(p, hw, bytes) - moved);
+    double wait = MAX(0.0, coll_ceiling_time(p, hw, proto, bytes) - moved);
     out->post[p->nphases - 1] += wait;
     t += wait;
   }

@@ -215,6 +215,10 @@ typedef struct {
   double protocol_efficiency[CFG_NPROTOS];   /* payload / wire bytes (LL 1/2, LL128 120/128) */
   double nvls_tree_channel[CFG_NSCALES];     /* bus bandwidth one NVLS-tree channel reaches at
                                                 most (NCCL's perChMaxNVLSTreeBw); 0: no ceiling */
+  double ll_max_bandwidth[CFG_NSCALES];      /* bus bandwidth an LL ring or tree reaches at most
+                                                across nodes (NCCL's llMaxBw); 0: no ceiling */
+  double tree_channel[CFG_NSCALES];          /* ... one tree channel (perChMaxTreeBw) */
+  double tree_ll128_channel[CFG_NSCALES];    /* ... one LL128 tree channel (perChMaxTreeLL128Bw) */
   int max_channels;                          /* rings / trees used at once across nodes */
   int pxn;                                   /* 0/1: change rail over NVLink (NCCL's PXN) */
   char *source;

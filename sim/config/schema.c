@@ -309,6 +309,17 @@ static const cfg_field cfg_nccl_fields[] = {
               "more (NCCL's tuner, perChMaxNVLSTreeBw in src/graph/tuning.cc: lower past two "
               "nodes, where a tree's inner node serves its parent and two children at once); "
               "0: no ceiling"),
+    F_BY_ENUM(cfg_nccl, "ll_max_bandwidth", ll_max_bandwidth, UNITS_BYTES_PER_S,
+              cfg_node_scale_names,
+              "bus bandwidth an LL ring or tree reaches at most, whatever its channels, across "
+              "two nodes and across more (NCCL's tuner, llMaxBw in src/graph/tuning.cc: set by "
+              "the host CPU's vendor across nodes); 0: no ceiling"),
+    F_BY_ENUM(cfg_nccl, "tree_channel", tree_channel, UNITS_BYTES_PER_S, cfg_node_scale_names,
+              "bus bandwidth one tree channel reaches at most across two nodes and across more "
+              "(NCCL's tuner, perChMaxTreeBw); 0: no ceiling"),
+    F_BY_ENUM(cfg_nccl, "tree_ll128_channel", tree_ll128_channel, UNITS_BYTES_PER_S,
+              cfg_node_scale_names,
+              "the same for a tree on LL128 (NCCL's tuner, perChMaxTreeLL128Bw); 0: no ceiling"),
     F_INT(cfg_nccl, "max_channels", max_channels, 1, "rings or trees used at once across nodes",
           DEF(16), UPTO(256, "NCCL runs at most 64 channels")),
     F_BOOL(cfg_nccl, "pxn", pxn,
