@@ -374,6 +374,50 @@ Test(collectives, nvls_pays_its_own_latency_not_the_rings_steps)
   cfg_cluster_free(cfg);
 }
 
+/* One H100-like node of 8 at 100 GB/s, NVLS with nothing but its transfers and its fill: each
+ * GPU sends and receives 1.125 S, so the transfers take T = 1.125 S / 100 GB/s. */
+static hw_cluster *make_bare_nvls_node(cfg_cluster **cfg)
+{
+  return make_cluster(1, 8, "set:node.intra.nvls=true;node.intra.latency=0;nccl.nvls_latency=0;"
+                            "nccl.nvls_efficiency=1;nccl.link_efficiency.intra=1", cfg);
+}
+
+Test(collectives, single_node_nvls_fills_two_of_nccls_chunk_loops)
+{
+  /* 16 channels x 8 heads = 128 chunks a loop; NCCL's chunk is 16 KiB below 8 MiB, 32 KiB
+   * below 64 MiB, 64 KiB below 1 GiB: a loop of 2, 4, 8 MiB. The fill is two loops' share of
+   * T, at most 2 T: 1 MiB 2 T, 4 MiB T, 8 MiB T, 32 MiB T / 4, 64 MiB T / 4. */
+  const struct {
+    double mib, times_t;
+  } cases[] = {{1, 3.0}, {4, 2.0}, {8, 2.0}, {32, 1.25}, {64, 1.25}};
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_bare_nvls_node(&cfg);
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    double S = cases[i].mib * 1048576, T = 1.125 * S / 100e9;
+    double t = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, 8, 8, S, COLL_ALGO_NVLS,
+                          CFG_PROTO_SIMPLE, false);
+    cr_assert_float_eq(t, cases[i].times_t * T, T * 1e-9, "%g MiB: %.9g s, T = %.9g s",
+                       cases[i].mib, t, T);
+  }
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+Test(collectives, des_equals_closed_form_for_the_nvls_fill_at_16_mib)
+{
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_bare_nvls_node(&cfg);
+  double S = 16 * 1048576, T = 1.125 * S / 100e9; /* a loop of 4 MiB: fill T / 2 */
+  double a = run_engine(hw, ENG_ANALYTIC, PROG_COLL_ALLREDUCE, 8, 8, S, COLL_ALGO_NVLS,
+                        CFG_PROTO_SIMPLE, false);
+  double d = run_engine(hw, ENG_DES, PROG_COLL_ALLREDUCE, 8, 8, S, COLL_ALGO_NVLS,
+                        CFG_PROTO_SIMPLE, false);
+  cr_assert_float_eq(a, 1.5 * T, T * 1e-9, "analytic %.9g s, T = %.9g s", a, T);
+  cr_assert_float_eq(d, a, a * 1e-9, "des %.12g s vs analytic %.12g s", d, a);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
 Test(collectives, a_ring_of_few_gpus_is_bound_by_its_channels_loads_and_stores)
 {
   /* 1 GB all-reduce at 150 GB/s of loads and stores, NVLink 100 GB/s: on 2 GPUs each sends

@@ -45,6 +45,9 @@ void coll_build_tree(coll_builder *b);
  * each), between the members of parent and child nodes where the channel enters them. */
 void coll_add_tree_edges(coll_builder *b, const coll_layout *l, int c, int channels);
 void coll_build_nvls(coll_builder *b);
+/* Seconds a single-node NVLS all-reduce of `size` bytes on `heads` GPUs spends filling NCCL's
+ * chunk pipeline, its transfers taking `transfer` seconds. */
+double coll_nvls_fill(int heads, double size, double transfer);
 void coll_build_nvls_tree(coll_builder *b);
 void coll_build_sharp(coll_builder *b);
 /* Byte scale of point-to-point transfers (send/recv, all-to-all) within this group. */

@@ -205,6 +205,22 @@ static double coll_copy_wait(const coll_phase *ph, const cfg_nccl *nc, double si
   return MAX(0.0, bytes / nc->copy_bandwidth - bulk);
 }
 
+/* How long a phase's chunk pipeline takes to fill. A single-node NVLS all-reduce fills NCCL's
+ * own (coll_nvls_fill): two loops of chunks across all heads and channels, not one chunk. An
+ * MPI ring sends each step's block whole, one step after the other: the folded steps have no
+ * chunk pipeline to fill (a chain's broadcast, one step, still has). */
+static double coll_fill_time(const coll_plan *p, const coll_phase *ph, const coll_runtime *rt,
+                             const cfg_nccl *nc, int proto, int stages, double size, double bulk)
+{
+  if (p->algo == COLL_ALGO_NVLS && !coll_runtime_cpu(rt))
+    return coll_nvls_fill(p->n, size, bulk);
+  bool pipelined = ph->pipelined && !(rt && rt->cpu && ph->steps > 1);
+  if (!pipelined)
+    return 0;
+  double eff = nc->protocol_efficiency[proto];
+  return (stages - 1) * MIN(nc->chunk[proto], ph->max_frac * size / eff) / ph->min_rate;
+}
+
 void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_runtime *rt,
                            int proto, double bytes, coll_schedule *out)
 {
@@ -244,12 +260,7 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
     }
     lat += coll_posting_latency(rt, ph);
     out->pre[i] = lat; /* the platform's links carry no latency: it is paid here */
-    /* an MPI ring sends each step's block whole, one step after the other: the folded steps
-     * have no chunk pipeline to fill (a chain's broadcast, one step, still has) */
-    bool pipelined = ph->pipelined && !(rt && rt->cpu && ph->steps > 1);
-    out->post[i] = pipelined ? (stages - 1) * MIN(nc->chunk[proto], ph->max_frac * size / eff) /
-                                       ph->min_rate
-                                 : 0;
+    out->post[i] = coll_fill_time(p, ph, rt, nc, proto, stages, size, bulk);
     out->post[i] += coll_shared_memory_copy(rt, hw, ph, size, bulk);
     if (!coll_runtime_cpu(rt))
       out->post[i] += coll_copy_wait(ph, nc, size, eff, bulk);

@@ -24,6 +24,38 @@ static void coll_nvls_flows(coll_builder *b, const coll_layout *l, int k, double
   }
 }
 
+/* NCCL's NVLS chunk for a single-node all-reduce of `size` bytes over `ops` = channels x heads
+ * concurrent chunks: NCCL_NVLS_CHUNKSIZE (128 KiB), halved to 64 KiB below 64 loops, 32 KiB
+ * below 8 and 16 KiB below 2 (NVIDIA/nccl @ 5067397, src/enqueue.cc, NCCL_ALGO_NVLS; the same
+ * rule in 2.18.5). */
+static double coll_nvls_chunk(double ops, double size)
+{
+  double chunk = 128 * 1024;
+  if (size < 64 * ops * chunk)
+    chunk = 64 * 1024;
+  if (size < 8 * ops * chunk)
+    chunk = 32 * 1024;
+  if (size < 2 * ops * chunk)
+    chunk = 16 * 1024;
+  return chunk;
+}
+
+/* The pipeline fill of a single-node NVLS all-reduce whose transfers take `transfer`. NCCL's
+ * oneNode kernel (src/device/all_reduce.h, RunWorkColl NVLS) passes each chunk through three
+ * warp groups in turn (scatter to the heads, the head's multimem reduce and multicast, gather),
+ * one step each (ProtoSimple<1,1>), and a loop moves one chunk per head per channel: the
+ * pipeline fills for two loops before it streams. Channels: NVLS_NCHANNELS_SM90 = 16 (Hopper,
+ * src/transport/nvls.cc; Blackwell's 24 / 32 are not modelled). */
+double coll_nvls_fill(int heads, double size, double transfer)
+{
+  const double channels = 16;
+  double ops = channels * heads;
+  if (size <= 0)
+    return 0;
+  double loop = ops * coll_nvls_chunk(ops, size);
+  return 2 * transfer * MIN(1.0, loop / size);
+}
+
 void coll_build_nvls(coll_builder *b)
 {
   coll_layout l;
