@@ -144,7 +144,10 @@ Test(parallel, tensor_parallelism_across_nodes_is_slower)
     eng_result out = par_run("dgx-h100", "gpt3-1.3b-dp", across, kind, false);
     cr_assert(out.step_time > 1.05 * in.step_time, "%s: across %g inside %g", eng_kind_name(kind),
               out.step_time, in.step_time);
-    cr_assert(out.comm[PROG_DIM_TP] > 1.5 * in.comm[PROG_DIM_TP]);
+    /* at these 8 MiB all-reduces a node's NVLS pays NCCL's pipeline fill (about one more
+     * transfer time), which narrows the gap to the NICs' tree: 1.43x in both engines */
+    cr_assert(out.comm[PROG_DIM_TP] > 1.3 * in.comm[PROG_DIM_TP], "%s: tp comm across %g inside %g",
+              eng_kind_name(kind), out.comm[PROG_DIM_TP], in.comm[PROG_DIM_TP]);
   }
 }
 
