@@ -633,6 +633,24 @@ Test(serving, moe_grouped_gemm_pays_for_whole_tiles)
   cr_assert(vllm > 1.08, "vLLM: %g", vllm);
 }
 
+/* The routing and the tile come from the engine profile's keys, not its name: vLLM told to
+ * expand in 128-row tiles costs what TensorRT-LLM does, and TensorRT-LLM told to fuse in
+ * 64-row tiles what vLLM does. */
+Test(serving, moe_routing_and_tile_are_the_profiles_keys)
+{
+  srv_batch d = {.seqs = 64, .tokens = 64, .decodes = 64, .decode_kv = 64 * 200, .samples = 64};
+  const char *expand[] = {"serving.moe_routing=expand", "serving.moe_tile=128", NULL};
+  const char *fused[] = {"serving.moe_routing=fused", "serving.moe_tile=64", NULL};
+  srv_time trt = moe_tp_parts("trtllm", 1, &d, NULL), vllm = moe_tp_parts("vllm", 1, &d, NULL);
+  srv_time vllm_expand = moe_tp_parts("vllm", 1, &d, expand);
+  srv_time trt_fused = moe_tp_parts("trtllm", 1, &d, fused);
+  cr_assert(trt.other > vllm.other);
+  cr_assert_float_eq(vllm_expand.other, trt.other, 1e-15);
+  cr_assert_float_eq(vllm_expand.gemm, trt.gemm, 1e-15);
+  cr_assert_float_eq(trt_fused.other, vllm.other, 1e-15);
+  cr_assert_float_eq(trt_fused.gemm, vllm.gemm, 1e-15);
+}
+
 /* wl_moe_load by hand: the busiest rank's expected copies plus sqrt(2 ln ep) binomial standard
  * deviations, over the mean; q is its share of the copies. */
 static double ep_load_by_hand(double copies, int ep, double q)

@@ -105,6 +105,10 @@ typedef enum { CFG_ASYNC_OFF, CFG_ASYNC_MULTIPROCESS, CFG_ASYNC_ON } cfg_async_s
  * pools cache none), else the one with the most free KV blocks */
 typedef enum { CFG_ROUTER_ROUND_ROBIN, CFG_ROUTER_LEAST_LOADED, CFG_ROUTER_KV_AWARE } cfg_router;
 typedef enum { CFG_A2A_NCCL, CFG_A2A_DEEPEP, CFG_A2A_DEEPEP_LL } cfg_a2a;
+/* How a serving engine routes tokens to experts around its grouped GEMM: gathering them inside
+ * the GEMM (vLLM's and SGLang's fused_moe), or in a kernel of its own after a sort
+ * (TensorRT-LLM's runMoe). */
+typedef enum { CFG_MOE_ROUTING_FUSED, CFG_MOE_ROUTING_EXPAND } cfg_moe_routing;
 /* Which collectives inside layer passes the DES runs as flows (collectives.layer_flows). */
 typedef enum { CFG_LAYER_FLOWS_AUTO, CFG_LAYER_FLOWS_ALWAYS, CFG_LAYER_FLOWS_NEVER } cfg_layer_flows;
 /* serving.speculative.method: a separate draft model, or the model's own multi-token
@@ -522,6 +526,8 @@ typedef struct {
    * reaches with many (sequence, KV head) items in flight, and the item count at which it
    * reaches half that (0: the GPU's efficiency.memory at any count) */
   double decode_attention_bandwidth, decode_attention_half;
+  cfg_moe_routing moe_routing; /* the MoE layer's routing kernels (see cfg_moe_routing) */
+  int moe_tile;                /* rows of the grouped GEMM's tile each expert's rows fill */
   cfg_slo slo;
   /* wide expert parallelism (ep > 1): the dispatch / combine kernels of iterations with
    * prefill tokens and of decode-only ones, and the two-micro-batch overlap */

@@ -31,6 +31,7 @@ static const char *const cfg_optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const cfg_recompute_names[] = {"none", "selective", "full", NULL};
 static const char *const cfg_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe", NULL};
 static const char *const cfg_a2a_names[] = {"nccl", "deepep", "deepep-ll", NULL};
+static const char *const cfg_moe_routing_names[] = {"fused", "expand", NULL};
 static const char *const cfg_ar_kernel_names[] = {"nccl", "oneshot-twoshot", NULL};
 static const char *const cfg_layer_flows_names[] = {"auto", "always", "never", NULL};
 static const char *const cfg_transport_names[] = {"gpu-direct", "host-staged", NULL};
@@ -976,6 +977,16 @@ static const cfg_field cfg_serving_fields[] = {
           "kernel at which it reaches half that rate (each item streams its own KV; a kernel "
           "short of items splits the keys, flash-decoding, up to four times this)",
           DEF(0)),
+    F_ENUM(cfg_serving, "moe_routing", moe_routing, cfg_moe_routing_names,
+           "MoE layers: fused (the grouped GEMM gathers each expert's tokens itself: vLLM's and "
+           "SGLang's fused_moe, one align launch, moe_sum combines) or expand (top-k, a sort in "
+           "four launches, a gather of every copy by expert and a weighted combine, each a "
+           "kernel of its own: TensorRT-LLM's runMoe)",
+           DEF(CFG_MOE_ROUTING_FUSED)),
+    F_INT(cfg_serving, "moe_tile", moe_tile, 1,
+          "rows of the MoE grouped GEMM's tile: each expert's rows are padded to whole tiles "
+          "(vLLM's fused_moe BLOCK_SIZE_M 64; TensorRT-LLM's CUTLASS tiles 128)",
+          DEF(64)),
     F_MAP(cfg_serving, "slo", slo, cfg_schema_slo, "service-level objectives"),
     F_ENUM(cfg_serving, "a2a_prefill", a2a_prefill, cfg_a2a_names,
            "ep > 1: dispatch / combine kernels of iterations with prefill tokens (DeepEP normal)",

@@ -531,10 +531,10 @@ static void srv_shape(srv_cost *c, const cfg_model *m, const cfg_serving *s)
     /* wide EP keeps experts whole; shared experts are split like attention */
     c->expert_ffn = m->moe.expert_ffn_hidden / (s->ep > 1 ? 1 : t);
     c->shared_ffn = m->moe.shared_experts * m->moe.expert_ffn_hidden / t;
-    /* TensorRT-LLM's CUTLASS grouped GEMM runs 128-row tiles (moe_gemm_template_dispatch_tma_ws.h);
-     * vLLM's fused_moe pads each expert's rows to BLOCK_SIZE_M, 64 in its default config */
-    c->moe_expand = s->engine && strcmp(s->engine, "trtllm") == 0;
-    c->moe_tile = c->moe_expand ? 128 : 64;
+    /* the engine profile says how it routes (configs/engines: TensorRT-LLM expands in kernels
+     * of its own, 128-row CUTLASS tiles; vLLM and SGLang fuse, BLOCK_SIZE_M 64) */
+    c->moe_expand = s->moe_routing == CFG_MOE_ROUTING_EXPAND;
+    c->moe_tile = s->moe_tile;
   }
   c->host = s->iteration_overhead;
   c->decode_bw = s->decode_attention_bandwidth;
