@@ -361,6 +361,39 @@ Test(cli, trace_shows_every_layer_pass_on_every_gpu)
   cJSON_Delete(j);
 }
 
+/* The name of process `pid` in a parsed trace ("" when it has none). */
+static const char *trace_process_name(const cJSON *j, int pid)
+{
+  const cJSON *e;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "traceEvents"))
+  {
+    if (cJSON_GetObjectItem(e, "pid")->valueint == pid && strcmp(trace_str(e, "ph"), "M") == 0 &&
+        strcmp(trace_str(e, "name"), "process_name") == 0)
+      return trace_str(cJSON_GetObjectItem(e, "args"), "name");
+  }
+  return "";
+}
+
+/* CP 4 x DP 2 over two nodes of four GPUs: the DES folds the context-parallel siblings, one
+ * rank per block (data-parallel replica); a sibling in the second replica shows its block's
+ * lead, GPU 4, not GPU 0 (same class, but not the rank it runs in step with). */
+Test(cli, trace_names_the_folded_block_lead)
+{
+  g_autofree char *text = trace_of(
+      "-c dgx-h100 -w megatron-22b -q --trace-steps 1 --set node.count=2 "
+      "--set node.gpus_per_node=4 --set parallel.tp=1 --set parallel.cp=4 --set parallel.pp=1 "
+      "--set parallel.dp=2 --set training.global_batch=8 --set training.flash_attention=true "
+      "--set collectives.layer_flows=never",
+      NULL);
+  cJSON *j = cJSON_Parse(text);
+  cr_assert_not_null(j, "the trace is not JSON");
+  cr_assert(g_str_has_prefix(trace_process_name(j, 5), "GPU 5 (as GPU 4:"), "%s", trace_process_name(j, 5));
+  cr_assert(g_str_has_prefix(trace_process_name(j, 1), "GPU 1 (as GPU 0:"), "%s", trace_process_name(j, 1));
+  cr_assert_str_eq(trace_process_name(j, 4), "GPU 4 (simulated; stands for GPUs 5-7)");
+  cr_assert_str_eq(trace_process_name(j, 0), "GPU 0 (simulated; stands for GPUs 1-3)");
+  cJSON_Delete(j);
+}
+
 Test(cli, trace_ranks_and_steps_cap_the_trace)
 {
   cJSON *j = trace_22b("--set training.global_batch=8 --trace-ranks 0,3-4 --trace-steps 1", NULL);

@@ -82,34 +82,51 @@ bool rep_trace_ranks_parse(const char *text, GArray **out, GError **err)
 
 /* ---- who stands for whom -------------------------------------------------------------------- */
 
-/* The first rank of `rank`'s tensor-parallel group (itself when it has none). */
-static int rep_tp_leader(const prog_program *p, int rank)
+/* The root of `r`'s block, halving the path on the way (roots are their block's smallest rank). */
+static int rep_root(int *lead, int r)
 {
-  int lead = rank;
+  while (lead[r] != r)
+    r = lead[r] = lead[lead[r]];
+  return r;
+}
+
+/* Per rank, the smallest rank of its block: the union of its groups in the families of the
+ * dimensions `dims` (1 << prog_dim), as the DES folds them (engine/fold.c). */
+static int *rep_block_leads(const prog_program *p, unsigned dims)
+{
+  int *lead = g_new(int, p->nranks);
+  for (int r = 0; r < p->nranks; r++)
+    lead[r] = r;
   for (guint f = 0; f < p->families->len; f++) {
     const prog_family *fam = g_ptr_array_index(p->families, f);
-    if (fam->dim != PROG_DIM_TP || fam->group_of[rank] < 0)
-      continue;
-    const prog_group *g = g_ptr_array_index(p->groups, fam->group_of[rank]);
-    for (int m = 0; m < g->n; m++)
-      lead = MIN(lead, g->ranks[m]);
+    for (int r = 0; (dims >> fam->dim & 1) && r < p->nranks; r++) {
+      const prog_group *g = prog_group_of(p, (int)f, r);
+      for (int m = 0; g && m < g->n; m++) {
+        int a = rep_root(lead, r), b = rep_root(lead, g->ranks[m]);
+        lead[MAX(a, b)] = MIN(a, b); /* the smaller root stays: roots remain the smallest */
+      }
+    }
   }
+  for (int r = 0; r < p->nranks; r++)
+    lead[r] = rep_root(lead, r);
   return lead;
 }
 
-/* Per rank, the rank whose events it shows: itself when the engine simulated it, else the
- * first rank of its tensor-parallel group (the DES runs one rank per group when they run in
- * step) or its class's representative (the analytic engine follows one rank per class); -1
- * when none has events. */
+/* Per rank, the rank whose events it shows: itself when the engine simulated it, else its
+ * block's lead (the DES runs one rank per block of the dimensions it folded, or per
+ * tensor-parallel group when it folded none: those run in step) or its class's representative
+ * (the analytic engine follows one rank per class); -1 when none has events. */
 static int *rep_stand_ins(const prog_program *p, const eng_result *res)
 {
   g_autofree bool *has = g_new0(bool, p->nranks);
   for (guint i = 0; res->events && i < res->events->len; i++)
     has[g_array_index(res->events, eng_event, i).rank] = true;
+  unsigned dims = res->fold.folded_dims ? res->fold.folded_dims : 1u << PROG_DIM_TP;
+  g_autofree int *lead = rep_block_leads(p, dims);
   int *src = g_new(int, p->nranks);
   for (int r = 0; r < p->nranks; r++) {
-    int lead = rep_tp_leader(p, r), rep = prog_class_at(p, p->class_of[r])->rep;
-    src[r] = has[r] ? r : has[lead] ? lead : rep >= 0 && has[rep] ? rep : -1;
+    int rep = prog_class_at(p, p->class_of[r])->rep;
+    src[r] = has[r] ? r : has[lead[r]] ? lead[r] : rep >= 0 && has[rep] ? rep : -1;
   }
   return src;
 }
