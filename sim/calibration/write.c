@@ -3,7 +3,6 @@
  * the GPU was modelled. */
 #include "calibration/calibration.h"
 
-#include <math.h>
 #include <string.h>
 
 static void calib_write_by_proto(GString *o, const char *key, const double *v, bool seconds)
