@@ -156,6 +156,10 @@ typedef struct coll_runtime coll_runtime;
 /* `doc` (may be NULL) places errors in the workload's file. */
 coll_runtime *coll_runtime_new(const cfg_collectives *c, const cfg_doc *doc, GError **err);
 void coll_runtime_free(coll_runtime *rt);
+/* The runtime of `c` and its collectives.algorithm and protocol parsed into *algo and *proto,
+ * or NULL (nothing to free) when any of the three is wrong. */
+coll_runtime *coll_runtime_with_choices(const cfg_collectives *c, const cfg_doc *doc,
+                                        coll_algo *algo, int *proto, GError **err);
 const char *coll_runtime_name(const coll_runtime *rt);
 /* Whether the runtime drives collectives from the host (cpu progress): it holds no SMs. */
 bool coll_runtime_cpu(const coll_runtime *rt);

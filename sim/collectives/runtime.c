@@ -106,6 +106,17 @@ coll_runtime *coll_runtime_new(const cfg_collectives *c, const cfg_doc *doc, GEr
   return rt;
 }
 
+coll_runtime *coll_runtime_with_choices(const cfg_collectives *c, const cfg_doc *doc,
+                                        coll_algo *algo, int *proto, GError **err)
+{
+  coll_runtime *rt = coll_runtime_new(c, doc, err);
+  if (rt && !(coll_algo_parse(c->algorithm, algo, err) && coll_proto_parse(c->protocol, proto, err))) {
+    coll_runtime_free(rt);
+    return NULL;
+  }
+  return rt;
+}
+
 void coll_runtime_free(coll_runtime *rt)
 {
   if (!rt)

@@ -44,9 +44,9 @@ plan_setup *plan_setup_new(cfg_cluster *c, cfg_workload *w, int global_batch, GE
   s->hw = hw_cluster_new(s->c);
   s->gpus = cfg_cluster_gpus(s->c);
   s->opt.kind = ENG_ANALYTIC;
-  s->runtime = coll_runtime_new(&s->w->collectives, s->w->doc, err);
-  if (!s->runtime || !coll_algo_parse(s->w->collectives.algorithm, &s->opt.algo, err) ||
-      !coll_proto_parse(s->w->collectives.protocol, &s->opt.proto, err)) {
+  s->runtime = coll_runtime_with_choices(&s->w->collectives, s->w->doc, &s->opt.algo,
+                                         &s->opt.proto, err);
+  if (!s->runtime) {
     plan_setup_free(s);
     return NULL;
   }

@@ -23,10 +23,8 @@ sim_cache *sim_cache_new(const cfg_cluster *c, const cfg_workload *w, GError **e
   k->mps = sim_mps_cluster(c, w);
   k->hw = hw_cluster_new(k->mps ? k->mps : c);
   eng_options o = {.kind = ENG_ANALYTIC};
-  const cfg_collectives *cl = &w->collectives;
-  k->runtime = coll_runtime_new(cl, w->doc, err);
-  if (!k->runtime || !coll_algo_parse(cl->algorithm, &o.algo, err) ||
-      !coll_proto_parse(cl->protocol, &o.proto, err)) {
+  k->runtime = coll_runtime_with_choices(&w->collectives, w->doc, &o.algo, &o.proto, err);
+  if (!k->runtime) {
     sim_cache_free(k);
     return NULL;
   }
@@ -277,17 +275,19 @@ static bool sim_options_check(const sim_options *o, GError **err)
 static bool sim_engine_options(sim_result *out, const sim_options *o, GError **err)
 {
   const cfg_collectives *cl = &out->workload->collectives;
-  out->runtime = coll_runtime_new(cl, out->workload->doc, err);
+  coll_algo algo;
+  int proto;
+  out->runtime = coll_runtime_with_choices(cl, out->workload->doc, &algo, &proto, err);
   if (!out->runtime)
     return false;
   /* a runtime driven from the host moves data with the NIC and copy engines: no SMs held */
   double sm = coll_runtime_cpu(out->runtime) ? 0 : cl->sm_reserved;
-  out->options = (eng_options){.kind = o->engine, .trace = o->trace, .unfold = o->unfold_colls,
+  out->options = (eng_options){.kind = o->engine, .algo = algo, .proto = proto,
+                               .trace = o->trace, .unfold = o->unfold_colls,
                                .all_ranks = o->all_ranks, .sm_reserved = sm,
                                .layer_flows = cl->layer_flows,
                                .layer_flow_budget = cl->layer_flow_budget, .runtime = out->runtime};
-  return coll_algo_parse(cl->algorithm, &out->options.algo, err) &&
-         coll_proto_parse(cl->protocol, &out->options.proto, err);
+  return true;
 }
 
 /* MPS (parallel.processes_per_gpu = k): the job as a cluster of k times the GPUs, each a process
