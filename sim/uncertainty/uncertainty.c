@@ -162,17 +162,19 @@ const unc_band *unc_band_of(const unc_table *t, const char *kind)
   return NULL;
 }
 
+/* The kinds of a training step, in the order unc_run_kind_index numbers them. */
+enum { UNC_RUN_TRAINING, UNC_RUN_SMALL, UNC_RUN_FSDP };
+static const char *const unc_run_kinds[] = {"training", "training.small", "fsdp"};
+
 const char *unc_run_kind(const cfg_workload *w)
 {
   const cfg_parallel *p = &w->parallel;
   bool sharded_dp = p->zero >= 2 && p->tp == 1 && p->pp == 1 && p->cp == 1;
   if (sharded_dp)
-    return "fsdp";
+    return unc_run_kinds[UNC_RUN_FSDP];
   long gpus = (long)p->tp * p->pp * p->cp * p->dp;
-  return gpus < UNC_SMALL_RUN_GPUS ? "training.small" : "training";
+  return unc_run_kinds[gpus < UNC_SMALL_RUN_GPUS ? UNC_RUN_SMALL : UNC_RUN_TRAINING];
 }
-
-static const char *const unc_run_kinds[] = {"training", "training.small", "fsdp"};
 
 int unc_run_kind_index(const char *kind)
 {
@@ -192,5 +194,7 @@ const unc_band *unc_band_for_run(const unc_table *t, const cfg_workload *w)
   const char *kind = unc_run_kind(w);
   const unc_band *b = unc_band_of(t, kind);
   /* a table written before small runs had a band of their own */
-  return b || strcmp(kind, "training.small") != 0 ? b : unc_band_of(t, "training");
+  if (b || strcmp(kind, unc_run_kinds[UNC_RUN_SMALL]) != 0)
+    return b;
+  return unc_band_of(t, unc_run_kinds[UNC_RUN_TRAINING]);
 }

@@ -7,8 +7,9 @@
 #include <string.h>
 
 /* The kinds, and which case metrics measure them: a time, or a rate of the same step. A
- * training step's kind is also its workload's (unc_run_kind: large or small runs), so a
- * category feeds the band of the runs it resembles. */
+ * "training" row stands for a training step of either scale: the case's workload says which
+ * (unc_run_kind: training or training.small), so a category feeds the band of the runs it
+ * resembles. */
 typedef struct {
   const char *kind, *category, *metric;
   unc_sense sense;
@@ -19,11 +20,7 @@ static const val_kind_metric val_kind_metrics[] = {
     {"training", "training", "tokens_per_s", UNC_RATE},
     {"training", "training", "samples_per_s", UNC_RATE},
     {"training", "training", "model_tflops_per_gpu", UNC_RATE},
-    {"training.small", "training", "step_time_s", UNC_TIME},
-    {"training.small", "training", "tokens_per_s", UNC_RATE},
-    {"training.small", "training", "samples_per_s", UNC_RATE},
-    {"training.small", "training", "model_tflops_per_gpu", UNC_RATE},
-    {"training.small", "megatron-ci", "step_time_s", UNC_TIME},
+    {"training", "megatron-ci", "step_time_s", UNC_TIME},
     {"fsdp", "fsdp", "tokens_per_s", UNC_RATE},
     {"serve.ttft", "serving", "ttft_s.mean", UNC_TIME},
     {"serve.tbt", "serving", "tbt_s.mean", UNC_TIME},
@@ -33,6 +30,15 @@ static const val_kind_metric val_kind_metrics[] = {
 static const char *const val_kinds[] = {"training", "training.small", "fsdp", "serve.ttft",
                                         "serve.tbt", "serve.throughput"};
 
+/* The kind a case that row `k` matches counts for: a training step's scale, from its workload
+ * (a sharded data-parallel one, kind fsdp, has no band here); NULL for none. */
+static const char *val_case_kind(const val_row *r, const val_kind_metric *k)
+{
+  if (strcmp(k->kind, "training") != 0 || !r->run_kind)
+    return k->kind;
+  return g_str_has_prefix(r->run_kind, "training") ? r->run_kind : NULL;
+}
+
 /* Predicted time / measured time of a check case of `kind`, or NAN when it is not one. MFU rows
  * are left out: they restate a step time already counted. */
 static double val_time_ratio(const val_row *r, const char *kind)
@@ -41,12 +47,10 @@ static double val_time_ratio(const val_row *r, const char *kind)
   if (r->failure || c->role != CFG_CASE_CHECK || c->ratio_to || c->table || c->trace ||
       !(r->predicted > 0) || !(c->measured > 0))
     return NAN;
-  /* a training-step case counts for its workload's kind only */
-  if (r->run_kind && g_str_has_prefix(kind, "training") && strcmp(r->run_kind, kind) != 0)
-    return NAN;
   for (size_t i = 0; i < G_N_ELEMENTS(val_kind_metrics); i++) {
     const val_kind_metric *k = &val_kind_metrics[i];
-    if (strcmp(k->kind, kind) == 0 && strcmp(k->category, val_category(c)) == 0 &&
+    const char *case_kind = val_case_kind(r, k);
+    if (case_kind && strcmp(case_kind, kind) == 0 && strcmp(k->category, val_category(c)) == 0 &&
         strcmp(k->metric, c->metric) == 0)
       return k->sense == UNC_TIME ? r->predicted / c->measured : c->measured / r->predicted;
   }
