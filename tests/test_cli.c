@@ -706,7 +706,8 @@ Test(cli, validate_csv_has_a_header_and_one_row_per_case)
   cr_assert_eq(p.status, 0, "%s", p.out);
   g_auto(GStrv) lines = g_strsplit(p.out, "\n", -1);
   cr_assert_eq(g_strv_length(lines), 4, "%s", p.out); /* header, two rows, the final newline */
-  cr_assert(g_str_has_prefix(lines[0], "name,role,metric,measured,predicted,error,tolerance,pass"), "%s", lines[0]);
+  cr_assert(g_str_has_prefix(lines[0], "name,role,metric,measured,predicted,error,tolerance,pass,"
+                                       "source,category,optimism"), "%s", lines[0]);
   cr_assert(g_str_has_prefix(lines[1], "korthikanti-22b-step-full,check,step_time_s,1.42,"), "%s", lines[1]);
   cr_assert(g_str_has_prefix(lines[2], "nccl-a100-8gpu-sendrecv,fit,busbw,,"), "%s", lines[2]);
   th_proc_clear(&p);

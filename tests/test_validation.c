@@ -261,6 +261,22 @@ Test(validation, optimism_has_one_sign_for_times_rates_and_bytes)
   val_rows_free(rows);
 }
 
+/* Flags are 0/1: a server predicted to keep up (saturated 0) that fell behind (1) is an
+ * optimistic miss, and so is a model predicted to fit (fits 1) that ran out of memory (0). */
+Test(validation, optimism_of_flags_is_the_promise_they_broke)
+{
+  const char *names[] = {"s", "f"};
+  const double errors[] = {-1.0, 1.0}; /* predicted - measured */
+  const char *metrics[] = {"saturated", "fits"};
+  GArray *rows = pin_rows(names, errors, 2);
+  for (int i = 0; i < 2; i++) {
+    val_row *r = &g_array_index(rows, val_row, i);
+    r->c.metric = g_strdup(metrics[i]);
+    cr_assert_float_eq(val_optimism(r), 1.0, 1e-12, "%s", metrics[i]);
+  }
+  val_rows_free(rows);
+}
+
 Test(validation, a_case_may_name_its_category)
 {
   const char *names[] = {"a", "b"};

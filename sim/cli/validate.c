@@ -123,6 +123,10 @@ static void vcli_print_json(const val_row *rows, guint n, bool csv)
     cJSON_AddNumberToObject(o, "tolerance", r->c.tolerance);
     cJSON_AddBoolToObject(o, "pass", r->pass);
     cJSON_AddStringToObject(o, "source", r->c.source);
+    /* after the first columns, which scripts read by position */
+    cJSON_AddStringToObject(o, "category", val_category(&r->c));
+    if (!r->failure)
+      cJSON_AddNumberToObject(o, "optimism", val_optimism(r));
     cJSON_AddItemToArray(cases, o);
   }
   if (csv)

@@ -218,24 +218,33 @@ static int val_compare_doubles(gconstpointer a, gconstpointer b)
   return (x > y) - (x < y);
 }
 
-/* Whether more of the metric is better (a rate, a share of the peak, KV blocks) or worse (a
- * time: `*_s`, `*_s.mean`; bytes). Other metrics (flags) count as more-is-better. */
+/* Whether more of the metric is better (a rate, a share of the peak, KV blocks, `fits`) or
+ * worse (a time: `*_s`, `*_s.mean`; bytes; the `saturated` flag). */
 static bool val_more_is_better(const char *metric)
 {
   if (!metric || strstr(metric, "per_s") || strstr(metric, "GBps"))
     return true;
-  return !(g_str_has_suffix(metric, "_s") || strstr(metric, "_s.") || strstr(metric, "bytes"));
+  return !(g_str_has_suffix(metric, "_s") || strstr(metric, "_s.") || strstr(metric, "bytes") ||
+           strcmp(metric, "saturated") == 0);
+}
+
+/* 0/1 metrics, whose error is predicted - measured rather than a ratio */
+static bool val_is_flag(const char *metric)
+{
+  return metric && (strcmp(metric, "saturated") == 0 || strcmp(metric, "fits") == 0);
 }
 
 /* A case's optimism: how much better than measured dlsim says things are, > 0 when it
  * predicts a step too fast, a rate too high or memory too small. A table's is its median row's:
  * busbw for collectives, time for GEMMs. Averaged per category, so that predicted / measured
  * - 1 of times and of rates (opposite signs for one too-fast model) do not cancel. */
-static double val_signed_error(const val_row *r)
+double val_optimism(const val_row *r)
 {
   if (r->c.table)
     return val_is_gemm(&r->c) ? 1 / (1 + r->gemm_errors.signed_median) - 1
                               : r->errors.signed_large;
+  if (val_is_flag(r->c.metric))
+    return val_more_is_better(r->c.metric) ? r->error : -r->error;
   return val_more_is_better(r->c.metric) ? r->error : 1 / (1 + r->error) - 1;
 }
 
@@ -257,7 +266,7 @@ static void val_summary_of(const GArray *rows, const char *category, GArray *out
     s.within += r->pass;
     double a = fabs(r->error);
     g_array_append_val(abs, a);
-    signed_sum += val_signed_error(r);
+    signed_sum += val_optimism(r);
   }
   if (abs->len > 0) {
     g_array_sort(abs, val_compare_doubles);

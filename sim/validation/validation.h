@@ -60,6 +60,9 @@ char *val_metric_label(const cfg_case *c);
 /* What kind of prediction a case checks, for summaries: training, memory, serving, moe,
  * collectives, kernels, traces. */
 const char *val_category(const cfg_case *c);
+/* How much better than measured a predicted row says things are: > 0 for a step too fast, a
+ * rate too high or memory too small (a table: its median row). */
+double val_optimism(const val_row *r);
 
 typedef struct {
   const char *category;
