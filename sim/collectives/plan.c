@@ -314,6 +314,38 @@ coll_plan *coll_plan_build(const hw_cluster *hw, prog_coll op, const int *ranks,
   return p;
 }
 
+coll_plan *coll_plan_moved(const coll_plan *from, const hw_cluster *hw, int shift, int *load)
+{
+  coll_plan *p = g_memdup2(from, sizeof *from);
+  p->ranks = g_memdup2(from->ranks, sizeof(int) * (gsize)from->n);
+  p->members = g_memdup2(from->members, sizeof(int) * (gsize)MAX(from->members_room, 1));
+  p->by_endpoint = g_memdup2(from->by_endpoint,
+                             sizeof(coll_member_at) * (gsize)MAX(from->members_room, 1));
+  for (int i = 0; i < p->n; i++)
+    p->ranks[i] += shift;
+  for (int m = 0; m < p->nmembers; m++) {
+    p->members[m] += shift;
+    p->by_endpoint[m].endpoint += shift; /* the order stays */
+  }
+  p->phases = g_memdup2(from->phases, sizeof(coll_phase) * (gsize)MAX(from->nphases, 1));
+  g_autofree int *own = load ? NULL : g_new0(int, 2 * (gsize)hw_nlinks(hw));
+  for (int i = 0; i < p->nphases; i++) {
+    coll_phase *ph = &p->phases[i];
+    const coll_phase *f = &from->phases[i];
+    ph->xfers = g_memdup2(f->xfers, sizeof(coll_xfer) * (gsize)MAX(f->nxfers, 1));
+    for (int k = 0; k < ph->nxfers; k++) {
+      ph->xfers[k].src += shift;
+      ph->xfers[k].dst += shift;
+    }
+    ph->member_off = g_memdup2(f->member_off, sizeof(int) * (gsize)(p->nmembers + 1));
+    ph->member_idx = g_memdup2(f->member_idx, sizeof(int) * (gsize)MAX(f->member_off[p->nmembers], 1));
+    /* the routes are the moved group's own */
+    memset(ph->class_alpha, 0, sizeof ph->class_alpha);
+    coll_phase_cost(hw, ph, load ? load : own);
+  }
+  return p;
+}
+
 void coll_plan_free(coll_plan *p)
 {
   if (!p)
