@@ -1336,13 +1336,18 @@ static bool wl_splice_of(const wl_par *x, const prog_program *like, int s, const
     post++;
   ok = ok && pre + post >= n1 && wl_pass_contained(like, s, a, pre, true);
   *out = (wl_splice){.at = pre, .n = n2 - n1, .src = g_new(guint, MAX(n2 - n1, 1u))};
+  /* the first pass of each key that depends only on itself, found once per key */
+  int nkeys = x->v * WL_NPASSES * 2;
+  g_autofree guint *src_of = g_new(guint, nkeys);
+  for (int key = 0; key < nkeys; key++)
+    src_of[key] = G_MAXUINT;
   for (guint k = 0; ok && k < out->n; k++) {
     int key = wl_step_key(&o2[pre + k], last2);
-    guint i = 0;
-    while (i < n1 && (wl_step_key(&o1[i], last1) != key ||
-                      !wl_pass_contained(like, s, a, i, false)))
-      i++;
-    out->src[k] = i;
+    guint i = src_of[key];
+    for (i = i == G_MAXUINT ? 0 : i; i < n1; i++)
+      if (wl_step_key(&o1[i], last1) == key && wl_pass_contained(like, s, a, i, false))
+        break;
+    out->src[k] = src_of[key] = i;
     ok = i < n1 && key % 2 == 0;
   }
   g_array_free(order, TRUE);
