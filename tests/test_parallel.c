@@ -336,8 +336,8 @@ static void par_assert_same_groups(const prog_program *a, const prog_program *b,
  * differ in kind (interleaving, DualPipe's and ZB-V's reverse channels, expert parallelism).
  * Where the second schedule is the first with passes inserted at one point (1F1B, interleaved,
  * ZB-H1, ZB-V, GPipe: forwards and backwards alike wherever they run) the second program is
- * derived from the first's ops, not built: it too must be the one built alone, op for op;
- * DualPipe (paired passes) builds it. */
+ * derived from the first's ops, not built (but for inserted passes the first lacks): it too
+ * must be the one built alone, op for op; DualPipe (paired passes) builds it. */
 Test(parallel, building_the_folds_two_programs_together_gives_each_as_built_alone)
 {
   const struct {
@@ -366,6 +366,10 @@ Test(parallel, building_the_folds_two_programs_together_gives_each_as_built_alon
       {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
                         "parallel.schedule=gpipe", "training.micro_batch=1", NULL}, {8, 12},
        true},
+      /* no pipeline, as the fold runs it: one micro-batch, then two; the first's only backward
+       * reduces the gradients, so the second's first backward is built, not copied */
+      {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=1", "parallel.dp=8",
+                        "parallel.zero=1", "training.micro_batch=1", NULL}, {1, 2}, true},
       /* the bench's configuration: GPT-3 175B, TP 8 x PP 8 interleaved x3, as the fold runs it */
       {"megatron-175b", {"node.count=128", "parallel.dp=16", NULL}, {16, 24}, true},
   };

@@ -804,6 +804,7 @@ struct wl_passes_at {
   int nstages;
   int last_mb; /* wl_last_mb of the program */
   wl_stage_at *stages;
+  wl_pass *passes; /* the templates of each layer (wl_par's) */
 };
 
 void wl_passes_at_free(wl_passes_at *a)
@@ -816,6 +817,7 @@ void wl_passes_at_free(wl_passes_at *a)
     g_free(a->stages[s].start);
   }
   g_free(a->stages);
+  g_free(a->passes);
   g_free(a);
 }
 
@@ -1268,6 +1270,8 @@ bool wl_build_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_mod
     x.record->stages = g_new0(wl_stage_at, x.pp);
   }
   wl_templates(&x);
+  if (record)
+    x.record->passes = g_memdup2(x.passes, sizeof(wl_pass) * m->layers->len);
   x.names = g_hash_table_new(g_direct_hash, g_direct_equal);
   for (int s = 0; s < x.pp; s++)
     wl_build_stage(&x, s);
@@ -1288,12 +1292,16 @@ static int wl_step_key(const wl_step *st, int last_mb)
 }
 
 /* How stage s of the second program is made of the first's ops: the first's passes before `at`
- * as they are, then `n` passes each a copy of the first's pass src[k], then the first's passes
+ * as they are, then the second's passes at..at + n - 1 (`order`), each a copy of the first's
+ * pass src[k] or, where the first has none alike (WL_BUILT), built, then the first's passes
  * from `at` on (and the step's end), moved. */
 typedef struct {
   guint at, n;
   guint *src;
+  GArray *order; /* wl_step */
 } wl_splice;
+
+#define WL_BUILT G_MAXUINT
 
 /* Whether the ops of pass i of `a` (class s of `p`) depend only on ops of the same pass (from
  * `i` on, when `to_end`: on the passes from i and the step's end). */
@@ -1335,37 +1343,56 @@ static bool wl_splice_of(const wl_par *x, const prog_program *like, int s, const
          wl_step_key(&o1[n1 - 1 - post], last1) == wl_step_key(&o2[n2 - 1 - post], last2))
     post++;
   ok = ok && pre + post >= n1 && wl_pass_contained(like, s, a, pre, true);
-  *out = (wl_splice){.at = pre, .n = n2 - n1, .src = g_new(guint, MAX(n2 - n1, 1u))};
-  /* the first pass of each key that depends only on itself, found once per key */
+  *out = (wl_splice){.at = pre, .n = n2 - n1, .src = g_new(guint, MAX(n2 - n1, 1u)),
+                     .order = order};
+  /* the first pass of each key that depends only on itself, looked for once per key; a pass
+   * that does not reduce gradients depends on nothing a stage carries from pass to pass (no
+   * pass is paired), so one the first program lacks is built as it is */
   int nkeys = x->v * WL_NPASSES * 2;
   g_autofree guint *src_of = g_new(guint, nkeys);
-  for (int key = 0; key < nkeys; key++)
-    src_of[key] = G_MAXUINT;
+  g_autofree bool *looked = g_new0(bool, nkeys);
   for (guint k = 0; ok && k < out->n; k++) {
     int key = wl_step_key(&o2[pre + k], last2);
-    guint i = src_of[key];
-    for (i = i == G_MAXUINT ? 0 : i; i < n1; i++)
-      if (wl_step_key(&o1[i], last1) == key && wl_pass_contained(like, s, a, i, false))
-        break;
-    out->src[k] = src_of[key] = i;
-    ok = i < n1 && key % 2 == 0;
+    if (!looked[key]) {
+      guint i = 0;
+      while (i < n1 && (wl_step_key(&o1[i], last1) != key || !wl_pass_contained(like, s, a, i, false)))
+        i++;
+      src_of[key] = i < n1 ? i : WL_BUILT;
+      looked[key] = true;
+    }
+    out->src[k] = src_of[key];
+    ok = key % 2 == 0;
   }
-  g_array_free(order, TRUE);
-  if (!ok)
+  if (!ok) {
     g_free(out->src);
+    g_array_free(order, TRUE);
+  }
   return ok;
 }
 
-static void wl_splice_stage(prog_program *p, const prog_program *like, int s, const wl_stage_at *a,
+static void wl_splice_clear(wl_splice *sp)
+{
+  g_free(sp->src);
+  g_array_free(sp->order, TRUE);
+}
+
+static void wl_splice_stage(wl_par *x, const prog_program *like, int s, const wl_stage_at *a,
                             const wl_splice *sp)
 {
+  prog_program *p = x->p;
   const prog_class *k = prog_class_at(like, s);
   guint at = a->start[sp->at];
   prog_class_reserve(p, s, k->ops->len * 2, k->deps->len * 2);
   prog_ops_append(p, s, like, s, 0, at);
+  wl_st st = {.x = x, .cls = s, .stage = s};
+  for (int c = 0; c < x->v; c++)
+    st.chunk_act[c] = wl_chunk_activations(x, s, c);
   for (guint i = 0; i < sp->n; i++) {
     guint src = sp->src[i];
-    prog_ops_append(p, s, like, s, a->start[src], a->start[src + 1] - a->start[src]);
+    if (src == WL_BUILT)
+      wl_stage_step(&st, &g_array_index(sp->order, wl_step, sp->at + i), NULL, wl_last_mb(x));
+    else
+      prog_ops_append(p, s, like, s, a->start[src], a->start[src + 1] - a->start[src]);
   }
   prog_ops_append(p, s, like, s, at, k->ops->len - at);
   prog_class_at(p, s)->stage = k->stage;
@@ -1385,11 +1412,14 @@ prog_program *wl_derive_parallel(const cfg_workload *w, const hw_cluster *hw, co
     /* the templates do not depend on the batch */
     for (guint c = (guint)x.pp; c < like->classes->len; c++)
       prog_class_copy(p, like, (int)c);
+    x.passes = a->passes;
+    x.names = g_hash_table_new(g_direct_hash, g_direct_equal);
     for (int s = 0; s < x.pp; s++)
-      wl_splice_stage(p, like, s, &a->stages[s], &sp[s]);
+      wl_splice_stage(&x, like, s, &a->stages[s], &sp[s]);
+    g_hash_table_destroy(x.names);
   }
   for (int s = 0; s < ready; s++)
-    g_free(sp[s].src);
+    wl_splice_clear(&sp[s]);
   g_free(sp);
   if (ready < x.pp)
     g_clear_pointer(&p, prog_free);
