@@ -1172,7 +1172,8 @@ static void assert_same_plan(const coll_plan *a, const coll_plan *b, const char 
                   memcmp(x->class_alpha, y->class_alpha, sizeof x->class_alpha) == 0 &&
                   memcmp(x->xfers, y->xfers, sizeof(coll_xfer) * (size_t)x->nxfers) == 0 &&
                   memcmp(x->kinds, y->kinds, sizeof(coll_kind) * (size_t)x->nkinds) == 0 &&
-                  memcmp(x->member_off, y->member_off, sizeof(int) * (size_t)(a->nmembers + 1)) == 0 &&
+                  memcmp(x->member_off, y->member_off,
+                         sizeof(int) * (size_t)(a->nmembers + 1)) == 0 &&
                   memcmp(x->member_idx, y->member_idx,
                          sizeof(int) * (size_t)x->member_off[a->nmembers]) == 0,
               "%s: phase %d", what, i);

@@ -338,7 +338,8 @@ coll_plan *coll_plan_moved(const coll_plan *from, const hw_cluster *hw, int shif
       ph->xfers[k].dst += shift;
     }
     ph->member_off = g_memdup2(f->member_off, sizeof(int) * (gsize)(p->nmembers + 1));
-    ph->member_idx = g_memdup2(f->member_idx, sizeof(int) * (gsize)MAX(f->member_off[p->nmembers], 1));
+    ph->member_idx =
+        g_memdup2(f->member_idx, sizeof(int) * (gsize)MAX(f->member_off[p->nmembers], 1));
     /* the routes are the moved group's own */
     memset(ph->class_alpha, 0, sizeof ph->class_alpha);
     coll_phase_cost(hw, ph, load ? load : own);

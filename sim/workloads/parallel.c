@@ -1321,9 +1321,9 @@ static bool wl_pass_contained(const prog_program *p, int s, const wl_stage_at *a
 }
 
 /* The splice of stage s, when the second schedule is the first with passes inserted at one
- * point that the first has alike (the steady state of 1F1B, interleaved 1F1B, ZB-H1 and
- * ZB-V grows so), none of them paired or reducing gradients, and no pass of the first depends
- * on ops across that point or (those copied) outside itself. */
+ * point (1F1B, interleaved 1F1B, ZB-H1, ZB-V and GPipe grow so), none of them paired or
+ * reducing gradients, and no pass of the first depends on ops across that point or (those
+ * copied) outside itself. */
 static bool wl_splice_of(const wl_par *x, const prog_program *like, int s, const wl_stage_at *a,
                          int a_last_mb, wl_splice *out)
 {
@@ -1355,7 +1355,8 @@ static bool wl_splice_of(const wl_par *x, const prog_program *like, int s, const
     int key = wl_step_key(&o2[pre + k], last2);
     if (!looked[key]) {
       guint i = 0;
-      while (i < n1 && (wl_step_key(&o1[i], last1) != key || !wl_pass_contained(like, s, a, i, false)))
+      while (i < n1 && (wl_step_key(&o1[i], last1) != key ||
+                        !wl_pass_contained(like, s, a, i, false)))
         i++;
       src_of[key] = i < n1 ? i : WL_BUILT;
       looked[key] = true;

@@ -47,8 +47,8 @@ bool wl_build_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_mod
                        prog_program *p, bool shared, wl_passes_at **record, GError **err);
 /* The program of `w`, which differs from `like`'s workload only in its global batch, made of
  * `like`'s ops (`at`: where its passes begin) rather than built: op for op what
- * wl_build_parallel gives, sharing like's groups and names. NULL where the schedules do not
- * grow by inserting passes `like` has (GPipe, DualPipe's pairs): then build it. */
+ * wl_build_parallel gives, sharing like's groups and names. NULL where the schedule does not
+ * grow by passes inserted at one point (DualPipe's pairs): then build it. */
 prog_program *wl_derive_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
                                  const prog_program *like, const wl_passes_at *at);
 
