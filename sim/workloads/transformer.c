@@ -21,6 +21,8 @@ typedef struct {
   double dqk;   /* query/key width per head (head_dim, + the rope part with MLA) */
   double qr, kvr, rd; /* MLA: query and key/value ranks, decoupled rope width (0: no MLA) */
   bool flash;
+  bool qk_norm;
+  cfg_rotary rotary;
   cfg_attn_impl impl;   /* the fused attention kernels' implementation */
   cfg_recompute recompute;
   /* mixture of experts (moe false: a dense MLP) */
@@ -235,6 +237,28 @@ static void wl_qkv(wl_model *m, wl_layer *l, const wl_shape *x, bool backward, b
   wl_gemm_as(m, l, WL_ROLE_MLA_UP, "kv_up", x->T, heads * (x->dqk - x->rd + x->d), x->kvr, x->dt, false, replay);
 }
 
+/* What runs on this GPU's queries and keys between the projection and attention: the per-head
+ * norms of qk-layernorm (Megatron-LM's q_layernorm and k_layernorm, a module each) and the
+ * rotary embedding, which Megatron-LM applies to the queries and to the keys apart
+ * (megatron/core/models/common/embeddings/rope_utils.py): Transformer Engine's fused kernel
+ * reads and writes each tensor once; unfused, PyTorch's ops (t cos + rotate_half(t) sin: the
+ * products, the negation and concatenations of rotate_half, the sum, the final concatenation)
+ * pass over it about 7.5 times as often. Each is one framework call, a launch for the host. */
+static void wl_qk_prep(wl_model *m, wl_layer *l, const wl_shape *x, bool backward, bool replay)
+{
+  const double widths[2] = {x->a * x->dqk / x->t, x->kv * x->dqk / x->t};
+  const char *const norms[2][2] = {{"q_norm", "k_norm"}, {"q_norm.bwd", "k_norm.bwd"}};
+  const char *const ropes[2][2] = {{"rope_q", "rope_k"}, {"rope_q.bwd", "rope_k.bwd"}};
+  double passes = x->rotary == CFG_ROTARY_UNFUSED ? 7.5 : 1;
+  for (int i = 0; i < 2; i++) {
+    double elems = x->T * widths[i];
+    if (x->qk_norm)
+      wl_eltwise_as(m, l, WL_ROLE_NORM, norms[backward][i], elems, 2 * x->dt, backward, replay);
+    if (x->rotary != CFG_ROTARY_NONE)
+      wl_eltwise_as(m, l, WL_ROLE_OTHER, ropes[backward][i], elems, 2 * x->dt * passes, backward, replay);
+  }
+}
+
 /* ---- feed-forward: dense MLP or mixture of experts --------------------------------------- */
 
 static void wl_mlp_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay)
@@ -304,6 +328,7 @@ static void wl_block_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool repla
   double proj_in = x->a * x->d / x->t;
   wl_k(m, l, replay, WL_ROLE_NORM, "ln1", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * 2 * x->dt);
   wl_qkv(m, l, x, false, replay);
+  wl_qk_prep(m, l, x, false, replay);
   wl_attention_fwd(m, l, x, replay);
   wl_gemm_as(m, l, WL_ROLE_ATTN_OUT, "proj", x->T, x->h, proj_in, x->dt, false, replay);
   wl_k(m, l, replay, WL_ROLE_RESIDUAL, "residual1", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * (3 * x->dt + 1));
@@ -332,6 +357,7 @@ static void wl_block_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
   wl_elementwise(m, l, WL_ROLE_RESIDUAL, "residual1.bwd", x->Te * x->h, 3 * x->dt + 1, true);
   wl_gemm(m, l, WL_ROLE_ATTN_OUT, "proj", x->T, x->h, x->a * x->d / x->t, x->dt, true);
   wl_attention_bwd(m, l, x);
+  wl_qk_prep(m, l, x, true, false);
   wl_qkv(m, l, x, true, false);
   wl_elementwise(m, l, WL_ROLE_NORM, "ln1.bwd", x->Te * x->h, 2 * x->dt, true);
 }
@@ -421,6 +447,7 @@ static wl_shape wl_shape_of(const cfg_model *cm, const cfg_training *t, const wl
                 .kv = cm->kv_heads, .f = cm->ffn_hidden, .V = cm->vocab, .t = sh->tp,
                 .dt = cfg_dtype_bytes(t->dtype) < 2 ? 2 : cfg_dtype_bytes(t->dtype),
                 .flash = t->flash_attention != 0, .recompute = sh->recompute,
+                .qk_norm = cm->qk_norm != 0, .rotary = cm->rotary,
                 .impl = t->attention > 0 ? (cfg_attn_impl)(t->attention - 1) : CFG_ATTN_FA2};
   x.d = cm->head_dim;
   x.cp = MAX(sh->cp, 1);
