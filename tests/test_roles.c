@@ -322,3 +322,34 @@ Test(roles, rotary_and_qk_norm_run_between_projection_and_attention)
   roles_clear(&f);
   roles_clear(&u);
 }
+
+/* Knowledge distillation: the teacher's forward runs before the student's in every block with
+ * the same tensor-parallel collectives, adds nothing to backward (nor to what full
+ * recomputation replays), and the output layer gains the teacher's logits and the KL loss,
+ * reduced over the vocabulary shards like the cross-entropy. */
+Test(roles, distillation_runs_the_teachers_forward_before_the_students)
+{
+  const char *plain[] = {"node.count=1", "parallel.tp=8", "parallel.dp=1",
+                         "training.recompute=full", NULL};
+  const char *kd[] = {"node.count=1", "parallel.tp=8", "parallel.dp=1",
+                      "training.recompute=full", "training.distill=true", NULL};
+  roles_setup p, d;
+  roles_build(&p, "gpt3-1.3b-dp", plain);
+  roles_build(&d, "gpt3-1.3b-dp", kd);
+  const wl_layer *lp = roles_block(&p), *ld = roles_block(&d);
+  cr_assert_eq(ld->fwd->len, 2 * lp->fwd->len);
+  cr_assert_eq(ld->bwd->len, lp->bwd->len);
+  for (guint i = 0; i < ld->fwd->len; i++) /* the teacher's half first */
+    cr_assert_eq(strstr(g_array_index(ld->fwd, wl_kernel, i).name, ".teacher.") != NULL,
+                 i < lp->fwd->len, "kernel %u: %s", i, g_array_index(ld->fwd, wl_kernel, i).name);
+  int n = 0;
+  g_autofree char *fp = roles_sequence(&p, p.sk.fwd[1], lp->fwd);
+  g_autofree char *fd = roles_sequence(&d, d.sk.fwd[1], ld->fwd);
+  g_autofree char *twice = g_strconcat(fp, fp, NULL);
+  cr_assert_str_eq(fd, twice);
+  const wl_layer *out = g_ptr_array_index(d.m->layers, d.m->layers->len - 1);
+  cr_assert(roles_find(out->fwd, "teacher.logits", &n) >= 0 && roles_find(out->fwd, "kd_loss", &n) >= 0);
+  cr_assert(roles_find(out->bwd, "kd_loss.bwd", &n) >= 0);
+  roles_clear(&p);
+  roles_clear(&d);
+}

@@ -696,6 +696,11 @@ static const cfg_field cfg_training_fields[] = {
            "activation recomputation", DEF(CFG_RECOMPUTE_NONE)),
     F_BOOL(cfg_training, "flash_attention", flash_attention,
            "fused attention (FlashAttention): no attention scores kept", DEF(1)),
+    F_BOOL(cfg_training, "distill", distill,
+           "knowledge distillation: a frozen teacher of the student's shape (what Megatron-LM's "
+           "ModelOpt distillation builds when the teacher checkpoint has no model config) runs "
+           "its forward, logits and the KL loss against the student's every micro-batch",
+           DEF(0)),
     F_STR(cfg_training, "framework", framework,
           "the training framework whose defaults the workload takes (configs/frameworks: "
           "megatron, nemo, deepspeed, fsdp, torchtitan, horovod; each file says where its "
