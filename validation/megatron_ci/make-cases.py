@@ -21,7 +21,9 @@ Mapping of a row onto dlsim:
   --swiglu -> model.activation swiglu (and, without --ffn-hidden-size, Megatron's
   int(4 h 2/3 / 64) x 64); --untie-embeddings-and-output-weights -> model.tied_embeddings false;
   --position-embedding-type rope -> model.rotary fused (Megatron-LM's default --apply-rope-fusion,
-  Transformer Engine's kernel), with --no-rope-fusion unfused; --qk-layernorm -> model.qk_norm
+  Transformer Engine's kernel), with --no-rope-fusion unfused; --qk-layernorm -> model.qk_norm;
+  --export-kd-teacher-load -> training.distill (the teacher checkpoint's own config is not
+  public: ModelOpt then takes the student's architecture)
   vocabulary: --vocab-size padded to a multiple of 128 x tp where the row has one, else GPT-2
   BPE (50257 padded to 50304) for gpt, BERT's WordPiece (30522 -> 30592) for bert
   transformer-impl transformer_engine -> training.attention cudnn (TE's fused attention on
@@ -128,6 +130,8 @@ def sets_of(r):
         s.append('model.rotary=%s' % ('unfused' if flags.get('no-rope-fusion') == 'true' else 'fused'))
     if flags.get('qk-layernorm') == 'true':
         s.append('model.qk_norm=true')
+    if flags.get('export-kd-teacher-load'):
+        s.append('training.distill=true')
     if r['num-query-groups']:
         s.append('model.kv_heads=%s' % r['num-query-groups'])
     if r['num-layers-per-virtual-pipeline-stage'] and pp > 1:

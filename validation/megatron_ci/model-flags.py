@@ -7,7 +7,8 @@ NVIDIA/Megatron-LM @ d98e8a64ddf34856e74b24714e3bedb2f5a39553
 library and git; run it from the repository root with a Megatron-LM clone that has that
 commit:  python3 validation/megatron_ci/model-flags.py /path/to/Megatron-LM
 Columns (empty: the argument is absent): swiglu, untie-embeddings-and-output-weights,
-position-embedding-type (learned_absolute when absent), no-rope-fusion, qk-layernorm."""
+position-embedding-type (learned_absolute when absent), no-rope-fusion, qk-layernorm,
+export-kd-teacher-load (a distillation teacher's checkpoint)."""
 import csv
 import os
 import re
@@ -18,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 COMMIT = 'd98e8a64ddf34856e74b24714e3bedb2f5a39553'
 ROOT = 'tests/functional_tests/test_cases'
 FLAGS = ['swiglu', 'untie-embeddings-and-output-weights', 'position-embedding-type',
-         'no-rope-fusion', 'qk-layernorm']
+         'no-rope-fusion', 'qk-layernorm', 'export-kd-teacher-load']
 ARG = re.compile(r'^\s+--([a-z0-9-]+):\s*([^#]*?)\s*(#.*)?$')
 
 
