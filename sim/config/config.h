@@ -184,6 +184,8 @@ typedef struct {
                                            * flops.gemm * K / (K + gemm_k_half) of peak */
   double fp8_scale;                       /* what fp8 kernels reach of their peak, relative to
                                            * what 16-bit ones reach of theirs */
+  double fp4_scale;                       /* the same for fp4 kernels (Blackwell's block-scaled
+                                           * MMA reaches less of its peak than fp8's) */
   double sustained;                       /* fraction of the kernel benchmarks' FLOP/s that a long
                                            * training run sustains (clocks under power and
                                            * thermal limits); scales compute-bound time */
