@@ -66,7 +66,7 @@ Test(parallel, interleaving_shrinks_the_bubble_by_the_virtual_stages)
 
 Test(parallel, folded_micro_batches_equal_the_full_simulation)
 {
-  const char *cases[][12] = {
+  const char *cases[][14] = {
       {PAR_IDEAL, "training.global_batch=256", "parallel.schedule=1f1b", NULL},
       {PAR_IDEAL, "training.global_batch=320", "parallel.schedule=gpipe", NULL},
       {PAR_IDEAL, "training.global_batch=256", "parallel.schedule=interleaved",
@@ -76,6 +76,8 @@ Test(parallel, folded_micro_batches_equal_the_full_simulation)
       {PAR_IDEAL, "training.global_batch=320", "parallel.schedule=dualpipe", NULL},
       {PAR_IDEAL, "training.global_batch=256", "parallel.schedule=zb-v", "parallel.virtual_stages=2",
        NULL},
+      {PAR_IDEAL, "training.global_batch=256", "parallel.schedule=1f1b", "parallel.tp=2",
+       "parallel.dp=1", "parallel.pipeline_engine=deepspeed", "node.intra.bandwidth=20GB/s", NULL},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++)
     for (int e = 0; e < 2; e++) {
