@@ -80,6 +80,8 @@ typedef enum {
   CFG_SCHED_DUALPIPE
 } cfg_schedule;
 typedef enum { CFG_OFFLOAD_NONE, CFG_OFFLOAD_CPU, CFG_OFFLOAD_NVME } cfg_offload;
+/* Who runs the pipeline's passes and transfers (see parallel.pipeline_engine). */
+typedef enum { CFG_PIPE_MEGATRON, CFG_PIPE_DEEPSPEED } cfg_pipe_engine;
 typedef enum { CFG_DIM_TP, CFG_DIM_CP, CFG_DIM_PP, CFG_DIM_DP, CFG_NDIMS } cfg_dim;
 /* serving.scheduler: iteration-level batching with whole prompts (vLLM V0, Orca), static
  * batches, chunked prefill mixed with decodes (Sarathi-Serve, vLLM V1), or Flover's temporal
@@ -428,6 +430,7 @@ typedef struct {
                           * their GEMMs (Transformer Engine's userbuffers) */
   int overlap_param_gather; /* 0/1: ZeRO-1/2's parameter all-gather under the next forward */
   cfg_schedule schedule;
+  cfg_pipe_engine pipeline_engine;
   int virtual_stages;
   int zero;
   cfg_offload offload;
