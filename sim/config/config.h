@@ -83,6 +83,8 @@ typedef enum {
   CFG_SCHED_DUALPIPE
 } cfg_schedule;
 typedef enum { CFG_OFFLOAD_NONE, CFG_OFFLOAD_CPU, CFG_OFFLOAD_NVME } cfg_offload;
+/* Who runs the pipeline's passes and transfers (see parallel.pipeline_engine). */
+typedef enum { CFG_PIPE_MEGATRON, CFG_PIPE_DEEPSPEED } cfg_pipe_engine;
 typedef enum { CFG_DIM_TP, CFG_DIM_CP, CFG_DIM_PP, CFG_DIM_DP, CFG_NDIMS } cfg_dim;
 /* serving.scheduler: iteration-level batching with whole prompts (vLLM V0, Orca), static
  * batches, chunked prefill mixed with decodes (Sarathi-Serve, vLLM V1), or Flover's temporal
@@ -187,6 +189,8 @@ typedef struct {
                                            * flops.gemm * K / (K + gemm_k_half) of peak */
   double fp8_scale;                       /* what fp8 kernels reach of their peak, relative to
                                            * what 16-bit ones reach of theirs */
+  double fp4_scale;                       /* the same for fp4 kernels (Blackwell's block-scaled
+                                           * MMA reaches less of its peak than fp8's) */
   double sustained;                       /* fraction of the kernel benchmarks' FLOP/s that a long
                                            * training run sustains (clocks under power and
                                            * thermal limits); scales compute-bound time */
@@ -432,6 +436,7 @@ typedef struct {
                           * their GEMMs (Transformer Engine's userbuffers) */
   int overlap_param_gather; /* 0/1: ZeRO-1/2's parameter all-gather under the next forward */
   cfg_schedule schedule;
+  cfg_pipe_engine pipeline_engine;
   int virtual_stages;
   int zero;
   cfg_offload offload;
