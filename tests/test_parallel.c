@@ -66,7 +66,7 @@ Test(parallel, interleaving_shrinks_the_bubble_by_the_virtual_stages)
 
 Test(parallel, folded_micro_batches_equal_the_full_simulation)
 {
-  const char *cases[][12] = {
+  const char *cases[][14] = {
       {PAR_IDEAL, "training.global_batch=256", "parallel.schedule=1f1b", NULL},
       {PAR_IDEAL, "training.global_batch=320", "parallel.schedule=gpipe", NULL},
       {PAR_IDEAL, "training.global_batch=256", "parallel.schedule=interleaved",
@@ -76,6 +76,8 @@ Test(parallel, folded_micro_batches_equal_the_full_simulation)
       {PAR_IDEAL, "training.global_batch=320", "parallel.schedule=dualpipe", NULL},
       {PAR_IDEAL, "training.global_batch=256", "parallel.schedule=zb-v", "parallel.virtual_stages=2",
        NULL},
+      {PAR_IDEAL, "training.global_batch=256", "parallel.schedule=1f1b", "parallel.tp=2",
+       "parallel.dp=1", "parallel.pipeline_engine=deepspeed", "node.intra.bandwidth=20GB/s", NULL},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++)
     for (int e = 0; e < 2; e++) {
@@ -337,7 +339,8 @@ static void par_assert_same_groups(const prog_program *a, const prog_program *b,
  * Where the second schedule is the first with passes inserted at one point (1F1B, interleaved,
  * ZB-H1, ZB-V, GPipe: forwards and backwards alike wherever they run) the second program is
  * derived from the first's ops, not built (but for inserted passes the first lacks): it too
- * must be the one built alone, op for op; DualPipe (paired passes) builds it. */
+ * must be the one built alone, op for op; DualPipe (paired passes) and DeepSpeed's engine (a
+ * pass's send in the next one's slot) build it. */
 Test(parallel, building_the_folds_two_programs_together_gives_each_as_built_alone)
 {
   const struct {
@@ -366,6 +369,10 @@ Test(parallel, building_the_folds_two_programs_together_gives_each_as_built_alon
       {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
                         "parallel.schedule=gpipe", "training.micro_batch=1", NULL}, {8, 12},
        true},
+      /* DeepSpeed's engine sends a pass's output in the next pass's slot: built */
+      {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
+                        "parallel.pipeline_engine=deepspeed", "training.micro_batch=1", NULL},
+       {8, 12}, false},
       /* no pipeline, as the fold runs it: one micro-batch, then two; the first's only backward
        * reduces the gradients, so the second's first backward is built, not copied */
       {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=1", "parallel.dp=8",
@@ -699,4 +706,71 @@ Test(parallel, zb_v_beats_zb_h1_at_1f1b_activation_memory)
   }
   prog_free(p);
   prog_free(q);
+}
+
+/* ---- DeepSpeed's pipeline engine ------------------------------------------------------------- */
+
+/* Two stages of GPT-3 1.3B on one DGX A100 whose links run at `bw` (DP 4 and 8 micro-batches
+ * per replica unless TP is set), with `more` and `also` (--set lines, or NULL) on top. */
+static eng_result par_engine_run(const char *bw, const char *more, const char *also, eng_kind kind)
+{
+  const char *sets[] = {"node.count=1", "parallel.pp=2", "model.vocab=64",
+                        "gpu.calibration=none", "training.global_batch=256",
+                        "parallel.schedule=1f1b", bw, more, also, NULL};
+  return par_run("dgx-a100", "gpt3-1.3b-dp", sets, kind, false);
+}
+
+/* With Megatron's receives posted ahead a 2-stage 1F1B cycle is F + B + c (one transfer of time
+ * c on its loop: stage 1's gradient to stage 0's backward, or stage 0's activation to stage 1's
+ * forward); DeepSpeed's blocking instructions put both on it, F + B + 2c: m c more over the
+ * step. Its gradients are all reduced after the last step, where Megatron hides them under
+ * the last backward. Where transfers and reductions vanish, the two engines run the same 1F1B. */
+Test(parallel, deepspeeds_pipeline_engine_blocks_on_each_transfer_and_reduces_at_the_end)
+{
+  const int m = 8;
+  eng_result ideal_meg = par_engine_run("node.intra.bandwidth=100TB/s", NULL, NULL, ENG_ANALYTIC);
+  eng_result ideal_ds = par_engine_run("node.intra.bandwidth=100TB/s",
+                                       "parallel.pipeline_engine=deepspeed", NULL, ENG_ANALYTIC);
+  cr_assert_float_eq(ideal_ds.step_time, ideal_meg.step_time, 1e-3 * ideal_meg.step_time,
+                     "DeepSpeed %g s, Megatron %g s", ideal_ds.step_time, ideal_meg.step_time);
+  eng_result meg = par_engine_run("node.intra.bandwidth=20GB/s", NULL, NULL, ENG_ANALYTIC);
+  const char *ds_engine = "parallel.pipeline_engine=deepspeed";
+  eng_result ds = par_engine_run("node.intra.bandwidth=20GB/s", ds_engine, NULL, ENG_ANALYTIC);
+  double c = ds.comm[PROG_DIM_PP] / (2 * m); /* rank 0 sends m activations, receives m gradients */
+  cr_assert_float_eq(ds.bubble - meg.bubble, m * c, 0.15 * m * c,
+                     "blocking transfers: %g s more waiting, expected m c = %g s",
+                     ds.bubble - meg.bubble, m * c);
+  cr_assert_float_eq(ds.exposed[PROG_DIM_DP], ds.comm[PROG_DIM_DP], 1e-9,
+                     "DeepSpeed's reduction is all exposed");
+  cr_assert_lt(meg.exposed[PROG_DIM_DP], 0.2 * meg.comm[PROG_DIM_DP]);
+  eng_result des = par_engine_run("node.intra.bandwidth=20GB/s", ds_engine, NULL, ENG_DES);
+  cr_assert_float_eq(des.step_time, ds.step_time, 0.03 * ds.step_time, "DES %g s, analytic %g s",
+                     des.step_time, ds.step_time);
+  /* with tensor parallelism each pass gathers the split tensors it received, in both engines */
+  eng_result tp_meg = par_engine_run("node.intra.bandwidth=20GB/s", "parallel.tp=2", NULL,
+                                     ENG_ANALYTIC);
+  eng_result tp_ds = par_engine_run("node.intra.bandwidth=20GB/s", "parallel.tp=2", ds_engine,
+                                    ENG_ANALYTIC);
+  eng_result tp_des = par_engine_run("node.intra.bandwidth=20GB/s", "parallel.tp=2", ds_engine,
+                                     ENG_DES);
+  cr_assert_gt(tp_ds.comm[PROG_DIM_TP], tp_meg.comm[PROG_DIM_TP]);
+  cr_assert_float_eq(tp_des.step_time, tp_ds.step_time, 0.03 * tp_ds.step_time,
+                     "TP 2: DES %g s, analytic %g s", tp_des.step_time, tp_ds.step_time);
+  /* the deepspeed framework profile runs its pipeline engine */
+  const char *ds_profile = "training.framework=deepspeed";
+  eng_result prof = par_engine_run("node.intra.bandwidth=20GB/s", ds_profile, NULL, ENG_ANALYTIC);
+  eng_result prof_meg = par_engine_run("node.intra.bandwidth=20GB/s", ds_profile,
+                                       "parallel.pipeline_engine=megatron", ENG_ANALYTIC);
+  cr_assert_gt(prof.step_time, prof_meg.step_time);
+}
+
+Test(parallel, deepspeeds_pipeline_engine_runs_1f1b_only)
+{
+  th_proc p = th_dlsim("run -c dgx-a100 -w gpt3-1.3b-dp --set node.count=1 --set parallel.pp=4 "
+                       "--set parallel.dp=2 --set parallel.schedule=interleaved "
+                       "--set parallel.virtual_stages=2 --set parallel.pipeline_engine=deepspeed");
+  cr_assert_eq(p.status, 2, "%s", p.out);
+  cr_assert(strstr(p.out, "parallel.schedule") && strstr(p.out, "needs parallel.schedule: 1f1b"),
+            "%s", p.out);
+  th_proc_clear(&p);
 }

@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* GPT-3 1.3B on one DGX H100, global batch 16: the base the CLI builds for -m. */
@@ -235,6 +236,36 @@ Test(plan, bad_requests_exit_2)
     cr_assert(strstr(p.out, cases[i][1]), "%s: %s", cases[i][0], p.out);
     th_proc_clear(&p);
   }
+}
+
+/* Layouts of `dlsim plan --csv` for GPT-3 175B on 64 A100 under `framework`, and how many of
+ * them interleave. */
+static int plan_interleaved_rows(const char *framework, int *rows)
+{
+  g_autofree char *args = g_strdup_printf("plan -c dgx-a100 -m gpt3-175b --gpus 64 --global-batch "
+                                          "64 --top 0 -q --csv --set training.framework=%s",
+                                          framework);
+  th_proc p = th_dlsim(args);
+  cr_assert_eq(p.status, 0, "%s", p.out);
+  g_auto(GStrv) lines = g_strsplit(p.out, "\n", -1);
+  int v = 0, n = 0; /* virtual_stages is the 8th column */
+  for (int i = 1; lines[i] && lines[i][0]; i++, n++) {
+    g_auto(GStrv) f = g_strsplit(lines[i], ",", 9);
+    v += g_strv_length(f) > 7 && atoi(f[7]) > 1;
+  }
+  th_proc_clear(&p);
+  *rows = n;
+  return v;
+}
+
+/* DeepSpeed's pipeline engine runs its TrainSchedule (1F1B) only: the planner offers no
+ * interleaving for it, where Megatron's best layouts here interleave. */
+Test(plan, a_deepspeed_workload_is_planned_without_interleaving, .timeout = 60)
+{
+  int rows;
+  cr_assert_gt(plan_interleaved_rows("megatron", &rows), 0);
+  cr_assert_eq(plan_interleaved_rows("deepspeed", &rows), 0);
+  cr_assert_gt(rows, 0);
 }
 
 Test(plan, whatif_takes_serving_workloads)

@@ -67,6 +67,9 @@ typedef enum { CFG_TOPO_FAT_TREE, CFG_TOPO_RAIL_OPTIMIZED } cfg_topology;
 typedef enum { CFG_RAILS_SPINE, CFG_RAILS_ONLY } cfg_rails;
 typedef enum { CFG_MODEL_TRANSFORMER, CFG_MODEL_MOE_TRANSFORMER, CFG_MODEL_CNN, CFG_MODEL_GENERIC } cfg_model_kind;
 typedef enum { CFG_ACT_GELU, CFG_ACT_SWIGLU } cfg_activation;
+/* rotary position embedding of queries and keys: none (learned or absolute positions), one
+ * fused kernel per tensor (Transformer Engine's), or PyTorch's elementwise ops */
+typedef enum { CFG_ROTARY_NONE, CFG_ROTARY_FUSED, CFG_ROTARY_UNFUSED } cfg_rotary;
 typedef enum { CFG_OPT_ADAM, CFG_OPT_SGD } cfg_optimizer;
 typedef enum { CFG_RECOMPUTE_NONE, CFG_RECOMPUTE_SELECTIVE, CFG_RECOMPUTE_FULL } cfg_recompute;
 /* parallel.schedule; the last three split each backward into its input-gradient (B) and
@@ -80,6 +83,8 @@ typedef enum {
   CFG_SCHED_DUALPIPE
 } cfg_schedule;
 typedef enum { CFG_OFFLOAD_NONE, CFG_OFFLOAD_CPU, CFG_OFFLOAD_NVME } cfg_offload;
+/* Who runs the pipeline's passes and transfers (see parallel.pipeline_engine). */
+typedef enum { CFG_PIPE_MEGATRON, CFG_PIPE_DEEPSPEED } cfg_pipe_engine;
 typedef enum { CFG_DIM_TP, CFG_DIM_CP, CFG_DIM_PP, CFG_DIM_DP, CFG_NDIMS } cfg_dim;
 /* serving.scheduler: iteration-level batching with whole prompts (vLLM V0, Orca), static
  * batches, chunked prefill mixed with decodes (Sarathi-Serve, vLLM V1), or Flover's temporal
@@ -184,6 +189,8 @@ typedef struct {
                                            * flops.gemm * K / (K + gemm_k_half) of peak */
   double fp8_scale;                       /* what fp8 kernels reach of their peak, relative to
                                            * what 16-bit ones reach of theirs */
+  double fp4_scale;                       /* the same for fp4 kernels (Blackwell's block-scaled
+                                           * MMA reaches less of its peak than fp8's) */
   double sustained;                       /* fraction of the kernel benchmarks' FLOP/s that a long
                                            * training run sustains (clocks under power and
                                            * thermal limits); scales compute-bound time */
@@ -388,6 +395,8 @@ typedef struct {
   cfg_mla mla;
   cfg_activation activation;
   int tied_embeddings; /* 0/1 */
+  cfg_rotary rotary;
+  int qk_norm;         /* 0/1: queries and keys normalised per head before attention */
   cfg_moe moe;
   char *preset;        /* cnn: resnet50, ... */
   int image_size;      /* cnn input resolution */
@@ -404,6 +413,7 @@ typedef struct {
   cfg_optimizer optimizer;
   cfg_recompute recompute;
   int flash_attention; /* 0/1 */
+  int distill;         /* 0/1: a frozen teacher of the student's shape runs forward too */
   int attention;       /* cfg_attn_impl + 1, 0: auto (FlashAttention-2) */
   char *framework;     /* the profile (configs/frameworks) whose defaults the workload took */
   cfg_dtype grad_dtype;/* gradients as accumulated and reduced (Megatron: fp32 main grads) */
@@ -426,6 +436,7 @@ typedef struct {
                           * their GEMMs (Transformer Engine's userbuffers) */
   int overlap_param_gather; /* 0/1: ZeRO-1/2's parameter all-gather under the next forward */
   cfg_schedule schedule;
+  cfg_pipe_engine pipeline_engine;
   int virtual_stages;
   int zero;
   cfg_offload offload;

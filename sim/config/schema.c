@@ -27,6 +27,7 @@ static const char *const cfg_topology_names[] = {"fat-tree", "rail-optimized", N
 static const char *const cfg_rails_names[] = {"spine", "only", NULL};
 static const char *const cfg_model_kind_names[] = {"transformer", "moe-transformer", "cnn", "generic", NULL};
 static const char *const cfg_activation_names[] = {"gelu", "swiglu", NULL};
+static const char *const cfg_rotary_names[] = {"none", "fused", "unfused", NULL};
 static const char *const cfg_optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const cfg_recompute_names[] = {"none", "selective", "full", NULL};
 static const char *const cfg_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe", NULL};
@@ -38,6 +39,7 @@ static const char *const cfg_transport_names[] = {"gpu-direct", "host-staged", N
 static const char *const cfg_progress_names[] = {"kernel", "cpu", NULL};
 static const char *const cfg_ucc_tl_names[] = {"none", "ucp", "nccl", NULL};
 static const char *const cfg_offload_names[] = {"none", "cpu", "nvme", NULL};
+static const char *const cfg_pipe_engine_names[] = {"megatron", "deepspeed", NULL};
 static const char *const cfg_device_names[] = {"gpu", "cpu", NULL};
 static const char *const cfg_dim_names[] = {"tp", "cp", "pp", "dp", NULL};
 static const char *const cfg_scheduler_names[] = {"continuous", "static", "chunked", "fused", NULL};
@@ -230,6 +232,10 @@ static const cfg_field cfg_efficiency_fields[] = {
            "what fp8 kernels reach of their peak relative to 16-bit ones (H100 best-shape "
            "matmul: 70.9 % vs 80.3 %, stas00's MAMF table)",
            DEF(0.883)),
+    F_QTY(cfg_efficiency, "fp4_scale", fp4_scale, UNITS_FRACTION,
+           "what fp4 kernels (nvfp4, fp4) reach of their peak relative to 16-bit ones (B200, "
+           "CUTLASS NVFP4 against torch bf16 at 2048-16384 rows: 38-43 % vs 60-63 %, vLLM PR 20646)",
+           DEF(0.666)),
     F_QTY(cfg_efficiency, "launch_overhead", launch_overhead, UNITS_SECONDS,
           "fixed time added to every kernel", DEF(2e-6)),
     F_FRAC(cfg_efficiency, "gemm_stream", gemm_stream,
@@ -660,6 +666,13 @@ static const cfg_field cfg_model_fields[] = {
            "MLP activation (swiglu: gated, three weight matrices)", DEF(CFG_ACT_GELU)),
     F_BOOL(cfg_model, "tied_embeddings", tied_embeddings,
            "the output layer shares the embedding's weights", DERIVED("true for gelu, else false")),
+    F_ENUM(cfg_model, "rotary", rotary, cfg_rotary_names,
+           "rotary position embedding of queries and keys, as kernels: fused (one per tensor, "
+           "Transformer Engine's), unfused (PyTorch's elementwise ops, several passes), none",
+           DEF(CFG_ROTARY_NONE)),
+    F_BOOL(cfg_model, "qk_norm", qk_norm,
+           "queries and keys normalised per head before attention (qk-layernorm): a norm "
+           "kernel each", DEF(0)),
     F_MAP(cfg_model, "moe", moe, cfg_schema_moe, "mixture of experts (kind moe-transformer)"),
     F_INT(cfg_model, "head_dim", head_dim, 1, "width of one attention head",
           DERIVED("hidden / heads"), UPTO(1 << 16, "heads are at most a few hundred wide")),
@@ -688,6 +701,11 @@ static const cfg_field cfg_training_fields[] = {
            "activation recomputation", DEF(CFG_RECOMPUTE_NONE)),
     F_BOOL(cfg_training, "flash_attention", flash_attention,
            "fused attention (FlashAttention): no attention scores kept", DEF(1)),
+    F_BOOL(cfg_training, "distill", distill,
+           "knowledge distillation: a frozen teacher of the student's shape (what Megatron-LM's "
+           "ModelOpt distillation builds when the teacher checkpoint has no model config) runs "
+           "its forward, logits and the KL loss against the student's every micro-batch",
+           DEF(0)),
     F_STR(cfg_training, "framework", framework,
           "the training framework whose defaults the workload takes (configs/frameworks: "
           "megatron, nemo, deepspeed, fsdp, torchtitan, horovod; each file says where its "
@@ -745,6 +763,12 @@ static const cfg_field cfg_parallel_fields[] = {
            "bidirectional, two copies of the parameters, an even pp) split each backward into "
            "its input- and weight-gradient passes",
            DEF(CFG_SCHED_1F1B)),
+    F_ENUM(cfg_parallel, "pipeline_engine", pipeline_engine, cfg_pipe_engine_names,
+           "who runs the pipeline: megatron (receives posted ahead, gradients reduced in buckets "
+           "under the last backward) or deepspeed (DeepSpeed's 2021 PipelineEngine: TrainSchedule's "
+           "1F1B as instructions, each transfer blocking the stage until its peer is there, "
+           "gradients reduced after the last step; schedule 1f1b only)",
+           DEF(CFG_PIPE_MEGATRON)),
     F_INT(cfg_parallel, "virtual_stages", virtual_stages, 1,
           "model chunks per pipeline rank (interleaved; zb-v: 2)", DEF(1), UPTO(1024, "interleaving runs a few chunks per pipeline rank")),
     F_INT(cfg_parallel, "zero", zero, 0, "ZeRO stage (0 to 3)", .max = 3, DEF(0)),

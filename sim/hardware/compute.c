@@ -77,11 +77,11 @@ double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k)
   if (k->kclass == CFG_KCLASS_GEMM && k->inner > 0)
     eff *= k->inner / (k->inner + e->gemm_k_half);
   double peak = hw_peak_flops(hw, k->dtype);
-  /* 8- and 4-bit GEMMs reach a smaller fraction of their peak than 16-bit ones (measured on
-   * H100's FP8; no FP4 measurement here, so FP4 takes the same factor) */
+  /* 8- and 4-bit GEMMs reach a smaller fraction of their peak than 16-bit ones (FP8 measured
+   * on H100, FP4 on B200) */
   cfg_dtype unit = cfg_dtype_unit(k->dtype);
   if ((unit == CFG_FP8 || unit == CFG_FP4) && peak == g->flops[unit])
-    eff *= e->fp8_scale;
+    eff *= unit == CFG_FP4 ? e->fp4_scale : e->fp8_scale;
   double t_flops = k->flops > 0 ? k->flops / (peak * eff * e->sustained) : 0.0;
   double t_bytes = k->bytes > 0 ? k->bytes / (g->memory_bandwidth * e->memory_efficiency) : 0.0;
   /* the host's launches (host_dispatch) are the engines' launch queue, not the kernel's time */

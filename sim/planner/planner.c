@@ -162,6 +162,8 @@ bool plan_valid(const plan_setup *s, const plan_layout *l)
   int micro = batch / (l->dp * l->micro_batch);
   if (v > 1 && micro % l->pp)
     return false;
+  if (v > 1 && s->w->parallel.pipeline_engine == CFG_PIPE_DEEPSPEED) /* TrainSchedule: 1F1B */
+    return false;
   /* DualPipe's rules (wl_check_layout): an even pp, an even count of at least 2 pp */
   bool dual = l->pp > 1 && v == 1 && s->w->parallel.schedule == CFG_SCHED_DUALPIPE;
   if (dual && (l->pp % 2 || micro < 2 * l->pp || micro % 2))

@@ -48,6 +48,7 @@ typedef struct {
   bool dual;  /* DualPipe: chunk 0 is stage s of the forward direction, chunk 1 stage pp - 1 - s
                * of the reverse one (a second copy of the parameters) */
   bool shared; /* the program shares its groups with one built before (prog_new_sharing_groups) */
+  bool ds;    /* DeepSpeed's PipelineEngine runs the stages (parallel.pipeline_engine) */
   wl_pass *passes; /* per wl_model layer (blocks share one) */
   GHashTable *names; /* (layer, count, pass) -> macro name, interned in the program */
   wl_state_bytes sb;
@@ -832,6 +833,9 @@ typedef struct {
   int buckets;
   uint32_t paired_recv; /* the gradients a paired backward receives, posted before its forward */
   bool has_paired_recv;
+  /* DeepSpeed: the stage's last instruction, and the transfers its next step still owes */
+  uint32_t ds_last;
+  bool has_ds_last, ds_send_act, ds_send_grad;
 } wl_st;
 
 /* Which of the pipeline's chunks chunk c of stage s is, and how many there are: interleaving
@@ -970,7 +974,7 @@ static uint32_t wl_pass_ops(wl_st *st, int c, const wl_step *step, bool last_mb,
                       .out = x->m->blocks > 0 && out, .nlayers = x->m->layers->len,
                       .backward = backward};
   bool weights = step->pass == WL_PASS_BW || step->pass == WL_PASS_W;
-  bool reduce = last_mb && weights && x->dp * x->cp > 1 && x->w->parallel.zero <= 2;
+  bool reduce = last_mb && weights && x->dp * x->cp > 1 && x->w->parallel.zero <= 2 && !x->ds;
   uint32_t last = dep;
   bool has = has_dep;
   guint n = seq.count + seq.emb + seq.out;
@@ -1068,6 +1072,95 @@ static void wl_stage_forward(wl_st *st, const wl_step *step, const wl_step *next
               &last, 1);
 }
 
+/* One of DeepSpeed's blocking p2p.send / p2p.recv: after the stage's previous instruction, and
+ * (a rendezvous in both engines) once its peer has reached the matching one. */
+static void wl_ds_transfer(wl_st *st, const char *name, int family)
+{
+  st->ds_last = prog_comm(st->x->p, st->cls, PROG_STREAM_PP, name, PROG_COLL_SENDRECV, family,
+                          st->x->act_bytes, &st->ds_last, st->has_ds_last ? 1 : 0);
+  st->has_ds_last = true;
+}
+
+/* PartitionedTensor.full() (deepspeed/runtime/utils.py): each tensor-parallel rank sent its
+ * 1/t of the tensor; the stage all-gathers it before the pass that needs it. */
+static void wl_ds_gather(wl_st *st, const char *name)
+{
+  wl_par *x = st->x;
+  if (x->tp == 1)
+    return;
+  st->ds_last = prog_comm(x->p, st->cls, PROG_STREAM_TP, name, PROG_COLL_ALLGATHER, x->fam_tp,
+                          x->act_bytes * x->tp, &st->ds_last, st->has_ds_last ? 1 : 0);
+}
+
+static void wl_ds_send_owed(wl_st *st, bool grad)
+{
+  bool *owed = grad ? &st->ds_send_grad : &st->ds_send_act;
+  if (*owed)
+    wl_ds_transfer(st, grad ? "send gradients" : "send activations",
+                   grad ? st->x->fam_bsend : st->x->fam_fsend);
+  *owed = false;
+}
+
+/* A step of DeepSpeed's TrainSchedule (microsoft/DeepSpeed@30965ea, deepspeed/runtime/pipe/
+ * schedule.py, TrainSchedule.steps; engine.py _exec_schedule runs each step's instructions in
+ * order). Its stages alternate forward and backward slots in lockstep; per stage that is
+ * Megatron's 1F1B order, but a pass's output leaves only at the start of the next slot: a
+ * forward slot receives its input, then sends the gradient of the backward before; a backward
+ * slot sends the activation of the forward before, then receives its gradient; a slot with no
+ * pass (warm-up, cool-down) still sends what is owed. Every transfer blocks the stage. Sends
+ * are split over the tensor-parallel ranks (is_pipe_partitioned, is_grad_partitioned): a
+ * forward gathers its input, a backward its output (whose data the send freed) and its
+ * gradient (engine.py _exec_forward_pass, _exec_backward_pass). */
+static void wl_ds_step(wl_st *st, const wl_step *step, int last_mb)
+{
+  wl_par *x = st->x;
+  prog_program *p = x->p;
+  bool fwd = step->pass == WL_PASS_F, first = st->stage == 0, last = st->stage == x->pp - 1;
+  if (!fwd)
+    wl_ds_send_owed(st, true);
+  wl_ds_send_owed(st, false);
+  if (fwd && !first)
+    wl_ds_transfer(st, "recv activations", x->fam_frecv);
+  if (!fwd && !last)
+    wl_ds_transfer(st, "recv gradients", x->fam_brecv);
+  wl_ds_send_owed(st, true);
+  if (fwd && !first)
+    wl_ds_gather(st, "allgather activations");
+  if (!fwd && !last) {
+    wl_ds_gather(st, "allgather outputs");
+    wl_ds_gather(st, "allgather gradients");
+  }
+  double peak = fwd ? 0 : x->m->recompute_peak;
+  if (peak > 0)
+    prog_mem(p, st->cls, "recompute working set", PROG_MEM_ACTIVATIONS, peak, NULL, 0);
+  st->ds_last = wl_pass_ops(st, 0, step, !fwd && step->mb == last_mb, st->ds_last, st->has_ds_last);
+  st->has_ds_last = true;
+  if (peak > 0)
+    prog_mem(p, st->cls, "recompute working set", PROG_MEM_ACTIVATIONS, -peak, NULL, 0);
+  prog_mem(p, st->cls, "activations", PROG_MEM_ACTIVATIONS, fwd ? st->chunk_act[0] : -st->chunk_act[0],
+           NULL, 0);
+  st->ds_send_act = fwd && !last;
+  st->ds_send_grad = !fwd && !first;
+}
+
+/* DeepSpeed's ReduceGrads after the last step (engine.py _exec_reduce_grads: the pipeline
+ * engine turns off the reduction in backward hooks): every gradient of the stage, in buckets. */
+static void wl_ds_reduce_grads(wl_st *st, double params, double experts)
+{
+  wl_par *x = st->x;
+  if (x->dp * x->cp == 1 || x->w->parallel.zero > 2)
+    return;
+  double cap = x->w->parallel.gradient_bucket / x->sb.grads;
+  double dense = params - experts;
+  while (dense > 0 || experts > 0) {
+    st->bucket = MIN(dense, cap);
+    st->expert_bucket = MIN(experts, cap - st->bucket);
+    dense -= st->bucket;
+    experts -= st->expert_bucket;
+    wl_flush_bucket(st, st->has_dp ? st->last_dp : st->ds_last);
+  }
+}
+
 static void wl_stage_step(wl_st *st, const wl_step *step, const wl_step *next, int last_mb)
 {
   wl_par *x = st->x;
@@ -1075,6 +1168,10 @@ static void wl_stage_step(wl_st *st, const wl_step *step, const wl_step *next, i
   int s = st->stage, c = step->chunk;
   wl_links lk = wl_links_of(x, c);
   double act = st->chunk_act[c], act_w = x->split ? WL_W_ACTIVATIONS * act : 0;
+  if (x->ds) {
+    wl_ds_step(st, step, last_mb);
+    return;
+  }
   if (step->pass == WL_PASS_F) {
     wl_stage_forward(st, step, next, lk);
     return;
@@ -1132,9 +1229,12 @@ static void wl_stage_finish(wl_st *st, double params, double experts)
       !x->vshape) { /* ZB-V: rank 0 holds the embedding and the output layer */
     const wl_layer *emb = g_ptr_array_index(x->m->layers, 0);
     st->last_dp = prog_comm(p, st->cls, PROG_STREAM_DP, "allreduce tied embedding grads",
-                            PROG_COLL_ALLREDUCE, x->fam_emb, emb->params * x->sb.grads, NULL, 0);
+                            PROG_COLL_ALLREDUCE, x->fam_emb, emb->params * x->sb.grads,
+                            &st->ds_last, x->ds ? 1 : 0);
     st->has_dp = true;
   }
+  if (x->ds)
+    wl_ds_reduce_grads(st, params, experts);
   double dense = params - experts;
   double shard = w->parallel.zero >= 1 ? dense / (x->dp * x->cp) + experts * x->ep / (x->dp * x->cp)
                                        : params;
@@ -1197,6 +1297,7 @@ static void wl_build_stage(wl_par *x, int s)
   } else {
     g_array_free(order, TRUE);
   }
+  wl_ds_send_owed(&st, true); /* the last backward's gradient, in the slot after it */
   wl_stage_finish(&st, params, experts);
 }
 
@@ -1244,6 +1345,7 @@ static void wl_par_init(wl_par *x, const cfg_workload *w, const hw_cluster *hw, 
   x->split = par->pp > 1 && par->schedule >= CFG_SCHED_ZB_H1;
   x->dual = par->pp > 1 && par->schedule == CFG_SCHED_DUALPIPE;
   x->vshape = par->pp > 1 && par->schedule == CFG_SCHED_ZB_V;
+  x->ds = par->pp > 1 && par->pipeline_engine == CFG_PIPE_DEEPSPEED;
   if (x->dual)
     x->v = 2;
   /* Megatron sends 1/t of the activation and gathers it on arrival (scatter-gather) */
@@ -1332,7 +1434,9 @@ static bool wl_splice_of(const wl_par *x, const prog_program *like, int s, const
   const wl_step *o1 = (const wl_step *)(void *)a->order->data;
   guint n1 = a->order->len, n2 = order->len, pre = 0, post = 0;
   int last1 = a_last_mb, last2 = wl_last_mb(x);
-  bool ok = n2 >= n1;
+  /* DeepSpeed's engine sends a pass's output in the next pass's slot: what a pass emits depends
+   * on the pass before */
+  bool ok = n2 >= n1 && !x->ds;
   for (guint i = 0; ok && i < n1; i++)
     ok = !o1[i].paired;
   for (guint i = 0; ok && i < n2; i++)

@@ -101,6 +101,11 @@ bool wl_check_layout(const cfg_workload *w, GError **err)
     return wl_fail(err, w, "parallel.virtual_stages", CFG_ERROR_INPUT,
                    "parallel.virtual_stages = %d needs parallel.schedule: interleaved (or zb-v)",
                    p->virtual_stages);
+  if (p->pipeline_engine == CFG_PIPE_DEEPSPEED && p->pp > 1 && p->schedule != CFG_SCHED_1F1B)
+    return wl_fail(err, w, "parallel.schedule", CFG_ERROR_INPUT,
+                   "parallel.pipeline_engine: deepspeed runs DeepSpeed's TrainSchedule, 1F1B: it "
+                   "needs parallel.schedule: 1f1b (parallel.pipeline_engine: megatron runs the "
+                   "other schedules)");
   if (p->schedule == CFG_SCHED_ZB_V && p->pp > 1 && p->virtual_stages != 2)
     return wl_fail(err, w, "parallel.schedule", CFG_ERROR_INPUT,
                    "zb-v runs two chunks per pipeline rank in a V: it needs "
