@@ -1,0 +1,206 @@
+/* The DES confirmations of the best layouts, several at once.
+ *
+ * Each confirmation is a whole DES step of thousands of GPUs (minutes), single-threaded, and
+ * independent of the others: nothing a run leaves behind is read by the next (the DES shares
+ * no cache with the plan). So each runs in a forked child of its own, up to o->jobs at a time,
+ * and sends back its step time as raw bytes: the figure is the one the same run gives in this
+ * process, bit for bit, whatever the order the children end in.
+ *
+ * A fork copies only the calling thread: the plan holds no other thread here (the screening
+ * runs on this one), as the DES's own fork requires. A child's DES runs in a grandchild that
+ * the child's watchdog watches (des_watch.c), so a child either answers or fails. */
+#include "planner/planner_internal.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* What a child sends back: the step, or the error that stopped it. */
+typedef struct {
+  int ok, code;
+  double step;
+  char error[1024];
+} plan_des_reply;
+
+typedef struct {
+  pid_t pid;
+  int fd;
+  guint row;
+} plan_des_child;
+
+static bool plan_write_all(int fd, const void *data, size_t n)
+{
+  const char *p = data;
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return false;
+    p += w;
+    n -= (size_t)w;
+  }
+  return true;
+}
+
+static bool plan_read_all(int fd, void *data, size_t n)
+{
+  char *p = data;
+  while (n > 0) {
+    ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return false;
+    p += r;
+    n -= (size_t)r;
+  }
+  return true;
+}
+
+/* In the child: confirms the row and exits without running the parent's exit handlers or
+ * flushing its stdio buffers (they are the parent's to flush). */
+static _Noreturn void plan_des_child_main(int fd, plan_setup *s, const plan_options *o,
+                                           plan_candidate *c)
+{
+  plan_des_reply r;
+  memset(&r, 0, sizeof r); /* padding included: the reply goes down the pipe as bytes */
+  GError *err = NULL;
+  r.ok = plan_simulate(s, o, c, ENG_DES, false, &err);
+  r.step = c->des_step_time_s;
+  if (!r.ok) {
+    g_strlcpy(r.error, err ? err->message : "unknown error", sizeof r.error);
+    r.code = err ? err->code : CFG_ERROR_RUNTIME;
+  }
+  bool sent = plan_write_all(fd, &r, sizeof r);
+  close(fd);
+  _exit(sent ? 0 : 3);
+}
+
+static bool plan_des_start(plan_setup *s, const plan_options *o, GArray *kept, guint row,
+                           plan_des_child *ch, GError **err)
+{
+  int fds[2];
+  if (pipe(fds) != 0) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "plan: pipe: %s", g_strerror(errno));
+    return false;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "plan: fork: %s", g_strerror(errno));
+    return false;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    plan_des_child_main(fds[1], s, o, &g_array_index(kept, plan_candidate, row));
+  }
+  close(fds[1]);
+  *ch = (plan_des_child){.pid = pid, .fd = fds[0], .row = row};
+  return true;
+}
+
+/* Reads a child's reply and reaps it; the row gets its step, or `err` the reason. */
+static bool plan_des_finish(plan_des_child *ch, GArray *kept, GError **err)
+{
+  plan_des_reply r;
+  bool got = plan_read_all(ch->fd, &r, sizeof r);
+  close(ch->fd);
+  int status = 0;
+  while (waitpid(ch->pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  plan_candidate *c = &g_array_index(kept, plan_candidate, ch->row);
+  g_autofree char *what = plan_layout_describe(&c->l);
+  if (!got) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "plan: the DES of %s died (status %d)",
+                what, status);
+    return false;
+  }
+  if (!r.ok) {
+    r.error[sizeof r.error - 1] = '\0';
+    g_set_error(err, CFG_ERROR, r.code, "%s", r.error);
+    return false;
+  }
+  c->des_step_time_s = r.step;
+  return true;
+}
+
+/* Waits until one of the `n` children has answered; returns its index. */
+static guint plan_des_wait_any(const plan_des_child *ch, guint n)
+{
+  g_autofree struct pollfd *p = g_new(struct pollfd, n);
+  for (guint i = 0; i < n; i++)
+    p[i] = (struct pollfd){.fd = ch[i].fd, .events = POLLIN};
+  for (;;) {
+    /* no time limit: each child's own watchdog ends a DES run that stalls */
+    if (poll(p, n, -1) > 0)
+      for (guint i = 0; i < n; i++)
+        if (p[i].revents)
+          return i;
+  }
+}
+
+static bool plan_confirm_one_by_one(plan_setup *s, const plan_options *o, GArray *kept, int k,
+                                    GError **err)
+{
+  for (int i = 0; i < k; i++) {
+    if (!plan_simulate(s, o, &g_array_index(kept, plan_candidate, i), ENG_DES, false, err))
+      return false;
+    if (o->confirmed)
+      o->confirmed(i + 1, k, o->progress_ctx);
+  }
+  return true;
+}
+
+/* The first error by row, so that the message does not depend on which child ended first. */
+static void plan_keep_first_error(GError **first, guint *first_row, guint row, GError *e)
+{
+  if (!*first || row < *first_row) {
+    g_clear_error(first);
+    *first = e;
+    *first_row = row;
+  } else {
+    g_error_free(e);
+  }
+}
+
+bool plan_confirm(plan_setup *s, const plan_options *o, GArray *kept, GError **err)
+{
+  int k = MIN(o->top_k, (int)kept->len);
+  int jobs = MIN(o->jobs, k);
+  if (jobs <= 1)
+    return plan_confirm_one_by_one(s, o, kept, k, err);
+  g_autofree plan_des_child *ch = g_new(plan_des_child, jobs);
+  guint running = 0, next = 0, first_row = 0;
+  int done = 0;
+  GError *first = NULL;
+  /* after a failure nothing new starts, but the children running are waited for */
+  while (running > 0 || (!first && next < (guint)k)) {
+    while (!first && next < (guint)k && running < (guint)jobs) {
+      GError *e = NULL;
+      if (plan_des_start(s, o, kept, next, &ch[running], &e))
+        running++;
+      else
+        plan_keep_first_error(&first, &first_row, next, e);
+      next++;
+    }
+    if (!running)
+      break;
+    guint i = plan_des_wait_any(ch, running);
+    GError *e = NULL;
+    guint row = ch[i].row;
+    if (!plan_des_finish(&ch[i], kept, &e))
+      plan_keep_first_error(&first, &first_row, row, e);
+    ch[i] = ch[--running];
+    if (o->confirmed && !first)
+      o->confirmed(++done, k, o->progress_ctx);
+  }
+  if (first)
+    g_propagate_error(err, first);
+  return !first;
+}
