@@ -59,12 +59,12 @@ static void plan_progress(double fraction, void *ctx)
   fflush(stderr);
 }
 
-/* A line per DES confirmation done, rewritten in place: each takes minutes on thousands of
- * GPUs, and the screening's line has ended by then. */
+/* A line per DES run done, rewritten in place: each takes minutes on thousands of GPUs, and
+ * the screening's line has ended by then. */
 static void plan_confirmed(int done, int total, void *ctx)
 {
   (void)ctx;
-  fprintf(stderr, "\rdlsim plan: %d of %d layouts confirmed with the DES", done, total);
+  fprintf(stderr, "\rdlsim plan: %d of %d DES runs done", done, total);
   if (done >= total)
     fprintf(stderr, "\r%60s\r", "");
   fflush(stderr);

@@ -1,10 +1,14 @@
 /* The DES confirmations of the best layouts, several at once.
  *
- * Each confirmation is a whole DES step of thousands of GPUs (minutes), single-threaded, and
+ * Each confirmation is a DES step of thousands of GPUs (minutes), single-threaded, and
  * independent of the others: nothing a run leaves behind is read by the next (the DES shares
- * no cache with the plan). So each runs in a forked child of its own, up to o->jobs at a time,
- * and sends back its step time as raw bytes: the figure is the one the same run gives in this
- * process, bit for bit, whatever the order the children end in.
+ * no cache with the plan). A folded step is two runs (two micro-batch counts, sim_fold_counts),
+ * as independent and of similar cost (building the platform weighs as much as the extra
+ * micro-batches), so three layouts make six runs that two cores share evenly, where three
+ * would leave one core idle for a third of the time. Each run is a forked child of its own, up
+ * to o->jobs at a time, and sends back its step time as raw bytes; a folded step is drawn
+ * through its two as sim_run draws it: the figures are those of the runs one after another in
+ * this process, bit for bit, whatever the order the children end in.
  *
  * A fork copies only the calling thread: the plan holds no other thread here (the screening
  * runs on this one), as the DES's own fork requires. A child's DES runs in a grandchild that
@@ -12,6 +16,7 @@
 #include "planner/planner_internal.h"
 
 #include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -24,10 +29,17 @@ typedef struct {
   char error[1024];
 } plan_des_reply;
 
+/* One DES run: a layout's whole step (micro 0), or one of its fold's two micro-batch counts. */
+typedef struct {
+  guint row;
+  int micro;
+  double step;
+} plan_des_task;
+
 typedef struct {
   pid_t pid;
   int fd;
-  guint row;
+  plan_des_task *task;
 } plan_des_child;
 
 static bool plan_write_all(int fd, const void *data, size_t n)
@@ -60,16 +72,36 @@ static bool plan_read_all(int fd, void *data, size_t n)
   return true;
 }
 
-/* In the child: confirms the row and exits without running the parent's exit handlers or
+/* The step of one of a folded layout's runs: `micro` micro-batches per replica, unfolded. */
+static bool plan_des_part(plan_setup *s, const plan_candidate *c, int micro, double *step,
+                          GError **err)
+{
+  cfg_workload w;
+  plan_apply(s, &c->l, &w);
+  w.training.global_batch = micro * w.parallel.dp * w.training.micro_batch;
+  sim_options o = sim_options_for(ENG_DES);
+  o.fold = false;
+  sim_result run;
+  bool ok = sim_run(s->c, &w, &o, &run, err);
+  *step = run.step_time;
+  sim_result_clear(&run);
+  return ok;
+}
+
+/* In the child: runs the task and exits without running the parent's exit handlers or
  * flushing its stdio buffers (they are the parent's to flush). */
 static _Noreturn void plan_des_child_main(int fd, plan_setup *s, const plan_options *o,
-                                           plan_candidate *c)
+                                          plan_candidate *c, int micro)
 {
   plan_des_reply r;
   memset(&r, 0, sizeof r); /* padding included: the reply goes down the pipe as bytes */
   GError *err = NULL;
-  r.ok = plan_simulate(s, o, c, ENG_DES, false, &err);
-  r.step = c->des_step_time_s;
+  if (micro) {
+    r.ok = plan_des_part(s, c, micro, &r.step, &err);
+  } else {
+    r.ok = plan_simulate(s, o, c, ENG_DES, false, &err);
+    r.step = c->des_step_time_s;
+  }
   if (!r.ok) {
     g_strlcpy(r.error, err ? err->message : "unknown error", sizeof r.error);
     r.code = err ? err->code : CFG_ERROR_RUNTIME;
@@ -79,8 +111,8 @@ static _Noreturn void plan_des_child_main(int fd, plan_setup *s, const plan_opti
   _exit(sent ? 0 : 3);
 }
 
-static bool plan_des_start(plan_setup *s, const plan_options *o, GArray *kept, guint row,
-                           plan_des_child *ch, GError **err)
+static bool plan_des_start(plan_setup *s, const plan_options *o, GArray *kept,
+                           plan_des_task *t, plan_des_child *ch, GError **err)
 {
   int fds[2];
   if (pipe(fds) != 0) {
@@ -98,14 +130,14 @@ static bool plan_des_start(plan_setup *s, const plan_options *o, GArray *kept, g
   }
   if (pid == 0) {
     close(fds[0]);
-    plan_des_child_main(fds[1], s, o, &g_array_index(kept, plan_candidate, row));
+    plan_des_child_main(fds[1], s, o, &g_array_index(kept, plan_candidate, t->row), t->micro);
   }
   close(fds[1]);
-  *ch = (plan_des_child){.pid = pid, .fd = fds[0], .row = row};
+  *ch = (plan_des_child){.pid = pid, .fd = fds[0], .task = t};
   return true;
 }
 
-/* Reads a child's reply and reaps it; the row gets its step, or `err` the reason. */
+/* Reads a child's reply and reaps it; the task gets its step, or `err` the reason. */
 static bool plan_des_finish(plan_des_child *ch, GArray *kept, GError **err)
 {
   plan_des_reply r;
@@ -114,7 +146,7 @@ static bool plan_des_finish(plan_des_child *ch, GArray *kept, GError **err)
   int status = 0;
   while (waitpid(ch->pid, &status, 0) < 0 && errno == EINTR)
     ;
-  plan_candidate *c = &g_array_index(kept, plan_candidate, ch->row);
+  plan_candidate *c = &g_array_index(kept, plan_candidate, ch->task->row);
   g_autofree char *what = plan_layout_describe(&c->l);
   if (!got) {
     g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "plan: the DES of %s died (status %d)",
@@ -126,7 +158,7 @@ static bool plan_des_finish(plan_des_child *ch, GArray *kept, GError **err)
     g_set_error(err, CFG_ERROR, r.code, "%s", r.error);
     return false;
   }
-  c->des_step_time_s = r.step;
+  ch->task->step = r.step;
   return true;
 }
 
@@ -157,50 +189,97 @@ static bool plan_confirm_one_by_one(plan_setup *s, const plan_options *o, GArray
   return true;
 }
 
-/* The first error by row, so that the message does not depend on which child ended first. */
-static void plan_keep_first_error(GError **first, guint *first_row, guint row, GError *e)
+/* The first error by task, so that the message does not depend on which child ended first. */
+static void plan_keep_first_error(GError **first, guint *first_at, guint at, GError *e)
 {
-  if (!*first || row < *first_row) {
+  if (!*first || at < *first_at) {
     g_clear_error(first);
     *first = e;
-    *first_row = row;
+    *first_at = at;
   } else {
     g_error_free(e);
   }
 }
 
-bool plan_confirm(plan_setup *s, const plan_options *o, GArray *kept, GError **err)
+/* The runs of the first k rows: two for a folded step, else one. */
+static GArray *plan_des_tasks(plan_setup *s, GArray *kept, int k, double *line)
 {
-  int k = MIN(o->top_k, (int)kept->len);
-  int jobs = MIN(o->jobs, k);
-  if (jobs <= 1)
-    return plan_confirm_one_by_one(s, o, kept, k, err);
+  GArray *tasks = g_array_new(FALSE, FALSE, sizeof(plan_des_task));
+  for (int i = 0; i < k; i++) {
+    cfg_workload w;
+    plan_apply(s, &g_array_index(kept, plan_candidate, i).l, &w);
+    int m[2];
+    sim_options o = sim_options_for(ENG_DES);
+    /* stragglers re-run the whole step: such a layout runs as one */
+    bool two = !sim_stragglers_wanted(&s->c->stragglers, s->gpus) &&
+               sim_fold_counts(&w, &o, m, &line[i]);
+    for (int j = 0; j < (two ? 2 : 1); j++) {
+      plan_des_task t = {.row = (guint)i, .micro = two ? m[j] : 0, .step = NAN};
+      g_array_append_val(tasks, t);
+    }
+  }
+  return tasks;
+}
+
+/* Each row's DES step from its runs: the line through a folded step's two. */
+static void plan_des_gather(GArray *kept, const GArray *tasks, const double *line)
+{
+  for (guint i = 0; i < tasks->len; i++) {
+    const plan_des_task *t = &g_array_index(tasks, plan_des_task, i);
+    plan_candidate *c = &g_array_index(kept, plan_candidate, t->row);
+    if (!t->micro)
+      c->des_step_time_s = t->step;
+    else if (i > 0 && g_array_index(tasks, plan_des_task, i - 1).row == t->row)
+      c->des_step_time_s =
+          sim_fold_step(g_array_index(tasks, plan_des_task, i - 1).step, t->step, line[t->row]);
+  }
+}
+
+/* Runs the tasks, `jobs` at a time; the first error by task order if any failed. */
+static bool plan_des_run_all(plan_setup *s, const plan_options *o, GArray *kept, GArray *tasks,
+                             int jobs, GError **err)
+{
   g_autofree plan_des_child *ch = g_new(plan_des_child, jobs);
-  guint running = 0, next = 0, first_row = 0;
+  guint running = 0, next = 0, first_task = 0, n = tasks->len;
   int done = 0;
   GError *first = NULL;
   /* after a failure nothing new starts, but the children running are waited for */
-  while (running > 0 || (!first && next < (guint)k)) {
-    while (!first && next < (guint)k && running < (guint)jobs) {
+  while (running > 0 || (!first && next < n)) {
+    while (!first && next < n && running < (guint)jobs) {
       GError *e = NULL;
-      if (plan_des_start(s, o, kept, next, &ch[running], &e))
+      if (plan_des_start(s, o, kept, &g_array_index(tasks, plan_des_task, next), &ch[running], &e))
         running++;
       else
-        plan_keep_first_error(&first, &first_row, next, e);
+        plan_keep_first_error(&first, &first_task, next, e);
       next++;
     }
     if (!running)
       break;
     guint i = plan_des_wait_any(ch, running);
     GError *e = NULL;
-    guint row = ch[i].row;
+    guint task = (guint)(ch[i].task - &g_array_index(tasks, plan_des_task, 0));
     if (!plan_des_finish(&ch[i], kept, &e))
-      plan_keep_first_error(&first, &first_row, row, e);
+      plan_keep_first_error(&first, &first_task, task, e);
     ch[i] = ch[--running];
     if (o->confirmed && !first)
-      o->confirmed(++done, k, o->progress_ctx);
+      o->confirmed(++done, (int)n, o->progress_ctx);
   }
   if (first)
     g_propagate_error(err, first);
   return !first;
+}
+
+bool plan_confirm(plan_setup *s, const plan_options *o, GArray *kept, GError **err)
+{
+  int k = MIN(o->top_k, (int)kept->len);
+  if (o->jobs <= 1 || k < 1)
+    return plan_confirm_one_by_one(s, o, kept, k, err);
+  g_autofree double *line = g_new0(double, k);
+  GArray *tasks = plan_des_tasks(s, kept, k, line);
+  int jobs = MIN(o->jobs, (int)tasks->len);
+  bool ok = plan_des_run_all(s, o, kept, tasks, jobs, err);
+  if (ok)
+    plan_des_gather(kept, tasks, line);
+  g_array_free(tasks, TRUE);
+  return ok;
 }

@@ -59,7 +59,8 @@ typedef struct {
                          * collective plans with the others (checking: the same figures) */
   void (*progress)(double fraction, void *ctx);
   void *progress_ctx;
-  /* after each DES confirmation: how many are done of how many (NULL: nothing) */
+  /* after each DES run: how many are done of how many (a folded step is two runs, which
+   * run at once with jobs > 1; NULL: nothing) */
   void (*confirmed)(int done, int total, void *ctx);
 } plan_options;
 
