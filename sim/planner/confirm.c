@@ -2,13 +2,12 @@
  *
  * Each confirmation is a DES step of thousands of GPUs (minutes), single-threaded, and
  * independent of the others: nothing a run leaves behind is read by the next (the DES shares
- * no cache with the plan). A folded step is two runs (two micro-batch counts, sim_fold_counts),
- * as independent and of similar cost (building the platform weighs as much as the extra
- * micro-batches), so three layouts make six runs that two cores share evenly, where three
- * would leave one core idle for a third of the time. Each run is a forked child of its own, up
- * to o->jobs at a time, and sends back its step time as raw bytes; a folded step is drawn
- * through its two as sim_run draws it: the figures are those of the runs one after another in
- * this process, bit for bit, whatever the order the children end in.
+ * no cache with the plan). So each run is a forked child of its own, up to o->jobs at a time,
+ * the longest guessed first, and sends back its step time as raw bytes. A folded step is two
+ * runs (two micro-batch counts, sim_fold_counts), as independent, which run apart so that the
+ * cores stay busy; its step is drawn through the two as sim_run draws it. The figures are
+ * those of the runs one after another in this process, bit for bit, whatever the order the
+ * children end in.
  *
  * A fork copies only the calling thread: the plan holds no other thread here (the screening
  * runs on this one), as the DES's own fork requires. A child's DES runs in a grandchild that
