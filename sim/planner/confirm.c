@@ -170,10 +170,12 @@ static guint plan_des_wait_any(const plan_des_child *ch, guint n)
     p[i] = (struct pollfd){.fd = ch[i].fd, .events = POLLIN};
   for (;;) {
     /* no time limit: each child's own watchdog ends a DES run that stalls */
-    if (poll(p, n, -1) > 0)
-      for (guint i = 0; i < n; i++)
-        if (p[i].revents)
-          return i;
+    int ready = poll(p, n, -1);
+    if (ready < 0 && errno != EINTR)
+      return 0; /* without poll, a blocking read of the first child still gets every answer */
+    for (guint i = 0; ready > 0 && i < n; i++)
+      if (p[i].revents)
+        return i;
   }
 }
 
