@@ -424,7 +424,8 @@ Test(roles, torchtitan_op_policy_recomputes_every_other_matmul)
  * float 2+4, pow 4+4, mean 4, add_eps and rsqrt ~0, mul 4+4, type_as 4+2, * weight 2+2 = 36
  * in 8 kernels; its backward 76 in 10; rotary float 6, complex product 8, type_as 6 = 20;
  * SwiGLU silu 2+2, product 2+2+2 = 10; repeat_kv reads 1024 and writes 4096 values a token;
- * the loss's fp32 gradients 2 x 4 bytes per logit. */
+ * the loss's fp32 gradients 2 x 4 bytes per logit, and its backward nll_loss 4 (an fp32
+ * gradient written), log_softmax 4 + 4 + 4, the cast to bf16 4 + 2: 22 bytes per logit. */
 Test(roles, torchtitan_eager_ops_by_hand)
 {
   roles_setup r;
@@ -444,6 +445,8 @@ Test(roles, torchtitan_eager_ops_by_hand)
   cr_assert_float_eq(roles_bytes(l->fwd, "repeat_k", WL_PHASE_FORWARD, &n), 2 * T * (1024 + 4096), 1);
   cr_assert_eq(n, 1);
   cr_assert_float_eq(r.m->loss_peak, 8 * T * 128256, 1);
+  const wl_layer *out = g_ptr_array_index(r.m->layers, r.m->layers->len - 1);
+  cr_assert_float_eq(roles_bytes(out->bwd, "cross_entropy.bwd", -1, &n), 22 * T * 128256, 1);
   roles_clear(&r);
   roles_titan(&r, "training.eager_ops=false");
   l = roles_block(&r);

@@ -626,8 +626,10 @@ static void wl_output(wl_model *m, const cfg_model *cm, const wl_shape *x)
   /* Cross-entropy in fp32 over the vocabulary shard (Megatron). */
   wl_fwd(m, head, WL_ROLE_LOSS, "cross_entropy", CFG_KCLASS_ELEMENTWISE, 5 * x->T * x->V / x->t,
          x->T * x->V / x->t * (x->dt + 12));
+  /* eager: nll_loss's backward writes an fp32 gradient, log_softmax's reads it and the saved
+   * output and writes another (16 bytes a logit more than one fused pass) */
   wl_bwd(m, head, WL_ROLE_LOSS, WL_PHASE_BACKWARD, "cross_entropy.bwd", CFG_KCLASS_ELEMENTWISE, 2 * x->T * x->V / x->t,
-         x->T * x->V / x->t * (4 + x->dt));
+         x->T * x->V / x->t * (4 + x->dt + (x->eager ? 16 : 0)));
   wl_gemm(m, head, WL_ROLE_LOGITS, "logits", x->T, x->V / x->t, x->h, x->dt, true);
   wl_norm(m, head, x, "final_ln", x->Te * x->h, true, false);
   /* fp32 logits (softmax kept for the loss gradient) and the final norm's input */
