@@ -863,16 +863,25 @@ Test(engine, mirroring_with_a_pipeline_folds_only_where_its_links_are_its_own)
   cr_assert_eq(f.joined_dim, PROG_DIM_DP);
 }
 
-/* Mirroring needs the members of a joining group to do the same: with two nodes per leaf, the
- * DP x CP ring's hops between nodes alternate between the leaf and the spine, so members leave
- * it at different times and context-parallel siblings are not in step: every rank runs. */
+/* Mirroring needs the members of a joining group to do the same in the DES. With two nodes per
+ * leaf, the DP x CP ring's hops between nodes alternate between the leaf and the spine: that is
+ * the same to the DES (its links carry no latency, the schedule sleeps the plan's; the spine's
+ * links are not oversubscribed and cannot bind), so one rank per context-parallel pair runs and
+ * the step is every rank's. A tree's members differ (a root, leaves, inner ranks): every rank
+ * runs. */
 Test(engine, mirroring_needs_members_that_do_the_same)
 {
-  const char *sets[] = {"node.count=4", "node.gpus_per_node=2", "network.tiers[0].nodes_per_switch=2",
+  const char *ring[] = {"node.count=4", "node.gpus_per_node=2", "network.tiers[0].nodes_per_switch=2",
                         "parallel.tp=1", "parallel.cp=2", "parallel.pp=1", "parallel.dp=4",
                         "training.global_batch=16", "training.flash_attention=true",
                         "collectives.layer_flows=never", NULL};
-  eng_fold_info f = fold_check("dgx-h100", "megatron-22b", sets, 8);
+  eng_fold_info f = fold_check("dgx-h100", "megatron-22b", ring, 4);
+  cr_assert_eq(f.folded_dims, 1u << PROG_DIM_CP);
+  const char *tree[G_N_ELEMENTS(ring) + 1];
+  memcpy(tree, ring, sizeof ring);
+  tree[G_N_ELEMENTS(ring) - 1] = "collectives.algorithm=tree";
+  tree[G_N_ELEMENTS(ring)] = NULL;
+  f = fold_check("dgx-h100", "megatron-22b", tree, 8);
   cr_assert_eq(f.why, ENG_FOLD_UNEVEN);
   cr_assert_eq(f.unfolded_dims, 1u << PROG_DIM_CP);
 }
