@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs dlsim's build dependencies from Debian packages when any is missing.
 # Sourced by setup-and-run.sh and test.sh; needs root (or sudo) only if something is missing.
-DLSIM_PACKAGES="build-essential cmake pkg-config libsimgrid-dev libglib2.0-dev libyaml-dev libcjson-dev libprotobuf-c-dev protobuf-c-compiler libcriterion-dev libplplot-dev libopenmpi-dev openmpi-bin groff-base"
+DLSIM_PACKAGES="build-essential cmake pkg-config libsimgrid-dev libglib2.0-dev libyaml-dev libcjson-dev libjemalloc-dev libprotobuf-c-dev protobuf-c-compiler libcriterion-dev libplplot-dev libopenmpi-dev openmpi-bin groff-base"
 dlsim_missing=""
 for pkg in $DLSIM_PACKAGES; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || dlsim_missing="$dlsim_missing $pkg"

@@ -544,18 +544,18 @@ Test(engine, the_report_names_the_dimensions_run_as_flows)
   }
 }
 
-/* The analytic engine remembers the last collective each unit planned on a family (the next is
- * most often the same): one after another on one family, collectives that differ in size or in
- * kind each take their own time, the step their sum, as when each is timed alone. */
-Test(engine, collectives_of_one_family_in_turn_take_each_its_own_time)
+/* Two DGX H100 nodes: 16 GPUs. */
+static hw_cluster *two_h100_nodes(cfg_cluster **c)
 {
-  cfg_cluster *c = NULL;
   const char *const sets[] = {"node.count=2", NULL};
-  cr_assert(th_load("dgx-h100", NULL, sets, &c, NULL));
-  hw_cluster *hw = hw_cluster_new(c);
-  prog_program *p = prog_new(16);
-  int cls = prog_class_add(p, "all"), fam = prog_family_add(p, "dp", PROG_DIM_DP);
-  int ranks[16];
+  cr_assert(th_load("dgx-h100", NULL, sets, c, NULL));
+  return hw_cluster_new(*c);
+}
+
+/* Ranks 0-15 of `p` in one class ("all"), one group of family `fam`; returns the class. */
+static int sixteen_in_one_group(prog_program *p, int fam)
+{
+  int cls = prog_class_add(p, "all"), ranks[16];
   for (int r = 0; r < 16; r++)
     ranks[r] = r;
   int g = prog_group_add(p, ranks, 16);
@@ -563,6 +563,18 @@ Test(engine, collectives_of_one_family_in_turn_take_each_its_own_time)
     prog_rank_set_class(p, r, cls);
     prog_family_set(p, fam, r, g);
   }
+  return cls;
+}
+
+/* The analytic engine remembers the last collective each unit planned on a family (the next is
+ * most often the same): one after another on one family, collectives that differ in size or in
+ * kind each take their own time, the step their sum, as when each is timed alone. */
+Test(engine, collectives_of_one_family_in_turn_take_each_its_own_time)
+{
+  cfg_cluster *c = NULL;
+  hw_cluster *hw = two_h100_nodes(&c);
+  prog_program *p = prog_new(16);
+  int fam = prog_family_add(p, "dp", PROG_DIM_DP), cls = sixteen_in_one_group(p, fam);
   prog_finalize(p);
   const struct {
     prog_coll coll;
@@ -647,6 +659,34 @@ static void hosted_kernels(const hw_cluster *hw, double flops, double *gemm, dou
   hw_kernel e = {.kclass = CFG_KCLASS_ELEMENTWISE, .dtype = CFG_BF16, .bytes = 1e3};
   *gemm = hw_kernel_time(hw, &g);
   *elem = hw_kernel_time(hw, &e);
+}
+
+/* Streams that wait for one op together, and a stream that waits for another stream's op: the
+ * DES wakes each waiting actor (and only it) when its op ends, so the step is the chain
+ * compute, all-reduce, compute, as the analytic engine has it; a missed wake would deadlock. */
+Test(engine, streams_waiting_for_ops_of_other_streams_wake_when_they_end)
+{
+  cfg_cluster *c = NULL;
+  hw_cluster *hw = two_h100_nodes(&c);
+  prog_program *p = prog_new(16);
+  int dp = prog_family_add(p, "dp", PROG_DIM_DP), ep = prog_family_add(p, "ep", PROG_DIM_EP);
+  int cls = sixteen_in_one_group(p, dp);
+  for (int r = 0; r < 16; r++)
+    prog_family_set(p, ep, r, prog_group_add(p, &r, 1));
+  uint32_t c0 = prog_compute(p, cls, "c0", CFG_KCLASS_GEMM, CFG_BF16, 1e12, 0, NULL, 0);
+  uint32_t both[2] = {prog_comm(p, cls, PROG_STREAM_DP, "ar", PROG_COLL_ALLREDUCE, dp, 1 << 26, &c0, 1),
+                      prog_comm(p, cls, PROG_STREAM_EP, "own", PROG_COLL_ALLREDUCE, ep, 1 << 20, &c0, 1)};
+  uint32_t c1 = prog_compute(p, cls, "c1", CFG_KCLASS_GEMM, CFG_BF16, 1e12, 0, both, 2);
+  prog_comm(p, cls, PROG_STREAM_EP, "own2", PROG_COLL_ALLREDUCE, ep, 1 << 20, &c1, 1);
+  prog_finalize(p);
+  double a = hosted_step(p, hw, ENG_ANALYTIC, CFG_LAYER_FLOWS_AUTO);
+  double d = hosted_step(p, hw, ENG_DES, CFG_LAYER_FLOWS_AUTO);
+  hw_kernel k = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_BF16, .flops = 1e12};
+  cr_assert(a > 2 * hw_kernel_time(hw, &k), "analytic %.17g s", a);
+  cr_assert(fabs(d - a) <= 1e-9 * a, "des %.17g s, analytic %.17g s", d, a);
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
 }
 
 /* A 10 ms GEMM issued hd after the pass starts hides the launches of the 8 short kernels
@@ -823,16 +863,25 @@ Test(engine, mirroring_with_a_pipeline_folds_only_where_its_links_are_its_own)
   cr_assert_eq(f.joined_dim, PROG_DIM_DP);
 }
 
-/* Mirroring needs the members of a joining group to do the same: with two nodes per leaf, the
- * DP x CP ring's hops between nodes alternate between the leaf and the spine, so members leave
- * it at different times and context-parallel siblings are not in step: every rank runs. */
+/* Mirroring needs the members of a joining group to do the same in the DES. With two nodes per
+ * leaf, the DP x CP ring's hops between nodes alternate between the leaf and the spine: that is
+ * the same to the DES (its links carry no latency, the schedule sleeps the plan's; the spine's
+ * links are not oversubscribed and cannot bind), so one rank per context-parallel pair runs and
+ * the step is every rank's. A tree's members differ (a root, leaves, inner ranks): every rank
+ * runs. */
 Test(engine, mirroring_needs_members_that_do_the_same)
 {
-  const char *sets[] = {"node.count=4", "node.gpus_per_node=2", "network.tiers[0].nodes_per_switch=2",
+  const char *ring[] = {"node.count=4", "node.gpus_per_node=2", "network.tiers[0].nodes_per_switch=2",
                         "parallel.tp=1", "parallel.cp=2", "parallel.pp=1", "parallel.dp=4",
                         "training.global_batch=16", "training.flash_attention=true",
                         "collectives.layer_flows=never", NULL};
-  eng_fold_info f = fold_check("dgx-h100", "megatron-22b", sets, 8);
+  eng_fold_info f = fold_check("dgx-h100", "megatron-22b", ring, 4);
+  cr_assert_eq(f.folded_dims, 1u << PROG_DIM_CP);
+  const char *tree[G_N_ELEMENTS(ring) + 1];
+  memcpy(tree, ring, sizeof ring);
+  tree[G_N_ELEMENTS(ring) - 1] = "collectives.algorithm=tree";
+  tree[G_N_ELEMENTS(ring)] = NULL;
+  f = fold_check("dgx-h100", "megatron-22b", tree, 8);
   cr_assert_eq(f.why, ENG_FOLD_UNEVEN);
   cr_assert_eq(f.unfolded_dims, 1u << PROG_DIM_CP);
 }

@@ -249,3 +249,15 @@ Test(install, installed_tree_runs_from_anywhere, .timeout = 120)
   const char *rm[] = {"rm", "-rf", tmp, NULL};
   g_free(inst_spawn(NULL, rm, NULL, &status));
 }
+
+/* Where the build found jemalloc (and no sanitizer), dlsim runs on it: the DES's SimGrid objects
+ * cost a third less CPU than on glibc's malloc (CMakeLists.txt). */
+Test(install, dlsim_links_jemalloc_when_the_build_found_it)
+{
+  const char *const argv[] = {"ldd", DLSIM_BINARY, NULL};
+  int status = 0;
+  g_autofree char *out = inst_spawn(NULL, argv, NULL, &status);
+  cr_assert_eq(status, 0, "%s", out);
+  cr_expect_eq(strstr(out, "libjemalloc") != NULL, DLSIM_JEMALLOC, "jemalloc %s in:\n%s",
+               DLSIM_JEMALLOC ? "expected" : "not expected", out);
+}

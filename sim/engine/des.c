@@ -30,7 +30,10 @@ typedef struct {
   uint8_t *done;
   double *end;
   sg_mutex_t mutex;
-  sg_cond_t cond;
+  /* per stream: its actor's condition, and the op it waits for (DES_NOTHING: none), so that an
+   * op's end wakes only the actor waiting for it, not every stream of the rank to look again */
+  sg_cond_t cond[PROG_NSTREAMS];
+  uint32_t awaits[PROG_NSTREAMS];
   GArray *spans; /* eng_span */
   double hidden[PROG_NDIMS]; /* collective time run under compute inside macros */
   GArray *mem;   /* eng_mem_event */
@@ -147,17 +150,33 @@ static sg_mailbox_t des_mailbox(des_ctx *c, int src, int dst, int group)
   return mb;
 }
 
-static void des_wait_deps(des_ctx *c, des_rank *r, const prog_op *op)
+#define DES_NOTHING UINT32_MAX
+
+static void des_wait_deps(des_ctx *c, des_rank *r, const prog_op *op, int stream)
 {
   const uint32_t *deps = prog_op_deps(c->p, r->cls, op);
   for (uint32_t d = 0; d < op->ndeps; d++) {
     if (r->done[deps[d]])
       continue;
     sg_mutex_lock(r->mutex);
+    r->awaits[stream] = deps[d];
     while (!r->done[deps[d]])
-      sg_cond_wait(r->cond, r->mutex);
+      sg_cond_wait(r->cond[stream], r->mutex);
+    r->awaits[stream] = DES_NOTHING;
     sg_mutex_unlock(r->mutex);
   }
+}
+
+/* Wakes the stream actor of the rank that waits for op `idx`, if any (under the lock: its wait
+ * may be posted but not yet handled). */
+static void des_wake(des_rank *r, uint32_t idx)
+{
+  for (int s = 0; s < PROG_NSTREAMS; s++)
+    if (r->awaits[s] == idx) {
+      sg_mutex_lock(r->mutex);
+      sg_cond_notify_one(r->cond[s]);
+      sg_mutex_unlock(r->mutex);
+    }
 }
 
 static void des_complete(des_ctx *c, des_rank *r, uint32_t idx, double start, double end)
@@ -169,11 +188,8 @@ static void des_complete(des_ctx *c, des_rank *r, uint32_t idx, double start, do
   r->done[idx] = 1;
   r->end[idx] = end;
   r->finish = MAX(r->finish, end);
-  if (c->needed[r->cls][idx]) {
-    sg_mutex_lock(r->mutex);
-    sg_cond_notify_all(r->cond);
-    sg_mutex_unlock(r->mutex);
-  }
+  if (c->needed[r->cls][idx])
+    des_wake(r, idx);
   if (c->events) {
     eng_event e = {.rank = r->rank, .stream = op->stream, .kind = op->kind, .dim = op->dim,
                    .op = idx, .name = op->name, .start = start, .end = end};
@@ -332,7 +348,7 @@ static void des_spawn_ghost(des_ctx *c, int host_rank, sg_mailbox_t mb, bool sen
 
 /* What one endpoint (a GPU or a reducing switch) does in one phase of a collective. */
 static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member, int self,
-                          int group, void **sink)
+                          int group, void **sink, double wait)
 {
   const coll_plan *plan = s->plan;
   const coll_phase *ph = &plan->phases[i];
@@ -341,8 +357,8 @@ static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member,
   sg_comm_t local[16];
   sg_comm_t *comms = to - from <= 16 ? local : g_new(sg_comm_t, to - from);
   size_t k = 0;
-  if (s->pre[i] > 0)
-    sg_actor_sleep_for(s->pre[i]);
+  if (wait + s->pre[i] > 0)
+    sg_actor_sleep_for(wait + s->pre[i]);
   double t0 = simgrid_get_clock();
   for (int j = from; j < to; j++) {
     const coll_xfer *x = &ph->xfers[ph->member_idx[j]];
@@ -365,17 +381,20 @@ static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member,
   des_count_sent(c, s, ph, from, to, self, t0);
   if (comms != local)
     g_free(comms);
-  if (s->post[i] > 0)
-    sg_actor_sleep_for(s->post[i]);
 }
 
+/* The sleeps between one phase's transfers and the next's (the base latency, a phase's tail,
+ * the next one's latency) run as one: a SimGrid activity fewer each, the same clock. */
 static void des_run_schedule(des_ctx *c, const coll_schedule *s, int self, int group, void **sink)
 {
   int member = coll_member(s->plan, self);
-  if (s->plan->nphases && s->base > 0)
-    sg_actor_sleep_for(s->base);
-  for (int i = 0; i < s->plan->nphases; i++)
-    des_run_phase(c, s, i, member, self, group, sink);
+  double wait = s->plan->nphases ? MAX(s->base, 0) : 0;
+  for (int i = 0; i < s->plan->nphases; i++) {
+    des_run_phase(c, s, i, member, self, group, sink, wait);
+    wait = MAX(s->post[i], 0);
+  }
+  if (wait > 0)
+    sg_actor_sleep_for(wait);
 }
 
 /* A switch that reduces in place runs its part of one collective, then ends. */
@@ -773,7 +792,7 @@ static void des_actor(int argc, char **argv)
   for (guint i = 0; i < list->len; i++) {
     uint32_t idx = g_array_index(list, uint32_t, i);
     const prog_op *op = prog_op_at(c->p, r->cls, idx);
-    des_wait_deps(c, r, op);
+    des_wait_deps(c, r, op, a->stream);
     double t0 = simgrid_get_clock();
     if (des_expanded(c, op)) {
       des_run_macro(a, idx, op);
@@ -1135,7 +1154,10 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
   c.links = des_links_new(hw, c.events != NULL);
   for (int r = 0; r < p->nranks; r++) {
     c.ranks[r].mutex = sg_mutex_init();
-    c.ranks[r].cond = sg_cond_init();
+    for (int s = 0; s < PROG_NSTREAMS; s++) {
+      c.ranks[r].cond[s] = des_active(&c, r) ? sg_cond_init() : NULL;
+      c.ranks[r].awaits[s] = DES_NOTHING;
+    }
   }
   c.ops_total = des_count_ops(&c);
   des_spawn(&c);

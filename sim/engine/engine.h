@@ -85,7 +85,7 @@ typedef enum {
   ENG_FOLD_ASYMMETRIC,     /* siblings' classes, groups or routes differ */
   ENG_FOLD_CROSSED,        /* ... one that mirroring cannot stand for: its links carry other
                             * transfers of ranks not simulated */
-  ENG_FOLD_UNEVEN,         /* ... one whose members' transfers differ (routes of other tiers):
+  ENG_FOLD_UNEVEN,         /* ... one whose members' transfers differ (amounts or links):
                             * they do not leave it together */
 } eng_fold_why;
 

@@ -17,7 +17,9 @@
  * mirroring (des.c): a transfer between a simulated rank and one that is not runs as a flow on
  * its real route, the absent end played by a ghost that posts when the simulated end does, as
  * the absent rank would (it runs in step with its representative). That is exact when every
- * member of such a group sees the same transfers in every phase (so they leave it together),
+ * member of such a group sees the same transfers in every phase (so they leave it together:
+ * the same amounts, over links that can bind of the same bandwidths; a route's tier and
+ * latency do not enter the DES, see fold_end),
  * no in-switch reduction needs an absent member, and every GPU link a mirrored transfer
  * crosses carries only transfers that touch a simulated rank: then each link the simulation
  * loads carries what it carries with every rank simulated. */
@@ -164,27 +166,60 @@ static bool fold_symmetric(const prog_program *p, const hw_cluster *hw, const ui
 
 /* ---- mirroring: collectives that join positions -------------------------------------------- */
 
-/* One transfer as a member sees it: which way, over what kind of route, how much. */
+/* Whether a link can bind a flow of the DES: a GPU's NVLink or NIC port. Tiers above are not
+ * oversubscribed when mirroring is tried (fold_topology_why), so their links carry at most what
+ * the NICs below them can send and never bind. */
+static bool fold_link_binds(const hw_link *l)
+{
+  return l->tier <= 0 && l->policy != HW_LINK_FATPIPE;
+}
+
+/* One transfer as a member sees it in the DES: which way, how much, and the links along its
+ * route that can bind (bandwidth and direction, in order). Not the route's tier or latency: the
+ * platform's links carry no latency (the schedule sleeps the plan's, the same for every member),
+ * and a tier's links above the NICs cannot bind; so a hop under a leaf and one across the spine
+ * are the same to the DES. */
+#define FOLD_END_HOPS 8
 typedef struct {
-  int receives, tier;
-  double latency, bandwidth, frac;
+  int receives, nbind;
+  double frac;
+  double bind[FOLD_END_HOPS]; /* bandwidth, negative going down */
 } fold_end;
+
+static int fold_cmp_double(double x, double y)
+{
+  return (x > y) - (x < y);
+}
 
 static int fold_end_cmp(const void *a, const void *b)
 {
   const fold_end *x = a, *y = b;
   if (x->receives != y->receives)
     return x->receives - y->receives;
-  if (x->tier != y->tier)
-    return x->tier - y->tier;
-  if (x->latency != y->latency)
-    return x->latency < y->latency ? -1 : 1;
-  if (x->bandwidth != y->bandwidth)
-    return x->bandwidth < y->bandwidth ? -1 : 1;
-  return (x->frac > y->frac) - (x->frac < y->frac);
+  if (x->nbind != y->nbind)
+    return x->nbind - y->nbind;
+  for (int h = 0; h < x->nbind; h++)
+    if (x->bind[h] != y->bind[h])
+      return fold_cmp_double(x->bind[h], y->bind[h]);
+  return fold_cmp_double(x->frac, y->frac);
 }
 
-/* Member m's transfers in a phase, sorted. */
+/* The links of route `r` that can bind; false when there are more than a fold_end holds. */
+static bool fold_end_links(const hw_cluster *hw, const hw_route *r, fold_end *e)
+{
+  for (int h = 0; h < r->nhops; h++) {
+    const hw_link *l = hw_link_get(hw, HW_HOP_LINK(r->hops[h]));
+    if (!fold_link_binds(l))
+      continue;
+    if (e->nbind == FOLD_END_HOPS)
+      return false;
+    e->bind[e->nbind++] = r->hops[h] % 2 ? -l->bandwidth : l->bandwidth;
+  }
+  return true;
+}
+
+/* Member m's transfers in a phase, sorted; NULL when a route has more links that can bind than
+ * a fold_end holds (then the members are not compared: not mirrored). */
 static GArray *fold_member_ends(const hw_cluster *hw, const coll_plan *plan, const coll_phase *ph,
                                 int m)
 {
@@ -194,8 +229,11 @@ static GArray *fold_member_ends(const hw_cluster *hw, const coll_plan *plan, con
     const coll_xfer *x = &ph->xfers[ph->member_idx[j]];
     hw_route r;
     hw_route_get(hw, x->src, x->dst, &r);
-    fold_end e = {.receives = x->dst == self, .tier = r.tier, .latency = r.latency,
-                  .bandwidth = r.bandwidth, .frac = x->frac};
+    fold_end e = {.receives = x->dst == self, .frac = x->frac};
+    if (!fold_end_links(hw, &r, &e)) {
+      g_array_free(a, TRUE);
+      return NULL;
+    }
     g_array_append_val(a, e);
   }
   g_array_sort(a, fold_end_cmp);
@@ -204,7 +242,7 @@ static GArray *fold_member_ends(const hw_cluster *hw, const coll_plan *plan, con
 
 static bool fold_same_ends(const GArray *a, const GArray *b)
 {
-  if (a->len != b->len)
+  if (!a || !b || a->len != b->len)
     return false;
   for (guint i = 0; i < a->len; i++)
     if (fold_end_cmp(&g_array_index(a, fold_end, i), &g_array_index(b, fold_end, i)) != 0)
@@ -244,8 +282,7 @@ static void fold_mark_links(const hw_cluster *hw, const coll_plan *plan, const b
       hw_route r;
       hw_route_get(hw, x->src, x->dst, &r);
       for (int h = 0; h < r.nhops; h++) {
-        const hw_link *l = hw_link_get(hw, HW_HOP_LINK(r.hops[h]));
-        if (l->tier <= 0 && l->policy != HW_LINK_FATPIPE)
+        if (fold_link_binds(hw_link_get(hw, HW_HOP_LINK(r.hops[h]))))
           links[r.hops[h]] |= run ? FOLD_LINK_RUN : FOLD_LINK_ABSENT;
       }
     }

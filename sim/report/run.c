@@ -152,7 +152,7 @@ static char *rep_fold_note(const eng_fold_info *f)
                            prog_dim_name((prog_dim)f->joined_dim),
                            f->why == ENG_FOLD_CROSSED
                                ? "over links that ranks not simulated also use"
-                               : "and its members' transfers differ (routes of other tiers)");
+                               : "and its members' transfers differ (amounts or links)");
   else
     g_string_append_printf(s, " siblings apart: %s", eng_fold_why_text(f->why));
   return g_string_free(s, FALSE);
