@@ -276,7 +276,7 @@ static uint32_t wl_tb_compute(wl_tb *b, const wl_kernel *k)
   }
   if (b->has_gather && !b->has_last)
     deps[n++] = b->gather;
-  uint32_t op = wl_emit_kernel(b->x->p, b->t, b->x->m, k, deps, n);
+  uint32_t op = wl_emit_kernel(b->x->p, b->t, k, deps, n);
   b->before_last = b->last;
   b->has_before_last = b->has_last;
   b->last = op;

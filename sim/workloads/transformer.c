@@ -51,19 +51,47 @@ static void wl_k(wl_model *m, wl_layer *l, bool replay, wl_role role, const char
  * bytes and writing the element and its share of the scales per element. Forward: the
  * activation (M x K) and, every micro-batch, the weight (K x N); backward: the output gradient
  * row- and column-wise (dgrad and wgrad reduce over different dimensions) and the activation
- * column-wise for wgrad. Per-tensor fp8 fuses its casts into the kernels before the GEMM
- * (Transformer Engine's LayerNorm-Linear), so it adds none. */
-static void wl_quantize(wl_model *m, wl_layer *l, wl_role role, const char *what, double M,
-                        double N, double K, bool backward, bool replay)
+ * column-wise for wgrad. */
+static void wl_quantize_blocks(wl_model *m, wl_layer *l, wl_role role, const char *name, double M,
+                               double N, double K, bool backward, bool replay)
 {
-  if (!cfg_dtype_block_scaled(m->dtype))
-    return;
   double per = 2 + cfg_dtype_bytes(m->dtype);
-  g_autofree char *name = g_strconcat(what, ".quant", NULL);
   if (backward)
     wl_bwd(m, l, role, WL_PHASE_BACKWARD, name, CFG_KCLASS_ELEMENTWISE, 0, per * (2 * M * N + M * K));
   else
     wl_k(m, l, replay, role, name, CFG_KCLASS_ELEMENTWISE, 0, per * (M * K + K * N));
+}
+
+/* Per-tensor fp8 as Transformer Engine's Linear runs it (transformer_engine/pytorch/module/
+ * linear.py, layernorm_linear.py, 1.x): the 16-bit input of a GEMM is cast in one kernel that
+ * writes it in fp8 and transposed in fp8 for wgrad and records its amax (cast-transpose: reads
+ * 2 bytes, writes 1 + 1 per element); in backward the output gradient likewise. A LayerNorm-
+ * Linear (qkv, mlp_up) has its norm write fp8 itself, and only transposes that (1 + 1 bytes)
+ * for wgrad in backward. The weights are cast on the first micro-batch of a step only
+ * (is_first_microbatch), left out here, as are the delayed-scaling recipe's per-step amax and
+ * scale updates (a few tiny kernels). */
+static void wl_cast_fp8(wl_model *m, wl_layer *l, wl_role role, const char *name, double M,
+                        double N, double K, bool backward, bool replay)
+{
+  bool norm_fused = role == WL_ROLE_QKV || role == WL_ROLE_MLP_UP;
+  if (backward)
+    wl_bwd(m, l, role, WL_PHASE_BACKWARD, name, CFG_KCLASS_ELEMENTWISE, 0,
+           4 * M * N + (norm_fused ? 2 * M * K : 0));
+  else if (!norm_fused)
+    wl_k(m, l, replay, role, name, CFG_KCLASS_ELEMENTWISE, 0, 4 * M * K);
+}
+
+/* The kernels that put a GEMM's operands into its 8- or 4-bit format, before it. */
+static void wl_quantize(wl_model *m, wl_layer *l, wl_role role, const char *what, double M,
+                        double N, double K, bool backward, bool replay)
+{
+  if (wl_kernel_dtype(m->dtype, role, CFG_KCLASS_GEMM) != m->dtype)
+    return; /* a GEMM left in 16 bits (router, output layer) */
+  g_autofree char *name = g_strconcat(what, ".quant", NULL);
+  if (cfg_dtype_block_scaled(m->dtype))
+    wl_quantize_blocks(m, l, role, name, M, N, K, backward, replay);
+  else if (m->dtype == CFG_FP8)
+    wl_cast_fp8(m, l, role, name, M, N, K, backward, replay);
 }
 
 /* A GEMM of (m x k) by (k x n): 2mnk FLOPs, reads both inputs, writes the output. Forward (into
