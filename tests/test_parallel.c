@@ -732,3 +732,39 @@ Test(parallel, deepspeeds_pipeline_engine_runs_1f1b_only)
             "%s", p.out);
   th_proc_clear(&p);
 }
+
+/* The bytes of the first comm op of `coll` named with `prefix`, in any class. */
+static double comm_bytes_of(const prog_program *p, prog_coll coll, const char *prefix)
+{
+  for (guint c = 0; c < p->classes->len; c++)
+    for (guint i = 0; i < prog_class_at(p, (int)c)->ops->len; i++) {
+      const prog_op *op = prog_op_at(p, (int)c, i);
+      if (op->kind == PROG_COMM && op->coll == coll && op->name && g_str_has_prefix(op->name, prefix))
+        return op->comm_bytes;
+    }
+  cr_assert_fail("no %s", prefix);
+  return 0;
+}
+
+/* Under fp8 Transformer Engine gathers a GEMM's input already cast to fp8, but its GEMMs write
+ * bf16: the sequence-parallel all-gather halves, the reduce-scatter and the pipeline's sends
+ * stay what bf16 sends. */
+Test(parallel, fp8_gathers_in_8_bits_and_reduces_and_sends_in_16)
+{
+  const char *bf16[] = {"node.count=1", "parallel.tp=2", "parallel.pp=2", "parallel.dp=2",
+                        "parallel.sequence_parallel=true", "training.dtype=bf16", NULL};
+  const char *fp8[] = {"node.count=1", "parallel.tp=2", "parallel.pp=2", "parallel.dp=2",
+                       "parallel.sequence_parallel=true", "training.dtype=fp8", NULL};
+  prog_program *p16 = th_program("dgx-h100", "gpt3-1.3b-dp", bf16);
+  prog_program *p8 = th_program("dgx-h100", "gpt3-1.3b-dp", fp8);
+  cr_expect_gt(comm_bytes_of(p16, PROG_COLL_SENDRECV, ""), 1e6);
+  cr_expect_gt(comm_bytes_of(p16, PROG_COLL_REDUCESCATTER, "tp reducescatter"), 1e6);
+  cr_expect_float_eq(comm_bytes_of(p8, PROG_COLL_ALLGATHER, "tp allgather"),
+                     comm_bytes_of(p16, PROG_COLL_ALLGATHER, "tp allgather") / 2, 1);
+  cr_expect_float_eq(comm_bytes_of(p8, PROG_COLL_REDUCESCATTER, "tp reducescatter"),
+                     comm_bytes_of(p16, PROG_COLL_REDUCESCATTER, "tp reducescatter"), 1);
+  cr_expect_float_eq(comm_bytes_of(p8, PROG_COLL_SENDRECV, ""),
+                     comm_bytes_of(p16, PROG_COLL_SENDRECV, ""), 1);
+  prog_free(p8);
+  prog_free(p16);
+}
