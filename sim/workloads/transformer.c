@@ -12,6 +12,7 @@
 
 typedef struct {
   double b, s, h, a, kv, d, f, V, t, dt;
+  double q;     /* a saved GEMM input's bytes over 16 bits': < 1 when training in 8 or 4 bits */
   double sq;    /* queries (tokens) of the sequence on this GPU: s / cp */
   double cp;    /* context-parallel ranks: the ring attention's steps */
   double T;     /* tokens of the micro-batch on this GPU */
@@ -371,6 +372,10 @@ static void wl_block_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
  * the 24 are Q, K, V, the projection input and the MLP's two wide tensors (split by t); the
  * 5as/h are the attention scores, gone with FlashAttention or selective recomputation. Full
  * recomputation keeps only the block input. Activations are 16-bit unless training in fp32.
+ * Training in 8 or 4 bits, the linear layers keep their inputs quantized for wgrad (Transformer
+ * Engine's Linear and LayerNormLinear save the fp8 copy, not the bf16 one): the two norms'
+ * outputs and the MLP's second GEMM input shrink to q of their size, and the attention output
+ * is kept twice, in bf16 for the attention's backward and quantized for the projection's.
  * A mixture of experts keeps, instead of the MLP's wide tensors, its routed copies (input,
  * both expert activations, output) and the shared experts' (an estimate: no measurement of MoE
  * activations was at hand). */
@@ -383,9 +388,9 @@ static double wl_block_saved(const wl_shape *x)
   double r = x->kv / x->a;
   double mlp = x->moe ? 2 * (x->recv * (2 * x->h + (x->gate + 1) * x->fe) +
                              x->n * (x->gate + 1) * x->S * x->fe) / (x->T * x->h) * x->t
-                      : 2 * (x->gate + 1) * x->f / x->h;
-  double tp_part = (4 + 4 * r + mlp) / x->t;
-  double rest = 10 / split;
+                      : 2 * (x->gate + x->q) * x->f / x->h;
+  double tp_part = (4 + 2 * (x->q < 1 ? x->q : 0) + 4 * r + mlp) / x->t;
+  double rest = (6 + 4 * x->q) / split;
   bool scores = !x->flash && x->recompute == CFG_RECOMPUTE_NONE;
   double quad = scores ? 5 * x->a * x->s / (x->h * x->t) : 0;
   return sbh * (rest + tp_part + quad) * scale;
@@ -448,6 +453,7 @@ static wl_shape wl_shape_of(const cfg_model *cm, const cfg_training *t, const wl
   wl_shape x = {.b = sh->micro_batch, .s = cm->seq_len, .h = cm->hidden, .a = cm->heads,
                 .kv = cm->kv_heads, .f = cm->ffn_hidden, .V = cm->vocab, .t = sh->tp,
                 .dt = cfg_dtype_bytes(t->dtype) < 2 ? 2 : cfg_dtype_bytes(t->dtype),
+                .q = MIN(cfg_dtype_bytes(t->dtype) / 2, 1.0),
                 .flash = t->flash_attention != 0, .recompute = sh->recompute,
                 .impl = t->attention > 0 ? (cfg_attn_impl)(t->attention - 1) : CFG_ATTN_FA2};
   x.d = cm->head_dim;
