@@ -1150,3 +1150,90 @@ Test(collectives, a_planners_plans_cost_what_each_costs_built_alone)
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);
 }
+
+/* Two plans alike field by field: transfers, routes' costs and the member index. */
+static void assert_same_plan(const coll_plan *a, const coll_plan *b, const char *what)
+{
+  cr_assert(a->op == b->op && a->algo == b->algo && a->n == b->n && a->nmembers == b->nmembers &&
+                a->channels == b->channels && a->nnodes == b->nnodes &&
+                a->nphases == b->nphases && a->absolute == b->absolute &&
+                memcmp(a->ranks, b->ranks, sizeof(int) * (size_t)a->n) == 0 &&
+                memcmp(a->members, b->members, sizeof(int) * (size_t)a->nmembers) == 0,
+            "%s: plan", what);
+  for (int m = 0; m < a->nmembers; m++)
+    cr_assert_eq(coll_member(a, a->members[m]), coll_member(b, b->members[m]), "%s", what);
+  for (int i = 0; i < a->nphases; i++) {
+    const coll_phase *x = &a->phases[i], *y = &b->phases[i];
+    cr_assert(x->steps == y->steps && x->pipelined == y->pipelined && x->nxfers == y->nxfers &&
+                  x->nkinds == y->nkinds && x->max_alpha == y->max_alpha &&
+                  x->min_rate == y->min_rate && x->max_frac == y->max_frac &&
+                  x->max_sends == y->max_sends && x->sent == y->sent && x->own == y->own &&
+                  memcmp(x->stages, y->stages, sizeof x->stages) == 0 &&
+                  memcmp(x->class_alpha, y->class_alpha, sizeof x->class_alpha) == 0 &&
+                  memcmp(x->xfers, y->xfers, sizeof(coll_xfer) * (size_t)x->nxfers) == 0 &&
+                  memcmp(x->kinds, y->kinds, sizeof(coll_kind) * (size_t)x->nkinds) == 0 &&
+                  memcmp(x->member_off, y->member_off,
+                         sizeof(int) * (size_t)(a->nmembers + 1)) == 0 &&
+                  memcmp(x->member_idx, y->member_idx,
+                         sizeof(int) * (size_t)x->member_off[a->nmembers]) == 0,
+              "%s: phase %d", what, i);
+  }
+}
+
+/* The planner plans a group once per shape and moves the plans onto groups whole nodes apart:
+ * each moved plan must be the one planned afresh for its group (its own routes: a pair inside a
+ * leaf and one across the spine, a rail-optimized fabric), and the schedule the tuner picks from
+ * them the fresh planner's, bit for bit. */
+Test(collectives, a_group_planned_like_one_whole_nodes_apart_gets_its_own_plan)
+{
+  cfg_cluster *cfg[2] = {NULL, NULL};
+  hw_cluster *hw[2];
+  hw[0] = make_cluster(12, 4, "set:node.nics_per_node=2;node.intra.nvls=true", &cfg[0]);
+  const char *h100[] = {"node.count=12", NULL};
+  cr_assert(th_load("dgx-h100", NULL, h100, &cfg[1], NULL));
+  hw[1] = hw_cluster_new(cfg[1]);
+  const struct {
+    prog_coll op;
+    int n, stride_node, stride_gpu, first_gpu; /* member k: node j + k / per, GPU ... */
+    int per; /* members per node */
+  } shapes[] = {
+      {PROG_COLL_ALLREDUCE, 4, 0, 1, 0, 4},    /* a node's GPUs (tensor parallel) */
+      {PROG_COLL_ALLGATHER, 4, 0, 1, 0, 4},
+      {PROG_COLL_REDUCESCATTER, 2, 0, 2, 1, 2},
+      {PROG_COLL_SENDRECV, 2, 1, 0, 0, 1},     /* pipeline neighbours */
+      {PROG_COLL_ALLREDUCE, 2, 1, 0, 1, 1},    /* tied embeddings */
+      {PROG_COLL_ALLREDUCE, 4, 2, 0, 1, 1},    /* data parallel: one GPU every other node */
+      {PROG_COLL_ALLGATHER, 6, 1, 1, 0, 2},    /* two GPUs on each of three nodes */
+      {PROG_COLL_ALLTOALL, 4, 1, 1, 0, 2},
+  };
+  for (int c = 0; c < 2; c++) {
+    int gpn = hw_gpus_per_node(hw[c]), nodes = hw_gpus(hw[c]) / gpn;
+    coll_planner *pl = coll_planner_new(hw[c], COLL_ALGO_AUTO, COLL_PROTO_AUTO, true);
+    coll_planner_key_by_ranks(pl);
+    for (size_t s = 0; s < G_N_ELEMENTS(shapes); s++)
+      for (int j = 0; j < nodes; j++) {
+        int ranks[8], n = shapes[s].n, per = shapes[s].per;
+        int span = (n / per - 1) * MAX(shapes[s].stride_node, 1);
+        if (j + span >= nodes)
+          break;
+        for (int k = 0; k < n; k++)
+          ranks[k] = (j + (k / per) * MAX(shapes[s].stride_node, 1)) * gpn + shapes[s].first_gpu +
+                     (k % per) * shapes[s].stride_gpu;
+        GError *err = NULL;
+        const coll_schedule *got = coll_planner_get(pl, shapes[s].op, ranks, n, 0, 1 << 24, NULL,
+                                                    &err);
+        cr_assert(got, "%s", err ? err->message : "");
+        coll_planner *fresh = coll_planner_new(hw[c], COLL_ALGO_AUTO, COLL_PROTO_AUTO, true);
+        const coll_schedule *want = coll_planner_get(fresh, shapes[s].op, ranks, n, 0, 1 << 24,
+                                                     NULL, &err);
+        g_autofree char *what = g_strdup_printf("cluster %d, shape %zu on node %d", c, s, j);
+        cr_assert(want && got->time == want->time && got->proto == want->proto, "%s: %g vs %g",
+                  what, got->time, want ? want->time : -1);
+        assert_same_plan(got->plan, want->plan, what);
+        coll_planner_free(fresh);
+      }
+    coll_planner_free(pl);
+    hw_cluster_free(hw[c]);
+    cfg_cluster_free(cfg[c]);
+  }
+}

@@ -297,7 +297,9 @@ static void par_assert_same_ops(const prog_program *a, const prog_program *b, co
     const prog_class *x = prog_class_at(a, (int)c), *y = prog_class_at(b, (int)c);
     cr_assert(x->ops->len == y->ops->len && x->nranks == y->nranks && x->rep == y->rep &&
                   x->stage == y->stage && x->is_template == y->is_template &&
-                  x->base_memory == y->base_memory && strcmp(x->name, y->name) == 0,
+                  x->base_memory == y->base_memory && strcmp(x->name, y->name) == 0 &&
+                  x->flops == y->flops && x->flops_ops == y->flops_ops &&
+                  x->deps->len == y->deps->len,
               "%s: class %u", what, c);
     for (guint i = 0; i < x->ops->len; i++) {
       const prog_op *o = prog_op_at(a, (int)c, i), *q = prog_op_at(b, (int)c, i);
@@ -305,6 +307,10 @@ static void par_assert_same_ops(const prog_program *a, const prog_program *b, co
                     o->kclass == q->kclass && o->flops == q->flops && o->bytes == q->bytes &&
                     o->tmpl == q->tmpl && o->coll == q->coll && o->family == q->family &&
                     o->comm_bytes == q->comm_bytes && o->mem_delta == q->mem_delta &&
+                    o->recompute == q->recompute && o->dtype == q->dtype &&
+                    o->inner == q->inner && o->fixed_time == q->fixed_time &&
+                    o->dim == q->dim && o->tag == q->tag && o->dep_start == q->dep_start &&
+                    memcmp(&o->attn, &q->attn, sizeof o->attn) == 0 &&
                     o->ndeps == q->ndeps && strcmp(o->name, q->name) == 0 &&
                     (o->ndeps == 0 ||
                      memcmp(prog_op_deps(a, (int)c, o), prog_op_deps(b, (int)c, q),
@@ -329,47 +335,83 @@ static void par_assert_same_groups(const prog_program *a, const prog_program *b,
 
 /* The fold builds its two micro-batch counts together (one model, the second program sharing
  * the first's groups): each program is the one wl_build makes alone, for layouts whose groups
- * differ in kind (interleaving, DualPipe's and ZB-V's reverse channels, expert parallelism). */
+ * differ in kind (interleaving, DualPipe's and ZB-V's reverse channels, expert parallelism).
+ * Where the second schedule is the first with passes inserted at one point (1F1B, interleaved,
+ * ZB-H1, ZB-V, GPipe: forwards and backwards alike wherever they run) the second program is
+ * derived from the first's ops, not built (but for inserted passes the first lacks): it too
+ * must be the one built alone, op for op; DualPipe (paired passes) and DeepSpeed's engine (a
+ * pass's send in the next one's slot) build it. */
 Test(parallel, building_the_folds_two_programs_together_gives_each_as_built_alone)
 {
   const struct {
-    const char *workload, *sets[8];
+    const char *workload, *sets[10];
     int batch[2];
+    bool derived;
   } cases[] = {
       {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
                         "parallel.schedule=interleaved", "parallel.virtual_stages=2",
-                        "training.micro_batch=1", NULL}, {16, 24}},
+                        "training.micro_batch=1", NULL}, {16, 24}, true},
       {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
-                        "parallel.schedule=dualpipe", "training.micro_batch=1", NULL}, {24, 32}},
+                        "parallel.schedule=dualpipe", "training.micro_batch=1", NULL}, {24, 32},
+       false},
       {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
                         "parallel.schedule=zb-v", "parallel.virtual_stages=2",
-                        "training.micro_batch=1", NULL}, {16, 24}},
-      {"mixtral-8x7b-train", {"parallel.pp=2", "parallel.dp=4", "parallel.ep=4", NULL}, {16, 24}},
+                        "training.micro_batch=1", NULL}, {16, 24}, true},
+      {"mixtral-8x7b-train", {"parallel.pp=2", "parallel.dp=4", "parallel.ep=4", NULL}, {16, 24},
+       true},
+      /* 1F1B with ZeRO-1's gathers and tied embeddings' reduction after the last backward */
+      {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
+                        "parallel.zero=1", "model.tied_embeddings=true", "training.micro_batch=1",
+                        NULL}, {8, 12}, true},
+      {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
+                        "parallel.schedule=zb-h1", "parallel.zero=3", "training.micro_batch=1",
+                        NULL}, {8, 12}, true},
+      {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
+                        "parallel.schedule=gpipe", "training.micro_batch=1", NULL}, {8, 12},
+       true},
+      /* DeepSpeed's engine sends a pass's output in the next pass's slot: built */
+      {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
+                        "parallel.pipeline_engine=deepspeed", "training.micro_batch=1", NULL},
+       {8, 12}, false},
+      /* no pipeline, as the fold runs it: one micro-batch, then two; the first's only backward
+       * reduces the gradients, so the second's first backward is built, not copied */
+      {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=1", "parallel.dp=8",
+                        "parallel.zero=1", "training.micro_batch=1", NULL}, {1, 2}, true},
+      /* the bench's configuration: GPT-3 175B, TP 8 x PP 8 interleaved x3, as the fold runs it */
+      {"megatron-175b", {"node.count=128", "parallel.dp=16", NULL}, {16, 24}, true},
   };
   for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
     cfg_cluster *c = NULL;
     cfg_workload *w = NULL;
-    cr_assert(th_load("dgx-h100", cases[k].workload, cases[k].sets, &c, &w), "case %zu", k);
+    cr_assert(th_load(k == G_N_ELEMENTS(cases) - 1 ? "dgx-a100" : "dgx-h100", cases[k].workload,
+                      cases[k].sets, &c, &w), "case %zu", k);
     hw_cluster *hw = hw_cluster_new(c);
     cfg_workload at[2] = {*w, *w};
     for (int i = 0; i < 2; i++)
-      at[i].training.global_batch = cases[k].batch[i];
+      at[i].training.global_batch = cases[k].batch[i] * w->parallel.dp * w->training.micro_batch;
     const cfg_workload *const two[2] = {&at[0], &at[1]};
     prog_program *together[2], *alone[2];
     GError *err = NULL;
-    cr_assert(wl_build_two(two, hw, together, &err), "case %zu: %s", k, err ? err->message : "");
+    bool derived = !cases[k].derived;
+    cr_assert(wl_build_two(two, hw, together, &derived, &err), "case %zu: %s", k,
+              err ? err->message : "");
+    cr_assert_eq(derived, cases[k].derived, "case %zu: derived %d", k, derived);
     for (int i = 0; i < 2; i++) {
       cr_assert(wl_build(&at[i], hw, &alone[i], &err), "%s", err ? err->message : "");
-      g_autofree char *what = g_strdup_printf("case %zu, batch %d", k, cases[k].batch[i]);
+      g_autofree char *what = g_strdup_printf("case %zu, %d micro-batches", k, cases[k].batch[i]);
       par_assert_same_ops(together[i], alone[i], what);
       par_assert_same_groups(together[i], alone[i], what);
       cr_assert(together[i]->meta.model_flops == alone[i]->meta.model_flops &&
-                together[i]->meta.a2a_bytes == alone[i]->meta.a2a_bytes, "%s: meta", what);
+                together[i]->meta.a2a_bytes == alone[i]->meta.a2a_bytes &&
+                together[i]->meta.tokens == alone[i]->meta.tokens &&
+                strcmp(together[i]->meta.description, alone[i]->meta.description) == 0,
+                "%s: meta", what);
     }
     cr_assert(together[0]->groups == together[1]->groups, "case %zu: groups not shared", k);
-    /* the shared groups outlive the program that made them */
+    /* the shared groups and names outlive the program that made them */
     prog_free(together[0]);
     par_assert_same_groups(together[1], alone[1], "after the first is freed");
+    par_assert_same_ops(together[1], alone[1], "after the first is freed");
     for (int i = 0; i < 2; i++)
       prog_free(alone[i]);
     prog_free(together[1]);

@@ -262,3 +262,94 @@ Test(roles, expert_parallel_dispatches_after_permute_and_combines_after_experts)
                         "PERM OUT.dgrad OUT.wgrad ATT QKV.dgrad QKV.wgrad ", "backward: %s", bwd);
   roles_clear(&r);
 }
+
+/* The kernels of `list` named `name` within their layer, and the index of the first (-1: none). */
+static int roles_find(const GArray *list, const char *name, int *count)
+{
+  int first = -1;
+  g_autofree char *suffix = g_strconcat(".", name, NULL);
+  *count = 0;
+  for (guint i = 0; i < list->len; i++)
+    if (g_str_has_suffix(g_array_index(list, wl_kernel, i).name, suffix)) {
+      first = first < 0 ? (int)i : first;
+      ++*count;
+    }
+  return first;
+}
+
+/* qk-layernorm and the rotary embedding: a kernel per query and key tensor between the
+ * projection and attention, forward and backward, that move no collective; unfused rotary
+ * passes over the tensors 7.5 times as often as Transformer Engine's fused kernel. */
+Test(roles, rotary_and_qk_norm_run_between_projection_and_attention)
+{
+  const char *plain[] = {"node.count=1", "parallel.tp=8", "parallel.dp=1",
+                         "parallel.sequence_parallel=true", NULL};
+  const char *fused[] = {"node.count=1", "parallel.tp=8", "parallel.dp=1",
+                         "parallel.sequence_parallel=true", "model.rotary=fused",
+                         "model.qk_norm=true", NULL};
+  const char *unfused[] = {"node.count=1", "parallel.tp=8", "parallel.dp=1",
+                           "parallel.sequence_parallel=true", "model.rotary=unfused", NULL};
+  roles_setup p, f, u;
+  roles_build(&p, "gpt3-1.3b-dp", plain);
+  roles_build(&f, "gpt3-1.3b-dp", fused);
+  roles_build(&u, "gpt3-1.3b-dp", unfused);
+  const wl_layer *lp = roles_block(&p), *lf = roles_block(&f), *lu = roles_block(&u);
+  cr_assert_eq(lf->fwd->len, lp->fwd->len + 4);
+  cr_assert_eq(lf->bwd->len, lp->bwd->len + 4);
+  const char *names[] = {"q_norm", "k_norm", "rope_q", "rope_k"};
+  for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
+    int n = 0, at = roles_find(lf->fwd, names[i], &n);
+    cr_assert_eq(n, 1, "%s forward", names[i]);
+    cr_assert(at > roles_find(lf->fwd, "qkv", &n), "%s after the projection", names[i]);
+    g_autofree char *bwd = g_strconcat(names[i], ".bwd", NULL);
+    at = roles_find(lf->bwd, bwd, &n);
+    cr_assert_eq(n, 1, "%s backward", names[i]);
+    cr_assert(at > roles_find(lf->bwd, "attention.bwd", &n) && at < roles_find(lf->bwd, "qkv.dgrad", &n),
+              "%s backward between attention's and the projection's", names[i]);
+  }
+  int n = 0, qkv = roles_find(lf->fwd, "qkv", &n), att = roles_find(lf->fwd, "attention", &n);
+  cr_assert_eq(att - qkv, 5, "the four kernels sit between qkv and attention");
+  int rf = roles_find(lf->fwd, "rope_q", &n), ru = roles_find(lu->fwd, "rope_q", &n);
+  cr_assert_float_eq(g_array_index(lu->fwd, wl_kernel, ru).bytes,
+                     7.5 * g_array_index(lf->fwd, wl_kernel, rf).bytes, 1e-6);
+  g_autofree char *sp = roles_sequence(&p, p.sk.fwd[1], lp->fwd);
+  g_autofree char *sf = roles_sequence(&f, f.sk.fwd[1], lf->fwd);
+  g_autofree char *bp = roles_sequence(&p, p.sk.bwd[1], lp->bwd);
+  g_autofree char *bf = roles_sequence(&f, f.sk.bwd[1], lf->bwd);
+  cr_assert_str_eq(sf, sp);
+  cr_assert_str_eq(bf, bp);
+  roles_clear(&p);
+  roles_clear(&f);
+  roles_clear(&u);
+}
+
+/* Knowledge distillation: the teacher's forward runs before the student's in every block with
+ * the same tensor-parallel collectives, adds nothing to backward (nor to what full
+ * recomputation replays), and the output layer gains the teacher's logits and the KL loss,
+ * reduced over the vocabulary shards like the cross-entropy. */
+Test(roles, distillation_runs_the_teachers_forward_before_the_students)
+{
+  const char *plain[] = {"node.count=1", "parallel.tp=8", "parallel.dp=1",
+                         "training.recompute=full", NULL};
+  const char *kd[] = {"node.count=1", "parallel.tp=8", "parallel.dp=1",
+                      "training.recompute=full", "training.distill=true", NULL};
+  roles_setup p, d;
+  roles_build(&p, "gpt3-1.3b-dp", plain);
+  roles_build(&d, "gpt3-1.3b-dp", kd);
+  const wl_layer *lp = roles_block(&p), *ld = roles_block(&d);
+  cr_assert_eq(ld->fwd->len, 2 * lp->fwd->len);
+  cr_assert_eq(ld->bwd->len, lp->bwd->len);
+  for (guint i = 0; i < ld->fwd->len; i++) /* the teacher's half first */
+    cr_assert_eq(strstr(g_array_index(ld->fwd, wl_kernel, i).name, ".teacher.") != NULL,
+                 i < lp->fwd->len, "kernel %u: %s", i, g_array_index(ld->fwd, wl_kernel, i).name);
+  int n = 0;
+  g_autofree char *fp = roles_sequence(&p, p.sk.fwd[1], lp->fwd);
+  g_autofree char *fd = roles_sequence(&d, d.sk.fwd[1], ld->fwd);
+  g_autofree char *twice = g_strconcat(fp, fp, NULL);
+  cr_assert_str_eq(fd, twice);
+  const wl_layer *out = g_ptr_array_index(d.m->layers, d.m->layers->len - 1);
+  cr_assert(roles_find(out->fwd, "teacher.logits", &n) >= 0 && roles_find(out->fwd, "kd_loss", &n) >= 0);
+  cr_assert(roles_find(out->bwd, "kd_loss.bwd", &n) >= 0);
+  roles_clear(&p);
+  roles_clear(&d);
+}

@@ -87,7 +87,8 @@ typedef struct {
   int *ranks;     /* the process group, in order */
   int nmembers;   /* ranks, then switch endpoints used */
   int *members;
-  GHashTable *member_of; /* endpoint -> member index + 1 */
+  int members_room;
+  struct coll_member_at *by_endpoint; /* the members sorted by endpoint, for coll_member */
   int channels;
   int nnodes;     /* nodes the group spans */
   int nphases;

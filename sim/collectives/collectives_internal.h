@@ -61,6 +61,11 @@ void coll_build_multi_leader(coll_builder *b);
 coll_plan *coll_plan_build(const hw_cluster *hw, prog_coll op, const int *ranks, int n,
                            coll_algo algo, const double *vbytes, bool fold, int leaders, int *load);
 
+/* `from` as the group whose ranks are its ranks + `shift` runs it (whole nodes apart: the same
+ * transfers between members), with that group's routes; `load` as coll_plan_build's. Only for
+ * plans whose members are the group's ranks (no switch endpoints). */
+coll_plan *coll_plan_moved(const coll_plan *from, const hw_cluster *hw, int shift, int *load);
+
 /* A size rule of a runtime: `algo` for messages below `below` bytes. */
 typedef struct {
   coll_algo algo;

@@ -80,18 +80,86 @@ void coll_add_xfer(coll_builder *b, int src, int dst, double frac)
   g_array_append_val(g_ptr_array_index(b->xfers, b->xfers->len - 1), x);
 }
 
+/* A member by its endpoint. The plan keeps them sorted by endpoint and searches them: a hash
+ * table per plan (made, filled and freed for every group planned) was a fifth of planning. */
+typedef struct coll_member_at {
+  int endpoint, member;
+} coll_member_at;
+
+/* Where `endpoint` is, or would be inserted, among the sorted members. */
+static int coll_member_pos(const coll_plan *p, int endpoint)
+{
+  int lo = 0, hi = p->nmembers;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (p->by_endpoint[mid].endpoint < endpoint)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 int coll_member(const coll_plan *p, int endpoint)
 {
-  return GPOINTER_TO_INT(g_hash_table_lookup(p->member_of, GINT_TO_POINTER(endpoint))) - 1;
+  int i = coll_member_pos(p, endpoint);
+  return i < p->nmembers && p->by_endpoint[i].endpoint == endpoint ? p->by_endpoint[i].member
+                                                                   : -1;
 }
 
 static void coll_add_member(coll_plan *p, int endpoint)
 {
-  if (coll_member(p, endpoint) >= 0)
+  int i = coll_member_pos(p, endpoint);
+  if (i < p->nmembers && p->by_endpoint[i].endpoint == endpoint)
     return;
-  p->members = g_renew(int, p->members, p->nmembers + 1);
+  if (p->nmembers == p->members_room) {
+    p->members_room = MAX(8, 2 * p->members_room);
+    p->members = g_renew(int, p->members, p->members_room);
+    p->by_endpoint = g_renew(coll_member_at, p->by_endpoint, p->members_room);
+  }
+  memmove(&p->by_endpoint[i + 1], &p->by_endpoint[i],
+          sizeof(coll_member_at) * (gsize)(p->nmembers - i));
+  p->by_endpoint[i] = (coll_member_at){endpoint, p->nmembers};
   p->members[p->nmembers++] = endpoint;
-  g_hash_table_insert(p->member_of, GINT_TO_POINTER(endpoint), GINT_TO_POINTER(p->nmembers));
+}
+
+static int coll_member_cmp(const void *a, const void *b)
+{
+  const coll_member_at *x = a, *y = b;
+  return (x->endpoint > y->endpoint) - (x->endpoint < y->endpoint);
+}
+
+/* The group's ranks as its first members, sorted once (a rank given twice counts once). */
+static void coll_add_ranks(coll_plan *p, const int *ranks, int n)
+{
+  p->members_room = MAX(n, 1);
+  p->members = g_new(int, p->members_room);
+  p->by_endpoint = g_new(coll_member_at, p->members_room);
+  for (int i = 0; i < n; i++)
+    p->by_endpoint[i] = (coll_member_at){ranks[i], i};
+  qsort(p->by_endpoint, (size_t)n, sizeof(coll_member_at), coll_member_cmp);
+  bool distinct = true;
+  for (int i = 1; i < n && distinct; i++)
+    distinct = p->by_endpoint[i].endpoint != p->by_endpoint[i - 1].endpoint;
+  if (distinct) {
+    memcpy(p->members, ranks, sizeof(int) * (gsize)n);
+    p->nmembers = n;
+    return;
+  }
+  for (int i = 0; i < n; i++)
+    coll_add_member(p, ranks[i]);
+}
+
+/* Nodes the group spans: its ranks in order (the members sorted by endpoint) change node. */
+static int coll_node_count(const hw_cluster *hw, const coll_plan *p)
+{
+  int count = 0, last = -1;
+  for (int i = 0; i < p->nmembers; i++) {
+    int node = hw_node_of(hw, p->by_endpoint[i].endpoint);
+    count += node != last;
+    last = node;
+  }
+  return count;
 }
 
 /* Routes, per-link loads, fair shares and the distinct kinds of transfer of one phase. */
@@ -195,16 +263,6 @@ coll_plan *coll_plan_new(const hw_cluster *hw, prog_coll op, const int *ranks, i
   return coll_plan_build(hw, op, ranks, n, algo, vbytes, fold, 1, NULL);
 }
 
-static int coll_node_count(const hw_cluster *hw, const int *ranks, int n)
-{
-  GHashTable *nodes = g_hash_table_new(g_direct_hash, g_direct_equal);
-  for (int i = 0; i < n; i++)
-    g_hash_table_add(nodes, GINT_TO_POINTER(hw_node_of(hw, ranks[i]) + 1));
-  int count = (int)g_hash_table_size(nodes);
-  g_hash_table_destroy(nodes);
-  return count;
-}
-
 coll_plan *coll_plan_build(const hw_cluster *hw, prog_coll op, const int *ranks, int n,
                            coll_algo algo, const double *vbytes, bool fold, int leaders,
                            int *load)
@@ -214,12 +272,10 @@ coll_plan *coll_plan_build(const hw_cluster *hw, prog_coll op, const int *ranks,
   p->algo = algo;
   p->n = n;
   p->ranks = g_memdup2(ranks, sizeof(int) * (gsize)n);
-  p->member_of = g_hash_table_new(g_direct_hash, g_direct_equal);
   p->channels = 1;
   p->absolute = vbytes != NULL;
-  for (int i = 0; i < n; i++)
-    coll_add_member(p, ranks[i]);
-  p->nnodes = coll_node_count(hw, ranks, n);
+  coll_add_ranks(p, ranks, n);
+  p->nnodes = coll_node_count(hw, p);
   coll_builder b = {.hw = hw, .p = p, .fold = fold, .leaders = leaders,
                     .phases = g_array_new(FALSE, FALSE, sizeof(coll_phase)),
                     .xfers = g_ptr_array_new()};
@@ -258,6 +314,39 @@ coll_plan *coll_plan_build(const hw_cluster *hw, prog_coll op, const int *ranks,
   return p;
 }
 
+coll_plan *coll_plan_moved(const coll_plan *from, const hw_cluster *hw, int shift, int *load)
+{
+  coll_plan *p = g_memdup2(from, sizeof *from);
+  p->ranks = g_memdup2(from->ranks, sizeof(int) * (gsize)from->n);
+  p->members = g_memdup2(from->members, sizeof(int) * (gsize)MAX(from->members_room, 1));
+  p->by_endpoint = g_memdup2(from->by_endpoint,
+                             sizeof(coll_member_at) * (gsize)MAX(from->members_room, 1));
+  for (int i = 0; i < p->n; i++)
+    p->ranks[i] += shift;
+  for (int m = 0; m < p->nmembers; m++) {
+    p->members[m] += shift;
+    p->by_endpoint[m].endpoint += shift; /* the order stays */
+  }
+  p->phases = g_memdup2(from->phases, sizeof(coll_phase) * (gsize)MAX(from->nphases, 1));
+  g_autofree int *own = load ? NULL : g_new0(int, 2 * (gsize)hw_nlinks(hw));
+  for (int i = 0; i < p->nphases; i++) {
+    coll_phase *ph = &p->phases[i];
+    const coll_phase *f = &from->phases[i];
+    ph->xfers = g_memdup2(f->xfers, sizeof(coll_xfer) * (gsize)MAX(f->nxfers, 1));
+    for (int k = 0; k < ph->nxfers; k++) {
+      ph->xfers[k].src += shift;
+      ph->xfers[k].dst += shift;
+    }
+    ph->member_off = g_memdup2(f->member_off, sizeof(int) * (gsize)(p->nmembers + 1));
+    ph->member_idx =
+        g_memdup2(f->member_idx, sizeof(int) * (gsize)MAX(f->member_off[p->nmembers], 1));
+    /* the routes are the moved group's own */
+    memset(ph->class_alpha, 0, sizeof ph->class_alpha);
+    coll_phase_cost(hw, ph, load ? load : own);
+  }
+  return p;
+}
+
 void coll_plan_free(coll_plan *p)
 {
   if (!p)
@@ -271,7 +360,7 @@ void coll_plan_free(coll_plan *p)
   g_free(p->phases);
   g_free(p->ranks);
   g_free(p->members);
-  g_hash_table_destroy(p->member_of);
+  g_free(p->by_endpoint);
   g_free(p);
 }
 

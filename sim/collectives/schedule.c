@@ -294,6 +294,9 @@ struct coll_planner {
   GHashTable *schedules; /* (key, op, bytes) -> coll_schedule */
   int *load;             /* coll_plan_build's link loads, made on first use */
   GHashTable *ids;       /* keyed by ranks: rank list (coll_ranks) -> its key, else NULL */
+  /* (op, rule, group shape: coll_shape) -> the candidate plans of the first group of that
+   * shape (pl->plans' own), which groups whole nodes apart move rather than plan again */
+  GHashTable *shapes;
   struct coll_ranks *probe; /* ... and the lookups' scratch, room for `probe_n` ranks */
   int probe_n;
 };
@@ -335,6 +338,30 @@ static int coll_ranks_key(coll_planner *pl, const int *ranks, int n)
   int key = (int)g_hash_table_size(pl->ids) + 1;
   g_hash_table_insert(pl->ids, g_memdup2(pl->probe, size), GINT_TO_POINTER(key));
   return key;
+}
+
+/* A group as its plans see it: the same transfers between its members whatever nodes it sits
+ * on, so its ranks relative to its first rank's node (with the op and the rule that chose the
+ * algorithms). */
+typedef struct coll_shape {
+  int op, ruled, n;
+  int ranks[];
+} coll_shape;
+
+static guint coll_shape_hash(gconstpointer k)
+{
+  const coll_shape *x = k;
+  guint h = ((guint)x->n * 2654435761u) ^ ((guint)x->op * 40503u) ^ (guint)x->ruled;
+  for (int i = 0; i < x->n; i++)
+    h = (h ^ (guint)x->ranks[i]) * 16777619u;
+  return h;
+}
+
+static gboolean coll_shape_equal(gconstpointer a, gconstpointer b)
+{
+  const coll_shape *x = a, *y = b;
+  return x->op == y->op && x->ruled == y->ruled && x->n == y->n &&
+         memcmp(x->ranks, y->ranks, sizeof(int) * (size_t)x->n) == 0;
 }
 
 typedef struct {
@@ -379,6 +406,7 @@ coll_planner *coll_planner_new(const hw_cluster *hw, coll_algo algo, int proto, 
   pl->proto = proto;
   pl->fold = fold;
   pl->plans = g_hash_table_new_full(coll_key_hash, coll_key_equal, g_free, coll_plans_free);
+  pl->shapes = g_hash_table_new_full(coll_shape_hash, coll_shape_equal, g_free, NULL);
   pl->schedules = g_hash_table_new_full(coll_key_hash, coll_key_equal, g_free, coll_schedule_free);
   return pl;
 }
@@ -388,6 +416,7 @@ void coll_planner_key_by_ranks(coll_planner *pl)
   if (!pl->ids)
     pl->ids = g_hash_table_new_full(coll_ranks_hash, coll_ranks_equal, g_free, NULL);
   g_hash_table_remove_all(pl->schedules);
+  g_hash_table_remove_all(pl->shapes);
   g_hash_table_remove_all(pl->plans);
 }
 
@@ -395,6 +424,7 @@ void coll_planner_set_runtime(coll_planner *pl, const coll_runtime *rt)
 {
   pl->rt = rt;
   g_hash_table_remove_all(pl->schedules);
+  g_hash_table_remove_all(pl->shapes);
   g_hash_table_remove_all(pl->plans);
 }
 
@@ -403,6 +433,7 @@ void coll_planner_free(coll_planner *pl)
   if (!pl)
     return;
   g_hash_table_destroy(pl->schedules);
+  g_hash_table_destroy(pl->shapes);
   g_hash_table_destroy(pl->plans);
   if (pl->ids)
     g_hash_table_destroy(pl->ids);
@@ -448,6 +479,36 @@ static int coll_cpu_candidates(prog_coll op, int n, coll_algo *out)
   }
 }
 
+/* The shape of a group (newly allocated). */
+static coll_shape *coll_shape_of(const hw_cluster *hw, prog_coll op, coll_algo ruled,
+                                 const int *ranks, int n)
+{
+  coll_shape *sh = g_malloc(sizeof(coll_shape) + sizeof(int) * (gsize)n);
+  *sh = (coll_shape){.op = op, .ruled = ruled, .n = n};
+  int base = n > 0 ? hw_node_of(hw, ranks[0]) * hw_gpus_per_node(hw) : 0;
+  for (int i = 0; i < n; i++)
+    sh->ranks[i] = ranks[i] - base;
+  return sh;
+}
+
+/* The plans of a group shaped like one planned before: each moved onto its ranks, or planned
+ * again when it reduces in switches (their endpoints are not the group's ranks). */
+static GPtrArray *coll_candidates_moved(coll_planner *pl, const GPtrArray *like, const int *ranks,
+                                        int n)
+{
+  GPtrArray *plans = g_ptr_array_new();
+  int leaders = pl->rt ? pl->rt->leaders : 1, gpn = hw_gpus_per_node(pl->hw);
+  for (guint i = 0; i < like->len; i++) {
+    const coll_plan *p = g_ptr_array_index(like, i);
+    int shift = (hw_node_of(pl->hw, ranks[0]) - hw_node_of(pl->hw, p->ranks[0])) * gpn;
+    g_ptr_array_add(plans, p->nmembers == p->n
+                               ? coll_plan_moved(p, pl->hw, shift, pl->load)
+                               : coll_plan_build(pl->hw, p->op, ranks, n, p->algo, NULL, pl->fold,
+                                                 leaders, pl->load));
+  }
+  return plans;
+}
+
 /* The candidate plans: the forced algorithm, the one a runtime's size rule names (`ruled`), or
  * every one the tuner weighs. Cached per group and op (and ruled algorithm). */
 static GPtrArray *coll_candidates(coll_planner *pl, prog_coll op, const int *ranks, int n, int key,
@@ -457,6 +518,17 @@ static GPtrArray *coll_candidates(coll_planner *pl, prog_coll op, const int *ran
   GPtrArray *plans = g_hash_table_lookup(pl->plans, &k);
   if (plans)
     return plans;
+  if (!pl->load)
+    pl->load = g_new0(int, 2 * (gsize)hw_nlinks(pl->hw));
+  /* an all-to-allv's matrix is its own */
+  coll_shape *shape = vbytes || n == 0 ? NULL : coll_shape_of(pl->hw, op, ruled, ranks, n);
+  const GPtrArray *like = shape ? g_hash_table_lookup(pl->shapes, shape) : NULL;
+  if (like) {
+    g_free(shape);
+    plans = coll_candidates_moved(pl, like, ranks, n);
+    g_hash_table_insert(pl->plans, g_memdup2(&k, sizeof k), plans);
+    return plans;
+  }
   coll_algo algos[8];
   int na = 0;
   /* the group's layout once, for every algorithm weighed (sorting a large group's ranks for
@@ -473,8 +545,6 @@ static GPtrArray *coll_candidates(coll_planner *pl, prog_coll op, const int *ran
     na = coll_auto_candidates(op, n, algos);
   plans = g_ptr_array_new();
   int leaders = pl->rt ? pl->rt->leaders : 1;
-  if (!pl->load)
-    pl->load = g_new0(int, 2 * (gsize)hw_nlinks(pl->hw));
   for (int i = 0; i < na; i++)
     if (coll_algo_applies_to(pl->hw, op, n, &l, algos[i]))
       g_ptr_array_add(plans, coll_plan_build(pl->hw, op, ranks, n, algos[i], vbytes, pl->fold,
@@ -484,9 +554,12 @@ static GPtrArray *coll_candidates(coll_planner *pl, prog_coll op, const int *ran
     g_ptr_array_free(plans, TRUE);
     g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "no algorithm can run %s on this group",
                 prog_coll_name(op));
+    g_free(shape);
     return NULL;
   }
   g_hash_table_insert(pl->plans, g_memdup2(&k, sizeof k), plans);
+  if (shape)
+    g_hash_table_insert(pl->shapes, shape, plans);
   return plans;
 }
 

@@ -67,6 +67,9 @@ typedef enum { CFG_TOPO_FAT_TREE, CFG_TOPO_RAIL_OPTIMIZED } cfg_topology;
 typedef enum { CFG_RAILS_SPINE, CFG_RAILS_ONLY } cfg_rails;
 typedef enum { CFG_MODEL_TRANSFORMER, CFG_MODEL_MOE_TRANSFORMER, CFG_MODEL_CNN, CFG_MODEL_GENERIC } cfg_model_kind;
 typedef enum { CFG_ACT_GELU, CFG_ACT_SWIGLU } cfg_activation;
+/* rotary position embedding of queries and keys: none (learned or absolute positions), one
+ * fused kernel per tensor (Transformer Engine's), or PyTorch's elementwise ops */
+typedef enum { CFG_ROTARY_NONE, CFG_ROTARY_FUSED, CFG_ROTARY_UNFUSED } cfg_rotary;
 typedef enum { CFG_OPT_ADAM, CFG_OPT_SGD } cfg_optimizer;
 typedef enum { CFG_RECOMPUTE_NONE, CFG_RECOMPUTE_SELECTIVE, CFG_RECOMPUTE_FULL } cfg_recompute;
 /* parallel.schedule; the last three split each backward into its input-gradient (B) and
@@ -392,6 +395,8 @@ typedef struct {
   cfg_mla mla;
   cfg_activation activation;
   int tied_embeddings; /* 0/1 */
+  cfg_rotary rotary;
+  int qk_norm;         /* 0/1: queries and keys normalised per head before attention */
   cfg_moe moe;
   char *preset;        /* cnn: resnet50, ... */
   int image_size;      /* cnn input resolution */
@@ -408,6 +413,7 @@ typedef struct {
   cfg_optimizer optimizer;
   cfg_recompute recompute;
   int flash_attention; /* 0/1 */
+  int distill;         /* 0/1: a frozen teacher of the student's shape runs forward too */
   int attention;       /* cfg_attn_impl + 1, 0: auto (FlashAttention-2) */
   char *framework;     /* the profile (configs/frameworks) whose defaults the workload took */
   cfg_dtype grad_dtype;/* gradients as accumulated and reduced (Megatron: fp32 main grads) */

@@ -27,6 +27,7 @@ static const char *const cfg_topology_names[] = {"fat-tree", "rail-optimized", N
 static const char *const cfg_rails_names[] = {"spine", "only", NULL};
 static const char *const cfg_model_kind_names[] = {"transformer", "moe-transformer", "cnn", "generic", NULL};
 static const char *const cfg_activation_names[] = {"gelu", "swiglu", NULL};
+static const char *const cfg_rotary_names[] = {"none", "fused", "unfused", NULL};
 static const char *const cfg_optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const cfg_recompute_names[] = {"none", "selective", "full", NULL};
 static const char *const cfg_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe", NULL};
@@ -665,6 +666,13 @@ static const cfg_field cfg_model_fields[] = {
            "MLP activation (swiglu: gated, three weight matrices)", DEF(CFG_ACT_GELU)),
     F_BOOL(cfg_model, "tied_embeddings", tied_embeddings,
            "the output layer shares the embedding's weights", DERIVED("true for gelu, else false")),
+    F_ENUM(cfg_model, "rotary", rotary, cfg_rotary_names,
+           "rotary position embedding of queries and keys, as kernels: fused (one per tensor, "
+           "Transformer Engine's), unfused (PyTorch's elementwise ops, several passes), none",
+           DEF(CFG_ROTARY_NONE)),
+    F_BOOL(cfg_model, "qk_norm", qk_norm,
+           "queries and keys normalised per head before attention (qk-layernorm): a norm "
+           "kernel each", DEF(0)),
     F_MAP(cfg_model, "moe", moe, cfg_schema_moe, "mixture of experts (kind moe-transformer)"),
     F_INT(cfg_model, "head_dim", head_dim, 1, "width of one attention head",
           DERIVED("hidden / heads"), UPTO(1 << 16, "heads are at most a few hundred wide")),
@@ -693,6 +701,11 @@ static const cfg_field cfg_training_fields[] = {
            "activation recomputation", DEF(CFG_RECOMPUTE_NONE)),
     F_BOOL(cfg_training, "flash_attention", flash_attention,
            "fused attention (FlashAttention): no attention scores kept", DEF(1)),
+    F_BOOL(cfg_training, "distill", distill,
+           "knowledge distillation: a frozen teacher of the student's shape (what Megatron-LM's "
+           "ModelOpt distillation builds when the teacher checkpoint has no model config) runs "
+           "its forward, logits and the KL loss against the student's every micro-batch",
+           DEF(0)),
     F_STR(cfg_training, "framework", framework,
           "the training framework whose defaults the workload takes (configs/frameworks: "
           "megatron, nemo, deepspeed, fsdp, torchtitan, horovod; each file says where its "

@@ -28,7 +28,10 @@ typedef struct {
   an_last_coll *last;          /* per family */
   GArray *spans;               /* eng_span */
   double hidden[PROG_NDIMS];   /* collective time run under compute inside macros */
-  GArray *mem;                 /* eng_mem_event */
+  /* eng_mem_event: room for one per memory op of the class from the start, the first `nmem`
+   * filled (an append each, through GLib, was a twentieth of a run) */
+  GArray *mem;
+  guint nmem;
   double finish;
 } an_unit;
 
@@ -150,13 +153,17 @@ static void an_units_init(an_state *st)
     x->rank = reps ? prog_class_at(p, x->cls)->rep : u;
     guint nops = prog_class_at(p, x->cls)->ops->len;
     x->end = g_new(double, MAX(nops, 1u));
-    for (guint i = 0; i < nops; i++)
+    guint mems = 0;
+    for (guint i = 0; i < nops; i++) {
       x->end[i] = NAN;
+      mems += prog_op_at(p, x->cls, i)->kind == PROG_MEM;
+    }
     x->seq = an_sequence(p, x->cls, x->rank);
     x->last = g_new0(an_last_coll, MAX(p->families->len, 1u));
     /* about one span an op: reserved at once rather than grown */
     x->spans = g_array_sized_new(FALSE, FALSE, sizeof(eng_span), nops);
-    x->mem = g_array_new(FALSE, FALSE, sizeof(eng_mem_event));
+    x->mem = g_array_sized_new(FALSE, FALSE, sizeof(eng_mem_event), mems);
+    g_array_set_size(x->mem, mems);
   }
 }
 
@@ -305,8 +312,8 @@ static bool an_advance(an_state *st, an_unit *u, int stream)
       double dur = eng_op_spans(st->costs, op, u->rank, ready, u->spans, u->hidden);
       an_finish_op(st, u, idx, ready, ready + dur);
     } else if (op->kind == PROG_MEM) {
-      eng_mem_event m = {.time = ready, .delta = op->mem_delta, .seq = idx};
-      g_array_append_val(u->mem, m);
+      g_array_index(u->mem, eng_mem_event, u->nmem++) =
+          (eng_mem_event){.time = ready, .delta = op->mem_delta, .seq = idx};
       an_finish_op(st, u, idx, ready, ready);
     } else if (!an_arrive(st, u, idx, ready)) {
       return progress;
@@ -360,6 +367,7 @@ static void an_collect(an_state *st)
   out->class_peak = g_new0(double, out->nclasses);
   for (int u = 0; u < st->nunits; u++) {
     an_unit *x = &st->units[u];
+    g_array_set_size(x->mem, x->nmem);
     double peak = eng_mem_peak(x->mem, prog_class_at(st->p, x->cls)->base_memory, out->mem_samples, x->rank);
     out->class_peak[x->cls] = MAX(out->class_peak[x->cls], peak);
     out->peak_memory = MAX(out->peak_memory, peak);

@@ -79,15 +79,32 @@ static void prog_group_store_clear(gpointer data)
   g_array_free(s->small_groups, TRUE);
 }
 
+/* The names a program's ops point to; a derived program shares them with the one it came from
+ * (the first may be freed first). */
+struct prog_string_store {
+  GStringChunk *chunk;
+};
+
+static void prog_string_store_clear(gpointer data)
+{
+  g_string_chunk_free(((struct prog_string_store *)data)->chunk);
+}
+
 static prog_program *prog_alloc(int nranks)
 {
   prog_program *p = g_new0(prog_program, 1);
   p->nranks = nranks;
   p->class_of = g_new0(int, nranks);
   p->classes = g_ptr_array_new();
-  p->strings = g_string_chunk_new(4096);
   p->meta.dtype = CFG_BF16;
   return p;
+}
+
+static void prog_strings_new(prog_program *p)
+{
+  p->string_store = g_rc_box_new0(struct prog_string_store);
+  p->string_store->chunk = g_string_chunk_new(4096);
+  p->strings = p->string_store->chunk;
 }
 
 static void prog_store_use(prog_program *p, struct prog_group_store *s)
@@ -113,15 +130,31 @@ prog_program *prog_new(int nranks)
     s->small_head[r] = -1;
   s->small_groups = g_array_new(FALSE, FALSE, sizeof(prog_small_link));
   prog_store_use(p, s);
+  prog_strings_new(p);
   return p;
 }
 
-prog_program *prog_new_sharing_groups(const prog_program *like)
+static prog_program *prog_new_sharing(const prog_program *like)
 {
   prog_program *p = prog_alloc(like->nranks);
   memcpy(p->class_of, like->class_of, sizeof(int) * (gsize)like->nranks);
   like->store->shared = true;
   prog_store_use(p, g_rc_box_acquire(like->store));
+  return p;
+}
+
+prog_program *prog_new_sharing_groups(const prog_program *like)
+{
+  prog_program *p = prog_new_sharing(like);
+  prog_strings_new(p);
+  return p;
+}
+
+prog_program *prog_new_deriving(const prog_program *like)
+{
+  prog_program *p = prog_new_sharing(like);
+  p->string_store = g_rc_box_acquire(like->string_store);
+  p->strings = p->string_store->chunk;
   return p;
 }
 
@@ -137,7 +170,7 @@ void prog_free(prog_program *p)
   }
   g_ptr_array_free(p->classes, TRUE);
   g_rc_box_release_full(p->store, prog_group_store_clear);
-  g_string_chunk_free(p->strings);
+  g_rc_box_release_full(p->string_store, prog_string_store_clear);
   g_free(p->class_of);
   g_free(p->meta.description);
   g_free(p);
@@ -163,6 +196,40 @@ void prog_class_reserve(prog_program *p, int cls, guint nops, guint ndeps)
   g_array_set_size(c->ops, ops);
   g_array_set_size(c->deps, MAX(deps, ndeps));
   g_array_set_size(c->deps, deps);
+}
+
+void prog_ops_append(prog_program *p, int cls, const prog_program *from, int from_cls,
+                     guint first, guint n)
+{
+  g_assert(p->string_store == from->string_store);
+  if (n == 0)
+    return;
+  prog_class *c = prog_class_at(p, cls);
+  const prog_class *f = prog_class_at(from, from_cls);
+  const prog_op *ops = &g_array_index(f->ops, prog_op, first);
+  /* an op's dependencies follow the earlier ops' (prog_push appends them in op order) */
+  guint dep_first = ops[0].dep_start, dep_end = ops[n - 1].dep_start + ops[n - 1].ndeps;
+  guint at = c->ops->len, dep_at = c->deps->len;
+  uint32_t shift = at - first; /* modulo 2^32: the dependencies may move back as well */
+  g_array_append_vals(c->ops, ops, n);
+  g_array_append_vals(c->deps, &g_array_index(f->deps, uint32_t, dep_first), dep_end - dep_first);
+  for (guint i = at; i < at + n; i++)
+    g_array_index(c->ops, prog_op, i).dep_start += dep_at - dep_first;
+  for (guint d = dep_at; d < c->deps->len; d++)
+    g_array_index(c->deps, uint32_t, d) += shift;
+}
+
+int prog_class_copy(prog_program *p, const prog_program *from, int cls)
+{
+  g_assert(p->string_store == from->string_store); /* the name is shared too */
+  const prog_class *f = prog_class_at(from, cls);
+  prog_class *c = g_memdup2(f, sizeof *f);
+  c->ops = g_array_sized_new(FALSE, FALSE, sizeof(prog_op), f->ops->len);
+  c->deps = g_array_sized_new(FALSE, FALSE, sizeof(uint32_t), f->deps->len);
+  g_ptr_array_add(p->classes, c);
+  int k = (int)p->classes->len - 1;
+  prog_ops_append(p, k, from, cls, 0, f->ops->len);
+  return k;
 }
 
 int prog_template_add(prog_program *p, const char *name)
@@ -372,8 +439,11 @@ static uint32_t prog_push(prog_program *p, int cls, prog_op *op, const uint32_t 
     g_array_append_vals(c->deps, deps, ndeps);
   if (op->count == 0)
     op->count = 1;
-  g_array_append_val(c->ops, *op);
-  return c->ops->len - 1;
+  /* grown by one and assigned: an append copies through memcpy, a tenth of building an op */
+  guint at = c->ops->len;
+  g_array_set_size(c->ops, at + 1);
+  g_array_index(c->ops, prog_op, at) = *op;
+  return at;
 }
 
 uint32_t prog_compute(prog_program *p, int cls, const char *name, cfg_kernel_class kclass,

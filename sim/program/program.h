@@ -140,7 +140,8 @@ typedef struct {
   GHashTable *group_index; /* rank list -> group id, to share identical groups */
   int *small_head;    /* per rank: first entry of small_groups whose group starts with it, or -1 */
   GArray *small_groups; /* prog_small_link: shared groups of one or two ranks, chained by rank */
-  GStringChunk *strings;
+  GStringChunk *strings; /* the ops' names: string_store's chunk */
+  struct prog_string_store *string_store; /* shared with the programs prog_new_deriving made */
   /* owns groups, families, group_index and the small groups: shared with the programs made
    * by prog_new_sharing_groups, freed with the last of them */
   struct prog_group_store *store;
@@ -158,12 +159,22 @@ prog_program *prog_new(int nranks);
  * groups and families are then fixed: neither program may add any. Classes are its own to add
  * (prog_finalize once they are). */
 prog_program *prog_new_sharing_groups(const prog_program *like);
+/* The same, sharing `like`'s names too, for a program whose ops are copied from `like`'s
+ * (prog_class_copy, prog_ops_append). */
+prog_program *prog_new_deriving(const prog_program *like);
 void prog_free(prog_program *p);
 
 int prog_class_add(prog_program *p, const char *name);
 /* Room for `nops` ops and `ndeps` dependencies in class `cls` (a builder that knows about how
  * many it will add spares the arrays' growth). */
 void prog_class_reserve(prog_program *p, int cls, guint nops, guint ndeps);
+/* Appends ops first..first + n - 1 of class `from_cls` of `from` (a program sharing p's names:
+ * prog_new_deriving) to class `cls`, each dependency moved by as many ops as the range moved:
+ * the caller makes sure that is where the dependencies of the copies are. */
+void prog_ops_append(prog_program *p, int cls, const prog_program *from, int from_cls,
+                     guint first, guint n);
+/* Adds a copy of class `cls` of `from` (sharing p's names), all its ops; returns its index. */
+int prog_class_copy(prog_program *p, const prog_program *from, int cls);
 /* A template: a sub-DAG (say one transformer block and its tensor-parallel collectives) that
  * macro ops run as a whole; its comm ops use the groups of the rank that runs the macro. */
 int prog_template_add(prog_program *p, const char *name);

@@ -132,7 +132,7 @@ static bool sim_run_pair(sim_result *out, int m1, int m2, prog_program **p1, eng
   cfg_workload w[2] = {sim_workload_with(out, m1), sim_workload_with(out, m2)};
   const cfg_workload *const ws[2] = {&w[0], &w[1]};
   prog_program *p[2];
-  if (!wl_build_two(ws, out->hw, p, err))
+  if (!wl_build_two(ws, out->hw, p, NULL, err))
     return false;
   *p1 = p[0];
   out->program = p[1];

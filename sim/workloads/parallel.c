@@ -53,6 +53,7 @@ typedef struct {
   GHashTable *names; /* (layer, count, pass) -> macro name, interned in the program */
   wl_state_bytes sb;
   double act_bytes;  /* one micro-batch's activation sent between stages */
+  struct wl_passes_at *record; /* where each stage's passes begin, when asked (NULL: not) */
 } wl_par;
 
 /* ---- rank layout ---------------------------------------------------------------------------- */
@@ -798,6 +799,40 @@ static GArray *wl_schedule(const wl_par *x, int s)
 
 /* ---- the stages ------------------------------------------------------------------------------ */
 
+/* The micro-batch whose backward completes the step's weight gradients. */
+static int wl_last_mb(const wl_par *x)
+{
+  return (x->dual ? x->micro / 2 : x->micro) - 1;
+}
+
+/* A stage's passes in the order it runs them and the op each begins at (start[order->len]: the
+ * end of the step, the optimizer's ops, begins there). */
+typedef struct {
+  GArray *order; /* wl_step */
+  guint *start;
+} wl_stage_at;
+
+struct wl_passes_at {
+  int nstages;
+  int last_mb; /* wl_last_mb of the program */
+  wl_stage_at *stages;
+  wl_pass *passes; /* the templates of each layer (wl_par's) */
+};
+
+void wl_passes_at_free(wl_passes_at *a)
+{
+  if (!a)
+    return;
+  for (int s = 0; s < a->nstages; s++) {
+    if (a->stages[s].order)
+      g_array_free(a->stages[s].order, TRUE);
+    g_free(a->stages[s].start);
+  }
+  g_free(a->stages);
+  g_free(a->passes);
+  g_free(a);
+}
+
 typedef struct {
   wl_par *x;
   int cls, stage;
@@ -1258,11 +1293,21 @@ static void wl_build_stage(wl_par *x, int s)
    * bucketed: the stage's op list grows no more */
   guint layers = x->m->layers->len;
   prog_class_reserve(p, s, 6 * order->len + 3 * layers + 16, 3 * order->len + 2 * layers + 16);
-  for (guint i = 0; i < order->len; i++)
+  guint *start = x->record ? g_new(guint, order->len + 1) : NULL;
+  const GArray *ops = prog_class_at(p, s)->ops;
+  for (guint i = 0; i < order->len; i++) {
+    if (start)
+      start[i] = ops->len;
     wl_stage_step(&st, &g_array_index(order, wl_step, i),
                   i + 1 < order->len ? &g_array_index(order, wl_step, i + 1) : NULL,
-                  (x->dual ? x->micro / 2 : x->micro) - 1);
-  g_array_free(order, TRUE);
+                  wl_last_mb(x));
+  }
+  if (start) {
+    start[order->len] = ops->len;
+    x->record->stages[s] = (wl_stage_at){.order = order, .start = start};
+  } else {
+    g_array_free(order, TRUE);
+  }
   wl_ds_send_owed(&st, true); /* the last backward's gradient, in the slot after it */
   wl_stage_finish(&st, params, experts);
 }
@@ -1297,37 +1342,204 @@ static void wl_a2a_bytes(wl_par *x)
   x->p->meta.moe_dropped = x->m->moe_dropped;
 }
 
+/* The layout of `w` on `p`, its stage classes, groups and all-to-all sizes: what comes before
+ * the templates. */
+static void wl_par_init(wl_par *x, const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
+                        prog_program *p, bool shared)
+{
+  const cfg_parallel *par = &w->parallel;
+  *x = (wl_par){.w = w, .hw = hw, .m = m, .p = p, .shared = shared, .tp = par->tp, .cp = par->cp,
+                .pp = par->pp, .dp = par->dp, .ep = MAX(par->ep, 1),
+                .v = par->pp > 1 ? par->virtual_stages : 1,
+                .sb = wl_state_bytes_per_param(&w->training)};
+  x->micro = w->training.global_batch / (par->dp * w->training.micro_batch);
+  x->split = par->pp > 1 && par->schedule >= CFG_SCHED_ZB_H1;
+  x->dual = par->pp > 1 && par->schedule == CFG_SCHED_DUALPIPE;
+  x->vshape = par->pp > 1 && par->schedule == CFG_SCHED_ZB_V;
+  x->ds = par->pp > 1 && par->pipeline_engine == CFG_PIPE_DEEPSPEED;
+  if (x->dual)
+    x->v = 2;
+  /* Megatron sends 1/t of the activation and gathers it on arrival (scatter-gather) */
+  x->act_bytes = m->tokens * w->model.hidden * wl_activation_bytes(m) / x->tp;
+  wl_strides(x);
+  for (int s = 0; s < x->pp; s++)
+    prog_class_add(p, "stage");
+  wl_groups(x);
+  prog_finalize(p);
+  if (m->moe_tokens > 0 && x->ep > 1)
+    wl_a2a_bytes(x);
+}
+
 bool wl_build_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
-                       prog_program *p, bool shared, GError **err)
+                       prog_program *p, bool shared, wl_passes_at **record, GError **err)
 {
   (void)err;
-  const cfg_parallel *par = &w->parallel;
-  wl_par x = {.w = w, .hw = hw, .m = m, .p = p, .shared = shared, .tp = par->tp, .cp = par->cp, .pp = par->pp,
-              .dp = par->dp, .ep = MAX(par->ep, 1), .v = par->pp > 1 ? par->virtual_stages : 1,
-              .sb = wl_state_bytes_per_param(&w->training)};
-  x.micro = w->training.global_batch / (par->dp * w->training.micro_batch);
-  x.split = par->pp > 1 && par->schedule >= CFG_SCHED_ZB_H1;
-  x.dual = par->pp > 1 && par->schedule == CFG_SCHED_DUALPIPE;
-  x.vshape = par->pp > 1 && par->schedule == CFG_SCHED_ZB_V;
-  x.ds = par->pp > 1 && par->pipeline_engine == CFG_PIPE_DEEPSPEED;
-  if (x.dual)
-    x.v = 2;
-  /* Megatron sends 1/t of the activation and gathers it on arrival (scatter-gather) */
-  x.act_bytes = m->tokens * w->model.hidden * wl_activation_bytes(m) / x.tp;
-  wl_strides(&x);
-  for (int s = 0; s < x.pp; s++)
-    prog_class_add(p, "stage");
-  wl_groups(&x);
-  prog_finalize(p);
-  if (m->moe_tokens > 0 && x.ep > 1)
-    wl_a2a_bytes(&x);
+  wl_par x;
+  wl_par_init(&x, w, hw, m, p, shared);
+  if (record) {
+    x.record = *record = g_new0(wl_passes_at, 1);
+    x.record->nstages = x.pp;
+    x.record->last_mb = wl_last_mb(&x);
+    x.record->stages = g_new0(wl_stage_at, x.pp);
+  }
   wl_templates(&x);
+  if (record)
+    x.record->passes = g_memdup2(x.passes, sizeof(wl_pass) * m->layers->len);
   x.names = g_hash_table_new(g_direct_hash, g_direct_equal);
   for (int s = 0; s < x.pp; s++)
     wl_build_stage(&x, s);
   g_hash_table_destroy(x.names);
   g_free(x.passes);
   return true;
+}
+
+/* ---- the fold's second program, derived from the first ------------------------------------- */
+
+/* What a pass's ops depend on besides the state a stage carries from pass to pass: which pass
+ * of which chunk, and whether it reduces the step's gradients (the last micro-batch's backward
+ * or weight pass). Not its micro-batch otherwise: passes of one key are the same ops. */
+static int wl_step_key(const wl_step *st, int last_mb)
+{
+  bool reduces = (st->pass == WL_PASS_BW || st->pass == WL_PASS_W) && st->mb == last_mb;
+  return (st->chunk * WL_NPASSES + (int)st->pass) * 2 + reduces;
+}
+
+/* How stage s of the second program is made of the first's ops: the first's passes before `at`
+ * as they are, then the second's passes at..at + n - 1 (`order`), each a copy of the first's
+ * pass src[k] or, where the first has none alike (WL_BUILT), built, then the first's passes
+ * from `at` on (and the step's end), moved. */
+typedef struct {
+  guint at, n;
+  guint *src;
+  GArray *order; /* wl_step */
+} wl_splice;
+
+#define WL_BUILT G_MAXUINT
+
+/* Whether the ops of pass i of `a` (class s of `p`) depend only on ops of the same pass (from
+ * `i` on, when `to_end`: on the passes from i and the step's end). */
+static bool wl_pass_contained(const prog_program *p, int s, const wl_stage_at *a, guint i,
+                              bool to_end)
+{
+  const prog_class *k = prog_class_at(p, s);
+  guint lo = a->start[i], hi = to_end ? k->ops->len : a->start[i + 1];
+  for (guint o = lo; o < hi; o++) {
+    const prog_op *op = prog_op_at(p, s, o);
+    const uint32_t *deps = prog_op_deps(p, s, op);
+    for (uint32_t d = 0; d < op->ndeps; d++)
+      if (deps[d] < lo)
+        return false;
+  }
+  return true;
+}
+
+/* The splice of stage s, when the second schedule is the first with passes inserted at one
+ * point (1F1B, interleaved 1F1B, ZB-H1, ZB-V and GPipe grow so), none of them paired or
+ * reducing gradients, and no pass of the first depends on ops across that point or (those
+ * copied) outside itself. */
+static bool wl_splice_of(const wl_par *x, const prog_program *like, int s, const wl_stage_at *a,
+                         int a_last_mb, wl_splice *out)
+{
+  GArray *order = wl_schedule(x, s);
+  const wl_step *o2 = (const wl_step *)(void *)order->data;
+  const wl_step *o1 = (const wl_step *)(void *)a->order->data;
+  guint n1 = a->order->len, n2 = order->len, pre = 0, post = 0;
+  int last1 = a_last_mb, last2 = wl_last_mb(x);
+  /* DeepSpeed's engine sends a pass's output in the next pass's slot: what a pass emits depends
+   * on the pass before */
+  bool ok = n2 >= n1 && !x->ds;
+  for (guint i = 0; ok && i < n1; i++)
+    ok = !o1[i].paired;
+  for (guint i = 0; ok && i < n2; i++)
+    ok = !o2[i].paired;
+  while (ok && pre < n1 && wl_step_key(&o1[pre], last1) == wl_step_key(&o2[pre], last2))
+    pre++;
+  while (ok && post < n1 &&
+         wl_step_key(&o1[n1 - 1 - post], last1) == wl_step_key(&o2[n2 - 1 - post], last2))
+    post++;
+  ok = ok && pre + post >= n1 && wl_pass_contained(like, s, a, pre, true);
+  *out = (wl_splice){.at = pre, .n = n2 - n1, .src = g_new(guint, MAX(n2 - n1, 1u)),
+                     .order = order};
+  /* the first pass of each key that depends only on itself, looked for once per key; a pass
+   * that does not reduce gradients depends on nothing a stage carries from pass to pass (no
+   * pass is paired), so one the first program lacks is built as it is */
+  int nkeys = x->v * WL_NPASSES * 2;
+  g_autofree guint *src_of = g_new(guint, nkeys);
+  g_autofree bool *looked = g_new0(bool, nkeys);
+  for (guint k = 0; ok && k < out->n; k++) {
+    int key = wl_step_key(&o2[pre + k], last2);
+    if (!looked[key]) {
+      guint i = 0;
+      while (i < n1 && (wl_step_key(&o1[i], last1) != key ||
+                        !wl_pass_contained(like, s, a, i, false)))
+        i++;
+      src_of[key] = i < n1 ? i : WL_BUILT;
+      looked[key] = true;
+    }
+    out->src[k] = src_of[key];
+    ok = key % 2 == 0;
+  }
+  if (!ok) {
+    g_free(out->src);
+    g_array_free(order, TRUE);
+  }
+  return ok;
+}
+
+static void wl_splice_clear(wl_splice *sp)
+{
+  g_free(sp->src);
+  g_array_free(sp->order, TRUE);
+}
+
+static void wl_splice_stage(wl_par *x, const prog_program *like, int s, const wl_stage_at *a,
+                            const wl_splice *sp)
+{
+  prog_program *p = x->p;
+  const prog_class *k = prog_class_at(like, s);
+  guint at = a->start[sp->at];
+  prog_class_reserve(p, s, k->ops->len * 2, k->deps->len * 2);
+  prog_ops_append(p, s, like, s, 0, at);
+  wl_st st = {.x = x, .cls = s, .stage = s};
+  for (int c = 0; c < x->v; c++)
+    st.chunk_act[c] = wl_chunk_activations(x, s, c);
+  for (guint i = 0; i < sp->n; i++) {
+    guint src = sp->src[i];
+    if (src == WL_BUILT)
+      wl_stage_step(&st, &g_array_index(sp->order, wl_step, sp->at + i), NULL, wl_last_mb(x));
+    else
+      prog_ops_append(p, s, like, s, a->start[src], a->start[src + 1] - a->start[src]);
+  }
+  prog_ops_append(p, s, like, s, at, k->ops->len - at);
+  prog_class_at(p, s)->stage = k->stage;
+}
+
+prog_program *wl_derive_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
+                                 const prog_program *like, const wl_passes_at *a)
+{
+  prog_program *p = prog_new_deriving(like);
+  wl_par x;
+  wl_par_init(&x, w, hw, m, p, true);
+  wl_splice *sp = g_new0(wl_splice, x.pp);
+  int ready = 0;
+  while (ready < x.pp && wl_splice_of(&x, like, ready, &a->stages[ready], a->last_mb, &sp[ready]))
+    ready++;
+  if (ready == x.pp) {
+    /* the templates do not depend on the batch */
+    for (guint c = (guint)x.pp; c < like->classes->len; c++)
+      prog_class_copy(p, like, (int)c);
+    x.passes = a->passes;
+    x.names = g_hash_table_new(g_direct_hash, g_direct_equal);
+    for (int s = 0; s < x.pp; s++)
+      wl_splice_stage(&x, like, s, &a->stages[s], &sp[s]);
+    g_hash_table_destroy(x.names);
+  }
+  for (int s = 0; s < ready; s++)
+    wl_splice_clear(&sp[s]);
+  g_free(sp);
+  if (ready < x.pp)
+    g_clear_pointer(&p, prog_free);
+  return p;
 }
 
 /* ---- the skeleton: rank 0's groups and the layer templates, for closed-form estimates ---- */

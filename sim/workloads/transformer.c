@@ -22,6 +22,9 @@ typedef struct {
   double dqk;   /* query/key width per head (head_dim, + the rope part with MLA) */
   double qr, kvr, rd; /* MLA: query and key/value ranks, decoupled rope width (0: no MLA) */
   bool flash;
+  bool qk_norm;
+  bool distill; /* a frozen teacher's forward beside the student's */
+  cfg_rotary rotary;
   cfg_attn_impl impl;   /* the fused attention kernels' implementation */
   cfg_recompute recompute;
   /* mixture of experts (moe false: a dense MLP) */
@@ -264,6 +267,28 @@ static void wl_qkv(wl_model *m, wl_layer *l, const wl_shape *x, bool backward, b
   wl_gemm_as(m, l, WL_ROLE_MLA_UP, "kv_up", x->T, heads * (x->dqk - x->rd + x->d), x->kvr, x->dt, false, replay);
 }
 
+/* What runs on this GPU's queries and keys between the projection and attention: the per-head
+ * norms of qk-layernorm (Megatron-LM's q_layernorm and k_layernorm, a module each) and the
+ * rotary embedding, which Megatron-LM applies to the queries and to the keys apart
+ * (megatron/core/models/common/embeddings/rope_utils.py): Transformer Engine's fused kernel
+ * reads and writes each tensor once; unfused, PyTorch's ops (t cos + rotate_half(t) sin: the
+ * products, the negation and concatenations of rotate_half, the sum, the final concatenation)
+ * pass over it about 7.5 times as often. Each is one framework call, a launch for the host. */
+static void wl_qk_prep(wl_model *m, wl_layer *l, const wl_shape *x, bool backward, bool replay)
+{
+  const double widths[2] = {x->a * x->dqk / x->t, x->kv * x->dqk / x->t};
+  const char *const norms[2][2] = {{"q_norm", "k_norm"}, {"q_norm.bwd", "k_norm.bwd"}};
+  const char *const ropes[2][2] = {{"rope_q", "rope_k"}, {"rope_q.bwd", "rope_k.bwd"}};
+  double passes = x->rotary == CFG_ROTARY_UNFUSED ? 7.5 : 1;
+  for (int i = 0; i < 2; i++) {
+    double elems = x->T * widths[i];
+    if (x->qk_norm)
+      wl_eltwise_as(m, l, WL_ROLE_NORM, norms[backward][i], elems, 2 * x->dt, backward, replay);
+    if (x->rotary != CFG_ROTARY_NONE)
+      wl_eltwise_as(m, l, WL_ROLE_OTHER, ropes[backward][i], elems, 2 * x->dt * passes, backward, replay);
+  }
+}
+
 /* ---- feed-forward: dense MLP or mixture of experts --------------------------------------- */
 
 static void wl_mlp_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay)
@@ -333,6 +358,7 @@ static void wl_block_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool repla
   double proj_in = x->a * x->d / x->t;
   wl_k(m, l, replay, WL_ROLE_NORM, "ln1", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * 2 * x->dt);
   wl_qkv(m, l, x, false, replay);
+  wl_qk_prep(m, l, x, false, replay);
   wl_attention_fwd(m, l, x, replay);
   wl_gemm_as(m, l, WL_ROLE_ATTN_OUT, "proj", x->T, x->h, proj_in, x->dt, false, replay);
   wl_k(m, l, replay, WL_ROLE_RESIDUAL, "residual1", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * (3 * x->dt + 1));
@@ -342,6 +368,26 @@ static void wl_block_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool repla
   else
     wl_mlp_fwd(m, l, x, replay);
   wl_k(m, l, replay, WL_ROLE_RESIDUAL, "residual2", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * (3 * x->dt + 1));
+}
+
+/* Renames the kernels of `list` from `from` on as the teacher's ("layer3.teacher.qkv"). */
+static void wl_mark_teacher(wl_model *m, GArray *list, guint from, const char *layer)
+{
+  for (guint i = from; i < list->len; i++) {
+    wl_kernel *k = &g_array_index(list, wl_kernel, i);
+    g_autofree char *name = g_strdup_printf("%s.teacher%s", layer, k->name + strlen(layer));
+    k->name = g_string_chunk_insert_const(m->strings, name);
+  }
+}
+
+/* Knowledge distillation (ModelOpt's DistillationModel in Megatron-LM): the frozen teacher's
+ * forward runs before the student's on the same micro-batch, with the same tensor-parallel
+ * collectives; nothing of it is kept for backward, nor recomputed. */
+static void wl_block_teacher(wl_model *m, wl_layer *l, const wl_shape *x)
+{
+  guint from = l->fwd->len;
+  wl_block_fwd(m, l, x, false);
+  wl_mark_teacher(m, l->fwd, from, l->name);
 }
 
 /* Backward of a block: recomputation first (full: the whole forward; selective: the attention
@@ -361,6 +407,7 @@ static void wl_block_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
   wl_elementwise(m, l, WL_ROLE_RESIDUAL, "residual1.bwd", x->Te * x->h, 3 * x->dt + 1, true);
   wl_gemm(m, l, WL_ROLE_ATTN_OUT, "proj", x->T, x->h, x->a * x->d / x->t, x->dt, true);
   wl_attention_bwd(m, l, x);
+  wl_qk_prep(m, l, x, true, false);
   wl_qkv(m, l, x, true, false);
   wl_elementwise(m, l, WL_ROLE_NORM, "ln1.bwd", x->Te * x->h, 2 * x->dt, true);
 }
@@ -455,6 +502,7 @@ static wl_shape wl_shape_of(const cfg_model *cm, const cfg_training *t, const wl
                 .dt = cfg_dtype_bytes(t->dtype) < 2 ? 2 : cfg_dtype_bytes(t->dtype),
                 .q = MIN(cfg_dtype_bytes(t->dtype) / 2, 1.0),
                 .flash = t->flash_attention != 0, .recompute = sh->recompute,
+                .qk_norm = cm->qk_norm != 0, .rotary = cm->rotary, .distill = t->distill != 0,
                 .impl = t->attention > 0 ? (cfg_attn_impl)(t->attention - 1) : CFG_ATTN_FA2};
   x.d = cm->head_dim;
   x.cp = MAX(sh->cp, 1);
@@ -488,6 +536,10 @@ static wl_shape wl_moe_shape(const wl_shape *dense, const cfg_model *cm, const w
 static void wl_embedding(wl_model *m, const wl_shape *x)
 {
   wl_layer *emb = wl_layer_add(m, "embedding", x->V * x->h / x->t);
+  if (x->distill) {
+    wl_fwd(m, emb, WL_ROLE_LOOKUP, "lookup", CFG_KCLASS_ELEMENTWISE, 0, 2 * x->dt * x->Te * x->h);
+    wl_mark_teacher(m, emb->fwd, 0, emb->name);
+  }
   wl_fwd(m, emb, WL_ROLE_LOOKUP, "lookup", CFG_KCLASS_ELEMENTWISE, 0, 2 * x->dt * x->Te * x->h);
   wl_bwd(m, emb, WL_ROLE_LOOKUP, WL_PHASE_BACKWARD, "lookup.bwd", CFG_KCLASS_ELEMENTWISE, x->T * x->h,
          x->dt * (2 * x->Te * x->h + x->V * x->h / x->t));
@@ -495,11 +547,28 @@ static void wl_embedding(wl_model *m, const wl_shape *x)
   emb->saved_bytes = x->Te * x->h;
 }
 
+/* The teacher's final norm and logits, and the KL divergence of the student's softmax from the
+ * teacher's over the vocabulary shard (fp32, both read; reduced over the shards like the
+ * cross-entropy), with the gradient it sends back into the student's logits. */
+static void wl_teacher_logits(wl_model *m, wl_layer *head, const wl_shape *x)
+{
+  guint from = head->fwd->len;
+  double shard = x->T * x->V / x->t;
+  wl_elementwise(m, head, WL_ROLE_NORM, "final_ln", x->Te * x->h, 2 * x->dt, false);
+  wl_gemm(m, head, WL_ROLE_LOGITS, "logits", x->T, x->V / x->t, x->h, x->dt, false);
+  wl_mark_teacher(m, head->fwd, from, head->name);
+  wl_fwd(m, head, WL_ROLE_LOSS, "kd_loss", CFG_KCLASS_ELEMENTWISE, 10 * shard, shard * (2 * x->dt + 8));
+  wl_bwd(m, head, WL_ROLE_LOSS, WL_PHASE_BACKWARD, "kd_loss.bwd", CFG_KCLASS_ELEMENTWISE, 2 * shard,
+         shard * (4 + x->dt));
+}
+
 static void wl_output(wl_model *m, const cfg_model *cm, const wl_shape *x)
 {
   wl_layer *head = wl_layer_add(m, "output", (cm->tied_embeddings ? 0 : x->V * x->h / x->t) + 2 * x->h);
   wl_elementwise(m, head, WL_ROLE_NORM, "final_ln", x->Te * x->h, 2 * x->dt, false);
   wl_gemm(m, head, WL_ROLE_LOGITS, "logits", x->T, x->V / x->t, x->h, x->dt, false);
+  if (x->distill)
+    wl_teacher_logits(m, head, x);
   /* Cross-entropy in fp32 over the vocabulary shard (Megatron). */
   wl_fwd(m, head, WL_ROLE_LOSS, "cross_entropy", CFG_KCLASS_ELEMENTWISE, 5 * x->T * x->V / x->t,
          x->T * x->V / x->t * (x->dt + 12));
@@ -533,6 +602,8 @@ static void wl_block_add(wl_model *m, const wl_shape *x, int i, const wl_layer *
   if (*first) {
     wl_layer_share_kernels(l, *first);
   } else {
+    if (x->distill)
+      wl_block_teacher(m, l, x);
     wl_block_fwd(m, l, x, false);
     wl_block_bwd(m, l, x);
     *first = l;

@@ -197,6 +197,13 @@ static char *wl_describe(const cfg_workload *w)
   return g_string_free(d, FALSE);
 }
 
+/* What the program achieves and says it is. */
+static void wl_program_meta(const cfg_workload *w, const wl_model *m, prog_program *p)
+{
+  wl_meta(w, m, p);
+  p->meta.description = wl_describe(w);
+}
+
 void wl_notes(const cfg_workload *w, GPtrArray *out)
 {
   const cfg_parallel *p = &w->parallel;
@@ -209,21 +216,20 @@ void wl_notes(const cfg_workload *w, GPtrArray *out)
 }
 
 /* Builds the program of `w` with model `m`; `like` (or NULL) a program of the same layout
- * whose groups it shares. */
+ * whose groups it shares; `record` (or NULL) as wl_build_parallel's. */
 static prog_program *wl_build_program(const cfg_workload *w, const hw_cluster *hw,
                                       const wl_model *m, const prog_program *like, bool reference,
-                                      GError **err)
+                                      wl_passes_at **record, GError **err)
 {
   int gpus = w->parallel.tp * w->parallel.cp * w->parallel.pp * w->parallel.dp;
   prog_program *p = like ? prog_new_sharing_groups(like) : prog_new(gpus);
   bool ok = reference ? wl_build_data_parallel(w, hw, m, p, err)
-                      : wl_build_parallel(w, hw, m, p, like != NULL, err);
+                      : wl_build_parallel(w, hw, m, p, like != NULL, record, err);
   if (!ok) {
     prog_free(p);
     return NULL;
   }
-  wl_meta(w, m, p);
-  p->meta.description = wl_describe(w);
+  wl_program_meta(w, m, p);
   return p;
 }
 
@@ -237,15 +243,31 @@ static bool wl_build_with(const cfg_workload *w, const hw_cluster *hw, prog_prog
   wl_shard shard = wl_shard_of(w);
   if (!wl_model_build(&w->model, &w->training, &shard, &m, err))
     return false;
-  *out = wl_build_program(w, hw, m, NULL, reference, err);
+  *out = wl_build_program(w, hw, m, NULL, reference, NULL, err);
   wl_model_free(m);
   return *out != NULL;
 }
 
+/* The second program: derived from the first's ops where the schedules allow, else built. */
+static prog_program *wl_second_program(const cfg_workload *w, const hw_cluster *hw,
+                                       const wl_model *m, const prog_program *first,
+                                       const wl_passes_at *at, bool *derived, GError **err)
+{
+  prog_program *p = wl_derive_parallel(w, hw, m, first, at);
+  if (derived)
+    *derived = p != NULL;
+  if (!p)
+    return wl_build_program(w, hw, m, first, false, NULL, err);
+  wl_program_meta(w, m, p);
+  return p;
+}
+
 bool wl_build_two(const cfg_workload *const w[2], const hw_cluster *hw, prog_program *out[2],
-                  GError **err)
+                  bool *derived, GError **err)
 {
   out[0] = out[1] = NULL;
+  if (derived)
+    *derived = false;
   for (int i = 0; i < 2; i++)
     if (!wl_check_supported(w[i], err) || !wl_check_layout(w[i], err))
       return false;
@@ -254,8 +276,10 @@ bool wl_build_two(const cfg_workload *const w[2], const hw_cluster *hw, prog_pro
   wl_shard shard = wl_shard_of(w[0]);
   if (!wl_model_build(&w[0]->model, &w[0]->training, &shard, &m, err))
     return false;
-  out[0] = wl_build_program(w[0], hw, m, NULL, false, err);
-  out[1] = out[0] ? wl_build_program(w[1], hw, m, out[0], false, err) : NULL;
+  wl_passes_at *at = NULL;
+  out[0] = wl_build_program(w[0], hw, m, NULL, false, &at, err);
+  out[1] = out[0] ? wl_second_program(w[1], hw, m, out[0], at, derived, err) : NULL;
+  wl_passes_at_free(at);
   wl_model_free(m);
   if (out[1])
     return true;

@@ -214,9 +214,11 @@ double wl_inflight(const cfg_parallel *p, int stage, int micro_batches);
 bool wl_build(const cfg_workload *w, const hw_cluster *hw, prog_program **out, GError **err);
 /* Builds the step of two workloads that differ only in their global batch (the fold's two
  * micro-batch counts) from one model, the second program sharing the first's process groups
- * (prog_new_sharing_groups): what building each with wl_build gives, for less. */
+ * (prog_new_sharing_groups): what building each with wl_build gives, for less. Where the
+ * schedules allow, the second is derived from the first's ops (its passes copied, not built
+ * again); `derived` (or NULL) says whether it was. */
 bool wl_build_two(const cfg_workload *const w[2], const hw_cluster *hw, prog_program *out[2],
-                  GError **err);
+                  bool *derived, GError **err);
 /* Checks that a layout can run: divisibility of heads, layers, sequence, micro-batches. */
 bool wl_check_layout(const cfg_workload *w, GError **err);
 /* What the layout asks for that changes nothing, for the reports to say (sentences appended

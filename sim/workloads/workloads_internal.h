@@ -40,9 +40,19 @@ bool wl_generic_build(wl_model *m, const cfg_model *cm, const cfg_training *t, G
 
 bool wl_build_data_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
                             prog_program *p, GError **err);
-/* `shared`: p came from prog_new_sharing_groups, with the groups this layout has. */
+/* Where each pass of each pipeline stage of a program begins in its op list. */
+typedef struct wl_passes_at wl_passes_at;
+void wl_passes_at_free(wl_passes_at *a);
+/* `shared`: p came from prog_new_sharing_groups, with the groups this layout has. With
+ * `record`, *record gets where each pass of p begins (wl_passes_at_free frees it). */
 bool wl_build_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
-                       prog_program *p, bool shared, GError **err);
+                       prog_program *p, bool shared, wl_passes_at **record, GError **err);
+/* The program of `w`, which differs from `like`'s workload only in its global batch, made of
+ * `like`'s ops (`at`: where its passes begin) rather than built: op for op what
+ * wl_build_parallel gives, sharing like's groups and names. NULL where the schedule does not
+ * grow by passes inserted at one point (DualPipe's pairs): then build it. */
+prog_program *wl_derive_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
+                                 const prog_program *like, const wl_passes_at *at);
 
 /* Error at a workload key, with its file:line:column. */
 bool wl_fail(GError **err, const cfg_workload *w, const char *path, cfg_error_code code,

@@ -17,6 +17,13 @@ Mapping of a row onto dlsim:
   --use-distributed-optimizer -> parallel.zero 1; --overlap-param-gather -> the same key;
   --tp-comm-overlap -> the same key; --recompute-granularity full -> training.recompute full
   --fp8-format -> training.dtype fp8; --bf16 / --fp16 -> that dtype
+  from model_flags.csv (model-flags.py: arguments the summary has no column for):
+  --swiglu -> model.activation swiglu (and, without --ffn-hidden-size, Megatron's
+  int(4 h 2/3 / 64) x 64); --untie-embeddings-and-output-weights -> model.tied_embeddings false;
+  --position-embedding-type rope -> model.rotary fused (Megatron-LM's default --apply-rope-fusion,
+  Transformer Engine's kernel), with --no-rope-fusion unfused; --qk-layernorm -> model.qk_norm;
+  --export-kd-teacher-load -> training.distill (the teacher checkpoint's own config is not
+  public: ModelOpt then takes the student's architecture)
   vocabulary: --vocab-size padded to a multiple of 128 x tp where the row has one, else GPT-2
   BPE (50257 padded to 50304) for gpt, BERT's WordPiece (30522 -> 30592) for bert
   transformer-impl transformer_engine -> training.attention cudnn (TE's fused attention on
@@ -49,6 +56,14 @@ FIT_MODEL = 'gpt'
 UNFIT = {'h100': 'unfit: [training.host_dispatch=0]\n',  # what dlsim validate --loso puts back
          'gb200': 'unfit: [node.cpu.dispatch_scale=1]\n'}
 SKIPS = collections.Counter()
+
+
+def load_flags():
+    with open(os.path.join(HERE, 'model_flags.csv')) as f:
+        return {(r['model_dir'], r['test_case']): r for r in csv.DictReader(f)}
+
+
+FLAGS = load_flags()
 
 
 def skip_reason(r):
@@ -101,8 +116,22 @@ def sets_of(r):
          'model.vocab=%d' % vocab_of(r, tp),
          'training.micro_batch=%s' % r['micro-batch-size'],
          'training.global_batch=%s' % r['global-batch-size']]
+    flags = FLAGS.get((r['model_dir'], r['test_case']), {})
     if r['ffn-hidden-size']:
         s.append('model.ffn_hidden=%s' % r['ffn-hidden-size'])
+    elif flags.get('swiglu') == 'true':
+        # Megatron's default width for a gated MLP (megatron/training/arguments.py)
+        s.append('model.ffn_hidden=%d' % (int(4 * int(r['hidden-size']) * 2 / 3 / 64) * 64))
+    if flags.get('swiglu') == 'true':
+        s.append('model.activation=swiglu')
+    if flags.get('untie-embeddings-and-output-weights') == 'true':
+        s.append('model.tied_embeddings=false')
+    if flags.get('position-embedding-type') == 'rope':
+        s.append('model.rotary=%s' % ('unfused' if flags.get('no-rope-fusion') == 'true' else 'fused'))
+    if flags.get('qk-layernorm') == 'true':
+        s.append('model.qk_norm=true')
+    if flags.get('export-kd-teacher-load'):
+        s.append('training.distill=true')
     if r['num-query-groups']:
         s.append('model.kv_heads=%s' % r['num-query-groups'])
     if r['num-layers-per-virtual-pipeline-stage'] and pp > 1:
