@@ -810,3 +810,20 @@ Test(parallel, fp8_gathers_in_8_bits_and_reduces_and_sends_in_16)
   prog_free(p8);
   prog_free(p16);
 }
+
+/* Both engines take each kernel's own dtype: an fp8 step of TP 2 x PP 2 on one DGX H100 comes
+ * out the same in the DES as in the closed form, and faster than in bf16. */
+Test(parallel, fp8_steps_agree_in_both_engines)
+{
+  const char *fp8[] = {"node.count=1", "parallel.tp=2", "parallel.pp=2", "parallel.dp=2",
+                       "training.dtype=fp8", "training.global_batch=8", "training.micro_batch=1", NULL};
+  const char *bf16[] = {"node.count=1", "parallel.tp=2", "parallel.pp=2", "parallel.dp=2",
+                        "training.dtype=bf16", "training.global_batch=8", "training.micro_batch=1", NULL};
+  eng_result a = par_run("dgx-h100", "gpt3-1.3b-dp", fp8, ENG_ANALYTIC, false);
+  eng_result d = par_run("dgx-h100", "gpt3-1.3b-dp", fp8, ENG_DES, false);
+  eng_result b = par_run("dgx-h100", "gpt3-1.3b-dp", bf16, ENG_ANALYTIC, false);
+  cr_expect(fabs(d.step_time / a.step_time - 1) < 0.02, "DES %g s, analytic %g s", d.step_time,
+            a.step_time);
+  cr_expect(a.step_time < b.step_time, "fp8 %g s, bf16 %g s",
+            a.step_time, b.step_time);
+}
