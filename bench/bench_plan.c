@@ -1,7 +1,8 @@
 /* Planner speed: how many candidate layouts dlsim plan screens per second (enumeration,
  * validity, memory, closed-form estimate), for three searches of 67,000 to 81,000 layouts;
  * and the time of the whole plan without DES confirmation (the 16 best re-simulated with the
- * analytic engine). The README's table. */
+ * analytic engine). The README's table. With arguments K [J], the whole plan of Llama 3 405B
+ * on 8192 H100 with its top K confirmed by the DES, J at once (minutes). */
 #include "bench_util.h"
 #include "planner/planner.h"
 
@@ -15,14 +16,18 @@ static const char bench_usage[] =
     "its own (alone_cpu: no hardware or collective plans shared across layouts; the plan's\n"
     "refinement shares them); then the layouts the refinement simulated (runs) and the CPU\n"
     "milliseconds of one, shared (ms/run: what the planner pays per configuration) and alone.\n"
-    "No arguments.\n";
+    "\n"
+    "usage: dlsim_bench_plan K [J]\n"
+    "The whole plan of Llama 3 405B on 8192 H100, batch 2048, with its top K confirmed by the\n"
+    "DES, J runs at once (default: the CPUs online), as `dlsim plan ... --top K -j J`: wall\n"
+    "seconds and CPU seconds (this process and its DES children). Minutes.\n";
 
 typedef struct {
   const char *cluster, *model, *label;
   int gpus, batch;
 } bench_search;
 
-static bool bench_one(const bench_search *b)
+static plan_setup *bench_setup(const bench_search *b)
 {
   g_autofree char *nodes = g_strdup_printf("node.count=%d", b->gpus / 8);
   g_autofree char *dp = g_strdup_printf("parallel.dp=%d", b->gpus);
@@ -38,8 +43,40 @@ static bool bench_one(const bench_search *b)
   if (!s) {
     fprintf(stderr, "bench: %s\n", err->message);
     g_error_free(err);
-    return false;
   }
+  return s;
+}
+
+/* The whole plan with its top k confirmed by the DES, `jobs` at once. */
+static bool bench_confirmed(const bench_search *b, int k, int jobs)
+{
+  plan_setup *s = bench_setup(b);
+  if (!s)
+    return false;
+  plan_options o = {.refine = 16, .nshards = 1, .top_k = k, .jobs = jobs};
+  plan_pins_init(&o.pins);
+  plan_screen_result r;
+  GError *err = NULL;
+  gint64 t0 = g_get_monotonic_time();
+  double c0 = bench_cpu_seconds();
+  bool ok = plan_screen(s, &o, &r, &err) && plan_refine(s, &o, &r, &err);
+  double wall = (double)(g_get_monotonic_time() - t0) / 1e6, cpu = bench_cpu_seconds() - c0;
+  if (ok)
+    printf("%-34s %3d %3d %9.1f %9.1f\n", b->label, k, jobs, wall, cpu);
+  else
+    fprintf(stderr, "bench: %s\n", err->message);
+  g_clear_error(&err);
+  plan_screen_clear(&r);
+  plan_setup_free(s);
+  return ok;
+}
+
+static bool bench_one(const bench_search *b)
+{
+  plan_setup *s = bench_setup(b);
+  if (!s)
+    return false;
+  GError *err = NULL;
   plan_options o = {.refine = 16, .nshards = 1};
   plan_pins_init(&o.pins);
   plan_screen_result r;
@@ -76,12 +113,18 @@ static bool bench_one(const bench_search *b)
 
 int main(int argc, char **argv)
 {
-  bench_args(argc, argv, bench_usage, 0);
+  bench_args(argc, argv, bench_usage, 2);
   const bench_search searches[] = {
       {"dgx-a100", "gpt3-175b", "GPT-3 175B, 1024 A100, batch 1536", 1024, 1536},
       {"dgx-h100", "llama3-405b", "Llama 3 405B, 8192 H100, batch 2048", 8192, 2048},
       {"dgx-h100", "llama3-405b", "Llama 3 405B, 16384 H100, batch 4096", 16384, 4096},
   };
+  if (argc > 1) {
+    int jobs = argc > 2 ? atoi(argv[2]) : (int)MAX(sysconf(_SC_NPROCESSORS_ONLN), 1);
+    printf("dlsim bench: the whole plan with DES confirmation\n");
+    printf("%-34s %3s %3s %9s %9s\n", "search", "top", "j", "wall_s", "cpu_s");
+    return bench_confirmed(&searches[1], atoi(argv[1]), jobs) ? 0 : 1;
+  }
   printf("dlsim bench: planner search speed (one process)\n");
   printf("%-34s %9s %8s %8s %12s %9s %10s %10s %10s %6s %9s %9s\n", "search", "layouts", "fit",
          "screen_s", "layouts/s", "plan_s", "screen_cpu", "plan_cpu", "alone_cpu", "runs",

@@ -16,16 +16,21 @@
 static char *const plan_base[] = {"node.count=1", "parallel.dp=8", "parallel.tp=1", "parallel.pp=1",
                                   "training.global_batch=8", "training.micro_batch=1", NULL};
 
-static plan_setup *plan_small(void)
+static plan_setup *plan_small_batch(int batch)
 {
   GError *err = NULL;
   cfg_cluster *c = NULL;
   cfg_workload *w = NULL;
   cr_assert(cfg_load_with("dgx-h100", "gpt3-1.3b-dp", plan_base, &c, &w, &err), "%s",
             err ? err->message : "");
-  plan_setup *s = plan_setup_new(c, w, 16, &err);
+  plan_setup *s = plan_setup_new(c, w, batch, &err);
   cr_assert(s, "%s", err ? err->message : "");
   return s;
+}
+
+static plan_setup *plan_small(void)
+{
+  return plan_small_batch(16);
 }
 
 static plan_options plan_opts(int top, int refine)
@@ -223,6 +228,7 @@ Test(plan, bad_requests_exit_2)
       {"plan -c dgx-h100 -m gpt3-1.3b --gpus 8 --global-batch 16 --fix recompute=some", "recompute"},
       {"plan -c dgx-h100 -m gpt3-1.3b --gpus 8 --global-batch 16 --objective speed", "objective"},
       {"plan -c dgx-h100 -m gpt3-1.3b --gpus 8 --global-batch 16 --top 0 --refine 0", "--refine >= 1"},
+      {"plan -c dgx-h100 -m gpt3-1.3b --gpus 8 --global-batch 16 --threads 0", "--threads"},
       {"plan -c dgx-h100 -m no-such-model --gpus 8 --global-batch 16", "no-such-model"},
       {"plan -c dgx-h100 --gpus 8 --global-batch 16", "needs"},
       {"whatif -c dgx-a100 -w megatron-22b --base node.count=1 --set gpu.memroy=1GiB", "memroy"},
@@ -905,4 +911,82 @@ Test(plan, runs_sharing_collective_plans_rank_and_time_as_runs_alone, .timeout =
                          "network.tiers[0].nodes_per_switch=1",
                          "network.tiers[1].oversubscription=8", NULL};
   plan_assert_same_refinement(spine);
+}
+
+/* The DES confirmations run in forked children, several at once, a folded step as its two
+ * runs: the ranking and every DES figure are those of the confirmations one after another in
+ * this process, bit for bit, and the progress hook hears of each run. */
+typedef struct {
+  int calls, last_done, total;
+} plan_confirm_count;
+
+static void plan_count_confirmed(int done, int total, void *ctx)
+{
+  plan_confirm_count *n = ctx;
+  cr_assert_eq(done, n->last_done + 1, "confirmations reported in order of completion count");
+  n->calls++;
+  n->last_done = done;
+  n->total = total;
+}
+
+/* Batch 64 on 8 GPUs: the best layouts run 8 micro-batches per replica, which the DES folds
+ * into two runs (1 and 2 micro-batches), each then a child of its own. */
+static plan_screen_result plan_confirmed_with(int jobs, plan_confirm_count *count)
+{
+  plan_setup *s = plan_small_batch(64);
+  plan_options o = plan_opts(4, 8);
+  cr_assert(plan_pins_parse(&o.pins, "micro_batch=1", NULL));
+  o.jobs = jobs;
+  o.confirmed = plan_count_confirmed;
+  o.progress_ctx = count;
+  GError *err = NULL;
+  plan_screen_result r;
+  cr_assert(plan_screen(s, &o, &r, &err) && plan_refine(s, &o, &r, &err), "%s",
+            err ? err->message : "");
+  plan_setup_free(s);
+  return r;
+}
+
+Test(plan, des_confirmations_at_once_rank_and_time_as_one_after_another, .timeout = 120)
+{
+  plan_confirm_count n1 = {0}, n3 = {0};
+  plan_screen_result one = plan_confirmed_with(1, &n1), three = plan_confirmed_with(3, &n3);
+  cr_assert_eq(n1.calls, 4);
+  cr_assert_gt(n3.total, 4, "no layout's step was split into its fold's two runs");
+  cr_assert_eq(n3.calls, n3.total);
+  cr_assert_eq(one.best->len, three.best->len);
+  for (guint i = 0; i < one.best->len; i++) {
+    const plan_candidate *a = &g_array_index(one.best, plan_candidate, i);
+    const plan_candidate *b = &g_array_index(three.best, plan_candidate, i);
+    cr_assert(memcmp(&a->l, &b->l, sizeof a->l) == 0, "row %u ranks another layout", i);
+    cr_assert(a->step_time_s == b->step_time_s, "row %u", i);
+    cr_assert_str_eq(a->why, b->why, "row %u", i);
+    if (i < 4) {
+      cr_assert(isfinite(a->des_step_time_s) && a->des_step_time_s > 0, "row %u", i);
+      cr_assert(a->des_step_time_s == b->des_step_time_s, "row %u: %.17g one by one, %.17g at once",
+                i, a->des_step_time_s, b->des_step_time_s);
+    } else {
+      cr_assert(isnan(b->des_step_time_s), "row %u was not to be confirmed", i);
+    }
+  }
+  plan_screen_clear(&one);
+  plan_screen_clear(&three);
+}
+
+/* A confirmation that fails in its child fails the plan with the child's error and code. */
+Test(plan, a_des_confirmation_failing_in_its_child_fails_the_plan, .timeout = 60)
+{
+  g_setenv("DLSIM_DES_STALL", "soon", TRUE); /* refused by every DES run, in the child */
+  plan_setup *s = plan_small();
+  plan_options o = plan_opts(3, 4);
+  o.jobs = 2;
+  GError *err = NULL;
+  plan_screen_result r;
+  cr_assert(plan_screen(s, &o, &r, &err), "%s", err ? err->message : "");
+  cr_assert_not(plan_refine(s, &o, &r, &err));
+  cr_assert(err && strstr(err->message, "DLSIM_DES_STALL=soon"), "%s", err ? err->message : "");
+  cr_assert_eq(err->code, CFG_ERROR_INPUT);
+  g_error_free(err);
+  plan_screen_clear(&r);
+  plan_setup_free(s);
 }

@@ -79,3 +79,19 @@ Test(progress, never_in_a_pipe, .timeout = 120)
   cr_expect_null(strchr(p.out, '\r'), "%s", p.out);
   th_proc_clear(&p);
 }
+
+/* dlsim plan counts its DES runs on a terminal, last "N of N", and erases the line before the
+ * table; -q shows nothing. */
+Test(progress, a_plan_counts_its_des_runs_on_a_terminal, .timeout = 120)
+{
+  static const char plan[] = "plan -c dgx-h100 -m gpt3-1.3b --gpus 8 --global-batch 16 --top 2 "
+                             "--refine 4 -j 2";
+  g_autofree char *out = progress_on_a_terminal(plan);
+  const char *last = g_strrstr(out, "\rdlsim plan: 2 of 2 DES runs done");
+  cr_assert(last, "no count of the DES runs on a terminal:\n%s", out);
+  const char *table = strstr(out, "dlsim plan: gpt3-1.3b");
+  cr_assert(table && table > last && table[-1] == '\r', "not erased before the table:\n%s", out);
+  g_autofree char *quiet_args = g_strdup_printf("%s -q", plan);
+  g_autofree char *quiet = progress_on_a_terminal(quiet_args);
+  cr_expect_null(strstr(quiet, "DES runs done"), "--quiet shows it:\n%s", quiet);
+}

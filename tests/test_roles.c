@@ -353,3 +353,107 @@ Test(roles, distillation_runs_the_teachers_forward_before_the_students)
   roles_clear(&p);
   roles_clear(&d);
 }
+
+/* torchtitan's Llama 3.1 8B run (local batch 2 of 8192 tokens: T = 16384 per GPU). */
+static void roles_titan(roles_setup *r, const char *extra)
+{
+  const char *sets[] = {"node.count=1", "parallel.dp=8", "training.global_batch=16",
+                        "model.rotary=unfused", extra, NULL};
+  roles_build(r, "validation/torchtitan/workloads/llama3.1-8b-fsdp.yaml", sets);
+}
+
+/* Sum of the bytes and count of the kernels of `list` whose name has `part` after the layer's
+ * name ("layer1.ln1.pow": part "ln1."), in `phase` (-1: any). */
+static double roles_bytes(const GArray *list, const char *part, int phase, int *count)
+{
+  double bytes = 0;
+  *count = 0;
+  for (guint i = 0; i < list->len; i++) {
+    const wl_kernel *k = &g_array_index(list, wl_kernel, i);
+    const char *dot = strchr(k->name, '.');
+    if (dot && g_str_has_prefix(dot + 1, part) && (phase < 0 || (int)k->phase == phase)) {
+      bytes += k->bytes;
+      ++*count;
+    }
+  }
+  return bytes;
+}
+
+/* torchtitan's per-op policy (parallelize_llama.py @ 9dec370) on a Llama 3 8B block (h 4096,
+ * 8 of 32 heads of 128 for keys and values, ffn 14336): of the mms wq, wk, wv, wo, w1, w3, w2
+ * it keeps the odd ones, so backward recomputes wk (T x 1024 x 4096), wo (T x 4096 x 4096) and
+ * w3 (T x 14336 x 4096) and nothing else that is a GEMM or attention. It keeps per token: the
+ * block input (4096), wq (4096), wv (1024), attention's output (4096), w1 (14336) and w2
+ * (4096) in bf16, and attention's 32 fp32 softmax statistics: 63616 bytes. */
+Test(roles, torchtitan_op_policy_recomputes_every_other_matmul)
+{
+  roles_setup r;
+  roles_titan(&r, "training.eager_ops=true");
+  const wl_layer *l = roles_block(&r);
+  double T = 16384, flops = 0;
+  int gemms = 0;
+  for (guint i = 0; i < l->bwd->len; i++) {
+    const wl_kernel *k = &g_array_index(l->bwd, wl_kernel, i);
+    cr_assert(k->phase != WL_PHASE_RECOMPUTE || k->kclass != CFG_KCLASS_ATTENTION, "%s", k->name);
+    if (k->phase == WL_PHASE_RECOMPUTE && k->kclass == CFG_KCLASS_GEMM) {
+      gemms++;
+      flops += k->flops;
+    }
+  }
+  cr_assert_eq(gemms, 3);
+  cr_assert_float_eq(flops, 2 * T * 4096 * (1024 + 4096 + 14336), 1);
+  cr_assert_float_eq(l->recompute_flops, flops, 1);
+  cr_assert_float_eq(l->saved_bytes, T * 63616, 1);
+  int n;
+  roles_bytes(l->bwd, "w3", WL_PHASE_RECOMPUTE, &n);
+  cr_assert_eq(n, 1);
+  roles_bytes(l->bwd, "residual2", WL_PHASE_RECOMPUTE, &n);
+  cr_assert_eq(n, 0, "checkpointing stops early: the last add is not rerun");
+  roles_bytes(l->bwd, "ln2.", WL_PHASE_RECOMPUTE, &n);
+  cr_assert_eq(n, 8, "the second RMSNorm's eight ops run again");
+  roles_clear(&r);
+  /* Megatron's selective recomputation drops nothing FlashAttention keeps */
+  roles_titan(&r, "training.selective=megatron");
+  l = roles_block(&r);
+  for (guint i = 0; i < l->bwd->len; i++)
+    cr_assert_neq(g_array_index(l->bwd, wl_kernel, i).phase, WL_PHASE_RECOMPUTE);
+  roles_clear(&r);
+}
+
+/* Eager PyTorch's ops, per element, in bytes (bf16 = 2, fp32 = 4): RMSNorm forward
+ * float 2+4, pow 4+4, mean 4, add_eps and rsqrt ~0, mul 4+4, type_as 4+2, * weight 2+2 = 36
+ * in 8 kernels; its backward 76 in 10; rotary float 6, complex product 8, type_as 6 = 20;
+ * SwiGLU silu 2+2, product 2+2+2 = 10; repeat_kv reads 1024 and writes 4096 values a token;
+ * the loss's fp32 gradients 2 x 4 bytes per logit, and its backward nll_loss 4 (an fp32
+ * gradient written), log_softmax 4 + 4 + 4, the cast to bf16 4 + 2: 22 bytes per logit. */
+Test(roles, torchtitan_eager_ops_by_hand)
+{
+  roles_setup r;
+  roles_titan(&r, "training.eager_ops=true");
+  const wl_layer *l = roles_block(&r);
+  double T = 16384, h = 4096;
+  int n;
+  cr_assert_float_eq(roles_bytes(l->fwd, "ln1.", WL_PHASE_FORWARD, &n), 36 * T * h, 1);
+  cr_assert_eq(n, 8);
+  cr_assert_float_eq(roles_bytes(l->bwd, "ln1.", WL_PHASE_BACKWARD, &n), 76 * T * h, 1);
+  cr_assert_eq(n, 10);
+  cr_assert_float_eq(roles_bytes(l->fwd, "rope_q.", WL_PHASE_FORWARD, &n), 20 * T * h, 1);
+  cr_assert_eq(n, 3);
+  cr_assert_float_eq(roles_bytes(l->fwd, "rope_k.", WL_PHASE_FORWARD, &n), 20 * T * 1024, 1);
+  cr_assert_float_eq(roles_bytes(l->fwd, "act.", WL_PHASE_FORWARD, &n), 10 * T * 14336, 1);
+  cr_assert_eq(n, 2);
+  cr_assert_float_eq(roles_bytes(l->fwd, "repeat_k", WL_PHASE_FORWARD, &n), 2 * T * (1024 + 4096), 1);
+  cr_assert_eq(n, 1);
+  cr_assert_float_eq(r.m->loss_peak, 8 * T * 128256, 1);
+  const wl_layer *out = g_ptr_array_index(r.m->layers, r.m->layers->len - 1);
+  cr_assert_float_eq(roles_bytes(out->bwd, "cross_entropy.bwd", -1, &n), 22 * T * 128256, 1);
+  roles_clear(&r);
+  roles_titan(&r, "training.eager_ops=false");
+  l = roles_block(&r);
+  cr_assert_float_eq(roles_bytes(l->fwd, "ln1", WL_PHASE_FORWARD, &n), 4 * T * h, 1);
+  cr_assert_eq(n, 1);
+  roles_bytes(l->fwd, "repeat_k", -1, &n);
+  cr_assert_eq(n, 0);
+  cr_assert_float_eq(r.m->loss_peak, 0, 1e-9);
+  roles_clear(&r);
+}

@@ -80,6 +80,42 @@ Test(run, the_fold_runs_only_where_it_is_less_work)
   }
 }
 
+/* sim_fold_counts says what sim_run folds (the interleaved fold at 2p and 3p, k along the line)
+ * and each count run on its own draws the same DES step, bit for bit: the plan runs the two
+ * apart, at once. At 4p the step runs whole and nothing is said. */
+Test(run, the_folds_two_runs_apart_give_the_folded_step, .timeout = 60)
+{
+  const char *sets[] = {"node.count=1", "parallel.tp=4", "parallel.pp=2", "parallel.dp=1",
+                        "parallel.schedule=interleaved", "parallel.virtual_stages=2",
+                        "training.micro_batch=4", "training.global_batch=64", NULL};
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("dgx-a100", "gpt3-1.3b-dp", sets, &c, &w));
+  sim_options o = sim_options_for(ENG_DES);
+  int m[2];
+  double k;
+  cr_assert(sim_fold_counts(w, &o, m, &k));
+  cr_assert(m[0] == 4 && m[1] == 6 && k == 6, "m %d and %d, k %g", m[0], m[1], k);
+  sim_result whole, part[2];
+  cr_assert(sim_run(c, w, &o, &whole, NULL) && whole.folded);
+  sim_options apart = o;
+  apart.fold = false;
+  for (int i = 0; i < 2; i++) {
+    cfg_workload wi = *w;
+    wi.training.global_batch = m[i] * 4;
+    cr_assert(sim_run(c, &wi, &apart, &part[i], NULL) && !part[i].folded);
+  }
+  double step = sim_fold_step(part[0].step_time, part[1].step_time, k);
+  cr_assert(step == whole.step_time, "%.17g apart, %.17g folded", step, whole.step_time);
+  w->training.global_batch = 32; /* 4p: whole */
+  cr_assert_not(sim_fold_counts(w, &o, m, &k));
+  for (int i = 0; i < 2; i++)
+    sim_result_clear(&part[i]);
+  sim_result_clear(&whole);
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
+}
+
 /* What `dlsim calibrate --case` changes between evaluations: the number in the loaded struct,
  * which must mean what the same --set means. */
 Test(run, a_parameter_set_in_place_equals_the_override)

@@ -1,5 +1,5 @@
 /* dlsim plan -c CLUSTER (-m MODEL | -w WORKLOAD) --gpus N --global-batch B [--seq S]
- *            [--dtype D] [--top K] [--refine R]
+ *            [--dtype D] [--top K] [--refine R] [--threads J]
  *            [--objective time|tokens-per-gpu|cost|energy|time-to-train]
  *            [--json | --csv] [--quiet] [--set K=V]...
  * dlsim plan -c CLUSTER -w SERVING --gpus N [--ttft S] [--tpot S] [--top K] ...: a workload
@@ -28,6 +28,7 @@ typedef struct {
   char **sets, **fix;
   GArray *counts; /* int: the GPU counts of --gpus */
   int gpus, batch, seq, top, refine; /* gpus: the count being planned */
+  int jobs;        /* DES confirmations at once (-1: the CPUs online) */
   gboolean json, csv, quiet;
   bool serving;    /* the workload has a serving section: plan a deployment */
   double slo[2];   /* --ttft, --tpot in seconds (0: not given) */
@@ -54,6 +55,17 @@ static void plan_progress(double fraction, void *ctx)
   (void)ctx;
   fprintf(stderr, "\rdlsim plan: %3.0f %% of the layouts screened", 100 * fraction);
   if (fraction >= 1)
+    fprintf(stderr, "\r%60s\r", "");
+  fflush(stderr);
+}
+
+/* A line per DES run done, rewritten in place: each takes minutes on thousands of GPUs, and
+ * the screening's line has ended by then. */
+static void plan_confirmed(int done, int total, void *ctx)
+{
+  (void)ctx;
+  fprintf(stderr, "\rdlsim plan: %d of %d DES runs done", done, total);
+  if (done >= total)
     fprintf(stderr, "\r%60s\r", "");
   fflush(stderr);
 }
@@ -360,6 +372,9 @@ static bool plan_parse(int argc, char **argv, plan_args *a, int *code)
       cli_opt(CLI_TOP, &a->top,
               "Layouts to confirm with the DES (default 3 up to 2048 GPUs, else 0: minutes each)"),
       {"refine", 0, 0, G_OPTION_ARG_INT, &a->refine, "Layouts to re-simulate with the analytic engine (default 16)", "R"},
+      cli_opt(CLI_THREADS, &a->jobs,
+              "DES confirmations run at once, each in a process of its own (default: the CPUs "
+              "online); the figures are the same"),
       {"objective", 0, 0, G_OPTION_ARG_STRING, &a->objective,
        "time (default: the step), tokens-per-gpu, or with training.tokens or training.steps "
        "the whole run's cost, energy or time-to-train", "O"},
@@ -401,6 +416,10 @@ static bool plan_parse(int argc, char **argv, plan_args *a, int *code)
   }
   if (a->top == -1) /* the DES of a few thousand GPUs takes minutes: only on request */
     a->top = a->gpus <= 2048 ? 3 : 0;
+  if (a->jobs == -1)
+    a->jobs = (int)MAX(sysconf(_SC_NPROCESSORS_ONLN), 1);
+  if (a->jobs < 1)
+    return plan_usage_error(code, "--threads: expected N >= 1 (got %d)", a->jobs);
   if (a->top < 0 || a->refine < 0 || MAX(a->refine, a->top) < 1) {
     /* the plan ranks what it refined: refining nothing would leave nothing to print */
     fprintf(stderr, "dlsim: error: --top must be >= 0 and --refine >= 1 (got --top %d --refine %d)\n",
@@ -526,7 +545,7 @@ static void plan_print(const plan_args *a, const plan_screen_result *r, plan_run
 
 int cli_plan(int argc, char **argv)
 {
-  plan_args a = {.top = -1, .refine = 16};
+  plan_args a = {.top = -1, .refine = 16, .jobs = -1};
   int code = 0;
   if (!plan_parse(argc, argv, &a, &code)) {
     plan_args_clear(&a);
@@ -543,7 +562,7 @@ int cli_plan(int argc, char **argv)
   GError *err = NULL;
   cli_mpi mpi;
   cli_mpi_init(&mpi);
-  plan_options o = {.top_k = a.top, .refine = MAX(a.refine, a.top),
+  plan_options o = {.top_k = a.top, .refine = MAX(a.refine, a.top), .jobs = a.jobs,
                     .tokens_per_gpu = a.objective && strcmp(a.objective, "tokens-per-gpu") == 0,
                     .by_run = plan_by_run(a.objective),
                     .shard = mpi.rank, .nshards = mpi.size};
@@ -551,8 +570,10 @@ int cli_plan(int argc, char **argv)
   bool ok = true;
   for (int i = 0; ok && a.fix && a.fix[i]; i++)
     ok = plan_pins_parse(&o.pins, a.fix[i], &err);
-  if (!a.quiet && mpi.rank == 0 && isatty(STDERR_FILENO))
+  if (!a.quiet && mpi.rank == 0 && isatty(STDERR_FILENO)) {
     o.progress = plan_progress;
+    o.confirmed = plan_confirmed;
+  }
   plan_screen_result all = {.best = g_array_new(FALSE, FALSE, sizeof(plan_candidate))};
   for (guint i = 0; ok && i < a.counts->len; i++) {
     a.gpus = g_array_index(a.counts, int, i);

@@ -72,6 +72,9 @@ typedef enum { CFG_ACT_GELU, CFG_ACT_SWIGLU } cfg_activation;
 typedef enum { CFG_ROTARY_NONE, CFG_ROTARY_FUSED, CFG_ROTARY_UNFUSED } cfg_rotary;
 typedef enum { CFG_OPT_ADAM, CFG_OPT_SGD } cfg_optimizer;
 typedef enum { CFG_RECOMPUTE_NONE, CFG_RECOMPUTE_SELECTIVE, CFG_RECOMPUTE_FULL } cfg_recompute;
+/* What `selective` recomputation drops: Megatron's attention core, or torchtitan's per-op
+ * policy (every other matmul and every op that is no matmul or attention). */
+typedef enum { CFG_SELECTIVE_MEGATRON, CFG_SELECTIVE_TORCHTITAN_OP } cfg_selective;
 /* parallel.schedule; the last three split each backward into its input-gradient (B) and
  * weight-gradient (W) passes (Qi et al., ICLR 2024; DeepSeek-V3 report, Sec. 3.2.1) */
 typedef enum {
@@ -420,6 +423,8 @@ typedef struct {
   double tokens;       /* a whole run: tokens to train on (0: one step only) */
   int steps;           /* ... or steps (0: not given) */
   double host_dispatch;/* host time to launch one kernel (s); 0: the host keeps ahead */
+  cfg_selective selective; /* which ops selective recomputation drops */
+  int eager_ops;       /* 0/1: norms, rotary, SwiGLU as eager PyTorch's unfused ops */
 } cfg_training;
 
 /* How a run checkpoints and restarts (lifecycle/). */

@@ -30,6 +30,7 @@ static const char *const cfg_activation_names[] = {"gelu", "swiglu", NULL};
 static const char *const cfg_rotary_names[] = {"none", "fused", "unfused", NULL};
 static const char *const cfg_optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const cfg_recompute_names[] = {"none", "selective", "full", NULL};
+static const char *const cfg_selective_names[] = {"megatron", "torchtitan-op", NULL};
 static const char *const cfg_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe", NULL};
 static const char *const cfg_a2a_names[] = {"nccl", "deepep", "deepep-ll", NULL};
 static const char *const cfg_moe_routing_names[] = {"fused", "expand", NULL};
@@ -734,6 +735,18 @@ static const cfg_field cfg_training_fields[] = {
             "host-bound (fitted on Megatron-LM's CI, validation/megatron_ci); 0: the host always "
             "keeps ahead",
      DEF(0), UPTO(0.01, "launching a kernel takes microseconds, not tens of milliseconds")},
+    F_ENUM(cfg_training, "selective", selective, cfg_selective_names,
+           "what `recompute: selective` drops and recomputes in backward: megatron (the attention "
+           "core, Korthikanti et al. 2022: nothing with fused attention); torchtitan-op "
+           "(torchtitan's per-op policy for dense blocks: it saves the outputs of a block's first, "
+           "third, ... matmul and of attention, and recomputes every other matmul and op)",
+           DEF(CFG_SELECTIVE_MEGATRON)),
+    F_BOOL(cfg_training, "eager_ops", eager_ops,
+           "the block's RMSNorms, rotary embedding, SwiGLU and grouped-query key/value "
+           "repetition as eager PyTorch runs them without torch.compile: one kernel per op, "
+           "each a pass over the tensor, in fp32 where the model upcasts (torchtitan's Llama); "
+           "the fp32 cross-entropy's gradients then count in backward's working set",
+           DEF(0)),
 };
 static const cfg_schema cfg_schema_training = SCHEMA("training", cfg_training, cfg_training_fields);
 

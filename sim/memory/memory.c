@@ -81,7 +81,8 @@ static double mem_vee_chunks(const cfg_workload *w, const wl_model *m, int stage
   return params;
 }
 
-static void mem_extras(const cfg_workload *w, const wl_model *m, double largest, mem_stage *s)
+static void mem_extras(const cfg_workload *w, const wl_model *m, double largest, bool output,
+                       mem_stage *s)
 {
   const cfg_memory *mm = &w->memory;
   const cfg_parallel *p = &w->parallel;
@@ -90,7 +91,8 @@ static void mem_extras(const cfg_workload *w, const wl_model *m, double largest,
   s->extra[MEM_NCCL] = mm->nccl_buffers * mem_groups(p);
   s->extra[MEM_COMM_BUCKETS] = p->dp > 1 || p->zero > 0 ? 2 * mm->comm_bucket : 0;
   s->extra[MEM_ZERO3_LIVE] = p->zero >= 3 ? largest * b.weights + mm->zero3_prefetch : 0;
-  s->extra[MEM_RECOMPUTE] = m->recompute_peak;
+  /* the loss's working set is gone before the first block is recomputed */
+  s->extra[MEM_RECOMPUTE] = MAX(m->recompute_peak, output ? m->loss_peak : 0);
   /* the copies this GPU sends and the busiest rank receives, in 16 bits (DeepEP, Megatron) */
   s->extra[MEM_MOE_BUFFERS] = p->ep > 1 ? m->moe_copies * w->model.hidden * 2 * (1 + m->moe_load) : 0;
   double rest = s->model_states + s->activations + s->kv_cache;
@@ -128,7 +130,7 @@ static void mem_fill_stage(const cfg_workload *w, const wl_model *m, int stage, 
   s->activations_per_micro_batch = act;
   if (!states_only) {
     s->activations = s->activations_per_micro_batch * s->inflight;
-    mem_extras(w, m, largest, s);
+    mem_extras(w, m, largest, st.output, s);
   }
   s->total = s->model_states + s->activations + s->kv_cache + s->other;
 }

@@ -15,7 +15,9 @@ typedef enum {
   MEM_NCCL,          /* memory.nccl_buffers, per process group the GPU is in */
   MEM_COMM_BUCKETS,  /* two memory.comm_bucket: gradient buckets, ZeRO reduce / gather buffers */
   MEM_ZERO3_LIVE,    /* ZeRO-3: the largest layer gathered, plus memory.zero3_prefetch */
-  MEM_RECOMPUTE,     /* one block's dropped activations, alive again while it is recomputed */
+  MEM_RECOMPUTE,     /* backward's working set: one block's dropped activations, alive again
+                      * while it is recomputed, or (on the output stage, if larger) an eager
+                      * fp32 loss's gradients */
   MEM_MOE_BUFFERS,   /* MoE dispatch / combine: the token copies sent and received */
   MEM_FRAGMENTATION, /* memory.fragmentation of everything else: the caching allocator's waste */
   MEM_NEXTRA

@@ -49,6 +49,8 @@ bool plan_pins_parse(plan_pins *p, const char *text, GError **err);
 typedef struct {
   plan_pins pins;
   int top_k;            /* confirmed with the DES (0: none) */
+  int jobs;             /* DES confirmations run at once, each in a process of its own
+                         * (<= 1: one after another in this process); the same figures */
   int refine;           /* distinct layouts re-simulated with the analytic engine */
   bool tokens_per_gpu;  /* objective: throughput per GPU (else step time) */
   plan_run_objective by_run; /* rank the refined layouts by their run estimate instead */
@@ -57,6 +59,9 @@ typedef struct {
                          * collective plans with the others (checking: the same figures) */
   void (*progress)(double fraction, void *ctx);
   void *progress_ctx;
+  /* after each DES run: how many are done of how many (a folded step is two runs, which
+   * run at once with jobs > 1; NULL: nothing) */
+  void (*confirmed)(int done, int total, void *ctx);
 } plan_options;
 
 /* The search's base: a cluster and a workload already sized to the GPU count; the setup takes

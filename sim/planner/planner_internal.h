@@ -45,6 +45,13 @@ GHashTable *plan_crowd_cache_new(void);
 double plan_coll(plan_setup *s, prog_coll op, int n1, int s1, int n2, int s2, int nsib, int ssib,
                  double bytes);
 
+/* Runs the candidate's layout on an engine: the analytic one fills its step and breakdown (and
+ * with `whole` its run estimate), the DES its des_step_time_s. */
+bool plan_simulate(plan_setup *s, const plan_options *po, plan_candidate *c, eng_kind kind,
+                   bool whole, GError **err);
+/* Confirms the first o->top_k of `kept` with the DES, o->jobs at a time (confirm.c). */
+bool plan_confirm(plan_setup *s, const plan_options *o, GArray *kept, GError **err);
+
 /* Closed-form step time of a valid, fitting layout; fills the candidate's figures. */
 void plan_estimate(plan_setup *s, const cfg_workload *w, const plan_layout *l, const wl_model *m,
                    plan_candidate *c);

@@ -292,8 +292,8 @@ static sim_cache *plan_runs_cache(plan_setup *s, GError **err)
   return s->runs;
 }
 
-static bool plan_simulate(plan_setup *s, const plan_options *po, plan_candidate *c,
-                          eng_kind kind, bool whole, GError **err)
+bool plan_simulate(plan_setup *s, const plan_options *po, plan_candidate *c, eng_kind kind,
+                   bool whole, GError **err)
 {
   cfg_workload w;
   plan_apply(s, &c->l, &w);
@@ -532,9 +532,8 @@ bool plan_refine(plan_setup *s, const plan_options *o, plan_screen_result *r, GE
   }
   r->best = kept;
   g_array_sort_with_data(kept, plan_cmp_with, GINT_TO_POINTER(o->by_run));
-  for (guint i = 0; i < kept->len && (int)i < o->top_k; i++)
-    if (!plan_simulate(s, o, &g_array_index(kept, plan_candidate, i), ENG_DES, false, err))
-      return false;
+  if (!plan_confirm(s, o, kept, err))
+    return false;
   plan_rank(kept, o->by_run);
   return true;
 }

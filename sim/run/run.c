@@ -179,6 +179,24 @@ static bool sim_fold_pays(const cfg_parallel *par, int micro, int step)
   return micro >= 4 * step && 2 * m1 + step < micro;
 }
 
+bool sim_fold_counts(const cfg_workload *w, const sim_options *o, int m[2], double *k)
+{
+  const cfg_parallel *par = &w->parallel;
+  int micro = sim_micro_batches(w), step = par->pp > 1 ? par->pp : 1;
+  if (!o->fold || !sim_fold_pays(par, micro, step))
+    return false;
+  m[0] = sim_fold_first(par);
+  m[1] = m[0] + step;
+  *k = (double)(micro - m[0]) / step;
+  return true;
+}
+
+double sim_fold_step(double a, double b, double k)
+{
+  /* as eng_result_extrapolate draws the line, so that the step is the same bit for bit */
+  return a + (b - a) * k;
+}
+
 static bool sim_fold(sim_result *out, int micro, GError **err)
 {
   const cfg_parallel *par = &out->workload->parallel;

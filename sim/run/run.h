@@ -118,6 +118,14 @@ void sim_result_clear(sim_result *r);
 /* Brackets the figures with the band of their kind in `t` (nothing when it has none). */
 void sim_result_bracket(sim_result *r, const unc_table *t);
 
+/* How sim_run folds the micro-batches of `w` under `o`: the two counts per replica it simulates
+ * (`m`) and where the step lies along the line through their steps a and b (the step is
+ * sim_fold_step(a, b, k)); false when it simulates the step whole. Each count run on its own
+ * (fold off, the global batch of m[i] micro-batches) gives the same a and b, so that a caller
+ * may run the two at once. */
+bool sim_fold_counts(const cfg_workload *w, const sim_options *o, int m[2], double *k);
+double sim_fold_step(double a, double b, double k);
+
 /* The step of `r`'s job simulated again with other engine options (as sim_run ran it: folded or
  * not); its time in `step`. */
 bool sim_step_again(const sim_result *r, const eng_options *opt, double *step, GError **err);

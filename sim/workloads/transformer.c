@@ -27,6 +27,8 @@ typedef struct {
   cfg_rotary rotary;
   cfg_attn_impl impl;   /* the fused attention kernels' implementation */
   cfg_recompute recompute;
+  bool op_sac;  /* selective recomputation by torchtitan's per-op policy */
+  bool eager;   /* eager PyTorch's unfused ops (eager.c) */
   /* mixture of experts (moe false: a dense MLP) */
   bool moe;
   double E, k, fe, S; /* experts, top-k, expert ffn width, shared experts */
@@ -267,6 +269,14 @@ static void wl_qkv(wl_model *m, wl_layer *l, const wl_shape *x, bool backward, b
   wl_gemm_as(m, l, WL_ROLE_MLA_UP, "kv_up", x->T, heads * (x->dqk - x->rd + x->d), x->kvr, x->dt, false, replay);
 }
 
+/* Eager grouped-query attention copies the keys and values once per query head before
+ * attention (torchtitan's repeat_kv; fused attention kernels read the shared heads instead). */
+static void wl_qk_repeat(wl_model *m, wl_layer *l, const wl_shape *x, bool backward, bool replay)
+{
+  if (x->eager && x->kv < x->a && x->qr == 0)
+    wl_eager_repeat_kv(m, l, x->T * x->kv * x->d / x->t, x->T * x->a * x->d / x->t, x->dt, backward, replay);
+}
+
 /* What runs on this GPU's queries and keys between the projection and attention: the per-head
  * norms of qk-layernorm (Megatron-LM's q_layernorm and k_layernorm, a module each) and the
  * rotary embedding, which Megatron-LM applies to the queries and to the keys apart
@@ -280,22 +290,53 @@ static void wl_qk_prep(wl_model *m, wl_layer *l, const wl_shape *x, bool backwar
   const char *const norms[2][2] = {{"q_norm", "k_norm"}, {"q_norm.bwd", "k_norm.bwd"}};
   const char *const ropes[2][2] = {{"rope_q", "rope_k"}, {"rope_q.bwd", "rope_k.bwd"}};
   double passes = x->rotary == CFG_ROTARY_UNFUSED ? 7.5 : 1;
+  if (backward)
+    wl_qk_repeat(m, l, x, true, false);
   for (int i = 0; i < 2; i++) {
     double elems = x->T * widths[i];
     if (x->qk_norm)
       wl_eltwise_as(m, l, WL_ROLE_NORM, norms[backward][i], elems, 2 * x->dt, backward, replay);
-    if (x->rotary != CFG_ROTARY_NONE)
+    if (x->rotary != CFG_ROTARY_NONE && x->eager)
+      wl_eager(m, l, WL_EAGER_ROPE, ropes[0][i], elems, x->dt, backward, replay);
+    else if (x->rotary != CFG_ROTARY_NONE)
       wl_eltwise_as(m, l, WL_ROLE_OTHER, ropes[backward][i], elems, 2 * x->dt * passes, backward, replay);
   }
+  if (!backward)
+    wl_qk_repeat(m, l, x, false, replay);
 }
 
 /* ---- feed-forward: dense MLP or mixture of experts --------------------------------------- */
+
+/* The dense MLP's activation: one kernel, or eager SwiGLU's silu and product. */
+static void wl_act(wl_model *m, wl_layer *l, const wl_shape *x, bool backward, bool replay)
+{
+  double elems = x->T * x->f / x->t;
+  if (x->eager && x->gate == 2)
+    wl_eager(m, l, WL_EAGER_SWIGLU, "act", elems, x->dt, backward, replay);
+  else if (backward)
+    wl_elementwise(m, l, WL_ROLE_ACT, "act.bwd", elems, (x->gate + 1) * x->dt, true);
+  else
+    wl_k(m, l, replay, WL_ROLE_ACT, "act", CFG_KCLASS_ELEMENTWISE, 4 * elems, elems * (x->gate + 1) * x->dt);
+}
+
+/* A block's norm over `elems` elements: one kernel, or eager RMSNorm's ops. */
+static void wl_norm(wl_model *m, wl_layer *l, const wl_shape *x, const char *what, double elems,
+                    bool backward, bool replay)
+{
+  g_autofree char *bwd = g_strconcat(what, ".bwd", NULL);
+  if (x->eager)
+    wl_eager(m, l, WL_EAGER_RMSNORM, what, elems, x->dt, backward, replay);
+  else if (backward)
+    wl_elementwise(m, l, WL_ROLE_NORM, bwd, elems, 2 * x->dt, true);
+  else
+    wl_k(m, l, replay, WL_ROLE_NORM, what, CFG_KCLASS_ELEMENTWISE, 4 * elems, elems * 2 * x->dt);
+}
 
 static void wl_mlp_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay)
 {
   double ffn = x->f / x->t;
   wl_gemm_as(m, l, WL_ROLE_MLP_UP, "mlp_up", x->T, ffn * x->gate, x->h, x->dt, false, replay);
-  wl_k(m, l, replay, WL_ROLE_ACT, "act", CFG_KCLASS_ELEMENTWISE, 4 * x->T * ffn, x->T * ffn * (x->gate + 1) * x->dt);
+  wl_act(m, l, x, false, replay);
   wl_gemm_as(m, l, WL_ROLE_MLP_DOWN, "mlp_down", x->T, x->h, ffn, x->dt, false, replay);
 }
 
@@ -303,7 +344,7 @@ static void wl_mlp_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
 {
   double ffn = x->f / x->t;
   wl_gemm(m, l, WL_ROLE_MLP_DOWN, "mlp_down", x->T, x->h, ffn, x->dt, true);
-  wl_elementwise(m, l, WL_ROLE_ACT, "act.bwd", x->T * ffn, (x->gate + 1) * x->dt, true);
+  wl_act(m, l, x, true, false);
   wl_gemm(m, l, WL_ROLE_MLP_UP, "mlp_up", x->T, ffn * x->gate, x->h, x->dt, true);
 }
 
@@ -356,13 +397,13 @@ static void wl_moe_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
 static void wl_block_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay)
 {
   double proj_in = x->a * x->d / x->t;
-  wl_k(m, l, replay, WL_ROLE_NORM, "ln1", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * 2 * x->dt);
+  wl_norm(m, l, x, "ln1", x->Te * x->h, false, replay);
   wl_qkv(m, l, x, false, replay);
   wl_qk_prep(m, l, x, false, replay);
   wl_attention_fwd(m, l, x, replay);
   wl_gemm_as(m, l, WL_ROLE_ATTN_OUT, "proj", x->T, x->h, proj_in, x->dt, false, replay);
   wl_k(m, l, replay, WL_ROLE_RESIDUAL, "residual1", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * (3 * x->dt + 1));
-  wl_k(m, l, replay, WL_ROLE_NORM, "ln2", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * 2 * x->dt);
+  wl_norm(m, l, x, "ln2", x->Te * x->h, false, replay);
   if (x->moe)
     wl_moe_fwd(m, l, x, replay);
   else
@@ -390,12 +431,43 @@ static void wl_block_teacher(wl_model *m, wl_layer *l, const wl_shape *x)
   wl_mark_teacher(m, l->fwd, from, l->name);
 }
 
+/* Whether torchtitan's per-op policy applies: a dense block with plain (not latent)
+ * attention, whose matmuls it counts (wq, wk, wv, wo, w1, [w3,] w2). */
+static bool wl_op_sac(const wl_shape *x)
+{
+  return x->recompute == CFG_RECOMPUTE_SELECTIVE && x->op_sac && !x->moe && x->qr == 0 && x->flash;
+}
+
+/* torchtitan's per-op selective checkpointing (torchtitan/parallelisms/parallelize_llama.py
+ * @ 9dec370, _apply_ac_to_transformer_block with selective_ac_option "op"): the policy saves
+ * the outputs of the ops in _save_list (aten.mm, the SDPA kernels) except every second mm of
+ * the block, and marks every other op PREFER_RECOMPUTE. The mms run wq, wk, wv, wo, w1, w3, w2,
+ * so wq, wv, w1 and w2 are saved and wk, wo and w3 recomputed, with the norms, the rotary
+ * embedding, the key/value repetition, the first residual add and the activation. Backward
+ * replays the block's forward up to the last tensor it needs (non-reentrant checkpointing
+ * stops early: the final residual add is not rerun); a saved op returns its output. */
+static void wl_block_recompute_op(wl_model *m, wl_layer *l, const wl_shape *x)
+{
+  wl_norm(m, l, x, "ln1", x->Te * x->h, false, true);
+  wl_gemm_as(m, l, WL_ROLE_QKV, "wk", x->T, x->kv * x->d / x->t, x->h, x->dt, false, true);
+  wl_qk_prep(m, l, x, false, true);
+  wl_gemm_as(m, l, WL_ROLE_ATTN_OUT, "proj", x->T, x->h, x->a * x->d / x->t, x->dt, false, true);
+  wl_k(m, l, true, WL_ROLE_RESIDUAL, "residual1", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * (3 * x->dt + 1));
+  wl_norm(m, l, x, "ln2", x->Te * x->h, false, true);
+  if (x->gate == 2)
+    wl_gemm_as(m, l, WL_ROLE_MLP_UP, "w3", x->T, x->f / x->t, x->h, x->dt, false, true);
+  wl_act(m, l, x, false, true);
+}
+
 /* Backward of a block: recomputation first (full: the whole forward; selective: the attention
- * core that was dropped, unless FlashAttention already recomputes it), then the gradients. */
+ * core that was dropped, unless FlashAttention already recomputes it, or torchtitan's per-op
+ * choice), then the gradients. */
 static void wl_block_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
 {
   if (x->recompute == CFG_RECOMPUTE_FULL)
     wl_block_fwd(m, l, x, true);
+  else if (wl_op_sac(x))
+    wl_block_recompute_op(m, l, x);
   else if (x->recompute == CFG_RECOMPUTE_SELECTIVE && !x->flash)
     wl_attention_fwd(m, l, x, true);
   wl_elementwise(m, l, WL_ROLE_RESIDUAL, "residual2.bwd", x->Te * x->h, 3 * x->dt + 1, true);
@@ -403,13 +475,24 @@ static void wl_block_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
     wl_moe_bwd(m, l, x);
   else
     wl_mlp_bwd(m, l, x);
-  wl_elementwise(m, l, WL_ROLE_NORM, "ln2.bwd", x->Te * x->h, 2 * x->dt, true);
+  wl_norm(m, l, x, "ln2", x->Te * x->h, true, false);
   wl_elementwise(m, l, WL_ROLE_RESIDUAL, "residual1.bwd", x->Te * x->h, 3 * x->dt + 1, true);
   wl_gemm(m, l, WL_ROLE_ATTN_OUT, "proj", x->T, x->h, x->a * x->d / x->t, x->dt, true);
   wl_attention_bwd(m, l, x);
   wl_qk_prep(m, l, x, true, false);
   wl_qkv(m, l, x, true, false);
-  wl_elementwise(m, l, WL_ROLE_NORM, "ln1.bwd", x->Te * x->h, 2 * x->dt, true);
+  wl_norm(m, l, x, "ln1", x->Te * x->h, true, false);
+}
+
+/* What torchtitan's per-op policy keeps of a block: its input (checkpointing saves the
+ * wrapped function's inputs), the saved mms' outputs (wq, wv, w1, and w2 when gated: it is the
+ * seventh), and attention's output with its softmax statistics (fp32, one per head and
+ * query). */
+static double wl_block_saved_op(const wl_shape *x)
+{
+  double heads = x->a / x->t;
+  double mms = (heads * x->d + x->kv * x->d / x->t + x->f / x->t) + (x->gate == 2 ? x->h : 0);
+  return x->Te * x->h * x->dt + x->T * (x->dt * (mms + heads * x->d) + 4 * heads);
 }
 
 /* Activations a block keeps for backward (Korthikanti et al. 2022, Table 2, generalised to
@@ -432,6 +515,8 @@ static double wl_block_saved(const wl_shape *x)
   double split = x->Te < x->T ? x->t : 1; /* sequence parallel */
   if (x->recompute == CFG_RECOMPUTE_FULL)
     return 2 * sbh / split * scale;
+  if (wl_op_sac(x))
+    return wl_block_saved_op(x);
   double r = x->kv / x->a;
   double mlp = x->moe ? 2 * (x->recv * (2 * x->h + (x->gate + 1) * x->fe) +
                              x->n * (x->gate + 1) * x->S * x->fe) / (x->T * x->h) * x->t
@@ -490,6 +575,8 @@ static double wl_block_recompute_flops(const wl_shape *x)
 {
   if (x->recompute == CFG_RECOMPUTE_FULL)
     return wl_block_model_flops(x);
+  if (wl_op_sac(x)) /* wk, wo and w3 */
+    return 2 * x->T * x->h * (x->kv * x->d + x->a * x->d + (x->gate == 2 ? x->f : 0)) / x->t;
   if (x->recompute == CFG_RECOMPUTE_SELECTIVE && !x->flash)
     return wl_block_attention_flops(x);
   return 0;
@@ -503,7 +590,8 @@ static wl_shape wl_shape_of(const cfg_model *cm, const cfg_training *t, const wl
                 .q = MIN(cfg_dtype_bytes(t->dtype) / 2, 1.0),
                 .flash = t->flash_attention != 0, .recompute = sh->recompute,
                 .qk_norm = cm->qk_norm != 0, .rotary = cm->rotary, .distill = t->distill != 0,
-                .impl = t->attention > 0 ? (cfg_attn_impl)(t->attention - 1) : CFG_ATTN_FA2};
+                .impl = t->attention > 0 ? (cfg_attn_impl)(t->attention - 1) : CFG_ATTN_FA2,
+                .op_sac = t->selective == CFG_SELECTIVE_TORCHTITAN_OP, .eager = t->eager_ops != 0};
   x.d = cm->head_dim;
   x.cp = MAX(sh->cp, 1);
   x.sq = x.s / x.cp;
@@ -565,20 +653,28 @@ static void wl_teacher_logits(wl_model *m, wl_layer *head, const wl_shape *x)
 static void wl_output(wl_model *m, const cfg_model *cm, const wl_shape *x)
 {
   wl_layer *head = wl_layer_add(m, "output", (cm->tied_embeddings ? 0 : x->V * x->h / x->t) + 2 * x->h);
-  wl_elementwise(m, head, WL_ROLE_NORM, "final_ln", x->Te * x->h, 2 * x->dt, false);
+  wl_norm(m, head, x, "final_ln", x->Te * x->h, false, false);
   wl_gemm(m, head, WL_ROLE_LOGITS, "logits", x->T, x->V / x->t, x->h, x->dt, false);
   if (x->distill)
     wl_teacher_logits(m, head, x);
   /* Cross-entropy in fp32 over the vocabulary shard (Megatron). */
   wl_fwd(m, head, WL_ROLE_LOSS, "cross_entropy", CFG_KCLASS_ELEMENTWISE, 5 * x->T * x->V / x->t,
          x->T * x->V / x->t * (x->dt + 12));
+  /* eager: nll_loss's backward writes an fp32 gradient, log_softmax's reads it and the saved
+   * output and writes another (16 bytes a logit more than one fused pass) */
   wl_bwd(m, head, WL_ROLE_LOSS, WL_PHASE_BACKWARD, "cross_entropy.bwd", CFG_KCLASS_ELEMENTWISE, 2 * x->T * x->V / x->t,
-         x->T * x->V / x->t * (4 + x->dt));
+         x->T * x->V / x->t * (4 + x->dt + (x->eager ? 16 : 0)));
   wl_gemm(m, head, WL_ROLE_LOGITS, "logits", x->T, x->V / x->t, x->h, x->dt, true);
-  wl_elementwise(m, head, WL_ROLE_NORM, "final_ln.bwd", x->Te * x->h, 2 * x->dt, true);
+  wl_norm(m, head, x, "final_ln", x->Te * x->h, true, false);
   /* fp32 logits (softmax kept for the loss gradient) and the final norm's input */
   head->saved_bytes = x->T * x->V / x->t * 4 + x->Te * x->h * x->dt;
   head->model_flops = 2 * x->T * x->h * x->V / x->t;
+  /* Eager PyTorch's cross_entropy(pred.float(), labels) (torchtitan's loss_fn) is log_softmax
+   * then nll_loss: at the start of backward the saved fp32 log-probabilities, nll_loss's fp32
+   * gradient and log_softmax's fp32 input gradient are alive at once, while every block's
+   * activations still are. */
+  if (x->eager)
+    m->loss_peak = 2 * 4 * x->T * x->V / x->t;
 }
 
 /* Whether block i (0-based) is a mixture of experts. */

@@ -32,6 +32,14 @@ cfg_dtype wl_kernel_dtype(cfg_dtype training, wl_role role, cfg_kernel_class k);
 /* The kernel as the cost model takes it. */
 hw_kernel wl_hw_kernel(const wl_kernel *k);
 
+/* Eager PyTorch's unfused ops (eager.c) of one module over `elems` elements in 16-bit `dt`:
+ * forward (or replayed by recomputation) or backward. */
+typedef enum { WL_EAGER_RMSNORM, WL_EAGER_ROPE, WL_EAGER_SWIGLU } wl_eager_module;
+void wl_eager(wl_model *m, wl_layer *l, wl_eager_module module, const char *what, double elems,
+              double dt, bool backward, bool replay);
+void wl_eager_repeat_kv(wl_model *m, wl_layer *l, double narrow, double wide, double dt,
+                        bool backward, bool replay);
+
 bool wl_transformer_build(wl_model *m, const cfg_model *cm, const cfg_training *t,
                           const wl_shard *sh, GError **err);
 bool wl_cnn_build(wl_model *m, const cfg_model *cm, const cfg_training *t, int micro_batch,
