@@ -239,14 +239,93 @@ Test(hardware, nvfp4_quantization_kernels_by_hand)
     }
   }
   cr_expect_gt(found, 0, "no forward mlp_up.quant of %g bytes", bytes);
-  /* per-tensor fp8 adds none: its casts are fused into the kernels before the GEMMs */
-  const char *fp8[] = {"training.dtype=fp8", NULL};
-  prog_program *q = th_program("dgx-b200", "gpt3-1.3b-dp", fp8);
-  for (guint cls = 0; cls < q->classes->len; cls++)
-    for (guint i = 0; i < prog_class_at(q, (int)cls)->ops->len; i++)
-      cr_expect(!g_str_has_suffix(prog_op_at(q, (int)cls, i)->name, ".quant"));
-  prog_free(q);
   prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+}
+
+/* A tiny GPT (hidden 1024, 16 heads, ffn 4096, 1024 tokens) on one H100. */
+static prog_program *tiny_h100(const char *dtype)
+{
+  g_autofree char *set = g_strdup_printf("training.dtype=%s", dtype);
+  const char *sets[] = {set, "model.layers=2", "model.hidden=1024", "model.heads=16",
+                        "model.ffn_hidden=4096", "model.seq_len=1024", "training.global_batch=1",
+                        "training.micro_batch=1", "node.count=1", "node.gpus_per_node=1", NULL};
+  prog_program *p = th_program("dgx-h100", "gpt3-1.3b-dp", sets);
+  cr_assert_not_null(p);
+  return p;
+}
+
+/* The compute ops of layer0 (not recomputed), in program order. */
+static GPtrArray *layer0_ops(const prog_program *p)
+{
+  GPtrArray *ops = g_ptr_array_new();
+  for (guint cls = 0; cls < p->classes->len; cls++)
+    for (guint i = 0; i < prog_class_at(p, (int)cls)->ops->len; i++) {
+      prog_op *op = prog_op_at(p, (int)cls, i);
+      if (op->kind == PROG_COMPUTE && op->name && g_str_has_prefix(op->name, "layer0.") &&
+          !op->recompute)
+        g_ptr_array_add(ops, op);
+    }
+  return ops;
+}
+
+static const prog_op *op_named(GPtrArray *ops, const char *name, int nth)
+{
+  for (guint i = 0; i < ops->len; i++) {
+    const prog_op *op = g_ptr_array_index(ops, i);
+    if (strcmp(op->name, name) == 0 && nth-- == 0)
+      return op;
+  }
+  cr_assert_fail("no %s", name);
+  return NULL;
+}
+
+/* Under training.dtype fp8 Transformer Engine runs the linear layers' GEMMs in fp8 and all else
+ * (fused attention, norms, activation, residuals, the output layer) in bf16, and casts each
+ * GEMM's 16-bit input and output gradient to fp8 and its transpose (2 bytes read, 1 + 1
+ * written per element). By hand: proj's input (1024 tokens x 1024) is cast in forward, 4 x
+ * 1024 x 1024 bytes; mlp_up's input comes from the norm already in fp8, so in backward its
+ * output gradient (1024 x 4096) is cast-transposed and its input (1024 x 1024) transposed,
+ * 4 x 1024 x 4096 + 2 x 1024 x 1024 bytes; each at the H100's 3.35 TB/s x memory efficiency,
+ * plus the launch. The layer's fp8 time is then its bf16 time with every linear GEMM re-timed
+ * at the fp8 rate, plus those casts. */
+Test(hardware, fp8_runs_the_linear_gemms_in_fp8_the_rest_in_bf16_and_casts_by_hand)
+{
+  cfg_cluster *c = NULL;
+  hw_cluster *hw = h100(&c);
+  const cfg_efficiency *e = hw_efficiency(hw);
+  prog_program *p8 = tiny_h100("fp8"), *p16 = tiny_h100("bf16");
+  GPtrArray *k8 = layer0_ops(p8), *k16 = layer0_ops(p16);
+  cr_expect_eq(op_named(k8, "layer0.mlp_up", 0)->dtype, CFG_FP8);
+  cr_expect_eq(op_named(k8, "layer0.qkv", 0)->dtype, CFG_FP8);
+  cr_expect_eq(op_named(k8, "layer0.attention", 0)->dtype, CFG_BF16);
+  cr_expect_eq(op_named(k8, "layer0.ln1", 0)->dtype, CFG_BF16);
+  cr_expect_eq(op_named(k8, "layer0.act", 0)->dtype, CFG_BF16);
+  double mem = 3.35e12 * e->memory_efficiency;
+  const prog_op *proj = op_named(k8, "layer0.proj.quant", 0);
+  cr_expect_float_eq(proj->bytes, 4.0 * 1024 * 1024, 1);
+  cr_expect(fabs(eng_compute_time(hw, proj) / (proj->bytes / mem + e->launch_overhead) - 1) < 1e-9);
+  const prog_op *up = op_named(k8, "layer0.mlp_up.quant", 0); /* its backward: no forward one */
+  cr_expect_float_eq(up->bytes, 4.0 * 1024 * 4096 + 2.0 * 1024 * 1024, 1);
+  double t8 = 0, want = 0;
+  for (guint i = 0; i < k8->len; i++) {
+    const prog_op *op = g_ptr_array_index(k8, i);
+    t8 += eng_compute_time(hw, op);
+    if (g_str_has_suffix(op->name, ".quant"))
+      want += op->bytes / mem + e->launch_overhead;
+  }
+  for (guint i = 0; i < k16->len; i++) {
+    prog_op op = *(const prog_op *)g_ptr_array_index(k16, i);
+    bool linear = op.kclass == CFG_KCLASS_GEMM;
+    op.dtype = linear ? CFG_FP8 : CFG_BF16;
+    want += eng_compute_time(hw, &op);
+  }
+  cr_expect(fabs(t8 / want - 1) < 1e-9, "fp8 layer %g s, by hand %g s", t8, want);
+  g_ptr_array_free(k8, TRUE);
+  g_ptr_array_free(k16, TRUE);
+  prog_free(p8);
+  prog_free(p16);
   hw_cluster_free(hw);
   cfg_cluster_free(c);
 }

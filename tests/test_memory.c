@@ -139,6 +139,21 @@ Test(memory, korthikanti_activations_per_layer)
   mem_report_clear(&r);
 }
 
+/* The same layer trained in fp8: Transformer Engine keeps the linear layers' inputs in fp8 for
+ * wgrad, so the two norms' outputs (2 sbh each, replicated) and the second MLP GEMM's input
+ * (8 sbh / t) halve, and the attention output is kept once more in fp8 (+1 sbh / t): sbh (10 -
+ * 2 + (24 - 4 + 1) / t + 5as/(ht)) = 20.625 sbh at t 8, against 23 sbh in bf16. */
+Test(memory, fp8_keeps_the_linear_layers_inputs_in_8_bits)
+{
+  const char *tp[] = {"node.count=8", "training.recompute=none", "parallel.sequence_parallel=false",
+                      "training.dtype=fp8", NULL};
+  mem_report r = estimate("dgx-h100", "megatron-175b", tp, false);
+  double per_layer = r.stages[1].activations_per_micro_batch / 12;
+  double sbh = 2048.0 * 12288;
+  cr_assert(fabs(per_layer / (20.625 * sbh) - 1) < 0.01, "%g sbh", per_layer / sbh);
+  mem_report_clear(&r);
+}
+
 Test(memory, recomputation_and_schedules_order_as_expected)
 {
   const char *none[] = {"node.count=8", "training.recompute=none", NULL};

@@ -54,7 +54,7 @@ static void plan_run(const plan_est *e, guint i, guint count, plan_stage *st)
   }
   st->fwd += tf;
   st->bwd += tb;
-  st->wgrad += tb * wl_layer_wgrad_share(plan_layer(e, i), e->s->hw, e->m->dtype);
+  st->wgrad += tb * wl_layer_wgrad_share(plan_layer(e, i), e->s->hw);
 }
 
 /* Chunk g of the pipeline: its layers, as runs of identical ones. */

@@ -20,7 +20,7 @@ static double wl_kernels_time(const wl_dp *x, const GArray *ks)
   double t = 0;
   for (guint i = 0; i < ks->len; i++) {
     const wl_kernel *k = &g_array_index(ks, wl_kernel, i);
-    hw_kernel hk = wl_hw_kernel(k, x->m->dtype);
+    hw_kernel hk = wl_hw_kernel(k);
     t += hw_kernel_time(x->hw, &hk);
   }
   return t;
@@ -38,7 +38,7 @@ static uint32_t wl_emit_kernels(wl_dp *x, const GArray *ks, uint32_t last)
 {
   for (guint i = 0; i < ks->len; i++) {
     const wl_kernel *k = &g_array_index(ks, wl_kernel, i);
-    last = wl_emit_kernel(x->p, x->cls, x->m, k, NULL, 0);
+    last = wl_emit_kernel(x->p, x->cls, k, NULL, 0);
   }
   return last;
 }

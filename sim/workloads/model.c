@@ -49,13 +49,41 @@ wl_layer *wl_layer_add(wl_model *m, const char *name, double params)
   return l;
 }
 
+/* Whether a kernel is a linear layer's GEMM (or its gradient): the only kernels that 8-bit
+ * training runs in 8 bits. */
+static bool wl_is_linear(wl_role role, cfg_kernel_class k)
+{
+  if (k != CFG_KCLASS_GEMM)
+    return false;
+  switch (role) {
+  case WL_ROLE_QKV: case WL_ROLE_MLA_DOWN: case WL_ROLE_MLA_UP: case WL_ROLE_ATTN_OUT:
+  case WL_ROLE_MLP_UP: case WL_ROLE_MLP_DOWN: case WL_ROLE_SHARED_UP: case WL_ROLE_SHARED_DOWN:
+  case WL_ROLE_EXPERT_UP: case WL_ROLE_EXPERT_DOWN: case WL_ROLE_CONV: case WL_ROLE_LINEAR:
+  case WL_ROLE_OTHER:
+    return true;
+  default:
+    return false;
+  }
+}
+
+cfg_dtype wl_kernel_dtype(cfg_dtype training, wl_role role, cfg_kernel_class k)
+{
+  /* Transformer Engine (fp8, mxfp8, nvfp4) and DeepSeek-V3 (fp8-block) quantize only the
+   * linear layers' GEMMs: attention, norms, activations, the router and the output layer
+   * stay in bf16 */
+  if (cfg_dtype_bytes(training) >= 2 || wl_is_linear(role, k))
+    return training;
+  return CFG_BF16;
+}
+
 static void wl_kernel_push(wl_model *m, GArray *to, const wl_layer *l, wl_role role,
                            wl_phase phase, const char *what, cfg_kernel_class k, double flops,
                            double bytes)
 {
   g_autofree char *name = g_strconcat(l->name, ".", what, NULL);
   wl_kernel x = {.name = g_string_chunk_insert_const(m->strings, name), .role = role,
-                 .phase = phase, .kclass = k, .flops = flops, .bytes = bytes};
+                 .phase = phase, .kclass = k, .dtype = wl_kernel_dtype(m->dtype, role, k),
+                 .flops = flops, .bytes = bytes};
   g_array_append_val(to, x);
 }
 
@@ -71,10 +99,10 @@ void wl_bwd(wl_model *m, wl_layer *l, wl_role role, wl_phase phase, const char *
   wl_kernel_push(m, l->bwd, l, role, phase, what, k, flops, bytes);
 }
 
-uint32_t wl_emit_kernel(prog_program *p, int cls, const wl_model *m, const wl_kernel *k,
+uint32_t wl_emit_kernel(prog_program *p, int cls, const wl_kernel *k,
                         const uint32_t *deps, uint32_t ndeps)
 {
-  uint32_t op = prog_compute(p, cls, k->name, k->kclass, m->dtype, k->flops, k->bytes, deps, ndeps);
+  uint32_t op = prog_compute(p, cls, k->name, k->kclass, k->dtype, k->flops, k->bytes, deps, ndeps);
   prog_op *o = prog_op_at(p, cls, op);
   o->recompute = k->phase == WL_PHASE_RECOMPUTE;
   o->inner = k->inner;
@@ -82,18 +110,18 @@ uint32_t wl_emit_kernel(prog_program *p, int cls, const wl_model *m, const wl_ke
   return op;
 }
 
-hw_kernel wl_hw_kernel(const wl_kernel *k, cfg_dtype dtype)
+hw_kernel wl_hw_kernel(const wl_kernel *k)
 {
-  return (hw_kernel){.kclass = k->kclass, .dtype = dtype, .flops = k->flops, .bytes = k->bytes,
+  return (hw_kernel){.kclass = k->kclass, .dtype = k->dtype, .flops = k->flops, .bytes = k->bytes,
                      .inner = k->inner, .attn = k->attn};
 }
 
-double wl_layer_wgrad_share(const wl_layer *l, const hw_cluster *hw, cfg_dtype dtype)
+double wl_layer_wgrad_share(const wl_layer *l, const hw_cluster *hw)
 {
   double all = 0, w = 0;
   for (guint i = 0; i < l->bwd->len; i++) {
     const wl_kernel *k = &g_array_index(l->bwd, wl_kernel, i);
-    hw_kernel hk = wl_hw_kernel(k, dtype);
+    hw_kernel hk = wl_hw_kernel(k);
     double t = hw_kernel_time(hw, &hk);
     all += t;
     w += k->phase == WL_PHASE_WGRAD ? t : 0;

@@ -147,7 +147,7 @@ void wl_moe_a2a(const cfg_workload *w, double tokens, double load, int ep, int n
   }
 }
 
-static double wl_kernels_time(const hw_cluster *hw, const wl_model *m, const GArray *ks,
+static double wl_kernels_time(const hw_cluster *hw, const GArray *ks,
                               bool experts_only)
 {
   double t = 0;
@@ -157,7 +157,7 @@ static double wl_kernels_time(const hw_cluster *hw, const wl_model *m, const GAr
                   k->role == WL_ROLE_EXPERT_DOWN;
     if (experts_only && !expert)
       continue;
-    hw_kernel hk = wl_hw_kernel(k, m->dtype);
+    hw_kernel hk = wl_hw_kernel(k);
     t += hw_kernel_time(hw, &hk);
   }
   return t;
@@ -193,10 +193,10 @@ bool wl_moe_layer(const cfg_workload *w, const hw_cluster *hw, wl_moe_info *out,
   out->dropped = shard.moe_dropped;
   wl_moe_a2a(w, m->moe_tokens, m->moe_load, shard.ep, out->nodes, &c->nccl, out->model_bytes,
              out->link_bytes);
-  out->experts_time[0] = wl_kernels_time(hw, m, moe->fwd, true);
-  out->experts_time[1] = wl_kernels_time(hw, m, moe->bwd, true);
-  out->layer_time[0] = wl_kernels_time(hw, m, moe->fwd, false);
-  out->layer_time[1] = wl_kernels_time(hw, m, moe->bwd, false);
+  out->experts_time[0] = wl_kernels_time(hw, moe->fwd, true);
+  out->experts_time[1] = wl_kernels_time(hw, moe->bwd, true);
+  out->layer_time[0] = wl_kernels_time(hw, moe->fwd, false);
+  out->layer_time[1] = wl_kernels_time(hw, moe->bwd, false);
   wl_model_free(m);
   return true;
 }

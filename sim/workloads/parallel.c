@@ -277,7 +277,7 @@ static uint32_t wl_tb_compute(wl_tb *b, const wl_kernel *k)
   }
   if (b->has_gather && !b->has_last)
     deps[n++] = b->gather;
-  uint32_t op = wl_emit_kernel(b->x->p, b->t, b->x->m, k, deps, n);
+  uint32_t op = wl_emit_kernel(b->x->p, b->t, k, deps, n);
   b->before_last = b->last;
   b->has_before_last = b->has_last;
   b->last = op;
@@ -332,6 +332,14 @@ static void wl_tb_comm(wl_tb *b, prog_stream stream, int family, prog_coll coll,
 static bool wl_column_parallel(const wl_kernel *k)
 {
   return k->role == WL_ROLE_QKV || k->role == WL_ROLE_MLP_UP || k->role == WL_ROLE_LOGITS;
+}
+
+/* Bytes per element of an activation between kernels: 8-bit training keeps them in 16 bits
+ * (Transformer Engine's GEMMs write bf16; Megatron's pipeline sends its pipeline_dtype, bf16;
+ * attention's K and V stay bf16). */
+static double wl_activation_bytes(const wl_model *m)
+{
+  return MAX(2.0, cfg_dtype_bytes(m->dtype));
 }
 
 static bool wl_row_parallel(const wl_kernel *k)
@@ -401,7 +409,7 @@ static void wl_cp_around(wl_tb *b, const wl_kernel *k, bool before)
     return;
   const cfg_model *cm = &x->w->model;
   double kv = 2.0 * x->m->tokens * cm->kv_heads * (cm->hidden / cm->heads) / x->tp *
-              cfg_dtype_bytes(x->m->dtype) * x->cp;
+              wl_activation_bytes(x->m) * x->cp;
   if (before && wl_is_forward(k))
     wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_ALLGATHER, kv, "cp allgather kv", WL_BESIDE_NEXT);
   if (!before && !wl_is_forward(k))
@@ -513,8 +521,11 @@ static int wl_template(wl_par *x, const wl_layer *l, wl_pass_kind pass, bool pai
   g_autofree char *name = g_strdup_printf("%s.%s%s", l->name, wl_pass_names[pass],
                                           paired ? "-paired" : "");
   wl_tb b = {.x = x, .t = prog_template_add(x->p, name), .pass = pass, .paired = paired};
-  double act = x->m->tokens * x->w->model.hidden * cfg_dtype_bytes(x->m->dtype) *
-               (x->w->model.kind == CFG_MODEL_CNN ? 0 : 1);
+  /* gathered GEMM inputs travel in the training dtype (Transformer Engine casts to fp8
+   * before the gather); GEMM outputs are reduced in 16 bits */
+  double act = x->m->tokens * x->w->model.hidden * (x->w->model.kind == CFG_MODEL_CNN ? 0 : 1);
+  double gathered = act * cfg_dtype_bytes(x->m->dtype);
+  act *= wl_activation_bytes(x->m);
   bool backward = pass != WL_PASS_F;
   bool zero3 = x->w->parallel.zero >= 3 && x->dp * x->cp > 1;
   if (zero3 && pass != WL_PASS_W) /* gather this layer's parameters (prefetched) */
@@ -525,12 +536,12 @@ static int wl_template(wl_par *x, const wl_layer *l, wl_pass_kind pass, bool pai
     if (!wl_in_pass(k, pass))
       continue;
     if (pass == WL_PASS_W) {
-      wl_tp_weight_input(&b, k, act);
+      wl_tp_weight_input(&b, k, gathered);
       wl_tb_compute(&b, k);
       continue;
     }
     /* recomputation replays the forward, collectives included (wl_is_forward) */
-    wl_tp_before(&b, k, act);
+    wl_tp_before(&b, k, gathered);
     wl_cp_around(&b, k, true);
     wl_tb_compute(&b, k);
     wl_cp_around(&b, k, false);
@@ -1349,7 +1360,7 @@ static void wl_par_init(wl_par *x, const cfg_workload *w, const hw_cluster *hw, 
   if (x->dual)
     x->v = 2;
   /* Megatron sends 1/t of the activation and gathers it on arrival (scatter-gather) */
-  x->act_bytes = m->tokens * w->model.hidden * cfg_dtype_bytes(m->dtype) / x->tp;
+  x->act_bytes = m->tokens * w->model.hidden * wl_activation_bytes(m) / x->tp;
   wl_strides(x);
   for (int s = 0; s < x->pp; s++)
     prog_class_add(p, "stage");
@@ -1586,7 +1597,7 @@ bool wl_skeleton_build(const cfg_workload *w, const hw_cluster *hw, const wl_mod
   wl_par x = {.w = w, .hw = hw, .m = m, .p = prog_new(gpus), .tp = par->tp, .cp = par->cp,
               .pp = par->pp, .dp = par->dp, .ep = MAX(par->ep, 1), .v = 1, .micro = 1,
               .sb = wl_state_bytes_per_param(&w->training)};
-  x.act_bytes = m->tokens * w->model.hidden * cfg_dtype_bytes(m->dtype) / x.tp;
+  x.act_bytes = m->tokens * w->model.hidden * wl_activation_bytes(m) / x.tp;
   wl_strides(&x);
   prog_class_add(x.p, "rank 0");
   wl_skeleton_groups(&x);

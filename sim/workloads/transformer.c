@@ -12,6 +12,7 @@
 
 typedef struct {
   double b, s, h, a, kv, d, f, V, t, dt;
+  double q;     /* a saved GEMM input's bytes over 16 bits': < 1 when training in 8 or 4 bits */
   double sq;    /* queries (tokens) of the sequence on this GPU: s / cp */
   double cp;    /* context-parallel ranks: the ring attention's steps */
   double T;     /* tokens of the micro-batch on this GPU */
@@ -56,19 +57,47 @@ static void wl_k(wl_model *m, wl_layer *l, bool replay, wl_role role, const char
  * bytes and writing the element and its share of the scales per element. Forward: the
  * activation (M x K) and, every micro-batch, the weight (K x N); backward: the output gradient
  * row- and column-wise (dgrad and wgrad reduce over different dimensions) and the activation
- * column-wise for wgrad. Per-tensor fp8 fuses its casts into the kernels before the GEMM
- * (Transformer Engine's LayerNorm-Linear), so it adds none. */
-static void wl_quantize(wl_model *m, wl_layer *l, wl_role role, const char *what, double M,
-                        double N, double K, bool backward, bool replay)
+ * column-wise for wgrad. */
+static void wl_quantize_blocks(wl_model *m, wl_layer *l, wl_role role, const char *name, double M,
+                               double N, double K, bool backward, bool replay)
 {
-  if (!cfg_dtype_block_scaled(m->dtype))
-    return;
   double per = 2 + cfg_dtype_bytes(m->dtype);
-  g_autofree char *name = g_strconcat(what, ".quant", NULL);
   if (backward)
     wl_bwd(m, l, role, WL_PHASE_BACKWARD, name, CFG_KCLASS_ELEMENTWISE, 0, per * (2 * M * N + M * K));
   else
     wl_k(m, l, replay, role, name, CFG_KCLASS_ELEMENTWISE, 0, per * (M * K + K * N));
+}
+
+/* Per-tensor fp8 as Transformer Engine's Linear runs it (transformer_engine/pytorch/module/
+ * linear.py, layernorm_linear.py, 1.x): the 16-bit input of a GEMM is cast in one kernel that
+ * writes it in fp8 and transposed in fp8 for wgrad and records its amax (cast-transpose: reads
+ * 2 bytes, writes 1 + 1 per element); in backward the output gradient likewise. A LayerNorm-
+ * Linear (qkv, mlp_up) has its norm write fp8 itself, and only transposes that (1 + 1 bytes)
+ * for wgrad in backward. The weights are cast on the first micro-batch of a step only
+ * (is_first_microbatch), left out here, as are the delayed-scaling recipe's per-step amax and
+ * scale updates (a few tiny kernels). */
+static void wl_cast_fp8(wl_model *m, wl_layer *l, wl_role role, const char *name, double M,
+                        double N, double K, bool backward, bool replay)
+{
+  bool norm_fused = role == WL_ROLE_QKV || role == WL_ROLE_MLP_UP;
+  if (backward)
+    wl_bwd(m, l, role, WL_PHASE_BACKWARD, name, CFG_KCLASS_ELEMENTWISE, 0,
+           4 * M * N + (norm_fused ? 2 * M * K : 0));
+  else if (!norm_fused)
+    wl_k(m, l, replay, role, name, CFG_KCLASS_ELEMENTWISE, 0, 4 * M * K);
+}
+
+/* The kernels that put a GEMM's operands into its 8- or 4-bit format, before it. */
+static void wl_quantize(wl_model *m, wl_layer *l, wl_role role, const char *what, double M,
+                        double N, double K, bool backward, bool replay)
+{
+  if (wl_kernel_dtype(m->dtype, role, CFG_KCLASS_GEMM) != m->dtype)
+    return; /* a GEMM left in 16 bits (router, output layer) */
+  g_autofree char *name = g_strconcat(what, ".quant", NULL);
+  if (cfg_dtype_block_scaled(m->dtype))
+    wl_quantize_blocks(m, l, role, name, M, N, K, backward, replay);
+  else if (m->dtype == CFG_FP8)
+    wl_cast_fp8(m, l, role, name, M, N, K, backward, replay);
 }
 
 /* A GEMM of (m x k) by (k x n): 2mnk FLOPs, reads both inputs, writes the output. Forward (into
@@ -473,6 +502,10 @@ static double wl_block_saved_op(const wl_shape *x)
  * the 24 are Q, K, V, the projection input and the MLP's two wide tensors (split by t); the
  * 5as/h are the attention scores, gone with FlashAttention or selective recomputation. Full
  * recomputation keeps only the block input. Activations are 16-bit unless training in fp32.
+ * Training in 8 or 4 bits, the linear layers keep their inputs quantized for wgrad (Transformer
+ * Engine's Linear and LayerNormLinear save the fp8 copy, not the bf16 one): the two norms'
+ * outputs and the MLP's second GEMM input shrink to q of their size, and the attention output
+ * is kept twice, in bf16 for the attention's backward and quantized for the projection's.
  * A mixture of experts keeps, instead of the MLP's wide tensors, its routed copies (input,
  * both expert activations, output) and the shared experts' (an estimate: no measurement of MoE
  * activations was at hand). */
@@ -487,9 +520,9 @@ static double wl_block_saved(const wl_shape *x)
   double r = x->kv / x->a;
   double mlp = x->moe ? 2 * (x->recv * (2 * x->h + (x->gate + 1) * x->fe) +
                              x->n * (x->gate + 1) * x->S * x->fe) / (x->T * x->h) * x->t
-                      : 2 * (x->gate + 1) * x->f / x->h;
-  double tp_part = (4 + 4 * r + mlp) / x->t;
-  double rest = 10 / split;
+                      : 2 * (x->gate + x->q) * x->f / x->h;
+  double tp_part = (4 + 2 * (x->q < 1 ? x->q : 0) + 4 * r + mlp) / x->t;
+  double rest = (6 + 4 * x->q) / split;
   bool scores = !x->flash && x->recompute == CFG_RECOMPUTE_NONE;
   double quad = scores ? 5 * x->a * x->s / (x->h * x->t) : 0;
   return sbh * (rest + tp_part + quad) * scale;
@@ -554,6 +587,7 @@ static wl_shape wl_shape_of(const cfg_model *cm, const cfg_training *t, const wl
   wl_shape x = {.b = sh->micro_batch, .s = cm->seq_len, .h = cm->hidden, .a = cm->heads,
                 .kv = cm->kv_heads, .f = cm->ffn_hidden, .V = cm->vocab, .t = sh->tp,
                 .dt = cfg_dtype_bytes(t->dtype) < 2 ? 2 : cfg_dtype_bytes(t->dtype),
+                .q = MIN(cfg_dtype_bytes(t->dtype) / 2, 1.0),
                 .flash = t->flash_attention != 0, .recompute = sh->recompute,
                 .qk_norm = cm->qk_norm != 0, .rotary = cm->rotary, .distill = t->distill != 0,
                 .impl = t->attention > 0 ? (cfg_attn_impl)(t->attention - 1) : CFG_ATTN_FA2,

@@ -61,6 +61,7 @@ typedef struct {
   wl_role role;
   wl_phase phase;
   cfg_kernel_class kclass;
+  cfg_dtype dtype; /* what it computes in: under 8-bit training only the linear layers' GEMMs */
   double flops, bytes;
   double inner;   /* a GEMM's reduction dimension K (its efficiency depends on it), or 0 */
   cfg_attn_shape attn; /* a fused attention kernel's shape (keys 0: none) */
@@ -206,7 +207,7 @@ wl_stage wl_chunk_of(const wl_model *m, int chunks, int g);
 void wl_chunk_blocks(int blocks, int chunks, int g, int *first, int *count);
 /* Of a layer's backward compute time, the share of its weight-gradient GEMMs: the W pass that
  * zero-bubble schedules split off (the rest, B, computes the input gradient). */
-double wl_layer_wgrad_share(const wl_layer *l, const hw_cluster *hw, cfg_dtype dtype);
+double wl_layer_wgrad_share(const wl_layer *l, const hw_cluster *hw);
 /* Micro-batches whose activations a stage holds at once under a pipeline schedule. */
 double wl_inflight(const cfg_parallel *p, int stage, int micro_batches);
 

@@ -16,7 +16,7 @@ void wl_fwd(wl_model *m, wl_layer *l, wl_role role, const char *what, cfg_kernel
 void wl_bwd(wl_model *m, wl_layer *l, wl_role role, wl_phase phase, const char *what,
             cfg_kernel_class k, double flops, double bytes);
 /* The compute op of kernel `k` in class `cls`. */
-uint32_t wl_emit_kernel(prog_program *p, int cls, const wl_model *m, const wl_kernel *k,
+uint32_t wl_emit_kernel(prog_program *p, int cls, const wl_kernel *k,
                         const uint32_t *deps, uint32_t ndeps);
 /* The optimizer step of one GPU's `shard` parameters after `deps`: on the GPU, or on the host
  * CPUs when parallel.offload is cpu. */
@@ -27,8 +27,10 @@ uint32_t wl_emit_optimizer_step(prog_program *p, int cls, const cfg_workload *w,
 void wl_layer_share_kernels(wl_layer *l, const wl_layer *like);
 /* Records the GEMM reduction dimension of the last kernel of a list. */
 void wl_set_inner(GArray *kernels, double inner);
+/* The dtype a kernel of `role` and class `k` computes in when training in `training`. */
+cfg_dtype wl_kernel_dtype(cfg_dtype training, wl_role role, cfg_kernel_class k);
 /* The kernel as the cost model takes it. */
-hw_kernel wl_hw_kernel(const wl_kernel *k, cfg_dtype dtype);
+hw_kernel wl_hw_kernel(const wl_kernel *k);
 
 /* Eager PyTorch's unfused ops (eager.c) of one module over `elems` elements in 16-bit `dt`:
  * forward (or replayed by recomputation) or backward. */
