@@ -827,3 +827,48 @@ Test(parallel, fp8_steps_agree_in_both_engines)
   cr_expect(a.step_time < b.step_time, "fp8 %g s, bf16 %g s",
             a.step_time, b.step_time);
 }
+
+/* FP8 parameters (training.fp8_params: Transformer Engine's quantized_model_init, NeMo's
+ * FP8_PARAMS): the distributed optimizer all-gathers the updated parameters at one byte each,
+ * not the two of 16-bit weights; the gradients it reduce-scatters stay as they were. */
+#define PAR_ZERO1_FP8 "node.count=1", "parallel.tp=2", "parallel.pp=2", "parallel.dp=2", \
+                      "parallel.zero=1", "training.dtype=fp8", "training.global_batch=8", \
+                      "training.micro_batch=1"
+
+Test(parallel, fp8_parameters_are_gathered_in_one_byte_each)
+{
+  const char *plain[] = {PAR_ZERO1_FP8, NULL};
+  const char *fp8p[] = {PAR_ZERO1_FP8, "training.fp8_params=true", NULL};
+  prog_program *p2 = th_program("dgx-h100", "gpt3-1.3b-dp", plain);
+  prog_program *p1 = th_program("dgx-h100", "gpt3-1.3b-dp", fp8p);
+  double two = comm_bytes_of(p2, PROG_COLL_ALLGATHER, "allgather updated params");
+  cr_expect_gt(two, 1e6);
+  cr_expect_float_eq(comm_bytes_of(p1, PROG_COLL_ALLGATHER, "allgather updated params"), two / 2, 1);
+  cr_expect_float_eq(comm_bytes_of(p1, PROG_COLL_REDUCESCATTER, ""),
+                     comm_bytes_of(p2, PROG_COLL_REDUCESCATTER, ""), 1);
+  prog_free(p1);
+  prog_free(p2);
+}
+
+/* Both engines take the smaller gather: the step is no slower, and the DES agrees. */
+Test(parallel, fp8_parameter_steps_agree_in_both_engines)
+{
+  const char *plain[] = {PAR_ZERO1_FP8, NULL};
+  const char *fp8p[] = {PAR_ZERO1_FP8, "training.fp8_params=true", NULL};
+  eng_result a = par_run("dgx-h100", "gpt3-1.3b-dp", fp8p, ENG_ANALYTIC, false);
+  eng_result d = par_run("dgx-h100", "gpt3-1.3b-dp", fp8p, ENG_DES, false);
+  eng_result b = par_run("dgx-h100", "gpt3-1.3b-dp", plain, ENG_ANALYTIC, false);
+  cr_expect(fabs(d.step_time / a.step_time - 1) < 0.02, "DES %g s, analytic %g s", d.step_time,
+            a.step_time);
+  cr_expect(a.step_time < b.step_time, "fp8 parameters %g s, 16-bit %g s", a.step_time,
+            b.step_time);
+}
+
+Test(parallel, fp8_parameters_without_fp8_training_exit_2_naming_the_key)
+{
+  th_proc p = th_dlsim("run -c dgx-h100 -w gpt3-1.3b-dp --set node.count=1 "
+                       "--set training.dtype=bf16 --set training.fp8_params=true");
+  cr_assert_eq(p.status, 2, "%d: %s", p.status, p.out);
+  cr_assert(strstr(p.out, "training.fp8_params") && strstr(p.out, "bf16"), "%s", p.out);
+  th_proc_clear(&p);
+}

@@ -817,6 +817,10 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
                     "parallel.placement: expected each of tp, cp, pp, dp exactly once");
   if (!cfg_dtype_runs_on(c, t->dtype, d, "training.dtype", err))
     return false;
+  if (t->fp8_params && cfg_dtype_unit(t->dtype) != CFG_FP8)
+    return cfg_fail(err, d, "training.fp8_params",
+                    "training.fp8_params: true needs an fp8 training.dtype (fp8, fp8-block or "
+                    "mxfp8), not %s", cfg_dtype_name(t->dtype));
 
   if (c->gpu.kind == CFG_DEVICE_CPU && (w->collectives.progress == CFG_PROGRESS_KERNEL ||
                                         w->collectives.ucc_tl == CFG_UCC_TL_NCCL))

@@ -747,6 +747,12 @@ static const cfg_field cfg_training_fields[] = {
            "each a pass over the tensor, in fp32 where the model upcasts (torchtitan's Llama); "
            "the fp32 cross-entropy's gradients then count in backward's working set",
            DEF(0)),
+    F_BOOL(cfg_training, "fp8_params", fp8_params,
+           "with training.dtype fp8: the model's weights are kept in fp8 (Transformer Engine's "
+           "quantized_model_init, NeMo's FP8_PARAMS / Megatron-LM's --fp8-param-gather), one "
+           "byte a parameter, so the distributed optimizer all-gathers updated parameters in 8 "
+           "bits; the fp32 master weights stay in the optimizer",
+           DEF(0)),
 };
 static const cfg_schema cfg_schema_training = SCHEMA("training", cfg_training, cfg_training_fields);
 

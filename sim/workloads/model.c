@@ -193,8 +193,9 @@ wl_state_bytes wl_state_bytes_per_param(const cfg_training *t)
 {
   bool full = t->dtype == CFG_FP32 || t->dtype == CFG_TF32;
   wl_state_bytes s;
-  /* fp8 training keeps 16-bit weights and casts them per GEMM */
-  s.weights = full ? 4 : 2;
+  /* fp8 training keeps 16-bit weights and casts them per GEMM, unless the weights themselves
+   * are fp8 tensors (their fp32 master copy is the optimizer's) */
+  s.weights = full ? 4 : t->fp8_params ? 1 : 2;
   s.grads = MAX(cfg_dtype_bytes(t->grad_dtype), full ? 4 : 2);
   if (full)
     s.optimizer = t->optimizer == CFG_OPT_ADAM ? 8 : 4; /* m, v | momentum */
