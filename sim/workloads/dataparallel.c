@@ -107,13 +107,23 @@ static uint32_t wl_emit_synced_step(wl_dp *x, int dp, bool *has_comm)
   return last_comm;
 }
 
+/* The transformer blocks' parameters: all but the embedding (first) and output (last) layers. */
+static double wl_block_params(const wl_model *m)
+{
+  double sum = 0;
+  for (guint i = 1; m->blocks > 0 && i + 1 < m->layers->len; i++)
+    sum += ((const wl_layer *)g_ptr_array_index(m->layers, i))->params;
+  return sum;
+}
+
 static void wl_emit_optimizer(wl_dp *x, uint32_t last_comm, bool has_comm)
 {
   const cfg_training *t = &x->w->training;
   double params = x->m->params;
   double flops = params * (t->optimizer == CFG_OPT_ADAM ? 12 : 4);
-  wl_emit_optimizer_step(x->p, x->cls, x->w, x->hw, params, flops, has_comm ? &last_comm : NULL,
-                         has_comm ? 1 : 0);
+  uint32_t opt = wl_emit_optimizer_step(x->p, x->cls, x->w, x->hw, params, flops,
+                                        has_comm ? &last_comm : NULL, has_comm ? 1 : 0);
+  wl_emit_fp8_weight_casts(x->p, x->cls, x->w, x->m, wl_block_params(x->m), &opt);
 }
 
 bool wl_build_data_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,

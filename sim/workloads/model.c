@@ -337,3 +337,21 @@ uint32_t wl_emit_optimizer_step(prog_program *p, int cls, const cfg_workload *w,
         hw_host_optimizer_time(hw, flops, bytes, shard * (sb.grads + sb.weights));
   return op;
 }
+
+/* Transformer Engine casts a linear module's weight to fp8 on the first micro-batch of a step
+ * and caches it (module/linear.py: update_ws = is_first_microbatch; Megatron-Core's TE wrappers
+ * pass is_first_microbatch, True once a step): one cast-transpose per weight and step, reading
+ * its 16 bits and writing fp8 and fp8 transposed (2 + 1 + 1 bytes). FP8 parameters are already
+ * fp8: the distributed optimizer's gather is followed by the transpose Hopper's GEMMs need
+ * (tensor/utils.py post_all_gather_processing -> _create_transpose: 1 + 1 bytes). A block's
+ * weights are nearly all linear (its norms are 2h of 12h^2). Block-scaled formats quantize their
+ * weights every micro-batch instead (transformer.c). */
+void wl_emit_fp8_weight_casts(prog_program *p, int cls, const cfg_workload *w, const wl_model *m,
+                              double block_params, const uint32_t *after)
+{
+  if (m->dtype != CFG_FP8 || block_params <= 0)
+    return;
+  double bytes = block_params * (w->training.fp8_params ? 2 : 4);
+  prog_compute(p, cls, "fp8 weight casts", CFG_KCLASS_ELEMENTWISE, CFG_BF16, 0, bytes, after,
+               after ? 1 : 0);
+}

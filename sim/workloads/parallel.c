@@ -847,6 +847,7 @@ typedef struct {
   /* DeepSpeed: the stage's last instruction, and the transfers its next step still owes */
   uint32_t ds_last;
   bool has_ds_last, ds_send_act, ds_send_grad;
+  double block_params;  /* the stage's transformer blocks' (their linear weights cast to fp8) */
 } wl_st;
 
 /* Which of the pipeline's chunks chunk c of stage s is, and how many there are: interleaving
@@ -1212,20 +1213,23 @@ static void wl_stage_step(wl_st *st, const wl_step *step, const wl_step *next, i
               &last, 1);
 }
 
-/* ZeRO-1/2's all-gather of the updated parameters (after `dep`, or none). */
-static void wl_param_gather(wl_st *st, double params, double experts, const uint32_t *dep)
+/* ZeRO-1/2's all-gather of the updated parameters (after `dep`, or none): the last op it
+ * issued, or `dep` itself (*dep; UINT32_MAX without one) when there is no gather. */
+static uint32_t wl_param_gather(wl_st *st, double params, double experts, const uint32_t *dep)
 {
   wl_par *x = st->x;
   prog_program *p = x->p;
   const cfg_workload *w = x->w;
+  uint32_t last = dep ? *dep : UINT32_MAX;
   if (w->parallel.zero < 1 || w->parallel.zero > 2 || x->dp * x->cp == 1)
-    return;
+    return last;
   double dense = params - experts;
-  prog_comm(p, st->cls, PROG_STREAM_DP, "allgather updated params", PROG_COLL_ALLGATHER, x->fam_dp,
-            dense * x->sb.weights, dep, dep ? 1 : 0);
+  last = prog_comm(p, st->cls, PROG_STREAM_DP, "allgather updated params", PROG_COLL_ALLGATHER,
+                   x->fam_dp, dense * x->sb.weights, dep, dep ? 1 : 0);
   if (experts > 0 && x->dp * x->cp / x->ep > 1)
-    prog_comm(p, st->cls, PROG_STREAM_DP, "allgather updated expert params", PROG_COLL_ALLGATHER,
-              x->fam_edp, experts * x->sb.weights, dep, dep ? 1 : 0);
+    last = prog_comm(p, st->cls, PROG_STREAM_DP, "allgather updated expert params",
+                     PROG_COLL_ALLGATHER, x->fam_edp, experts * x->sb.weights, dep, dep ? 1 : 0);
+  return last;
 }
 
 /* After the last backward: tied embedding gradients, the optimizer, ZeRO's parameter gather
@@ -1252,8 +1256,10 @@ static void wl_stage_finish(wl_st *st, double params, double experts)
   uint32_t deps[1] = {st->last_dp};
   uint32_t opt = wl_emit_optimizer_step(p, st->cls, w, x->hw, shard, shard * 12, deps,
                                         st->has_dp ? 1 : 0);
-  if (!w->parallel.overlap_param_gather)
-    wl_param_gather(st, params, experts, &opt);
+  /* the weights are cast once gathered (overlapped, the gather runs beside the next forward,
+   * whose first micro-batch casts them: its compute is the same) */
+  uint32_t ready = w->parallel.overlap_param_gather ? opt : wl_param_gather(st, params, experts, &opt);
+  wl_emit_fp8_weight_casts(p, st->cls, w, x->m, st->block_params, &ready);
 }
 
 static void wl_build_stage(wl_par *x, int s)
@@ -1271,6 +1277,7 @@ static void wl_build_stage(wl_par *x, int s)
       const wl_layer *l = g_ptr_array_index(x->m->layers, i);
       params += l->params;
       experts += l->expert_params;
+      st.block_params += x->m->blocks > 0 ? l->params : 0;
     }
     if (x->m->blocks > 0 && emb)
       params += ((const wl_layer *)g_ptr_array_index(x->m->layers, 0))->params;

@@ -23,6 +23,10 @@ uint32_t wl_emit_kernel(prog_program *p, int cls, const wl_kernel *k,
 uint32_t wl_emit_optimizer_step(prog_program *p, int cls, const cfg_workload *w,
                                 const hw_cluster *hw, double shard, double flops,
                                 const uint32_t *deps, uint32_t ndeps);
+/* Per-tensor fp8's once-a-step cast of the linear weights among `block_params` (model.c), after
+ * `after`; nothing under other dtypes. */
+void wl_emit_fp8_weight_casts(prog_program *p, int cls, const cfg_workload *w, const wl_model *m,
+                              double block_params, const uint32_t *after);
 /* Layer `l` runs the same kernels as `like` (identical transformer blocks share one list). */
 void wl_layer_share_kernels(wl_layer *l, const wl_layer *like);
 /* Records the GEMM reduction dimension of the last kernel of a list. */
