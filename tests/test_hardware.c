@@ -281,6 +281,26 @@ static const prog_op *op_named(GPtrArray *ops, const char *name, int nth)
   return NULL;
 }
 
+/* Current scaling (training.fp8_recipe: current) reads each GEMM input for its amax before the
+ * cast-transpose: proj's input, 2 + 4 bytes an element of 1024 x 1024 in forward; mlp_up's
+ * norm writes 16 bits (one byte more) and its output is cast-transposed in forward (1 + 4
+ * bytes an element of 1024 x 1024), leaving backward only its output gradient, amax and cast:
+ * 6 bytes an element of 1024 x 4096. */
+Test(hardware, fp8_current_scaling_reads_each_input_once_more_by_hand)
+{
+  const char *sets[] = {"training.dtype=fp8", "training.fp8_recipe=current", "model.layers=2",
+                        "model.hidden=1024", "model.heads=16", "model.ffn_hidden=4096",
+                        "model.seq_len=1024", "training.global_batch=1", "training.micro_batch=1",
+                        "node.count=1", "node.gpus_per_node=1", NULL};
+  prog_program *p = th_program("dgx-h100", "gpt3-1.3b-dp", sets);
+  GPtrArray *k = layer0_ops(p);
+  cr_expect_float_eq(op_named(k, "layer0.proj.quant", 0)->bytes, 6.0 * 1024 * 1024, 1);
+  cr_expect_float_eq(op_named(k, "layer0.mlp_up.quant", 0)->bytes, 5.0 * 1024 * 1024, 1);
+  cr_expect_float_eq(op_named(k, "layer0.mlp_up.quant", 1)->bytes, 6.0 * 1024 * 4096, 1);
+  g_ptr_array_free(k, TRUE);
+  prog_free(p);
+}
+
 /* Under training.dtype fp8 Transformer Engine runs the linear layers' GEMMs in fp8 and all else
  * (fused attention, norms, activation, residuals, the output layer) in bf16, and casts each
  * GEMM's 16-bit input and output gradient to fp8 and its transpose (2 bytes read, 1 + 1

@@ -75,6 +75,8 @@ typedef enum { CFG_RECOMPUTE_NONE, CFG_RECOMPUTE_SELECTIVE, CFG_RECOMPUTE_FULL }
 /* What `selective` recomputation drops: Megatron's attention core, or torchtitan's per-op
  * policy (every other matmul and every op that is no matmul or attention). */
 typedef enum { CFG_SELECTIVE_MEGATRON, CFG_SELECTIVE_TORCHTITAN_OP } cfg_selective;
+/* How per-tensor fp8 scales: from the amax history (delayed) or each tensor's own (current). */
+typedef enum { CFG_FP8_DELAYED, CFG_FP8_CURRENT } cfg_fp8_recipe;
 /* parallel.schedule; the last three split each backward into its input-gradient (B) and
  * weight-gradient (W) passes (Qi et al., ICLR 2024; DeepSeek-V3 report, Sec. 3.2.1) */
 typedef enum {
@@ -426,6 +428,7 @@ typedef struct {
   cfg_selective selective; /* which ops selective recomputation drops */
   int eager_ops;       /* 0/1: norms, rotary, SwiGLU as eager PyTorch's unfused ops */
   int fp8_params;      /* 0/1: fp8 training keeps the model's weights in fp8 (FP8_PARAMS) */
+  cfg_fp8_recipe fp8_recipe;
 } cfg_training;
 
 /* How a run checkpoints and restarts (lifecycle/). */

@@ -31,6 +31,7 @@ static const char *const cfg_rotary_names[] = {"none", "fused", "unfused", NULL}
 static const char *const cfg_optimizer_names[] = {"adam", "sgd", NULL};
 static const char *const cfg_recompute_names[] = {"none", "selective", "full", NULL};
 static const char *const cfg_selective_names[] = {"megatron", "torchtitan-op", NULL};
+static const char *const cfg_fp8_recipe_names[] = {"delayed", "current", NULL};
 static const char *const cfg_schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "dualpipe", NULL};
 static const char *const cfg_a2a_names[] = {"nccl", "deepep", "deepep-ll", NULL};
 static const char *const cfg_moe_routing_names[] = {"fused", "expand", NULL};
@@ -753,6 +754,12 @@ static const cfg_field cfg_training_fields[] = {
            "byte a parameter, so the distributed optimizer all-gathers updated parameters in 8 "
            "bits; the fp32 master weights stay in the optimizer",
            DEF(0)),
+    F_ENUM(cfg_training, "fp8_recipe", fp8_recipe, cfg_fp8_recipe_names,
+           "how training.dtype fp8 scales each tensor: delayed (Transformer Engine's "
+           "DelayedScaling, from the amax history; its cast kernels record the amax) or current "
+           "(Float8CurrentScaling, Megatron-LM's --fp8-recipe tensorwise: each GEMM input's "
+           "amax in a pass of its own before the cast, and the norms write 16 bits)",
+           DEF(CFG_FP8_DELAYED)),
 };
 static const cfg_schema cfg_schema_training = SCHEMA("training", cfg_training, cfg_training_fields);
 

@@ -68,6 +68,22 @@ static void wl_quantize_blocks(wl_model *m, wl_layer *l, wl_role role, const cha
     wl_k(m, l, replay, role, name, CFG_KCLASS_ELEMENTWISE, 0, per * (M * K + K * N));
 }
 
+/* Current scaling (Transformer Engine's Float8CurrentScalingQuantizer::quantize_impl, csrc/
+ * quantizer.cpp): each tensor's amax in a kernel of its own (nvte_compute_amax: reads its 2
+ * bytes an element), then the cast-transpose (2 + 1 + 1), in forward for the GEMM input and
+ * in backward for the output gradient. A LayerNormLinear's norm cannot write fp8 before the
+ * amax is known (normalization.cpp: FUSED_NORM_AMAX_FP8): it writes 16 bits, one byte more an
+ * element, and records the amax itself, so its input takes the cast without the amax pass, and
+ * in forward, which leaves backward no transpose to make. */
+static void wl_cast_fp8_current(wl_model *m, wl_layer *l, wl_role role, const char *name,
+                                double elems, bool backward, bool replay, bool norm_fused)
+{
+  if (backward)
+    wl_bwd(m, l, role, WL_PHASE_BACKWARD, name, CFG_KCLASS_ELEMENTWISE, 0, 6 * elems);
+  else
+    wl_k(m, l, replay, role, name, CFG_KCLASS_ELEMENTWISE, 0, (norm_fused ? 5 : 6) * elems);
+}
+
 /* Per-tensor fp8 as Transformer Engine's Linear runs it (transformer_engine/pytorch/module/
  * linear.py, layernorm_linear.py, 1.x): the 16-bit input of a GEMM is cast in one kernel that
  * writes it in fp8 and transposed in fp8 for wgrad and records its amax (cast-transpose: reads
@@ -80,6 +96,10 @@ static void wl_cast_fp8(wl_model *m, wl_layer *l, wl_role role, const char *name
                         double N, double K, bool backward, bool replay)
 {
   bool norm_fused = role == WL_ROLE_QKV || role == WL_ROLE_MLP_UP;
+  if (m->fp8_current) {
+    wl_cast_fp8_current(m, l, role, name, M * (backward ? N : K), backward, replay, norm_fused);
+    return;
+  }
   if (backward)
     wl_bwd(m, l, role, WL_PHASE_BACKWARD, name, CFG_KCLASS_ELEMENTWISE, 0,
            4 * M * N + (norm_fused ? 2 * M * K : 0));
@@ -714,6 +734,7 @@ bool wl_transformer_build(wl_model *m, const cfg_model *cm, const cfg_training *
 {
   (void)err;
   wl_shape x = wl_shape_of(cm, t, sh), mx = wl_moe_shape(&x, cm, sh);
+  m->fp8_current = t->fp8_recipe == CFG_FP8_CURRENT;
   m->samples = x.b;
   m->tokens = x.T;
   m->blocks = cm->layers;

@@ -98,6 +98,7 @@ typedef struct {
   double moe_load;       /* the busiest expert-parallel rank's copies over the mean */
   double moe_dropped;    /* fraction of copies dropped at expert capacity */
   cfg_dtype dtype;
+  bool fp8_current;  /* per-tensor fp8 with current scaling (training.fp8_recipe) */
   GStringChunk *strings;
 } wl_model;
 
