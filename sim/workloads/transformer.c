@@ -90,8 +90,8 @@ static void wl_cast_fp8_current(wl_model *m, wl_layer *l, wl_role role, const ch
  * 2 bytes, writes 1 + 1 per element); in backward the output gradient likewise. A LayerNorm-
  * Linear (qkv, mlp_up) has its norm write fp8 itself, and only transposes that (1 + 1 bytes)
  * for wgrad in backward. The weights are cast on the first micro-batch of a step only
- * (is_first_microbatch), left out here, as are the delayed-scaling recipe's per-step amax and
- * scale updates (a few tiny kernels). */
+ * (is_first_microbatch: model.c's wl_emit_fp8_weight_casts); the delayed-scaling recipe's
+ * amax reduction and scale updates (a few bytes) are left out. */
 static void wl_cast_fp8(wl_model *m, wl_layer *l, wl_role role, const char *name, double M,
                         double N, double K, bool backward, bool replay)
 {
