@@ -4,6 +4,7 @@
 #include "memory/memory.h"
 #include "run/run.h"
 #include "serving/serving.h"
+#include "workloads/workloads.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -293,4 +294,18 @@ Test(memory, torchtitan_op_checkpointing_and_eager_loss_by_hand)
   cr_assert_float_eq(r.stages[0].extra[MEM_RECOMPUTE], 8 * T * V, 1);
   cr_assert(r.stages[0].total < 96.0 * 1073741824, "%g GiB", r.stages[0].total / 1073741824);
   mem_report_clear(&r);
+}
+
+/* FP8 parameters keep each weight in one byte (the fp32 master copy is the optimizer's 12): a
+ * 16-bit weight's 2 bytes become 1, gradients and optimizer states unchanged. */
+Test(memory, fp8_parameters_take_one_byte_a_weight)
+{
+  cfg_training t = {.dtype = CFG_FP8, .grad_dtype = CFG_FP32, .optimizer = CFG_OPT_ADAM};
+  wl_state_bytes two = wl_state_bytes_per_param(&t);
+  t.fp8_params = 1;
+  wl_state_bytes one = wl_state_bytes_per_param(&t);
+  cr_expect_eq(two.weights, 2);
+  cr_expect_eq(one.weights, 1);
+  cr_expect_eq(one.grads, two.grads);
+  cr_expect_eq(one.optimizer, 12);
 }
