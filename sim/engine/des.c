@@ -1188,7 +1188,7 @@ typedef struct {
   char error[512];
 } des_header;
 
-static bool des_write_all(int fd, const void *buf, size_t len)
+bool eng_write_all(int fd, const void *buf, size_t len)
 {
   const char *p = buf;
   while (len) {
@@ -1238,14 +1238,14 @@ static void des_child(int fd, const prog_program *p, const hw_cluster *hw, const
   h.nmem = r.mem_samples ? r.mem_samples->len : 0;
   h.nloads = r.link_loads ? r.link_loads->len : 0;
   h.nlsamples = r.link_samples ? r.link_samples->len : 0;
-  bool ok = des_write_all(fd, &h, sizeof h) &&
-            des_write_all(fd, r.class_peak, sizeof(double) * (size_t)MAX(r.nclasses, 0)) &&
-            (!h.nevents || des_write_all(fd, r.events->data, sizeof(eng_event) * h.nevents)) &&
-            (!h.nmem || des_write_all(fd, r.mem_samples->data, sizeof(eng_mem_sample) * h.nmem)) &&
+  bool ok = eng_write_all(fd, &h, sizeof h) &&
+            eng_write_all(fd, r.class_peak, sizeof(double) * (size_t)MAX(r.nclasses, 0)) &&
+            (!h.nevents || eng_write_all(fd, r.events->data, sizeof(eng_event) * h.nevents)) &&
+            (!h.nmem || eng_write_all(fd, r.mem_samples->data, sizeof(eng_mem_sample) * h.nmem)) &&
             (!h.nloads ||
-             des_write_all(fd, r.link_loads->data, sizeof(eng_link_load) * h.nloads)) &&
+             eng_write_all(fd, r.link_loads->data, sizeof(eng_link_load) * h.nloads)) &&
             (!h.nlsamples ||
-             des_write_all(fd, r.link_samples->data, sizeof(eng_link_sample) * h.nlsamples));
+             eng_write_all(fd, r.link_samples->data, sizeof(eng_link_sample) * h.nlsamples));
   close(fd);
   _exit(ok ? 0 : 3);
 }

@@ -182,4 +182,8 @@ const coll_schedule *eng_evaluate_schedule(eng_evaluator *e, const prog_op *op, 
  * included when the host launches from an empty queue (engine_internal.h: eng_queue_end). */
 double eng_compute_time(const hw_cluster *hw, const prog_op *op);
 
+/* Writes all `len` bytes to `fd`, retrying after signals: a forked child's reply down its pipe
+ * (the DES's, the planner's confirmations). False if the pipe closed. */
+bool eng_write_all(int fd, const void *buf, size_t len);
+
 #endif

@@ -42,21 +42,6 @@ typedef struct {
   plan_des_task *task;
 } plan_des_child;
 
-static bool plan_write_all(int fd, const void *data, size_t n)
-{
-  const char *p = data;
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return false;
-    p += w;
-    n -= (size_t)w;
-  }
-  return true;
-}
-
 static bool plan_read_all(int fd, void *data, size_t n)
 {
   char *p = data;
@@ -106,7 +91,7 @@ static _Noreturn void plan_des_child_main(int fd, plan_setup *s, const plan_opti
     g_strlcpy(r.error, err ? err->message : "unknown error", sizeof r.error);
     r.code = err ? err->code : CFG_ERROR_RUNTIME;
   }
-  bool sent = plan_write_all(fd, &r, sizeof r);
+  bool sent = eng_write_all(fd, &r, sizeof r);
   close(fd);
   _exit(sent ? 0 : 3);
 }
