@@ -1203,11 +1203,12 @@ bool eng_write_all(int fd, const void *buf, size_t len)
   return true;
 }
 
+/* `w` NULL: no stall watch, a blocking read */
 static bool des_read_all(int fd, void *buf, size_t len, des_watch *w)
 {
   char *p = buf;
   while (len) {
-    if (!des_watch_readable(w, fd))
+    if (w && !des_watch_readable(w, fd))
       return false;
     ssize_t r = read(fd, p, len);
     if (r < 0 && errno == EINTR)
@@ -1218,6 +1219,11 @@ static bool des_read_all(int fd, void *buf, size_t len, des_watch *w)
     len -= (size_t)r;
   }
   return true;
+}
+
+bool eng_read_all(int fd, void *buf, size_t len)
+{
+  return des_read_all(fd, buf, len, NULL);
 }
 
 static void des_child(int fd, const prog_program *p, const hw_cluster *hw, const eng_options *opt)
@@ -1295,16 +1301,12 @@ static bool des_receive(int fd, eng_result *out, des_watch *w, GError **err)
   return ok;
 }
 
-bool eng_run_des(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
-                 eng_result *out, GError **err)
+int eng_fork_replying(const char *who, int *fd, GError **err)
 {
-  double stall;
-  if (!des_watch_stall(&stall, err))
-    return false;
   int fds[2];
   if (pipe(fds) != 0) {
-    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: pipe: %s", g_strerror(errno));
-    return false;
+    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "%s: pipe: %s", who, g_strerror(errno));
+    return -1;
   }
   fflush(stdout);
   fflush(stderr);
@@ -1312,18 +1314,30 @@ bool eng_run_des(const prog_program *p, const hw_cluster *hw, const eng_options 
   if (pid < 0) {
     close(fds[0]);
     close(fds[1]);
-    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "des engine: fork: %s", g_strerror(errno));
+    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "%s: fork: %s", who, g_strerror(errno));
+    return -1;
+  }
+  close(fds[pid == 0 ? 0 : 1]);
+  *fd = fds[pid == 0 ? 1 : 0];
+  return (int)pid;
+}
+
+bool eng_run_des(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
+                 eng_result *out, GError **err)
+{
+  double stall;
+  if (!des_watch_stall(&stall, err))
     return false;
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    des_child(fds[1], p, hw, opt);
-  }
-  close(fds[1]);
+  int fd;
+  pid_t pid = eng_fork_replying("des engine", &fd, err);
+  if (pid < 0)
+    return false;
+  if (pid == 0)
+    des_child(fd, p, hw, opt);
   des_watch w;
   des_watch_start(&w, pid, stall);
-  bool ok = des_receive(fds[0], out, &w, err);
-  close(fds[0]);
+  bool ok = des_receive(fd, out, &w, err);
+  close(fd);
   int status = 0;
   if (!des_watch_exit(&w, &status) && ok) {
     des_receive_failed(&w, "the simulation did not end", err);

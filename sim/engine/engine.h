@@ -185,5 +185,12 @@ double eng_compute_time(const hw_cluster *hw, const prog_op *op);
 /* Writes all `len` bytes to `fd`, retrying after signals: a forked child's reply down its pipe
  * (the DES's, the planner's confirmations). False if the pipe closed. */
 bool eng_write_all(int fd, const void *buf, size_t len);
+/* Reads all `len` bytes from `fd`, retrying after signals; false if the pipe closed first. */
+bool eng_read_all(int fd, void *buf, size_t len);
+/* Forks a child that will reply down a pipe: 0 in the child, with `*fd` the pipe's write end;
+ * the child's pid in the parent, with `*fd` its read end; -1 with `err` ("WHO: pipe: ...") if
+ * the pipe or the fork failed. stdout and stderr are flushed first, so that the child does not
+ * print the parent's buffered text again. */
+int eng_fork_replying(const char *who, int *fd, GError **err);
 
 #endif

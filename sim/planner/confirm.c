@@ -42,21 +42,6 @@ typedef struct {
   plan_des_task *task;
 } plan_des_child;
 
-static bool plan_read_all(int fd, void *data, size_t n)
-{
-  char *p = data;
-  while (n > 0) {
-    ssize_t r = read(fd, p, n);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      return false;
-    p += r;
-    n -= (size_t)r;
-  }
-  return true;
-}
-
 /* The step of one of a folded layout's runs: `micro` micro-batches per replica, unfolded. */
 static bool plan_des_part(plan_setup *s, const plan_candidate *c, int micro, double *step,
                           GError **err)
@@ -99,26 +84,13 @@ static _Noreturn void plan_des_child_main(int fd, plan_setup *s, const plan_opti
 static bool plan_des_start(plan_setup *s, const plan_options *o, GArray *kept,
                            plan_des_task *t, plan_des_child *ch, GError **err)
 {
-  int fds[2];
-  if (pipe(fds) != 0) {
-    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "plan: pipe: %s", g_strerror(errno));
+  int fd;
+  pid_t pid = eng_fork_replying("plan", &fd, err);
+  if (pid < 0)
     return false;
-  }
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME, "plan: fork: %s", g_strerror(errno));
-    return false;
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    plan_des_child_main(fds[1], s, o, &g_array_index(kept, plan_candidate, t->row), t->micro);
-  }
-  close(fds[1]);
-  *ch = (plan_des_child){.pid = pid, .fd = fds[0], .task = t};
+  if (pid == 0)
+    plan_des_child_main(fd, s, o, &g_array_index(kept, plan_candidate, t->row), t->micro);
+  *ch = (plan_des_child){.pid = pid, .fd = fd, .task = t};
   return true;
 }
 
@@ -126,7 +98,7 @@ static bool plan_des_start(plan_setup *s, const plan_options *o, GArray *kept,
 static bool plan_des_finish(plan_des_child *ch, GArray *kept, GError **err)
 {
   plan_des_reply r;
-  bool got = plan_read_all(ch->fd, &r, sizeof r);
+  bool got = eng_read_all(ch->fd, &r, sizeof r);
   close(ch->fd);
   int status = 0;
   while (waitpid(ch->pid, &status, 0) < 0 && errno == EINTR)
