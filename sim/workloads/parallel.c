@@ -1093,6 +1093,19 @@ static void wl_ds_transfer(wl_st *st, const char *name, int family)
   st->has_ds_last = true;
 }
 
+/* A backward pass's ops, with the recomputation's working set held while they run. */
+static uint32_t wl_backward_ops(wl_st *st, int c, const wl_step *step, bool last_mb, uint32_t dep,
+                                bool has)
+{
+  double peak = st->x->m->recompute_peak;
+  if (peak > 0)
+    prog_mem(st->x->p, st->cls, "recompute working set", PROG_MEM_ACTIVATIONS, peak, NULL, 0);
+  uint32_t last = wl_pass_ops(st, c, step, last_mb, dep, has);
+  if (peak > 0)
+    prog_mem(st->x->p, st->cls, "recompute working set", PROG_MEM_ACTIVATIONS, -peak, NULL, 0);
+  return last;
+}
+
 /* PartitionedTensor.full() (deepspeed/runtime/utils.py): each tensor-parallel rank sent its
  * 1/t of the tensor; the stage all-gathers it before the pass that needs it. */
 static void wl_ds_gather(wl_st *st, const char *name)
@@ -1142,13 +1155,10 @@ static void wl_ds_step(wl_st *st, const wl_step *step, int last_mb)
     wl_ds_gather(st, "allgather outputs");
     wl_ds_gather(st, "allgather gradients");
   }
-  double peak = fwd ? 0 : x->m->recompute_peak;
-  if (peak > 0)
-    prog_mem(p, st->cls, "recompute working set", PROG_MEM_ACTIVATIONS, peak, NULL, 0);
-  st->ds_last = wl_pass_ops(st, 0, step, !fwd && step->mb == last_mb, st->ds_last, st->has_ds_last);
+  st->ds_last = fwd ? wl_pass_ops(st, 0, step, false, st->ds_last, st->has_ds_last)
+                    : wl_backward_ops(st, 0, step, step->mb == last_mb, st->ds_last,
+                                      st->has_ds_last);
   st->has_ds_last = true;
-  if (peak > 0)
-    prog_mem(p, st->cls, "recompute working set", PROG_MEM_ACTIVATIONS, -peak, NULL, 0);
   prog_mem(p, st->cls, "activations", PROG_MEM_ACTIVATIONS, fwd ? st->chunk_act[0] : -st->chunk_act[0],
            NULL, 0);
   st->ds_send_act = fwd && !last;
@@ -1200,11 +1210,7 @@ static void wl_stage_step(wl_st *st, const wl_step *step, const wl_step *next, i
     has = true;
     st->has_paired_recv = false;
   }
-  if (x->m->recompute_peak > 0)
-    prog_mem(p, st->cls, "recompute working set", PROG_MEM_ACTIVATIONS, x->m->recompute_peak, NULL, 0);
-  uint32_t last = wl_pass_ops(st, c, step, step->mb == last_mb, dep, has);
-  if (x->m->recompute_peak > 0)
-    prog_mem(p, st->cls, "recompute working set", PROG_MEM_ACTIVATIONS, -x->m->recompute_peak, NULL, 0);
+  uint32_t last = wl_backward_ops(st, c, step, step->mb == last_mb, dep, has);
   /* a whole backward frees the micro-batch; B keeps what W needs */
   prog_mem(p, st->cls, "activations", PROG_MEM_ACTIVATIONS,
            step->pass == WL_PASS_B ? -(act - act_w) : -act, NULL, 0);

@@ -343,13 +343,14 @@ static void wl_act(wl_model *m, wl_layer *l, const wl_shape *x, bool backward, b
 static void wl_norm(wl_model *m, wl_layer *l, const wl_shape *x, const char *what, double elems,
                     bool backward, bool replay)
 {
-  g_autofree char *bwd = g_strconcat(what, ".bwd", NULL);
-  if (x->eager)
+  if (x->eager) {
     wl_eager(m, l, WL_EAGER_RMSNORM, what, elems, x->dt, backward, replay);
-  else if (backward)
+  } else if (backward) {
+    g_autofree char *bwd = g_strconcat(what, ".bwd", NULL);
     wl_elementwise(m, l, WL_ROLE_NORM, bwd, elems, 2 * x->dt, true);
-  else
+  } else {
     wl_k(m, l, replay, WL_ROLE_NORM, what, CFG_KCLASS_ELEMENTWISE, 4 * elems, elems * 2 * x->dt);
+  }
 }
 
 static void wl_mlp_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay)
