@@ -254,7 +254,7 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
   /* CollNet Direct's latency is NCCL's model of the whole: no per-step latency besides */
   bool collnet = coll_is_collnet(p, hw);
   double nccl_base = nvls      ? nc->nvls_latency
-                     : collnet ? coll_collnet_latency(p->n / p->nnodes)
+                     : collnet ? coll_collnet_latency(p->n / MAX(p->nnodes, 1))
                                : nc->base_latency[proto];
   out->base = coll_runtime_base(rt, hw, p, nccl_base, bytes);
   double t = out->base, moved = 0;
