@@ -251,8 +251,9 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
    * as one latency for the whole in-switch part (hwLat[NVLINK][NVLS] = 25 us) in place of the
    * base latency and the ring's per-step NVLink latencies; the wires' own latency stays. */
   bool nvls = p->algo == COLL_ALGO_NVLS || p->algo == COLL_ALGO_NVLS_TREE;
-  /* CollNet Direct's latency is NCCL's model of the whole: no per-step latency besides */
-  bool collnet = coll_is_collnet(p, hw);
+  /* CollNet Direct's latency is NCCL's model of the whole: no per-step latency besides (an MPI
+   * driving the same plan pays its own steps) */
+  bool collnet = coll_is_collnet(p, hw) && !coll_runtime_cpu(rt);
   double nccl_base = nvls      ? nc->nvls_latency
                      : collnet ? coll_collnet_latency(p->n / MAX(p->nnodes, 1))
                                : nc->base_latency[proto];
