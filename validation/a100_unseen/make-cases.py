@@ -22,8 +22,9 @@ def rows():
 
 
 def name(r):
-    return ("bigscience-a100-{date}-h{hidden}-l{layers}-a{heads}-tp{tp}-pp{pp}-dp{dp}-mbs{mbs}"
-            .format(**r).replace("02-", "0222-").replace("0222-", "feb"))
+    # the table's dates are February's ("02-28"): "feb28" reads better in a case name
+    return ("bigscience-a100-feb{day}-h{hidden}-l{layers}-a{heads}-tp{tp}-pp{pp}-dp{dp}-mbs{mbs}"
+            .format(day=r["date"][3:], **r))
 
 
 def settings(r):
