@@ -1203,3 +1203,20 @@ Test(engine, an_asynchronous_collective_slows_the_next_runs_compute)
   hw_cluster_free(hw);
   cfg_cluster_free(c);
 }
+
+/* An MPI runtime driven from the host runs no kernel beside compute: GPT-3 1.3B's gradient
+ * all-reduce under the backward costs the same step whatever the interference factors, where
+ * NCCL's costs more with them. */
+Test(engine, a_host_driven_runtime_charges_no_interference)
+{
+  const char *mpi[] = {"node.count=2", "collectives.runtime=mpi-ucx", NULL};
+  const char *mpi_none[] = {"node.count=2", "collectives.runtime=mpi-ucx", NO_INTERFERENCE, NULL};
+  const char *nccl[] = {"node.count=2", NULL};
+  const char *nccl_none[] = {"node.count=2", NO_INTERFERENCE, NULL};
+  double m = step_of("dgx-h100", "gpt3-1.3b-dp", mpi, ENG_ANALYTIC, NULL);
+  double m0 = step_of("dgx-h100", "gpt3-1.3b-dp", mpi_none, ENG_ANALYTIC, NULL);
+  double n = step_of("dgx-h100", "gpt3-1.3b-dp", nccl, ENG_ANALYTIC, NULL);
+  double n0 = step_of("dgx-h100", "gpt3-1.3b-dp", nccl_none, ENG_ANALYTIC, NULL);
+  cr_assert(m == m0, "MPI: %.12g s, without interference %.12g s", m, m0);
+  cr_assert(n > n0 * (1 + 1e-4), "NCCL: %.12g s, without interference %.12g s", n, n0);
+}
