@@ -6,17 +6,20 @@ the CPU op that launched it, where the trace recorded them: one "shape"), compar
 its duration while an NCCL kernel of the same GPU runs (at least --min-overlap of the kernel's
 time) with its duration while none does. A shape with at least --min-each kernels on both sides
 gives one ratio (median overlapped / median alone); a kernel class's slowdown is the median of
-its shapes' ratios weighted by the overlapped count. NCCL kernels of one name and grid are
-compared the same way: covered by compute kernels or not.
+its shapes' ratios weighted by the overlapped count, with the 10th and 90th percentiles of the
+shapes' ratios (spread) and a 90 % bootstrap interval of that median (shapes resampled,
+--resamples times, seed 1). NCCL kernels are compared the same way: covered by compute kernels
+or not.
 
 Kernels shorter than --min-dur microseconds are left out (the trace's rounding and launch noise).
 Usage: measure.py [--min-each N] [--min-overlap F] [--min-dur US] [--csv] ROLE=TRACE.json.gz ...
-ROLE is "fit" or "check": the table reports them apart, and a pooled row for each.
+ROLE is "fit" or "check": the table reports them apart.
 Python 3 standard library only.
 """
 import argparse
 import gzip
 import json
+import random
 import re
 import statistics
 import sys
@@ -138,7 +141,15 @@ def quantile(values, q):
     return v[min(len(v) - 1, max(0, round(q * (len(v) - 1))))]
 
 
-def summarise(rows):
+def bootstrap(xs, resamples, seed=1):
+    """90 % interval of the class's weighted median, resampling its shapes (fixed seed)."""
+    rng = random.Random(seed)
+    meds = sorted(weighted_median([(r, nb) for r, nb, _ in rng.choices(xs, k=len(xs))])
+                  for _ in range(resamples))
+    return quantile(meds, 0.05), quantile(meds, 0.95)
+
+
+def summarise(rows, resamples):
     by = defaultdict(list)
     for cls, r, nb, na, _ in rows:
         by[cls].append((r, nb, na))
@@ -148,7 +159,7 @@ def summarise(rows):
         rs = [r for r, _, _ in xs]
         out.append((cls, len(xs), sum(nb for _, nb, _ in xs), sum(na for _, _, na in xs),
                     weighted_median([(r, nb) for r, nb, _ in xs]), quantile(rs, 0.1),
-                    quantile(rs, 0.9)))
+                    quantile(rs, 0.9)) + bootstrap(xs, resamples))
     return out
 
 
@@ -157,6 +168,7 @@ def main():
     ap.add_argument("--min-each", type=int, default=3)
     ap.add_argument("--min-overlap", type=float, default=0.5)
     ap.add_argument("--min-dur", type=float, default=30.0, help="microseconds")
+    ap.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
     ap.add_argument("--csv", action="store_true")
     ap.add_argument("traces", nargs="+", metavar="ROLE=TRACE")
     a = ap.parse_args()
@@ -167,16 +179,18 @@ def main():
             sys.exit(f"measure.py: {spec}: expected fit=TRACE or check=TRACE")
         loaded[role].append((path.rsplit("/", 1)[-1].split(".json")[0], load_kernels(path)))
     sep = "," if a.csv else " | "
-    head = ["role", "subject", "class", "shapes", "beside_n", "alone_n", "slowdown", "p10", "p90"]
+    head = ["role", "subject", "class", "shapes", "beside_n", "alone_n", "slowdown", "p10", "p90",
+            "ci90_low", "ci90_high"]
     print(sep.join(head) if a.csv else "| " + sep.join(head) + " |")
     if not a.csv:
         print("|" + "---|" * len(head))
     for role in ("fit", "check"):
         for nccl_side, subject in ((False, "compute"), (True, "nccl")):
-            for cls, n, nb, na, med, lo, hi in summarise(
-                    ratios(loaded[role], a.min_each, a.min_overlap, a.min_dur, nccl_side)):
+            for cls, n, nb, na, med, lo, hi, clo, chi in summarise(
+                    ratios(loaded[role], a.min_each, a.min_overlap, a.min_dur, nccl_side),
+                    a.resamples):
                 cells = [role, subject, cls, str(n), str(nb), str(na), f"{med:.3f}", f"{lo:.3f}",
-                         f"{hi:.3f}"]
+                         f"{hi:.3f}", f"{clo:.3f}", f"{chi:.3f}"]
                 print(sep.join(cells) if a.csv else "| " + sep.join(cells) + " |")
 
 
