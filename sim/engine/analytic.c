@@ -27,6 +27,7 @@ typedef struct {
   uint32_t *seq;               /* per comm op: how many earlier ops of the unit share its group */
   an_last_coll *last;          /* per family */
   GArray *spans;               /* eng_span */
+  GArray *comms;               /* eng_interval: its collectives that later compute may meet */
   double hidden[PROG_NDIMS];   /* collective time run under compute inside macros */
   /* eng_mem_event: room for one per memory op of the class from the start, the first `nmem`
    * filled (an append each, through GLib, was a twentieth of a run) */
@@ -162,6 +163,7 @@ static void an_units_init(an_state *st)
     x->last = g_new0(an_last_coll, MAX(p->families->len, 1u));
     /* about one span an op: reserved at once rather than grown */
     x->spans = g_array_sized_new(FALSE, FALSE, sizeof(eng_span), nops);
+    x->comms = g_array_new(FALSE, FALSE, sizeof(eng_interval));
     x->mem = g_array_sized_new(FALSE, FALSE, sizeof(eng_mem_event), mems);
     g_array_set_size(x->mem, mems);
   }
@@ -194,8 +196,10 @@ static void an_finish_op(an_state *st, an_unit *u, uint32_t idx, double start, d
   u->pos[op->stream]++;
   u->free_at[op->stream] = end;
   u->finish = MAX(u->finish, end);
-  if (op->kind == PROG_COMM && end > start)
+  if (op->kind == PROG_COMM && end > start) {
     g_array_append_val(u->spans, ((eng_span){start, end, (int)op->dim}));
+    g_array_append_val(u->comms, ((eng_interval){start, end}));
+  }
   if (st->opt->trace) {
     eng_event e = {.rank = u->rank, .stream = op->stream, .kind = op->kind, .dim = op->dim,
                    .op = idx, .name = op->name, .start = start, .end = end};
@@ -293,6 +297,27 @@ static bool an_arrive(an_state *st, an_unit *u, uint32_t idx, double ready)
   return true;
 }
 
+static bool an_advance(an_state *st, an_unit *u, int stream);
+
+/* A compute op or macro of the unit from `ready` for `dur`, slowed by the unit's collectives
+ * that ran beside it (as the DES charges it): returns its duration with that. */
+static double an_interfered(an_state *st, an_unit *u, const prog_op *op, double ready, double dur)
+{
+  double extra = eng_interference_charge(st->costs, op, u->rank, ready, dur, u->comms, INFINITY);
+  if (extra > 0)
+    g_array_append_val(u->spans, ((eng_span){ready + dur, ready + dur + extra, -1}));
+  return dur + extra;
+}
+
+/* The collectives a compute op lets start must be known before the next compute op is timed:
+ * they run beside it (the gradient reductions under the backward). */
+static void an_advance_beside(an_state *st, an_unit *u)
+{
+  for (int s = 0; s < PROG_NSTREAMS; s++)
+    if (s != PROG_STREAM_COMPUTE)
+      an_advance(st, u, s);
+}
+
 /* Advances one stream of a unit as far as its dependencies allow. */
 static bool an_advance(an_state *st, an_unit *u, int stream)
 {
@@ -310,7 +335,10 @@ static bool an_advance(an_state *st, an_unit *u, int stream)
     }
     if (op->kind == PROG_COMPUTE) {
       double dur = eng_op_spans(st->costs, op, u->rank, ready, u->spans, u->hidden);
+      dur = an_interfered(st, u, op, ready, dur);
       an_finish_op(st, u, idx, ready, ready + dur);
+      if (stream == PROG_STREAM_COMPUTE)
+        an_advance_beside(st, u);
     } else if (op->kind == PROG_MEM) {
       g_array_index(u->mem, eng_mem_event, u->nmem++) =
           (eng_mem_event){.time = ready, .delta = op->mem_delta, .seq = idx};
@@ -381,6 +409,7 @@ static void an_state_free(an_state *st)
     g_free(st->units[u].seq);
     g_free(st->units[u].last);
     g_array_free(st->units[u].spans, TRUE);
+    g_array_free(st->units[u].comms, TRUE);
     g_array_free(st->units[u].mem, TRUE);
   }
   g_free(st->units);
