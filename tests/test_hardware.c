@@ -555,15 +555,20 @@ static double gemm_time(const char *const *sets, double m, double n, double k, d
 Test(hardware, gemm_in_whole_waves_takes_the_flat_time_exactly)
 {
   const char *flat[] = {"gpu.sms=0", NULL};
-  const char *waves[] = {"gpu.sms=132", NULL};
-  const char *dear[] = {"gpu.sms=132", "gpu.efficiency.gemm_tile_load=300", NULL};
+  const char *waves[] = {"gpu.sms=132", "gpu.efficiency.gemm_waves=true", NULL};
+  const char *dear[] = {"gpu.sms=132", "gpu.efficiency.gemm_waves=true",
+                        "gpu.efficiency.gemm_tile_load=300", NULL};
   double m = 256 * 11, n = 128 * 24, k = 16384;
   double want = gemm_time(flat, m, n, k, 1, true, false);
   cr_expect_eq(gemm_time(waves, m, n, k, 1, true, false), want);
   cr_expect_eq(gemm_time(dear, m, n, k, 1, true, false), want);
   /* a batch of them fills whole waves as well */
   cr_expect_eq(gemm_time(waves, m, n, k, 3, true, false), gemm_time(flat, m, n, k, 3, true, false));
-  /* a GEMM whose output shape is not known keeps the flat time, here one that would not fill */
+  /* off (the presets' default), or a GEMM whose output shape is not known, keeps the flat
+   * time, here of one that does not fill its waves */
+  const char *off[] = {"gpu.sms=132", NULL};
+  cr_expect_eq(gemm_time(off, 1000, 1000, k, 1, true, false),
+               gemm_time(flat, 1000, 1000, k, 1, true, false));
   cr_expect_eq(gemm_time(waves, 1000, 1000, k, 1, false, false),
                gemm_time(flat, 1000, 1000, k, 1, false, false));
   cr_expect_gt(gemm_time(waves, 1000, 1000, k, 1, true, false),
@@ -577,9 +582,11 @@ Test(hardware, gemm_in_whole_waves_takes_the_flat_time_exactly)
  * decode regime's weight streaming, gemm_stream, is left out). */
 Test(hardware, gemm_of_133_tiles_on_132_sms_takes_two_waves_by_hand)
 {
-  const char *flat[] = {"gpu.sms=0", "gpu.efficiency.launch_overhead=0", "gpu.efficiency.gemm_stream=0", NULL};
-  const char *waves[] = {"gpu.sms=132", "gpu.efficiency.gemm_tile_load=1e9",
-                         "gpu.efficiency.launch_overhead=0", "gpu.efficiency.gemm_stream=0", NULL};
+  const char *flat[] = {"gpu.sms=0", "gpu.efficiency.launch_overhead=0",
+                        "gpu.efficiency.gemm_stream=0", NULL};
+  const char *waves[] = {"gpu.sms=132", "gpu.efficiency.gemm_waves=true",
+                         "gpu.efficiency.gemm_tile_load=1e9", "gpu.efficiency.launch_overhead=0",
+                         "gpu.efficiency.gemm_stream=0", NULL};
   double k = 128;
   double ratio = gemm_time(waves, 1792, 2432, k, 1, true, true) /
                  gemm_time(flat, 1792, 2432, k, 1, true, true);
@@ -598,11 +605,11 @@ Test(hardware, gemm_of_133_tiles_on_132_sms_takes_two_waves_by_hand)
  * 8 x 4096 x (8192 + 177.3). */
 Test(hardware, small_m_gemm_pads_its_rows_and_splits_k_by_hand)
 {
-  const char *flat[] = {"gpu.sms=0", "gpu.efficiency.launch_overhead=0", "gpu.efficiency.gemm_stream=0",
-                        "gpu.efficiency.gemm_k_half=177.3", NULL};
-  const char *waves[] = {"gpu.sms=132", "gpu.efficiency.gemm_tile_load=0",
-                         "gpu.efficiency.launch_overhead=0", "gpu.efficiency.gemm_stream=0", "gpu.efficiency.gemm_k_half=177.3",
-                         NULL};
+  const char *flat[] = {"gpu.sms=0", "gpu.efficiency.launch_overhead=0",
+                        "gpu.efficiency.gemm_stream=0", "gpu.efficiency.gemm_k_half=177.3", NULL};
+  const char *waves[] = {"gpu.sms=132", "gpu.efficiency.gemm_waves=true",
+                         "gpu.efficiency.gemm_tile_load=0", "gpu.efficiency.launch_overhead=0",
+                         "gpu.efficiency.gemm_stream=0", "gpu.efficiency.gemm_k_half=177.3", NULL};
   double want = (132.0 * 64 * 64 * (4096 + 177.3)) / (8.0 * 4096 * (8192 + 177.3));
   double ratio = gemm_time(waves, 8, 4096, 8192, 1, true, true) /
                  gemm_time(flat, 8, 4096, 8192, 1, true, true);

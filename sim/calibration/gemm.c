@@ -68,7 +68,7 @@ void calib_fit_gemm(cfg_cluster *c, cfg_dtype dtype, const calib_table *tab, cal
   calib_search_add(&s, &e->gemm_k_half, false, 1, 1e5, "efficiency.gemm_k_half");
   calib_search_add(&s, &e->launch_overhead, false, 0.2e-6, 50e-6, "efficiency.launch_overhead");
   /* with the SMs known, which tile a shape runs in depends on what smaller tiles lose */
-  if (c->gpu.sms > 0) {
+  if (e->gemm_waves && c->gpu.sms > 0) {
     e->gemm_tile_load = MAX(e->gemm_tile_load, 16); /* the search runs on its logarithm */
     calib_search_add(&s, &e->gemm_tile_load, false, 1, 1024, "efficiency.gemm_tile_load");
   }

@@ -192,7 +192,8 @@ typedef struct {
   double memory_efficiency;               /* fraction of HBM bandwidth reached by streaming kernels */
   double gemm_k_half;                     /* a GEMM with reduction dimension K reaches
                                            * flops.gemm * K / (K + gemm_k_half) of peak */
-  double gemm_tile_load;                  /* with gpu.sms: a tile of tm x tn outputs runs at
+  int gemm_waves;                         /* 0/1: GEMMs in waves of output tiles over gpu.sms */
+  double gemm_tile_load;                  /* with gemm_waves: a tile of tm x tn outputs runs at
                                            * 1 / (1 + L/tm + L/tn) of the MMA rate, L this */
   double fp8_scale;                       /* what fp8 kernels reach of their peak, relative to
                                            * what 16-bit ones reach of theirs */

@@ -77,8 +77,8 @@ static double hw_gemm_tile_cost(const cfg_efficiency *e, int sms, double tiles, 
                                 double tn, double k, double split)
 {
   double waves = ceil(tiles * split / sms);
-  double load = (1 + e->gemm_tile_load / tm + e->gemm_tile_load / tn) /
-                (1 + e->gemm_tile_load / hw_gemm_tiles[0][0] + e->gemm_tile_load / hw_gemm_tiles[0][1]);
+  double l = e->gemm_tile_load;
+  double load = (1 + l / tm + l / tn) / (1 + l / hw_gemm_tiles[0][0] + l / hw_gemm_tiles[0][1]);
   return waves * sms * tm * tn * (k / split + e->gemm_k_half) * load;
 }
 
@@ -104,8 +104,8 @@ double hw_gemm_shape_efficiency(const cfg_gpu *g, const hw_kernel *k)
    * compute: short reductions (K = head dim in attention scores, h / t after a row-parallel
    * split) run below the large-GEMM rate */
   double ramp = k->inner / (k->inner + g->efficiency.gemm_k_half);
-
-  if (g->sms <= 0 || !(k->rows > 0 && k->cols > 0) || !(k->flops > 0))
+  if (!g->efficiency.gemm_waves || g->sms <= 0 || !(k->rows > 0 && k->cols > 0) ||
+      !(k->flops > 0))
     return ramp;
   double batch = MAX(1.0, round(k->flops / (2 * k->rows * k->cols * k->inner)));
   double cost = hw_gemm_best_cost(&g->efficiency, g->sms, batch, k->rows, k->cols, k->inner);
