@@ -235,7 +235,7 @@ static const cfg_field cfg_efficiency_fields[] = {
     F_QTY(cfg_efficiency, "gemm_tile_load", gemm_tile_load, UNITS_NUMBER,
           "with gemm_waves: a GEMM's output tile of tm x tn runs at 1 / (1 + L/tm + L/tn) of the "
           "tensor cores' rate, L this (its operands' loads), relative to cuBLAS's largest tile "
-          "(256 x 128), which flops.gemm is (fitted on the sm_90 table, validation/fit-h100.sh)",
+          "(256 x 128), which flops.gemm is (a fit on the sm_90 table, validation/README.md)",
           DEF(55.7)),
     F_QTY(cfg_efficiency, "sustained", sustained, UNITS_FRACTION,
            "fraction of the kernel benchmarks' FLOP/s a long training run sustains (clocks under "
