@@ -1,5 +1,7 @@
 /* The compute cost model: fused attention kernels by implementation, against hand-derived
- * times and the FlashAttention papers' figures they were fitted on or checked against. */
+ * times and the FlashAttention papers' figures they were fitted on or checked against; GEMMs
+ * in tiles and waves over the SMs, by hand. */
+#include "calibration/calibration.h"
 #include "hardware/hardware.h"
 #include "helpers.h"
 #include "run/run.h"
@@ -614,4 +616,32 @@ Test(hardware, small_m_gemm_pads_its_rows_and_splits_k_by_hand)
   double ratio = gemm_time(waves, 8, 4096, 8192, 1, true, true) /
                  gemm_time(flat, 8, 4096, 8192, 1, true, true);
   cr_expect(fabs(ratio - want) < 1e-9, "%.9f vs %.9f", ratio, want);
+}
+
+/* A calibration written with the wave model on says so and keeps its tile load: loaded back,
+ * GEMMs run in waves (a file without the key leaves them flat, as the presets' do). */
+Test(hardware, a_calibration_with_gemm_waves_loads_back_with_them)
+{
+  const char *const sets[] = {"gpu.efficiency.gemm_waves=true",
+                              "gpu.efficiency.gemm_tile_load=66.8", NULL};
+  cfg_cluster *c = NULL;
+  cr_assert(th_load("dgx-h100", NULL, sets, &c, NULL));
+  g_autofree char *out = th_write("waves.yaml", "");
+  GError *err = NULL;
+  cr_assert(calib_write(out, c, "test", NULL, &err), "%s", err ? err->message : "");
+  g_autofree char *yaml = NULL;
+  cr_assert(g_file_get_contents(out, &yaml, NULL, NULL));
+  cr_expect(strstr(yaml, "  gemm_waves: true\n  gemm_tile_load: 66.8\n"), "%s", yaml);
+  g_autofree char *set_cal = g_strdup_printf("gpu.calibration=%s", out);
+  const char *const back[] = {set_cal, NULL};
+  cfg_cluster *d = NULL;
+  cr_assert(th_load("dgx-h100", NULL, back, &d, NULL));
+  cr_expect_eq(d->gpu.efficiency.gemm_waves, 1);
+  cr_expect_float_eq(d->gpu.efficiency.gemm_tile_load, 66.8, 1e-9);
+  cr_expect_eq(d->gpu.sms, 132);
+  cfg_cluster_free(c);
+  cfg_cluster_free(d);
+  cr_assert(th_load("dgx-h100", NULL, NULL, &d, NULL));
+  cr_expect_eq(d->gpu.efficiency.gemm_waves, 0);
+  cfg_cluster_free(d);
 }
