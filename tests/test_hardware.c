@@ -1,7 +1,6 @@
 /* The compute cost model: fused attention kernels by implementation, against hand-derived
  * times and the FlashAttention papers' figures they were fitted on or checked against; GEMMs
  * in tiles and waves over the SMs, by hand. */
-#include "calibration/calibration.h"
 #include "hardware/hardware.h"
 #include "helpers.h"
 #include "run/run.h"
@@ -626,11 +625,9 @@ Test(hardware, a_calibration_with_gemm_waves_loads_back_with_them)
                               "gpu.efficiency.gemm_tile_load=66.8", NULL};
   cfg_cluster *c = NULL;
   cr_assert(th_load("dgx-h100", NULL, sets, &c, NULL));
-  g_autofree char *out = th_write("waves.yaml", "");
-  GError *err = NULL;
-  cr_assert(calib_write(out, c, "test", NULL, &err), "%s", err ? err->message : "");
   g_autofree char *yaml = NULL;
-  cr_assert(g_file_get_contents(out, &yaml, NULL, NULL));
+  g_autofree char *out = th_write_calibration(c, "waves.yaml", &yaml);
+  cr_assert(out);
   cr_expect(strstr(yaml, "  gemm_waves: true\n  gemm_tile_load: 66.8\n"), "%s", yaml);
   g_autofree char *set_cal = g_strdup_printf("gpu.calibration=%s", out);
   const char *const back[] = {set_cal, NULL};
