@@ -516,10 +516,10 @@ Test(cli, timeline_tiny_is_pinned_and_escaped, .timeout = 60)
 }
 
 /* The README's picture: all 8 GPUs of the 22B's TP group, each with a forward and a backward
- * pass and tensor-parallel collectives, in a window of one layer. */
+ * pass and tensor-parallel collectives, in the window of one layer; a window in ms. */
 Test(cli, timeline_22b_shows_every_gpu_with_its_passes, .timeout = 60)
 {
-  g_autofree char *svg = timeline_of("-c dgx-a100 -w megatron-22b --timeline-window 338.9:369");
+  g_autofree char *svg = timeline_of("-c dgx-a100 -w megatron-22b --timeline-window layer47");
   timeline_check_xml(svg);
   g_auto(GStrv) bands = g_strsplit(svg, "class=\"gpu\">", -1);
   cr_assert_eq(g_strv_length(bands), 9, "%u bands", g_strv_length(bands) - 1);
@@ -531,7 +531,23 @@ Test(cli, timeline_22b_shows_every_gpu_with_its_passes, .timeout = 60)
     cr_assert_not_null(strstr(bands[g], "<title>tp "), "GPU %d: no TP collective", g - 1);
   }
   cr_assert_not_null(strstr(bands[2], "(as GPU 0: not simulated on its own"));
-  cr_assert_not_null(strstr(svg, ">338.900 ms to 369.000 ms of a "));
+  cr_assert_null(strstr(svg, ">layer46 fwd mb0<"));
+  g_autofree char *ms = timeline_of("-c dgx-a100 -w megatron-22b --timeline-window 100:200.5");
+  cr_assert_not_null(strstr(ms, ">100.000 ms to 200.500 ms of a "));
+  cr_assert_not_null(strstr(ms, ">100 ms</text>") && strstr(ms, ">200 ms</text>"), "no ticks at 100 and 200 ms");
+}
+
+/* A layer the drawn GPUs do not run: exit 2, said after the report (the layers are known once
+ * simulated). */
+Test(cli, timeline_window_of_a_missing_layer_fails, .timeout = 60)
+{
+  g_autofree char *out = th_write("missing.svg", "");
+  g_autofree char *args = g_strdup_printf("run -c dgx-a100 -w megatron-22b -q --timeline %s "
+                                          "--timeline-window layer99", out);
+  th_proc p = th_dlsim(args);
+  cr_assert_eq(p.status, 2, "%s", p.out);
+  cr_assert_not_null(strstr(p.out, "dlsim: error: --timeline-window: no pass of a layer named 'layer99'"), "%s", p.out);
+  th_proc_clear(&p);
 }
 
 /* --trace-ranks and --trace-steps pick the bands and micro-batches; a whole step stays small,

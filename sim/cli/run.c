@@ -1,5 +1,5 @@
 /* dlsim run -c CLUSTER -w WORKLOAD [--engine des|analytic] [--json] [--trace FILE]
- * [--timeline FILE.svg [--timeline-window START:END]] [--trace-ranks LIST] [--trace-steps N]
+ * [--timeline FILE.svg [--timeline-window START:END|LAYER]] [--trace-ranks LIST] [--trace-steps N]
  * [--set K=V]... [--quiet] */
 #include "cli/cli_internal.h"
 #include "lifecycle/lifecycle.h"
@@ -35,7 +35,8 @@ int cli_run(int argc, char **argv)
       {"timeline", 0, 0, G_OPTION_ARG_FILENAME, &timeline,
        "Draw the trace's events as an SVG timeline", "FILE.svg"},
       {"timeline-window", 0, 0, G_OPTION_ARG_STRING, &window_text,
-       "With --timeline: only START to END ms of the step (default all of it)", "START:END"},
+       "With --timeline: only START to END ms of the step, or the passes of one layer (default all of it)",
+       "START:END|LAYER"},
       {"trace-ranks", 0, 0, G_OPTION_ARG_STRING, &trace_ranks,
        "With --trace or --timeline: only these GPUs (default all)", "LIST"},
       {"trace-steps", 0, 0, G_OPTION_ARG_INT, &trace_steps,
@@ -118,7 +119,7 @@ int cli_run(int argc, char **argv)
   ok = ok && (!trace || rep_trace_write(trace, &run, &to, &err));
   if (ok && trace)
     cli_trace_size_note(trace);
-  ok = ok && (!timeline || rep_timeline_write(timeline, &run, &to, window, &err));
+  ok = ok && (!timeline || rep_timeline_write(timeline, &run, &to, window_text, &err));
   sim_result_clear(&run);
   unc_table_free(bands);
   return ok ? 0 : cli_fail(err);

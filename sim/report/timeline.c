@@ -102,8 +102,22 @@ static void tl_box_clear(gpointer p)
 
 /* ---- the window ----------------------------------------------------------------------------- */
 
+/* A layer's name as the trace's passes begin with it ("layer47", "output"). */
+static bool tl_is_layer_name(const char *text)
+{
+  if (!g_ascii_isalpha(*text) && *text != '_')
+    return false;
+  for (const char *c = text; *c; c++)
+    if (!g_ascii_isalnum(*c) && !strchr("_.-", *c))
+      return false;
+  return strlen(text) < 200;
+}
+
 bool rep_timeline_window_parse(const char *text, double window[2], GError **err)
 {
+  window[0] = window[1] = 0;
+  if (tl_is_layer_name(text))
+    return true; /* the span of that layer's passes, found once they are drawn */
   const char *colon = strchr(text, ':');
   char *end = NULL, *end2 = NULL;
   window[0] = colon ? g_ascii_strtod(text, &end) : NAN;
@@ -112,7 +126,7 @@ bool rep_timeline_window_parse(const char *text, double window[2], GError **err)
       !isfinite(window[0]) || !isfinite(window[1]) || window[0] < 0) {
     g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
                 "--timeline-window: expected START:END in milliseconds from the step's start "
-                "(e.g. 30:45), got '%s'", text);
+                "(e.g. 30:45) or a layer's name (e.g. layer5), got '%s'", text);
     return false;
   }
   if (window[1] <= window[0]) {
@@ -123,20 +137,46 @@ bool rep_timeline_window_parse(const char *text, double window[2], GError **err)
   return true;
 }
 
+/* From the start of `layer`'s first pass to the end of its last, on any GPU drawn, with a
+ * margin of 2 % each side so that the passes' edges show. */
+static bool tl_layer_window(const tl_events *v, const char *layer, double w[2], GError **err)
+{
+  g_autofree char *prefix = g_strdup_printf("%s ", layer);
+  w[0] = INFINITY, w[1] = 0;
+  for (guint i = 0; i < v->boxes->len; i++) {
+    const tl_box *b = &g_array_index(v->boxes, tl_box, i);
+    if (b->kind <= TL_PASS && g_str_has_prefix(b->name, prefix))
+      w[0] = MIN(w[0], b->t0), w[1] = MAX(w[1], b->t1);
+  }
+  if (w[1] <= w[0]) {
+    g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                "--timeline-window: no pass of a layer named '%s' on the GPUs drawn (layers are "
+                "named as in the trace: layer0, layer1, ..., output)", layer);
+    return false;
+  }
+  double pad = 0.02 * (w[1] - w[0]);
+  w[0] = MAX(0, w[0] - pad), w[1] += pad;
+  return true;
+}
+
 /* The drawn part of the step: the one asked for, else from 0 to the last event's end, or the
  * last layer pass's when only the first micro-batches are drawn (the optimizer at the step's end
  * would leave them a sliver). */
-static bool tl_window(const tl_events *v, const double asked[2], bool few, double w[2], GError **err)
+static bool tl_window(const tl_events *v, const char *asked, bool few, double w[2], GError **err)
 {
+  if (asked && tl_is_layer_name(asked))
+    return tl_layer_window(v, asked, w, err);
+  double given[2] = {0, 0};
+  if (asked && !rep_timeline_window_parse(asked, given, err))
+    return false;
   double last = 0, last_pass = 0;
   for (guint i = 0; i < v->boxes->len; i++) {
     const tl_box *b = &g_array_index(v->boxes, tl_box, i);
     last = MAX(last, b->t1);
     last_pass = b->kind <= TL_PASS ? MAX(last_pass, b->t1) : last_pass;
   }
-  bool given = asked && asked[1] > asked[0];
-  w[0] = given ? asked[0] : 0;
-  w[1] = given ? asked[1] : few && last_pass > 0 ? last_pass : last;
+  w[0] = asked ? given[0] : 0;
+  w[1] = asked ? given[1] : few && last_pass > 0 ? last_pass : last;
   if (w[0] >= last) {
     g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
                 "--timeline-window: starts at %g ms, but the traced events end at %.3f ms", w[0], last);
@@ -424,7 +464,7 @@ static char *tl_subtitle(const sim_result *run, const rep_trace_options *o, cons
 }
 
 bool rep_timeline_write(const char *path, const sim_result *run, const rep_trace_options *o,
-                        const double window[2], GError **err)
+                        const char *window, GError **err)
 {
   /* a big job: the first GPUs simulated on their own (a pipeline's stages) and their first
    * micro-batches unless told otherwise, so that the picture stays readable */
