@@ -38,9 +38,11 @@ int cli_run(int argc, char **argv)
        "With --timeline: only START to END ms of the step, or the passes of one layer (default all of it)",
        "START:END|LAYER"},
       {"trace-ranks", 0, 0, G_OPTION_ARG_STRING, &trace_ranks,
-       "With --trace or --timeline: only these GPUs (default all)", "LIST"},
+       "With --trace or --timeline: only these GPUs (default all; a timeline of more than 16: "
+       "the first 16 simulated on their own, such as one per pipeline stage)", "LIST"},
       {"trace-steps", 0, 0, G_OPTION_ARG_INT, &trace_steps,
-       "With --trace or --timeline: only each GPU's first N micro-batches (default all)", "N"},
+       "With --trace or --timeline: only each GPU's first N micro-batches (default all; a timeline "
+       "of more than 16 GPUs: 2)", "N"},
       cli_opt(CLI_SET, &sets, NULL),
       cli_opt(CLI_MAX_MEMORY, &max_memory, NULL),
       cli_opt(CLI_YES, &yes, NULL),
