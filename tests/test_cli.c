@@ -571,6 +571,17 @@ Test(cli, timeline_follows_trace_options_and_stays_bounded, .timeout = 60)
   cr_assert_null(strstr(svg, ">layer0 fwd mb1<"));
 }
 
+/* A zero-bubble schedule's weight-gradient passes get a colour and a legend entry of their own. */
+Test(cli, timeline_tells_weight_gradient_passes_apart, .timeout = 60)
+{
+  g_autofree char *svg = timeline_of("-c dgx-a100 -w megatron-175b --set node.count=8 "
+                                     "--set parallel.schedule=zb-h1 --set parallel.virtual_stages=1 "
+                                     "--trace-ranks 0 --trace-steps 1");
+  cr_assert_not_null(strstr(svg, ">weight-gradient pass</text>"));
+  cr_assert_not_null(strstr(svg, "fill=\"#c46a12\"><title>layer11 bwd-weight mb0:"));
+  cr_assert_not_null(strstr(svg, "fill=\"#f28e2b\"><title>layer11 bwd-input mb0:"));
+}
+
 /* Every prefix of a real preset and deterministic garbage: an error or a result, never a crash. */
 Test(cli, truncated_and_garbage_files_never_crash)
 {

@@ -12,7 +12,7 @@
 enum {
   TL_WIDTH = 1400,
   TL_LEFT = 96,   /* the rows' names */
-  TL_RIGHT = 16,
+  TL_RIGHT = 24, /* half a tick label past the axis's end */
   TL_TOP = 104,   /* title, legend and axis above the first band */
   TL_BAND_HEAD = 18,
   TL_ROW_COMPUTE = 24,
@@ -22,7 +22,8 @@ enum {
 };
 #define TL_PLOT (TL_WIDTH - TL_LEFT - TL_RIGHT)
 
-typedef enum { TL_FWD, TL_BWD, TL_RECOMPUTE, TL_PASS, TL_KERNEL, TL_COMM, TL_NKINDS } tl_kind;
+/* TL_WGRAD: a zero-bubble schedule's weight-gradient half of a backward pass ("bwd-weight") */
+typedef enum { TL_FWD, TL_BWD, TL_WGRAD, TL_RECOMPUTE, TL_PASS, TL_KERNEL, TL_COMM, TL_NKINDS } tl_kind;
 
 typedef struct {
   int pid, tid, seq; /* seq: order in the trace, to sort stably */
@@ -58,7 +59,10 @@ static tl_kind tl_kind_of(const cJSON *e, const char *cat, int tid)
 {
   if (strcmp(cat, "layer") == 0) {
     const char *pass = tl_str(cJSON_GetObjectItem(e, "args"), "pass");
-    return g_str_has_prefix(pass, "fwd") ? TL_FWD : g_str_has_prefix(pass, "bwd") ? TL_BWD : TL_PASS;
+    return g_str_has_prefix(pass, "fwd")          ? TL_FWD
+           : g_str_has_prefix(pass, "bwd-weight") ? TL_WGRAD
+           : g_str_has_prefix(pass, "bwd")        ? TL_BWD
+                                                  : TL_PASS;
   }
   if (strcmp(cat, "recompute") == 0 && tid == 0 && strstr(tl_str(e, "name"), " recompute mb"))
     return TL_RECOMPUTE;
@@ -201,7 +205,7 @@ static double tl_x(const tl_svg *s, double ms)
 
 static const char *tl_fill(tl_kind k, const char *cat)
 {
-  static const char *const kinds[] = {"#4e79a7", "#f28e2b", "#59a14f", "#9c9c9c", "#2f3e4e", "#b07aa1"};
+  static const char *const kinds[] = {"#4e79a7", "#f28e2b", "#c46a12", "#59a14f", "#9c9c9c", "#2f3e4e", "#b07aa1"};
   static const char *const dims[][2] = {{"tp", "#b07aa1"}, {"cp", "#76b7b2"}, {"pp", "#7f7f7f"},
                                         {"dp", "#e15759"}, {"ep", "#edc948"}};
   for (size_t i = 0; k == TL_COMM && i < G_N_ELEMENTS(dims); i++)
@@ -360,15 +364,17 @@ static void tl_axis(tl_svg *s, double top, double bottom)
   }
 }
 
-/* The kinds present, each with its colour. */
+/* The kinds drawn, each with its colour. */
 static void tl_legend(tl_svg *s, const GArray *boxes, double y)
 {
-  static const char *const names[] = {"forward pass", "backward pass", "recomputation", "other pass",
-                                      "kernel", NULL};
+  static const char *const names[] = {"forward pass", "backward pass", "weight-gradient pass",
+                                      "recomputation", "other pass", "kernel", NULL};
   bool seen[TL_NKINDS] = {0};
   GPtrArray *dims = g_ptr_array_new(); /* the collectives' dimensions, first seen first */
   for (guint i = 0; i < boxes->len; i++) {
     const tl_box *b = &g_array_index(boxes, tl_box, i);
+    if (b->t1 <= s->w0 || b->t0 >= s->w1)
+      continue;
     seen[b->kind] = true;
     if (b->kind == TL_COMM && !g_ptr_array_find(dims, b->cat, NULL))
       g_ptr_array_add(dims, (gpointer)b->cat);
