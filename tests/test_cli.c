@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -440,7 +441,9 @@ Test(cli, trace_leaves_the_step_time_unchanged)
   cJSON_Delete(trace_22b("", &traced));
   th_proc p = th_dlsim("run -c dgx-a100 -w megatron-22b -q --json");
   cr_assert_eq(p.status, 0);
-  cr_assert(trace_step_time(p.out) == trace_step_time(traced), "%s\n%s", p.out, traced);
+  /* the full run sums its micro-batches' charges in another order: the last bits may differ */
+  double plain = trace_step_time(p.out), with_trace = trace_step_time(traced);
+  cr_assert(fabs(plain - with_trace) <= 1e-12 * plain, "%.17g vs %.17g", plain, with_trace);
   th_proc_clear(&p);
   g_autofree char *out = th_write("trace-175b.json", "");
   const char *job = "run -c dgx-a100 -w megatron-175b --set node.count=8 -q --json";
