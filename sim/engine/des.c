@@ -17,6 +17,7 @@
 #include <simgrid/host.h>
 #include <simgrid/mailbox.h>
 #include <simgrid/mutex.h>
+#include <simgrid/semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,10 +30,11 @@ typedef struct {
   int rank, cls;
   uint8_t *done;
   double *end;
-  sg_mutex_t mutex;
-  /* per stream: its actor's condition, and the op it waits for (DES_NOTHING: none), so that an
-   * op's end wakes only the actor waiting for it, not every stream of the rank to look again */
-  sg_cond_t cond[PROG_NSTREAMS];
+  /* per stream: a semaphore its actor sleeps on, and the op it waits for (DES_NOTHING: none),
+   * so that an op's end wakes only the actor waiting for it. A semaphore rather than a condition
+   * and its mutex: one simcall each side instead of three (lock, wait or notify, unlock), and a
+   * release posted before the acquire is handled is kept, so no lock is needed around it */
+  sg_sem_t wake[PROG_NSTREAMS];
   uint32_t awaits[PROG_NSTREAMS];
   GArray *spans; /* eng_span */
   double hidden[PROG_NDIMS]; /* collective time run under compute inside macros */
@@ -156,26 +158,21 @@ static void des_wait_deps(des_ctx *c, des_rank *r, const prog_op *op, int stream
 {
   const uint32_t *deps = prog_op_deps(c->p, r->cls, op);
   for (uint32_t d = 0; d < op->ndeps; d++) {
-    if (r->done[deps[d]])
-      continue;
-    sg_mutex_lock(r->mutex);
-    r->awaits[stream] = deps[d];
-    while (!r->done[deps[d]])
-      sg_cond_wait(r->cond[stream], r->mutex);
-    r->awaits[stream] = DES_NOTHING;
-    sg_mutex_unlock(r->mutex);
+    while (!r->done[deps[d]]) {
+      r->awaits[stream] = deps[d];
+      sg_sem_acquire(r->wake[stream]);
+    }
   }
 }
 
-/* Wakes the stream actor of the rank that waits for op `idx`, if any (under the lock: its wait
- * may be posted but not yet handled). */
+/* Wakes the stream actor of the rank that waits for op `idx`, if any. Each release answers the
+ * one acquire that set `awaits`, so the semaphore never counts past one. */
 static void des_wake(des_rank *r, uint32_t idx)
 {
   for (int s = 0; s < PROG_NSTREAMS; s++)
     if (r->awaits[s] == idx) {
-      sg_mutex_lock(r->mutex);
-      sg_cond_notify_one(r->cond[s]);
-      sg_mutex_unlock(r->mutex);
+      r->awaits[s] = DES_NOTHING;
+      sg_sem_release(r->wake[s]);
     }
 }
 
@@ -1153,9 +1150,8 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     return false;
   c.links = des_links_new(hw, c.events != NULL);
   for (int r = 0; r < p->nranks; r++) {
-    c.ranks[r].mutex = sg_mutex_init();
     for (int s = 0; s < PROG_NSTREAMS; s++) {
-      c.ranks[r].cond[s] = des_active(&c, r) ? sg_cond_init() : NULL;
+      c.ranks[r].wake[s] = des_active(&c, r) ? sg_sem_init(0) : NULL;
       c.ranks[r].awaits[s] = DES_NOTHING;
     }
   }
