@@ -1090,17 +1090,24 @@ static bool des_plan_flows(des_ctx *c, eng_result *out, GError **err)
  * run is an error, not a crash inside an actor. */
 static bool des_plan_all(des_ctx *c, GError **err)
 {
-  for (int r = 0; r < c->p->nranks; r++) {
+  guint ncls = c->p->classes->len;
+  GArray **distinct = g_new0(GArray *, MAX(ncls, 1u));
+  bool ok = true;
+  for (int r = 0; r < c->p->nranks && ok; r++) {
+    int k = c->p->class_of[r];
     if (!des_active(c, r))
       continue;
-    const prog_class *k = prog_class_at(c->p, c->p->class_of[r]);
-    for (guint i = 0; i < k->ops->len; i++) {
-      const prog_op *op = &g_array_index(k->ops, prog_op, i);
-      if (op->kind == PROG_COMM && !eng_schedule_for(c->planner, c->p, op, r, err))
-        return false;
-    }
+    if (!distinct[k])
+      distinct[k] = eng_distinct_comms(c->p, k);
+    for (guint i = 0; i < distinct[k]->len && ok; i++)
+      ok = eng_schedule_for(c->planner, c->p,
+                            prog_op_at(c->p, k, g_array_index(distinct[k], uint32_t, i)), r, err);
   }
-  return true;
+  for (guint k = 0; k < ncls; k++)
+    if (distinct[k])
+      g_array_free(distinct[k], TRUE);
+  g_free(distinct);
+  return ok;
 }
 
 static bool des_all_done(const des_ctx *c)
