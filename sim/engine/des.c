@@ -122,10 +122,18 @@ static void des_build_tables(des_ctx *c)
 }
 
 /* Messages between two endpoints of one process group go through their own mailbox: both
- * sides run the group's collectives in the same order, so first-in first-out matches them. */
+ * sides run the group's collectives in the same order, so first-in first-out matches them.
+ * Each side counts the messages it arrived for, so that the other knows, on its own arrival,
+ * whether it comes first (des_lone_first). */
 typedef struct {
   int src, dst, group;
 } des_mb_key;
+
+typedef struct {
+  des_mb_key key;
+  sg_mailbox_t mb;
+  uint32_t sends, receives; /* arrivals so far */
+} des_mb;
 
 static guint des_mb_hash(gconstpointer k)
 {
@@ -139,15 +147,21 @@ static gboolean des_mb_equal(gconstpointer a, gconstpointer b)
   return x->src == y->src && x->dst == y->dst && x->group == y->group;
 }
 
-static sg_mailbox_t des_mailbox(des_ctx *c, int src, int dst, int group)
+static des_mb *des_mailbox(des_ctx *c, int src, int dst, int group)
 {
   des_mb_key key = {src, dst, group};
-  sg_mailbox_t mb = g_hash_table_lookup(c->mailboxes, &key);
+  des_mb *mb = g_hash_table_lookup(c->mailboxes, &key);
+  if (mb)
+    return mb;
+  char name[64];
+  g_snprintf(name, sizeof name, "m%d.%d.%d", src, dst, group);
+  sg_mailbox_t box = sg_mailbox_by_name(name);
+  /* a simcall: the other end may have added the mailbox meanwhile */
+  mb = g_hash_table_lookup(c->mailboxes, &key);
   if (!mb) {
-    char name[64];
-    g_snprintf(name, sizeof name, "m%d.%d.%d", src, dst, group);
-    mb = sg_mailbox_by_name(name);
-    g_hash_table_insert(c->mailboxes, g_memdup2(&key, sizeof key), mb);
+    mb = g_new0(des_mb, 1);
+    *mb = (des_mb){.key = key, .mb = box};
+    g_hash_table_insert(c->mailboxes, &mb->key, mb);
   }
   return mb;
 }
@@ -343,6 +357,21 @@ static void des_spawn_ghost(des_ctx *c, int host_rank, sg_mailbox_t mb, bool sen
   sg_actor_start(actor, des_ghost_actor, 0, NULL);
 }
 
+/* Whether this end of a phase's one transfer, both of whose ends the DES simulates, arrives
+ * before the other (each end sleeps the same time before posting; counted on arrival). The
+ * transfer then starts when the later end has slept, so the first may post at once: it waits
+ * in the mailbox either way, and a sleep fewer is a SimGrid activity fewer. Not when tracing,
+ * where a transfer's posting time spreads its bytes over time. */
+static bool des_lone_first(des_ctx *c, const coll_phase *ph, const coll_xfer *x, int self,
+                           des_mb *mb)
+{
+  bool sends = x->src == self;
+  uint32_t mine = sends ? mb->sends++ : mb->receives++;
+  uint32_t theirs = sends ? mb->receives : mb->sends;
+  return ph->nxfers == 1 && theirs <= mine && !c->links->buckets && x->src < c->p->nranks &&
+         x->dst < c->p->nranks && des_active(c, x->src) && des_active(c, x->dst);
+}
+
 /* What one endpoint (a GPU or a reducing switch) does in one phase of a collective. */
 static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member, int self,
                           int group, void **sink, double wait)
@@ -352,22 +381,29 @@ static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member,
   double eff = hw_config(c->hw)->nccl.protocol_efficiency[s->proto];
   int from = ph->member_off[member], to = ph->member_off[member + 1];
   sg_comm_t local[16];
+  des_mb *boxes_local[16];
   sg_comm_t *comms = to - from <= 16 ? local : g_new(sg_comm_t, to - from);
+  des_mb **boxes = to - from <= 16 ? boxes_local : g_new(des_mb *, to - from);
   size_t k = 0;
-  if (wait + s->pre[i] > 0)
+  bool first = false;
+  for (int j = from; j < to; j++) {
+    const coll_xfer *x = &ph->xfers[ph->member_idx[j]];
+    des_mb *mb = boxes[j - from] = des_mailbox(c, x->src, x->dst, group);
+    first = des_lone_first(c, ph, x, self, mb);
+  }
+  if (wait + s->pre[i] > 0 && !first)
     sg_actor_sleep_for(wait + s->pre[i]);
   double t0 = simgrid_get_clock();
   for (int j = from; j < to; j++) {
     const coll_xfer *x = &ph->xfers[ph->member_idx[j]];
     long wire = (long)coll_wire_bytes(plan, ph, x, s->bytes, eff);
+    sg_mailbox_t mb = boxes[j - from]->mb;
     if (x->src == self) {
-      sg_mailbox_t mb = des_mailbox(c, self, x->dst, group);
       if (des_ghost_end(c, x->dst))
         des_spawn_ghost(c, x->dst, mb, false, 0);
       comms[k++] = sg_mailbox_put_async(mb, c, wire);
       c->messages++;
     } else {
-      sg_mailbox_t mb = des_mailbox(c, x->src, self, group);
       if (des_ghost_end(c, x->src))
         des_spawn_ghost(c, x->src, mb, true, wire);
       comms[k++] = sg_mailbox_get_async(mb, sink);
@@ -376,8 +412,10 @@ static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member,
   if (k)
     sg_comm_wait_all(comms, k);
   des_count_sent(c, s, ph, from, to, self, t0);
-  if (comms != local)
+  if (comms != local) {
     g_free(comms);
+    g_free(boxes);
+  }
 }
 
 /* The sleeps between one phase's transfers and the next's (the base latency, a phase's tail,
@@ -1131,7 +1169,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
   if (!des_plan_flows(&c, out, err) || !des_plan_all(&c, err))
     return false;
   c.speed = hw_peak_flops(hw, p->meta.dtype);
-  c.mailboxes = g_hash_table_new_full(des_mb_hash, des_mb_equal, g_free, NULL);
+  c.mailboxes = g_hash_table_new_full(des_mb_hash, des_mb_equal, NULL, g_free);
   c.arrivals = g_hash_table_new_full(des_arrival_hash, g_int64_equal, NULL, g_free);
   c.args = g_ptr_array_new_with_free_func(g_free);
   if (opt->trace) {
