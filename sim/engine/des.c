@@ -372,6 +372,16 @@ static bool des_lone_first(des_ctx *c, const coll_phase *ph, const coll_xfer *x,
          x->dst < c->p->nranks && des_active(c, x->src) && des_active(c, x->dst);
 }
 
+/* An endpoint's one transfer of a phase, `send` made and not started (NULL: it receives): a
+ * comm waited for before it starts runs as one simcall, not two (start, then wait). */
+static void des_run_lone(sg_mailbox_t mb, sg_comm_t send, void **sink)
+{
+  if (send)
+    sg_comm_wait(send);
+  else
+    *sink = sg_mailbox_get(mb);
+}
+
 /* What one endpoint (a GPU or a reducing switch) does in one phase of a collective. */
 static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member, int self,
                           int group, void **sink, double wait)
@@ -401,15 +411,18 @@ static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member,
     if (x->src == self) {
       if (des_ghost_end(c, x->dst))
         des_spawn_ghost(c, x->dst, mb, false, 0);
-      comms[k++] = sg_mailbox_put_async(mb, c, wire);
+      /* a lone transfer is posted and waited for in one simcall (des_run_lone) */
+      comms[k++] = to - from == 1 ? sg_mailbox_put_init(mb, c, wire) : sg_mailbox_put_async(mb, c, wire);
       c->messages++;
     } else {
       if (des_ghost_end(c, x->src))
         des_spawn_ghost(c, x->src, mb, true, wire);
-      comms[k++] = sg_mailbox_get_async(mb, sink);
+      comms[k++] = to - from == 1 ? NULL : sg_mailbox_get_async(mb, sink);
     }
   }
-  if (k)
+  if (to - from == 1)
+    des_run_lone(boxes[0]->mb, comms[0], sink);
+  else if (k)
     sg_comm_wait_all(comms, k);
   des_count_sent(c, s, ph, from, to, self, t0);
   if (comms != local) {
