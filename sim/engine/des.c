@@ -12,11 +12,9 @@
 #include <math.h>
 #include <simgrid/actor.h>
 #include <simgrid/comm.h>
-#include <simgrid/cond.h>
 #include <simgrid/engine.h>
 #include <simgrid/host.h>
 #include <simgrid/mailbox.h>
-#include <simgrid/mutex.h>
 #include <simgrid/semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -640,8 +638,10 @@ typedef struct {
   int in_flight;     /* collectives of the layer pass under way */
   double busy, since;/* time with one in flight, up to `since` (the last time none was) */
   double t0, hd, per_run, *issue; /* the launch queue: eng_template_issues from t0, NULL: none */
-  sg_mutex_t mutex;
-  sg_cond_t cond;
+  /* per stream: a semaphore its actor sleeps on and whether it sleeps (as the rank's streams
+   * do, des_wake: a simcall each side instead of three) */
+  sg_sem_t wake[PROG_NSTREAMS];
+  bool sleeps[PROG_NSTREAMS];
 } des_macro;
 
 typedef struct {
@@ -650,26 +650,46 @@ typedef struct {
   void *sink;
 } des_macro_arg;
 
-static void des_macro_wait(des_macro *m, guint run, const prog_op *op, uint32_t idx)
+/* Whether op `idx` of run `run` may start: its dependencies in the run are done, and the
+ * previous run's synchronous chain too unless it is off that chain. */
+static bool des_macro_ready(const des_macro *m, guint run, const prog_op *op, uint32_t idx)
 {
   const uint32_t *deps = prog_op_deps(m->ctx->p, m->op->tmpl, op);
-  sg_mutex_lock(m->mutex);
   for (uint32_t d = 0; d < op->ndeps; d++)
-    while (!m->done[run * m->nops + deps[d]])
-      sg_cond_wait(m->cond, m->mutex);
-  while (run > 0 && !m->async[idx] && m->sync_left[run - 1] > 0)
-    sg_cond_wait(m->cond, m->mutex);
-  sg_mutex_unlock(m->mutex);
+    if (!m->done[run * m->nops + deps[d]])
+      return false;
+  return run == 0 || m->async[idx] || m->sync_left[run - 1] == 0;
+}
+
+/* Sleeps the actor of `stream` until something of the macro changes. */
+static void des_macro_sleep(des_macro *m, int stream)
+{
+  m->sleeps[stream] = true;
+  sg_sem_acquire(m->wake[stream]);
+}
+
+/* Wakes every stream actor of the macro that sleeps, to look again. */
+static void des_macro_wake(des_macro *m)
+{
+  for (int s = 0; s < PROG_NSTREAMS; s++)
+    if (m->sleeps[s]) {
+      m->sleeps[s] = false;
+      sg_sem_release(m->wake[s]);
+    }
+}
+
+static void des_macro_wait(des_macro *m, int stream, guint run, const prog_op *op, uint32_t idx)
+{
+  while (!des_macro_ready(m, run, op, idx))
+    des_macro_sleep(m, stream);
 }
 
 static void des_macro_done(des_macro *m, guint run, uint32_t idx)
 {
-  sg_mutex_lock(m->mutex);
   m->done[run * m->nops + idx] = 1;
   if (!m->async[idx])
     m->sync_left[run]--;
-  sg_cond_notify_all(m->cond);
-  sg_mutex_unlock(m->mutex);
+  des_macro_wake(m);
 }
 
 /* One collective of a layer pass: as flows, or, when its family's links see no other traffic,
@@ -759,7 +779,7 @@ static void des_macro_stream(des_macro *m, int stream, void **sink)
     for (guint i = 0; i < list->len; i++) {
       uint32_t idx = g_array_index(list, uint32_t, i);
       const prog_op *op = prog_op_at(m->ctx->p, m->op->tmpl, idx);
-      des_macro_wait(m, run, op, idx);
+      des_macro_wait(m, stream, run, op, idx);
       des_macro_issued(m, run, idx, eng_launches(op) - 1);
       des_macro_op(m, run, idx, op, sink);
       des_macro_done(m, run, idx);
@@ -772,10 +792,12 @@ static void des_macro_actor(int argc, char **argv)
   des_macro_arg *a = sg_actor_self_get_data();
   des_macro *m = a->m;
   des_macro_stream(m, a->stream, &a->sink);
-  sg_mutex_lock(m->mutex);
-  m->running--;
-  sg_cond_notify_all(m->cond);
-  sg_mutex_unlock(m->mutex);
+  /* only the compute stream waits for the others to end; once woken it may free the macro, so
+   * nothing of it is touched past the release */
+  if (--m->running == 0 && m->sleeps[PROG_STREAM_COMPUTE]) {
+    m->sleeps[PROG_STREAM_COMPUTE] = false;
+    sg_sem_release(m->wake[PROG_STREAM_COMPUTE]);
+  }
 }
 
 static void des_macro_init(des_macro *m, des_ctx *c, des_rank *r, uint32_t idx)
@@ -791,8 +813,8 @@ static void des_macro_init(des_macro *m, des_ctx *c, des_rank *r, uint32_t idx)
     sync += !m->async[i];
   for (guint run = 0; run < op->count; run++)
     m->sync_left[run] = sync;
-  m->mutex = sg_mutex_init();
-  m->cond = sg_cond_init();
+  for (int s = 0; s < PROG_NSTREAMS; s++)
+    m->wake[s] = sg_sem_init(0);
   m->t0 = simgrid_get_clock();
   m->hd = hw_efficiency(c->hw)->host_dispatch;
   if (m->hd > 0)
@@ -818,12 +840,10 @@ static void des_run_macro(des_actor_arg *a, uint32_t idx, const prog_op *op)
     sg_actor_start(actor, des_macro_actor, 0, NULL);
   }
   des_macro_stream(&m, PROG_STREAM_COMPUTE, &a->sink);
-  sg_mutex_lock(m.mutex);
   while (m.running > 0)
-    sg_cond_wait(m.cond, m.mutex);
-  sg_mutex_unlock(m.mutex);
-  sg_cond_destroy(m.cond);
-  sg_mutex_destroy(m.mutex);
+    des_macro_sleep(&m, PROG_STREAM_COMPUTE);
+  for (int s = 0; s < PROG_NSTREAMS; s++)
+    sg_sem_destroy(m.wake[s]);
   g_free(m.done);
   g_free(m.sync_left);
   g_free(m.issue);
