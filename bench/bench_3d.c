@@ -21,7 +21,8 @@ static const char bench_usage[] =
     "                minutes and 400 MB at 16384)\n"
     "At 16384 DES GPUs it then times one DES step of Llama 3 405B (8K sequence, batch 4096) on\n"
     "16384 H100 (dgx-h100) in the layouts TP 8 x PP 16 x DP 128 and TP 2 x CP 8 x PP 16 x DP\n"
-    "64, with the CPU seconds and how many GPUs the DES simulated (the others folded).\n";
+    "64, and of the second at DP 8 on 2048 GPUs (batch 512), with the CPU seconds and how many\n"
+    "GPUs the DES simulated (the others folded).\n";
 
 /* The job on `gpus` GPUs, loaded once: global batch 1536 (as GPT-3 trained) up to DP 16, then
  * 16 micro-batches per replica. */
@@ -74,7 +75,9 @@ static bench_row bench_one(int gpus, bool des)
   return row;
 }
 
-/* Llama 3 405B on 16384 H100: layout 0 is TP 8 x PP 16 x DP 128, 1 TP 2 x CP 8 x PP 16 x DP 64. */
+/* Llama 3 405B on H100: layout 0 is TP 8 x PP 16 x DP 128 on 16384 GPUs, 1 TP 2 x CP 8 x PP 16
+ * x DP 64 on 16384, 2 the same layout at DP 8 on 2048 (the same per-replica step, a quick
+ * check of a change). */
 static bench_row bench_405b(int layout, bool des)
 {
   (void)des;
@@ -84,11 +87,15 @@ static bench_row bench_405b(int layout, bool des)
   char *cp8[] = {"node.count=2048", "parallel.tp=2", "parallel.cp=8", "parallel.pp=16",
                  "parallel.dp=64", "training.global_batch=4096", "training.flash_attention=true",
                  NULL};
+  char *cp8_small[] = {"node.count=256", "parallel.tp=2", "parallel.cp=8", "parallel.pp=16",
+                       "parallel.dp=8", "training.global_batch=512",
+                       "training.flash_attention=true", NULL};
+  char **layouts[] = {tp8, cp8, cp8_small};
   sim_options o = sim_options_for(ENG_DES);
   sim_result run;
   GError *err = NULL;
   gint64 t0 = g_get_monotonic_time();
-  row.ok = sim_run_files("dgx-h100", "llama3-405b", layout ? cp8 : tp8, &o, &run, &err);
+  row.ok = sim_run_files("dgx-h100", "llama3-405b", layouts[layout], &o, &run, &err);
   row.wall = (double)(g_get_monotonic_time() - t0) / 1e6;
   if (row.ok) {
     row.sim = run.step_time;
@@ -104,11 +111,12 @@ static bench_row bench_405b(int layout, bool des)
 
 static void bench_405b_table(void)
 {
-  printf("\ndlsim bench: one DES step, Llama 3 405B, 8K sequence, batch 4096, 16384 H100 (dgx-h100)\n");
+  printf("\ndlsim bench: one DES step, Llama 3 405B, 8K sequence, batch 4096 on 16384 H100 "
+         "(dgx-h100), batch 512 on 2048\n");
   printf("%-28s %14s %10s %10s %12s %10s %10s\n", "layout", "simulated_s", "wall_s", "cpu_s",
          "peak_rss_MB", "messages", "sim_gpus");
-  const char *names[] = {"tp8-pp16-dp128", "tp2-cp8-pp16-dp64"};
-  for (int l = 0; l < 2; l++) {
+  const char *names[] = {"tp8-pp16-dp128", "tp2-cp8-pp16-dp64", "tp2-cp8-pp16-dp8 (2048)"};
+  for (int l = 0; l < 3; l++) {
     bench_row r = bench_isolated(bench_405b, l, true);
     if (!r.ok) {
       printf("%-28s %14s\n", names[l], "failed");

@@ -689,10 +689,11 @@ Test(collectives, the_des_names_the_links_a_send_loaded)
   cfg_cluster_free(cfg);
 }
 
-/* The DES's step time of a program; frees the program and the cluster. */
-static double des_step_and_free(prog_program *p, hw_cluster *hw, cfg_cluster *cfg, coll_algo algo)
+/* The step time of a program in engine `kind`; frees the program and the cluster. */
+static double step_and_free(prog_program *p, hw_cluster *hw, cfg_cluster *cfg, eng_kind kind,
+                            coll_algo algo)
 {
-  eng_options o = {.kind = ENG_DES, .algo = algo, .proto = CFG_PROTO_SIMPLE};
+  eng_options o = {.kind = kind, .algo = algo, .proto = CFG_PROTO_SIMPLE};
   eng_result r;
   cr_assert(eng_run(p, hw, &o, &r, NULL));
   double t = r.step_time;
@@ -722,7 +723,7 @@ static double dp_beside_pp(double pp)
   prog_comm(p, cls, PROG_STREAM_DP, "ar", PROG_COLL_ALLREDUCE, dp, 1e9, NULL, 0);
   if (pp > 0)
     prog_comm(p, cls, PROG_STREAM_PP, "send", PROG_COLL_SENDRECV, fam_pp, pp, NULL, 0);
-  return des_step_and_free(p, hw, cfg, COLL_ALGO_RING);
+  return step_and_free(p, hw, cfg, ENG_DES, COLL_ALGO_RING);
 }
 
 /* The all-reduce of two GPUs is one flow each way carrying 1 GB (2 steps of half) after the
@@ -736,6 +737,52 @@ Test(collectives, dp_allreduce_and_pp_sends_sharing_a_nic_slow_each_other)
   double alone = dp_beside_pp(0), both = dp_beside_pp(0.5e9);
   cr_assert(fabs(alone - (0.08 + 2e-6)) < 1e-12, "all-reduce alone: %.12g", alone);
   cr_assert(fabs(both - (0.12 + 1e-6)) < 1e-12, "all-reduce beside a send: %.12g", both);
+}
+
+/* A 1 GB pipeline send from GPU 0 to GPU 1 on the next node, its ends ready after a GEMM of
+ * `flops0` and `flops1`; the step in `kind`. */
+static double send_after(eng_kind kind, double flops0, double flops1)
+{
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 1, plain, &cfg);
+  prog_program *p = prog_new(2);
+  int fam = prog_family_add(p, "pp", PROG_DIM_PP);
+  int both[2] = {0, 1}, g = prog_group_add(p, both, 2);
+  double flops[2] = {flops0, flops1};
+  int cls[2];
+  for (int r = 0; r < 2; r++) {
+    cls[r] = prog_class_add(p, r ? "recv" : "send");
+    prog_family_set(p, fam, r, g);
+    prog_rank_set_class(p, r, cls[r]);
+  }
+  prog_finalize(p);
+  for (int r = 0; r < 2; r++) {
+    uint32_t c = prog_compute(p, cls[r], "gemm", CFG_KCLASS_GEMM, CFG_BF16, flops[r], 0, NULL, 0);
+    prog_comm(p, cls[r], PROG_STREAM_PP, "send", PROG_COLL_SENDRECV, fam, 1e9, &c, 1);
+  }
+  return step_and_free(p, hw, cfg, kind, COLL_ALGO_AUTO);
+}
+
+/* A send starts once both its ends are ready, after its route's 1 us of latency, whichever end
+ * comes last: the DES lets the first end post at once (a sleep fewer) and the later one sleep,
+ * so the step is the longer GEMM + 1 us + 1 GB at 12.5 GB/s either way, as the closed form has
+ * it. */
+Test(collectives, a_send_starts_a_latency_after_its_later_end)
+{
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 1, plain, &cfg);
+  hw_kernel k = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_BF16, .flops = 4e12};
+  double gemm = hw_kernel_time(hw, &k);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+  double want = gemm + 1e-6 + 0.08;
+  for (int late = 0; late < 2; late++) {
+    double d = send_after(ENG_DES, late ? 1e12 : 4e12, late ? 4e12 : 1e12);
+    double a = send_after(ENG_ANALYTIC, late ? 1e12 : 4e12, late ? 4e12 : 1e12);
+    cr_assert(fabs(d - want) < 1e-12, "%s late: DES %.15g s, by hand %.15g s",
+              late ? "receiver" : "sender", d, want);
+    cr_assert(fabs(a - want) < 1e-12, "analytic %.15g s, by hand %.15g s", a, want);
+  }
 }
 
 /* A 1 GB all-to-all over {0, 2}, and with `both` also over {1, 3}, on four one-GPU nodes in two
@@ -759,7 +806,7 @@ static double ep_across_spine(bool both)
   }
   prog_finalize(p);
   prog_comm(p, cls, PROG_STREAM_EP, "a2a", PROG_COLL_ALLTOALL, fam, 1e9, NULL, 0);
-  return des_step_and_free(p, hw, cfg, COLL_ALGO_AUTO);
+  return step_and_free(p, hw, cfg, ENG_DES, COLL_ALGO_AUTO);
 }
 
 /* Each GPU sends half its buffer (0.5 GB) to its peer across the spine: one group alone has a

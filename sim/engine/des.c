@@ -12,11 +12,10 @@
 #include <math.h>
 #include <simgrid/actor.h>
 #include <simgrid/comm.h>
-#include <simgrid/cond.h>
 #include <simgrid/engine.h>
 #include <simgrid/host.h>
 #include <simgrid/mailbox.h>
-#include <simgrid/mutex.h>
+#include <simgrid/semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,10 +37,11 @@ typedef struct {
   int rank, cls;
   uint8_t *done;
   double *end;
-  sg_mutex_t mutex;
-  /* per stream: its actor's condition, and the op it waits for (DES_NOTHING: none), so that an
-   * op's end wakes only the actor waiting for it, not every stream of the rank to look again */
-  sg_cond_t cond[PROG_NSTREAMS];
+  /* per stream: a semaphore its actor sleeps on, and the op it waits for (DES_NOTHING: none),
+   * so that an op's end wakes only the actor waiting for it. A semaphore rather than a condition
+   * and its mutex: one simcall each side instead of three (lock, wait or notify, unlock), and a
+   * release posted before the acquire is handled is kept, so no lock is needed around it */
+  sg_sem_t wake[PROG_NSTREAMS];
   uint32_t awaits[PROG_NSTREAMS];
   GArray *spans; /* eng_span */
   GArray *comms;   /* eng_interval: its collectives outside layer passes that have ended... */
@@ -131,10 +131,18 @@ static void des_build_tables(des_ctx *c)
 }
 
 /* Messages between two endpoints of one process group go through their own mailbox: both
- * sides run the group's collectives in the same order, so first-in first-out matches them. */
+ * sides run the group's collectives in the same order, so first-in first-out matches them.
+ * Each side counts the messages it arrived for, so that the other knows, on its own arrival,
+ * whether it comes first (des_lone_first). */
 typedef struct {
   int src, dst, group;
 } des_mb_key;
+
+typedef struct {
+  des_mb_key key;
+  sg_mailbox_t mb;
+  uint32_t sends, receives; /* arrivals so far */
+} des_mb;
 
 static guint des_mb_hash(gconstpointer k)
 {
@@ -148,15 +156,21 @@ static gboolean des_mb_equal(gconstpointer a, gconstpointer b)
   return x->src == y->src && x->dst == y->dst && x->group == y->group;
 }
 
-static sg_mailbox_t des_mailbox(des_ctx *c, int src, int dst, int group)
+static des_mb *des_mailbox(des_ctx *c, int src, int dst, int group)
 {
   des_mb_key key = {src, dst, group};
-  sg_mailbox_t mb = g_hash_table_lookup(c->mailboxes, &key);
+  des_mb *mb = g_hash_table_lookup(c->mailboxes, &key);
+  if (mb)
+    return mb;
+  char name[64];
+  g_snprintf(name, sizeof name, "m%d.%d.%d", src, dst, group);
+  sg_mailbox_t box = sg_mailbox_by_name(name);
+  /* a simcall: the other end may have added the mailbox meanwhile */
+  mb = g_hash_table_lookup(c->mailboxes, &key);
   if (!mb) {
-    char name[64];
-    g_snprintf(name, sizeof name, "m%d.%d.%d", src, dst, group);
-    mb = sg_mailbox_by_name(name);
-    g_hash_table_insert(c->mailboxes, g_memdup2(&key, sizeof key), mb);
+    mb = g_new0(des_mb, 1);
+    *mb = (des_mb){.key = key, .mb = box};
+    g_hash_table_insert(c->mailboxes, &mb->key, mb);
   }
   return mb;
 }
@@ -167,26 +181,21 @@ static void des_wait_deps(des_ctx *c, des_rank *r, const prog_op *op, int stream
 {
   const uint32_t *deps = prog_op_deps(c->p, r->cls, op);
   for (uint32_t d = 0; d < op->ndeps; d++) {
-    if (r->done[deps[d]])
-      continue;
-    sg_mutex_lock(r->mutex);
-    r->awaits[stream] = deps[d];
-    while (!r->done[deps[d]])
-      sg_cond_wait(r->cond[stream], r->mutex);
-    r->awaits[stream] = DES_NOTHING;
-    sg_mutex_unlock(r->mutex);
+    while (!r->done[deps[d]]) {
+      r->awaits[stream] = deps[d];
+      sg_sem_acquire(r->wake[stream]);
+    }
   }
 }
 
-/* Wakes the stream actor of the rank that waits for op `idx`, if any (under the lock: its wait
- * may be posted but not yet handled). */
+/* Wakes the stream actor of the rank that waits for op `idx`, if any. Each release answers the
+ * one acquire that set `awaits`, so the semaphore never counts past one. */
 static void des_wake(des_rank *r, uint32_t idx)
 {
   for (int s = 0; s < PROG_NSTREAMS; s++)
     if (r->awaits[s] == idx) {
-      sg_mutex_lock(r->mutex);
-      sg_cond_notify_one(r->cond[s]);
-      sg_mutex_unlock(r->mutex);
+      r->awaits[s] = DES_NOTHING;
+      sg_sem_release(r->wake[s]);
     }
 }
 
@@ -357,6 +366,31 @@ static void des_spawn_ghost(des_ctx *c, int host_rank, sg_mailbox_t mb, bool sen
   sg_actor_start(actor, des_ghost_actor, 0, NULL);
 }
 
+/* Whether this end of a phase's one transfer, both of whose ends the DES simulates, arrives
+ * before the other (each end sleeps the same time before posting; counted on arrival). The
+ * transfer then starts when the later end has slept, so the first may post at once: it waits
+ * in the mailbox either way, and a sleep fewer is a SimGrid activity fewer. Not when tracing,
+ * where a transfer's posting time spreads its bytes over time. */
+static bool des_lone_first(des_ctx *c, const coll_phase *ph, const coll_xfer *x, int self,
+                           des_mb *mb)
+{
+  bool sends = x->src == self;
+  uint32_t mine = sends ? mb->sends++ : mb->receives++;
+  uint32_t theirs = sends ? mb->receives : mb->sends;
+  return ph->nxfers == 1 && theirs <= mine && !c->links->buckets && x->src < c->p->nranks &&
+         x->dst < c->p->nranks && des_active(c, x->src) && des_active(c, x->dst);
+}
+
+/* An endpoint's one transfer of a phase, `send` made and not started (NULL: it receives): a
+ * comm waited for before it starts runs as one simcall, not two (start, then wait). */
+static void des_run_lone(sg_mailbox_t mb, sg_comm_t send, void **sink)
+{
+  if (send)
+    sg_comm_wait(send);
+  else
+    *sink = sg_mailbox_get(mb);
+}
+
 /* What one endpoint (a GPU or a reducing switch) does in one phase of a collective. */
 static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member, int self,
                           int group, void **sink, double wait)
@@ -366,32 +400,44 @@ static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member,
   double eff = hw_config(c->hw)->nccl.protocol_efficiency[s->proto];
   int from = ph->member_off[member], to = ph->member_off[member + 1];
   sg_comm_t local[16];
+  des_mb *boxes_local[16];
   sg_comm_t *comms = to - from <= 16 ? local : g_new(sg_comm_t, to - from);
+  des_mb **boxes = to - from <= 16 ? boxes_local : g_new(des_mb *, to - from);
   size_t k = 0;
-  if (wait + s->pre[i] > 0)
+  bool first = false;
+  for (int j = from; j < to; j++) {
+    const coll_xfer *x = &ph->xfers[ph->member_idx[j]];
+    des_mb *mb = boxes[j - from] = des_mailbox(c, x->src, x->dst, group);
+    first = des_lone_first(c, ph, x, self, mb);
+  }
+  if (wait + s->pre[i] > 0 && !first)
     sg_actor_sleep_for(wait + s->pre[i]);
   double t0 = simgrid_get_clock();
   for (int j = from; j < to; j++) {
     const coll_xfer *x = &ph->xfers[ph->member_idx[j]];
     long wire = (long)coll_wire_bytes(plan, ph, x, s->bytes, eff);
+    sg_mailbox_t mb = boxes[j - from]->mb;
     if (x->src == self) {
-      sg_mailbox_t mb = des_mailbox(c, self, x->dst, group);
       if (des_ghost_end(c, x->dst))
         des_spawn_ghost(c, x->dst, mb, false, 0);
-      comms[k++] = sg_mailbox_put_async(mb, c, wire);
+      /* a lone transfer is posted and waited for in one simcall (des_run_lone) */
+      comms[k++] = to - from == 1 ? sg_mailbox_put_init(mb, c, wire) : sg_mailbox_put_async(mb, c, wire);
       c->messages++;
     } else {
-      sg_mailbox_t mb = des_mailbox(c, x->src, self, group);
       if (des_ghost_end(c, x->src))
         des_spawn_ghost(c, x->src, mb, true, wire);
-      comms[k++] = sg_mailbox_get_async(mb, sink);
+      comms[k++] = to - from == 1 ? NULL : sg_mailbox_get_async(mb, sink);
     }
   }
-  if (k)
+  if (to - from == 1)
+    des_run_lone(boxes[0]->mb, comms[0], sink);
+  else if (k)
     sg_comm_wait_all(comms, k);
   des_count_sent(c, s, ph, from, to, self, t0);
-  if (comms != local)
+  if (comms != local) {
     g_free(comms);
+    g_free(boxes);
+  }
 }
 
 /* The sleeps between one phase's transfers and the next's (the base latency, a phase's tail,
@@ -640,8 +686,10 @@ typedef struct {
   int in_flight;     /* collectives of the layer pass under way */
   double busy, since;/* time with one in flight, up to `since` (the last time none was) */
   double t0, hd, per_run, *issue; /* the launch queue: eng_template_issues from t0, NULL: none */
-  sg_mutex_t mutex;
-  sg_cond_t cond;
+  /* per stream: a semaphore its actor sleeps on and whether it sleeps (as the rank's streams
+   * do, des_wake: a simcall each side instead of three) */
+  sg_sem_t wake[PROG_NSTREAMS];
+  bool sleeps[PROG_NSTREAMS];
 } des_macro;
 
 typedef struct {
@@ -650,26 +698,46 @@ typedef struct {
   void *sink;
 } des_macro_arg;
 
-static void des_macro_wait(des_macro *m, guint run, const prog_op *op, uint32_t idx)
+/* Whether op `idx` of run `run` may start: its dependencies in the run are done, and the
+ * previous run's synchronous chain too unless it is off that chain. */
+static bool des_macro_ready(const des_macro *m, guint run, const prog_op *op, uint32_t idx)
 {
   const uint32_t *deps = prog_op_deps(m->ctx->p, m->op->tmpl, op);
-  sg_mutex_lock(m->mutex);
   for (uint32_t d = 0; d < op->ndeps; d++)
-    while (!m->done[run * m->nops + deps[d]])
-      sg_cond_wait(m->cond, m->mutex);
-  while (run > 0 && !m->async[idx] && m->sync_left[run - 1] > 0)
-    sg_cond_wait(m->cond, m->mutex);
-  sg_mutex_unlock(m->mutex);
+    if (!m->done[run * m->nops + deps[d]])
+      return false;
+  return run == 0 || m->async[idx] || m->sync_left[run - 1] == 0;
+}
+
+/* Sleeps the actor of `stream` until something of the macro changes. */
+static void des_macro_sleep(des_macro *m, int stream)
+{
+  m->sleeps[stream] = true;
+  sg_sem_acquire(m->wake[stream]);
+}
+
+/* Wakes every stream actor of the macro that sleeps, to look again. */
+static void des_macro_wake(des_macro *m)
+{
+  for (int s = 0; s < PROG_NSTREAMS; s++)
+    if (m->sleeps[s]) {
+      m->sleeps[s] = false;
+      sg_sem_release(m->wake[s]);
+    }
+}
+
+static void des_macro_wait(des_macro *m, int stream, guint run, const prog_op *op, uint32_t idx)
+{
+  while (!des_macro_ready(m, run, op, idx))
+    des_macro_sleep(m, stream);
 }
 
 static void des_macro_done(des_macro *m, guint run, uint32_t idx)
 {
-  sg_mutex_lock(m->mutex);
   m->done[run * m->nops + idx] = 1;
   if (!m->async[idx])
     m->sync_left[run]--;
-  sg_cond_notify_all(m->cond);
-  sg_mutex_unlock(m->mutex);
+  des_macro_wake(m);
 }
 
 /* One collective of a layer pass: as flows, or, when its family's links see no other traffic,
@@ -759,7 +827,7 @@ static void des_macro_stream(des_macro *m, int stream, void **sink)
     for (guint i = 0; i < list->len; i++) {
       uint32_t idx = g_array_index(list, uint32_t, i);
       const prog_op *op = prog_op_at(m->ctx->p, m->op->tmpl, idx);
-      des_macro_wait(m, run, op, idx);
+      des_macro_wait(m, stream, run, op, idx);
       des_macro_issued(m, run, idx, eng_launches(op) - 1);
       des_macro_op(m, run, idx, op, sink);
       des_macro_done(m, run, idx);
@@ -772,10 +840,12 @@ static void des_macro_actor(int argc, char **argv)
   des_macro_arg *a = sg_actor_self_get_data();
   des_macro *m = a->m;
   des_macro_stream(m, a->stream, &a->sink);
-  sg_mutex_lock(m->mutex);
-  m->running--;
-  sg_cond_notify_all(m->cond);
-  sg_mutex_unlock(m->mutex);
+  /* only the compute stream waits for the others to end; once woken it may free the macro, so
+   * nothing of it is touched past the release */
+  if (--m->running == 0 && m->sleeps[PROG_STREAM_COMPUTE]) {
+    m->sleeps[PROG_STREAM_COMPUTE] = false;
+    sg_sem_release(m->wake[PROG_STREAM_COMPUTE]);
+  }
 }
 
 static void des_macro_init(des_macro *m, des_ctx *c, des_rank *r, uint32_t idx)
@@ -791,8 +861,8 @@ static void des_macro_init(des_macro *m, des_ctx *c, des_rank *r, uint32_t idx)
     sync += !m->async[i];
   for (guint run = 0; run < op->count; run++)
     m->sync_left[run] = sync;
-  m->mutex = sg_mutex_init();
-  m->cond = sg_cond_init();
+  for (int s = 0; s < PROG_NSTREAMS; s++)
+    m->wake[s] = sg_sem_init(0);
   m->t0 = simgrid_get_clock();
   m->hd = eng_queue_dispatch(c->hw);
   if (m->hd > 0)
@@ -820,12 +890,10 @@ static void des_run_macro(des_actor_arg *a, GArray *list, guint i)
     sg_actor_start(actor, des_macro_actor, 0, NULL);
   }
   des_macro_stream(&m, PROG_STREAM_COMPUTE, &a->sink);
-  sg_mutex_lock(m.mutex);
   while (m.running > 0)
-    sg_cond_wait(m.cond, m.mutex);
-  sg_mutex_unlock(m.mutex);
-  sg_cond_destroy(m.cond);
-  sg_mutex_destroy(m.mutex);
+    des_macro_sleep(&m, PROG_STREAM_COMPUTE);
+  for (int s = 0; s < PROG_NSTREAMS; s++)
+    sg_sem_destroy(m.wake[s]);
   g_free(m.done);
   g_free(m.sync_left);
   g_free(m.issue);
@@ -1152,17 +1220,24 @@ static bool des_plan_flows(des_ctx *c, eng_result *out, GError **err)
  * run is an error, not a crash inside an actor. */
 static bool des_plan_all(des_ctx *c, GError **err)
 {
-  for (int r = 0; r < c->p->nranks; r++) {
+  guint ncls = c->p->classes->len;
+  GArray **distinct = g_new0(GArray *, MAX(ncls, 1u));
+  bool ok = true;
+  for (int r = 0; r < c->p->nranks && ok; r++) {
+    int k = c->p->class_of[r];
     if (!des_active(c, r))
       continue;
-    const prog_class *k = prog_class_at(c->p, c->p->class_of[r]);
-    for (guint i = 0; i < k->ops->len; i++) {
-      const prog_op *op = &g_array_index(k->ops, prog_op, i);
-      if (op->kind == PROG_COMM && !eng_schedule_for(c->planner, c->p, op, r, err))
-        return false;
-    }
+    if (!distinct[k])
+      distinct[k] = eng_distinct_comms(c->p, k);
+    for (guint i = 0; i < distinct[k]->len && ok; i++)
+      ok = eng_schedule_for(c->planner, c->p,
+                            prog_op_at(c->p, k, g_array_index(distinct[k], uint32_t, i)), r, err);
   }
-  return true;
+  for (guint k = 0; k < ncls; k++)
+    if (distinct[k])
+      g_array_free(distinct[k], TRUE);
+  g_free(distinct);
+  return ok;
 }
 
 static bool des_all_done(const des_ctx *c)
@@ -1186,7 +1261,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
   if (!des_plan_flows(&c, out, err) || !des_plan_all(&c, err))
     return false;
   c.speed = hw_peak_flops(hw, p->meta.dtype);
-  c.mailboxes = g_hash_table_new_full(des_mb_hash, des_mb_equal, g_free, NULL);
+  c.mailboxes = g_hash_table_new_full(des_mb_hash, des_mb_equal, NULL, g_free);
   c.arrivals = g_hash_table_new_full(des_arrival_hash, g_int64_equal, NULL, g_free);
   c.args = g_ptr_array_new_with_free_func(g_free);
   if (opt->trace) {
@@ -1214,9 +1289,8 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     return false;
   c.links = des_links_new(hw, c.events != NULL);
   for (int r = 0; r < p->nranks; r++) {
-    c.ranks[r].mutex = sg_mutex_init();
     for (int s = 0; s < PROG_NSTREAMS; s++) {
-      c.ranks[r].cond[s] = des_active(&c, r) ? sg_cond_init() : NULL;
+      c.ranks[r].wake[s] = des_active(&c, r) ? sg_sem_init(0) : NULL;
       c.ranks[r].awaits[s] = DES_NOTHING;
     }
   }

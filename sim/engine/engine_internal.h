@@ -35,6 +35,9 @@ void eng_breakdown(GArray *spans, const double hidden[PROG_NDIMS], bool pipeline
  * which. */
 bool *eng_fold_ranks(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
                      const bool *flows, coll_planner *pl, eng_fold_info *info);
+/* The first of each set of class `cls`'s collectives that the planner cannot tell apart (one
+ * family, collective and size: the same groups and schedules), as op indices in order. */
+GArray *eng_distinct_comms(const prog_program *p, int cls);
 /* Whether the program has more than one pipeline stage. */
 bool eng_pipelined(const prog_program *p);
 /* Peak of a memory timeline that starts at `base` bytes (events in any order; sorted by time

@@ -344,6 +344,43 @@ static eng_fold_why fold_mirror_op(fold_mirror *m, const prog_op *op, int k, boo
   return ENG_FOLD_NONE;
 }
 
+/* A collective as the planner knows it: ops of one class alike in these run on the same groups
+ * with the same schedules. */
+typedef struct {
+  int family;
+  prog_coll coll;
+  double bytes;
+} fold_op_key;
+
+static guint fold_op_hash(gconstpointer k)
+{
+  const fold_op_key *x = k;
+  return g_double_hash(&x->bytes) ^ ((guint)x->family * 19349663u) ^ ((guint)x->coll * 83492791u);
+}
+
+static gboolean fold_op_equal(gconstpointer a, gconstpointer b)
+{
+  const fold_op_key *x = a, *y = b;
+  return x->family == y->family && x->coll == y->coll && x->bytes == y->bytes;
+}
+
+GArray *eng_distinct_comms(const prog_program *p, int cls)
+{
+  const prog_class *cl = prog_class_at(p, cls);
+  GArray *first = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  g_autoptr(GHashTable) seen = g_hash_table_new_full(fold_op_hash, fold_op_equal, g_free, NULL);
+  for (guint i = 0; i < cl->ops->len; i++) {
+    const prog_op *op = &g_array_index(cl->ops, prog_op, i);
+    fold_op_key key = {op->family, op->coll, op->comm_bytes};
+    if (op->kind != PROG_COMM || g_hash_table_contains(seen, &key))
+      continue;
+    g_hash_table_add(seen, g_memdup2(&key, sizeof key));
+    uint32_t at = i;
+    g_array_append_val(first, at);
+  }
+  return first;
+}
+
 /* Why mirroring would not be exact for the representatives (idx 0), or ENG_FOLD_NONE: every
  * group of the families simulated outside layer passes is checked once per plan, and no GPU
  * link may be crossed both by a transfer the DES runs and by one it does not
@@ -364,9 +401,10 @@ static eng_fold_why fold_mirror_why(const prog_program *p, const hw_cluster *hw,
   int opno = 0;
   for (guint k = 0; k < p->classes->len; k++) {
     const prog_class *cl = prog_class_at(p, (int)k);
-    for (guint i = 0; i < cl->ops->len; i++) {
-      const prog_op *op = &g_array_index(cl->ops, prog_op, i);
-      if (op->kind != PROG_COMM || use[op->family] != FOLD_OUTSIDE)
+    g_autoptr(GArray) ops = eng_distinct_comms(p, (int)k);
+    for (guint i = 0; i < ops->len; i++) {
+      const prog_op *op = prog_op_at(p, (int)k, g_array_index(ops, uint32_t, i));
+      if (use[op->family] != FOLD_OUTSIDE)
         continue;
       eng_fold_why why = fold_mirror_op(&m, op, (int)k, cl->is_template, opno++);
       if (why != ENG_FOLD_NONE)
