@@ -218,8 +218,8 @@ static const cfg_field cfg_attention_eff_fields[] = {
            DEF(0.95)),
     F_QTY(cfg_attention_eff, "deterministic_bwd", deterministic_bwd, UNITS_SECONDS,
           "time a fused attention backward call takes on top of its model under "
-          "training.deterministic (cuDNN's deterministic backward on Hopper; fitted on "
-          "Megatron-LM's CI, validation/megatron_ci)",
+          "training.deterministic; no preset sets it (a fit on Megatron-LM's CI did not hold on "
+          "its other rows: validation/README.md, \"Deterministic mode\")",
           DEF(0.0), UPTO(0.1, "one attention backward call takes milliseconds, not seconds")),
 };
 static const cfg_schema cfg_schema_attention_eff =
