@@ -284,3 +284,66 @@ Test(run, mps_needs_an_mpi_runtime)
                 strstr(msg, "NCCL refuses two ranks on one GPU"),
             "%s", msg ? msg : "(loaded)");
 }
+
+/* Megatron's CI model (12 layers, hidden 512, 8 heads, 1024 tokens, micro-batch 4, vocabulary
+ * 50304) on one H100, its host time and deterministic attention cost as given, run once plain
+ * and once with `extra`. */
+static void run_ci_model(const char *extra, const char *host, const char *attention, double *plain,
+                         double *with)
+{
+  const char *sets[] = {"node.count=1", "node.gpus_per_node=1", "parallel.dp=1",
+                        "training.global_batch=4", "model.layers=12", "model.hidden=512",
+                        "model.heads=8", "model.seq_len=1024", "model.vocab=50304",
+                        "gpu.efficiency.launch_overhead=5us", "gpu.efficiency.memory=0.8", host,
+                        attention, NULL, NULL};
+  sim_options o = sim_options_for(ENG_ANALYTIC);
+  sim_result a, b;
+  GError *err = NULL;
+  cr_assert(sim_run_files("dgx-h100", "validation/megatron_ci/gpt-ci.yaml", (char *const *)sets, &o,
+                          &a, &err), "%s", err ? err->message : "");
+  sets[13] = extra;
+  cr_assert(sim_run_files("dgx-h100", "validation/megatron_ci/gpt-ci.yaml", (char *const *)sets, &o,
+                          &b, &err), "%s", err ? err->message : "");
+  *plain = a.step_time;
+  *with = b.step_time;
+  sim_result_clear(&a);
+  sim_result_clear(&b);
+}
+
+/* What deterministic mode's fills cost by hand: each block's forward and backward fill 34 s b h
+ * bytes (Korthikanti et al.'s activations of a block with fused attention; s b h = 1024 x 4 x
+ * 512), the output layer's the fp32 logits and the final norm's input (4096 x 50304 x 4 +
+ * 4096 x 512 x 2), each pass one memory-bound kernel at the H100 preset's 3.35 TB/s x 0.8 and
+ * a launch overhead of 5 us (both set by run_ci_model). */
+static double run_ci_fills(void)
+{
+  double sbh = 1024.0 * 4 * 512, head = 4096.0 * 50304 * 4 + 4096.0 * 512 * 2;
+  return (12 * 2 * 34 * sbh + 2 * head) / (3.35e12 * 0.8) + (12 * 2 + 2) * 5e-6;
+}
+
+/* Without host time, a deterministic step is longer by its fills and, on each of the 12
+ * attention backward calls, deterministic_bwd (1 ms here). */
+Test(run, a_deterministic_step_is_slower_by_its_fills_and_attention_calls)
+{
+  double plain, det;
+  run_ci_model("training.deterministic=true", "training.host_dispatch=0",
+               "gpu.efficiency.attention.deterministic_bwd=1ms", &plain, &det);
+  double expect = run_ci_fills() + 12 * 1e-3;
+  cr_assert_float_eq(det - plain, expect, 1e-9, "%.9g s more, %.9g by hand", det - plain, expect);
+}
+
+/* The fills are launched by the allocations' C++, not by the host's Python: with the CI's host
+ * time per kernel, deterministic mode adds at most the fills' GPU time (launched by the host,
+ * the 26 fills would add 26 x 190 us); the attention's deterministic cost means nothing to a
+ * step that is not deterministic. */
+Test(run, fills_cost_no_host_time_and_the_attention_cost_needs_the_mode)
+{
+  double plain, det, off;
+  run_ci_model("training.deterministic=true", "training.host_dispatch=190us",
+               "gpu.efficiency.attention.deterministic_bwd=0", &plain, &det);
+  cr_assert(det > plain && det - plain <= run_ci_fills() * (1 + 1e-9), "%.9g s more, fills %.9g",
+            det - plain, run_ci_fills());
+  run_ci_model("gpu.efficiency.attention.deterministic_bwd=1ms", "training.host_dispatch=190us",
+               "training.deterministic=false", &plain, &off);
+  cr_assert_eq(off, plain);
+}

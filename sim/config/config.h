@@ -175,6 +175,7 @@ typedef struct {
   double fwd_half[CFG_NATTN], bwd_half[CFG_NATTN]; /* keys_half of the ramp */
   double d64[CFG_NATTN];
   double causal;
+  double deterministic_bwd; /* s a backward call costs more in deterministic mode */
 } cfg_attention_eff;
 
 /* A fused attention kernel's shape, for its efficiency (keys 0: not such a kernel). */
@@ -184,6 +185,7 @@ typedef struct {
   uint8_t impl;   /* cfg_attn_impl */
   uint8_t backward;
   uint8_t causal;
+  uint8_t deterministic; /* a backward under training.deterministic */
 } cfg_attn_shape;
 
 typedef struct {
@@ -427,6 +429,7 @@ typedef struct {
   cfg_recompute recompute;
   int flash_attention; /* 0/1 */
   int distill;         /* 0/1: a frozen teacher of the student's shape runs forward too */
+  int deterministic;   /* 0/1: deterministic algorithms (Megatron's --deterministic-mode) */
   int attention;       /* cfg_attn_impl + 1, 0: auto (FlashAttention-2) */
   char *framework;     /* the profile (configs/frameworks) whose defaults the workload took */
   cfg_dtype grad_dtype;/* gradients as accumulated and reduced (Megatron: fp32 main grads) */

@@ -218,6 +218,11 @@ static const cfg_field cfg_attention_eff_fields[] = {
            "what a causal kernel reaches of a full one at the same mean row length, beyond "
            "the masked half of its diagonal tiles",
            DEF(0.95)),
+    F_QTY(cfg_attention_eff, "deterministic_bwd", deterministic_bwd, UNITS_SECONDS,
+          "time a fused attention backward call takes on top of its model under "
+          "training.deterministic; no preset sets it (a fit on Megatron-LM's CI did not hold on "
+          "its other rows: validation/README.md, \"Deterministic mode\")",
+          DEF(0.0), UPTO(0.1, "one attention backward call takes milliseconds, not seconds")),
 };
 static const cfg_schema cfg_schema_attention_eff =
     SCHEMA("attention", cfg_attention_eff, cfg_attention_eff_fields);
@@ -740,6 +745,13 @@ static const cfg_field cfg_training_fields[] = {
            "knowledge distillation: a frozen teacher of the student's shape (what Megatron-LM's "
            "ModelOpt distillation builds when the teacher checkpoint has no model config) runs "
            "its forward, logits and the KL loss against the student's every micro-batch",
+           DEF(0)),
+    F_BOOL(cfg_training, "deterministic", deterministic,
+           "deterministic algorithms (Megatron-LM's --deterministic-mode, "
+           "torch.use_deterministic_algorithms): every tensor allocated empty is first filled "
+           "with NaN (a write of each layer's activations in forward and of their gradients in "
+           "backward), and the fused attention's backward takes "
+           "gpu.efficiency.attention.deterministic_bwd more per call",
            DEF(0)),
     F_STR(cfg_training, "framework", framework,
           "the training framework whose defaults the workload takes (configs/frameworks: "

@@ -54,7 +54,7 @@ double eng_launches(const prog_op *op)
   /* host_dispatch is the time of a modelled kernel, which stands for an op's several launches
    * (fitted on Megatron-LM's CI); charged as much per collective, the CI's TP 2-4 and CP 2 runs
    * came out 15-25 points slow (validation/README.md): collectives are left to NCCL's costs */
-  return op->kind == PROG_COMPUTE && op->fixed_time < 0 ? op->count : 0;
+  return op->kind == PROG_COMPUTE && op->fixed_time < 0 && !op->hostless ? op->count : 0;
 }
 
 double eng_compute_time(const hw_cluster *hw, const prog_op *op)

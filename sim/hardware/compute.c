@@ -137,5 +137,9 @@ double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k)
   if (hw_streams_weights(e, k))
     return MAX(t_flops + e->launch_overhead,
                k->bytes / (g->memory_bandwidth * e->gemm_stream) + e->gemm_stream_overhead);
-  return MAX(t_flops, t_bytes) + e->launch_overhead;
+  /* a deterministic attention backward costs more per call; no source says how that scales
+   * with the shape, so it is one time a call, given by the user */
+  double det = fused_attention && k->attn.backward && k->attn.deterministic
+                   ? e->attention.deterministic_bwd : 0.0;
+  return MAX(t_flops, t_bytes) + e->launch_overhead + det;
 }

@@ -370,6 +370,7 @@ bool prog_groups_same(const prog_program *a, const prog_program *b)
 static bool prog_op_same(const prog_op *x, const prog_op *y)
 {
   return x->kind == y->kind && x->stream == y->stream && x->recompute == y->recompute &&
+         x->hostless == y->hostless && x->attn.deterministic == y->attn.deterministic &&
          x->count == y->count && x->kclass == y->kclass && x->dtype == y->dtype &&
          x->flops == y->flops && x->bytes == y->bytes && x->inner == y->inner &&
          x->rows == y->rows && x->cols == y->cols &&

@@ -63,6 +63,7 @@ typedef struct {
   prog_kind kind;
   uint8_t stream;     /* prog_stream */
   uint8_t recompute;  /* compute that only exists because of activation recomputation */
+  uint8_t hostless;   /* launched from C++ inside another op (a deterministic fill): no host time */
   uint32_t count;     /* identical back-to-back repetitions folded into one op */
   const char *name;   /* owned by the program */
   /* compute */

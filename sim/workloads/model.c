@@ -109,6 +109,7 @@ uint32_t wl_emit_kernel(prog_program *p, int cls, const wl_kernel *k,
   o->rows = k->rows;
   o->cols = k->cols;
   o->attn = k->attn;
+  o->hostless = k->hostless;
   return op;
 }
 

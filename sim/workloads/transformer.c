@@ -24,6 +24,7 @@ typedef struct {
   bool flash;
   bool qk_norm;
   bool distill; /* a frozen teacher's forward beside the student's */
+  bool deterministic; /* torch.use_deterministic_algorithms: NaN fills, deterministic attention */
   cfg_rotary rotary;
   cfg_attn_impl impl;   /* the fused attention kernels' implementation */
   cfg_recompute recompute;
@@ -180,7 +181,8 @@ static void wl_set_attention_shape(GArray *kernels, const wl_shape *x, bool back
 {
   cfg_attn_shape *a = &g_array_index(kernels, wl_kernel, kernels->len - 1).attn;
   *a = (cfg_attn_shape){.keys = (float)x->sq, .head_dim = (float)((x->dqk + x->d) / 2),
-                        .impl = (uint8_t)x->impl, .backward = backward, .causal = 1};
+                        .impl = (uint8_t)x->impl, .backward = backward, .causal = 1,
+                .deterministic = backward && x->deterministic};
 }
 
 /* The fused attention's forward. With context parallelism it is a ring (Transformer Engine's
@@ -415,6 +417,34 @@ static void wl_moe_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
 /* ---- the block ---------------------------------------------------------------------------- */
 
 /* The forward kernels of a block, into the forward list (or replayed into backward). */
+/* Under torch.use_deterministic_algorithms PyTorch fills every tensor made by torch.empty
+ * (at::empty, which Transformer Engine's and Megatron's outputs and gradient buffers go
+ * through) with NaN first (torch.utils.deterministic.fill_uninitialized_memory, on by
+ * default): one more write of each fresh tensor, a kernel the allocation launches from C++,
+ * not an op of the host's Python. A pass's fills are laid out as one kernel after it: what
+ * it allocates is taken as the activations its forward writes (the block without
+ * recomputation; its gradients in backward, of the same size). */
+static void wl_fill(wl_model *m, wl_layer *l, double bytes, bool backward, bool replay)
+{
+  if (backward)
+    wl_bwd(m, l, WL_ROLE_OTHER, WL_PHASE_BACKWARD, "nan_fill", CFG_KCLASS_ELEMENTWISE, 0, bytes);
+  else
+    wl_k(m, l, replay, WL_ROLE_OTHER, "nan_fill", CFG_KCLASS_ELEMENTWISE, 0, bytes);
+  GArray *to = wl_list(l, replay || backward);
+  g_array_index(to, wl_kernel, to->len - 1).hostless = true;
+}
+
+static double wl_block_saved(const wl_shape *x);
+
+/* The activations a block's forward writes, all kept or not. */
+static double wl_block_written(const wl_shape *x)
+{
+  wl_shape full = *x;
+  full.recompute = CFG_RECOMPUTE_NONE;
+  full.op_sac = false;
+  return wl_block_saved(&full);
+}
+
 static void wl_block_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay)
 {
   double proj_in = x->a * x->d / x->t;
@@ -430,6 +460,8 @@ static void wl_block_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool repla
   else
     wl_mlp_fwd(m, l, x, replay);
   wl_k(m, l, replay, WL_ROLE_RESIDUAL, "residual2", CFG_KCLASS_ELEMENTWISE, 4 * x->Te * x->h, x->Te * x->h * (3 * x->dt + 1));
+  if (x->deterministic)
+    wl_fill(m, l, wl_block_written(x), false, replay);
 }
 
 /* Renames the kernels of `list` from `from` on as the teacher's ("layer3.teacher.qkv"). */
@@ -503,6 +535,8 @@ static void wl_block_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
   wl_qk_prep(m, l, x, true, false);
   wl_qkv(m, l, x, true, false);
   wl_norm(m, l, x, "ln1", x->Te * x->h, true, false);
+  if (x->deterministic)
+    wl_fill(m, l, wl_block_written(x), true, false);
 }
 
 /* What torchtitan's per-op policy keeps of a block: its input (checkpointing saves the
@@ -611,6 +645,7 @@ static wl_shape wl_shape_of(const cfg_model *cm, const cfg_training *t, const wl
                 .q = MIN(cfg_dtype_bytes(t->dtype) / 2, 1.0),
                 .flash = t->flash_attention != 0, .recompute = sh->recompute,
                 .qk_norm = cm->qk_norm != 0, .rotary = cm->rotary, .distill = t->distill != 0,
+                .deterministic = t->deterministic != 0,
                 .impl = t->attention > 0 ? (cfg_attn_impl)(t->attention - 1) : CFG_ATTN_FA2,
                 .op_sac = t->selective == CFG_SELECTIVE_TORCHTITAN_OP, .eager = t->eager_ops != 0};
   x.d = cm->head_dim;
@@ -689,6 +724,10 @@ static void wl_output(wl_model *m, const cfg_model *cm, const wl_shape *x)
   wl_norm(m, head, x, "final_ln", x->Te * x->h, true, false);
   /* fp32 logits (softmax kept for the loss gradient) and the final norm's input */
   head->saved_bytes = x->T * x->V / x->t * 4 + x->Te * x->h * x->dt;
+  if (x->deterministic) {
+    wl_fill(m, head, head->saved_bytes, false, false);
+    wl_fill(m, head, head->saved_bytes, true, false);
+  }
   head->model_flops = 2 * x->T * x->h * x->V / x->t;
   /* Eager PyTorch's cross_entropy(pred.float(), labels) (torchtitan's loss_fn) is log_softmax
    * then nll_loss: at the start of backward the saved fp32 log-probabilities, nll_loss's fp32

@@ -66,6 +66,7 @@ typedef struct {
   double inner;   /* a GEMM's reduction dimension K (its efficiency depends on it), or 0 */
   double rows, cols; /* a GEMM's output M x N (its tiles and waves), or 0 */
   cfg_attn_shape attn; /* a fused attention kernel's shape (keys 0: none) */
+  bool hostless;  /* launched from inside another op's C++ (a deterministic fill) */
 } wl_kernel;
 
 /* The forward work of a kernel: its forward pass, or that pass recomputed in backward. */

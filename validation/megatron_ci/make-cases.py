@@ -24,7 +24,10 @@ Mapping of a row onto dlsim:
   --position-embedding-type rope -> model.rotary fused (Megatron-LM's default --apply-rope-fusion,
   Transformer Engine's kernel), with --no-rope-fusion unfused; --qk-layernorm -> model.qk_norm;
   --export-kd-teacher-load -> training.distill (the teacher checkpoint's own config is not
-  public: ModelOpt then takes the student's architecture)
+  public: ModelOpt then takes the student's architecture); --deterministic-mode ->
+  training.deterministic (megatron/training/determinism.py: torch.use_deterministic_algorithms
+  and NVTE_ALLOW_NONDETERMINISTIC_ALGO=0) and collectives.algorithm ring (every such test's
+  ENV_VARS set NCCL_ALGO: Ring, as that file would)
   vocabulary: --vocab-size padded to a multiple of 128 x tp where the row has one, else GPT-2
   BPE (50257 padded to 50304) for gpt, BERT's WordPiece (30522 -> 30592) for bert
   transformer-impl transformer_engine -> training.attention cudnn (TE's fused attention on
@@ -43,7 +46,9 @@ slower than the same case on two trays, where half the GPUs explain 2x (0.4-3.1 
 allocation), not a layout dlsim can represent.
 Role: the H100 gpt rows of TP 1 and PP 1 are the fit set of training.host_dispatch in
 gpt-ci.yaml, the GB200 ones that of node.cpu.dispatch_scale in the gb200-nvl72 preset (UNFIT:
-what dlsim validate --loso puts back for each); every other row checks them."""
+what dlsim validate --loso puts back for each); the six H100 TP 2 x PP 2 rows of DETERMINISM_FIT
+are the fit set of the H100's gpu.efficiency.attention.deterministic_bwd (fit-determinism.py);
+every other row checks them."""
 import collections
 import csv
 import os
@@ -58,6 +63,12 @@ VOCAB = {'gpt': 50304, 'bert': 30592}
 FIT_MODEL = 'gpt'
 UNFIT = {'h100': 'unfit: [training.host_dispatch=0]\n',  # what dlsim validate --loso puts back
          'gb200': 'unfit: [node.cpu.dispatch_scale=1]\n'}
+# fit-determinism.py's pairs: their measured step ratios fit the deterministic attention cost
+DETERMINISM_FIT = {'gpt3_mcore_te_tp2_pp2_' + t for t in (
+    'resume_torch_dist', 'resume_torch_dist_reshard_1x4xNone',
+    'resume_torch_dist_ddp_average_in_collective', 'resume_torch_dist_cross_entropy_loss_fusion',
+    'resume_torch_dist_no_create_attention_mask_in_dataloader', 'cross_entropy_loss_fusion')}
+UNFIT_DETERMINISM = 'unfit: [gpu.efficiency.attention.deterministic_bwd=0]\n'
 SKIPS = collections.Counter()
 
 
@@ -135,6 +146,8 @@ def sets_of(r):
         s.append('model.qk_norm=true')
     if flags.get('export-kd-teacher-load'):
         s.append('training.distill=true')
+    if flags.get('deterministic-mode') == 'true':
+        s += ['training.deterministic=true', 'collectives.algorithm=ring']
     if r['num-query-groups']:
         s.append('model.kv_heads=%s' % r['num-query-groups'])
     if r['num-layers-per-virtual-pipeline-stage'] and pp > 1:
@@ -174,7 +187,17 @@ def notes_of(r):
             'training.fp8_params=true"\n' % r['fp8-recipe'])
 
 
+def unfit_of(r):
+    if role_of(r) != 'fit':
+        return ''
+    if r['platform'] == 'h100' and r['test_case'] in DETERMINISM_FIT:
+        return UNFIT_DETERMINISM
+    return UNFIT[r['platform']]
+
+
 def role_of(r):
+    if r['platform'] == 'h100' and r['test_case'] in DETERMINISM_FIT:
+        return 'fit'
     fit = (r['model_dir'] == FIT_MODEL and
            int_or(r['tensor-model-parallel-size'], 1) == 1 and
            int_or(r['pipeline-model-parallel-size'], 1) == 1)
@@ -190,7 +213,7 @@ def case(r):
             '%sset: [%s]\n%sengine: analytic\nmetric: step_time_s\nmeasured: %s\ntolerance: 0.25\n' %
             (name, role_of(r), src, r['n_iter_time'], r['steps'], r['iter_time_min_s'], r['nodes'],
              r['gpus_per_node'], CLUSTERS[r['platform']], r['model_dir'], notes_of(r),
-             ', '.join(sets_of(r)), UNFIT[r['platform']] if role_of(r) == 'fit' else '',
+             ', '.join(sets_of(r)), unfit_of(r),
              r['iter_time_median_s']))
     with open(os.path.join(ROOT, 'validation', 'cases', name + '.yaml'), 'w') as f:
         f.write(text)

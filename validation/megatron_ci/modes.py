@@ -37,11 +37,14 @@ def load_rows(predictions):
             if r['second'] == 'True' or name not in pred:
                 continue
             with open(os.path.join(CASES, name + '.yaml')) as fh:
-                desc = re.search(r'^set: (.*)$', fh.read(), re.M).group(1)
+                # the run mode's own keys apart, so that rows differing only in it group together
+                desc = re.sub(r', (training\.deterministic=true|collectives\.algorithm=ring)', '',
+                              re.search(r'^set: (.*)$', fh.read(), re.M).group(1))
             fl = flags.get((r['model_dir'], r['test_case']), {})
             rows.append({'name': name, 'platform': r['platform'], 'desc': desc,
                          'role': pred[name]['role'], 'measured': float(pred[name]['measured']),
                          'optimism': float(pred[name]['optimism']),
+                         'predicted': float(pred[name]['predicted']),
                          'deterministic': fl.get('deterministic-mode') == 'true',
                          'fusion': fl.get('no-gradient-accumulation-fusion') != 'true',
                          'test_mode': fl.get('test-mode') == 'true',
@@ -82,21 +85,23 @@ def mode_of(r):
 
 def print_pairs(rows):
     """Rows of one platform and one dlsim description whose run modes differ."""
-    print('same platform and description, different run mode: median measured step (s)')
+    print('same platform and description, different run mode: median measured and predicted '
+          'step (s)')
     groups = {}
     for r in rows:
         groups.setdefault((r['platform'], r['desc']), []).append(r)
     for (platform, desc), rs in sorted(groups.items()):
         modes = {}
         for r in rs:
-            modes.setdefault(mode_of(r), []).append(r['measured'])
+            modes.setdefault(mode_of(r), []).append(r)
         if len(modes) < 2:
             continue
         layout = ' '.join(re.findall(r'parallel\.(?:tp|pp|cp)=\d+', desc))
         print('  %-6s %-38s %s' % (platform, layout, attention_of(rs[0])))
         for (det, fusion, test), ms in sorted(modes.items()):
-            print('         deterministic %-5s grad-acc fusion %-5s test-mode %-5s n %d  %.4f' % (
-                det, fusion, test, len(ms), statistics.median(ms)))
+            print('         deterministic %-5s grad-acc fusion %-5s test-mode %-5s n %d  %.4f  %.4f' % (
+                det, fusion, test, len(ms), statistics.median(r['measured'] for r in ms),
+                statistics.median(r['predicted'] for r in ms)))
 
 
 def print_platform_ratios(rows):
