@@ -1037,3 +1037,51 @@ Test(engine, a_bad_des_stall_limit_is_an_input_error_naming_the_variable)
   }
   g_unsetenv("DLSIM_DES_STALL");
 }
+
+/* A macro's parts are derived once per (template, class) and count and then placed at each
+ * start: placed from one set of costs that has seen other counts and starts, a macro's spans,
+ * duration and hidden collective time are those of costs that see it first, bit for bit. */
+Test(engine, a_macros_remembered_parts_place_it_as_derived_afresh)
+{
+  const char *sets[] = {"parallel.zero=3", NULL};
+  prog_program *p = th_program("dgx-h100", "gpt3-1.3b-dp", sets);
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(p && th_load("dgx-h100", "gpt3-1.3b-dp", sets, &c, &w));
+  hw_cluster *hw = hw_cluster_new(c);
+  eng_options o = {.kind = ENG_ANALYTIC, .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
+  coll_planner *pl = eng_planner_new(hw, &o);
+  eng_costs *seen = eng_costs_new(p, hw, pl, &o);
+  eng_costs_bind(seen, p);
+  const uint32_t counts[] = {5, 7, 5, 5, 1};
+  const double starts[] = {0, 1.25, 3.5e-3, 17.0, 0.5};
+  int placed = 0;
+  for (guint t = 0; t < p->classes->len; t++) {
+    if (!prog_class_at(p, (int)t)->is_template)
+      continue;
+    for (size_t i = 0; i < G_N_ELEMENTS(counts); i++) {
+      prog_op op = {.kind = PROG_COMPUTE, .tmpl = (int)t, .count = counts[i], .fixed_time = -1};
+      eng_costs *fresh = eng_costs_new(p, hw, pl, &o);
+      eng_costs_bind(fresh, p);
+      eng_span a[ENG_OP_SPANS_MAX], b[ENG_OP_SPANS_MAX];
+      double ha[PROG_NDIMS] = {0}, hb[PROG_NDIMS] = {0}, da, db;
+      guint na = eng_op_place(seen, &op, 0, starts[i], a, ha, &da);
+      guint nb = eng_op_place(fresh, &op, 0, starts[i], b, hb, &db);
+      cr_assert(na == nb && da == db, "template %u, count %u", t, counts[i]);
+      cr_assert_gt(na, 0);
+      for (guint k = 0; k < na; k++)
+        cr_assert(a[k].start == b[k].start && a[k].end == b[k].end && a[k].what == b[k].what,
+                  "template %u, span %u", t, k);
+      cr_assert(memcmp(ha, hb, sizeof ha) == 0, "template %u", t);
+      eng_costs_free(fresh);
+      placed++;
+    }
+  }
+  cr_assert_gt(placed, 5);
+  eng_costs_free(seen);
+  coll_planner_free(pl);
+  hw_cluster_free(hw);
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
+  prog_free(p);
+}

@@ -26,7 +26,9 @@ typedef struct {
   double *end;                 /* per op, NAN until done */
   uint32_t *seq;               /* per comm op: how many earlier ops of the unit share its group */
   an_last_coll *last;          /* per family */
-  GArray *spans;               /* eng_span */
+  eng_span *spans;             /* `nspans` of room for `spans_room` (GLib's append per span
+                                * was a twentieth of a run) */
+  guint nspans, spans_room;
   double hidden[PROG_NDIMS];   /* collective time run under compute inside macros */
   /* eng_mem_event: room for one per memory op of the class from the start, the first `nmem`
    * filled (an append each, through GLib, was a twentieth of a run) */
@@ -161,7 +163,8 @@ static void an_units_init(an_state *st)
     x->seq = an_sequence(p, x->cls, x->rank);
     x->last = g_new0(an_last_coll, MAX(p->families->len, 1u));
     /* about one span an op: reserved at once rather than grown */
-    x->spans = g_array_sized_new(FALSE, FALSE, sizeof(eng_span), nops);
+    x->spans_room = MAX(nops, (guint)ENG_OP_SPANS_MAX);
+    x->spans = g_new(eng_span, x->spans_room);
     x->mem = g_array_sized_new(FALSE, FALSE, sizeof(eng_mem_event), mems);
     g_array_set_size(x->mem, mems);
   }
@@ -186,7 +189,17 @@ static GArray *an_units_of_group(an_state *st, int group)
   return u;
 }
 
-/* Ends op `idx` (a compute op's spans are already recorded: an_compute). */
+/* Room for `k` more spans of `u`: where the next goes. */
+static eng_span *an_spans_room(an_unit *u, guint k)
+{
+  if (u->nspans + k > u->spans_room) {
+    u->spans_room = MAX(2 * u->spans_room, u->nspans + k);
+    u->spans = g_renew(eng_span, u->spans, u->spans_room);
+  }
+  return u->spans + u->nspans;
+}
+
+/* Ends op `idx` (a compute op's spans are already recorded: an_advance). */
 static void an_finish_op(an_state *st, an_unit *u, uint32_t idx, double start, double end)
 {
   const prog_op *op = prog_op_at(st->p, u->cls, idx);
@@ -194,8 +207,10 @@ static void an_finish_op(an_state *st, an_unit *u, uint32_t idx, double start, d
   u->pos[op->stream]++;
   u->free_at[op->stream] = end;
   u->finish = MAX(u->finish, end);
-  if (op->kind == PROG_COMM && end > start)
-    g_array_append_val(u->spans, ((eng_span){start, end, (int)op->dim}));
+  if (op->kind == PROG_COMM && end > start) {
+    *an_spans_room(u, 1) = (eng_span){start, end, (int)op->dim};
+    u->nspans++;
+  }
   if (st->opt->trace) {
     eng_event e = {.rank = u->rank, .stream = op->stream, .kind = op->kind, .dim = op->dim,
                    .op = idx, .name = op->name, .start = start, .end = end};
@@ -309,7 +324,9 @@ static bool an_advance(an_state *st, an_unit *u, int stream)
       ready = MAX(ready, u->end[deps[d]]);
     }
     if (op->kind == PROG_COMPUTE) {
-      double dur = eng_op_spans(st->costs, op, u->rank, ready, u->spans, u->hidden);
+      double dur;
+      u->nspans += eng_op_place(st->costs, op, u->rank, ready,
+                                an_spans_room(u, ENG_OP_SPANS_MAX), u->hidden, &dur);
       an_finish_op(st, u, idx, ready, ready + dur);
     } else if (op->kind == PROG_MEM) {
       g_array_index(u->mem, eng_mem_event, u->nmem++) =
@@ -361,8 +378,8 @@ static void an_collect(an_state *st)
       crit = u;
   out->step_time = st->units[crit].finish;
   out->critical_rank = st->units[crit].rank;
-  eng_breakdown(st->units[crit].spans, st->units[crit].hidden, eng_pipelined(st->p),
-                out->step_time, out);
+  eng_breakdown_of(st->units[crit].spans, st->units[crit].nspans, st->units[crit].hidden,
+                   eng_pipelined(st->p), out->step_time, out);
   out->nclasses = (int)st->p->classes->len;
   out->class_peak = g_new0(double, out->nclasses);
   for (int u = 0; u < st->nunits; u++) {
@@ -380,7 +397,7 @@ static void an_state_free(an_state *st)
     g_free(st->units[u].end);
     g_free(st->units[u].seq);
     g_free(st->units[u].last);
-    g_array_free(st->units[u].spans, TRUE);
+    g_free(st->units[u].spans);
     g_array_free(st->units[u].mem, TRUE);
   }
   g_free(st->units);
