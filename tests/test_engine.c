@@ -181,6 +181,44 @@ Test(engine, a_deadlock_is_a_runtime_failure_on_both_engines)
   cfg_cluster_free(c);
 }
 
+/* Two collectives of one group in flight at once, on two streams of each rank (two families
+ * sharing a communicator): the analytic engine keeps the second apart from the first until
+ * both ranks reach it, and each takes the time of one alone. */
+Test(engine, a_group_with_two_collectives_in_flight_completes_both)
+{
+  cfg_cluster *c = NULL;
+  cr_assert(th_load("v100-edr", NULL, NULL, &c, NULL));
+  hw_cluster *hw = hw_cluster_new(c);
+  prog_program *p = prog_new(2);
+  int cls[2] = {prog_class_add(p, "rank 0"), prog_class_add(p, "rank 1")};
+  int fa = prog_family_add(p, "a", PROG_DIM_DP), fb = prog_family_add(p, "b", PROG_DIM_TP);
+  int both[2] = {0, 1};
+  int g = prog_group_add(p, both, 2);
+  for (int r = 0; r < 2; r++) {
+    prog_family_set(p, fa, r, g);
+    prog_family_set(p, fb, r, g);
+    prog_rank_set_class(p, r, cls[r]);
+  }
+  prog_finalize(p);
+  for (int r = 0; r < 2; r++) {
+    prog_comm(p, cls[r], PROG_STREAM_DP, "a", PROG_COLL_ALLREDUCE, fa, 1e6, NULL, 0);
+    prog_comm(p, cls[r], PROG_STREAM_TP, "b", PROG_COLL_ALLREDUCE, fb, 1e6, NULL, 0);
+  }
+  eng_options o = {.kind = ENG_ANALYTIC, .algo = COLL_ALGO_RING, .proto = CFG_PROTO_SIMPLE};
+  eng_evaluator *ev = eng_evaluator_new(p, hw, &o);
+  double one;
+  cr_assert(eng_evaluate_coll(ev, PROG_COLL_ALLREDUCE, fa, 1e6, 0, &one, NULL));
+  eng_result r;
+  GError *err = NULL;
+  cr_assert(eng_run(p, hw, &o, &r, &err), "%s", err ? err->message : "");
+  cr_assert(one > 0 && r.step_time == one, "step %.17g, one all-reduce %.17g", r.step_time, one);
+  eng_result_clear(&r);
+  eng_evaluator_free(ev);
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+}
+
 Test(engine, folding_and_tracing_exclude_each_other)
 {
   sim_options o = {.engine = ENG_ANALYTIC, .trace = true, .fold = true};

@@ -69,7 +69,11 @@ typedef struct {
    * most one unless its units use it on several streams; those others go to the table */
   an_instance **open;    /* per group */
   GHashTable *instances; /* (group, seq) -> an_instance */
-  GPtrArray *spare;      /* an_instance: completed ones, reused (thousands a run) */
+  guint nhashed;         /* in `instances`: most runs have none, and skip the lookup */
+  /* completed instances, reused (thousands a run): a stack of `nspare`, room for
+   * `spare_room` (GLib's pointer array was a thirtieth of a run) */
+  an_instance **spare;
+  guint nspare, spare_room;
   GArray **group_units;  /* per group: unit indices, made on first use */
   eng_result *out;
 } an_state;
@@ -227,8 +231,7 @@ static void an_instance_free(gpointer p)
 
 static an_instance *an_instance_new(an_state *st, gint64 key, int needed)
 {
-  an_instance *in = st->spare->len ? g_ptr_array_steal_index_fast(st->spare, st->spare->len - 1)
-                                   : NULL;
+  an_instance *in = st->nspare ? st->spare[--st->nspare] : NULL;
   if (!in)
     in = g_new0(an_instance, 1);
   in->key = key;
@@ -242,15 +245,28 @@ static an_instance *an_instance_new(an_state *st, gint64 key, int needed)
   int group = (int)(key >> 32);
   if (!st->open[group])
     st->open[group] = in;
-  else
+  else {
     g_hash_table_insert(st->instances, &in->key, in);
+    st->nhashed++;
+  }
   return in;
 }
 
 static an_instance *an_instance_find(an_state *st, gint64 key)
 {
   an_instance *in = st->open[key >> 32];
-  return in && in->key == key ? in : g_hash_table_lookup(st->instances, &key);
+  if (in && in->key == key)
+    return in;
+  return st->nhashed ? g_hash_table_lookup(st->instances, &key) : NULL;
+}
+
+static void an_spare_push(an_state *st, an_instance *in)
+{
+  if (st->nspare == st->spare_room) {
+    st->spare_room = MAX(16u, 2 * st->spare_room);
+    st->spare = g_renew(an_instance *, st->spare, st->spare_room);
+  }
+  st->spare[st->nspare++] = in;
 }
 
 /* A completed instance leaves the table for the spares (the table frees none). */
@@ -259,9 +275,11 @@ static void an_instance_done(an_state *st, an_instance *in)
   int group = (int)(in->key >> 32);
   if (st->open[group] == in)
     st->open[group] = NULL;
-  else
+  else {
     g_hash_table_remove(st->instances, &in->key);
-  g_ptr_array_add(st->spare, in);
+    st->nhashed--;
+  }
+  an_spare_push(st, in);
 }
 
 /* A unit reached a collective at time `ready`. Returns true if it could complete it now. */
@@ -407,13 +425,15 @@ static void an_state_free(an_state *st)
   gpointer in;
   g_hash_table_iter_init(&it, st->instances);
   while (g_hash_table_iter_next(&it, NULL, &in)) /* left waiting by a deadlock */
-    g_ptr_array_add(st->spare, in);
+    an_spare_push(st, in);
   g_hash_table_destroy(st->instances);
   for (guint g = 0; g < st->p->groups->len; g++)
     if (st->open[g])
-      g_ptr_array_add(st->spare, st->open[g]);
+      an_spare_push(st, st->open[g]);
   g_free(st->open);
-  g_ptr_array_free(st->spare, TRUE);
+  for (guint i = 0; i < st->nspare; i++)
+    an_instance_free(st->spare[i]);
+  g_free(st->spare);
   for (guint g = 0; g < st->p->groups->len; g++)
     if (st->group_units[g])
       g_array_free(st->group_units[g], TRUE);
@@ -434,7 +454,6 @@ bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_opt
   st.stream_ops = eng_stream_lists(p);
   st.instances = g_hash_table_new(g_int64_hash, g_int64_equal);
   st.open = g_new0(an_instance *, MAX(p->groups->len, 1u));
-  st.spare = g_ptr_array_new_with_free_func(an_instance_free);
   st.group_units = g_new0(GArray *, MAX(p->groups->len, 1u));
   if (opt->trace) {
     out->events = g_array_new(FALSE, FALSE, sizeof(eng_event));
