@@ -1123,3 +1123,45 @@ Test(engine, a_macros_remembered_parts_place_it_as_derived_afresh)
   cfg_cluster_free(c);
   prog_free(p);
 }
+
+/* The breakdown sorts a rank's span edges by merging the runs already in order (each stream's,
+ * when grouped by stream): by hand, compute over 0-2 s, a tensor-parallel wait over 1-3 s and
+ * a pipeline transfer alone over 4-5 s of a 6 s step are 2 s of compute, 1 s exposed, 2 s of
+ * bubble (idle at 3-4 s, then the transfer) and 1 s else; and the same spans in any order and under any stream labels, in order
+ * within a stream or not, give the same figures bit for bit. */
+Test(engine, the_breakdown_does_not_depend_on_the_order_or_streams_of_its_spans)
+{
+  eng_span hand[] = {{4, 5, PROG_DIM_PP, 3}, {1, 3, PROG_DIM_TP, 2}, {0, 2, -1, 0}};
+  double hidden[PROG_NDIMS] = {0};
+  eng_result r = {0};
+  eng_breakdown_of(hand, G_N_ELEMENTS(hand), hidden, true, 6, &r);
+  cr_assert(r.compute == 2 && r.exposed_comm == 1 && r.bubble == 2 && r.other == 1,
+            "%g %g %g %g", r.compute, r.exposed_comm, r.bubble, r.other);
+  cr_assert(r.comm[PROG_DIM_TP] == 2 && r.exposed[PROG_DIM_TP] == 1 && r.comm[PROG_DIM_PP] == 1);
+  GRand *rng = g_rand_new_with_seed(15);
+  enum { N = 400 };
+  eng_span spans[N];
+  for (int i = 0; i < N; i++) {
+    double a = g_rand_double_range(rng, 0, 10) * 0.1, len = g_rand_double_range(rng, 0, 0.05);
+    spans[i] = (eng_span){a, a + len, g_rand_int_range(rng, -1, PROG_NDIMS), 0};
+  }
+  eng_result first = {0};
+  eng_breakdown_of(spans, N, hidden, true, 1.1, &first);
+  for (int trial = 0; trial < 20; trial++) {
+    for (int i = N - 1; i > 0; i--) { /* shuffled, then labelled at random */
+      int j = g_rand_int_range(rng, 0, i + 1);
+      eng_span t = spans[i];
+      spans[i] = spans[j];
+      spans[j] = t;
+    }
+    for (int i = 0; i < N; i++)
+      spans[i].stream = trial % 2 ? g_rand_int_range(rng, 0, PROG_NSTREAMS) : 0;
+    eng_result again = {0};
+    eng_breakdown_of(spans, N, hidden, true, 1.1, &again);
+    cr_assert(again.compute == first.compute && again.exposed_comm == first.exposed_comm &&
+              again.bubble == first.bubble && again.other == first.other, "trial %d", trial);
+    cr_assert(memcmp(again.comm, first.comm, sizeof first.comm) == 0 &&
+              memcmp(again.exposed, first.exposed, sizeof first.exposed) == 0, "trial %d", trial);
+  }
+  g_rand_free(rng);
+}

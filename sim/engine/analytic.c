@@ -212,7 +212,7 @@ static void an_finish_op(an_state *st, an_unit *u, uint32_t idx, double start, d
   u->free_at[op->stream] = end;
   u->finish = MAX(u->finish, end);
   if (op->kind == PROG_COMM && end > start) {
-    *an_spans_room(u, 1) = (eng_span){start, end, (int)op->dim};
+    *an_spans_room(u, 1) = (eng_span){start, end, (int)op->dim, op->stream};
     u->nspans++;
   }
   if (st->opt->trace) {

@@ -637,7 +637,7 @@ guint eng_op_place(eng_costs *c, const prog_op *op, int rank, double start,
     double busy = op->tmpl < 0 ? MIN(*dur, eng_kernel_time(c->hw, op)) : *dur;
     if (!(busy > 0))
       return 0;
-    out[0] = (eng_span){start + *dur - busy, start + *dur, -1};
+    out[0] = (eng_span){start + *dur - busy, start + *dur, -1, op->stream};
     return 1;
   }
   eng_macro_parts scratch;
@@ -646,11 +646,11 @@ guint eng_op_place(eng_costs *c, const prog_op *op, int rank, double start,
   guint nadd = 0;
   double at = start;
   if (m->compute > 0)
-    out[nadd++] = (eng_span){at, at + m->compute, -1};
+    out[nadd++] = (eng_span){at, at + m->compute, -1, op->stream};
   at += m->compute;
   for (int d = 0; d < PROG_NDIMS; d++) {
     if (m->wait[d] > 0)
-      out[nadd++] = (eng_span){at, at + m->wait[d], d};
+      out[nadd++] = (eng_span){at, at + m->wait[d], d, op->stream};
     at += m->wait[d];
     hidden[d] += m->hid[d];
   }
@@ -797,26 +797,60 @@ static bool eng_edge_before(const eng_edge *x, const eng_edge *y)
   return x->t < y->t || (x->t == y->t && x->delta < y->delta);
 }
 
-/* Sorts `n` edges with `tmp` (room for n) as scratch: a merge sort with the comparison inline,
- * where qsort's callback was a twentieth of an analytic run. Returns the sorted array (`e` or
- * `tmp`). */
-static eng_edge *eng_edges_sort(eng_edge *e, eng_edge *tmp, size_t n)
+/* Merges e[lo, mid) and e[mid, hi), each in order, into tmp[lo, hi). */
+static void eng_edges_merge(const eng_edge *e, eng_edge *tmp, size_t lo, size_t mid, size_t hi)
 {
-  for (size_t width = 1; width < n; width *= 2) {
-    for (size_t lo = 0; lo < n; lo += 2 * width) {
-      size_t mid = MIN(lo + width, n), hi = MIN(lo + 2 * width, n), i = lo, j = mid, k = lo;
-      while (i < mid && j < hi)
-        tmp[k++] = eng_edge_before(&e[j], &e[i]) ? e[j++] : e[i++];
-      while (i < mid)
-        tmp[k++] = e[i++];
-      while (j < hi)
-        tmp[k++] = e[j++];
+  size_t i = lo, j = mid, k = lo;
+  while (i < mid && j < hi)
+    tmp[k++] = eng_edge_before(&e[j], &e[i]) ? e[j++] : e[i++];
+  while (i < mid)
+    tmp[k++] = e[i++];
+  while (j < hi)
+    tmp[k++] = e[j++];
+}
+
+/* Sorts `n` edges with `tmp` (room for n) as scratch: a merge sort of the runs already in order
+ * (bounds: room for n + 1), with the comparison inline, where qsort's callback was a twentieth
+ * of an analytic run; a rank's spans grouped by stream come in a few long runs. Returns the
+ * sorted array (`e` or `tmp`). */
+static eng_edge *eng_edges_sort(eng_edge *e, eng_edge *tmp, size_t n, size_t *bounds)
+{
+  size_t runs = 0;
+  bounds[runs++] = 0;
+  for (size_t i = 1; i < n; i++)
+    if (eng_edge_before(&e[i], &e[i - 1]))
+      bounds[runs++] = i;
+  bounds[runs] = n;
+  while (runs > 1) {
+    size_t merged = 0;
+    for (size_t r = 0; r < runs; r += 2) {
+      size_t lo = bounds[r], mid = bounds[r + 1], hi = r + 1 < runs ? bounds[r + 2] : mid;
+      eng_edges_merge(e, tmp, lo, mid, hi);
+      bounds[merged++] = lo;
     }
+    bounds[merged] = n;
+    runs = merged;
     eng_edge *swap = e;
     e = tmp;
     tmp = swap;
   }
   return e;
+}
+
+/* The spans' edges into `e`, grouped by stream (each stream's in time order): first the counts,
+ * then each span's two edges at its stream's next place. */
+static void eng_edges_by_stream(const eng_span *spans, guint n, eng_edge *e)
+{
+  size_t at[PROG_NSTREAMS + 1] = {0};
+  for (guint i = 0; i < n; i++)
+    at[spans[i].stream + 1] += 2;
+  for (int s = 0; s < PROG_NSTREAMS; s++)
+    at[s + 1] += at[s];
+  for (guint i = 0; i < n; i++) {
+    const eng_span *s = &spans[i];
+    e[at[s->stream]++] = (eng_edge){s->start, s->what, +1};
+    e[at[s->stream]++] = (eng_edge){s->end, s->what, -1};
+  }
 }
 
 void eng_breakdown(GArray *spans, const double hidden[PROG_NDIMS], bool pipelined, double step,
@@ -830,12 +864,9 @@ void eng_breakdown_of(const eng_span *spans, guint n, const double hidden[PROG_N
                       bool pipelined, double step, eng_result *out)
 {
   eng_edge *buf = g_new(eng_edge, 4 * (gsize)MAX(n, 1u));
-  for (guint i = 0; i < n; i++) {
-    const eng_span *s = &spans[i];
-    buf[2 * i] = (eng_edge){s->start, s->what, +1};
-    buf[2 * i + 1] = (eng_edge){s->end, s->what, -1};
-  }
-  const eng_edge *e = eng_edges_sort(buf, buf + 2 * (gsize)MAX(n, 1u), 2 * (size_t)n);
+  g_autofree size_t *bounds = g_new(size_t, 2 * (gsize)n + 1);
+  eng_edges_by_stream(spans, n, buf);
+  const eng_edge *e = eng_edges_sort(buf, buf + 2 * (gsize)MAX(n, 1u), 2 * (size_t)n, bounds);
   int active[PROG_NDIMS + 1] = {0}; /* [0] compute, [1 + dim] */
   double compute = 0, exposed = 0, bubble = 0, comm[PROG_NDIMS] = {0}, exp_dim[PROG_NDIMS] = {0};
   double prev = 0;

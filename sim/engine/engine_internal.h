@@ -9,7 +9,8 @@
 /* An interval of activity of one rank, for the breakdown. */
 typedef struct {
   double start, end;
-  int what; /* -1 compute, else prog_dim of a collective */
+  int what;   /* -1 compute, else prog_dim of a collective */
+  int stream; /* of the op (0 where not known): a stream's spans come in time order */
 } eng_span;
 
 typedef struct {
