@@ -159,15 +159,18 @@ static void an_units_init(an_state *st)
     x->rank = reps ? prog_class_at(p, x->cls)->rep : u;
     guint nops = prog_class_at(p, x->cls)->ops->len;
     x->end = g_new(double, MAX(nops, 1u));
-    guint mems = 0;
+    guint mems = 0, computes = 0;
     for (guint i = 0; i < nops; i++) {
       x->end[i] = NAN;
-      mems += prog_op_at(p, x->cls, i)->kind == PROG_MEM;
+      prog_kind kind = prog_op_at(p, x->cls, i)->kind;
+      mems += kind == PROG_MEM;
+      computes += kind == PROG_COMPUTE;
     }
     x->seq = an_sequence(p, x->cls, x->rank);
     x->last = g_new0(an_last_coll, MAX(p->families->len, 1u));
-    /* about one span an op: reserved at once rather than grown */
-    x->spans_room = MAX(nops, (guint)ENG_OP_SPANS_MAX);
+    /* a span an op, and a macro's waits (most have one or two): reserved at once rather than
+     * grown and copied */
+    x->spans_room = nops + 2 * computes;
     x->spans = g_new(eng_span, x->spans_room);
     x->mem = g_array_sized_new(FALSE, FALSE, sizeof(eng_mem_event), mems);
     g_array_set_size(x->mem, mems);
