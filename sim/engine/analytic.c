@@ -108,17 +108,11 @@ static bool an_reps_suffice(const prog_program *p)
   return true;
 }
 
-/* Collectives of one group match by their order on it, which is their order in the class's op
- * list (the ops of one group are on one stream). */
-static uint32_t *an_sequence(const prog_program *p, int cls, int rank)
+/* Per family, the first family naming the same group of `rank` (families may share one). */
+static int *an_family_slots(const prog_program *p, int rank)
 {
-  const prog_class *k = prog_class_at(p, cls);
-  uint32_t *seq = g_new0(uint32_t, MAX(k->ops->len, 1u));
-  /* counted per group, on the first family naming the rank's group (families may share one):
-   * an array per family, where one per group id was zeroed for thousands of groups */
   guint nf = p->families->len;
-  g_autofree int *slot = g_new(int, MAX(nf, 1u));
-  g_autofree uint32_t *count = g_new0(uint32_t, MAX(nf, 1u));
+  int *slot = g_new(int, MAX(nf, 1u));
   for (guint f = 0; f < nf; f++) {
     int g = ((const prog_family *)g_ptr_array_index(p->families, f))->group_of[rank];
     slot[f] = (int)f;
@@ -126,12 +120,31 @@ static uint32_t *an_sequence(const prog_program *p, int cls, int rank)
       if (g >= 0 && ((const prog_family *)g_ptr_array_index(p->families, e))->group_of[rank] == g)
         slot[f] = (int)e;
   }
-  for (guint i = 0; i < k->ops->len; i++) {
+  return slot;
+}
+
+/* A unit's per-op state, in one pass over its class's ops: no end yet, and each collective's
+ * order on its group (collectives of one group match by it: their order in the op list, the
+ * ops of one group being on one stream), counted per group on the first family naming it (an
+ * array per family, where one per group id was zeroed for thousands of groups). Counts the
+ * class's memory and compute ops. */
+static void an_unit_ops(const prog_program *p, an_unit *x, guint *mems, guint *computes)
+{
+  const prog_class *k = prog_class_at(p, x->cls);
+  guint nops = k->ops->len;
+  g_autofree int *slot = an_family_slots(p, x->rank);
+  g_autofree uint32_t *count = g_new0(uint32_t, MAX(p->families->len, 1u));
+  x->end = g_new(double, MAX(nops, 1u));
+  x->seq = g_new0(uint32_t, MAX(nops, 1u));
+  *mems = *computes = 0;
+  for (guint i = 0; i < nops; i++) {
     const prog_op *op = &g_array_index(k->ops, prog_op, i);
+    x->end[i] = NAN;
     if (op->kind == PROG_COMM)
-      seq[i] = count[slot[op->family]]++;
+      x->seq[i] = count[slot[op->family]]++;
+    *mems += op->kind == PROG_MEM;
+    *computes += op->kind == PROG_COMPUTE;
   }
-  return seq;
 }
 
 static void an_units_init(an_state *st)
@@ -157,16 +170,8 @@ static void an_units_init(an_state *st)
     if (!reps)
       x->cls = p->class_of[u];
     x->rank = reps ? prog_class_at(p, x->cls)->rep : u;
-    guint nops = prog_class_at(p, x->cls)->ops->len;
-    x->end = g_new(double, MAX(nops, 1u));
-    guint mems = 0, computes = 0;
-    for (guint i = 0; i < nops; i++) {
-      x->end[i] = NAN;
-      prog_kind kind = prog_op_at(p, x->cls, i)->kind;
-      mems += kind == PROG_MEM;
-      computes += kind == PROG_COMPUTE;
-    }
-    x->seq = an_sequence(p, x->cls, x->rank);
+    guint nops = prog_class_at(p, x->cls)->ops->len, mems, computes;
+    an_unit_ops(p, x, &mems, &computes);
     x->last = g_new0(an_last_coll, MAX(p->families->len, 1u));
     /* a span an op, and a macro's waits (most have one or two): reserved at once rather than
      * grown and copied */
