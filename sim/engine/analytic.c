@@ -54,6 +54,14 @@ typedef struct an_waiter {
   uint32_t idx;
 } an_waiter;
 
+/* A group as the walk meets it. */
+typedef struct {
+  /* its instance in progress: each group's collectives complete in order, so a group has at
+   * most one unless its units use it on several streams; those others go to the table */
+  an_instance *open;
+  GArray *units; /* unit indices, made on first use */
+} an_group;
+
 typedef struct {
   const prog_program *p;
   const hw_cluster *hw;
@@ -65,16 +73,16 @@ typedef struct {
   int nunits;
   int *unit_of_rank;   /* -1 when a rank has no unit */
   GArray **stream_ops; /* per class per stream: op indices */
-  /* Instances in progress: each group's collectives complete in order, so a group has at
-   * most one unless its units use it on several streams; those others go to the table */
-  an_instance **open;    /* per group */
-  GHashTable *instances; /* (group, seq) -> an_instance */
+  /* per group; made and freed only where the walk met it (zeroing and scanning thousands of
+   * groups per run, in two arrays, was a fiftieth of it) */
+  an_group *groups;
+  GArray *met;           /* int: the groups whose units were made */
+  GHashTable *instances; /* (group, seq) -> an_instance: those beside a group's open one */
   guint nhashed;         /* in `instances`: most runs have none, and skip the lookup */
   /* completed instances, reused (thousands a run): a stack of `nspare`, room for
    * `spare_room` (GLib's pointer array was a thirtieth of a run) */
   an_instance **spare;
   guint nspare, spare_room;
-  GArray **group_units;  /* per group: unit indices, made on first use */
   eng_result *out;
 } an_state;
 
@@ -184,7 +192,7 @@ static void an_units_init(an_state *st)
 
 static GArray *an_units_of_group(an_state *st, int group)
 {
-  GArray *u = st->group_units[group];
+  GArray *u = st->groups[group].units;
   if (u)
     return u;
   const prog_group *g = g_ptr_array_index(st->p->groups, group);
@@ -197,7 +205,8 @@ static GArray *an_units_of_group(an_state *st, int group)
     if (!dup)
       g_array_append_val(u, unit);
   }
-  st->group_units[group] = u;
+  st->groups[group].units = u;
+  g_array_append_val(st->met, group);
   return u;
 }
 
@@ -251,8 +260,8 @@ static an_instance *an_instance_new(an_state *st, gint64 key, int needed)
     in->room = needed;
   }
   int group = (int)(key >> 32);
-  if (!st->open[group])
-    st->open[group] = in;
+  if (!st->groups[group].open)
+    st->groups[group].open = in;
   else {
     g_hash_table_insert(st->instances, &in->key, in);
     st->nhashed++;
@@ -262,7 +271,7 @@ static an_instance *an_instance_new(an_state *st, gint64 key, int needed)
 
 static an_instance *an_instance_find(an_state *st, gint64 key)
 {
-  an_instance *in = st->open[key >> 32];
+  an_instance *in = st->groups[key >> 32].open;
   if (in && in->key == key)
     return in;
   return st->nhashed ? g_hash_table_lookup(st->instances, &key) : NULL;
@@ -281,8 +290,8 @@ static void an_spare_push(an_state *st, an_instance *in)
 static void an_instance_done(an_state *st, an_instance *in)
 {
   int group = (int)(in->key >> 32);
-  if (st->open[group] == in)
-    st->open[group] = NULL;
+  if (st->groups[group].open == in)
+    st->groups[group].open = NULL;
   else {
     g_hash_table_remove(st->instances, &in->key);
     st->nhashed--;
@@ -435,17 +444,17 @@ static void an_state_free(an_state *st)
   while (g_hash_table_iter_next(&it, NULL, &in)) /* left waiting by a deadlock */
     an_spare_push(st, in);
   g_hash_table_destroy(st->instances);
-  for (guint g = 0; g < st->p->groups->len; g++)
-    if (st->open[g])
-      an_spare_push(st, st->open[g]);
-  g_free(st->open);
+  for (guint i = 0; i < st->met->len; i++) {
+    an_group *g = &st->groups[g_array_index(st->met, int, i)];
+    if (g->open)
+      an_spare_push(st, g->open);
+    g_array_free(g->units, TRUE);
+  }
+  g_free(st->groups);
+  g_array_free(st->met, TRUE);
   for (guint i = 0; i < st->nspare; i++)
     an_instance_free(st->spare[i]);
   g_free(st->spare);
-  for (guint g = 0; g < st->p->groups->len; g++)
-    if (st->group_units[g])
-      g_array_free(st->group_units[g], TRUE);
-  g_free(st->group_units);
   if (st->costs != st->opt->costs)
     eng_costs_free(st->costs);
   if (st->planner != st->opt->planner)
@@ -461,8 +470,8 @@ bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_opt
   eng_costs_bind(st.costs, p);
   st.stream_ops = eng_stream_lists(p);
   st.instances = g_hash_table_new(g_int64_hash, g_int64_equal);
-  st.open = g_new0(an_instance *, MAX(p->groups->len, 1u));
-  st.group_units = g_new0(GArray *, MAX(p->groups->len, 1u));
+  st.groups = g_new0(an_group, MAX(p->groups->len, 1u));
+  st.met = g_array_new(FALSE, FALSE, sizeof(int));
   if (opt->trace) {
     out->events = g_array_new(FALSE, FALSE, sizeof(eng_event));
     out->mem_samples = g_array_new(FALSE, FALSE, sizeof(eng_mem_sample));
