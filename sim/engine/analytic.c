@@ -23,6 +23,7 @@ typedef struct {
   guint pos[PROG_NSTREAMS];    /* next op of each stream (index into stream lists) */
   double free_at[PROG_NSTREAMS];
   bool blocked[PROG_NSTREAMS]; /* waiting in a collective for the other members */
+  unsigned live;               /* bit s: stream s has ops left (a class uses a few streams) */
   double *end;                 /* per op, NAN until done */
   uint32_t *seq;               /* per comm op: how many earlier ops of the unit share its group */
   an_last_coll *last;          /* per family */
@@ -348,6 +349,8 @@ static bool an_advance(an_state *st, an_unit *u, int stream)
 {
   GArray *list = st->stream_ops[u->cls * PROG_NSTREAMS + stream];
   bool progress = false;
+  if (u->pos[stream] >= list->len)
+    u->live &= ~(1u << stream);
   while (u->pos[stream] < list->len && !u->blocked[stream]) {
     uint32_t idx = g_array_index(list, uint32_t, u->pos[stream]);
     const prog_op *op = prog_op_at(st->p, u->cls, idx);
@@ -477,12 +480,15 @@ bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_opt
     out->mem_samples = g_array_new(FALSE, FALSE, sizeof(eng_mem_sample));
   }
   an_units_init(&st);
+  for (int u = 0; u < st.nunits; u++)
+    st.units[u].live = (1u << PROG_NSTREAMS) - 1;
   bool progress = true;
   while (progress) {
     progress = false;
     for (int u = 0; u < st.nunits; u++)
       for (int s = 0; s < PROG_NSTREAMS; s++)
-        progress |= an_advance(&st, &st.units[u], s);
+        if (st.units[u].live >> s & 1)
+          progress |= an_advance(&st, &st.units[u], s);
   }
   bool ok = an_all_done(&st);
   if (ok)
