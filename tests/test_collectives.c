@@ -1237,3 +1237,74 @@ Test(collectives, a_group_planned_like_one_whole_nodes_apart_gets_its_own_plan)
     cfg_cluster_free(cfg[c]);
   }
 }
+
+/* SHARP on nodes without NVLink SHARP runs as NCCL's CollNet Direct: scatter to the heads and
+ * gather back, one NVLink hop each way, NCCL's CollNet latency and chunk, and NCCL's tuner's
+ * GPU / NIC factor when a node has fewer NICs than GPUs. 2 nodes x 4 GPUs, 12.5 GB/s NICs. */
+#define FULL_RATE "nccl.link_efficiency.network=1;nccl.link_efficiency.intra=1"
+
+static double collnet_time(hw_cluster *hw, eng_kind kind, double bytes)
+{
+  return run_engine(hw, kind, PROG_COLL_ALLREDUCE, 8, 8, bytes, COLL_ALGO_SHARP, CFG_PROTO_SIMPLE,
+                    false);
+}
+
+Test(collectives, collnet_direct_des_equals_analytic)
+{
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 4, "set:network.sharp=true;node.nics_per_node=2", &cfg);
+  const double sizes[] = {8, 1e6, 96e6};
+  for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
+    double a = collnet_time(hw, ENG_ANALYTIC, sizes[i]);
+    double d = collnet_time(hw, ENG_DES, sizes[i]);
+    cr_assert_float_eq(d, a, a * 1e-9, "%g B: des %.12g analytic %.12g", sizes[i], d, a);
+  }
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+Test(collectives, collnet_direct_latency_is_nccls_model)
+{
+  /* NCCL's tuning model: 2 (3.7 us + 3 x 0.4 us) + 31 us = 40.8 us on 4 GPUs a node, whatever
+   * the per-step latencies (set absurdly high here); beyond it only the wires' own latency
+   * (2 us NVLink hops, 1 us switch hops) and 8 bytes' transfers */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 4,
+                                "set:network.sharp=true;nccl.hop_latency.network.simple=1ms;"
+                                "nccl.hop_latency.intra.simple=1ms;nccl.base_latency.simple=1ms",
+                                &cfg);
+  double t = collnet_time(hw, ENG_ANALYTIC, 8);
+  cr_assert(t > 40.8e-6 && t < 40.8e-6 + 10e-6, "%.9g s", t);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+Test(collectives, collnet_direct_fills_nccls_chunk)
+{
+  /* one NIC per GPU: no GPU / NIC factor; the NICs bound it (each carries S/4 each way at
+   * 12.5 GB/s: S / 50 GB/s) and the pipeline fills for 3 stages of NCCL's CollNet chunk at the
+   * NIC's rate. 4 channels x 4 heads: 16 MiB takes 64 KiB chunks (16 MiB / (16 x 64 KiB) = 16),
+   * 1 GiB keeps a 512 KiB step (128 per head and channel); the latencies cancel */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 4, "set:network.sharp=true;node.nics_per_node=4;" FULL_RATE, &cfg);
+  double small = 16 * 1048576.0, large = 1073741824.0;
+  double diff = collnet_time(hw, ENG_ANALYTIC, large) - collnet_time(hw, ENG_ANALYTIC, small);
+  double expect = (large - small) / 50e9 + 3 * (512 * 1024 - 64 * 1024) / 12.5e9;
+  cr_assert_float_eq(diff, expect, expect * 1e-3, "%.9g vs %.9g", diff, expect);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+Test(collectives, collnet_direct_pays_nccls_gpu_per_nic_factor)
+{
+  /* 4 GPUs on 2 NICs: NCCL's tuner divides the NICs' rate by 2 - (2 - 1)/2 = 1.5, so past the
+   * latency the time grows at 1.5 / (2 x 12.5 GB/s) a byte, where the NICs alone allow 1 / 25 */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(2, 4, "set:network.sharp=true;node.nics_per_node=2;" FULL_RATE, &cfg);
+  double diff = collnet_time(hw, ENG_ANALYTIC, 1073741824.0) -
+                collnet_time(hw, ENG_ANALYTIC, 536870912.0);
+  double expect = 536870912.0 * 1.5 / 25e9;
+  cr_assert_float_eq(diff, expect, expect * 1e-6, "%.9g vs %.9g", diff, expect);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}

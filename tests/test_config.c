@@ -169,6 +169,16 @@ Test(config, bad_overrides)
   expect_error(NULL, NULL, s6, "--set gpu.flops.fp9: expected gpu.flops.(fp32 | tf32");
 }
 
+/* A kernel beside a collective is never faster than alone: a factor below 1 is refused by
+ * its key, one above the table's ceiling by the range. */
+Test(config, an_interference_factor_below_one_is_refused)
+{
+  const char *low[] = {"gpu.efficiency.interference.gemm=0.9", NULL};
+  expect_error(NULL, NULL, low, "gpu.efficiency.interference.gemm = 0.9: expected a factor >= 1");
+  const char *high[] = {"gpu.efficiency.interference.optimizer=4", NULL};
+  expect_error(NULL, NULL, high, "gpu.efficiency.interference.optimizer: expected a value from 0 to 3");
+}
+
 Test(config, model_preset_by_name)
 {
   g_autofree char *c = th_write("c.yaml", good_cluster);

@@ -535,14 +535,20 @@ Test(engine, reserved_sms_slow_compute_beside_flows_as_in_the_closed_form)
  * anyway (collectives.layer_flows=always) gives the same step, on TP 8 inside a DGX A100 (22B)
  * and on TP 8 x PP 8 over eight of them (175B, its pipeline and data-parallel traffic on the
  * NICs). `never` keeps the closed form beside contended traffic too: Mixtral's all-to-alls no
- * longer meet the data-parallel reduction on NVLink. */
+ * longer meet the data-parallel reduction on NVLink. Without interference: the closed form
+ * charges it after its list schedule, flows as each kernel meets a collective, 0.01 % apart
+ * (interference_in_both_engines_and_layer_passes holds that). */
+#define NO_INTERFERENCE                                                                           \
+  "gpu.efficiency.interference.gemm=1", "gpu.efficiency.interference.attention=1",               \
+      "gpu.efficiency.interference.optimizer=1"
 Test(engine, collectives_the_rule_keeps_in_closed_form_take_the_same_time_as_flows)
 {
-  const char *const sets[][4] = {
-      {"model.layers=8", NULL, NULL, NULL},
-      {"model.layers=8", "collectives.layer_flows=always", NULL, NULL},
-      {"node.count=8", "model.layers=24", NULL, NULL},
-      {"node.count=8", "model.layers=24", "collectives.layer_flows=always", NULL}};
+  const char *const sets[][7] = {
+      {"model.layers=8", NO_INTERFERENCE, NULL},
+      {"model.layers=8", "collectives.layer_flows=always", NO_INTERFERENCE, NULL},
+      {"node.count=8", "model.layers=24", NO_INTERFERENCE, NULL},
+      {"node.count=8", "model.layers=24", "collectives.layer_flows=always", NO_INTERFERENCE,
+       NULL}};
   const char *workloads[] = {"megatron-22b", "megatron-175b"};
   for (size_t i = 0; i < G_N_ELEMENTS(workloads); i++) {
     eng_result a, f;
@@ -653,16 +659,25 @@ static hw_cluster *hosted_cluster(double hd, cfg_cluster **cfg)
   return hw_cluster_new(*cfg);
 }
 
+/* A program of two ranks and a family `name` whose one group is the pair: returns it, the
+ * family in `fam`. */
+static prog_program *pair_program(const char *name, prog_dim dim, int *fam)
+{
+  const int pair[] = {0, 1};
+  prog_program *p = prog_new(2);
+  *fam = prog_family_add(p, name, dim);
+  int g = prog_group_add(p, pair, 2);
+  prog_family_set(p, *fam, 0, g);
+  prog_family_set(p, *fam, 1, g);
+  return p;
+}
+
 /* Two ranks running `runs` layer passes of: a GEMM of `flops`, then `n` short elementwise
  * kernels (one op), then (with `bytes` > 0) an all-reduce of the pair that waits for them. */
 static prog_program *hosted_pass(double flops, uint32_t n, double bytes, uint32_t runs)
 {
-  const int pair[] = {0, 1};
-  prog_program *p = prog_new(2);
-  int fam = prog_family_add(p, "tp", PROG_DIM_TP);
-  int g = prog_group_add(p, pair, 2);
-  prog_family_set(p, fam, 0, g);
-  prog_family_set(p, fam, 1, g);
+  int fam;
+  prog_program *p = pair_program("tp", PROG_DIM_TP, &fam);
   int t = prog_template_add(p, "layer");
   uint32_t last = prog_compute(p, t, "gemm", CFG_KCLASS_GEMM, CFG_BF16, flops, 0, NULL, 0);
   last = prog_compute(p, t, "short", CFG_KCLASS_ELEMENTWISE, CFG_BF16, 0, 1e3, &last, 1);
@@ -1164,4 +1179,172 @@ Test(engine, the_breakdown_does_not_depend_on_the_order_or_streams_of_its_spans)
               memcmp(again.exposed, first.exposed, sizeof first.exposed) == 0, "trial %d", trial);
   }
   g_rand_free(rng);
+}
+
+/* ---- interference (gpu.efficiency.interference) ------------------------------------------- */
+
+/* Two one-GPU nodes of the flows cluster whose GEMMs take 1.1 times as long beside a
+ * collective and elementwise kernels 1.3 times. */
+static hw_cluster *interfering_cluster(cfg_cluster **cfg)
+{
+  hw_cluster *plain = flows_cluster(2, 1, "[]", cfg);
+  hw_cluster_free(plain);
+  for (int k = 0; k < CFG_NKCLASSES; k++)
+    (*cfg)->gpu.efficiency.interference[k] = 1;
+  (*cfg)->gpu.efficiency.interference[CFG_KCLASS_GEMM] = 1.1;
+  (*cfg)->gpu.efficiency.interference[CFG_KCLASS_ELEMENTWISE] = 1.3;
+  return hw_cluster_new(*cfg);
+}
+
+/* Both ranks: a GEMM, then a data-parallel all-reduce of 64 MB (5.1 ms at 12.5 GB/s) beside a
+ * second kernel of class `second` (~10 ms), which waits for the all-reduce when `after`; in a
+ * layer pass (one run) when `in_layer`, else as the step's own ops. */
+static prog_program *interfered_step(cfg_kernel_class second, bool after, bool in_layer)
+{
+  int dp;
+  prog_program *p = pair_program("dp", PROG_DIM_DP, &dp);
+  int cls = prog_class_add(p, "rank");
+  int at = in_layer ? prog_template_add(p, "layer") : cls;
+  uint32_t c0 = prog_compute(p, at, "c0", CFG_KCLASS_GEMM, CFG_BF16, 1e12, 0, NULL, 0);
+  uint32_t ar = prog_comm(p, at, PROG_STREAM_DP, "ar", PROG_COLL_ALLREDUCE, dp, 64e6, &c0, 1);
+  prog_compute(p, at, "c1", second, CFG_BF16, second == CFG_KCLASS_GEMM ? 1e12 : 0,
+               second == CFG_KCLASS_GEMM ? 0 : 16e9, after ? &ar : &c0, 1);
+  if (in_layer)
+    prog_macro(p, cls, "layers", at, 1, NULL, 0);
+  prog_rank_set_class(p, 0, cls);
+  prog_rank_set_class(p, 1, cls);
+  prog_finalize(p);
+  return p;
+}
+
+static double interfered_time(const prog_program *p, const hw_cluster *hw, eng_kind kind,
+                              cfg_layer_flows flows, double sm_reserved)
+{
+  eng_options o = {.kind = kind, .algo = COLL_ALGO_RING, .proto = CFG_PROTO_SIMPLE,
+                   .layer_flows = flows, .sm_reserved = sm_reserved};
+  eng_result r;
+  GError *err = NULL;
+  cr_assert(eng_run(p, hw, &o, &r, &err), "%s", err ? err->message : "");
+  double t = r.step_time;
+  cr_assert(fabs(r.compute + r.exposed_comm + r.bubble + r.other - t) <= 1e-9 * t);
+  eng_result_clear(&r);
+  return t;
+}
+
+/* What the hand sum says against both engines, and in a layer pass against the DES's closed
+ * form and flows. */
+static void interfered_expect(cfg_kernel_class second, bool after, double sm, double expect)
+{
+  cfg_cluster *c = NULL;
+  hw_cluster *hw = interfering_cluster(&c);
+  for (int in_layer = 0; in_layer < 2; in_layer++) {
+    prog_program *p = interfered_step(second, after, in_layer);
+    double t[] = {interfered_time(p, hw, ENG_ANALYTIC, CFG_LAYER_FLOWS_AUTO, sm),
+                  interfered_time(p, hw, ENG_DES, CFG_LAYER_FLOWS_AUTO, sm),
+                  interfered_time(p, hw, ENG_DES, CFG_LAYER_FLOWS_ALWAYS, sm)};
+    for (size_t i = 0; i < G_N_ELEMENTS(t); i++)
+      cr_assert(fabs(t[i] - expect) <= 1e-9 * expect,
+                "class %d, after %d, sm %g, in layer %d, run %zu: %.12g s, by hand %.12g s",
+                second, after, sm, in_layer, i, t[i], expect);
+    prog_free(p);
+  }
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+}
+
+static void interfered_parts(hw_cluster *hw, cfg_kernel_class second, double *gemm, double *other,
+                             double *ar)
+{
+  hw_kernel g = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_BF16, .flops = 1e12};
+  hw_kernel e = {.kclass = second, .dtype = CFG_BF16, .flops = second == CFG_KCLASS_GEMM ? 1e12 : 0,
+                 .bytes = second == CFG_KCLASS_GEMM ? 0 : 16e9};
+  *gemm = hw_kernel_time(hw, &g);
+  *other = hw_kernel_time(hw, &e);
+  eng_options o = {.kind = ENG_ANALYTIC, .algo = COLL_ALGO_RING, .proto = CFG_PROTO_SIMPLE};
+  eng_coll_result r;
+  GError *err = NULL;
+  cr_assert(eng_collective_time(hw, &o, PROG_COLL_ALLREDUCE, 2, 2, 64e6, &r, &err), "%s",
+            err ? err->message : "");
+  *ar = r.time;
+}
+
+/* A GEMM beside the all-reduce takes (1.1 - 1) of the overlapped time more: the whole
+ * all-reduce, which is shorter than it. An elementwise kernel takes its class's 0.3 more; with
+ * 20 % of the SMs reserved, a GEMM's 1.1 / 0.8. Outside layer passes and inside one, in both
+ * engines. */
+Test(engine, a_kernel_beside_a_collective_slows_by_its_class_factor_in_both_engines)
+{
+  cfg_cluster *c = NULL;
+  hw_cluster *hw = interfering_cluster(&c);
+  double g, g1, e1, ar;
+  interfered_parts(hw, CFG_KCLASS_GEMM, &g, &g1, &ar);
+  interfered_parts(hw, CFG_KCLASS_ELEMENTWISE, &g, &e1, &ar);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+  cr_assert(ar > 4e-3 && ar < g1 && ar < e1, "all-reduce %g s, kernels %g, %g s", ar, g1, e1);
+  interfered_expect(CFG_KCLASS_GEMM, false, 0, g + g1 + 0.1 * ar);
+  interfered_expect(CFG_KCLASS_ELEMENTWISE, false, 0, g + e1 + 0.3 * ar);
+  interfered_expect(CFG_KCLASS_GEMM, false, 0.2, g + g1 + (1.1 / 0.8 - 1) * ar);
+}
+
+/* A kernel that waits for the all-reduce never runs beside it: no slowdown, in both engines
+ * and in a layer pass. */
+Test(engine, a_kernel_after_a_collective_is_not_slowed)
+{
+  cfg_cluster *c = NULL;
+  hw_cluster *hw = interfering_cluster(&c);
+  double g, g1, ar;
+  interfered_parts(hw, CFG_KCLASS_GEMM, &g, &g1, &ar);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+  interfered_expect(CFG_KCLASS_GEMM, true, 0, g + ar + g1);
+}
+
+/* Two runs of a layer pass: a GEMM, then an asynchronous data-parallel all-reduce of its
+ * output (a ZeRO reduction), which nothing in the pass waits for. The first run's all-reduce
+ * runs beside the second run's GEMM, which takes 0.1 of it more; the second's ends the step:
+ * 2 GEMMs + 1.1 all-reduces, in the closed form of both engines and as flows. */
+Test(engine, an_asynchronous_collective_slows_the_next_runs_compute)
+{
+  cfg_cluster *c = NULL;
+  hw_cluster *hw = interfering_cluster(&c);
+  double g, g1, ar;
+  interfered_parts(hw, CFG_KCLASS_GEMM, &g, &g1, &ar);
+  int dp;
+  prog_program *p = pair_program("dp", PROG_DIM_DP, &dp);
+  int t = prog_template_add(p, "layer");
+  uint32_t c0 = prog_compute(p, t, "c0", CFG_KCLASS_GEMM, CFG_BF16, 1e12, 0, NULL, 0);
+  prog_comm(p, t, PROG_STREAM_DP, "ar", PROG_COLL_ALLREDUCE, dp, 64e6, &c0, 1);
+  int cls = prog_class_add(p, "rank");
+  prog_macro(p, cls, "layers", t, 2, NULL, 0);
+  prog_rank_set_class(p, 0, cls);
+  prog_rank_set_class(p, 1, cls);
+  prog_finalize(p);
+  double expect = 2 * g + 1.1 * ar;
+  double got[] = {interfered_time(p, hw, ENG_ANALYTIC, CFG_LAYER_FLOWS_AUTO, 0),
+                  interfered_time(p, hw, ENG_DES, CFG_LAYER_FLOWS_AUTO, 0),
+                  interfered_time(p, hw, ENG_DES, CFG_LAYER_FLOWS_ALWAYS, 0)};
+  for (size_t i = 0; i < G_N_ELEMENTS(got); i++)
+    cr_assert(fabs(got[i] - expect) <= 1e-9 * expect, "run %zu: %.12g s, by hand %.12g s", i,
+              got[i], expect);
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+}
+
+/* An MPI runtime driven from the host runs no kernel beside compute: GPT-3 1.3B's gradient
+ * all-reduce under the backward costs the same step whatever the interference factors, where
+ * NCCL's costs more with them. */
+Test(engine, a_host_driven_runtime_charges_no_interference)
+{
+  const char *mpi[] = {"node.count=2", "collectives.runtime=mpi-ucx", NULL};
+  const char *mpi_none[] = {"node.count=2", "collectives.runtime=mpi-ucx", NO_INTERFERENCE, NULL};
+  const char *nccl[] = {"node.count=2", NULL};
+  const char *nccl_none[] = {"node.count=2", NO_INTERFERENCE, NULL};
+  double m = step_of("dgx-h100", "gpt3-1.3b-dp", mpi, ENG_ANALYTIC, NULL);
+  double m0 = step_of("dgx-h100", "gpt3-1.3b-dp", mpi_none, ENG_ANALYTIC, NULL);
+  double n = step_of("dgx-h100", "gpt3-1.3b-dp", nccl, ENG_ANALYTIC, NULL);
+  double n0 = step_of("dgx-h100", "gpt3-1.3b-dp", nccl_none, ENG_ANALYTIC, NULL);
+  cr_assert(m == m0, "MPI: %.12g s, without interference %.12g s", m, m0);
+  cr_assert(n > n0 * (1 + 1e-4), "NCCL: %.12g s, without interference %.12g s", n, n0);
 }

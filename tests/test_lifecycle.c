@@ -449,10 +449,11 @@ Test(lifecycle, a_slow_last_stage_costs_its_compute_and_a_first_stage_less)
     cr_assert(run_estimate(extra, &a, &run, &err), "%s", err ? err->message : "");
     double c = a.eng.compute;
     cr_assert_float_eq(a.stragglers.cost, c, 1e-9 * c);
-    /* within 0.1 %: the layers' tensor-parallel all-reduces run as flows beside the
-     * data-parallel reduction on NVLink, and a slow stage moves where the two meet */
+    /* within 0.3 %: the layers' tensor-parallel all-reduces run as flows beside the
+     * data-parallel reduction on NVLink, and a slow stage moves where the two meet, and how
+     * much of its stretched compute runs beside a collective (interference) */
     if (slow_stage(seed) == 1)
-      cr_assert_float_eq(d.stragglers.cost, c, 1e-3 * c, "seed %d: DES %g, C %g", seed,
+      cr_assert_float_eq(d.stragglers.cost, c, 3e-3 * c, "seed %d: DES %g, C %g", seed,
                          d.stragglers.cost, c);
     else
       cr_assert(d.stragglers.cost > 0.3 * c && d.stragglers.cost < 0.9 * c,

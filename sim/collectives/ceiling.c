@@ -52,10 +52,28 @@ static double coll_ceiling_busbw(const coll_plan *p, const cfg_nccl *nc, int sca
   }
 }
 
+/* CollNet Direct's algorithm bandwidth when a node has more GPUs than NICs: NCCL's tuner
+ * divides it by the GPU / NIC ratio r less (r - 1) / 2 ("Collnet+Direct requires all GPUs to
+ * have a local NIC to work at full speed", src/graph/tuning.cc @ 5067397): 1.5 for 8 GPUs on
+ * 4 NICs. The heads' NICs alone would carry it at their full rate. */
+static double coll_collnet_ceiling_time(const coll_plan *p, const hw_cluster *hw, double bytes)
+{
+  const cfg_cluster *c = hw_config(hw);
+  int g = p->n / p->nnodes, nics = MIN(g, c->node.nics_per_node);
+  if (nics < 1)
+    return 0;
+  double ratio = (double)g / nics;
+  double algbw = nics * c->network.nic_bandwidth * c->nccl.link_efficiency[CFG_LINK_NETWORK] /
+                 (ratio - (ratio - 1) / 2);
+  return bytes / algbw;
+}
+
 double coll_ceiling_time(const coll_plan *p, const hw_cluster *hw, int proto, double bytes)
 {
   if (p->nnodes < 2 || p->n < 2)
     return 0;
+  if (coll_is_collnet(p, hw))
+    return coll_collnet_ceiling_time(p, hw, bytes);
   const cfg_nccl *nc = &hw_config(hw)->nccl;
   int scale = p->nnodes == 2 ? CFG_SCALE_TWO_NODES : CFG_SCALE_MORE_NODES;
   double busbw = coll_ceiling_busbw(p, nc, scale, proto);

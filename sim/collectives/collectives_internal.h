@@ -48,6 +48,11 @@ void coll_build_nvls(coll_builder *b);
 /* Seconds a single-node NVLS all-reduce of `size` bytes on `heads` GPUs spends filling NCCL's
  * chunk pipeline, its transfers taking `transfer` seconds. */
 double coll_nvls_fill(int heads, double size, double transfer);
+/* SHARP without NVLink SHARP runs as NCCL's CollNet Direct: its latency (NCCL's tuning model)
+ * and its pipeline chunk for `size` bytes over `ops` = channels x heads. */
+bool coll_is_collnet(const coll_plan *p, const hw_cluster *hw);
+double coll_collnet_latency(int per_node);
+double coll_collnet_chunk(double ops, double size);
 void coll_build_nvls_tree(coll_builder *b);
 void coll_build_sharp(coll_builder *b);
 /* Byte scale of point-to-point transfers (send/recv, all-to-all) within this group. */

@@ -205,20 +205,32 @@ static double coll_copy_wait(const coll_phase *ph, const cfg_nccl *nc, double si
   return MAX(0.0, bytes / nc->copy_bandwidth - bulk);
 }
 
+/* The chunk a pipelined phase fills with: SHARP without NVLink SHARP is NCCL's CollNet Direct,
+ * whose chunk shrinks with the size per channel and head (a channel per head assumed); the
+ * other algorithms take the protocol's. */
+static double coll_chunk(const coll_plan *p, const hw_cluster *hw, int proto, double size)
+{
+  if (coll_is_collnet(p, hw))
+    return coll_collnet_chunk((double)p->channels * p->channels, size);
+  return hw_config(hw)->nccl.chunk[proto];
+}
+
 /* How long a phase's chunk pipeline takes to fill. A single-node NVLS all-reduce fills NCCL's
  * own (coll_nvls_fill): two loops of chunks across all heads and channels, not one chunk. An
  * MPI ring sends each step's block whole, one step after the other: the folded steps have no
  * chunk pipeline to fill (a chain's broadcast, one step, still has). */
 static double coll_fill_time(const coll_plan *p, const coll_phase *ph, const coll_runtime *rt,
-                             const cfg_nccl *nc, int proto, int stages, double size, double bulk)
+                             const hw_cluster *hw, int proto, int stages, double size, double bulk)
 {
+  const cfg_nccl *nc = &hw_config(hw)->nccl;
   if (p->algo == COLL_ALGO_NVLS && !coll_runtime_cpu(rt))
     return coll_nvls_fill(p->n, size, bulk);
   bool pipelined = ph->pipelined && !(rt && rt->cpu && ph->steps > 1);
   if (!pipelined)
     return 0;
   double eff = nc->protocol_efficiency[proto];
-  return (stages - 1) * MIN(nc->chunk[proto], ph->max_frac * size / eff) / ph->min_rate;
+  return (stages - 1) * MIN(coll_chunk(p, hw, proto, size), ph->max_frac * size / eff) /
+         ph->min_rate;
 }
 
 void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_runtime *rt,
@@ -239,8 +251,13 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
    * as one latency for the whole in-switch part (hwLat[NVLINK][NVLS] = 25 us) in place of the
    * base latency and the ring's per-step NVLink latencies; the wires' own latency stays. */
   bool nvls = p->algo == COLL_ALGO_NVLS || p->algo == COLL_ALGO_NVLS_TREE;
-  out->base =
-      coll_runtime_base(rt, hw, p, nvls ? nc->nvls_latency : nc->base_latency[proto], bytes);
+  /* CollNet Direct's latency is NCCL's model of the whole: no per-step latency besides (an MPI
+   * driving the same plan pays its own steps) */
+  bool collnet = coll_is_collnet(p, hw) && !coll_runtime_cpu(rt);
+  double nccl_base = nvls      ? nc->nvls_latency
+                     : collnet ? coll_collnet_latency(p->n / MAX(p->nnodes, 1))
+                               : nc->base_latency[proto];
+  out->base = coll_runtime_base(rt, hw, p, nccl_base, bytes);
   double t = out->base, moved = 0;
   for (int i = 0; i < p->nphases; i++) {
     const coll_phase *ph = &p->phases[i];
@@ -252,7 +269,7 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
       bulk = MAX(bulk, wire > 0 ? wire / kd->rate : 0);
     }
     for (int c = 0; c < CFG_NLINKCLASSES; c++) {
-      double step = nvls && c == CFG_LINK_INTRA
+      double step = (nvls && c == CFG_LINK_INTRA) || collnet
                         ? 0
                         : coll_step_latency(rt, nc, c, proto, ph->max_frac * size);
       lat += ph->stages[c] * (ph->class_alpha[c] + step);
@@ -260,7 +277,7 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
     }
     lat += coll_posting_latency(rt, ph);
     out->pre[i] = lat; /* the platform's links carry no latency: it is paid here */
-    out->post[i] = coll_fill_time(p, ph, rt, nc, proto, stages, size, bulk);
+    out->post[i] = coll_fill_time(p, ph, rt, hw, proto, stages, size, bulk);
     out->post[i] += coll_shared_memory_copy(rt, hw, ph, size, bulk);
     if (!coll_runtime_cpu(rt))
       out->post[i] += coll_copy_wait(ph, nc, size, eff, bulk);

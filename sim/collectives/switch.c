@@ -2,7 +2,9 @@
  * each GPU sends its buffer plus its reduced shard (S (1 + 1/g)) and receives as much. NVLink
  * SHARP runs below the link efficiency of rings (nccl.nvls_efficiency), so its bytes are scaled
  * to keep the platform's single bandwidth per link. SHARP: InfiniBand switches reduce what the
- * rails send them, so each NIC carries 1/g of the buffer each way whatever the node count. */
+ * rails send them, so each NIC carries 1/g of the buffer each way whatever the node count;
+ * inside the node NVLS, or without it NCCL's CollNet Direct (scatter to the heads, gather back),
+ * timed with NCCL's own CollNet latency, chunk and GPU / NIC rule (ceiling.c). */
 #include "collectives/collectives_internal.h"
 
 #include <math.h>
@@ -81,6 +83,47 @@ void coll_build_nvls_tree(coll_builder *b)
   coll_layout_clear(&l);
 }
 
+/* NCCL's CollNet Direct inside a node without NVLink SHARP (NVIDIA/nccl v2.12.12-1,
+ * src/collectives/device/all_reduce.h, runCollNet; the same at 5067397): each GPU scatters its buffer's 1/g shards
+ * straight to the g heads (directScatter), each head reduces its shard and sends it into the
+ * network, and gathers the result back to every GPU (directGather): one NVLink hop each way,
+ * 1/g of the buffer per ordered pair of GPUs in each direction. */
+static void coll_direct_flows(coll_builder *b, const coll_layout *l, int k)
+{
+  int a = l->node_start[k], g = l->node_start[k + 1] - a;
+  for (int j = 0; j < g; j++)
+    for (int h = 0; h < g; h++)
+      coll_add_xfer(b, l->sorted[a + j], l->sorted[a + h], 2.0 / g);
+}
+
+bool coll_is_collnet(const coll_plan *p, const hw_cluster *hw)
+{
+  return p->algo == COLL_ALGO_SHARP && !hw_config(hw)->node.intra.nvls;
+}
+
+/* NCCL's tuning model of a CollNet Direct all-reduce's latency (NVIDIA/nccl @ 5067397,
+ * src/graph/tuning.cc: no base latency; hwLat 3.7 us over NVLink each way, 0.4 us of arity
+ * serialisation per GPU of the node besides the head, 31 us for the network's part). */
+double coll_collnet_latency(int per_node)
+{
+  return 2 * (3.7e-6 + (per_node - 1) * 0.4e-6) + 31e-6;
+}
+
+/* NCCL's CollNet chunk (v2.12.12-1, src/enqueue.cc, computeColl; the same at 5067397): one Simple step (a 4 MiB
+ * buffer over NCCL_STEPS = 8: 512 KiB), halved to 128 KiB while a size gives fewer than
+ * depth x 64 chunks to each channel's heads (the tree's depth is 2), to 64 KiB and then to
+ * 32 KiB while fewer than depth x 8. `ops` is channels x heads. */
+double coll_collnet_chunk(double ops, double size)
+{
+  const double depth = 2;
+  double chunk = 512 * 1024;
+  while (size / (ops * chunk) < depth * 64 && chunk > 128 * 1024)
+    chunk /= 2;
+  while (size / (ops * chunk) < depth * 8 && chunk > 32 * 1024)
+    chunk /= 2;
+  return chunk;
+}
+
 /* The lowest network tier whose switch spans every node of the group. */
 static int coll_top_tier(const hw_cluster *hw, const coll_layout *l)
 {
@@ -98,14 +141,13 @@ void coll_build_sharp(coll_builder *b)
   coll_layout_of(hw, b->p->ranks, b->p->n, &l);
   int g = l.per_node, N = l.nnodes, top = coll_top_tier(hw, &l);
   bool nvls = hw_config(hw)->node.intra.nvls;
-  coll_add_phase(b, 1, nvls ? 2 : 2 * (g - 1), 2 * (top + 1), true);
+  coll_add_phase(b, 1, 2, 2 * (top + 1), true);
   for (int k = 0; k < N; k++) {
     int a = l.node_start[k];
     if (nvls)
       coll_nvls_flows(b, &l, k, 1.0);
-    else /* reduce-scatter then all-gather around the node */
-      for (int j = 0; j < g && g > 1; j++)
-        coll_add_xfer(b, l.sorted[a + j], l.sorted[a + (j + 1) % g], 2.0 * (g - 1) / g);
+    else
+      coll_direct_flows(b, &l, k);
     int leaf = hw_net_switch(hw, 0, hw_group_of_node(hw, hw_node_of(hw, l.sorted[a]), 0));
     for (int j = 0; j < g; j++) {
       coll_add_xfer(b, l.sorted[a + j], leaf, 1.0 / g);

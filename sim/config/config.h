@@ -204,6 +204,9 @@ typedef struct {
                                            * when streaming its weights bounds it (decode) */
   double gemm_stream_overhead;            /* seconds such a GEMM adds instead of launch_overhead */
   double host_dispatch; /* host time per kernel launch, the engines' launch queue: the workload's training.host_dispatch */
+  double interference[CFG_NKCLASSES];     /* the factor a kernel's time takes, per class, while
+                                           * a collective of its GPU is in flight (NCCL's SMs and
+                                           * HBM traffic); 1: none */
   char *source;                           /* where the numbers come from */
 } cfg_efficiency;
 

@@ -513,6 +513,9 @@ static void cfg_cpu_efficiency_defaults(cfg_efficiency *e)
   CFG_DEFAULT_QTY(e->gemm_k_half, 32);
   CFG_DEFAULT_QTY(e->sustained, 1.0);
   CFG_DEFAULT_QTY(e->launch_overhead, 10e-6);
+  for (int k = 0; k < CFG_NKCLASSES; k++) /* no CPU measurement: no interference */
+    if (isnan(e->interference[k]))
+      e->interference[k] = 1.0;
   if (!e->source)
     e->source = g_strdup("dlsim CPU defaults (assumed, not calibrated)");
 }
@@ -571,6 +574,12 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
     if (c->gpu.efficiency.flops_efficiency[k] <= 0)
       return cfg_fail(err, d, "gpu.efficiency", "gpu.efficiency.flops.%s: must be > 0",
                       cfg_kernel_class_name((cfg_kernel_class)k));
+  for (int k = 0; k < CFG_NKCLASSES; k++)
+    if (!(c->gpu.efficiency.interference[k] >= 1))
+      return cfg_fail(err, d, "gpu.efficiency.interference",
+                      "gpu.efficiency.interference.%s = %g: expected a factor >= 1",
+                      cfg_kernel_class_name((cfg_kernel_class)k),
+                      c->gpu.efficiency.interference[k]);
   if (c->gpu.efficiency.memory_efficiency <= 0)
     return cfg_fail(err, d, "gpu.efficiency", "gpu.efficiency.memory: must be > 0");
   if (!(c->gpu.efficiency.sustained > 0 && c->gpu.efficiency.sustained <= 1))

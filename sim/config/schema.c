@@ -184,6 +184,12 @@ static const double cfg_flops_efficiency_defaults[CFG_NKCLASSES] = {0.811, 0.60,
  * cuDNN as on H100 (they need Hopper); fitted by validation/kernels/fit-attention.py on the
  * papers' non-causal figures (and the causal factor on A100's causal ones), checked on the
  * rest. */
+/* Kernel time beside an NCCL kernel over its time alone, per class: the median over recurring
+ * kernel shapes of at least 30 us in the two A100 fit traces (validation/interference/, README
+ * there). Attention had no kernel in them: GEMM's value, an assumption; elementwise measured 0.92
+ * and conv nothing: 1 (a kernel is not faster beside a collective). */
+static const double cfg_interference_defaults[CFG_NKCLASSES] = {1.05, 1.0, 1.05, 1.0, 1.03, 1.0};
+
 static const double cfg_attn_fwd_defaults[CFG_NATTN] = {0.724, 0.676, 0.626, 0.522, 0.230};
 static const double cfg_attn_bwd_defaults[CFG_NATTN] = {0.634, 0.598, 0.548, 0.264, 0.272};
 static const double cfg_attn_fwd_half_defaults[CFG_NATTN] = {30, 210, 110, 150, 30};
@@ -246,6 +252,11 @@ static const cfg_field cfg_efficiency_fields[] = {
            DEF(0)),
     F_QTY(cfg_efficiency, "gemm_stream_overhead", gemm_stream_overhead, UNITS_SECONDS,
           "with gemm_stream: the fixed time of such a GEMM, in place of launch_overhead", DEF(0)),
+    F_BY_ENUM(cfg_efficiency, "interference", interference, UNITS_NUMBER, cfg_kclass_names,
+              "the factor each kernel class's time takes while a collective of its GPU is in "
+              "flight, anywhere in the step (fitted on real A100 traces: "
+              "validation/interference/; collectives.sm_reserved multiplies it by 1 / (1 - f))",
+              .max = 3.0, DEFS(cfg_interference_defaults)),
     F_STR(cfg_efficiency, "source", source, "where the numbers come from",
           DEF_STR("dlsim defaults (not calibrated)")),
 };

@@ -30,6 +30,7 @@ typedef struct {
   eng_span *spans;             /* `nspans` of room for `spans_room` (GLib's append per span
                                 * was a twentieth of a run) */
   guint nspans, spans_room;
+  GArray *comms;               /* eng_interval: its collectives that later compute may meet */
   double hidden[PROG_NDIMS];   /* collective time run under compute inside macros */
   /* eng_mem_event: room for one per memory op of the class from the start, the first `nmem`
    * filled (an append each, through GLib, was a twentieth of a run) */
@@ -186,6 +187,7 @@ static void an_units_init(an_state *st)
      * grown and copied */
     x->spans_room = nops + 2 * computes;
     x->spans = g_new(eng_span, x->spans_room);
+    x->comms = g_array_new(FALSE, FALSE, sizeof(eng_interval));
     x->mem = g_array_sized_new(FALSE, FALSE, sizeof(eng_mem_event), mems);
     g_array_set_size(x->mem, mems);
   }
@@ -232,6 +234,7 @@ static void an_finish_op(an_state *st, an_unit *u, uint32_t idx, double start, d
   if (op->kind == PROG_COMM && end > start) {
     *an_spans_room(u, 1) = (eng_span){start, end, (int)op->dim, op->stream};
     u->nspans++;
+    g_array_append_val(u->comms, ((eng_interval){start, end}));
   }
   if (st->opt->trace) {
     eng_event e = {.rank = u->rank, .stream = op->stream, .kind = op->kind, .dim = op->dim,
@@ -344,6 +347,29 @@ static bool an_arrive(an_state *st, an_unit *u, uint32_t idx, double ready)
   return true;
 }
 
+static bool an_advance(an_state *st, an_unit *u, int stream);
+
+/* A compute op or macro of the unit from `ready` for `dur`, slowed by the unit's collectives
+ * that ran beside it (as the DES charges it): returns its duration with that. */
+static double an_interfered(an_state *st, an_unit *u, const prog_op *op, double ready, double dur)
+{
+  double extra = eng_interference_charge(st->costs, op, u->rank, ready, dur, u->comms, INFINITY);
+  if (extra > 0) {
+    *an_spans_room(u, 1) = (eng_span){ready + dur, ready + dur + extra, -1, op->stream};
+    u->nspans++;
+  }
+  return dur + extra;
+}
+
+/* The collectives a compute op lets start must be known before the next compute op is timed:
+ * they run beside it (the gradient reductions under the backward). */
+static void an_advance_beside(an_state *st, an_unit *u)
+{
+  for (int s = 0; s < PROG_NSTREAMS; s++)
+    if (s != PROG_STREAM_COMPUTE)
+      an_advance(st, u, s);
+}
+
 /* Advances one stream of a unit as far as its dependencies allow. */
 static bool an_advance(an_state *st, an_unit *u, int stream)
 {
@@ -365,7 +391,10 @@ static bool an_advance(an_state *st, an_unit *u, int stream)
       double dur;
       u->nspans += eng_op_place(st->costs, op, u->rank, ready,
                                 an_spans_room(u, ENG_OP_SPANS_MAX), u->hidden, &dur);
+      dur = an_interfered(st, u, op, ready, dur);
       an_finish_op(st, u, idx, ready, ready + dur);
+      if (stream == PROG_STREAM_COMPUTE)
+        an_advance_beside(st, u);
     } else if (op->kind == PROG_MEM) {
       g_array_index(u->mem, eng_mem_event, u->nmem++) =
           (eng_mem_event){.time = ready, .delta = op->mem_delta, .seq = idx};
@@ -436,6 +465,7 @@ static void an_state_free(an_state *st)
     g_free(st->units[u].seq);
     g_free(st->units[u].last);
     g_free(st->units[u].spans);
+    g_array_free(st->units[u].comms, TRUE);
     g_array_free(st->units[u].mem, TRUE);
   }
   g_free(st->units);

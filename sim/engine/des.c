@@ -25,6 +25,15 @@
 #include <xbt/config.h>
 #include <xbt/log.h>
 
+/* A collective of a group as its members enter it: the latest arrival so far, and how many
+ * members have yet to leave it. */
+typedef struct {
+  gint64 key; /* (channel, seq) */
+  double last;
+  int pending;
+  int arriving; /* members yet to enter it: until then it is not in flight */
+} des_arrival;
+
 typedef struct {
   int rank, cls;
   uint8_t *done;
@@ -35,6 +44,8 @@ typedef struct {
   sg_cond_t cond[PROG_NSTREAMS];
   uint32_t awaits[PROG_NSTREAMS];
   GArray *spans; /* eng_span */
+  GArray *comms;   /* eng_interval: its collectives outside layer passes that have ended... */
+  GPtrArray *open; /* ... and the des_arrival of those under way (interference on compute) */
   double hidden[PROG_NDIMS]; /* collective time run under compute inside macros */
   GArray *mem;   /* eng_mem_event */
   double finish;
@@ -472,6 +483,47 @@ static double des_slow_spans(GArray *spans, guint from, double f)
   return shift;
 }
 
+/* The rank's collectives outside layer passes, ended or in flight, as intervals up to `now`. */
+static GArray *des_comms_until(des_rank *r, double now)
+{
+  GArray *all = g_array_sized_new(FALSE, FALSE, sizeof(eng_interval), r->comms->len + r->open->len);
+  g_array_append_vals(all, r->comms->data, r->comms->len);
+  for (guint i = 0; i < r->open->len; i++) {
+    const des_arrival *a = g_ptr_array_index(r->open, i);
+    if (a->arriving <= 0 && a->last < now)
+      g_array_append_val(all, ((eng_interval){a->last, now}));
+  }
+  return all;
+}
+
+/* Runs what the rank's collectives outside layer passes add to compute ops list[i..j], which
+ * ran from t0 back to back (their durations `dur`) up to now (as the analytic engine charges
+ * it: eng_interference_charge); returns the time added. */
+static double des_interference(des_ctx *c, des_rank *r, GArray *list, guint i, guint j, double t0,
+                               const double *dur)
+{
+  if (r->comms->len == 0 && r->open->len == 0)
+    return 0;
+  double now = simgrid_get_clock(), at = t0, extra = 0;
+  GArray *comms = des_comms_until(r, now);
+  for (guint k = i; k <= j; k++) {
+    const prog_op *op = prog_op_at(c->p, r->cls, g_array_index(list, uint32_t, k));
+    if (op->kind != PROG_MEM)
+      extra += eng_interference_charge(c->costs, op, r->rank, at, dur[k - i], comms, now);
+    at += dur[k - i];
+  }
+  g_array_free(comms, TRUE);
+  /* what ended before this run's start no longer meets the rank's compute */
+  for (guint k = r->comms->len; k-- > 0;)
+    if (g_array_index(r->comms, eng_interval, k).end <= t0)
+      g_array_remove_index_fast(r->comms, k);
+  if (extra > 0) {
+    sg_actor_execute(extra * c->speed);
+    des_span(r, now, simgrid_get_clock(), -1);
+  }
+  return extra;
+}
+
 /* Runs list[i] and, when nobody watches the ops in between, the compute and memory ops that
  * follow it as one execution: the GPU runs one kernel at a time, so each op's start inside the
  * run is the run's start plus the durations before it. Returns the index of the last op run. */
@@ -488,6 +540,7 @@ static guint des_run_compute(des_actor_arg *a, GArray *list, guint i)
   }
   double t0 = simgrid_get_clock(), total = 0, measured = 0;
   double slow = c->opt->slowdown ? c->opt->slowdown[r->rank] : 1;
+  g_autofree double *dur = g_new0(double, j - i + 1);
   for (guint k = i; k <= j; k++) {
     uint32_t idx = g_array_index(list, uint32_t, k);
     const prog_op *op = prog_op_at(c->p, r->cls, idx);
@@ -498,6 +551,7 @@ static guint des_run_compute(des_actor_arg *a, GArray *list, guint i)
       guint from = r->spans->len;
       double d = eng_op_spans(c->costs, op, r->rank, t0 + total, r->spans, r->hidden);
       d += des_slow_spans(r->spans, from, slow);
+      dur[k - i] = d;
       total += d;
       if (op->tmpl < 0 && op->fixed_time >= 0)
         measured += d;
@@ -510,19 +564,12 @@ static guint des_run_compute(des_actor_arg *a, GArray *list, guint i)
     sg_actor_execute((total - measured) * c->speed);
   if (measured > 0)
     sg_actor_sleep_for(measured);
+  des_interference(c, r, list, i, j, t0, dur);
   double t1 = simgrid_get_clock();
   for (guint k = i; k <= j; k++)
     des_complete(c, r, g_array_index(list, uint32_t, k), t0, t1);
   return j;
 }
-
-/* A collective of a group as its members enter it: the latest arrival so far, and how many
- * members have yet to leave it. */
-typedef struct {
-  gint64 key; /* (channel, seq) */
-  double last;
-  int pending;
-} des_arrival;
 
 /* Members of a group the DES simulates (folding may leave some to ghosts). */
 static int des_active_members(const des_ctx *c, const prog_group *g)
@@ -549,11 +596,12 @@ static des_arrival *des_arrive(des_ctx *c, des_rank *r, const prog_op *op, int c
   des_arrival *a = g_hash_table_lookup(c->arrivals, &key);
   if (!a) {
     a = g_new(des_arrival, 1);
-    *a = (des_arrival){.key = key, .last = now,
-                       .pending = des_active_members(c, prog_group_of(c->p, op->family, r->rank))};
+    int n = des_active_members(c, prog_group_of(c->p, op->family, r->rank));
+    *a = (des_arrival){.key = key, .last = now, .pending = n, .arriving = n};
     g_hash_table_insert(c->arrivals, &a->key, a);
   }
   a->last = MAX(a->last, now);
+  a->arriving--;
   return a;
 }
 
@@ -689,11 +737,11 @@ static void des_macro_op(des_macro *m, guint run, uint32_t at, const prog_op *op
     double d = eng_kernel_time(c->hw, op) * (c->opt->slowdown ? c->opt->slowdown[r->rank] : 1);
     double busy0 = des_macro_busy(m, t0);
     des_macro_compute(c, op, d);
-    /* communication kernels hold SMs: the time a collective ran beside it costs
-     * f / (1 - f) more (the closed form's charge) */
-    double f = c->opt->sm_reserved;
-    if (f > 0 && f < 1)
-      des_macro_compute(c, op, (des_macro_busy(m, simgrid_get_clock()) - busy0) * f / (1 - f));
+    /* communication kernels hold SMs and share HBM: the time a collective ran beside it costs
+     * its class's extra (the closed form's charge) */
+    double rate = eng_interference_rate(c->costs, op);
+    if (rate > 0)
+      des_macro_compute(c, op, (des_macro_busy(m, simgrid_get_clock()) - busy0) * rate);
     des_span(r, t0, simgrid_get_clock(), -1);
     /* the last kernel cannot end before its launch plus its own time */
     if (m->issue && eng_launches(op) > 0) {
@@ -751,11 +799,13 @@ static void des_macro_init(des_macro *m, des_ctx *c, des_rank *r, uint32_t idx)
     m->issue = eng_template_issues(c->p, op->tmpl, m->hd, &m->per_run);
 }
 
-/* Runs macro op `idx` of the rank on actor `a` (its compute stream) and waits for all of it. */
-static void des_run_macro(des_actor_arg *a, uint32_t idx, const prog_op *op)
+/* Runs macro op list[i] of the rank on actor `a` (its compute stream) and waits for all of it. */
+static void des_run_macro(des_actor_arg *a, GArray *list, guint i)
 {
   des_ctx *c = a->ctx;
   des_rank *r = &c->ranks[a->rank];
+  uint32_t idx = g_array_index(list, uint32_t, i);
+  const prog_op *op = prog_op_at(c->p, r->cls, idx);
   double t0 = simgrid_get_clock();
   des_macro m;
   des_macro_init(&m, c, r, idx);
@@ -779,6 +829,8 @@ static void des_run_macro(des_actor_arg *a, uint32_t idx, const prog_op *op)
   g_free(m.done);
   g_free(m.sync_left);
   g_free(m.issue);
+  double dur = simgrid_get_clock() - t0;
+  des_interference(c, r, list, i, i, t0, &dur);
   des_complete(c, r, idx, t0, simgrid_get_clock());
 }
 
@@ -795,18 +847,25 @@ static void des_actor(int argc, char **argv)
     des_wait_deps(c, r, op, a->stream);
     double t0 = simgrid_get_clock();
     if (des_expanded(c, op)) {
-      des_run_macro(a, idx, op);
+      des_run_macro(a, list, i);
     } else if (op->kind != PROG_COMM) {
       i = des_run_compute(a, list, i);
     } else {
       int channel = des_channel(c, r->rank, op, false);
       des_arrival *arrival = des_arrive(c, r, op, channel, t0);
+      if (arrival)
+        g_ptr_array_add(r->open, arrival);
       double alone = des_run_collective(c, r->rank, op, channel, &a->sink);
       double t1 = simgrid_get_clock();
       /* in flight from when the last member arrived, as the analytic engine counts it, not while
        * this rank waited for the others (a receive is posted long before its send); a
        * collective that shares links with others is in flight all the longer */
-      des_span(r, MAX(t0, arrival ? arrival->last : t1 - alone), t1, op->dim);
+      double from = MAX(t0, arrival ? arrival->last : t1 - alone);
+      des_span(r, from, t1, op->dim);
+      if (arrival)
+        g_ptr_array_remove_fast(r->open, arrival);
+      if (t1 > from)
+        g_array_append_val(r->comms, ((eng_interval){from, t1}));
       des_depart(c, arrival);
       des_complete(c, r, idx, t0, t1);
     }
@@ -1145,6 +1204,8 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     x->done = g_new0(uint8_t, MAX(nops, 1u));
     x->end = g_new0(double, MAX(nops, 1u));
     x->spans = g_array_new(FALSE, FALSE, sizeof(eng_span));
+    x->comms = g_array_new(FALSE, FALSE, sizeof(eng_interval));
+    x->open = g_ptr_array_new();
     x->mem = g_array_new(FALSE, FALSE, sizeof(eng_mem_event));
     x->seq = g_hash_table_new(g_direct_hash, g_direct_equal);
   }

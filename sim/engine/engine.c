@@ -178,7 +178,9 @@ struct eng_costs {
    * only through those, so the stages of a pipeline, whose tensor-parallel groups differ but
    * cost the same, share one evaluation */
   GHashTable *by_comm;
-  double slowdown;       /* extra compute time per second a collective runs beside it */
+  /* extra time per second a kernel of each class runs beside a collective of its GPU:
+   * gpu.efficiency.interference with collectives.sm_reserved's 1 / (1 - f) */
+  double extra[CFG_NKCLASSES];
   bool siblings_apart;   /* no link two sibling groups could share (eng_topology_foldable) */
   bool fold;
   GHashTable *crowded;   /* eng_crowd_key -> time of a collective beside its siblings */
@@ -196,7 +198,12 @@ typedef struct eng_tmpl {
   double sync;                  /* makespan of the synchronous chain alone */
   double sync_comm[PROG_NDIMS]; /* busy time of collectives on that chain, per dimension */
   double async_comm[PROG_NDIMS];/* ... and off it (data / expert parallel) */
-  double overlap;               /* compute time with a collective in flight beside it */
+  double overlap;               /* what kernels beside a collective add (eng_costs.extra) */
+  double interf;                /* extra time per second of the run's compute beside a
+                                 * collective of the step outside it (its kernels' mean) */
+  double async_beside;          /* compute time beside the run's own asynchronous collectives */
+  double spill;                 /* what each run after the first adds: the previous run's
+                                 * asynchronous collectives beside its compute */
 } eng_tmpl;
 
 /* What eng_op_spans derives from a template's times and a macro's count, but not from where
@@ -267,6 +274,25 @@ static gboolean eng_comm_key_equal(gconstpointer a, gconstpointer b)
 
 static bool eng_topology_foldable(const hw_cluster *hw);
 
+/* A host-staged runtime (MPI) runs no kernel beside compute: neither its SMs nor the measured
+ * interference apply (run.c already passes sm_reserved 0 for it). */
+static void eng_costs_set_interference(eng_costs *c, const hw_cluster *hw, const eng_options *opt)
+{
+  double f = opt ? opt->sm_reserved : 0;
+  bool kernels = !(opt && opt->runtime && coll_runtime_cpu(opt->runtime));
+  const double *k = hw_efficiency(hw)->interference;
+  for (int i = 0; i < CFG_NKCLASSES; i++) {
+    double factor = (kernels ? k[i] : 1) / (f > 0 && f < 1 ? 1 - f : 1);
+    c->extra[i] = factor > 1 ? factor - 1 : 0;
+  }
+}
+
+double eng_interference_rate(const eng_costs *c, const prog_op *op)
+{
+  /* a measured duration (trace replay) already holds whatever ran beside it */
+  return op->fixed_time >= 0 ? 0 : c->extra[op->kclass];
+}
+
 eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_planner *pl,
                          const eng_options *opt)
 {
@@ -274,8 +300,7 @@ eng_costs *eng_costs_new(const prog_program *p, const hw_cluster *hw, coll_plann
   c->p = p;
   c->hw = hw;
   c->pl = pl;
-  double f = opt ? opt->sm_reserved : 0;
-  c->slowdown = f > 0 && f < 1 ? f / (1 - f) : 0;
+  eng_costs_set_interference(c, hw, opt);
   c->fold = !(opt && opt->unfold);
   c->siblings_apart = eng_topology_foldable(hw);
   c->templates = g_hash_table_new(g_direct_hash, g_direct_equal);
@@ -326,10 +351,6 @@ bool *eng_async_ops(const prog_program *p, int tmpl)
   return async;
 }
 
-typedef struct {
-  double start, end;
-} eng_interval;
-
 static int eng_interval_cmp(const void *a, const void *b)
 {
   const eng_interval *x = a, *y = b;
@@ -337,8 +358,8 @@ static int eng_interval_cmp(const void *a, const void *b)
 }
 
 /* Time during which an interval of `a` (disjoint, in order: one compute stream) meets one of
- * `b` (any order, may overlap). */
-static double eng_intersection(GArray *a, GArray *b)
+ * `b` (any order, may overlap), each of a's weighted by `w` (NULL: 1). */
+static double eng_intersection(GArray *a, const double *w, GArray *b)
 {
   g_array_sort(b, eng_interval_cmp);
   double total = 0, reach = -INFINITY;
@@ -353,7 +374,7 @@ static double eng_intersection(GArray *a, GArray *b)
       i++;
     for (guint k = i; k < a->len && g_array_index(a, eng_interval, k).start < x.end; k++) {
       const eng_interval *y = &g_array_index(a, eng_interval, k);
-      total += MAX(0.0, MIN(y->end, x.end) - MAX(y->start, x.start));
+      total += MAX(0.0, MIN(y->end, x.end) - MAX(y->start, x.start)) * (w ? w[k] : 1);
     }
   }
   return total;
@@ -427,7 +448,10 @@ static double eng_template_pass(eng_costs *c, int tmpl, int rank, bool sync_only
   g_autofree double *end = g_new0(double, MAX(k->ops->len, 1u));
   g_autofree bool *is_async = eng_async_ops(c->p, tmpl);
   GArray *computes = g_array_new(FALSE, FALSE, sizeof(eng_interval));
+  GArray *rates = g_array_new(FALSE, FALSE, sizeof(double)); /* per compute interval */
   GArray *comms = g_array_new(FALSE, FALSE, sizeof(eng_interval));
+  GArray *asyncs = g_array_new(FALSE, FALSE, sizeof(eng_interval));
+  double weighted = 0; /* compute time times its rate */
   for (guint i = 0; i < k->ops->len; i++) {
     const prog_op *op = &g_array_index(k->ops, prog_op, i);
     bool async = is_async[i];
@@ -465,9 +489,21 @@ static double eng_template_pass(eng_costs *c, int tmpl, int rank, bool sync_only
     makespan = MAX(makespan, end[i]);
     if (dur > 0 && op->kind != PROG_MEM)
       g_array_append_val(op->kind == PROG_COMM ? comms : computes, ((eng_interval){ready, end[i]}));
+    if (dur > 0 && op->kind == PROG_COMM && async)
+      g_array_append_val(asyncs, ((eng_interval){ready, end[i]}));
+    if (dur > 0 && op->kind == PROG_COMPUTE) {
+      double rate = eng_interference_rate(c, op);
+      g_array_append_val(rates, rate);
+      weighted += rate * dur;
+    }
   }
-  if (!sync_only)
-    t->overlap = eng_intersection(computes, comms);
+  if (!sync_only) {
+    t->overlap = eng_intersection(computes, (const double *)rates->data, comms);
+    t->interf = t->compute > 0 ? weighted / t->compute : 0;
+    t->async_beside = eng_intersection(computes, NULL, asyncs);
+  }
+  g_array_free(asyncs, TRUE);
+  g_array_free(rates, TRUE);
   g_array_free(computes, TRUE);
   g_array_free(comms, TRUE);
   return makespan;
@@ -558,15 +594,21 @@ static eng_tmpl *eng_template_evaluate(eng_costs *c, int tmpl, int rank)
   eng_tmpl *t = g_new0(eng_tmpl, 1);
   t->gpu_makespan = eng_template_pass(c, tmpl, rank, false, t, NULL, NULL, NULL);
   t->sync = eng_template_pass(c, tmpl, rank, true, t, NULL, NULL, NULL);
-  /* communication kernels hold SMs: the compute that runs beside them is slower */
-  double slow = c->slowdown * t->overlap;
+  /* communication kernels hold SMs and share HBM: the compute that runs beside them is slower */
+  double slow = t->overlap;
+  double async = 0, async_busy = 0;
+  for (int d = 0; d < PROG_NDIMS; d++) {
+    async = MAX(async, t->async_comm[d]);
+    async_busy += t->async_comm[d];
+  }
+  /* in the steady state, what a run's asynchronous collectives (ZeRO-3's prefetched gathers,
+   * the reductions after its backward) do not spend beside its own compute they spend beside
+   * the next run's */
+  t->spill = t->interf * MIN(MAX(0.0, async_busy - t->async_beside), t->compute);
   t->gpu_makespan += slow;
   t->sync += slow;
   t->compute += slow;
-  double async = 0;
-  for (int d = 0; d < PROG_NDIMS; d++)
-    async = MAX(async, t->async_comm[d]);
-  t->gpu_period = MAX(t->sync, async);
+  t->gpu_period = MAX(t->sync + t->spill, async);
   eng_template_hosted(c, tmpl, rank, slow, t);
   return t;
 }
@@ -581,6 +623,46 @@ double eng_op_duration(eng_costs *c, const prog_op *op, int rank)
   if (op->tmpl < 0)
     return eng_compute_time(c->hw, op);
   return eng_macro_duration(eng_template_times(c, op->tmpl, rank), op);
+}
+
+/* Extra time per second of op's duration that a collective beside it costs: its kernel
+ * class's rate, or a macro's kernels' mean, times the share of the op the GPU computes (not
+ * the host's launches, not the waits of its own collectives). */
+static double eng_interference_weight(eng_costs *c, const prog_op *op, int rank, double dur)
+{
+  if (!(dur > 0))
+    return 0;
+  if (op->tmpl < 0)
+    return eng_interference_rate(c, op) * MIN(1.0, eng_kernel_time(c->hw, op) / dur);
+  const eng_tmpl *t = eng_template_times(c, op->tmpl, rank);
+  return t->interf * MIN(1.0, op->count * t->compute / dur);
+}
+
+double eng_interference_charge(eng_costs *c, const prog_op *op, int rank, double start, double dur,
+                               GArray *comms, double now)
+{
+  double end = start + dur;
+  if (op->stream == PROG_STREAM_COMPUTE) /* the compute stream only moves on */
+    for (guint i = comms->len; i-- > 0;)
+      if (g_array_index(comms, eng_interval, i).end <= start)
+        g_array_remove_index_fast(comms, i);
+  double w = comms->len ? eng_interference_weight(c, op, rank, dur) : 0;
+  if (!(w > 0))
+    return 0;
+  GArray *clipped = g_array_sized_new(FALSE, FALSE, sizeof(eng_interval), comms->len);
+  for (guint i = 0; i < comms->len; i++) {
+    eng_interval x = g_array_index(comms, eng_interval, i);
+    x.start = MAX(x.start, start);
+    x.end = MIN(MIN(x.end, end), now);
+    if (x.end > x.start)
+      g_array_append_val(clipped, x);
+  }
+  GArray *self = g_array_sized_new(FALSE, FALSE, sizeof(eng_interval), 1);
+  g_array_append_val(self, ((eng_interval){start, end}));
+  double overlap = eng_intersection(self, NULL, clipped); /* any collective, counted once */
+  g_array_free(self, TRUE);
+  g_array_free(clipped, TRUE);
+  return w * overlap;
 }
 
 /* Splits `total` over the dimensions in proportion to `weights` (all to `fallback` if none). */
@@ -600,15 +682,16 @@ static void eng_macro_parts_derive(const eng_tmpl *t, const prog_op *op, eng_mac
   /* A macro: its compute, then the waits of its synchronous chain (tensor / context parallel
    * collectives), then what the asynchronous streams added; the rest of each dimension's
    * collectives ran under compute. */
-  double n = op->count;
+  double n = op->count, spill = (n - 1) * t->spill;
   m->count = op->count;
   m->dur = eng_macro_duration(t, op);
-  m->compute = n * t->compute;
+  m->compute = n * t->compute + spill;
   double sync_wait[PROG_NDIMS], async_wait[PROG_NDIMS];
   eng_split(n * (t->sync - t->compute), t->sync_comm, PROG_DIM_TP, sync_wait);
   /* what the launch queue adds is idle GPU, no span: the breakdown's "other" */
   double gpu = t->gpu_makespan + (n - 1) * t->gpu_period;
-  eng_split(MAX(0.0, MIN(m->dur, gpu) - n * t->sync), t->async_comm, PROG_DIM_DP, async_wait);
+  eng_split(MAX(0.0, MIN(m->dur, gpu) - n * t->sync - spill), t->async_comm, PROG_DIM_DP,
+            async_wait);
   for (int d = 0; d < PROG_NDIMS; d++) {
     m->wait[d] = sync_wait[d] + async_wait[d];
     m->hid[d] = MAX(0.0, n * (t->sync_comm[d] + t->async_comm[d]) - m->wait[d]);

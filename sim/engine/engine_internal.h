@@ -14,6 +14,10 @@ typedef struct {
 } eng_span;
 
 typedef struct {
+  double start, end;
+} eng_interval;
+
+typedef struct {
   double time, delta;
   uint32_t seq;
 } eng_mem_event;
@@ -82,6 +86,16 @@ double eng_op_spans(eng_costs *c, const prog_op *op, int rank, double start, GAr
 /* The same into `out`: returns how many spans it wrote, *dur the op's duration. */
 guint eng_op_place(eng_costs *c, const prog_op *op, int rank, double start,
                    eng_span out[ENG_OP_SPANS_MAX], double hidden[PROG_NDIMS], double *dur);
+
+/* Interference (gpu.efficiency.interference, collectives.sm_reserved): the extra time per
+ * second that compute op `op` (not a macro) runs beside a collective of its GPU. */
+double eng_interference_rate(const eng_costs *c, const prog_op *op);
+/* A rank's collectives outside layer passes (eng_interval, in any order) slow the compute op or
+ * macro `op` that ran from `start` for `dur`: the extra time it takes for the part of them
+ * that overlaps it, up to `now` (INFINITY: all of them). For an op of the compute stream,
+ * collectives that ended before `start` are dropped from `comms` (its later ops start later). */
+double eng_interference_charge(eng_costs *c, const prog_op *op, int rank, double start, double dur,
+                               GArray *comms, double now);
 
 /* Ops off the synchronous chain of template `tmpl` (per op, newly allocated): data-parallel
  * collectives (prefetched ZeRO-3 gathers and reductions that overlap the next run) and

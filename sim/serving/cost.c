@@ -331,12 +331,15 @@ bool srv_ep_layer_of(srv_cost *c, const srv_batch *b, srv_ep_layer *out)
   return true;
 }
 
-/* Compute beside DeepEP's normal kernels (and NCCL's) runs on the SMs they leave:
- * 1 / (1 - collectives.sm_reserved); the low-latency kernels receive without holding SMs
- * (DeepEP's hook-based overlap). */
+/* Compute beside DeepEP's normal kernels (and NCCL's) runs on the SMs they leave and shares
+ * HBM with them: a GEMM's interference over 1 - collectives.sm_reserved (an MoE layer's time
+ * is mostly its expert GEMMs); the low-latency kernels receive without holding SMs (DeepEP's
+ * hook-based overlap). */
 static double srv_ep_sm_slowdown(const srv_cost *c, const srv_ep_layer *l)
 {
-  return l->kind == CFG_A2A_DEEPEP_LL ? 1.0 : 1.0 / (1.0 - c->sm_reserved);
+  if (l->kind == CFG_A2A_DEEPEP_LL)
+    return 1.0;
+  return hw_efficiency(c->hw)->interference[CFG_KCLASS_GEMM] / (1.0 - c->sm_reserved);
 }
 
 /* The n MoE layers of a stage: parts summed, comm holding the exposed all-to-all time. Two

@@ -16,7 +16,8 @@ Mapping of a row onto dlsim:
   --num-query-groups: the keys of the same meaning
   --use-distributed-optimizer -> parallel.zero 1; --overlap-param-gather -> the same key;
   --tp-comm-overlap -> the same key; --recompute-granularity full -> training.recompute full
-  --fp8-format -> training.dtype fp8; --bf16 / --fp16 -> that dtype
+  --fp8-format -> training.dtype fp8; --bf16 / --fp16 -> that dtype; --fp8-recipe tensorwise
+  -> training.fp8_recipe current; --fp8-param-gather -> training.fp8_params
   from model_flags.csv (model-flags.py: arguments the summary has no column for):
   --swiglu -> model.activation swiglu (and, without --ffn-hidden-size, Megatron's
   int(4 h 2/3 / 64) x 64); --untie-embeddings-and-output-weights -> model.tied_embeddings false;
@@ -27,8 +28,10 @@ Mapping of a row onto dlsim:
   vocabulary: --vocab-size padded to a multiple of 128 x tp where the row has one, else GPT-2
   BPE (50257 padded to 50304) for gpt, BERT's WordPiece (30522 -> 30592) for bert
   transformer-impl transformer_engine -> training.attention cudnn (TE's fused attention on
-  Hopper and Blackwell); local (Megatron's own modules) or --attention-backend unfused ->
-  training.flash_attention false; --attention-backend flash -> training.attention fa2
+  Hopper and Blackwell); local (Megatron's own modules), --attention-backend unfused, or
+  --attention-backend local (with --spec local: megatron/core/models/bert/bert_layer_specs.py
+  bert_layer_local_spec, Megatron's unfused DotProductAttention) -> training.flash_attention
+  false; --attention-backend flash -> training.attention fa2
 Skipped, each counted by reason in SKIPS (printed): models dlsim has no kind for (T5's
 encoder-decoder, Mamba hybrids, multimodal and MiMo), the MoE suites (left to the MoE cases),
 GRPO rows (generation and training in one step), interleaved rows whose micro-batches are not
@@ -150,11 +153,25 @@ def sets_of(r):
         s.append('training.recompute=full')
     s.append('training.dtype=%s' % ('fp8' if r['fp8-format'] else 'fp16' if r['fp16'] == 'True'
                                     else 'bf16'))
-    if r['transformer-impl'] == 'local' or r['attention-backend'] == 'unfused':
+    if r['fp8-format'] and r['fp8-recipe'] == 'tensorwise':
+        s.append('training.fp8_recipe=current')
+    if r['fp8-format'] and flags.get('fp8-param-gather') == 'true':
+        s.append('training.fp8_params=true')
+    if r['transformer-impl'] == 'local' or r['attention-backend'] in ('unfused', 'local'):
         s.append('training.flash_attention=false')
     elif r['attention-backend'] == 'flash':
         s.append('training.attention=fa2')
     return s
+
+
+def notes_of(r):
+    """Where the settings the summary has no column for came from, for the cases that use them."""
+    flags = FLAGS.get((r['model_dir'], r['test_case']), {})
+    if not (r['fp8-format'] and flags.get('fp8-param-gather') == 'true'):
+        return ''
+    return ('notes: "fp8 recipe and parameters from the test\'s model_config.yaml (--fp8-recipe '
+            '%s, --fp8-param-gather true; model_flags.csv): training.fp8_recipe=current, '
+            'training.fp8_params=true"\n' % r['fp8-recipe'])
 
 
 def role_of(r):
@@ -170,9 +187,9 @@ def case(r):
     text = ('name: %s\nrole: %s\ncategory: megatron-ci\nsource: "%s; median of %s steps (%s), '
             'min %s s; %s node(s) x %s GPUs"\n'
             'cluster: ../../configs/clusters/%s.yaml\nworkload: ../megatron_ci/%s-ci.yaml\n'
-            'set: [%s]\n%sengine: analytic\nmetric: step_time_s\nmeasured: %s\ntolerance: 0.25\n' %
+            '%sset: [%s]\n%sengine: analytic\nmetric: step_time_s\nmeasured: %s\ntolerance: 0.25\n' %
             (name, role_of(r), src, r['n_iter_time'], r['steps'], r['iter_time_min_s'], r['nodes'],
-             r['gpus_per_node'], CLUSTERS[r['platform']], r['model_dir'],
+             r['gpus_per_node'], CLUSTERS[r['platform']], r['model_dir'], notes_of(r),
              ', '.join(sets_of(r)), UNFIT[r['platform']] if role_of(r) == 'fit' else '',
              r['iter_time_median_s']))
     with open(os.path.join(ROOT, 'validation', 'cases', name + '.yaml'), 'w') as f:

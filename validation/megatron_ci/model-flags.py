@@ -8,7 +8,12 @@ library and git; run it from the repository root with a Megatron-LM clone that h
 commit:  python3 validation/megatron_ci/model-flags.py /path/to/Megatron-LM
 Columns (empty: the argument is absent): swiglu, untie-embeddings-and-output-weights,
 position-embedding-type (learned_absolute when absent), no-rope-fusion, qk-layernorm,
-export-kd-teacher-load (a distillation teacher's checkpoint)."""
+export-kd-teacher-load (a distillation teacher's checkpoint), fp8-param-gather; and how the test
+runs, which dlsim does not model yet (validation/README.md, "Megatron-LM's CI"):
+deterministic-mode (megatron/training/determinism.py: NCCL_ALGO Ring, cuBLAS's fixed workspace,
+TE's deterministic attention, torch.use_deterministic_algorithms), the ENV_VARS'
+NVTE_ALLOW_NONDETERMINISTIC_ALGO, no-gradient-accumulation-fusion, test-mode (qk-layernorm's
+per-layer consistency checks) and num-distributed-optimizer-instances."""
 import csv
 import os
 import re
@@ -19,7 +24,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 COMMIT = 'd98e8a64ddf34856e74b24714e3bedb2f5a39553'
 ROOT = 'tests/functional_tests/test_cases'
 FLAGS = ['swiglu', 'untie-embeddings-and-output-weights', 'position-embedding-type',
-         'no-rope-fusion', 'qk-layernorm', 'export-kd-teacher-load']
+         'no-rope-fusion', 'qk-layernorm', 'export-kd-teacher-load', 'fp8-param-gather',
+         'deterministic-mode', 'no-gradient-accumulation-fusion', 'test-mode',
+         'num-distributed-optimizer-instances']
+ENV = ['NVTE_ALLOW_NONDETERMINISTIC_ALGO']
 ARG = re.compile(r'^\s+--([a-z0-9-]+):\s*([^#]*?)\s*(#.*)?$')
 
 
@@ -28,13 +36,17 @@ def git(repo, *args):
                           text=True).stdout
 
 
-def model_args(text):
+VAR = re.compile(r'^\s+([A-Z0-9_]+):\s*([^#]*?)\s*(#.*)?$')
+
+
+def section(text, name, pattern):
+    """The `key: value` lines of one top-level section (MODEL_ARGS, ENV_VARS) of a config."""
     args, inside = {}, False
     for line in text.splitlines():
         if not line.startswith(' '):
-            inside = line.startswith('MODEL_ARGS:')
+            inside = line.startswith(name + ':')
             continue
-        m = ARG.match(line)
+        m = pattern.match(line)
         if inside and m:
             args[m.group(1)] = m.group(2).strip('"\'')
     return args
@@ -49,11 +61,13 @@ def main():
         for path in git(repo, 'ls-tree', '-r', '--name-only', COMMIT, '%s/%s' % (ROOT, model)).split():
             if not path.endswith('/model_config.yaml'):
                 continue
-            args = model_args(git(repo, 'show', '%s:%s' % (COMMIT, path)))
-            rows.append([model, path.split('/')[-2]] + [args.get(k, '') for k in FLAGS])
+            text = git(repo, 'show', '%s:%s' % (COMMIT, path))
+            args, env = section(text, 'MODEL_ARGS', ARG), section(text, 'ENV_VARS', VAR)
+            rows.append([model, path.split('/')[-2]] + [args.get(k, '') for k in FLAGS] +
+                        [env.get(k, '') for k in ENV])
     with open(os.path.join(HERE, 'model_flags.csv'), 'w', newline='') as f:
         w = csv.writer(f, lineterminator='\n')
-        w.writerow(['model_dir', 'test_case'] + FLAGS)
+        w.writerow(['model_dir', 'test_case'] + FLAGS + ENV)
         w.writerows(sorted(rows))
     print('%d tests' % len(rows))
     return 0
