@@ -1,5 +1,6 @@
 #include "helpers.h"
 
+#include "calibration/calibration.h"
 #include "hardware/hardware.h"
 #include "workloads/workloads.h"
 
@@ -15,6 +16,18 @@ char *th_write(const char *name, const char *text)
   char *path = g_build_filename(dir, name, NULL);
   g_file_set_contents(path, text, -1, NULL);
   return path;
+}
+
+char *th_write_calibration(const cfg_cluster *c, const char *name, char **yaml)
+{
+  char *out = th_write(name, "");
+  GError *err = NULL;
+  if (!calib_write(out, c, "test", NULL, &err) || !g_file_get_contents(out, yaml, NULL, &err)) {
+    fprintf(stderr, "%s: %s\n", name, err ? err->message : "not written");
+    g_clear_error(&err);
+    g_clear_pointer(&out, g_free);
+  }
+  return out;
 }
 
 /* Parses the overrides; on a malformed one returns NULL with `err` set. */

@@ -9,6 +9,9 @@
 
 /* Writes `text` to a fresh file named `name` in a per-process temp dir; returns its path. */
 char *th_write(const char *name, const char *text);
+/* Writes the cluster's calibration as `dlsim calibrate` would to a fresh file `name`; returns
+ * its path and its text in `*yaml`, or NULL (and the reason on stderr). */
+char *th_write_calibration(const cfg_cluster *c, const char *name, char **yaml);
 /* Loads cluster/workload with NULL-terminated overrides; returns the error message or NULL. */
 char *th_load_error(const char *cluster, const char *workload, const char *const *sets);
 bool th_load(const char *cluster, const char *workload, const char *const *sets, cfg_cluster **c,

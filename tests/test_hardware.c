@@ -1,5 +1,6 @@
 /* The compute cost model: fused attention kernels by implementation, against hand-derived
- * times and the FlashAttention papers' figures they were fitted on or checked against. */
+ * times and the FlashAttention papers' figures they were fitted on or checked against; GEMMs
+ * in tiles and waves over the SMs, by hand. */
 #include "hardware/hardware.h"
 #include "helpers.h"
 #include "run/run.h"
@@ -529,4 +530,115 @@ Test(hardware, gemm_stream_times_weight_bound_16_bit_gemms)
   hw_cluster_free(hw);
   cfg_cluster_free(c);
   cfg_workload_free(w);
+}
+
+/* A bf16 GEMM's time on dgx-h100 with `sets` (gpu.sms, gpu.efficiency.gemm_tile_load ...);
+ * rows and cols 0 leave its output shape unknown, no_bytes leaves the memory bound out. */
+static double gemm_time(const char *const *sets, double m, double n, double k, double batch,
+                        bool shape, bool no_bytes)
+{
+  cfg_workload *w = NULL;
+  cfg_cluster *c = NULL;
+  cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", sets, &c, &w));
+  hw_cluster *hw = hw_cluster_new(c);
+  hw_kernel g = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_BF16, .flops = 2 * batch * m * n * k,
+                 .bytes = no_bytes ? 0 : 2 * batch * (m * k + k * n + m * n), .inner = k,
+                 .rows = shape ? m : 0, .cols = shape ? n : 0};
+  double t = hw_kernel_time(hw, &g);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+  return t;
+}
+
+/* Whole waves of the largest tile with a long K: the time is the flat model's, bit for bit.
+ * 256 x 128 tiles of a 2816 x 3072 output are 11 x 24 = 264 = 2 x 132: two full waves. */
+Test(hardware, gemm_in_whole_waves_takes_the_flat_time_exactly)
+{
+  const char *flat[] = {"gpu.sms=0", NULL};
+  const char *waves[] = {"gpu.sms=132", "gpu.efficiency.gemm_waves=true", NULL};
+  const char *dear[] = {"gpu.sms=132", "gpu.efficiency.gemm_waves=true",
+                        "gpu.efficiency.gemm_tile_load=300", NULL};
+  double m = 256 * 11, n = 128 * 24, k = 16384;
+  double want = gemm_time(flat, m, n, k, 1, true, false);
+  cr_expect_eq(gemm_time(waves, m, n, k, 1, true, false), want);
+  cr_expect_eq(gemm_time(dear, m, n, k, 1, true, false), want);
+  /* a batch of them fills whole waves as well */
+  cr_expect_eq(gemm_time(waves, m, n, k, 3, true, false), gemm_time(flat, m, n, k, 3, true, false));
+  /* off (the presets' default), or a GEMM whose output shape is not known, keeps the flat
+   * time, here of one that does not fill its waves */
+  const char *off[] = {"gpu.sms=132", NULL};
+  cr_expect_eq(gemm_time(off, 1000, 1000, k, 1, true, false),
+               gemm_time(flat, 1000, 1000, k, 1, true, false));
+  cr_expect_eq(gemm_time(waves, 1000, 1000, k, 1, false, false),
+               gemm_time(flat, 1000, 1000, k, 1, false, false));
+  cr_expect_gt(gemm_time(waves, 1000, 1000, k, 1, true, false),
+               gemm_time(flat, 1000, 1000, k, 1, true, false));
+}
+
+/* 133 tiles of 256 x 128 (1792 x 2432) on 132 SMs run in two waves, the second with one tile:
+ * the GEMM takes the time of 264 tiles for the work of 133. With operand loads so dear that
+ * smaller tiles pay 4/3 (128 x 128: three waves of 266 tiles, the same SM-time) or more, no
+ * tile does better; K = 128 leaves split-K out. Time over the flat model's: 264 / 133 (the
+ * decode regime's weight streaming, gemm_stream, is left out). */
+Test(hardware, gemm_of_133_tiles_on_132_sms_takes_two_waves_by_hand)
+{
+  const char *flat[] = {"gpu.sms=0", "gpu.efficiency.launch_overhead=0",
+                        "gpu.efficiency.gemm_stream=0", NULL};
+  const char *waves[] = {"gpu.sms=132", "gpu.efficiency.gemm_waves=true",
+                         "gpu.efficiency.gemm_tile_load=1e9", "gpu.efficiency.launch_overhead=0",
+                         "gpu.efficiency.gemm_stream=0", NULL};
+  double k = 128;
+  double ratio = gemm_time(waves, 1792, 2432, k, 1, true, true) /
+                 gemm_time(flat, 1792, 2432, k, 1, true, true);
+  cr_expect(fabs(ratio - 264.0 / 133) < 1e-6, "%.9f vs %.9f", ratio, 264.0 / 133);
+  /* 132 tiles (2816 x 1536: 11 x 12) are one full wave */
+  double one = gemm_time(waves, 2816, 1536, k, 1, true, true) /
+               gemm_time(flat, 2816, 1536, k, 1, true, true);
+  cr_expect(fabs(one - 1) < 1e-12, "%.12f", one);
+}
+
+/* A short, wide GEMM (decode's 8 tokens, a tensor-parallel slice) pads its rows to a whole tile
+ * and splits K to fill the SMs: 8 x 4096 x 8192 with tile loads free (gemm_tile_load 0) runs
+ * best in 64 x 64 tiles, 64 of them, split 2 ways (132 / 64) into one wave of 128 tiles, each
+ * with K = 4096 and its own pipeline fill (64 x 128 tiles split 4 ways cost 132 x 8192 x (2048
+ * + 177.3), more). SM-time over the flat model's: 132 x 64 x 64 x (4096 + 177.3) against
+ * 8 x 4096 x (8192 + 177.3). */
+Test(hardware, small_m_gemm_pads_its_rows_and_splits_k_by_hand)
+{
+  const char *flat[] = {"gpu.sms=0", "gpu.efficiency.launch_overhead=0",
+                        "gpu.efficiency.gemm_stream=0", "gpu.efficiency.gemm_k_half=177.3", NULL};
+  const char *waves[] = {"gpu.sms=132", "gpu.efficiency.gemm_waves=true",
+                         "gpu.efficiency.gemm_tile_load=0", "gpu.efficiency.launch_overhead=0",
+                         "gpu.efficiency.gemm_stream=0", "gpu.efficiency.gemm_k_half=177.3", NULL};
+  double want = (132.0 * 64 * 64 * (4096 + 177.3)) / (8.0 * 4096 * (8192 + 177.3));
+  double ratio = gemm_time(waves, 8, 4096, 8192, 1, true, true) /
+                 gemm_time(flat, 8, 4096, 8192, 1, true, true);
+  cr_expect(fabs(ratio - want) < 1e-9, "%.9f vs %.9f", ratio, want);
+}
+
+/* A calibration written with the wave model on says so and keeps its tile load: loaded back,
+ * GEMMs run in waves (a file without the key leaves them flat, as the presets' do). */
+Test(hardware, a_calibration_with_gemm_waves_loads_back_with_them)
+{
+  const char *const sets[] = {"gpu.efficiency.gemm_waves=true",
+                              "gpu.efficiency.gemm_tile_load=66.8", NULL};
+  cfg_cluster *c = NULL;
+  cr_assert(th_load("dgx-h100", NULL, sets, &c, NULL));
+  g_autofree char *yaml = NULL;
+  g_autofree char *out = th_write_calibration(c, "waves.yaml", &yaml);
+  cr_assert(out);
+  cr_expect(strstr(yaml, "  gemm_waves: true\n  gemm_tile_load: 66.8\n"), "%s", yaml);
+  g_autofree char *set_cal = g_strdup_printf("gpu.calibration=%s", out);
+  const char *const back[] = {set_cal, NULL};
+  cfg_cluster *d = NULL;
+  cr_assert(th_load("dgx-h100", NULL, back, &d, NULL));
+  cr_expect_eq(d->gpu.efficiency.gemm_waves, 1);
+  cr_expect_float_eq(d->gpu.efficiency.gemm_tile_load, 66.8, 1e-9);
+  cr_expect_eq(d->gpu.sms, 132);
+  cfg_cluster_free(c);
+  cfg_cluster_free(d);
+  cr_assert(th_load("dgx-h100", NULL, NULL, &d, NULL));
+  cr_expect_eq(d->gpu.efficiency.gemm_waves, 0);
+  cfg_cluster_free(d);
 }

@@ -457,3 +457,40 @@ Test(roles, torchtitan_eager_ops_by_hand)
   cr_assert_float_eq(r.m->loss_peak, 0, 1e-9);
   roles_clear(&r);
 }
+
+/* The first kernel of `role` and `phase` in a list. */
+static const wl_kernel *roles_of_role(const GArray *kernels, wl_role role, wl_phase phase)
+{
+  for (guint i = 0; i < kernels->len; i++) {
+    const wl_kernel *k = &g_array_index(kernels, wl_kernel, i);
+    if (k->role == role && k->phase == phase)
+      return k;
+  }
+  return NULL;
+}
+
+/* A linear layer's GEMMs carry their output shape for the cost model's tiles and waves: the
+ * QKV projection of GPT-3 1.3B (hidden 2048) over 8 x 2048 tokens is 16384 x 6144 reducing
+ * 2048 forward, its input gradient 16384 x 2048 reducing 6144, its weight gradient 2048 x
+ * 6144 reducing the 16384 tokens; with TP 2 the column-parallel output halves. */
+Test(roles, linear_gemms_carry_their_output_shape)
+{
+  roles_setup r;
+  roles_build(&r, "gpt3-1.3b-dp", NULL);
+  const wl_layer *l = g_ptr_array_index(r.m->layers, 1);
+  const wl_kernel *f = roles_of_role(l->fwd, WL_ROLE_QKV, WL_PHASE_FORWARD);
+  const wl_kernel *d = roles_of_role(l->bwd, WL_ROLE_QKV, WL_PHASE_DGRAD);
+  const wl_kernel *w = roles_of_role(l->bwd, WL_ROLE_QKV, WL_PHASE_WGRAD);
+  cr_assert(f && d && w);
+  cr_expect(f->rows == 16384 && f->cols == 6144 && f->inner == 2048, "%g %g", f->rows, f->cols);
+  cr_expect(d->rows == 16384 && d->cols == 2048 && d->inner == 6144, "%g %g", d->rows, d->cols);
+  cr_expect(w->rows == 2048 && w->cols == 6144 && w->inner == 16384, "%g %g", w->rows, w->cols);
+  roles_clear(&r);
+  const char *tp2[] = {"parallel.tp=2", NULL};
+  roles_build(&r, "gpt3-1.3b-dp", tp2);
+  l = g_ptr_array_index(r.m->layers, 1);
+  f = roles_of_role(l->fwd, WL_ROLE_QKV, WL_PHASE_FORWARD);
+  cr_assert(f);
+  cr_expect(f->rows == 16384 && f->cols == 3072, "%g %g", f->rows, f->cols);
+  roles_clear(&r);
+}

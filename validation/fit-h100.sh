@@ -24,6 +24,8 @@
 #     validation/cases (Vidur's, XLA's, issue 290's, 4- and 8-node runs) is a check of this fit.
 #  2. GEMM: the XLA sm_90 matmul table, bf16, batch-1 rows only (125 shapes). The batch-2 and
 #     batch-4 rows (250 shapes) are the check (validation/cases/gemm-h100-bf16-batched).
+#     With --set gpu.efficiency.gemm_waves=true the same command fits the tile and wave model
+#     (not the preset's default: validation/README.md, "GEMM time by shape").
 # The send/recv efficiency (nccl.p2p_efficiency default 0.66) was fitted the same way on the
 # A100 sendrecv table:
 #   dlsim calibrate --nccl validation/nccl/liplus_a100_8gpu_sendrecv.csv -c dgx-a100 \

@@ -16,7 +16,8 @@ void calib_gemm_predict(const cfg_cluster *c, cfg_dtype dtype, const calib_table
     const double *g = g_array_index(tab->points, calib_point, i).gemm;
     double b = g[0], m = g[1], n = g[2], k = g[3];
     hw_kernel kern = {.kclass = CFG_KCLASS_GEMM, .dtype = dtype, .flops = 2 * b * m * n * k,
-                      .bytes = dt * b * (m * k + k * n + m * n), .inner = k};
+                      .bytes = dt * b * (m * k + k * n + m * n), .inner = k,
+                      .rows = m, .cols = n};
     out[i] = hw_kernel_time(hw, &kern);
   }
   hw_cluster_free(hw);
@@ -66,6 +67,11 @@ void calib_fit_gemm(cfg_cluster *c, cfg_dtype dtype, const calib_table *tab, cal
   calib_search_add(&s, &e->flops_efficiency[CFG_KCLASS_GEMM], true, 0.2, 0.99, "efficiency.flops.gemm");
   calib_search_add(&s, &e->gemm_k_half, false, 1, 1e5, "efficiency.gemm_k_half");
   calib_search_add(&s, &e->launch_overhead, false, 0.2e-6, 50e-6, "efficiency.launch_overhead");
+  /* with the SMs known, which tile a shape runs in depends on what smaller tiles lose */
+  if (e->gemm_waves && c->gpu.sms > 0) {
+    e->gemm_tile_load = MAX(e->gemm_tile_load, 16); /* the search runs on its logarithm */
+    calib_search_add(&s, &e->gemm_tile_load, false, 1, 1024, "efficiency.gemm_tile_load");
+  }
   calib_search_run(&s, 4, 600, 1000);
   calib_gemm_loss(&f);
   calib_time_errors(tab, f.pred, &rep->after);

@@ -392,7 +392,8 @@ static double calib_gemm_trace_loss(void *ctx)
     const calib_point *p = &g_array_index(f->pts, calib_point, i);
     const double *g = p->gemm;
     hw_kernel k = {.kclass = CFG_KCLASS_GEMM, .dtype = f->dtype, .flops = 2 * g[0] * g[1] * g[2] * g[3],
-                   .bytes = dt * g[0] * (g[1] * g[3] + g[3] * g[2] + g[1] * g[2]), .inner = g[3]};
+                   .bytes = dt * g[0] * (g[1] * g[3] + g[3] * g[2] + g[1] * g[2]), .inner = g[3],
+                   .rows = g[1], .cols = g[2]};
     double e = log(hw_kernel_time(hw, &k) / p->time);
     sum += p->time * fabs(e); /* the long GEMMs matter: weigh by time */
     wsum += p->time;

@@ -59,6 +59,8 @@ static void calib_write_efficiency(GString *o, const cfg_efficiency *e, const ch
   calib_write_attention(o, &e->attention);
   g_string_append_printf(o, "  memory: %.4f\n  gemm_k_half: %.1f\n  sustained: %.4f\n",
                          e->memory_efficiency, e->gemm_k_half, e->sustained);
+  if (e->gemm_waves)
+    g_string_append_printf(o, "  gemm_waves: true\n  gemm_tile_load: %.1f\n", e->gemm_tile_load);
   g_string_append_printf(o, "  fp8_scale: %.4f\n", e->fp8_scale);
   g_string_append_printf(o, "  launch_overhead: %.4gus\n", e->launch_overhead * 1e6);
   if (e->gemm_stream > 0)

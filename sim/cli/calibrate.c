@@ -160,14 +160,19 @@ static int cal_gemm(const cal_args *a)
     g_autofree char *filter = a->filters ? g_strjoinv(", ", a->filters) : g_strdup("all rows");
     g_autofree char *notes = g_strdup_printf("GEMM model fitted on %s (%s, %s, %u shapes)", base,
                                              a->dtype, filter, tab.points->len);
+    bool waves = c->gpu.efficiency.gemm_waves && c->gpu.sms > 0;
     char *fitted[] = {"efficiency.flops.gemm", "efficiency.gemm_k_half",
-                      "efficiency.launch_overhead", NULL};
+                      "efficiency.launch_overhead", waves ? "efficiency.gemm_tile_load" : NULL,
+                      NULL};
     ok = calib_write(a->output, c, notes, fitted, &err);
     const cfg_efficiency *e = &c->gpu.efficiency;
     printf("dlsim calibrate: %s on %s, %u shapes, %d evaluations\n", base, c->name,
            tab.points->len, rep.evaluations);
-    printf("  fitted flops.gemm %.4f, gemm_k_half %.1f, launch_overhead %.3g us\n",
+    printf("  fitted flops.gemm %.4f, gemm_k_half %.1f, launch_overhead %.3g us",
            e->flops_efficiency[CFG_KCLASS_GEMM], e->gemm_k_half, e->launch_overhead * 1e6);
+    if (waves)
+      printf(", gemm_tile_load %.1f (%d SMs)", e->gemm_tile_load, c->gpu.sms);
+    printf("\n");
     cal_print_time_errors("before", &rep.before);
     cal_print_time_errors("after", &rep.after);
     if (ok)

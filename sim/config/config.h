@@ -192,6 +192,9 @@ typedef struct {
   double memory_efficiency;               /* fraction of HBM bandwidth reached by streaming kernels */
   double gemm_k_half;                     /* a GEMM with reduction dimension K reaches
                                            * flops.gemm * K / (K + gemm_k_half) of peak */
+  int gemm_waves;                         /* 0/1: GEMMs in waves of output tiles over gpu.sms */
+  double gemm_tile_load;                  /* with gemm_waves: a tile of tm x tn outputs runs at
+                                           * 1 / (1 + L/tm + L/tn) of the MMA rate, L this */
   double fp8_scale;                       /* what fp8 kernels reach of their peak, relative to
                                            * what 16-bit ones reach of theirs */
   double fp4_scale;                       /* the same for fp4 kernels (Blackwell's block-scaled
@@ -256,6 +259,7 @@ typedef struct {
   double memory;            /* bytes */
   double memory_bandwidth;  /* bytes/s */
   double flops[CFG_NDTYPES];/* peak FLOP/s, NAN when the GPU has no such unit */
+  int sms;                  /* streaming multiprocessors (0: unknown, no wave quantisation) */
   char *calibration;        /* resolved path or NULL */
   cfg_efficiency efficiency;/* defaults <- calibration file <- inline gpu.efficiency */
 } cfg_gpu;

@@ -586,6 +586,8 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
     return cfg_fail(err, d, "gpu.efficiency", "gpu.efficiency.sustained: must be in (0, 1]");
   if (c->gpu.efficiency.gemm_k_half < 0)
     return cfg_fail(err, d, "gpu.efficiency", "gpu.efficiency.gemm_k_half: must be >= 0");
+  if (c->gpu.efficiency.gemm_tile_load < 0)
+    return cfg_fail(err, d, "gpu.efficiency", "gpu.efficiency.gemm_tile_load: must be >= 0");
   for (int k = 0; k < CFG_NLINKCLASSES; k++)
     if (c->nccl.link_efficiency[k] <= 0)
       return cfg_fail(err, d, "nccl.link_efficiency", "nccl.link_efficiency: must be > 0");

@@ -232,6 +232,17 @@ static const cfg_field cfg_efficiency_fields[] = {
     F_QTY(cfg_efficiency, "gemm_k_half", gemm_k_half, UNITS_NUMBER,
           "a GEMM with reduction dimension K reaches flops.gemm x K / (K + gemm_k_half) of peak",
           DEF(177)),
+    F_BOOL(cfg_efficiency, "gemm_waves", gemm_waves,
+           "a GEMM whose output shape is known runs in waves of output tiles over gpu.sms (the "
+           "best of cuBLAS's tiles and split-K): padding and idle SMs cost. Off by default: the "
+           "presets' GEMM parameters were fitted without it (validation/README.md gives a fit "
+           "with it)",
+           DEF(0)),
+    F_QTY(cfg_efficiency, "gemm_tile_load", gemm_tile_load, UNITS_NUMBER,
+          "with gemm_waves: a GEMM's output tile of tm x tn runs at 1 / (1 + L/tm + L/tn) of the "
+          "tensor cores' rate, L this (its operands' loads), relative to cuBLAS's largest tile "
+          "(256 x 128), which flops.gemm is (a fit on the sm_90 table, validation/README.md)",
+          DEF(55.7)),
     F_QTY(cfg_efficiency, "sustained", sustained, UNITS_FRACTION,
            "fraction of the kernel benchmarks' FLOP/s a long training run sustains (clocks under "
            "power and thermal limits; fitted on A100, validation/fit-a100.sh)",
@@ -376,6 +387,10 @@ static const cfg_field cfg_gpu_fields[] = {
     F_BY_ENUM(cfg_gpu, "flops", flops, UNITS_FLOPS, cfg_unit_names,
               "dense peak FLOP/s by data type (a type the GPU lacks is left out)",
               DERIVED("required for the training dtype")),
+    F_INT(cfg_gpu, "sms", sms, 0,
+          "streaming multiprocessors (datasheet), over which GEMMs run in waves of output tiles "
+          "with gpu.efficiency.gemm_waves; 0: unknown, GEMMs as if every wave were full",
+          DEF(0), UPTO(1024, "GPUs have at most a few hundred SMs")),
     F_PATH(cfg_gpu, "calibration", calibration,
            "a calibration file (dlsim calibrate): its efficiencies and NCCL parameters apply "
            "where the cluster file does not set them; 'none' for none"),

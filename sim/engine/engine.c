@@ -30,7 +30,7 @@ double eng_kernel_time(const hw_cluster *hw, const prog_op *op)
     return op->fixed_time;
   g_assert(op->tmpl < 0); /* macros go through eng_op_duration */
   hw_kernel k = {.kclass = op->kclass, .dtype = op->dtype, .flops = op->flops, .bytes = op->bytes,
-                 .inner = op->inner, .attn = op->attn};
+                 .inner = op->inner, .rows = op->rows, .cols = op->cols, .attn = op->attn};
   return op->count * hw_kernel_time(hw, &k);
 }
 

@@ -62,6 +62,58 @@ static bool hw_streams_weights(const cfg_efficiency *e, const hw_kernel *k)
          (cfg_dtype_unit(k->dtype) == CFG_BF16 || cfg_dtype_unit(k->dtype) == CFG_FP16);
 }
 
+/* cuBLAS's output tiles, most efficient first (NVIDIA, Matrix Multiplication Background
+ * User's Guide, DU-09799-001, Feb 2023, Sec. 2.3: 256x128 and 128x256, then 128x128, 256x64 and
+ * 64x256, 128x64 and 64x128, 64x64); CUTLASS's Hopper and Ampere defaults are among them. */
+static const double hw_gemm_tiles[][2] = {{256, 128}, {128, 256}, {128, 128}, {256, 64},
+                                          {64, 256},  {128, 64},  {64, 128},  {64, 64}};
+/* split-K leaves each split at least one K block of this depth */
+#define HW_GEMM_MIN_SPLIT_K 128.0
+
+/* SM-time of a GEMM in one tile and split, in multiply-adds at the largest tile's rate: every
+ * SM of every wave is paid for (the last wave's idle ones too), each tile padded to whole rows
+ * and columns and pays the pipeline fill of its K (the K ramp) and the loads of its operands. */
+static double hw_gemm_tile_cost(const cfg_efficiency *e, int sms, double tiles, double tm,
+                                double tn, double k, double split)
+{
+  double waves = ceil(tiles * split / sms);
+  double l = e->gemm_tile_load;
+  double load = (1 + l / tm + l / tn) / (1 + l / hw_gemm_tiles[0][0] + l / hw_gemm_tiles[0][1]);
+  return waves * sms * tm * tn * (k / split + e->gemm_k_half) * load;
+}
+
+/* Of each tile, the cheapest of no split and the largest split-K that still fits one wave. */
+static double hw_gemm_best_cost(const cfg_efficiency *e, int sms, double batch, double m,
+                                double n, double k)
+{
+  double best = INFINITY;
+  for (size_t i = 0; i < G_N_ELEMENTS(hw_gemm_tiles); i++) {
+    double tm = hw_gemm_tiles[i][0], tn = hw_gemm_tiles[i][1];
+    double tiles = batch * ceil(m / tm) * ceil(n / tn);
+    best = MIN(best, hw_gemm_tile_cost(e, sms, tiles, tm, tn, k, 1));
+    double split = MIN(floor(sms / tiles), floor(k / HW_GEMM_MIN_SPLIT_K));
+    if (split > 1)
+      best = MIN(best, hw_gemm_tile_cost(e, sms, tiles, tm, tn, k, split));
+  }
+  return best;
+}
+
+double hw_gemm_shape_efficiency(const cfg_gpu *g, const hw_kernel *k)
+{
+  /* a GEMM streams K in tiles through a software pipeline whose fill and drain do not
+   * compute: short reductions (K = head dim in attention scores, h / t after a row-parallel
+   * split) run below the large-GEMM rate */
+  double ramp = k->inner / (k->inner + g->efficiency.gemm_k_half);
+  if (!g->efficiency.gemm_waves || g->sms <= 0 || !(k->rows > 0 && k->cols > 0) ||
+      !(k->flops > 0))
+    return ramp;
+  double batch = MAX(1.0, round(k->flops / (2 * k->rows * k->cols * k->inner)));
+  double cost = hw_gemm_best_cost(&g->efficiency, g->sms, batch, k->rows, k->cols, k->inner);
+  /* whole waves of the largest tile cost this: the ramp alone, exactly as without SMs */
+  double even = batch * k->rows * k->cols * (k->inner + g->efficiency.gemm_k_half);
+  return cost > even ? ramp * (even / cost) : ramp;
+}
+
 double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k)
 {
   const cfg_gpu *g = &hw_config(hw)->gpu;
@@ -71,11 +123,8 @@ double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k)
                          g->kind != CFG_DEVICE_CPU;
   double eff = fused_attention ? hw_attention_efficiency(&e->attention, &k->attn)
                                : e->flops_efficiency[k->kclass];
-  /* a GEMM streams K in tiles through a software pipeline whose fill and drain do not
-   * compute: short reductions (K = head dim in attention scores, h / t after a row-parallel
-   * split) run below the large-GEMM rate */
   if (k->kclass == CFG_KCLASS_GEMM && k->inner > 0)
-    eff *= k->inner / (k->inner + e->gemm_k_half);
+    eff *= hw_gemm_shape_efficiency(g, k);
   double peak = hw_peak_flops(hw, k->dtype);
   /* 8- and 4-bit GEMMs reach a smaller fraction of their peak than 16-bit ones (FP8 measured
    * on H100, FP4 on B200) */

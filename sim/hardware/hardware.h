@@ -86,10 +86,17 @@ typedef struct {
   double flops; /* FLOPs (multiply-add = 2) */
   double bytes; /* HBM bytes read + written */
   double inner; /* a GEMM's reduction dimension K, or 0 when unknown */
+  double rows, cols; /* a GEMM's output M x N (of each matrix of a batch: flops / 2MNK of
+                      * them), or 0 when unknown */
   cfg_attn_shape attn; /* a fused attention kernel's shape (keys 0: none) */
 } hw_kernel;
 
 double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k);
+/* What a GEMM of this shape reaches of the large-GEMM rate (flops.gemm): the K ramp and, with
+ * gemm_waves on a GPU whose SMs are known and a GEMM whose M and N are, the waves of output
+ * tiles of the best of cuBLAS's tile sizes and split-K. K / (K + gemm_k_half) where the tiles
+ * fill whole waves. */
+double hw_gemm_shape_efficiency(const cfg_gpu *g, const hw_kernel *k);
 /* Peak FLOP/s for a dtype, falling back to the nearest unit the GPU has (fp8 -> bf16 ...). */
 double hw_peak_flops(const hw_cluster *hw, cfg_dtype dtype);
 const cfg_efficiency *hw_efficiency(const hw_cluster *hw);

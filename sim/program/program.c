@@ -378,6 +378,7 @@ static bool prog_op_same(const prog_op *x, const prog_op *y)
   return x->kind == y->kind && x->stream == y->stream && x->recompute == y->recompute &&
          x->count == y->count && x->kclass == y->kclass && x->dtype == y->dtype &&
          x->flops == y->flops && x->bytes == y->bytes && x->inner == y->inner &&
+         x->rows == y->rows && x->cols == y->cols &&
          x->attn.keys == y->attn.keys && x->attn.head_dim == y->attn.head_dim &&
          x->attn.impl == y->attn.impl && x->attn.backward == y->attn.backward &&
          x->attn.causal == y->attn.causal && x->fixed_time == y->fixed_time &&

@@ -70,6 +70,7 @@ typedef struct {
   cfg_dtype dtype;
   double flops, bytes;
   double inner;       /* a GEMM's reduction dimension K, or 0 when unknown */
+  double rows, cols;  /* a GEMM's output M x N, or 0 when unknown */
   cfg_attn_shape attn;/* a fused attention kernel's shape (keys 0: none) */
   double fixed_time;  /* >= 0: a measured duration (trace replay) used instead of the model */
   int tmpl;           /* >= 0: a macro op that runs template class `tmpl` `count` times */

@@ -68,8 +68,10 @@ static double srv_gemm(const srv_cost *c, double tokens, double k, double n, dou
 {
   if (tokens <= 0)
     return 0;
-  return srv_kernel(c, CFG_KCLASS_GEMM, c->gemm_dtype, 2 * tokens * k * n,
-                    wb * k * n + c->ab * tokens * (k + n), k);
+  hw_kernel kern = {.kclass = CFG_KCLASS_GEMM, .dtype = c->gemm_dtype, .flops = 2 * tokens * k * n,
+                    .bytes = wb * k * n + c->ab * tokens * (k + n), .inner = k, .rows = tokens,
+                    .cols = n};
+  return hw_kernel_time(c->hw, &kern);
 }
 
 static double srv_elementwise(const srv_cost *c, double elems, double rw)

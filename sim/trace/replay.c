@@ -414,6 +414,8 @@ static void rp_emit_gpu(rp_builder *b, int i, bool delay_only)
   po->flops = op->flops;
   po->bytes = op->bytes;
   po->inner = op->gemm[3];
+  po->rows = op->gemm[1];
+  po->cols = op->gemm[2];
   b->out->gpu_ops++;
 }
 

@@ -106,6 +106,8 @@ uint32_t wl_emit_kernel(prog_program *p, int cls, const wl_kernel *k,
   prog_op *o = prog_op_at(p, cls, op);
   o->recompute = k->phase == WL_PHASE_RECOMPUTE;
   o->inner = k->inner;
+  o->rows = k->rows;
+  o->cols = k->cols;
   o->attn = k->attn;
   return op;
 }
@@ -113,7 +115,7 @@ uint32_t wl_emit_kernel(prog_program *p, int cls, const wl_kernel *k,
 hw_kernel wl_hw_kernel(const wl_kernel *k)
 {
   return (hw_kernel){.kclass = k->kclass, .dtype = k->dtype, .flops = k->flops, .bytes = k->bytes,
-                     .inner = k->inner, .attn = k->attn};
+                     .inner = k->inner, .rows = k->rows, .cols = k->cols, .attn = k->attn};
 }
 
 double wl_layer_wgrad_share(const wl_layer *l, const hw_cluster *hw)
@@ -137,9 +139,12 @@ void wl_layer_share_kernels(wl_layer *l, const wl_layer *like)
   l->bwd = g_array_ref(like->bwd);
 }
 
-void wl_set_inner(GArray *kernels, double inner)
+void wl_set_gemm(GArray *kernels, double rows, double cols, double inner)
 {
-  g_array_index(kernels, wl_kernel, kernels->len - 1).inner = inner;
+  wl_kernel *k = &g_array_index(kernels, wl_kernel, kernels->len - 1);
+  k->rows = rows;
+  k->cols = cols;
+  k->inner = inner;
 }
 
 double wl_model_fwd_flops(const wl_model *m)

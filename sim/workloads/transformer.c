@@ -130,15 +130,15 @@ static void wl_gemm_as(wl_model *m, wl_layer *l, wl_role role, const char *what,
   wl_quantize(m, l, role, what, M, N, K, backward, replay);
   if (!backward) {
     wl_k(m, l, replay, role, what, CFG_KCLASS_GEMM, flops, bytes);
-    wl_set_inner(wl_list(l, replay), K);
+    wl_set_gemm(wl_list(l, replay), M, N, K);
     return;
   }
   g_autofree char *dg = g_strconcat(what, ".dgrad", NULL);
   g_autofree char *wg = g_strconcat(what, ".wgrad", NULL);
   wl_bwd(m, l, role, WL_PHASE_DGRAD, dg, CFG_KCLASS_GEMM, flops, bytes);
-  wl_set_inner(l->bwd, N);
+  wl_set_gemm(l->bwd, M, K, N);
   wl_bwd(m, l, role, WL_PHASE_WGRAD, wg, CFG_KCLASS_GEMM, flops, bytes);
-  wl_set_inner(l->bwd, M);
+  wl_set_gemm(l->bwd, K, N, M);
 }
 
 static void wl_gemm(wl_model *m, wl_layer *l, wl_role role, const char *what, double M, double N,
@@ -236,10 +236,10 @@ static void wl_attention_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool r
   double gbytes = x->dt * (2 * x->T * x->a * x->d / x->t + scores);
   /* Q K^T reduces over the head dimension, P V over the keys */
   wl_k(m, l, replay, WL_ROLE_SCORES, "scores", CFG_KCLASS_GEMM, 2 * base * x->dqk, gbytes);
-  wl_set_inner(to, x->dqk);
+  wl_set_gemm(to, x->sq, x->s, x->dqk);
   wl_k(m, l, replay, WL_ROLE_SOFTMAX, "softmax_dropout", CFG_KCLASS_ELEMENTWISE, 8 * scores, scores * (3 * x->dt + 1));
   wl_k(m, l, replay, WL_ROLE_CONTEXT, "context", CFG_KCLASS_GEMM, 2 * base * x->d, gbytes);
-  wl_set_inner(to, x->s);
+  wl_set_gemm(to, x->sq, x->d, x->s);
 }
 
 static void wl_attention_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
@@ -257,14 +257,14 @@ static void wl_attention_bwd(wl_model *m, wl_layer *l, const wl_shape *x)
   /* dP = dO V^T and dQ... reduce over the head dimension or the keys, dV and dK over the
    * queries */
   wl_bwd(m, l, WL_ROLE_CONTEXT, WL_PHASE_DGRAD, "context.dgrad", CFG_KCLASS_GEMM, 2 * base * x->d, gbytes);
-  wl_set_inner(l->bwd, x->d);
+  wl_set_gemm(l->bwd, x->sq, x->s, x->d);
   wl_bwd(m, l, WL_ROLE_CONTEXT, WL_PHASE_WGRAD, "context.wgrad", CFG_KCLASS_GEMM, 2 * base * x->d, gbytes);
-  wl_set_inner(l->bwd, x->sq);
+  wl_set_gemm(l->bwd, x->s, x->d, x->sq);
   wl_bwd(m, l, WL_ROLE_SOFTMAX, WL_PHASE_BACKWARD, "softmax_dropout.bwd", CFG_KCLASS_ELEMENTWISE, 8 * scores, scores * (4 * x->dt + 1));
   wl_bwd(m, l, WL_ROLE_SCORES, WL_PHASE_DGRAD, "scores.dgrad", CFG_KCLASS_GEMM, 2 * base * x->dqk, gbytes);
-  wl_set_inner(l->bwd, x->s);
+  wl_set_gemm(l->bwd, x->sq, x->dqk, x->s);
   wl_bwd(m, l, WL_ROLE_SCORES, WL_PHASE_WGRAD, "scores.wgrad", CFG_KCLASS_GEMM, 2 * base * x->dqk, gbytes);
-  wl_set_inner(l->bwd, x->sq);
+  wl_set_gemm(l->bwd, x->s, x->dqk, x->sq);
 }
 
 /* The input projections: one fused QKV GEMM, or MLA's down-projections (whole on every GPU)

@@ -64,6 +64,7 @@ typedef struct {
   cfg_dtype dtype; /* what it computes in: under 8-bit training only the linear layers' GEMMs */
   double flops, bytes;
   double inner;   /* a GEMM's reduction dimension K (its efficiency depends on it), or 0 */
+  double rows, cols; /* a GEMM's output M x N (its tiles and waves), or 0 */
   cfg_attn_shape attn; /* a fused attention kernel's shape (keys 0: none) */
 } wl_kernel;
 

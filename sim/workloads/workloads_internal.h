@@ -29,8 +29,9 @@ void wl_emit_fp8_weight_casts(prog_program *p, int cls, const cfg_workload *w, c
                               double block_params, const uint32_t *after);
 /* Layer `l` runs the same kernels as `like` (identical transformer blocks share one list). */
 void wl_layer_share_kernels(wl_layer *l, const wl_layer *like);
-/* Records the GEMM reduction dimension of the last kernel of a list. */
-void wl_set_inner(GArray *kernels, double inner);
+/* Records the GEMM shape of the last kernel of a list: its output rows x cols and its reduction
+ * dimension (of each matrix of a batched GEMM). */
+void wl_set_gemm(GArray *kernels, double rows, double cols, double inner);
 /* The dtype a kernel of `role` and class `k` computes in when training in `training`. */
 cfg_dtype wl_kernel_dtype(cfg_dtype training, wl_role role, cfg_kernel_class k);
 /* The kernel as the cost model takes it. */
