@@ -565,9 +565,9 @@ Test(hardware, gemm_in_whole_waves_takes_the_flat_time_exactly)
   cr_expect_eq(gemm_time(dear, m, n, k, 1, true, false), want);
   /* a batch of them fills whole waves as well */
   cr_expect_eq(gemm_time(waves, m, n, k, 3, true, false), gemm_time(flat, m, n, k, 3, true, false));
-  /* off (the presets' default), or a GEMM whose output shape is not known, keeps the flat
-   * time, here of one that does not fill its waves */
-  const char *off[] = {"gpu.sms=132", NULL};
+  /* off, or a GEMM whose output shape is not known, keeps the flat time, here of one that
+   * does not fill its waves */
+  const char *off[] = {"gpu.sms=132", "gpu.efficiency.gemm_waves=false", NULL};
   cr_expect_eq(gemm_time(off, 1000, 1000, k, 1, true, false),
                gemm_time(flat, 1000, 1000, k, 1, true, false));
   cr_expect_eq(gemm_time(waves, 1000, 1000, k, 1, false, false),
@@ -618,7 +618,7 @@ Test(hardware, small_m_gemm_pads_its_rows_and_splits_k_by_hand)
 }
 
 /* A calibration written with the wave model on says so and keeps its tile load: loaded back,
- * GEMMs run in waves (a file without the key leaves them flat, as the presets' do). */
+ * GEMMs run in waves; turned off, the file written says so and loads back flat. */
 Test(hardware, a_calibration_with_gemm_waves_loads_back_with_them)
 {
   const char *const sets[] = {"gpu.efficiency.gemm_waves=true",
@@ -638,7 +638,15 @@ Test(hardware, a_calibration_with_gemm_waves_loads_back_with_them)
   cr_expect_eq(d->gpu.sms, 132);
   cfg_cluster_free(c);
   cfg_cluster_free(d);
-  cr_assert(th_load("dgx-h100", NULL, NULL, &d, NULL));
-  cr_expect_eq(d->gpu.efficiency.gemm_waves, 0);
+  const char *const flat[] = {"gpu.efficiency.gemm_waves=false", NULL};
+  cr_assert(th_load("dgx-h100", NULL, flat, &c, NULL));
+  g_autofree char *yaml_flat = NULL;
+  g_autofree char *out_flat = th_write_calibration(c, "flat.yaml", &yaml_flat);
+  cr_assert(out_flat);
+  g_autofree char *set_flat = g_strdup_printf("gpu.calibration=%s", out_flat);
+  const char *const back_flat[] = {set_flat, NULL};
+  cr_assert(th_load("dgx-h100", NULL, back_flat, &d, NULL));
+  cr_expect_eq(d->gpu.efficiency.gemm_waves, 0, "%s", yaml_flat);
+  cfg_cluster_free(c);
   cfg_cluster_free(d);
 }

@@ -104,8 +104,10 @@ Test(serving, prefill_is_compute_bound_and_decode_memory_bound)
   srv_iteration_time(cost, &d1, &t1);
   srv_iteration_time(cost, &d64, &t64);
   srv_iteration_time(cost, &pre, &p);
-  /* 64 sequences cost little more than one (the weights are read once) */
-  cr_assert(t64.total < 1.25 * t1.total, "%g vs %g", t64.total, t1.total);
+  /* 64 sequences cost little more than one (the weights are read once; 64 rows of a
+   * tile-padded, split-K GEMM on 132 SMs run at about half the large-GEMM rate, still under
+   * the weights' read) */
+  cr_assert(t64.total < 1.3 * t1.total, "%g vs %g", t64.total, t1.total);
   /* 2048 prompt tokens: 2 x 6.7e9 x 2048 FLOPs, far above the weights' read time */
   cr_assert(p.total > 3 * t1.total, "%g vs %g", p.total, t1.total);
   srv_cost_free(cost);

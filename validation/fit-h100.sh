@@ -24,8 +24,9 @@
 #     validation/cases (Vidur's, XLA's, issue 290's, 4- and 8-node runs) is a check of this fit.
 #  2. GEMM: the XLA sm_90 matmul table, bf16, batch-1 rows only (125 shapes). The batch-2 and
 #     batch-4 rows (250 shapes) are the check (validation/cases/gemm-h100-bf16-batched).
-#     With --set gpu.efficiency.gemm_waves=true the same command fits the tile and wave model
-#     (not the preset's default: validation/README.md, "GEMM time by shape").
+#     With gemm_waves on, GEMMs run in waves of cuBLAS's output tiles over the SMs, and the fit
+#     takes gemm_tile_load too (validation/README.md, "GEMM time by shape"); Vidur's 3444
+#     prefill GEMMs are a second check (validation/cases/gemm-h100-fp16-vidur-prefill).
 # The send/recv efficiency (nccl.p2p_efficiency default 0.66) was fitted the same way on the
 # A100 sendrecv table:
 #   dlsim calibrate --nccl validation/nccl/liplus_a100_8gpu_sendrecv.csv -c dgx-a100 \
@@ -73,5 +74,5 @@ $DLSIM calibrate --nccl validation/nccl/issue309_h100_16gpu_2node_allreduce.csv 
   --fit hop_latency.network --fit chunk \
   -o configs/calibration/h100.yaml
 $DLSIM calibrate --gemm validation/kernels/xla_matmul_perf_table_sm90.csv -c dgx-h100 \
-  --dtype bf16 --filter batch=1 --time-column bf16_time_ns_derived --time-unit ns \
+  --set gpu.efficiency.gemm_waves=true --dtype bf16 --filter batch=1 --time-column bf16_time_ns_derived --time-unit ns \
   -o configs/calibration/h100.yaml

@@ -1,5 +1,6 @@
-/* dlsim run -c CLUSTER -w WORKLOAD [--engine des|analytic] [--json] [--trace FILE
- * [--trace-ranks LIST] [--trace-steps N]] [--set K=V]... [--quiet] */
+/* dlsim run -c CLUSTER -w WORKLOAD [--engine des|analytic] [--json] [--trace FILE]
+ * [--timeline FILE.svg [--timeline-window START:END|LAYER]] [--trace-ranks LIST] [--trace-steps N]
+ * [--set K=V]... [--quiet] */
 #include "cli/cli_internal.h"
 #include "lifecycle/lifecycle.h"
 #include "report/report.h"
@@ -20,7 +21,7 @@ static void cli_trace_size_note(const char *path)
 int cli_run(int argc, char **argv)
 {
   g_autofree char *cluster = NULL, *workload = NULL, *engine = NULL, *trace = NULL;
-  g_autofree char *max_memory = NULL, *trace_ranks = NULL;
+  g_autofree char *max_memory = NULL, *trace_ranks = NULL, *timeline = NULL, *window_text = NULL;
   gint trace_steps = G_MININT; /* unset */
   gboolean yes = FALSE, quiet = FALSE;
   g_auto(GStrv) sets = NULL;
@@ -31,10 +32,17 @@ int cli_run(int argc, char **argv)
       cli_opt(CLI_ENGINE, &engine, NULL),
       cli_opt(CLI_JSON, &json, NULL),
       cli_opt(CLI_TRACE, &trace, NULL),
+      {"timeline", 0, 0, G_OPTION_ARG_FILENAME, &timeline,
+       "Draw the trace's events as an SVG timeline", "FILE.svg"},
+      {"timeline-window", 0, 0, G_OPTION_ARG_STRING, &window_text,
+       "With --timeline: only START to END ms of the step, or the passes of one layer (default all of it)",
+       "START:END|LAYER"},
       {"trace-ranks", 0, 0, G_OPTION_ARG_STRING, &trace_ranks,
-       "With --trace: only these GPUs (default all)", "LIST"},
+       "With --trace or --timeline: only these GPUs (default all; a timeline of more than 16: "
+       "the first 16 simulated on their own, such as one per pipeline stage)", "LIST"},
       {"trace-steps", 0, 0, G_OPTION_ARG_INT, &trace_steps,
-       "With --trace: only each GPU's first N micro-batches (default all)", "N"},
+       "With --trace or --timeline: only each GPU's first N micro-batches (default all; a timeline "
+       "of more than 16 GPUs: 2)", "N"},
       cli_opt(CLI_SET, &sets, NULL),
       cli_opt(CLI_MAX_MEMORY, &max_memory, NULL),
       cli_opt(CLI_YES, &yes, NULL),
@@ -51,8 +59,13 @@ int cli_run(int argc, char **argv)
     fprintf(stderr, "dlsim: error: dlsim run needs -c CLUSTER and -w WORKLOAD (see dlsim run --help)\n");
     return 2;
   }
-  if ((trace_ranks || trace_steps != G_MININT) && !trace) {
-    fprintf(stderr, "dlsim: error: --trace-ranks and --trace-steps shape a trace: add --trace FILE\n");
+  if ((trace_ranks || trace_steps != G_MININT) && !trace && !timeline) {
+    fprintf(stderr, "dlsim: error: --trace-ranks and --trace-steps shape a trace: add --trace FILE "
+                    "or --timeline FILE.svg\n");
+    return 2;
+  }
+  if (window_text && !timeline) {
+    fprintf(stderr, "dlsim: error: --timeline-window shapes a timeline: add --timeline FILE.svg\n");
     return 2;
   }
   if (trace_steps != G_MININT && trace_steps < 1) {
@@ -64,14 +77,17 @@ int cli_run(int argc, char **argv)
   eng_kind kind;
   bud_limits budget;
   g_autoptr(GArray) ranks = NULL;
+  double window[2] = {0, 0};
   if (!cli_engine(engine, &kind, &err) ||
       !bud_limits_parse(&budget, max_memory, yes, &err) ||
-      (trace_ranks && !rep_trace_ranks_parse(trace_ranks, &ranks, &err)))
+      (trace_ranks && !rep_trace_ranks_parse(trace_ranks, &ranks, &err)) ||
+      (window_text && !rep_timeline_window_parse(window_text, window, &err)))
     return cli_fail(err);
   /* a trace shows every op, so every micro-batch is simulated */
   cli_progress progress;
   cli_progress_init(&progress, "dlsim run", stderr, quiet);
-  sim_options o = {.engine = kind, .trace = trace != NULL, .fold = trace == NULL, .budget = &budget,
+  bool traced = trace || timeline;
+  sim_options o = {.engine = kind, .trace = traced, .fold = !traced, .budget = &budget,
                    .progress = progress.show ? cli_progress_update : NULL, .progress_ctx = &progress};
   sim_result run;
   bool ran = sim_run_files(cluster, workload, sets, &o, &run, &err);
@@ -105,6 +121,7 @@ int cli_run(int argc, char **argv)
   ok = ok && (!trace || rep_trace_write(trace, &run, &to, &err));
   if (ok && trace)
     cli_trace_size_note(trace);
+  ok = ok && (!timeline || rep_timeline_write(timeline, &run, &to, window_text, &err));
   sim_result_clear(&run);
   unc_table_free(bands);
   return ok ? 0 : cli_fail(err);

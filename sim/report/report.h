@@ -37,6 +37,16 @@ typedef struct {
 bool rep_trace_ranks_parse(const char *text, GArray **out, GError **err);
 bool rep_trace_write(const char *path, const sim_result *run, const rep_trace_options *o,
                      GError **err);
+/* What --timeline draws: the events --trace writes under `o`, as an SVG, over `window` (NULL:
+ * up to the last event, or the last layer pass with `o->steps`; else as
+ * rep_timeline_window_parse reads it). A job of more than 16 GPUs shows the first 16 GPUs the
+ * engine simulated on their own (a pipeline's stages) and their first two micro-batches unless
+ * `o` picks others. */
+bool rep_timeline_write(const char *path, const sim_result *run, const rep_trace_options *o,
+                        const char *window, GError **err);
+/* --timeline-window: "START:END" in ms from the step's start (into `window`), or a layer's
+ * name ("layer47": from its first pass's start to its last's end; `window` then {0, 0}). */
+bool rep_timeline_window_parse(const char *text, double window[2], GError **err);
 
 typedef struct {
   const cfg_cluster *cluster;

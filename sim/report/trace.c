@@ -4,7 +4,7 @@
  * micro-batch, holding the template's kernels and collectives at the times of the list
  * schedule the engine timed it with. The trace only explains the step: nothing here changes a
  * number the engine computed. */
-#include "report/report.h"
+#include "report/report_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -131,10 +131,25 @@ static int *rep_stand_ins(const prog_program *p, const eng_result *res)
   return src;
 }
 
+GArray *rep_trace_simulated(const sim_result *run, int max)
+{
+  const prog_program *p = run->program;
+  g_autofree int *src = rep_stand_ins(p, &run->eng);
+  GArray *ranges = g_array_new(FALSE, FALSE, sizeof(int));
+  for (int r = 0, n = 0; r < p->nranks && n < max; r++)
+    if (src[r] == r) {
+      int pair[2] = {r, r};
+      g_array_append_vals(ranges, pair, 2);
+      n++;
+    }
+  return ranges;
+}
+
 /* ---- the writer ----------------------------------------------------------------------------- */
 
 typedef struct {
-  GString *o;
+  rep_trace_sink sink;   /* takes every event */
+  void *sink_ctx;
   const sim_result *run;
   const prog_program *p;
   eng_evaluator *ev;
@@ -142,7 +157,6 @@ typedef struct {
   GHashTable *seen;      /* per process: event name -> occurrences so far (its micro-batch) */
   int steps;             /* micro-batches per GPU to show, 0: all */
   int rank, src;         /* the process being written and the rank whose events it shows */
-  bool first;            /* no event written yet */
 } rep_tr;
 
 static void rep_emit(rep_tr *t, cJSON *e)
@@ -150,11 +164,7 @@ static void rep_emit(rep_tr *t, cJSON *e)
   cJSON *args = cJSON_GetObjectItem(e, "args");
   if (args && !args->child)
     cJSON_DeleteItemFromObject(e, "args");
-  char *s = cJSON_PrintUnformatted(e);
-  g_string_append_printf(t->o, "%s\n%s", t->first ? "" : ",", s);
-  cJSON_free(s);
-  cJSON_Delete(e);
-  t->first = false;
+  t->sink(t->sink_ctx, e);
 }
 
 static void rep_meta(rep_tr *t, int tid, const char *what, const char *key, cJSON *value)
@@ -526,15 +536,14 @@ static bool *rep_selected(const prog_program *p, const GArray *ranges, GError **
   return sel;
 }
 
-bool rep_trace_write(const char *path, const sim_result *run, const rep_trace_options *o,
-                     GError **err)
+bool rep_trace_walk(const sim_result *run, const rep_trace_options *o, rep_trace_sink sink,
+                    void *sink_ctx, GError **err)
 {
   const prog_program *p = run->program;
   g_autofree bool *sel = rep_selected(p, o ? o->ranks : NULL, err);
   if (!sel)
     return false;
-  rep_tr t = {.o = g_string_new("{\"displayTimeUnit\":\"ms\",\"traceEvents\":["), .run = run, .p = p,
-              .steps = o ? o->steps : 0, .first = true};
+  rep_tr t = {.sink = sink, .sink_ctx = sink_ctx, .run = run, .p = p, .steps = o ? o->steps : 0};
   t.ev = eng_evaluator_new(p, run->hw, &run->options);
   t.schedules = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, rep_schedule_free);
   t.seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
@@ -548,14 +557,38 @@ bool rep_trace_write(const char *path, const sim_result *run, const rep_trace_op
     rep_process(&t, src, by[src[r]]);
   }
   rep_link_counters(&t);
-  g_string_append(t.o, "\n]}\n");
   for (int r = 0; r < p->nranks; r++)
     g_ptr_array_free(by[r], TRUE);
   g_free(by);
   g_hash_table_destroy(t.schedules);
   g_hash_table_destroy(t.seen);
   eng_evaluator_free(t.ev);
-  bool ok = cfg_write_text("--trace", path, t.o, err);
-  g_string_free(t.o, TRUE);
+  return true;
+}
+
+/* The JSON writer's sink: one event a line, comma first after the first. */
+typedef struct {
+  GString *o;
+  bool first;
+} rep_json_out;
+
+static void rep_json_sink(void *ctx, cJSON *e)
+{
+  rep_json_out *j = ctx;
+  char *s = cJSON_PrintUnformatted(e);
+  g_string_append_printf(j->o, "%s\n%s", j->first ? "" : ",", s);
+  cJSON_free(s);
+  cJSON_Delete(e);
+  j->first = false;
+}
+
+bool rep_trace_write(const char *path, const sim_result *run, const rep_trace_options *o,
+                     GError **err)
+{
+  rep_json_out j = {.o = g_string_new("{\"displayTimeUnit\":\"ms\",\"traceEvents\":["), .first = true};
+  bool ok = rep_trace_walk(run, o, rep_json_sink, &j, err);
+  g_string_append(j.o, "\n]}\n");
+  ok = ok && cfg_write_text("--trace", path, j.o, err);
+  g_string_free(j.o, TRUE);
   return ok;
 }
