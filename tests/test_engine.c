@@ -742,17 +742,20 @@ Test(engine, streams_waiting_for_ops_of_other_streams_wake_when_they_end)
   cfg_cluster_free(c);
 }
 
-/* A 10 ms GEMM issued hd after the pass starts hides the launches of the 8 short kernels
- * behind it (issued by 9 hd = 0.9 ms): the pass ends hd after the GPU alone would. */
-Test(engine, a_long_kernel_hides_the_launches_of_the_short_ones_behind_it)
+/* A GEMM of 1e12 FLOP then 8 short kernels on a host of hd = 100 us (blocking or not): the
+ * pass takes `exposed` hd beside the GPU's own time, in both engines. */
+static void expect_gemm_pass(bool blocking, double exposed)
 {
   cfg_cluster *c = NULL;
   double hd = 100e-6, gemm, elem;
   hw_cluster *hw = hosted_cluster(hd, &c);
+  hw_cluster_free(hw);
+  c->node.cpu.launch_blocking = blocking;
+  hw = hw_cluster_new(c);
   hosted_kernels(hw, 1e12, &gemm, &elem);
   cr_assert(gemm > 9 * hd && elem < hd, "GEMM %g s, short %g s", gemm, elem);
   prog_program *p = hosted_pass(1e12, 8, 0, 1);
-  double want = hd + gemm + 8 * elem;
+  double want = exposed * hd + gemm + 8 * elem;
   double a = hosted_step(p, hw, ENG_ANALYTIC, CFG_LAYER_FLOWS_AUTO);
   double d = hosted_step(p, hw, ENG_DES, CFG_LAYER_FLOWS_AUTO);
   cr_assert(fabs(a - want) < 1e-12, "analytic %.9g s, by hand %.9g s", a, want);
@@ -760,6 +763,20 @@ Test(engine, a_long_kernel_hides_the_launches_of_the_short_ones_behind_it)
   prog_free(p);
   hw_cluster_free(hw);
   cfg_cluster_free(c);
+}
+
+/* A 10 ms GEMM issued hd after the pass starts hides the launches of the 8 short kernels
+ * behind it (issued by 9 hd = 0.9 ms): the pass ends hd after the GPU alone would. */
+Test(engine, a_long_kernel_hides_the_launches_of_the_short_ones_behind_it)
+{
+  expect_gemm_pass(false, 1);
+}
+
+/* CUDA_LAUNCH_BLOCKING=1: each of the 9 launches returns only once its kernel has run, so the
+ * next starts hd after that: all 9 hd add to the GPU's time. */
+Test(engine, blocking_launches_add_the_host_time_of_every_kernel_to_the_gpus)
+{
+  expect_gemm_pass(true, 9);
 }
 
 /* N kernels shorter than hd, issued hd apart, end when the last one issued (N hd) has run;

@@ -155,6 +155,18 @@ Test(hardware, a_small_model_is_host_bound_with_a_host_dispatch_time)
   cr_assert_gt(host, 3 * gpu, "host-bound %.4f s, GPU-bound %.4f s", host, gpu);
 }
 
+/* node.cpu.launch_blocking reaches the engines through sim_run: the host's launches no longer
+ * run ahead, so the step is slower than the host-bound one, by at most the GPU's own time (the
+ * launches, N hd, are in both; blocking adds the kernels after each). */
+Test(hardware, blocking_launches_add_the_gpus_time_to_a_host_bound_step)
+{
+  double gpu = small_step_with("training.host_dispatch=0");
+  double host = small_step_with("training.host_dispatch=200us");
+  double block = small_step_on("training.host_dispatch=200us", "node.cpu.launch_blocking=true");
+  cr_assert(block > host && block <= host + gpu * (1 + 1e-9), "blocking %.6f s, queued %.6f s, "
+            "GPU alone %.6f s", block, host, gpu);
+}
+
 /* A slower host CPU (node.cpu.dispatch_scale, the GB200's Graces) is a longer host_dispatch:
  * the queue takes their product, in sim_run and (cfg_host_dispatch) in the planner. */
 Test(hardware, the_node_cpu_scales_the_host_dispatch_time)

@@ -309,3 +309,21 @@ Test(memory, fp8_parameters_take_one_byte_a_weight)
   cr_expect_eq(one.grads, two.grads);
   cr_expect_eq(one.optimizer, 12);
 }
+
+/* DeepSpeed's BF16 optimizer keeps the backward's bf16 gradients (2 bytes a parameter) beside
+ * its fp32 buffer (4), both whole under ZeRO-1 (bf16_optimizer.py: zeros_like the flat weights;
+ * the pipeline engine's clear_lp_grads=False): gradients take 3x the bf16 weights' bytes, where
+ * fp32 main gradients alone take 2x. */
+Test(memory, the_bf16_optimizer_keeps_bf16_gradients_beside_its_whole_fp32_buffer)
+{
+  const char *on[] = {"node.count=1", "parallel.dp=8", "parallel.zero=1",
+                      "training.grad_accum_dtype=fp32", NULL};
+  const char *off[] = {"node.count=1", "parallel.dp=8", "parallel.zero=1", NULL};
+  mem_report a = estimate("dgx-h100", "gpt3-1.3b-dp", on, true);
+  mem_report b = estimate("dgx-h100", "gpt3-1.3b-dp", off, true);
+  cr_expect_float_eq(a.stages[0].grads, 3 * a.stages[0].params, 1);
+  cr_expect_float_eq(b.stages[0].grads, 2 * b.stages[0].params, 1);
+  cr_expect_float_eq(a.stages[0].optimizer, b.stages[0].optimizer, 1);
+  mem_report_clear(&a);
+  mem_report_clear(&b);
+}

@@ -870,23 +870,30 @@ Test(parallel, fp8_parameter_steps_agree_in_both_engines)
             b.step_time);
 }
 
-Test(parallel, fp8_parameters_without_fp8_training_exit_2_naming_the_key)
+/* `args` exits 2 with a message that names `key` and says `what`. */
+static void expect_exit_2(const char *args, const char *key, const char *what)
 {
-  th_proc p = th_dlsim("run -c dgx-h100 -w gpt3-1.3b-dp --set node.count=1 "
-                       "--set training.dtype=bf16 --set training.fp8_params=true");
+  th_proc p = th_dlsim(args);
   cr_assert_eq(p.status, 2, "%d: %s", p.status, p.out);
-  cr_assert(strstr(p.out, "training.fp8_params") && strstr(p.out, "bf16"), "%s", p.out);
+  cr_assert(strstr(p.out, key) && strstr(p.out, what), "%s", p.out);
   th_proc_clear(&p);
 }
 
-/* The bytes of every compute op named `name` in class 0 (0: none). */
+Test(parallel, fp8_parameters_without_fp8_training_exit_2_naming_the_key)
+{
+  expect_exit_2("run -c dgx-h100 -w gpt3-1.3b-dp --set node.count=1 "
+                "--set training.dtype=bf16 --set training.fp8_params=true",
+                "training.fp8_params", "bf16");
+}
+
+/* The bytes of every compute op named `name` in class 0, each as often as it runs (0: none). */
 static double compute_bytes_named(const prog_program *p, const char *name)
 {
   double sum = 0;
   for (guint i = 0; i < prog_class_at(p, 0)->ops->len; i++) {
     const prog_op *op = prog_op_at(p, 0, i);
     if (op->kind == PROG_COMPUTE && op->name && strcmp(op->name, name) == 0)
-      sum += op->bytes;
+      sum += op->bytes * op->count;
   }
   return sum;
 }
@@ -927,4 +934,43 @@ Test(parallel, fp8_weight_casts_agree_in_both_engines)
   eng_result p = par_run("dgx-h100", "gpt3-1.3b-dp", fp8p, ENG_ANALYTIC, false);
   double saved = a.step_time - p.step_time; /* half the casts' bytes and half the gather's */
   cr_expect(saved > 0.7e-3, "fp8 parameters save %g s", saved);
+}
+
+/* DeepSpeed's BF16 optimizer adds each micro-batch's bf16 gradients into its fp32 buffer
+ * (update_hp_grads: a cast, reading 2 bytes and writing 4, then an add reading 4 + 4 and writing
+ * 4): 18 bytes a parameter and micro-batch. GPT-3 1.3B holds 1,311,182,848 parameters (24 x
+ * (12 h^2 + 4 h) + 50304 h + 2 h at h = 2048); global batch 64 over DP 8 at micro-batch 1 is 8
+ * micro-batches: 188,810,330,112 bytes a step, and none without the key. */
+Test(parallel, the_bf16_optimizer_adds_every_micro_batchs_gradients_by_their_bytes)
+{
+  const char *on[] = {PAR_DP8, "training.grad_accum_dtype=fp32", NULL};
+  const char *off[] = {PAR_DP8, NULL};
+  prog_program *a = th_program("dgx-h100", "gpt3-1.3b-dp", on);
+  prog_program *b = th_program("dgx-h100", "gpt3-1.3b-dp", off);
+  cr_expect_float_eq(compute_bytes_named(a, "grad accumulation"), 188810330112.0, 1);
+  cr_expect_eq(compute_bytes_named(b, "grad accumulation"), 0);
+  prog_free(a);
+  prog_free(b);
+}
+
+/* Its time is those bytes over HBM: at least at the H100's 3.35 TB/s (56 ms), at most at half
+ * of it; the DES runs the same passes. */
+Test(parallel, the_bf16_optimizers_accumulation_costs_its_bytes_in_both_engines)
+{
+  const char *on[] = {PAR_DP8, "training.grad_accum_dtype=fp32", NULL};
+  const char *off[] = {PAR_DP8, NULL};
+  eng_result a = par_run("dgx-h100", "gpt3-1.3b-dp", on, ENG_ANALYTIC, true);
+  eng_result b = par_run("dgx-h100", "gpt3-1.3b-dp", off, ENG_ANALYTIC, true);
+  eng_result d = par_run("dgx-h100", "gpt3-1.3b-dp", on, ENG_DES, false);
+  double extra = a.step_time - b.step_time, bytes = 188810330112.0;
+  cr_expect(extra >= bytes / 3.35e12 && extra <= 2 * bytes / 3.35e12, "accumulation %g s", extra);
+  cr_expect(fabs(d.step_time / a.step_time - 1) < 0.02, "DES %g s, analytic %g s", d.step_time,
+            a.step_time);
+}
+
+Test(parallel, the_bf16_optimizer_with_zero_2_exits_2_naming_the_key)
+{
+  expect_exit_2("run -c dgx-h100 -w gpt3-1.3b-dp --set node.count=1 --set parallel.dp=8 "
+                "--set parallel.zero=2 --set training.grad_accum_dtype=fp32",
+                "training.grad_accum_dtype", "zero");
 }

@@ -407,13 +407,10 @@ Test(plan, the_closed_form_is_within_four_percent_of_the_engine_on_the_kept_layo
   cJSON_Delete(j);
 }
 
-/* A host-bound small model (Megatron-LM's CI GPT with its fitted host time): the closed form
- * runs the host's launch queue as the engine does, or it ranks 7x too fast. */
-Test(plan, the_closed_form_sees_a_host_bound_model_as_the_engine_does, .timeout = 60)
+/* Every kept layout of `plan_args`' JSON is estimated within `tol` of its engine step. */
+static void expect_estimates_within(const char *plan_args, double tol)
 {
-  th_proc p = th_dlsim("plan -c dgx-h100 -w validation/megatron_ci/gpt-ci.yaml -n 8 -b 32 -k 0 "
-                       "--refine 4 -q --set model.layers=12 --set model.hidden=512 "
-                       "--set model.heads=8 --set model.seq_len=1024 --json");
+  th_proc p = th_dlsim(plan_args);
   cr_assert_eq(p.status, 0, "%s", p.out);
   cJSON *j = cJSON_Parse(p.out);
   cr_assert_not_null(j, "not JSON: %s", p.out);
@@ -421,10 +418,29 @@ Test(plan, the_closed_form_sees_a_host_bound_model_as_the_engine_does, .timeout 
   cJSON_ArrayForEach(x, cJSON_GetObjectItem(j, "top"))
   {
     double est = plan_num(x, "estimate_s"), step = plan_num(x, "step_time_s");
-    cr_assert(fabs(est - step) <= 0.04 * step, "estimate %g s, engine %g s", est, step);
+    cr_assert(fabs(est - step) <= tol * step, "estimate %g s, engine %g s", est, step);
   }
   cJSON_Delete(j);
   th_proc_clear(&p);
+}
+
+/* A host-bound small model (Megatron-LM's CI GPT with its fitted host time): the closed form
+ * runs the host's launch queue as the engine does, or it ranks 7x too fast. */
+Test(plan, the_closed_form_sees_a_host_bound_model_as_the_engine_does, .timeout = 60)
+{
+  expect_estimates_within("plan -c dgx-h100 -w validation/megatron_ci/gpt-ci.yaml -n 8 -b 32 -k 0 "
+                          "--refine 4 -q --set model.layers=12 --set model.hidden=512 "
+                          "--set model.heads=8 --set model.seq_len=1024 --json",
+                          0.04);
+}
+
+/* DeepSpeed's BF16 optimizer adds a pass over the parameters to every backward: the closed form
+ * prices it as the programs run it (without it, 3-6.5 % short on these layouts). */
+Test(plan, the_closed_form_prices_the_bf16_optimizers_accumulation, .timeout = 60)
+{
+  expect_estimates_within("plan -c dgx-h100 -w gpt3-1.3b-dp -n 8 -b 64 -k 0 --refine 4 -q "
+                          "--set training.grad_accum_dtype=fp32 --set parallel.zero=1 --json",
+                          0.015);
 }
 
 Test(plan, the_table_columns_line_up_whatever_the_layout_length, .timeout = 60)

@@ -279,6 +279,7 @@ typedef struct {
   double memory_efficiency; /* fraction of it a streaming kernel reaches (STREAM) */
   double core_bandwidth;    /* bytes/s one core reads plus writes (0: unknown) */
   double dispatch_scale;    /* the framework's host time per op over an x86 DGX host's */
+  int launch_blocking;      /* 0/1: CUDA_LAUNCH_BLOCKING=1, every launch waits for its kernel */
 } cfg_host_cpu;
 
 typedef struct {
@@ -429,6 +430,7 @@ typedef struct {
   int attention;       /* cfg_attn_impl + 1, 0: auto (FlashAttention-2) */
   char *framework;     /* the profile (configs/frameworks) whose defaults the workload took */
   cfg_dtype grad_dtype;/* gradients as accumulated and reduced (Megatron: fp32 main grads) */
+  int grad_accum_dtype;/* cfg_dtype + 1 of DeepSpeed's BF16 optimizer's accumulation buffer, 0: none */
   double tokens;       /* a whole run: tokens to train on (0: one step only) */
   int steps;           /* ... or steps (0: not given) */
   double host_dispatch;/* host time to launch one kernel (s); 0: the host keeps ahead */

@@ -60,6 +60,8 @@ static const char *const cfg_case_category_names[] = {"auto",        "training",
                                                       "kernels",     "serving",  "traces",
                                                       "megatron-ci", NULL};
 static const char *const cfg_attn_names[] = {"fa2", "fa3", "cudnn", "triton", "fa1", NULL};
+/* none, then cfg_dtype's names: training.grad_accum_dtype stores the dtype + 1 */
+static const char *const cfg_grad_accum_names[] = {"none", "fp32", "tf32", "bf16", "fp16", NULL};
 static const char *const cfg_attention_choice_names[] = {"auto", "fa2",    "fa3",
                                                          "cudnn", "triton", "fa1", NULL};
 static const char *const cfg_kclass_names[] = {"gemm",      "conv",      "attention",
@@ -429,6 +431,11 @@ static const cfg_field cfg_host_cpu_fields[] = {
           "the time these CPUs take to issue a framework's op (training.host_dispatch, which "
           "is timed on the x86 hosts of DGX H100 nodes) over that time: above 1 for slower "
           "single cores (0: the host keeps ahead of the GPUs)", DEF(1)),
+    F_BOOL(cfg_host_cpu, "launch_blocking", launch_blocking,
+           "CUDA_LAUNCH_BLOCKING=1: every kernel launch returns once the kernel has run, so the "
+           "host's time per launch (training.host_dispatch) adds to the GPU's instead of "
+           "running ahead of it",
+           DEF(0)),
 };
 static const cfg_schema cfg_schema_host_cpu = SCHEMA("node.cpu", cfg_host_cpu, cfg_host_cpu_fields);
 
@@ -749,6 +756,13 @@ static const cfg_field cfg_training_fields[] = {
            "gradients as accumulated and reduced (Megatron: fp32 main gradients; DeepSpeed and "
            "the ZeRO paper: fp16)",
            DEF(CFG_FP32)),
+    F_ENUM(cfg_training, "grad_accum_dtype", grad_accum_dtype, cfg_grad_accum_names,
+           "DeepSpeed's BF16 optimizer (bf16.enabled with ZeRO 0 or 1; its "
+           "data_types.grad_accum_dtype): the backward writes gradients in the training dtype, "
+           "kept beside a full buffer of this dtype that every micro-batch's are added into (a "
+           "pass over the stage's parameters) and that is reduced; none: the backward "
+           "accumulates in place, in grad_dtype",
+           DEF(0)),
     {ROW(cfg_training, "tokens", CFG_T_QTY, tokens), .unit = UNITS_NUMBER,
      .doc = "a whole run: tokens to train on (steps = tokens / (global_batch x seq_len)); dlsim "
             "run then estimates the run; 0: one step",

@@ -794,7 +794,7 @@ static void des_macro_init(des_macro *m, des_ctx *c, des_rank *r, uint32_t idx)
   m->mutex = sg_mutex_init();
   m->cond = sg_cond_init();
   m->t0 = simgrid_get_clock();
-  m->hd = hw_efficiency(c->hw)->host_dispatch;
+  m->hd = eng_queue_dispatch(c->hw);
   if (m->hd > 0)
     m->issue = eng_template_issues(c->p, op->tmpl, m->hd, &m->per_run);
 }

@@ -31,7 +31,17 @@ double eng_kernel_time(const hw_cluster *hw, const prog_op *op)
   g_assert(op->tmpl < 0); /* macros go through eng_op_duration */
   hw_kernel k = {.kclass = op->kclass, .dtype = op->dtype, .flops = op->flops, .bytes = op->bytes,
                  .inner = op->inner, .rows = op->rows, .cols = op->cols, .attn = op->attn};
-  return op->count * hw_kernel_time(hw, &k);
+  double gpu = op->count * hw_kernel_time(hw, &k);
+  /* a blocking launch returns when its kernel ends, so the next launch starts only then: host
+   * and GPU time add up, kernel by kernel */
+  if (hw_config(hw)->node.cpu.launch_blocking)
+    gpu += eng_launches(op) * hw_efficiency(hw)->host_dispatch;
+  return gpu;
+}
+
+double eng_queue_dispatch(const hw_cluster *hw)
+{
+  return hw_config(hw)->node.cpu.launch_blocking ? 0 : hw_efficiency(hw)->host_dispatch;
 }
 
 double eng_queue_end(double ready, double first, double last, double n, double t)
@@ -49,7 +59,7 @@ double eng_launches(const prog_op *op)
 
 double eng_compute_time(const hw_cluster *hw, const prog_op *op)
 {
-  double gpu = eng_kernel_time(hw, op), hd = hw_efficiency(hw)->host_dispatch, n = eng_launches(op);
+  double gpu = eng_kernel_time(hw, op), hd = eng_queue_dispatch(hw), n = eng_launches(op);
   if (!(hd > 0) || !(n > 0))
     return gpu;
   /* outside layer passes the queue starts empty: such ops follow the host's sync points
@@ -442,7 +452,7 @@ double eng_coll_crowded(eng_costs *c, const prog_op *op, int rank, const coll_sc
 static double eng_template_pass(eng_costs *c, int tmpl, int rank, bool sync_only, eng_tmpl *t,
                                 const double *issue, double *starts, double *ends)
 {
-  double hd = hw_efficiency(c->hw)->host_dispatch;
+  double hd = eng_queue_dispatch(c->hw);
   const prog_class *k = prog_class_at(c->p, tmpl);
   double free_at[PROG_NSTREAMS] = {0}, makespan = 0;
   g_autofree double *end = g_new0(double, MAX(k->ops->len, 1u));
@@ -514,7 +524,7 @@ static double eng_template_pass(eng_costs *c, int tmpl, int rank, bool sync_only
  * run's launches take longer than its kernels (a host-bound layer pass). */
 static void eng_template_hosted(eng_costs *c, int tmpl, int rank, double slow, eng_tmpl *t)
 {
-  double hd = hw_efficiency(c->hw)->host_dispatch, per_run = 0;
+  double hd = eng_queue_dispatch(c->hw), per_run = 0;
   t->makespan = t->gpu_makespan;
   t->period = t->gpu_period;
   if (!(hd > 0))

@@ -63,8 +63,12 @@ double eng_queue_end(double ready, double first, double last, double n, double t
 /* How many launches an op costs the host: its kernels (none for a collective, a measured
  * duration or a memory event). */
 double eng_launches(const prog_op *op);
-/* A compute op's kernels alone, as the GPU runs them. */
+/* A compute op's kernels alone, as the GPU runs them; under CUDA_LAUNCH_BLOCKING=1
+ * (node.cpu.launch_blocking) each also waits for its launch, hd before it. */
 double eng_kernel_time(const hw_cluster *hw, const prog_op *op);
+/* The hd the launch queue runs ahead of the GPU with: 0 when launches block, since then the
+ * host never gets ahead (eng_kernel_time carries their time). */
+double eng_queue_dispatch(const hw_cluster *hw);
 /* When the host issues the last launch of each op of a template's run, from the run's start;
  * `per_run`: the host's time for a whole run. */
 double *eng_template_issues(const prog_program *p, int tmpl, double hd, double *per_run);

@@ -57,6 +57,18 @@ static void plan_run(const plan_est *e, guint i, guint count, plan_stage *st)
   st->wgrad += tb * wl_layer_wgrad_share(plan_layer(e, i), e->s->hw);
 }
 
+/* DeepSpeed's BF16 optimizer's pass over a chunk's `params` after each backward, one kernel
+ * per layer, as the programs run it (wl_grad_accum). */
+static void plan_grad_accum(const plan_est *e, double params, int layers, plan_stage *st)
+{
+  double per_param = wl_grad_accum_bytes(&e->w->training);
+  if (!(per_param > 0) || layers <= 0)
+    return;
+  hw_kernel k = {.kclass = CFG_KCLASS_ELEMENTWISE, .dtype = CFG_FP32, .flops = params / layers,
+                 .bytes = params * per_param / layers};
+  st->bwd += layers * hw_kernel_time(e->s->hw, &k);
+}
+
 /* Chunk g of the pipeline: its layers, as runs of identical ones. */
 static void plan_chunk(const plan_est *e, int g, plan_stage *st)
 {
@@ -64,6 +76,7 @@ static void plan_chunk(const plan_est *e, int g, plan_stage *st)
   int chunks = e->l->pp * e->l->virtual_stages, first, count;
   guint last = m->layers->len - 1;
   wl_chunk_blocks(m->blocks, chunks, g, &first, &count);
+  double before = st->params;
   if (g == 0) {
     plan_run(e, 0, 1, st);
     st->params += plan_layer(e, 0)->params;
@@ -83,6 +96,7 @@ static void plan_chunk(const plan_est *e, int g, plan_stage *st)
     plan_run(e, last, 1, st);
     st->params += plan_layer(e, last)->params;
   }
+  plan_grad_accum(e, st->params - before, count + (g == 0) + (g == chunks - 1), st);
 }
 
 /* After the last backward: the exposed tail of the gradient reduction (bucketed under the last

@@ -202,11 +202,31 @@ wl_state_bytes wl_state_bytes_per_param(const cfg_training *t)
    * are fp8 tensors (their fp32 master copy is the optimizer's) */
   s.weights = full ? 4 : t->fp8_params ? 1 : 2;
   s.grads = MAX(cfg_dtype_bytes(t->grad_dtype), full ? 4 : 2);
+  s.lp_grads = 0;
+  if (t->grad_accum_dtype) {
+    /* BF16_Optimizer (microsoft/DeepSpeed deepspeed/runtime/bf16_optimizer.py): the buffer it
+     * reduces, fp32_groups_gradients_flat, is zeros_like the flat weights (whole, not a
+     * partition), and the pipeline engine keeps the weights' own .grad (update_hp_grads with
+     * clear_lp_grads=False) until the next backward replaces them */
+    s.grads = cfg_dtype_bytes((cfg_dtype)(t->grad_accum_dtype - 1));
+    s.lp_grads = full ? 4 : 2;
+  }
   if (full)
     s.optimizer = t->optimizer == CFG_OPT_ADAM ? 8 : 4; /* m, v | momentum */
   else
     s.optimizer = t->optimizer == CFG_OPT_ADAM ? 12 : 8; /* + fp32 master weights */
   return s;
+}
+
+double wl_grad_accum_bytes(const cfg_training *t)
+{
+  if (!t->grad_accum_dtype)
+    return 0;
+  wl_state_bytes sb = wl_state_bytes_per_param(t);
+  /* update_hp_grads: hp_grad.add_(lp.grad.to(hp_grad.dtype)), two kernels a tensor: the cast
+   * reads the gradient and writes a copy in the buffer's dtype, the add reads that copy and the
+   * buffer and writes the buffer */
+  return sb.lp_grads + sb.grads + 3 * sb.grads;
 }
 
 /* A model known only by its parameter count: memory estimates of model states. */
@@ -304,7 +324,7 @@ wl_states wl_states_of_split(const cfg_workload *w, double params, double expert
   wl_state_bytes b = wl_state_bytes_per_param(&w->training);
   const cfg_parallel *p = &w->parallel;
   wl_states s = {.weights = wl_sharded(params, experts, b.weights, p, 3),
-                 .grads = wl_sharded(params, experts, b.grads, p, 2),
+                 .grads = wl_sharded(params, experts, b.grads, p, 2) + params * b.lp_grads,
                  .optimizer = wl_sharded(params, experts, b.optimizer, p, 1)};
   double moved = 0;
   if (p->offload != CFG_OFFLOAD_NONE) {

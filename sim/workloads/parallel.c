@@ -848,6 +848,7 @@ typedef struct {
   uint32_t ds_last;
   bool has_ds_last, ds_send_act, ds_send_grad;
   double block_params;  /* the stage's transformer blocks' (their linear weights cast to fp8) */
+  double params;        /* the stage's, tied embedding copy included */
 } wl_st;
 
 /* Which of the pipeline's chunks chunk c of stage s is, and how many there are: interleaving
@@ -971,6 +972,23 @@ static guint wl_chunk_seq_at(const wl_chunk_seq *q, guint k)
   return k < q->count ? q->first + k : q->nlayers - 1;
 }
 
+/* DeepSpeed's BF16 optimizer adds the gradients a backward left into its buffer before the
+ * stage's next instruction (update_hp_grads, called by the pipeline engine's backward): a
+ * memory-bound pass over the chunk's parameters, one modelled kernel per layer as the host's
+ * loop over each layer's tensors launches them. */
+static uint32_t wl_grad_accum(wl_st *st, guint layers, uint32_t last)
+{
+  const cfg_training *t = &st->x->w->training;
+  double per_param = wl_grad_accum_bytes(t);
+  if (!(per_param > 0) || layers == 0)
+    return last;
+  double params = st->params / st->x->v;
+  uint32_t op = prog_compute(st->x->p, st->cls, "grad accumulation", CFG_KCLASS_ELEMENTWISE,
+                             CFG_FP32, params / layers, params * per_param / layers, &last, 1);
+  prog_op_at(st->x->p, st->cls, op)->count = layers;
+  return op;
+}
+
 /* One pass of a chunk for one micro-batch; `last_mb`: the pass that completes the chunk's
  * weight gradients for the step (they are reduced in buckets as it produces them). */
 static uint32_t wl_pass_ops(wl_st *st, int c, const wl_step *step, bool last_mb, uint32_t dep,
@@ -1013,6 +1031,8 @@ static uint32_t wl_pass_ops(wl_st *st, int c, const wl_step *step, bool last_mb,
     }
     k += run;
   }
+  if (weights)
+    last = wl_grad_accum(st, n, last);
   if (reduce)
     wl_flush_bucket(st, last);
   return last;
@@ -1268,22 +1288,24 @@ static void wl_stage_finish(wl_st *st, double params, double experts)
   wl_emit_fp8_weight_casts(p, st->cls, w, x->m, st->block_params, &ready);
 }
 
-static void wl_build_stage(wl_par *x, int s)
+/* Sets st's chunk activations and the stage's parameters (st->params, st->block_params); the
+ * routed experts' among them in *experts. */
+static void wl_stage_init(wl_st *st, double *experts)
 {
-  prog_program *p = x->p;
-  wl_st st = {.x = x, .cls = s, .stage = s};
-  prog_class_at(p, s)->stage = s;
-  double params = 0, experts = 0;
+  const wl_par *x = st->x;
+  int s = st->stage;
+  double params = 0;
+  *experts = 0;
   for (int c = 0; c < x->v; c++) {
-    st.chunk_act[c] = wl_chunk_activations(x, s, c);
+    st->chunk_act[c] = wl_chunk_activations(x, s, c);
     guint first, count;
     bool emb, out;
     wl_chunk_layers(x, s, c, &first, &count, &emb, &out);
     for (guint i = first; i < first + count; i++) {
       const wl_layer *l = g_ptr_array_index(x->m->layers, i);
       params += l->params;
-      experts += l->expert_params;
-      st.block_params += x->m->blocks > 0 ? l->params : 0;
+      *experts += l->expert_params;
+      st->block_params += x->m->blocks > 0 ? l->params : 0;
     }
     if (x->m->blocks > 0 && emb)
       params += ((const wl_layer *)g_ptr_array_index(x->m->layers, 0))->params;
@@ -1293,6 +1315,17 @@ static void wl_build_stage(wl_par *x, int s)
   if (x->pp > 1 && s == x->pp - 1 && x->w->model.tied_embeddings && x->m->blocks > 0 && !x->dual &&
       !x->vshape)
     params += ((const wl_layer *)g_ptr_array_index(x->m->layers, 0))->params;
+  st->params = params;
+}
+
+static void wl_build_stage(wl_par *x, int s)
+{
+  prog_program *p = x->p;
+  wl_st st = {.x = x, .cls = s, .stage = s};
+  prog_class_at(p, s)->stage = s;
+  double experts, params;
+  wl_stage_init(&st, &experts);
+  params = st.params;
   wl_states states = wl_states_of_split(x->w, params, experts);
   prog_mem(p, s, "weights", PROG_MEM_PARAMS, states.weights, NULL, 0);
   prog_mem(p, s, "gradients", PROG_MEM_GRADS, states.grads, NULL, 0);
@@ -1514,8 +1547,8 @@ static void wl_splice_stage(wl_par *x, const prog_program *like, int s, const wl
   prog_class_reserve(p, s, k->ops->len * 2, k->deps->len * 2);
   prog_ops_append(p, s, like, s, 0, at);
   wl_st st = {.x = x, .cls = s, .stage = s};
-  for (int c = 0; c < x->v; c++)
-    st.chunk_act[c] = wl_chunk_activations(x, s, c);
+  double experts;
+  wl_stage_init(&st, &experts);
   for (guint i = 0; i < sp->n; i++) {
     guint src = sp->src[i];
     if (src == WL_BUILT)

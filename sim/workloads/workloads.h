@@ -181,8 +181,13 @@ double wl_model_fwd_flops(const wl_model *m);     /* model FLOPs of one forward 
  * weights already are fp32; SGD: momentum, plus the master copy in mixed precision). */
 typedef struct {
   double weights, grads, optimizer;
+  double lp_grads; /* DeepSpeed's BF16 optimizer: the backward's own gradients, kept whole beside
+                    * the accumulation buffer (`grads`); 0 without it */
 } wl_state_bytes;
 wl_state_bytes wl_state_bytes_per_param(const cfg_training *t);
+/* Bytes moved per parameter when a micro-batch's gradients are added into DeepSpeed's BF16
+ * optimizer's buffer (0 without it). */
+double wl_grad_accum_bytes(const cfg_training *t);
 
 /* Model states of one GPU holding `params` parameters, sharded by ZeRO over the data-parallel
  * group and offloaded as the workload says: bytes on the GPU, in host memory and on NVMe. */

@@ -36,7 +36,7 @@ def settings(r):
          "training.global_batch=%s" % r["gbs"]]
     if r["dtype"] == "fp16":
         # DeepSpeed's fp16 engine before the BF16 optimizer: gradients accumulated in fp16
-        s += ["training.dtype=fp16", "training.grad_dtype=fp16"]
+        s += ["training.dtype=fp16", "training.grad_dtype=fp16", "training.grad_accum_dtype=none"]
     return s
 
 
