@@ -181,6 +181,44 @@ Test(engine, a_deadlock_is_a_runtime_failure_on_both_engines)
   cfg_cluster_free(c);
 }
 
+/* Two collectives of one group in flight at once, on two streams of each rank (two families
+ * sharing a communicator): the analytic engine keeps the second apart from the first until
+ * both ranks reach it, and each takes the time of one alone. */
+Test(engine, a_group_with_two_collectives_in_flight_completes_both)
+{
+  cfg_cluster *c = NULL;
+  cr_assert(th_load("v100-edr", NULL, NULL, &c, NULL));
+  hw_cluster *hw = hw_cluster_new(c);
+  prog_program *p = prog_new(2);
+  int cls[2] = {prog_class_add(p, "rank 0"), prog_class_add(p, "rank 1")};
+  int fa = prog_family_add(p, "a", PROG_DIM_DP), fb = prog_family_add(p, "b", PROG_DIM_TP);
+  int both[2] = {0, 1};
+  int g = prog_group_add(p, both, 2);
+  for (int r = 0; r < 2; r++) {
+    prog_family_set(p, fa, r, g);
+    prog_family_set(p, fb, r, g);
+    prog_rank_set_class(p, r, cls[r]);
+  }
+  prog_finalize(p);
+  for (int r = 0; r < 2; r++) {
+    prog_comm(p, cls[r], PROG_STREAM_DP, "a", PROG_COLL_ALLREDUCE, fa, 1e6, NULL, 0);
+    prog_comm(p, cls[r], PROG_STREAM_TP, "b", PROG_COLL_ALLREDUCE, fb, 1e6, NULL, 0);
+  }
+  eng_options o = {.kind = ENG_ANALYTIC, .algo = COLL_ALGO_RING, .proto = CFG_PROTO_SIMPLE};
+  eng_evaluator *ev = eng_evaluator_new(p, hw, &o);
+  double one;
+  cr_assert(eng_evaluate_coll(ev, PROG_COLL_ALLREDUCE, fa, 1e6, 0, &one, NULL));
+  eng_result r;
+  GError *err = NULL;
+  cr_assert(eng_run(p, hw, &o, &r, &err), "%s", err ? err->message : "");
+  cr_assert(one > 0 && r.step_time == one, "step %.17g, one all-reduce %.17g", r.step_time, one);
+  eng_result_clear(&r);
+  eng_evaluator_free(ev);
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+}
+
 Test(engine, folding_and_tracing_exclude_each_other)
 {
   sim_options o = {.engine = ENG_ANALYTIC, .trace = true, .fold = true};
@@ -1068,6 +1106,96 @@ Test(engine, a_bad_des_stall_limit_is_an_input_error_naming_the_variable)
     g_error_free(err);
   }
   g_unsetenv("DLSIM_DES_STALL");
+}
+
+/* A macro's parts are derived once per (template, class) and count and then placed at each
+ * start: placed from one set of costs that has seen other counts and starts, a macro's spans,
+ * duration and hidden collective time are those of costs that see it first, bit for bit. */
+Test(engine, a_macros_remembered_parts_place_it_as_derived_afresh)
+{
+  const char *sets[] = {"parallel.zero=3", NULL};
+  prog_program *p = th_program("dgx-h100", "gpt3-1.3b-dp", sets);
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(p && th_load("dgx-h100", "gpt3-1.3b-dp", sets, &c, &w));
+  hw_cluster *hw = hw_cluster_new(c);
+  eng_options o = {.kind = ENG_ANALYTIC, .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
+  coll_planner *pl = eng_planner_new(hw, &o);
+  eng_costs *seen = eng_costs_new(p, hw, pl, &o);
+  eng_costs_bind(seen, p);
+  const uint32_t counts[] = {5, 7, 5, 5, 1};
+  const double starts[] = {0, 1.25, 3.5e-3, 17.0, 0.5};
+  int placed = 0;
+  for (guint t = 0; t < p->classes->len; t++) {
+    if (!prog_class_at(p, (int)t)->is_template)
+      continue;
+    for (size_t i = 0; i < G_N_ELEMENTS(counts); i++) {
+      prog_op op = {.kind = PROG_COMPUTE, .tmpl = (int)t, .count = counts[i], .fixed_time = -1};
+      eng_costs *fresh = eng_costs_new(p, hw, pl, &o);
+      eng_costs_bind(fresh, p);
+      eng_span a[ENG_OP_SPANS_MAX], b[ENG_OP_SPANS_MAX];
+      double ha[PROG_NDIMS] = {0}, hb[PROG_NDIMS] = {0}, da, db;
+      guint na = eng_op_place(seen, &op, 0, starts[i], a, ha, &da);
+      guint nb = eng_op_place(fresh, &op, 0, starts[i], b, hb, &db);
+      cr_assert(na == nb && da == db, "template %u, count %u", t, counts[i]);
+      cr_assert_gt(na, 0);
+      for (guint k = 0; k < na; k++)
+        cr_assert(a[k].start == b[k].start && a[k].end == b[k].end && a[k].what == b[k].what,
+                  "template %u, span %u", t, k);
+      cr_assert(memcmp(ha, hb, sizeof ha) == 0, "template %u", t);
+      eng_costs_free(fresh);
+      placed++;
+    }
+  }
+  cr_assert_gt(placed, 5);
+  eng_costs_free(seen);
+  coll_planner_free(pl);
+  hw_cluster_free(hw);
+  cfg_workload_free(w);
+  cfg_cluster_free(c);
+  prog_free(p);
+}
+
+/* The breakdown sorts a rank's span edges by merging the runs already in order (each stream's,
+ * when grouped by stream): by hand, compute over 0-2 s, a tensor-parallel wait over 1-3 s and
+ * a pipeline transfer alone over 4-5 s of a 6 s step are 2 s of compute, 1 s exposed, 2 s of
+ * bubble (idle at 3-4 s, then the transfer) and 1 s else; and the same spans in any order and under any stream labels, in order
+ * within a stream or not, give the same figures bit for bit. */
+Test(engine, the_breakdown_does_not_depend_on_the_order_or_streams_of_its_spans)
+{
+  eng_span hand[] = {{4, 5, PROG_DIM_PP, 3}, {1, 3, PROG_DIM_TP, 2}, {0, 2, -1, 0}};
+  double hidden[PROG_NDIMS] = {0};
+  eng_result r = {0};
+  eng_breakdown_of(hand, G_N_ELEMENTS(hand), hidden, true, 6, &r);
+  cr_assert(r.compute == 2 && r.exposed_comm == 1 && r.bubble == 2 && r.other == 1,
+            "%g %g %g %g", r.compute, r.exposed_comm, r.bubble, r.other);
+  cr_assert(r.comm[PROG_DIM_TP] == 2 && r.exposed[PROG_DIM_TP] == 1 && r.comm[PROG_DIM_PP] == 1);
+  GRand *rng = g_rand_new_with_seed(15);
+  enum { N = 400 };
+  eng_span spans[N];
+  for (int i = 0; i < N; i++) {
+    double a = g_rand_double_range(rng, 0, 10) * 0.1, len = g_rand_double_range(rng, 0, 0.05);
+    spans[i] = (eng_span){a, a + len, g_rand_int_range(rng, -1, PROG_NDIMS), 0};
+  }
+  eng_result first = {0};
+  eng_breakdown_of(spans, N, hidden, true, 1.1, &first);
+  for (int trial = 0; trial < 20; trial++) {
+    for (int i = N - 1; i > 0; i--) { /* shuffled, then labelled at random */
+      int j = g_rand_int_range(rng, 0, i + 1);
+      eng_span t = spans[i];
+      spans[i] = spans[j];
+      spans[j] = t;
+    }
+    for (int i = 0; i < N; i++)
+      spans[i].stream = trial % 2 ? g_rand_int_range(rng, 0, PROG_NSTREAMS) : 0;
+    eng_result again = {0};
+    eng_breakdown_of(spans, N, hidden, true, 1.1, &again);
+    cr_assert(again.compute == first.compute && again.exposed_comm == first.exposed_comm &&
+              again.bubble == first.bubble && again.other == first.other, "trial %d", trial);
+    cr_assert(memcmp(again.comm, first.comm, sizeof first.comm) == 0 &&
+              memcmp(again.exposed, first.exposed, sizeof first.exposed) == 0, "trial %d", trial);
+  }
+  g_rand_free(rng);
 }
 
 /* ---- interference (gpu.efficiency.interference) ------------------------------------------- */

@@ -23,10 +23,13 @@ typedef struct {
   guint pos[PROG_NSTREAMS];    /* next op of each stream (index into stream lists) */
   double free_at[PROG_NSTREAMS];
   bool blocked[PROG_NSTREAMS]; /* waiting in a collective for the other members */
+  unsigned live;               /* bit s: stream s has ops left (a class uses a few streams) */
   double *end;                 /* per op, NAN until done */
   uint32_t *seq;               /* per comm op: how many earlier ops of the unit share its group */
   an_last_coll *last;          /* per family */
-  GArray *spans;               /* eng_span */
+  eng_span *spans;             /* `nspans` of room for `spans_room` (GLib's append per span
+                                * was a twentieth of a run) */
+  guint nspans, spans_room;
   GArray *comms;               /* eng_interval: its collectives that later compute may meet */
   double hidden[PROG_NDIMS];   /* collective time run under compute inside macros */
   /* eng_mem_event: room for one per memory op of the class from the start, the first `nmem`
@@ -53,6 +56,14 @@ typedef struct an_waiter {
   uint32_t idx;
 } an_waiter;
 
+/* A group as the walk meets it. */
+typedef struct {
+  /* its instance in progress: each group's collectives complete in order, so a group has at
+   * most one unless its units use it on several streams; those others go to the table */
+  an_instance *open;
+  GArray *units; /* unit indices, made on first use */
+} an_group;
+
 typedef struct {
   const prog_program *p;
   const hw_cluster *hw;
@@ -64,12 +75,16 @@ typedef struct {
   int nunits;
   int *unit_of_rank;   /* -1 when a rank has no unit */
   GArray **stream_ops; /* per class per stream: op indices */
-  /* Instances in progress: each group's collectives complete in order, so a group has at
-   * most one unless its units use it on several streams; those others go to the table */
-  an_instance **open;    /* per group */
-  GHashTable *instances; /* (group, seq) -> an_instance */
-  GPtrArray *spare;      /* an_instance: completed ones, reused (thousands a run) */
-  GArray **group_units;  /* per group: unit indices, made on first use */
+  /* per group; made and freed only where the walk met it (zeroing and scanning thousands of
+   * groups per run, in two arrays, was a fiftieth of it) */
+  an_group *groups;
+  GArray *met;           /* int: the groups whose units were made */
+  GHashTable *instances; /* (group, seq) -> an_instance: those beside a group's open one */
+  guint nhashed;         /* in `instances`: most runs have none, and skip the lookup */
+  /* completed instances, reused (thousands a run): a stack of `nspare`, room for
+   * `spare_room` (GLib's pointer array was a thirtieth of a run) */
+  an_instance **spare;
+  guint nspare, spare_room;
   eng_result *out;
 } an_state;
 
@@ -103,17 +118,11 @@ static bool an_reps_suffice(const prog_program *p)
   return true;
 }
 
-/* Collectives of one group match by their order on it, which is their order in the class's op
- * list (the ops of one group are on one stream). */
-static uint32_t *an_sequence(const prog_program *p, int cls, int rank)
+/* Per family, the first family naming the same group of `rank` (families may share one). */
+static int *an_family_slots(const prog_program *p, int rank)
 {
-  const prog_class *k = prog_class_at(p, cls);
-  uint32_t *seq = g_new0(uint32_t, MAX(k->ops->len, 1u));
-  /* counted per group, on the first family naming the rank's group (families may share one):
-   * an array per family, where one per group id was zeroed for thousands of groups */
   guint nf = p->families->len;
-  g_autofree int *slot = g_new(int, MAX(nf, 1u));
-  g_autofree uint32_t *count = g_new0(uint32_t, MAX(nf, 1u));
+  int *slot = g_new(int, MAX(nf, 1u));
   for (guint f = 0; f < nf; f++) {
     int g = ((const prog_family *)g_ptr_array_index(p->families, f))->group_of[rank];
     slot[f] = (int)f;
@@ -121,12 +130,31 @@ static uint32_t *an_sequence(const prog_program *p, int cls, int rank)
       if (g >= 0 && ((const prog_family *)g_ptr_array_index(p->families, e))->group_of[rank] == g)
         slot[f] = (int)e;
   }
-  for (guint i = 0; i < k->ops->len; i++) {
+  return slot;
+}
+
+/* A unit's per-op state, in one pass over its class's ops: no end yet, and each collective's
+ * order on its group (collectives of one group match by it: their order in the op list, the
+ * ops of one group being on one stream), counted per group on the first family naming it (an
+ * array per family, where one per group id was zeroed for thousands of groups). Counts the
+ * class's memory and compute ops. */
+static void an_unit_ops(const prog_program *p, an_unit *x, guint *mems, guint *computes)
+{
+  const prog_class *k = prog_class_at(p, x->cls);
+  guint nops = k->ops->len;
+  g_autofree int *slot = an_family_slots(p, x->rank);
+  g_autofree uint32_t *count = g_new0(uint32_t, MAX(p->families->len, 1u));
+  x->end = g_new(double, MAX(nops, 1u));
+  x->seq = g_new0(uint32_t, MAX(nops, 1u));
+  *mems = *computes = 0;
+  for (guint i = 0; i < nops; i++) {
     const prog_op *op = &g_array_index(k->ops, prog_op, i);
+    x->end[i] = NAN;
     if (op->kind == PROG_COMM)
-      seq[i] = count[slot[op->family]]++;
+      x->seq[i] = count[slot[op->family]]++;
+    *mems += op->kind == PROG_MEM;
+    *computes += op->kind == PROG_COMPUTE;
   }
-  return seq;
 }
 
 static void an_units_init(an_state *st)
@@ -152,17 +180,13 @@ static void an_units_init(an_state *st)
     if (!reps)
       x->cls = p->class_of[u];
     x->rank = reps ? prog_class_at(p, x->cls)->rep : u;
-    guint nops = prog_class_at(p, x->cls)->ops->len;
-    x->end = g_new(double, MAX(nops, 1u));
-    guint mems = 0;
-    for (guint i = 0; i < nops; i++) {
-      x->end[i] = NAN;
-      mems += prog_op_at(p, x->cls, i)->kind == PROG_MEM;
-    }
-    x->seq = an_sequence(p, x->cls, x->rank);
+    guint nops = prog_class_at(p, x->cls)->ops->len, mems, computes;
+    an_unit_ops(p, x, &mems, &computes);
     x->last = g_new0(an_last_coll, MAX(p->families->len, 1u));
-    /* about one span an op: reserved at once rather than grown */
-    x->spans = g_array_sized_new(FALSE, FALSE, sizeof(eng_span), nops);
+    /* a span an op, and a macro's waits (most have one or two): reserved at once rather than
+     * grown and copied */
+    x->spans_room = nops + 2 * computes;
+    x->spans = g_new(eng_span, x->spans_room);
     x->comms = g_array_new(FALSE, FALSE, sizeof(eng_interval));
     x->mem = g_array_sized_new(FALSE, FALSE, sizeof(eng_mem_event), mems);
     g_array_set_size(x->mem, mems);
@@ -171,7 +195,7 @@ static void an_units_init(an_state *st)
 
 static GArray *an_units_of_group(an_state *st, int group)
 {
-  GArray *u = st->group_units[group];
+  GArray *u = st->groups[group].units;
   if (u)
     return u;
   const prog_group *g = g_ptr_array_index(st->p->groups, group);
@@ -184,11 +208,22 @@ static GArray *an_units_of_group(an_state *st, int group)
     if (!dup)
       g_array_append_val(u, unit);
   }
-  st->group_units[group] = u;
+  st->groups[group].units = u;
+  g_array_append_val(st->met, group);
   return u;
 }
 
-/* Ends op `idx` (a compute op's spans are already recorded: an_compute). */
+/* Room for `k` more spans of `u`: where the next goes. */
+static eng_span *an_spans_room(an_unit *u, guint k)
+{
+  if (u->nspans + k > u->spans_room) {
+    u->spans_room = MAX(2 * u->spans_room, u->nspans + k);
+    u->spans = g_renew(eng_span, u->spans, u->spans_room);
+  }
+  return u->spans + u->nspans;
+}
+
+/* Ends op `idx` (a compute op's spans are already recorded: an_advance). */
 static void an_finish_op(an_state *st, an_unit *u, uint32_t idx, double start, double end)
 {
   const prog_op *op = prog_op_at(st->p, u->cls, idx);
@@ -197,7 +232,8 @@ static void an_finish_op(an_state *st, an_unit *u, uint32_t idx, double start, d
   u->free_at[op->stream] = end;
   u->finish = MAX(u->finish, end);
   if (op->kind == PROG_COMM && end > start) {
-    g_array_append_val(u->spans, ((eng_span){start, end, (int)op->dim}));
+    *an_spans_room(u, 1) = (eng_span){start, end, (int)op->dim, op->stream};
+    u->nspans++;
     g_array_append_val(u->comms, ((eng_interval){start, end}));
   }
   if (st->opt->trace) {
@@ -216,8 +252,7 @@ static void an_instance_free(gpointer p)
 
 static an_instance *an_instance_new(an_state *st, gint64 key, int needed)
 {
-  an_instance *in = st->spare->len ? g_ptr_array_steal_index_fast(st->spare, st->spare->len - 1)
-                                   : NULL;
+  an_instance *in = st->nspare ? st->spare[--st->nspare] : NULL;
   if (!in)
     in = g_new0(an_instance, 1);
   in->key = key;
@@ -229,28 +264,43 @@ static an_instance *an_instance_new(an_state *st, gint64 key, int needed)
     in->room = needed;
   }
   int group = (int)(key >> 32);
-  if (!st->open[group])
-    st->open[group] = in;
-  else
+  if (!st->groups[group].open)
+    st->groups[group].open = in;
+  else {
     g_hash_table_insert(st->instances, &in->key, in);
+    st->nhashed++;
+  }
   return in;
 }
 
 static an_instance *an_instance_find(an_state *st, gint64 key)
 {
-  an_instance *in = st->open[key >> 32];
-  return in && in->key == key ? in : g_hash_table_lookup(st->instances, &key);
+  an_instance *in = st->groups[key >> 32].open;
+  if (in && in->key == key)
+    return in;
+  return st->nhashed ? g_hash_table_lookup(st->instances, &key) : NULL;
+}
+
+static void an_spare_push(an_state *st, an_instance *in)
+{
+  if (st->nspare == st->spare_room) {
+    st->spare_room = MAX(16u, 2 * st->spare_room);
+    st->spare = g_renew(an_instance *, st->spare, st->spare_room);
+  }
+  st->spare[st->nspare++] = in;
 }
 
 /* A completed instance leaves the table for the spares (the table frees none). */
 static void an_instance_done(an_state *st, an_instance *in)
 {
   int group = (int)(in->key >> 32);
-  if (st->open[group] == in)
-    st->open[group] = NULL;
-  else
+  if (st->groups[group].open == in)
+    st->groups[group].open = NULL;
+  else {
     g_hash_table_remove(st->instances, &in->key);
-  g_ptr_array_add(st->spare, in);
+    st->nhashed--;
+  }
+  an_spare_push(st, in);
 }
 
 /* A unit reached a collective at time `ready`. Returns true if it could complete it now. */
@@ -304,8 +354,10 @@ static bool an_advance(an_state *st, an_unit *u, int stream);
 static double an_interfered(an_state *st, an_unit *u, const prog_op *op, double ready, double dur)
 {
   double extra = eng_interference_charge(st->costs, op, u->rank, ready, dur, u->comms, INFINITY);
-  if (extra > 0)
-    g_array_append_val(u->spans, ((eng_span){ready + dur, ready + dur + extra, -1}));
+  if (extra > 0) {
+    *an_spans_room(u, 1) = (eng_span){ready + dur, ready + dur + extra, -1, op->stream};
+    u->nspans++;
+  }
   return dur + extra;
 }
 
@@ -323,6 +375,8 @@ static bool an_advance(an_state *st, an_unit *u, int stream)
 {
   GArray *list = st->stream_ops[u->cls * PROG_NSTREAMS + stream];
   bool progress = false;
+  if (u->pos[stream] >= list->len)
+    u->live &= ~(1u << stream);
   while (u->pos[stream] < list->len && !u->blocked[stream]) {
     uint32_t idx = g_array_index(list, uint32_t, u->pos[stream]);
     const prog_op *op = prog_op_at(st->p, u->cls, idx);
@@ -334,7 +388,9 @@ static bool an_advance(an_state *st, an_unit *u, int stream)
       ready = MAX(ready, u->end[deps[d]]);
     }
     if (op->kind == PROG_COMPUTE) {
-      double dur = eng_op_spans(st->costs, op, u->rank, ready, u->spans, u->hidden);
+      double dur;
+      u->nspans += eng_op_place(st->costs, op, u->rank, ready,
+                                an_spans_room(u, ENG_OP_SPANS_MAX), u->hidden, &dur);
       dur = an_interfered(st, u, op, ready, dur);
       an_finish_op(st, u, idx, ready, ready + dur);
       if (stream == PROG_STREAM_COMPUTE)
@@ -389,8 +445,8 @@ static void an_collect(an_state *st)
       crit = u;
   out->step_time = st->units[crit].finish;
   out->critical_rank = st->units[crit].rank;
-  eng_breakdown(st->units[crit].spans, st->units[crit].hidden, eng_pipelined(st->p),
-                out->step_time, out);
+  eng_breakdown_of(st->units[crit].spans, st->units[crit].nspans, st->units[crit].hidden,
+                   eng_pipelined(st->p), out->step_time, out);
   out->nclasses = (int)st->p->classes->len;
   out->class_peak = g_new0(double, out->nclasses);
   for (int u = 0; u < st->nunits; u++) {
@@ -408,7 +464,7 @@ static void an_state_free(an_state *st)
     g_free(st->units[u].end);
     g_free(st->units[u].seq);
     g_free(st->units[u].last);
-    g_array_free(st->units[u].spans, TRUE);
+    g_free(st->units[u].spans);
     g_array_free(st->units[u].comms, TRUE);
     g_array_free(st->units[u].mem, TRUE);
   }
@@ -419,17 +475,19 @@ static void an_state_free(an_state *st)
   gpointer in;
   g_hash_table_iter_init(&it, st->instances);
   while (g_hash_table_iter_next(&it, NULL, &in)) /* left waiting by a deadlock */
-    g_ptr_array_add(st->spare, in);
+    an_spare_push(st, in);
   g_hash_table_destroy(st->instances);
-  for (guint g = 0; g < st->p->groups->len; g++)
-    if (st->open[g])
-      g_ptr_array_add(st->spare, st->open[g]);
-  g_free(st->open);
-  g_ptr_array_free(st->spare, TRUE);
-  for (guint g = 0; g < st->p->groups->len; g++)
-    if (st->group_units[g])
-      g_array_free(st->group_units[g], TRUE);
-  g_free(st->group_units);
+  for (guint i = 0; i < st->met->len; i++) {
+    an_group *g = &st->groups[g_array_index(st->met, int, i)];
+    if (g->open)
+      an_spare_push(st, g->open);
+    g_array_free(g->units, TRUE);
+  }
+  g_free(st->groups);
+  g_array_free(st->met, TRUE);
+  for (guint i = 0; i < st->nspare; i++)
+    an_instance_free(st->spare[i]);
+  g_free(st->spare);
   if (st->costs != st->opt->costs)
     eng_costs_free(st->costs);
   if (st->planner != st->opt->planner)
@@ -445,20 +503,22 @@ bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_opt
   eng_costs_bind(st.costs, p);
   st.stream_ops = eng_stream_lists(p);
   st.instances = g_hash_table_new(g_int64_hash, g_int64_equal);
-  st.open = g_new0(an_instance *, MAX(p->groups->len, 1u));
-  st.spare = g_ptr_array_new_with_free_func(an_instance_free);
-  st.group_units = g_new0(GArray *, MAX(p->groups->len, 1u));
+  st.groups = g_new0(an_group, MAX(p->groups->len, 1u));
+  st.met = g_array_new(FALSE, FALSE, sizeof(int));
   if (opt->trace) {
     out->events = g_array_new(FALSE, FALSE, sizeof(eng_event));
     out->mem_samples = g_array_new(FALSE, FALSE, sizeof(eng_mem_sample));
   }
   an_units_init(&st);
+  for (int u = 0; u < st.nunits; u++)
+    st.units[u].live = (1u << PROG_NSTREAMS) - 1;
   bool progress = true;
   while (progress) {
     progress = false;
     for (int u = 0; u < st.nunits; u++)
       for (int s = 0; s < PROG_NSTREAMS; s++)
-        progress |= an_advance(&st, &st.units[u], s);
+        if (st.units[u].live >> s & 1)
+          progress |= an_advance(&st, &st.units[u], s);
   }
   bool ok = an_all_done(&st);
   if (ok)

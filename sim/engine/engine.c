@@ -196,7 +196,7 @@ struct eng_costs {
   GHashTable *crowded;   /* eng_crowd_key -> time of a collective beside its siblings */
   /* the bound program's templates by (tmpl, class), filled from `templates` as ops ask: a
    * macro op's lookup in the table was a tenth of an analytic run */
-  const struct eng_tmpl **index;
+  struct eng_slot *index;
   guint nindex; /* classes of the bound program: the index holds nindex^2 */
 };
 
@@ -215,6 +215,22 @@ typedef struct eng_tmpl {
   double spill;                 /* what each run after the first adds: the previous run's
                                  * asynchronous collectives beside its compute */
 } eng_tmpl;
+
+/* What eng_op_spans derives from a template's times and a macro's count, but not from where
+ * the macro starts: the same macro runs once per micro-batch and pass, and deriving it again
+ * (two splits over the dimensions) was most of a macro's placing. */
+typedef struct {
+  uint32_t count; /* > 0 once filled */
+  double dur, compute;
+  double wait[PROG_NDIMS]; /* exposed waits: the synchronous chain's and the async streams' */
+  double hid[PROG_NDIMS];  /* collective time the compute hid */
+} eng_macro_parts;
+
+/* A template as one class of the bound program runs it, and its last macro's parts. */
+typedef struct eng_slot {
+  const eng_tmpl *t;
+  eng_macro_parts parts;
+} eng_slot;
 
 typedef struct {
   int family, cls, group, coll;
@@ -313,7 +329,7 @@ void eng_costs_bind(eng_costs *c, const prog_program *p)
   c->p = p;
   g_free(c->index);
   c->nindex = p->classes->len;
-  c->index = g_new0(const struct eng_tmpl *, (gsize)c->nindex * c->nindex);
+  c->index = g_new0(eng_slot, (gsize)c->nindex * c->nindex);
 }
 
 void eng_costs_free(eng_costs *c)
@@ -522,17 +538,23 @@ static void eng_template_hosted(eng_costs *c, int tmpl, int rank, double slow, e
 
 static const eng_tmpl *eng_template_computed(eng_costs *c, int tmpl, int rank);
 
-static const eng_tmpl *eng_template_times(eng_costs *c, int tmpl, int rank)
+/* The bound program's slot of (tmpl, rank's class); NULL outside the index. */
+static eng_slot *eng_template_slot(eng_costs *c, int tmpl, int rank)
 {
   int cls = c->p->class_of[rank];
-  const eng_tmpl **slot = c->index && (guint)tmpl < c->nindex && (guint)cls < c->nindex
-                              ? &c->index[(gsize)tmpl * c->nindex + (guint)cls]
-                              : NULL;
-  if (slot && *slot)
-    return *slot;
+  return c->index && (guint)tmpl < c->nindex && (guint)cls < c->nindex
+             ? &c->index[(gsize)tmpl * c->nindex + (guint)cls]
+             : NULL;
+}
+
+static const eng_tmpl *eng_template_times(eng_costs *c, int tmpl, int rank)
+{
+  eng_slot *slot = eng_template_slot(c, tmpl, rank);
+  if (slot && slot->t)
+    return slot->t;
   const eng_tmpl *t = eng_template_computed(c, tmpl, rank);
   if (slot)
-    *slot = t;
+    slot->t = t;
   return t;
 }
 
@@ -664,42 +686,79 @@ static void eng_split(double total, const double weights[PROG_NDIMS], prog_dim f
     out[d] = sum > 0 ? total * weights[d] / sum : (d == (int)fallback ? total : 0);
 }
 
-double eng_op_spans(eng_costs *c, const prog_op *op, int rank, double start, GArray *spans,
-                    double hidden[PROG_NDIMS])
+/* A macro's parts, derived from the template's times and its count (op->count > 0). */
+static void eng_macro_parts_derive(const eng_tmpl *t, const prog_op *op, eng_macro_parts *m)
 {
-  const eng_tmpl *t = op->tmpl >= 0 ? eng_template_times(c, op->tmpl, rank) : NULL;
-  double dur = t ? eng_macro_duration(t, op) : eng_compute_time(c->hw, op);
-  if (op->tmpl < 0 || op->count == 0) {
-    /* the GPU idles first while the host launches, then runs the kernels */
-    double busy = op->tmpl < 0 ? MIN(dur, eng_kernel_time(c->hw, op)) : dur;
-    if (busy > 0)
-      g_array_append_val(spans, ((eng_span){start + dur - busy, start + dur, -1}));
-    return dur;
-  }
   /* A macro: its compute, then the waits of its synchronous chain (tensor / context parallel
    * collectives), then what the asynchronous streams added; the rest of each dimension's
    * collectives ran under compute. */
-  double n = op->count, spill = (n - 1) * t->spill, compute = n * t->compute + spill;
+  double n = op->count, spill = (n - 1) * t->spill;
+  m->count = op->count;
+  m->dur = eng_macro_duration(t, op);
+  m->compute = n * t->compute + spill;
   double sync_wait[PROG_NDIMS], async_wait[PROG_NDIMS];
   eng_split(n * (t->sync - t->compute), t->sync_comm, PROG_DIM_TP, sync_wait);
   /* what the launch queue adds is idle GPU, no span: the breakdown's "other" */
   double gpu = t->gpu_makespan + (n - 1) * t->gpu_period;
-  eng_split(MAX(0.0, MIN(dur, gpu) - n * t->sync - spill), t->async_comm, PROG_DIM_DP, async_wait);
-  /* appended together: an append each was a twentieth of an analytic run */
-  eng_span add[1 + PROG_NDIMS];
+  eng_split(MAX(0.0, MIN(m->dur, gpu) - n * t->sync - spill), t->async_comm, PROG_DIM_DP,
+            async_wait);
+  for (int d = 0; d < PROG_NDIMS; d++) {
+    m->wait[d] = sync_wait[d] + async_wait[d];
+    m->hid[d] = MAX(0.0, n * (t->sync_comm[d] + t->async_comm[d]) - m->wait[d]);
+  }
+}
+
+/* The parts of macro `op` as `rank` runs it: its slot's when the slot last saw its count. */
+static const eng_macro_parts *eng_macro_parts_of(eng_costs *c, const prog_op *op, int rank,
+                                                 eng_macro_parts *scratch)
+{
+  eng_slot *slot = eng_template_slot(c, op->tmpl, rank);
+  if (slot && slot->t && slot->parts.count == op->count)
+    return &slot->parts;
+  eng_macro_parts *m = slot ? &slot->parts : scratch;
+  eng_macro_parts_derive(eng_template_times(c, op->tmpl, rank), op, m);
+  return m;
+}
+
+guint eng_op_place(eng_costs *c, const prog_op *op, int rank, double start,
+                   eng_span out[ENG_OP_SPANS_MAX], double hidden[PROG_NDIMS], double *dur)
+{
+  if (op->tmpl < 0 || op->count == 0) {
+    /* the GPU idles first while the host launches, then runs the kernels */
+    const eng_tmpl *t = op->tmpl >= 0 ? eng_template_times(c, op->tmpl, rank) : NULL;
+    *dur = t ? eng_macro_duration(t, op) : eng_compute_time(c->hw, op);
+    double busy = op->tmpl < 0 ? MIN(*dur, eng_kernel_time(c->hw, op)) : *dur;
+    if (!(busy > 0))
+      return 0;
+    out[0] = (eng_span){start + *dur - busy, start + *dur, -1, op->stream};
+    return 1;
+  }
+  eng_macro_parts scratch;
+  const eng_macro_parts *m = eng_macro_parts_of(c, op, rank, &scratch);
+  *dur = m->dur;
   guint nadd = 0;
   double at = start;
-  if (compute > 0)
-    add[nadd++] = (eng_span){at, at + compute, -1};
-  at += compute;
+  if (m->compute > 0)
+    out[nadd++] = (eng_span){at, at + m->compute, -1, op->stream};
+  at += m->compute;
   for (int d = 0; d < PROG_NDIMS; d++) {
-    double wait = sync_wait[d] + async_wait[d];
-    if (wait > 0)
-      add[nadd++] = (eng_span){at, at + wait, d};
-    at += wait;
-    hidden[d] += MAX(0.0, n * (t->sync_comm[d] + t->async_comm[d]) - wait);
+    if (m->wait[d] > 0)
+      out[nadd++] = (eng_span){at, at + m->wait[d], d, op->stream};
+    at += m->wait[d];
+    hidden[d] += m->hid[d];
   }
-  g_array_append_vals(spans, add, nadd);
+  return nadd;
+}
+
+double eng_op_spans(eng_costs *c, const prog_op *op, int rank, double start, GArray *spans,
+                    double hidden[PROG_NDIMS])
+{
+  eng_span add[ENG_OP_SPANS_MAX];
+  double dur;
+  guint n = eng_op_place(c, op, rank, start, add, hidden, &dur);
+  /* appended together: an append each was a twentieth of an analytic run */
+  if (n)
+    g_array_append_vals(spans, add, n);
   return dur;
 }
 
@@ -831,21 +890,39 @@ static bool eng_edge_before(const eng_edge *x, const eng_edge *y)
   return x->t < y->t || (x->t == y->t && x->delta < y->delta);
 }
 
-/* Sorts `n` edges with `tmp` (room for n) as scratch: a merge sort with the comparison inline,
- * where qsort's callback was a twentieth of an analytic run. Returns the sorted array (`e` or
- * `tmp`). */
-static eng_edge *eng_edges_sort(eng_edge *e, eng_edge *tmp, size_t n)
+/* Merges e[lo, mid) and e[mid, hi), each in order, into tmp[lo, hi). */
+static void eng_edges_merge(const eng_edge *e, eng_edge *tmp, size_t lo, size_t mid, size_t hi)
 {
-  for (size_t width = 1; width < n; width *= 2) {
-    for (size_t lo = 0; lo < n; lo += 2 * width) {
-      size_t mid = MIN(lo + width, n), hi = MIN(lo + 2 * width, n), i = lo, j = mid, k = lo;
-      while (i < mid && j < hi)
-        tmp[k++] = eng_edge_before(&e[j], &e[i]) ? e[j++] : e[i++];
-      while (i < mid)
-        tmp[k++] = e[i++];
-      while (j < hi)
-        tmp[k++] = e[j++];
+  size_t i = lo, j = mid, k = lo;
+  while (i < mid && j < hi)
+    tmp[k++] = eng_edge_before(&e[j], &e[i]) ? e[j++] : e[i++];
+  while (i < mid)
+    tmp[k++] = e[i++];
+  while (j < hi)
+    tmp[k++] = e[j++];
+}
+
+/* Sorts `n` edges with `tmp` (room for n) as scratch: a merge sort of the runs already in order
+ * (bounds: room for n + 1), with the comparison inline, where qsort's callback was a twentieth
+ * of an analytic run; a rank's spans grouped by stream come in a few long runs. Returns the
+ * sorted array (`e` or `tmp`). */
+static eng_edge *eng_edges_sort(eng_edge *e, eng_edge *tmp, size_t n, size_t *bounds)
+{
+  size_t runs = 0;
+  bounds[runs++] = 0;
+  for (size_t i = 1; i < n; i++)
+    if (eng_edge_before(&e[i], &e[i - 1]))
+      bounds[runs++] = i;
+  bounds[runs] = n;
+  while (runs > 1) {
+    size_t merged = 0;
+    for (size_t r = 0; r < runs; r += 2) {
+      size_t lo = bounds[r], mid = bounds[r + 1], hi = r + 1 < runs ? bounds[r + 2] : mid;
+      eng_edges_merge(e, tmp, lo, mid, hi);
+      bounds[merged++] = lo;
     }
+    bounds[merged] = n;
+    runs = merged;
     eng_edge *swap = e;
     e = tmp;
     tmp = swap;
@@ -853,17 +930,36 @@ static eng_edge *eng_edges_sort(eng_edge *e, eng_edge *tmp, size_t n)
   return e;
 }
 
+/* The spans' edges into `e`, grouped by stream (each stream's in time order): first the counts,
+ * then each span's two edges at its stream's next place. */
+static void eng_edges_by_stream(const eng_span *spans, guint n, eng_edge *e)
+{
+  size_t at[PROG_NSTREAMS + 1] = {0};
+  for (guint i = 0; i < n; i++)
+    at[spans[i].stream + 1] += 2;
+  for (int s = 0; s < PROG_NSTREAMS; s++)
+    at[s + 1] += at[s];
+  for (guint i = 0; i < n; i++) {
+    const eng_span *s = &spans[i];
+    e[at[s->stream]++] = (eng_edge){s->start, s->what, +1};
+    e[at[s->stream]++] = (eng_edge){s->end, s->what, -1};
+  }
+}
+
 void eng_breakdown(GArray *spans, const double hidden[PROG_NDIMS], bool pipelined, double step,
                    eng_result *out)
 {
-  guint n = spans->len;
+  eng_breakdown_of((const eng_span *)(void *)spans->data, spans->len, hidden, pipelined, step,
+                   out);
+}
+
+void eng_breakdown_of(const eng_span *spans, guint n, const double hidden[PROG_NDIMS],
+                      bool pipelined, double step, eng_result *out)
+{
   eng_edge *buf = g_new(eng_edge, 4 * (gsize)MAX(n, 1u));
-  for (guint i = 0; i < n; i++) {
-    const eng_span *s = &g_array_index(spans, eng_span, i);
-    buf[2 * i] = (eng_edge){s->start, s->what, +1};
-    buf[2 * i + 1] = (eng_edge){s->end, s->what, -1};
-  }
-  const eng_edge *e = eng_edges_sort(buf, buf + 2 * (gsize)MAX(n, 1u), 2 * (size_t)n);
+  g_autofree size_t *bounds = g_new(size_t, 2 * (gsize)n + 1);
+  eng_edges_by_stream(spans, n, buf);
+  const eng_edge *e = eng_edges_sort(buf, buf + 2 * (gsize)MAX(n, 1u), 2 * (size_t)n, bounds);
   int active[PROG_NDIMS + 1] = {0}; /* [0] compute, [1 + dim] */
   double compute = 0, exposed = 0, bubble = 0, comm[PROG_NDIMS] = {0}, exp_dim[PROG_NDIMS] = {0};
   double prev = 0;

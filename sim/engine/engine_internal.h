@@ -9,7 +9,8 @@
 /* An interval of activity of one rank, for the breakdown. */
 typedef struct {
   double start, end;
-  int what; /* -1 compute, else prog_dim of a collective */
+  int what;   /* -1 compute, else prog_dim of a collective */
+  int stream; /* of the op (0 where not known): a stream's spans come in time order */
 } eng_span;
 
 typedef struct {
@@ -26,6 +27,9 @@ typedef struct {
  * rank waits for other stages) rather than "other"; `step` is the step time. */
 void eng_breakdown(GArray *spans, const double hidden[PROG_NDIMS], bool pipelined, double step,
                    eng_result *out);
+/* The same from `n` spans in an array. */
+void eng_breakdown_of(const eng_span *spans, guint n, const double hidden[PROG_NDIMS],
+                      bool pipelined, double step, eng_result *out);
 /* Symmetry the DES may exploit (fold.c): one rank per class of ranks that the program and the
  * topology make equivalent, derived from the groups of layer-pass collectives and checked.
  * `flows` (per family, NULL: none) marks families whose in-layer collectives the DES runs as
@@ -84,6 +88,11 @@ double eng_coll_crowded(eng_costs *c, const prog_op *op, int rank, const coll_sc
  * `hidden`. Returns its duration. */
 double eng_op_spans(eng_costs *c, const prog_op *op, int rank, double start, GArray *spans,
                     double hidden[PROG_NDIMS]);
+/* The most spans one op has: a macro's compute and a wait per dimension. */
+#define ENG_OP_SPANS_MAX (1 + PROG_NDIMS)
+/* The same into `out`: returns how many spans it wrote, *dur the op's duration. */
+guint eng_op_place(eng_costs *c, const prog_op *op, int rank, double start,
+                   eng_span out[ENG_OP_SPANS_MAX], double hidden[PROG_NDIMS], double *dur);
 
 /* Interference (gpu.efficiency.interference, collectives.sm_reserved): the extra time per
  * second that compute op `op` (not a macro) runs beside a collective of its GPU. */

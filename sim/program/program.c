@@ -58,7 +58,10 @@ struct prog_group_store {
   gsize block_used;
   GHashTable *group_index;
   int *small_head;
-  GArray *small_groups;
+  /* the small groups' chain links, `nsmall` of room for `small_room` (GLib's append per link
+   * was a fifth of registering a pipeline pair) */
+  prog_small_link *small;
+  int nsmall, small_room;
   bool shared; /* fixed from then on */
 };
 
@@ -76,7 +79,7 @@ static void prog_group_store_clear(gpointer data)
   g_ptr_array_free(s->families, TRUE);
   g_hash_table_destroy(s->group_index);
   g_free(s->small_head);
-  g_array_free(s->small_groups, TRUE);
+  g_free(s->small);
 }
 
 /* The names a program's ops point to; a derived program shares them with the one it came from
@@ -114,7 +117,6 @@ static void prog_store_use(prog_program *p, struct prog_group_store *s)
   p->families = s->families;
   p->group_index = s->group_index;
   p->small_head = s->small_head;
-  p->small_groups = s->small_groups;
 }
 
 prog_program *prog_new(int nranks)
@@ -128,7 +130,6 @@ prog_program *prog_new(int nranks)
   s->small_head = g_new(int, MAX(nranks, 1));
   for (int r = 0; r < nranks; r++)
     s->small_head[r] = -1;
-  s->small_groups = g_array_new(FALSE, FALSE, sizeof(prog_small_link));
   prog_store_use(p, s);
   prog_strings_new(p);
   return p;
@@ -317,15 +318,20 @@ static int prog_small_group_add(prog_program *p, const int *ranks, int n)
 {
   int *head = &p->small_head[ranks[0]];
   for (int i = *head; i >= 0;) {
-    const prog_small_link *l = &g_array_index(p->small_groups, prog_small_link, i);
+    const prog_small_link *l = &p->store->small[i];
     const prog_group *g = g_ptr_array_index(p->groups, l->group);
     if (g->n == n && (n == 1 || g->ranks[1] == ranks[1]))
       return l->group;
     i = l->next;
   }
+  struct prog_group_store *s = p->store;
+  if (s->nsmall == s->small_room) {
+    s->small_room = MAX(64, 2 * s->small_room);
+    s->small = g_renew(prog_small_link, s->small, s->small_room);
+  }
   prog_small_link l = {.group = prog_group_new(p, ranks, n), .next = *head};
-  *head = (int)p->small_groups->len;
-  g_array_append_val(p->small_groups, l);
+  *head = s->nsmall;
+  s->small[s->nsmall++] = l;
   return l.group;
 }
 

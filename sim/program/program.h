@@ -140,8 +140,8 @@ typedef struct {
   GPtrArray *groups;  /* prog_group* */
   GPtrArray *families;/* prog_family* */
   GHashTable *group_index; /* rank list -> group id, to share identical groups */
-  int *small_head;    /* per rank: first entry of small_groups whose group starts with it, or -1 */
-  GArray *small_groups; /* prog_small_link: shared groups of one or two ranks, chained by rank */
+  int *small_head;    /* per rank: first entry of the store's shared groups of one or two
+                       * ranks (prog_small_link, chained by rank) starting with it, or -1 */
   GStringChunk *strings; /* the ops' names: string_store's chunk */
   struct prog_string_store *string_store; /* shared with the programs prog_new_deriving made */
   /* owns groups, families, group_index and the small groups: shared with the programs made
