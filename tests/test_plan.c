@@ -435,12 +435,14 @@ Test(plan, the_closed_form_sees_a_host_bound_model_as_the_engine_does, .timeout 
 }
 
 /* DeepSpeed's BF16 optimizer adds a pass over the parameters to every backward: the closed form
- * prices it as the programs run it (without it, 3-6.5 % short on these layouts). */
+ * prices it as the programs run it (without it, 3-6.5 % short on these layouts). The screen
+ * leaves out the interference of the overlapped gradient reduction (gpu.efficiency.interference),
+ * about 1.5 % of these steps, hence 2 %. */
 Test(plan, the_closed_form_prices_the_bf16_optimizers_accumulation, .timeout = 60)
 {
   expect_estimates_within("plan -c dgx-h100 -w gpt3-1.3b-dp -n 8 -b 64 -k 0 --refine 4 -q "
                           "--set training.grad_accum_dtype=fp32 --set parallel.zero=1 --json",
-                          0.015);
+                          0.02);
 }
 
 Test(plan, the_table_columns_line_up_whatever_the_layout_length, .timeout = 60)
