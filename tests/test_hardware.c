@@ -662,3 +662,37 @@ Test(hardware, a_calibration_with_gemm_waves_loads_back_with_them)
   cfg_cluster_free(c);
   cfg_cluster_free(d);
 }
+
+/* A link that can never bind (FATPIPE, 1 PB/s) handed to SimGrid one way per direction and per
+ * NIC changes no rate, only how SimGrid's solver groups the flows: a data-parallel step over two
+ * leaf groups (rail-optimized, then a fat tree) takes the same time either way. */
+Test(hardware, splitting_links_that_never_bind_keeps_the_step)
+{
+  const char *clusters[] = {"dgx-h100", "gh200"};
+  const char *const sets[] = {"node.count=4", "network.tiers[0].nodes_per_switch=2",
+                              "training.global_batch=256", NULL};
+  for (size_t i = 0; i < G_N_ELEMENTS(clusters); i++) {
+    prog_program *p = th_program(clusters[i], "gpt3-1.3b-dp", sets);
+    cr_assert_not_null(p);
+    cfg_cluster *c = NULL;
+    cfg_workload *w = NULL;
+    cr_assert(th_load(clusters[i], "gpt3-1.3b-dp", sets, &c, &w));
+    cfg_workload_free(w);
+    hw_cluster *hw = hw_cluster_new(c);
+    double step[2];
+    for (int split = 0; split < 2; split++) {
+      hw_split_free_links(hw, split);
+      eng_options o = {.kind = ENG_DES, .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
+      eng_result r;
+      GError *err = NULL;
+      cr_assert(eng_run(p, hw, &o, &r, &err), "%s", err ? err->message : "");
+      step[split] = r.step_time;
+      eng_result_clear(&r);
+    }
+    cr_assert(fabs(step[1] / step[0] - 1) < 1e-12, "%s: %.17g split, %.17g not", clusters[i],
+              step[1], step[0]);
+    hw_cluster_free(hw);
+    cfg_cluster_free(c);
+    prog_free(p);
+  }
+}

@@ -344,13 +344,15 @@ static char *sorted_names(GPtrArray *names)
 }
 
 /* The links of a table route as SimGrid names them (split-duplex links get _UP / _DOWN). */
-static char *table_route_names(const hw_cluster *hw, int a, int b)
+static char *table_route_names(const hw_cluster *hw, int a, int b, bool with_free)
 {
   hw_route r;
   hw_route_get(hw, a, b, &r);
   GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
   for (int i = 0; i < r.nhops; i++) {
     int link = HW_HOP_LINK(r.hops[i]);
+    if (hw_link_get(hw, link)->policy == HW_LINK_FATPIPE && !with_free)
+      continue;
     if (hw_link_get(hw, link)->policy == HW_LINK_FATPIPE)
       g_ptr_array_add(names, g_strdup_printf("l%d", link));
     else
@@ -359,8 +361,20 @@ static char *table_route_names(const hw_cluster *hw, int a, int b)
   return sorted_names(names);
 }
 
-/* The links SimGrid routes from a to b over, without the search's pads. */
-static char *simgrid_route_names(const hw_cluster *hw, int a, int b)
+/* Whether SimGrid's link `name` is one the table's never binds (FATPIPE), as split-duplex
+ * halves or a rail graph's per-NIC port (hw_split_free_links). */
+static bool is_split_free_link(const hw_cluster *hw, const char *name)
+{
+  int link;
+  if (strncmp(name, "lport", 5) == 0)
+    return true;
+  return sscanf(name, "l%d_", &link) == 1 && strchr(name, '_') &&
+         hw_link_get(hw, link)->policy == HW_LINK_FATPIPE;
+}
+
+/* The links SimGrid routes from a to b over, without the search's pads (nor, with_free false,
+ * the links that never bind). */
+static char *simgrid_route_names(const hw_cluster *hw, int a, int b, bool with_free)
 {
   char an[32], bn[32];
   hw_endpoint_name(hw, a, an, sizeof an);
@@ -371,7 +385,8 @@ static char *simgrid_route_names(const hw_cluster *hw, int a, int b)
   unsigned i;
   sg_link_t l;
   xbt_dynar_foreach (links, i, l)
-    if (strncmp(sg_link_get_name(l), "lpad-", 5) != 0)
+    if (strncmp(sg_link_get_name(l), "lpad-", 5) != 0 &&
+        (with_free || !is_split_free_link(hw, sg_link_get_name(l))))
       g_ptr_array_add(names, g_strdup(sg_link_get_name(l)));
   xbt_dynar_free(&links);
   return sorted_names(names);
@@ -379,7 +394,7 @@ static char *simgrid_route_names(const hw_cluster *hw, int a, int b)
 
 /* Counts the endpoint pairs of each leaf group (GPUs, node and leaf switches) whose SimGrid
  * route differs from the table's; runs in a child, as SimGrid loads one platform per process. */
-static int route_mismatches(const hw_cluster *hw, int ngpus, const char *xml_path)
+static int route_mismatches(const hw_cluster *hw, int ngpus, const char *xml_path, bool with_free)
 {
   int argc = 1;
   char prog[] = "t", *argv[] = {prog, NULL};
@@ -398,7 +413,8 @@ static int route_mismatches(const hw_cluster *hw, int ngpus, const char *xml_pat
         continue;
       for (int dir = 0; dir < 2; dir++) {
         int s = dir ? e : a, d = dir ? a : e;
-        g_autofree char *want = table_route_names(hw, s, d), *got = simgrid_route_names(hw, s, d);
+        g_autofree char *want = table_route_names(hw, s, d, with_free);
+        g_autofree char *got = simgrid_route_names(hw, s, d, with_free);
         if (strcmp(want, got) != 0 && bad++ < 5)
           fprintf(stderr, "route %d -> %d: table %s, simgrid %s\n", s, d, want, got);
       }
@@ -407,7 +423,9 @@ static int route_mismatches(const hw_cluster *hw, int ngpus, const char *xml_pat
   return bad;
 }
 
-static void assert_simgrid_routes_as_table(const hw_cluster *hw, int ngpus, const char *what)
+/* with_free: the never-binding links too, which only the unsplit platform names as the table. */
+static void assert_simgrid_routes_as_table(const hw_cluster *hw, int ngpus, const char *what,
+                                           bool with_free)
 {
   g_autofree char *xml = hw_platform_xml(hw, ngpus, 1e12);
   g_autofree char *path = th_write("platform.xml", xml);
@@ -415,7 +433,7 @@ static void assert_simgrid_routes_as_table(const hw_cluster *hw, int ngpus, cons
   fflush(stderr);
   pid_t pid = fork();
   if (pid == 0) {
-    int bad = route_mismatches(hw, ngpus, path);
+    int bad = route_mismatches(hw, ngpus, path, with_free);
     _exit(MIN(bad, 100));
   }
   int status = 0;
@@ -444,8 +462,11 @@ Test(topology, a_searched_rail_group_routes_as_the_table)
     g_autofree char *path = th_write("rails5.yaml", text);
     cr_assert(th_load(path, NULL, NULL, &cfg, NULL));
     hw_cluster *hw = hw_cluster_new(cfg);
-    assert_simgrid_routes_as_table(hw, 20, nets[i]);
-    assert_simgrid_routes_as_table(hw, 14, nets[i]);
+    for (int split = 0; split < 2; split++) {
+      hw_split_free_links(hw, split);
+      assert_simgrid_routes_as_table(hw, 20, nets[i], !split);
+      assert_simgrid_routes_as_table(hw, 14, nets[i], !split);
+    }
     hw_cluster_free(hw);
     cfg_cluster_free(cfg);
   }

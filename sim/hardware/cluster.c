@@ -31,6 +31,7 @@ struct hw_cluster {
   int *groups;     /* per tier: number of groups */
   int *switch0;    /* per tier: endpoint id of its first switch */
   int *swl_link0;  /* per tier: link joining switch endpoint g to its router */
+  bool split_free_links; /* never-binding links split by direction and NIC (hw_xml_one_way) */
   int nendpoints;
 };
 
@@ -153,9 +154,12 @@ hw_cluster *hw_cluster_new(const cfg_cluster *cfg)
   for (int t = 0; t < cfg->network.ntiers; t++)
     hw->nps[t] = MAX(1, cfg->network.tiers[t].nodes_per_switch / hw->trays);
   hw->links = g_array_new(FALSE, FALSE, sizeof(hw_link));
+  hw->split_free_links = true;
   hw_build_links(hw);
   return hw;
 }
+
+void hw_split_free_links(hw_cluster *hw, bool on) { hw->split_free_links = on; }
 
 void hw_cluster_free(hw_cluster *hw)
 {
@@ -487,6 +491,14 @@ GArray *hw_background_flows(const hw_cluster *hw)
 
 /* ---- platform XML ------------------------------------------------------------------------ */
 
+/* A link that can never bind (FATPIPE, 1 PB/s) may as well be split-duplex, as it changes no
+ * rate: each direction is then a constraint of its own in SimGrid's max-min solver, and flows
+ * going up no longer join those coming down into one system that every change re-solves. */
+static bool hw_xml_one_way(const hw_cluster *hw, int link)
+{
+  return hw->split_free_links || hw_link_get(hw, link)->policy != HW_LINK_FATPIPE;
+}
+
 /* Links carry no latency in SimGrid: CM02 shares a link among flows in inverse proportion to
  * their route latency (a TCP round-trip bias that RDMA and NVLink do not have). With zero
  * latency every flow weighs the same, max-min fair; the engine pays each route's latency itself. */
@@ -495,15 +507,15 @@ static void hw_xml_link(GString *x, const hw_cluster *hw, int link)
   const hw_link *l = hw_link_get(hw, link);
   g_string_append_printf(x, "<link id=\"l%d\" bandwidth=\"%.17gBps\" latency=\"0s\"%s/>\n",
                          link, l->bandwidth,
-                         l->policy == HW_LINK_FATPIPE ? " sharing_policy=\"FATPIPE\""
-                                                      : " sharing_policy=\"SPLITDUPLEX\"");
+                         hw_xml_one_way(hw, link) ? " sharing_policy=\"SPLITDUPLEX\""
+                                                  : " sharing_policy=\"FATPIPE\"");
 }
 
 static void hw_xml_hops(GString *x, const hw_cluster *hw, const hw_route *r)
 {
   for (int i = 0; i < r->nhops; i++) {
     int link = HW_HOP_LINK(r->hops[i]);
-    if (hw_link_get(hw, link)->policy == HW_LINK_FATPIPE)
+    if (!hw_xml_one_way(hw, link))
       g_string_append_printf(x, "<link_ctn id=\"l%d\"/>", link);
     else
       g_string_append_printf(x, "<link_ctn id=\"l%d\" direction=\"%s\"/>", link,
@@ -593,6 +605,14 @@ static bool hw_rail_graph_exact(const hw_cluster *hw)
          (c->nccl.pxn || c->network.rails == CFG_RAILS_ONLY);
 }
 
+/* A node's port link that can never bind (FATPIPE, 1 PB/s) stands in a rail graph as one link
+ * per NIC and direction: the same flows as the NIC's link, so it joins no flows in SimGrid's
+ * solver that the NIC does not (the node's one port joined all its rails, both ways). */
+static bool hw_port_is_free(const hw_cluster *hw, int node)
+{
+  return hw->split_free_links && hw_link_get(hw, hw->port_link0 + node)->policy == HW_LINK_FATPIPE;
+}
+
 /* The pads of the rail groups' graphs (hw_xml_edge): one per NIC router x<n>.<k> and rail
  * switch r<g>.<k>. */
 static void hw_xml_pads(GString *x, const hw_cluster *hw)
@@ -605,6 +625,10 @@ static void hw_xml_pads(GString *x, const hw_cluster *hw)
   for (int g = 0; g < hw->groups[0]; g++)
     for (int k = 0; k < hw->rails; k++)
       g_string_append_printf(x, fmt, 'r', g, k);
+  for (int n = 0; n < hw->nnodes && hw_port_is_free(hw, n); n++)
+    for (int k = 0; k < hw->nics; k++)
+      g_string_append_printf(x, "<link id=\"lport%d.%d\" bandwidth=\"1e15Bps\" latency=\"0s\" "
+                                "sharing_policy=\"SPLITDUPLEX\"/>\n", n, k);
 }
 
 /* Background flows: two hosts each, joined by the loaded link and the flow's cap. */
@@ -720,6 +744,14 @@ static void hw_xml_rail_node(GString *x, const hw_cluster *hw, int node, int las
   }
 }
 
+static void hw_xml_port_edge(GString *x, const char *src, const char *dst, int node, int nic,
+                             const char *dir)
+{
+  g_string_append_printf(x, "<route src=\"%s\" dst=\"%s\" symmetrical=\"NO\">"
+                            "<link_ctn id=\"lport%d.%d\" direction=\"%s\"/></route>\n",
+                         src, dst, node, nic, dir);
+}
+
 /* A rail switch r<g>.<k>: the node ports below it, its uplink to the spine (through the group's
  * gateway swr0-g) and the group's reducing switch swh0-g. Paths that would cross the switch
  * between rails carry a pad, so that changing rail over NVLink (two links) stays the shortest. */
@@ -732,6 +764,11 @@ static void hw_xml_rail_switch(GString *x, const hw_cluster *hw, int g, int k, i
   for (int n = node0; n <= node1; n++) {
     int port = hw->port_link0 + n;
     g_snprintf(nic, sizeof nic, "x%d.%d", n, k);
+    if (hw_port_is_free(hw, n)) {
+      hw_xml_port_edge(x, nic, rs, n, k, "UP");
+      hw_xml_port_edge(x, rs, nic, n, k, "DOWN");
+      continue;
+    }
     hw_xml_edge(x, hw, nic, rs, &port, (bool[]){false}, 1, NULL);
     hw_xml_edge(x, hw, rs, nic, &port, (bool[]){true}, 1, NULL);
   }

@@ -65,6 +65,10 @@ int hw_group_tier(const hw_cluster *hw, const int *ranks, int n);
 /* SimGrid platform XML (DTD 4.1) for the first `ngpus` GPUs; hosts are named "gpu-<rank>"
  * and run at `host_speed` FLOP/s. Newly allocated. */
 char *hw_platform_xml(const hw_cluster *hw, int ngpus, double host_speed);
+/* Whether the platform gives SimGrid the links that can never bind as one constraint per
+ * direction (and per NIC in rail graphs): on by default; the same rates, a smaller solver
+ * system. Off only to check that. */
+void hw_split_free_links(hw_cluster *hw, bool on);
 void hw_host_name(int gpu, char *buf, size_t len);
 /* A link for a report: "NIC 3 of node 5, out", "leaf 2 uplink, rail 4, up" ... */
 void hw_link_describe(const hw_cluster *hw, int link, bool down, char *buf, size_t len);
