@@ -903,9 +903,9 @@ static void eng_edges_merge(const eng_edge *e, eng_edge *tmp, size_t lo, size_t 
 }
 
 /* Sorts `n` edges with `tmp` (room for n) as scratch: a merge sort of the runs already in order
- * (bounds: room for n + 1), with the comparison inline, where qsort's callback was a twentieth
+ * with the comparison inline, where qsort's callback was a twentieth
  * of an analytic run; a rank's spans grouped by stream come in a few long runs. Returns the
- * sorted array (`e` or `tmp`). */
+ * sorted array (`e` or `tmp`). `bounds` has room for n + 1 run starts and at least 2. */
 static eng_edge *eng_edges_sort(eng_edge *e, eng_edge *tmp, size_t n, size_t *bounds)
 {
   size_t runs = 0;
@@ -957,7 +957,8 @@ void eng_breakdown_of(const eng_span *spans, guint n, const double hidden[PROG_N
                       bool pipelined, double step, eng_result *out)
 {
   eng_edge *buf = g_new(eng_edge, 4 * (gsize)MAX(n, 1u));
-  g_autofree size_t *bounds = g_new(size_t, 2 * (gsize)n + 1);
+  /* a run starts at every edge at most, and one run starts even with no edge */
+  g_autofree size_t *bounds = g_new(size_t, 2 * (gsize)n + 2);
   eng_edges_by_stream(spans, n, buf);
   const eng_edge *e = eng_edges_sort(buf, buf + 2 * (gsize)MAX(n, 1u), 2 * (size_t)n, bounds);
   int active[PROG_NDIMS + 1] = {0}; /* [0] compute, [1 + dim] */
