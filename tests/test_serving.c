@@ -542,6 +542,28 @@ Test(serving, bad_serving_input_is_named)
   th_proc_clear(&p);
 }
 
+/* A burst's requests arrive at one instant: the server sees them all queued when it forms its
+ * first batch, under the static scheduler (one batch of 4, 128 iterations for 128 tokens; it
+ * used to start a batch of 1 at the first arrival and then one of 3: 256 iterations) and under
+ * the continuous one alike. */
+Test(serving, a_burst_is_batched_whole)
+{
+  g_autofree char *w = th_write("burst4.yaml", "model: llama2-7b\n"
+                                               "serving:\n"
+                                               "  max_batch: 4\n"
+                                               "  requests: {arrival: burst, count: 4, "
+                                               "prompt_tokens: 128, output_tokens: 128}\n");
+  const char *sched[] = {"static", "continuous"};
+  for (int i = 0; i < 2; i++) {
+    g_autofree char *cmd = g_strdup_printf(
+        "serve -c dgx-a100 -w %s --set serving.scheduler=%s --json", w, sched[i]);
+    th_proc p = th_dlsim(cmd);
+    cr_assert_eq(p.status, 0, "%s", p.out);
+    cr_expect(strstr(p.out, "\"iterations\":\t128,"), "%s: %s", sched[i], p.out);
+    th_proc_clear(&p);
+  }
+}
+
 /* ---- wide expert parallelism (serving.ep > 1) ---------------------------------------------- */
 
 /* A small MoE (2 layers, hidden 1024, 8 experts of width 1024, top-2) on an idealised H100 node

@@ -69,6 +69,7 @@ typedef struct {
   const cfg_workload *w;
   GArray *heap; /* srv_event */
   guint64 seq;
+  GPtrArray *burst; /* idle lanes that requests of the current instant joined (srv_lane) */
   srv_hist gaps;
   srv_lane **lanes;
   int nlanes;
@@ -458,8 +459,26 @@ static void srv_arrive(srv_run *run, srv_request *r)
   r->state = SRV_WAITING;
   rep->outstanding++;
   g_queue_push_tail(&lane->waiting, r);
-  if (!lane->busy)
-    srv_lane_start(run, lane);
+  if (!lane->busy && !g_ptr_array_find(run->burst, lane, NULL))
+    g_ptr_array_add(run->burst, lane);
+}
+
+/* More requests arrive at this very instant (a burst): a server's scheduler sees them all
+ * queued when it next forms a batch, so no idle lane starts before the last of them. */
+static bool srv_burst_goes_on(const srv_run *run, double now)
+{
+  const srv_event *top = run->heap->len ? (const srv_event *)run->heap->data : NULL;
+  return top && top->t == now && top->kind == SRV_EV_ARRIVAL;
+}
+
+static void srv_burst_start(srv_run *run)
+{
+  for (guint i = 0; i < run->burst->len; i++) {
+    srv_lane *lane = g_ptr_array_index(run->burst, i);
+    if (!lane->busy)
+      srv_lane_start(run, lane);
+  }
+  g_ptr_array_set_size(run->burst, 0);
 }
 
 /* ---- disaggregation: the KV cache moves from prefill to decode ----------------------------- */
@@ -762,9 +781,11 @@ static bool srv_loop(srv_run *run, GError **err)
     run->sim.now = e.t;
     if (run->dis)
       run->dis->sim.now = e.t; /* the pools' clocks are one */
-    if (e.kind == SRV_EV_ARRIVAL)
+    if (e.kind == SRV_EV_ARRIVAL) {
       srv_arrive(run, &st->reqs[e.id]);
-    else if (e.kind == SRV_EV_DONE)
+      if (!srv_burst_goes_on(run, e.t))
+        srv_burst_start(run);
+    } else if (e.kind == SRV_EV_DONE)
       srv_lane_finish(run, run->lanes[e.id]);
     else if (e.kind == SRV_EV_FLOW)
       srv_flow_event(run, e.id);
@@ -1093,6 +1114,7 @@ bool srv_simulate(const cfg_cluster *c, const cfg_workload *w, const srv_options
   out->capacity = run.sim.cap;
   if (ok) {
     run.heap = g_array_new(FALSE, FALSE, sizeof(srv_event));
+    run.burst = g_ptr_array_new();
     srv_hist_init(&run.gaps);
     srv_replicas_new(&run);
     srv_spec_start(&run.sim, w);
@@ -1112,6 +1134,7 @@ bool srv_simulate(const cfg_cluster *c, const cfg_workload *w, const srv_options
       g_rand_free(run.sim.spec_rng);
     srv_hist_clear(&run.gaps);
     g_array_free(run.heap, TRUE);
+    g_ptr_array_free(run.burst, TRUE);
   }
   srv_stream_clear(&run.stream);
   srv_cost_free(run.sim.cost);
