@@ -367,9 +367,9 @@ static int eng_interval_cmp(const void *a, const void *b)
   return x->start < y->start ? -1 : x->start > y->start;
 }
 
-/* Time during which an interval of `a` (disjoint, in order: one compute stream) meets one of
- * `b` (any order, may overlap), each of a's weighted by `w` (NULL: 1). */
-static double eng_intersection(GArray *a, const double *w, GArray *b)
+/* Time during which one of the `na` intervals of `a` (disjoint, in order: one compute stream)
+ * meets one of `b` (any order, may overlap), each of a's weighted by `w` (NULL: 1). */
+static double eng_intersection(const eng_interval *a, guint na, const double *w, GArray *b)
 {
   g_array_sort(b, eng_interval_cmp);
   double total = 0, reach = -INFINITY;
@@ -380,10 +380,10 @@ static double eng_intersection(GArray *a, const double *w, GArray *b)
     if (x.end <= x.start)
       continue;
     reach = x.end;
-    while (i < a->len && g_array_index(a, eng_interval, i).end <= x.start)
+    while (i < na && a[i].end <= x.start)
       i++;
-    for (guint k = i; k < a->len && g_array_index(a, eng_interval, k).start < x.end; k++) {
-      const eng_interval *y = &g_array_index(a, eng_interval, k);
+    for (guint k = i; k < na && a[k].start < x.end; k++) {
+      const eng_interval *y = &a[k];
       total += MAX(0.0, MIN(y->end, x.end) - MAX(y->start, x.start)) * (w ? w[k] : 1);
     }
   }
@@ -508,9 +508,10 @@ static double eng_template_pass(eng_costs *c, int tmpl, int rank, bool sync_only
     }
   }
   if (!sync_only) {
-    t->overlap = eng_intersection(computes, (const double *)rates->data, comms);
+    const eng_interval *run = (const eng_interval *)(void *)computes->data;
+    t->overlap = eng_intersection(run, computes->len, (const double *)rates->data, comms);
     t->interf = t->compute > 0 ? weighted / t->compute : 0;
-    t->async_beside = eng_intersection(computes, NULL, asyncs);
+    t->async_beside = eng_intersection(run, computes->len, NULL, asyncs);
   }
   g_array_free(asyncs, TRUE);
   g_array_free(rates, TRUE);
@@ -667,10 +668,8 @@ double eng_interference_charge(eng_costs *c, const prog_op *op, int rank, double
     if (x.end > x.start)
       g_array_append_val(clipped, x);
   }
-  GArray *self = g_array_sized_new(FALSE, FALSE, sizeof(eng_interval), 1);
-  g_array_append_val(self, ((eng_interval){start, end}));
-  double overlap = eng_intersection(self, NULL, clipped); /* any collective, counted once */
-  g_array_free(self, TRUE);
+  eng_interval self = {start, end};
+  double overlap = eng_intersection(&self, 1, NULL, clipped); /* any collective, counted once */
   g_array_free(clipped, TRUE);
   return w * overlap;
 }
