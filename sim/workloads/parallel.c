@@ -393,10 +393,12 @@ static void wl_tp_after(wl_tb *b, const wl_kernel *k, double act)
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLREDUCE, 3.0 * x->m->tokens * 4,
                "tp allreduce (loss)", WL_BLOCKING);
   /* backward: the input gradient of a column-parallel GEMM is reduced while its weight
-   * gradient is computed (Megatron's asynchronous all-reduce) */
+   * gradient is computed (Megatron's asynchronous all-reduce), or, as an autograd op of its
+   * own, after it: a serial stream takes the same time with it right after the input
+   * gradient, which keeps it in the B pass of the zero-bubble schedules */
   if (k->phase == WL_PHASE_DGRAD && wl_column_parallel(k))
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, reduce, act, sp ? "tp reducescatter" : "tp allreduce",
-               WL_ASYNC);
+               x->w->parallel.tp_async_dgrad ? WL_ASYNC : WL_BLOCKING);
 }
 
 /* Context parallelism: gather the other ranks' K and V beside the ring's first step (it needs
