@@ -539,6 +539,34 @@ Test(parallel, a_blocking_input_gradient_allreduce_is_exposed_whole)
   cr_assert_float_eq(des, sync, 0.03 * sync, "DES %g s, analytic %g s", des, sync);
 }
 
+/* The step of the 22B above (one micro-batch of 4) with the input gradients' all-reduce `async`
+ * and parallel.tp_sync `sync`. */
+static double tp_sync_step(const char *async, const char *sync, eng_kind kind)
+{
+  const char *sets[] = {"node.count=1", "parallel.sequence_parallel=false", "model.layers=8",
+                        async, sync, NULL};
+  double exposed;
+  return step_in_flight(sets, kind, PROG_DIM_TP, NULL, &exposed);
+}
+
+Test(parallel, each_blocking_tensor_parallel_collective_waits_tp_sync_per_other_rank)
+{
+  /* TP collectives of the micro-batch, by hand: the embedding's all-reduce, 2 per layer forward
+   * (after the projection and the MLP's down GEMM) and 2 backward (the input gradients of QKV
+   * and the MLP's up GEMM), the loss's, and the output layer's input gradient: 1 + 8 x 4 + 1 + 1
+   * = 35, of which 8 x 2 + 1 = 17 are the input gradients' */
+  double wait = 7 * 100e-6; /* 7 other ranks of TP 8 */
+  double plain = tp_sync_step("parallel.tp_async_dgrad=false", "parallel.tp_sync=0", ENG_ANALYTIC);
+  double all = tp_sync_step("parallel.tp_async_dgrad=false", "parallel.tp_sync=100us", ENG_ANALYTIC);
+  cr_assert_float_eq(all - plain, 35 * wait, 1e-9, "%g s more", all - plain);
+  /* Megatron-LM's input-gradient all-reduces run beside the weight gradients: no wait */
+  double a_plain = tp_sync_step("parallel.tp_async_dgrad=true", "parallel.tp_sync=0", ENG_ANALYTIC);
+  double a_sync = tp_sync_step("parallel.tp_async_dgrad=true", "parallel.tp_sync=100us", ENG_ANALYTIC);
+  cr_assert_float_eq(a_sync - a_plain, 18 * wait, 1e-9, "%g s more", a_sync - a_plain);
+  double des = tp_sync_step("parallel.tp_async_dgrad=false", "parallel.tp_sync=100us", ENG_DES);
+  cr_assert_float_eq(des, all, 0.03 * all, "DES %g s, analytic %g s", des, all);
+}
+
 /* ---- zero-bubble and DualPipe schedules ---------------------------------------------------- */
 
 /* One rank's passes, from the trace of an unfolded run: the mean time of its forward, input
