@@ -56,6 +56,7 @@ def step_case(r):
     return "\n".join([
         "name: " + name(r) + "-step",
         "role: " + ("fit" if fit else "check"),
+    ] + (["unfit: [parallel.tp_sync=0]"] if fit else []) + [
         'source: "%s, section \'%s\' (%s): '
         '%s: %s s per iteration (2nd iteration; '
         'validation/a100_unseen/bigscience_tr11_prequel_a100.csv)"'
