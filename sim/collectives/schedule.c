@@ -234,9 +234,9 @@ static double coll_fill_time(const coll_plan *p, const coll_phase *ph, const col
 }
 
 /* XLA's reduce-scatters run slower than its all-gathers of the same bytes by one pass over a
- * rank's result chunk S/n at the GPU's memory rate, at 2, 4 and 8 GPUs alike, where NCCL's ring
- * would hide it (validation/nccl/xla-groups.py): a runtime with reduce_pass pays it after the
- * transfers, two chunks read and one written. */
+ * rank's result chunk S/n at the GPU's memory rate, at 2, 4 and 8 GPUs alike, and NCCL's rings
+ * under PyTorch do not pay it (validation/nccl/xla-groups.py): a runtime with reduce_pass pays
+ * it after the transfers, two chunks read and one written. */
 static double coll_reduce_pass(const coll_plan *p, const coll_runtime *rt, const hw_cluster *hw,
                                double bytes)
 {
