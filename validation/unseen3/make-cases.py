@@ -105,6 +105,128 @@ def nemo_long_cases():
             ("measured", r["tflops_cp"]), ("tolerance", "0.10")])
 
 
+TITAN_SRC = {
+    "perf": ("pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md @ "
+             "820504e20d1149fbf0b98c567af24c4b0433b22d (docs/performance.md before it), Table "
+             "{table}: torch 1963fc8, torchtitan 9dec370, Grand Teton H100"),
+    "asynctp": ("pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md @ "
+                "820504e20d1149fbf0b98c567af24c4b0433b22d, Llama3 {table} table: torch 38410cf9, "
+                "torchtitan 820504e, Grand Teton H100"),
+    "trainy": ("pytorch/torchtitan benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md @ "
+               "820504e20d1149fbf0b98c567af24c4b0433b22d: torchtitan e7c0cae, WhiteFiber H200 "
+               "(8 a host, 400 Gb/s per GPU)"),
+}
+
+# Grand Teton's H100 (96 GB HBM2e at 2.4 TB/s, stated by both torchtitan pages) and the
+# H200 (141 GB at 4.8 TB/s, NVIDIA's datasheet, as the SGLang H200 cases set it).
+TITAN_GPU = {"perf": ["gpu.memory=96GiB", "gpu.memory_bandwidth=2.4TB/s"],
+             "asynctp": ["gpu.memory=96GiB", "gpu.memory_bandwidth=2.4TB/s"],
+             "trainy": ["gpu.memory=141GB", "gpu.memory_bandwidth=4.8TB/s"]}
+
+
+def titan_layout_sets(r):
+    fsdp, tp, pp, cp, lb = (int(r[k]) for k in ("fsdp", "tp", "pp", "cp", "local_batch"))
+    sets = [f"parallel.dp={fsdp}", f"parallel.tp={tp}", f"parallel.pp={pp}",
+            f"parallel.cp={cp}", f"model.seq_len={r['seq']}", f"training.global_batch={lb * fsdp}"]
+    if tp > 1:
+        sets.append("parallel.sequence_parallel=true")
+    if pp > 1:
+        # torchtitan splits the local batch into as many micro-batches as there are stages
+        # (config_manager.py @ 9dec370: pipeline_parallel_microbatches defaults to the stages)
+        stages = pp * (2 if r["schedule"] == "interleaved" else 1)
+        sets += [f"training.micro_batch={max(lb // stages, 1)}", f"parallel.schedule={r['schedule']}",
+                 "parallel.uneven_stages=true"]
+        if r["schedule"] == "interleaved":
+            sets.append("parallel.virtual_stages=2")
+    else:
+        sets.append(f"training.micro_batch={lb}")
+    return sets
+
+
+def titan_precision_sets(r):
+    sets = ["training.recompute=" + ("full" if r["ac"] == "full" else "selective")]
+    if r["fp8"] == "tensorwise":
+        sets += ["training.dtype=fp8", "training.fp8_recipe=current"]
+    if r["fp8_allgather"] == "true":
+        sets.append("training.fp8_params=true")
+    if r["async_tp"] == "true":
+        sets.append("parallel.tp_comm_overlap=true")
+    return sets
+
+
+def titan_name(r):
+    parts = [f"torchtitan-{'h200' if r['source'] == 'trainy' else 'h100'}", r["model"],
+             f"{r['gpus']}gpu", f"fsdp{r['fsdp']}"]
+    parts += [f"{k}{r[k]}" for k in ("tp", "pp", "cp") if int(r[k]) > 1]
+    if int(r["cp"]) > 1 or int(r["seq"]) > 8192:
+        parts.append(f"s{int(r['seq']) // 1024}k")
+    if r["schedule"] == "interleaved":
+        parts.append("interleaved")
+    parts.append("fp8" if r["fp8"] == "tensorwise" else "bf16")
+    if r["async_tp"] == "true" and r["model"] != "llama3.1-405b":  # every 405B row runs it
+        parts.append("asynctp")
+    return "-".join(parts)
+
+
+def titan_cases():
+    for r in rows("torchtitan_h100_2d_3d_cp.csv"):
+        gpus = int(r["gpus"])
+        name = titan_name(r)
+        sets = (node_sets(gpus) + TITAN_GPU[r["source"]] + titan_layout_sets(r)
+                + titan_precision_sets(r) + ["model.rotary=fused"])
+        src = TITAN_SRC[r["source"]].format(table=r["table"])
+        what = (f"{r['model']}, {gpus} GPUs, FSDP {r['fsdp']} TP {r['tp']} PP {r['pp']} CP {r['cp']}, "
+                f"sequence {r['seq']}, local batch {r['local_batch']}, {r['ac']} activation "
+                f"checkpointing, torch.compile, {'Float8 tensorwise' if r['fp8'] != 'none' else 'bf16'}"
+                f"{', FSDP float8 all-gather' if r['fp8_allgather'] == 'true' else ''}"
+                f"{', async TP' if r['async_tp'] == 'true' else ''}"
+                f"{', ' + r['schedule'] if r['schedule'] != '-' else ''}: {r['tps_per_gpu']} "
+                f"tokens/s per GPU")
+        notes = ("torch.compile as training.eager_ops false (fused elementwise ops; compile's other "
+                 "graph changes have no key), async TP as parallel.tp_comm_overlap, Float8 "
+                 "(torchao, tensorwise dynamic scaling) as fp8 with current scaling, the FSDP "
+                 "float8 all-gather as training.fp8_params. Measured: tokens/s per GPU x GPUs.")
+        if int(r["pp"]) > 1:
+            notes += (" Assumed: the local batch split into one micro-batch per pipeline stage "
+                      "(torchtitan's default), 2 virtual stages a rank when interleaved.")
+        if int(r["cp"]) > 1:
+            notes += (" torchtitan's CP exchanges K/V shards by all-gather "
+                      "(context_parallel_rotate_method allgather, its default @ 9dec370); dlsim's "
+                      "context parallelism is a ring of sends (no key picks the all-gather).")
+        write_case(name, [
+            ("name", name), ("role", "check"), ("category", "fsdp"),
+            ("source", f"\"{src} (validation/unseen3/torchtitan_h100_2d_3d_cp.csv): {what}\""),
+            ("notes", f"\"{notes}\""),
+            ("cluster", "../../configs/clusters/dgx-h100.yaml"),
+            ("workload", f"../unseen3/workloads/torchtitan-{r['model']}.yaml"),
+            ("set", "[" + ", ".join(sets) + "]"),
+            ("engine", "analytic"), ("metric", "tokens_per_s"),
+            ("measured", f"{float(r['tps_per_gpu']) * gpus:.0f}"), ("tolerance", "0.10")])
+        if r["memory_gib"]:
+            titan_memory_case(r, name, src, what, sets)
+
+
+def titan_memory_case(r, name, src, what, sets):
+    """The same run's memory: torchtitan logs torch.cuda's peak reservation (train.py @ 9dec370,
+    max_reserved_gib), the maximum over the GPUs for pipelines (the page's footnote 1)."""
+    write_case(name + "-memory", [
+        ("name", name + "-memory"), ("role", "check"),
+        ("source", f"\"{src} (validation/unseen3/torchtitan_h100_2d_3d_cp.csv): {what.rsplit(':', 1)[0]}: "
+                   f"Memory {r['memory_gib']} GiB (the caching allocator's peak reservation, the "
+                   f"maximum over the GPUs)\""),
+        ("notes", f"\"The run of {name}, as dlsim memory sees it, rank 0 (the first pipeline stage, "
+                  f"which holds the most micro-batches' activations under 1F1B); measured is the "
+                  f"caching allocator's peak reservation, which dlsim's total (with "
+                  f"memory.fragmentation) stands for.\""),
+        ("command", "memory"),
+        ("cluster", "../../configs/clusters/dgx-h100.yaml"),
+        ("workload", f"../unseen3/workloads/torchtitan-{r['model']}.yaml"),
+        ("set", "[" + ", ".join(sets) + "]"),
+        ("metric", "ranks.0.total_bytes"), ("unit", "GiB"),
+        ("measured", r["memory_gib"]), ("tolerance", "0.10")])
+
+
 if __name__ == "__main__":
+    titan_cases()
     narayanan_cases()
     nemo_long_cases()
