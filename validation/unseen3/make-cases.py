@@ -226,7 +226,45 @@ def titan_memory_case(r, name, src, what, sets):
         ("measured", r["memory_gib"]), ("tolerance", "0.10")])
 
 
+TRTLLM_MODEL = {"Llama 3.1 8B": "llama3-8b", "Llama 3.3 70B": "llama3-70b",
+                "Llama 3.1 405B": "llama3.1-405b"}
+
+# the doc's number of requests for each ISL/OSL ("Preparing a Dataset")
+TRTLLM_REQUESTS = {(128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (1000, 2000): 1500,
+                   (2048, 128): 3000, (2048, 2048): 1500, (5000, 500): 1500, (1000, 1000): 3000,
+                   (500, 2000): 3000, (20000, 2000): 1000}
+
+
+def trtllm_h200_cases():
+    for r in rows("trtllm_v1.0_h200_max_throughput.csv"):
+        isl, osl, tp = int(r["isl"]), int(r["osl"]), int(r["tp"])
+        model = TRTLLM_MODEL[r["model"]]
+        count = TRTLLM_REQUESTS[(isl, osl)]
+        slug = r["model"].lower().replace("llama ", "llama").replace(" ", "-")
+        name = f"trtllm-v1.0-h200-{slug}-tp{tp}-{isl}-{osl}"
+        write_case(name, [
+            ("name", name), ("role", "check"),
+            ("source", f"\"NVIDIA/TensorRT-LLM @ 00f37686aa docs/source/performance/perf-overview.md, "
+                       f"Throughput Measurements (validation/unseen3/trtllm_v1.0_h200_max_throughput.csv): "
+                       f"TensorRT-LLM v1.0, trtllm-bench throughput, {r['model']} FP8 on H200 SXM "
+                       f"141GB, TP {tp}, ISL/OSL {isl}/{osl}, {count} requests at once: "
+                       f"{r['output_tok_per_s']} output tokens/s\""),
+            ("notes", "\"The H100 cases' workload (trtllm-h100.yaml: max_batch 2048 and max_tokens "
+                      "8192 assumed, trtllm-bench's heuristics are not published) on the H200's "
+                      "141 GB at 4.8 TB/s (NVIDIA's H200 datasheet), set over the dgx-h100 preset "
+                      "as the SGLang H200 cases do; the doc's number of requests for this ISL/OSL.\""),
+            ("cluster", "../../configs/clusters/dgx-h100.yaml"),
+            ("workload", "../serving/trtllm-h100.yaml"),
+            ("command", "serve"),
+            ("set", f"[gpu.memory=141GB, gpu.memory_bandwidth=4.8TB/s, model={model}, serving.tp={tp}, "
+                    f"serving.max_model_len={isl + osl}, serving.requests.count={count}, "
+                    f"serving.requests.prompt_tokens={isl}, serving.requests.output_tokens={osl}]"),
+            ("metric", "output_tokens_per_s"),
+            ("measured", r["output_tok_per_s"]), ("tolerance", "0.15")])
+
+
 if __name__ == "__main__":
+    trtllm_h200_cases()
     titan_cases()
     narayanan_cases()
     nemo_long_cases()
