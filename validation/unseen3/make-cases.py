@@ -193,6 +193,11 @@ def titan_cases():
             notes += (" torchtitan's CP exchanges K/V shards by all-gather "
                       "(context_parallel_rotate_method allgather, its default @ 9dec370); dlsim's "
                       "context parallelism is a ring of sends (no key picks the all-gather).")
+        if r["source"] == "perf" and r["table"] == "4":
+            # the async-TP page's Float8 rows are the same runs measured again by a later torch:
+            # they are the throughput cases, these rows give their memory
+            titan_memory_case(r, name, src, what, sets)
+            continue
         write_case(name, [
             ("name", name), ("role", "check"), ("category", "fsdp"),
             ("source", f"\"{src} (validation/unseen3/torchtitan_h100_2d_3d_cp.csv): {what}\""),
