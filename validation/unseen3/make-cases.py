@@ -117,6 +117,11 @@ TITAN_SRC = {
                "(8 a host, 400 Gb/s per GPU)"),
 }
 
+# torchtitan @ 9dec370 (the 2024-12 page) compiles each TransformerBlock but not loss_fn
+# (train.py: "compiling loss function causes CUDA errors"); from 2025 (820504e, e7c0cae:
+# components/loss.py) torch.compile takes the loss too.
+TITAN_LOSS = {"perf": ["training.eager_loss=true"], "asynctp": [], "trainy": []}
+
 # Grand Teton's H100 (96 GB HBM2e at 2.4 TB/s, stated by both torchtitan pages) and the
 # H200 (141 GB at 4.8 TB/s, NVIDIA's datasheet, as the SGLang H200 cases set it).
 TITAN_GPU = {"perf": ["gpu.memory=96GiB", "gpu.memory_bandwidth=2.4TB/s"],
@@ -173,7 +178,7 @@ def titan_cases():
         gpus = int(r["gpus"])
         name = titan_name(r)
         sets = (node_sets(gpus) + TITAN_GPU[r["source"]] + titan_layout_sets(r)
-                + titan_precision_sets(r) + ["model.rotary=fused"])
+                + titan_precision_sets(r) + TITAN_LOSS[r["source"]] + ["model.rotary=fused"])
         src = TITAN_SRC[r["source"]].format(table=r["table"])
         what = (f"{r['model']}, {gpus} GPUs, FSDP {r['fsdp']} TP {r['tp']} PP {r['pp']} CP {r['cp']}, "
                 f"sequence {r['seq']}, local batch {r['local_batch']}, {r['ac']} activation "
@@ -186,6 +191,9 @@ def titan_cases():
                  "graph changes have no key), async TP as parallel.tp_comm_overlap, Float8 "
                  "(torchao, tensorwise dynamic scaling) as fp8 with current scaling, the FSDP "
                  "float8 all-gather as training.fp8_params. Measured: tokens/s per GPU x GPUs.")
+        if TITAN_LOSS[r["source"]]:
+            notes += (" torchtitan 9dec370 compiles each block but not its fp32 loss "
+                      "(train.py): training.eager_loss.")
         if int(r["pp"]) > 1:
             notes += (" Assumed: the local batch split into one micro-batch per pipeline stage "
                       "(torchtitan's default), 2 virtual stages a rank when interleaved.")
