@@ -276,7 +276,42 @@ def trtllm_h200_cases():
             ("measured", r["output_tok_per_s"]), ("tolerance", "0.15")])
 
 
+BRIDGE_SRC = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @ "
+              "067f987df03b8355b03192d88d70f1709fedf51a (validation/unseen3/"
+              "megatron_bridge_h100_pretraining.csv)")
+
+
+def bridge_cases():
+    for r in rows("megatron_bridge_h100_pretraining.csv"):
+        tp, pp, cp, vp, gpus = (int(r[k]) for k in ("tp", "pp", "cp", "vp", "gpus"))
+        dp = gpus // (tp * pp * cp)
+        name = f"bridge-{r['container']}-h100-{r['model']}-{gpus}gpu"
+        sets = [f"node.count={gpus // 8}", f"parallel.tp={tp}", f"parallel.pp={pp}",
+                f"parallel.cp={cp}", f"parallel.dp={dp}", f"parallel.virtual_stages={vp}",
+                f"training.global_batch={r['gbs']}", f"training.micro_batch={r['mbs']}",
+                f"model.seq_len={r['seq']}"]
+        if r["model"] == "llama3.1-405b":
+            sets.append("parallel.uneven_stages=true")
+        write_case(name, [
+            ("name", name), ("role", "check"),
+            ("source", f"\"{BRIDGE_SRC}: NeMo {r['container']} container, DGX-H100, "
+                       f"{r['precision'].upper()}, {r['model']} on {gpus} GPUs, GBS {r['gbs']}, MBS "
+                       f"{r['mbs']}, sequence {r['seq']}, TP {tp} PP {pp} CP {cp} VP {vp}: "
+                       f"{r['tokens_per_s_per_gpu']} tokens/s per GPU ({r['model_tflops_per_gpu']} "
+                       f"model TFLOP/s per GPU)\""),
+            ("notes", "\"Stated: the layout, FP8 (current scaling). Assumed (workload "
+                      "bridge-llama3-70b.yaml): NeMo's 2024 H100 settings: distributed optimizer with "
+                      "overlapped all-gather, TP overlap, no recomputation, cuDNN attention. "
+                      "Measured: tokens/s per GPU x GPUs.\""),
+            ("cluster", "../../configs/clusters/dgx-h100.yaml"),
+            ("workload", f"../unseen3/workloads/bridge-{r['model']}.yaml"),
+            ("set", "[" + ", ".join(sets) + "]"),
+            ("engine", "analytic"), ("metric", "tokens_per_s"),
+            ("measured", f"{int(r['tokens_per_s_per_gpu']) * gpus}"), ("tolerance", "0.10")])
+
+
 if __name__ == "__main__":
+    bridge_cases()
     trtllm_h200_cases()
     titan_cases()
     narayanan_cases()
