@@ -283,20 +283,24 @@ BRIDGE_SRC = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @
 
 def bridge_cases():
     for r in rows("megatron_bridge_h100_pretraining.csv"):
-        tp, pp, cp, vp, gpus = (int(r[k]) for k in ("tp", "pp", "cp", "vp", "gpus"))
+        tp, pp, cp, vp, ep, gpus = (int(r[k]) for k in ("tp", "pp", "cp", "vp", "ep", "gpus"))
         dp = gpus // (tp * pp * cp)
         name = f"bridge-{r['container']}-h100-{r['model']}-{gpus}gpu"
         sets = [f"node.count={gpus // 8}", f"parallel.tp={tp}", f"parallel.pp={pp}",
-                f"parallel.cp={cp}", f"parallel.dp={dp}", f"parallel.virtual_stages={vp}",
+                f"parallel.cp={cp}", f"parallel.dp={dp}", f"parallel.ep={ep}",
+                f"parallel.virtual_stages={vp}",
+                f"parallel.schedule={'interleaved' if vp > 1 else '1f1b'}",
                 f"training.global_batch={r['gbs']}", f"training.micro_batch={r['mbs']}",
                 f"model.seq_len={r['seq']}"]
+        if tp == 1:
+            sets += ["parallel.sequence_parallel=false", "parallel.tp_comm_overlap=false"]
         if r["model"] == "llama3.1-405b":
             sets.append("parallel.uneven_stages=true")
         write_case(name, [
             ("name", name), ("role", "check"),
             ("source", f"\"{BRIDGE_SRC}: NeMo {r['container']} container, DGX-H100, "
                        f"{r['precision'].upper()}, {r['model']} on {gpus} GPUs, GBS {r['gbs']}, MBS "
-                       f"{r['mbs']}, sequence {r['seq']}, TP {tp} PP {pp} CP {cp} VP {vp}: "
+                       f"{r['mbs']}, sequence {r['seq']}, TP {tp} PP {pp} CP {cp} VP {vp} EP {ep}: "
                        f"{r['tokens_per_s_per_gpu']} tokens/s per GPU ({r['model_tflops_per_gpu']} "
                        f"model TFLOP/s per GPU)\""),
             ("notes", "\"Stated: the layout, FP8 (current scaling). Assumed (workload "
