@@ -439,6 +439,7 @@ typedef struct {
   double host_dispatch;/* host time to launch one kernel (s); 0: the host keeps ahead */
   cfg_selective selective; /* which ops selective recomputation drops */
   int eager_ops;       /* 0/1: norms, rotary, SwiGLU as eager PyTorch's unfused ops */
+  int eager_loss;      /* 0/1: the loss as eager fp32 cross_entropy (eager_ops implies it) */
   int fp8_params;      /* 0/1: fp8 training keeps the model's weights in fp8 (FP8_PARAMS) */
   cfg_fp8_recipe fp8_recipe;
 } cfg_training;

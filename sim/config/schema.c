@@ -800,6 +800,12 @@ static const cfg_field cfg_training_fields[] = {
            "each a pass over the tensor, in fp32 where the model upcasts (torchtitan's Llama); "
            "the fp32 cross-entropy's gradients then count in backward's working set",
            DEF(0)),
+    F_BOOL(cfg_training, "eager_loss", eager_loss,
+           "the loss alone as eager PyTorch's cross_entropy(logits.float()) where the blocks are "
+           "compiled (torchtitan compiles each TransformerBlock, not its loss_fn: train.py @ "
+           "9dec370): its fp32 gradients count in backward's working set and its backward moves "
+           "16 bytes a logit more; training.eager_ops implies it",
+           DEF(0)),
     F_BOOL(cfg_training, "fp8_params", fp8_params,
            "with training.dtype fp8: the model's weights are kept in fp8 (Transformer Engine's "
            "quantized_model_init, NeMo's FP8_PARAMS / Megatron-LM's --fp8-param-gather), one "
