@@ -562,6 +562,9 @@ typedef struct {
    * reaches with many (sequence, KV head) items in flight, and the item count at which it
    * reaches half that (0: the GPU's efficiency.memory at any count) */
   double decode_attention_bandwidth, decode_attention_half;
+  /* the same for models whose every query head has a KV head of its own (MHA): no group of
+   * query heads shares a KV tile (0: the figures above) */
+  double decode_attention_mha_bandwidth, decode_attention_mha_half;
   cfg_moe_routing moe_routing; /* the MoE layer's routing kernels (see cfg_moe_routing) */
   int moe_tile;                /* rows of the grouped GEMM's tile each expert's rows fill */
   cfg_slo slo;

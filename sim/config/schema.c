@@ -1098,6 +1098,13 @@ static const cfg_field cfg_serving_fields[] = {
           "kernel at which it reaches half that rate (each item streams its own KV; a kernel "
           "short of items splits the keys, flash-decoding, up to four times this)",
           DEF(0)),
+    F_FRAC(cfg_serving, "decode_attention_mha_bandwidth", decode_attention_mha_bandwidth,
+           "decode_attention_bandwidth for models with as many KV heads as query heads (MHA), "
+           "whose decode kernel has no group of query heads to share a KV tile (0: "
+           "decode_attention_bandwidth)",
+           DEF(0)),
+    F_QTY(cfg_serving, "decode_attention_mha_half", decode_attention_mha_half, UNITS_NUMBER,
+          "decode_attention_half with decode_attention_mha_bandwidth", DEF(0)),
     F_ENUM(cfg_serving, "moe_routing", moe_routing, cfg_moe_routing_names,
            "MoE layers: fused (the grouped GEMM gathers each expert's tokens itself: vLLM's and "
            "SGLang's fused_moe, one align launch, moe_sum combines) or expand (top-k, a sort in "
