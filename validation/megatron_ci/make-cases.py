@@ -34,7 +34,9 @@ Mapping of a row onto dlsim:
   Hopper and Blackwell); local (Megatron's own modules), --attention-backend unfused, or
   --attention-backend local (with --spec local: megatron/core/models/bert/bert_layer_specs.py
   bert_layer_local_spec, Megatron's unfused DotProductAttention) -> training.flash_attention
-  false; --attention-backend flash -> training.attention fa2
+  false; --attention-backend flash -> training.attention fa2, and so does TE's own choice on
+  GB200 for a deterministic test with attention dropout (model_flags.csv's attention-dropout,
+  Megatron's 0.1 when absent: cuDNN's deterministic backward on Blackwell takes no dropout)
 Skipped, each counted by reason in SKIPS (printed): models dlsim has no kind for (T5's
 encoder-decoder, Mamba hybrids, multimodal and MiMo), the MoE suites (left to the MoE cases),
 GRPO rows (generation and training in one step), interleaved rows whose micro-batches are not
@@ -172,9 +174,19 @@ def sets_of(r):
         s.append('training.fp8_params=true')
     if r['transformer-impl'] == 'local' or r['attention-backend'] in ('unfused', 'local'):
         s.append('training.flash_attention=false')
-    elif r['attention-backend'] == 'flash':
+    elif r['attention-backend'] == 'flash' or te_falls_back_to_flash(r, flags):
         s.append('training.attention=fa2')
     return s
+
+
+def te_falls_back_to_flash(r, flags):
+    """Transformer Engine's own choice (attention-backend auto) on Blackwell: cuDNN's
+    deterministic backward there takes no dropout (TE's fused_attn.cpp, "determinism on
+    Blackwell"), and Megatron's attention dropout is 0.1 unless the test sets it, so a
+    deterministic test runs FlashAttention-2's deterministic backward instead."""
+    return (r['platform'] == 'gb200' and r['transformer-impl'] == 'transformer_engine' and
+            not r['attention-backend'] and flags.get('deterministic-mode') == 'true' and
+            float(flags.get('attention-dropout') or 0.1) != 0.0)
 
 
 def notes_of(r):
