@@ -593,6 +593,7 @@ typedef struct {
   double rendezvous_latency; /* seconds: the handshake a rendezvous message waits for */
   int leaders_per_node;      /* multi-leader all-reduce: leaders per node */
   double cycle_time;         /* seconds: the framework's negotiation cycle (Horovod) */
+  int reduce_pass;  /* 0/1: a reduction ends with a pass of its own over each rank's S/n result */
   /* size rules "ALGO < SIZE, ALGO < SIZE, ALGO" per op ("auto": NCCL's tuner) */
   char *allreduce, *allgather, *reducescatter, *alltoall;
 } cfg_collectives;

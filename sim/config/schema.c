@@ -1188,6 +1188,12 @@ static const cfg_field cfg_collectives_fields[] = {
           "the framework's negotiation cycle (Horovod's HOROVOD_CYCLE_TIME): a collective "
           "starts at the next cycle, half a cycle after it is ready on average",
           DEF(0)),
+    F_BOOL(cfg_collectives, "reduce_pass", reduce_pass,
+           "kernel progress: an all-reduce or reduce-scatter also pays one pass over each "
+           "rank's result chunk (S/n) that the transfers do not hide: two chunks read and one "
+           "written at gpu.memory_bandwidth x efficiency.memory (what XLA's tables show; see "
+           "validation/README.md)",
+           DEF(0)),
     F_STR(cfg_collectives, "allreduce", allreduce,
           "cpu progress: algorithm by size, \"ALGO < SIZE, ..., ALGO\" (rd, rhd, ring, "
           "multi-leader, ...); auto: NCCL's tuner",
