@@ -176,6 +176,7 @@ typedef struct {
   double d64[CFG_NATTN];
   double causal;
   double deterministic_bwd; /* s a backward call costs more in deterministic mode */
+  double deterministic[CFG_NATTN]; /* the deterministic backward's rate over the usual one */
 } cfg_attention_eff;
 
 /* A fused attention kernel's shape, for its efficiency (keys 0: not such a kernel). */

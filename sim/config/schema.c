@@ -197,6 +197,12 @@ static const double cfg_attn_bwd_defaults[CFG_NATTN] = {0.634, 0.598, 0.548, 0.2
 static const double cfg_attn_fwd_half_defaults[CFG_NATTN] = {30, 210, 110, 150, 30};
 static const double cfg_attn_bwd_half_defaults[CFG_NATTN] = {240, 430, 380, 110, 70};
 static const double cfg_attn_d64_defaults[CFG_NATTN] = {0.865, 0.793, 0.759, 1.052, 1.341};
+/* The deterministic backward over the usual one, head dim 128, causal, 8K keys on H100: FA2
+ * 166.0 TFLOP/s deterministic against its forward's 306.2 in one run (Dao-AILab/flash-attention
+ * pull request #1893), over the 299 / 333 of its non-deterministic backward and forward (FA2
+ * paper Fig. 7, FA3 paper Fig. 5; validation/kernels): 0.60; FA3 474.0 against 574.7 in the
+ * same run: 0.825. cuDNN's, Triton's and FA1's are not measured anywhere: 1. */
+static const double cfg_attn_det_defaults[CFG_NATTN] = {0.604, 0.825, 1.0, 1.0, 1.0};
 
 static const cfg_field cfg_attention_eff_fields[] = {
     F_BY_ENUM(cfg_attention_eff, "fwd", fwd, UNITS_FRACTION, cfg_attn_names,
@@ -218,6 +224,10 @@ static const cfg_field cfg_attention_eff_fields[] = {
            "what a causal kernel reaches of a full one at the same mean row length, beyond "
            "the masked half of its diagonal tiles",
            DEF(0.95)),
+    F_BY_ENUM(cfg_attention_eff, "deterministic", deterministic, UNITS_FRACTION, cfg_attn_names,
+              "under training.deterministic: what the backward reaches of its usual rate "
+              "(FlashAttention serialises its dQ accumulation)", .max = 1.0,
+              DEFS(cfg_attn_det_defaults)),
     F_QTY(cfg_attention_eff, "deterministic_bwd", deterministic_bwd, UNITS_SECONDS,
           "time a fused attention backward call takes on top of its model under "
           "training.deterministic; no preset sets it (a fit on Megatron-LM's CI did not hold on "
