@@ -377,8 +377,10 @@ static double an_interfered(an_state *st, an_unit *u, const prog_op *op, double 
  * they run beside it (the gradient reductions under the backward). */
 static void an_advance_beside(an_state *st, an_unit *u)
 {
+  /* only streams with ops left that no collective holds: the call per stream and compute op
+   * (a class uses a few of the nine) was a tenth of a run */
   for (int s = 0; s < PROG_NSTREAMS; s++)
-    if (s != PROG_STREAM_COMPUTE)
+    if (s != PROG_STREAM_COMPUTE && (u->live >> s & 1) && !u->blocked[s])
       an_advance(st, u, s);
 }
 
