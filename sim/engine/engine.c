@@ -844,6 +844,12 @@ double eng_evaluate_macro(eng_evaluator *e, int tmpl, uint32_t count, int rank)
   return eng_op_duration(e->costs, &op, rank);
 }
 
+double eng_evaluate_interference(eng_evaluator *e, int tmpl, uint32_t count, int rank)
+{
+  prog_op op = {.kind = PROG_COMPUTE, .tmpl = tmpl, .count = count, .fixed_time = -1};
+  return eng_interference_weight(e->costs, &op, rank, eng_op_duration(e->costs, &op, rank));
+}
+
 bool eng_evaluate_coll(eng_evaluator *e, prog_coll coll, int family, double bytes, int rank,
                        double *time, GError **err)
 {
