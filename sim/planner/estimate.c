@@ -10,6 +10,7 @@ typedef struct {
   const wl_model *m;
   const plan_skel *k;
   wl_state_bytes sb;
+  bool zero_bubble; /* ZB-H1 or DualPipe: the stages' weight-gradient share is needed */
 } plan_est;
 
 static const wl_layer *plan_layer(const plan_est *e, guint i)
@@ -59,7 +60,10 @@ static void plan_run(const plan_est *e, guint i, guint count, plan_stage *st)
   st->bwd += tb;
   st->fwd_interf += tf * eng_evaluate_interference(ev, e->k->sk.fwd[i], count, 0);
   st->bwd_interf += tb * eng_evaluate_interference(ev, e->k->sk.bwd[i], count, 0);
-  st->wgrad += tb * wl_layer_wgrad_share(plan_layer(e, i), e->s->hw);
+  /* only the zero-bubble schedules use it, and it times every backward kernel of the layer
+   * (two thirds of a Llama 3 405B search's screening when every layout paid it) */
+  if (e->zero_bubble)
+    st->wgrad += tb * wl_layer_wgrad_share(plan_layer(e, i), e->s->hw);
 }
 
 /* DeepSpeed's BF16 optimizer's pass over a chunk's `params` after each backward, one kernel
@@ -192,6 +196,8 @@ void plan_estimate(plan_setup *s, const cfg_workload *w, const plan_layout *l, c
   plan_est e = {.s = s, .w = w, .l = l, .m = m, .k = plan_skeleton(s, w, l, m),
                 .sb = wl_state_bytes_per_param(&w->training)};
   int p = l->pp, v = l->virtual_stages;
+  e.zero_bubble = p > 1 && v == 1 && (w->parallel.schedule == CFG_SCHED_ZB_H1 ||
+                                      w->parallel.schedule == CFG_SCHED_DUALPIPE);
   double micro = (double)w->training.global_batch / (l->dp * l->micro_batch);
   double sum = 0, tail = 0;
   g_autofree double *round = g_new0(double, v); /* per chunk index: its slowest stage */
