@@ -826,6 +826,8 @@ eng_evaluator *eng_evaluator_new(const prog_program *p, const hw_cluster *hw, co
   e->p = p;
   e->pl = eng_planner_new(hw, opt);
   e->costs = eng_costs_new(p, hw, e->pl, opt);
+  /* a template's times by index, not through the hash table: most of a screened layout */
+  eng_costs_bind(e->costs, p);
   return e;
 }
 
@@ -840,14 +842,16 @@ void eng_evaluator_free(eng_evaluator *e)
 
 double eng_evaluate_macro(eng_evaluator *e, int tmpl, uint32_t count, int rank)
 {
-  prog_op op = {.kind = PROG_COMPUTE, .tmpl = tmpl, .count = count, .fixed_time = -1};
-  return eng_op_duration(e->costs, &op, rank);
+  return eng_evaluate_macro_rate(e, tmpl, count, rank, NULL);
 }
 
-double eng_evaluate_interference(eng_evaluator *e, int tmpl, uint32_t count, int rank)
+double eng_evaluate_macro_rate(eng_evaluator *e, int tmpl, uint32_t count, int rank, double *rate)
 {
   prog_op op = {.kind = PROG_COMPUTE, .tmpl = tmpl, .count = count, .fixed_time = -1};
-  return eng_interference_weight(e->costs, &op, rank, eng_op_duration(e->costs, &op, rank));
+  double dur = eng_op_duration(e->costs, &op, rank);
+  if (rate)
+    *rate = eng_interference_weight(e->costs, &op, rank, dur);
+  return dur;
 }
 
 bool eng_evaluate_coll(eng_evaluator *e, prog_coll coll, int family, double bytes, int rank,

@@ -48,8 +48,9 @@ typedef struct {
 static void plan_run(const plan_est *e, guint i, guint count, plan_stage *st)
 {
   eng_evaluator *ev = e->k->eval;
-  double tf = eng_evaluate_macro(ev, e->k->sk.fwd[i], count, 0);
-  double tb = eng_evaluate_macro(ev, e->k->sk.bwd[i], count, 0);
+  double rf, rb;
+  double tf = eng_evaluate_macro_rate(ev, e->k->sk.fwd[i], count, 0, &rf);
+  double tb = eng_evaluate_macro_rate(ev, e->k->sk.bwd[i], count, 0, &rb);
   if (e->l->zero >= 3 && e->l->dp * e->l->cp > 1) {
     double ag, rs;
     plan_zero3(e, plan_layer(e, i), &ag, &rs);
@@ -58,8 +59,8 @@ static void plan_run(const plan_est *e, guint i, guint count, plan_stage *st)
   }
   st->fwd += tf;
   st->bwd += tb;
-  st->fwd_interf += tf * eng_evaluate_interference(ev, e->k->sk.fwd[i], count, 0);
-  st->bwd_interf += tb * eng_evaluate_interference(ev, e->k->sk.bwd[i], count, 0);
+  st->fwd_interf += tf * rf;
+  st->bwd_interf += tb * rb;
   /* only the zero-bubble schedules use it, and it times every backward kernel of the layer
    * (two thirds of a Llama 3 405B search's screening when every layout paid it) */
   if (e->zero_bubble)
