@@ -151,6 +151,9 @@ GArray **eng_stream_lists(const prog_program *p)
 {
   /* templates have lists too (empty for ranks): every class index stays valid */
   GArray **lists = g_new0(GArray *, p->classes->len * PROG_NSTREAMS);
+  /* the (class, stream) pairs without ops, most of them, share one empty list: an array each
+   * was a fortieth of an analytic run */
+  GArray *none = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   for (guint c = 0; c < p->classes->len; c++) {
     const prog_class *k = prog_class_at(p, (int)c);
     /* sized first and filled in place: growing them op by op was a tenth of an analytic run */
@@ -158,8 +161,9 @@ GArray **eng_stream_lists(const prog_program *p)
     for (guint i = 0; i < k->ops->len; i++)
       n[g_array_index(k->ops, prog_op, i).stream]++;
     for (int s = 0; s < PROG_NSTREAMS; s++) {
-      lists[c * PROG_NSTREAMS + s] = g_array_sized_new(FALSE, FALSE, sizeof(uint32_t), n[s]);
-      g_array_set_size(lists[c * PROG_NSTREAMS + s], n[s]);
+      GArray *l = n[s] ? g_array_sized_new(FALSE, FALSE, sizeof(uint32_t), n[s])
+                       : g_array_ref(none);
+      lists[c * PROG_NSTREAMS + s] = g_array_set_size(l, n[s]);
       n[s] = 0;
     }
     for (guint i = 0; i < k->ops->len; i++) {
@@ -167,13 +171,14 @@ GArray **eng_stream_lists(const prog_program *p)
       g_array_index(lists[c * PROG_NSTREAMS + s], uint32_t, n[s]++) = i;
     }
   }
+  g_array_unref(none);
   return lists;
 }
 
 void eng_stream_lists_free(const prog_program *p, GArray **lists)
 {
   for (guint i = 0; i < p->classes->len * PROG_NSTREAMS; i++)
-    g_array_free(lists[i], TRUE);
+    g_array_unref(lists[i]);
   g_free(lists);
 }
 
