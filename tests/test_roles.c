@@ -259,22 +259,36 @@ static bool roles_depends_on(const roles_setup *r, int tmpl, guint op, guint on)
   return false;
 }
 
-/* The ring's first step needs only the local chunk: it runs beside the transfer of the next
- * chunk, and the second step waits for it. */
-Test(roles, context_parallel_gather_runs_beside_the_first_ring_step)
+/* Each step needs only the chunk its predecessor brought: every hop runs beside the step after
+ * it (which does not wait for it), and the compute op after that step waits for it. CP 4, both passes:
+ * three hops forward, four backward. */
+Test(roles, context_parallel_hops_run_beside_their_ring_step)
 {
-  const char *sets[] = {"node.count=1", "parallel.cp=2", "parallel.dp=4", NULL};
+  const char *sets[] = {"node.count=1", "parallel.cp=4", "parallel.dp=2", NULL};
   roles_setup r;
   roles_build(&r, "gpt3-1.3b-dp", sets);
-  int tmpl = r.sk.fwd[1];
-  const prog_class *t = prog_class_at(r.sk.p, tmpl);
-  guint gather = 0;
-  while (gather < t->ops->len && g_array_index(t->ops, prog_op, gather).kind != PROG_COMM)
-    gather++;
-  cr_assert_lt(gather + 2, t->ops->len);
-  cr_assert_eq(g_array_index(t->ops, prog_op, gather + 1).kind, PROG_COMPUTE);
-  cr_assert_not(roles_depends_on(&r, tmpl, gather + 1, gather), "the first step waits");
-  cr_assert(roles_depends_on(&r, tmpl, gather + 2, gather), "the second step does not wait");
+  const int tmpls[] = {r.sk.fwd[1], r.sk.bwd[1]}, hops[] = {3, 4};
+  for (int p = 0; p < 2; p++) {
+    const prog_class *t = prog_class_at(r.sk.p, tmpls[p]);
+    int n = 0;
+    for (guint i = 0; i < t->ops->len; i++) {
+      const prog_op *op = &g_array_index(t->ops, prog_op, i);
+      if (op->kind != PROG_COMM || op->stream != PROG_STREAM_CP)
+        continue;
+      n++;
+      guint next = i + 2; /* the compute op after the step (the next hop may come first) */
+      while (next < t->ops->len && g_array_index(t->ops, prog_op, next).kind != PROG_COMPUTE)
+        next++;
+      cr_assert_lt(next, t->ops->len);
+      const prog_op *step = &g_array_index(t->ops, prog_op, i + 1);
+      cr_assert_eq(step->kind, PROG_COMPUTE);
+      cr_assert_eq(step->kclass, CFG_KCLASS_ATTENTION, "pass %d: a hop beside %s", p, step->name);
+      cr_assert_not(roles_depends_on(&r, tmpls[p], i + 1, i), "pass %d: the step waits", p);
+      cr_assert(roles_depends_on(&r, tmpls[p], next, i), "pass %d hop %d: %s does not wait", p, n,
+                g_array_index(t->ops, prog_op, next).name);
+    }
+    cr_assert_eq(n, hops[p], "pass %d: %d hops", p, n);
+  }
   roles_clear(&r);
 }
 
