@@ -455,6 +455,9 @@ typedef struct {
   int sequence_parallel; /* 0/1 */
   int tp_comm_overlap;   /* 0/1: sequence-parallel all-gathers and reduce-scatters pipelined with
                           * their GEMMs (Transformer Engine's userbuffers) */
+  int tp_async_dgrad;    /* 0/1: a column-parallel GEMM's input gradient reduced while its
+                          * weight gradient runs (else after it, blocking) */
+  double tp_sync;        /* seconds a blocking TP collective waits per rank beyond the first */
   int overlap_param_gather; /* 0/1: ZeRO-1/2's parameter all-gather under the next forward */
   cfg_schedule schedule;
   cfg_pipe_engine pipeline_engine;

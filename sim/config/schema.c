@@ -829,6 +829,19 @@ static const cfg_field cfg_parallel_fields[] = {
            "GEMM and the reduce-scatter after a row-parallel one run beside it in chunks "
            "(Transformer Engine's userbuffers, Megatron's --tp-comm-overlap)",
            DEF(0)),
+    F_BOOL(cfg_parallel, "tp_async_dgrad", tp_async_dgrad,
+           "the tensor-parallel all-reduce (or reduce-scatter) of a column-parallel GEMM's "
+           "input gradient runs while its weight gradient is computed (Megatron-LM's "
+           "asynchronous all-reduce); false: after it, and the next kernel waits (Megatron-"
+           "DeepSpeed's autograd all-reduce, the deepspeed profile)",
+           DEF(1)),
+    F_QTY(cfg_parallel, "tp_sync", tp_sync, UNITS_SECONDS,
+          "before each blocking tensor-parallel collective the GPU waits this long per rank of "
+          "the group beyond the first, counted as compute (a cost per collective, not per byte, "
+          "that Megatron-DeepSpeed's A100 runs show; its cause is not identified, the "
+          "deepspeed profile's value is fitted: validation/README.md, Megatron-DeepSpeed's "
+          "wait per collective)",
+          DEF(0)),
     F_BOOL(cfg_parallel, "overlap_param_gather", overlap_param_gather,
            "ZeRO-1/2 (Megatron's distributed optimizer): the updated parameters are gathered "
            "while the next step's forward runs, not after the optimizer "
