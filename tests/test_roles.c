@@ -152,7 +152,7 @@ Test(roles, sequence_parallel_gathers_before_column_and_scatters_after_row)
   roles_clear(&r);
 }
 
-Test(roles, context_parallel_gathers_kv_before_attention)
+Test(roles, context_parallel_passes_kv_beside_each_ring_step)
 {
   const char *sets[] = {"node.count=1", "parallel.cp=4", "parallel.dp=2", NULL};
   roles_setup r;
@@ -160,13 +160,92 @@ Test(roles, context_parallel_gathers_kv_before_attention)
   const wl_layer *l = roles_block(&r);
   g_autofree char *fwd = roles_sequence(&r, r.sk.fwd[1], l->fwd);
   g_autofree char *bwd = roles_sequence(&r, r.sk.bwd[1], l->bwd);
-  /* the ring's first step gathers, its other steps and their merges follow; in backward the
-   * gradients go back after its last step */
-  cr_assert_str_eq(fwd, "QKV allgather ATT RING RING RING RING RING RING OUT UP DOWN ",
+  /* forward: the next step's K and V travel beside every step but the last (each step but the
+   * first followed by its merge); backward: beside every step, the last one's gradients going
+   * back after it */
+  cr_assert_str_eq(fwd, "QKV allgather ATT allgather RING RING allgather RING RING RING RING OUT "
+                        "UP DOWN ",
                    "forward: %s", fwd);
-  cr_assert_str_eq(bwd, "DOWN.dgrad DOWN.wgrad UP.dgrad UP.wgrad OUT.dgrad OUT.wgrad RING RING "
-                        "RING RING RING RING ATT reducescatter QKV.dgrad QKV.wgrad ",
+  cr_assert_str_eq(bwd, "DOWN.dgrad DOWN.wgrad UP.dgrad UP.wgrad OUT.dgrad OUT.wgrad allgather RING "
+                        "RING allgather RING RING allgather RING RING allgather ATT QKV.dgrad "
+                        "QKV.wgrad ",
                    "backward: %s", bwd);
+  roles_clear(&r);
+}
+
+/* The bytes of a template's CP transfers, in op order. */
+static int roles_cp_bytes(const roles_setup *r, int tmpl, double *bytes, int max)
+{
+  const prog_class *t = prog_class_at(r->sk.p, tmpl);
+  int n = 0;
+  for (guint i = 0; i < t->ops->len && n < max; i++) {
+    const prog_op *op = &g_array_index(t->ops, prog_op, i);
+    if (op->kind == PROG_COMM && op->stream == PROG_STREAM_CP)
+      bytes[n++] = op->comm_bytes;
+  }
+  return n;
+}
+
+/* Transformer Engine's ring (AttnFuncWithCP @ v1.4) passes one chunk of K and V per step: GPT-3
+ * 1.3B at CP 4, micro-batch 8 of 2048 tokens, holds 8 x 512 tokens of 16 heads of 128, so a
+ * chunk is 2 (K, V) x 4096 x 2048 x 2 bytes = 32 MiB. Each hop is a gather of one chunk from
+ * each of 4 ranks, which moves 3/4 of its 4/3 x 32 MiB: one chunk. Backward sends K and V,
+ * then K, V, dK and dV twice, then dK and dV. */
+Test(roles, context_parallel_ring_moves_one_chunk_per_step)
+{
+  const char *sets[] = {"node.count=1", "parallel.cp=4", "parallel.dp=2", NULL};
+  roles_setup r;
+  roles_build(&r, "gpt3-1.3b-dp", sets);
+  double chunk = 2.0 * 4096 * 2048 * 2, gather = chunk * 4 / 3, b[8];
+  cr_assert_eq(roles_cp_bytes(&r, r.sk.fwd[1], b, 8), 3);
+  for (int i = 0; i < 3; i++)
+    cr_assert_float_eq(b[i], gather, 1e-3, "forward hop %d: %g", i, b[i]);
+  cr_assert_eq(roles_cp_bytes(&r, r.sk.bwd[1], b, 8), 4);
+  const double chunks[] = {1, 2, 2, 1};
+  for (int i = 0; i < 4; i++)
+    cr_assert_float_eq(b[i], chunks[i] * gather, 1e-3, "backward hop %d: %g", i, b[i]);
+  roles_clear(&r);
+}
+
+/* The fused attention calls of a layer's list as the hardware model takes them. */
+static hw_kernel roles_hw_attention(const GArray *ks, int nth)
+{
+  for (guint i = 0; i < ks->len; i++) {
+    const wl_kernel *k = &g_array_index(ks, wl_kernel, i);
+    if (k->kclass == CFG_KCLASS_ATTENTION && nth-- == 0)
+      return (hw_kernel){.kclass = k->kclass, .dtype = k->dtype, .flops = k->flops,
+                         .bytes = k->bytes, .attn = k->attn};
+  }
+  cr_assert_fail("no such attention call");
+  return (hw_kernel){0};
+}
+
+/* Only the ring's diagonal step is causal (the first forward, the last backward); the others
+ * run unmasked on the last rank's shape, all 8 x 512 queries against half the 512 keys. Both
+ * see 256 keys a row on average and do the same work, so by hw_attention_efficiency the
+ * diagonal takes (1 + 128 / 512) / causal of an unmasked step's time. */
+Test(roles, context_parallel_ring_masks_only_its_diagonal_step)
+{
+  const char *sets[] = {"node.count=1", "parallel.cp=4", "parallel.dp=2", "model.seq_len=2048",
+                        NULL};
+  roles_setup r;
+  roles_build(&r, "gpt3-1.3b-dp", sets);
+  const wl_layer *l = roles_block(&r);
+  const cfg_efficiency *e = hw_efficiency(r.hw);
+  for (int pass = 0; pass < 2; pass++) {
+    const GArray *ks = pass ? l->bwd : l->fwd;
+    int diagonal = pass ? 3 : 0;
+    for (int i = 0; i < 4; i++) {
+      hw_kernel k = roles_hw_attention(ks, i);
+      cr_assert_eq(k.attn.causal, i == diagonal, "pass %d step %d", pass, i);
+      cr_assert_float_eq(k.attn.keys, i == diagonal ? 512 : 256, 1e-9);
+    }
+    hw_kernel d = roles_hw_attention(ks, diagonal), u = roles_hw_attention(ks, 1);
+    double ratio = (hw_kernel_time(r.hw, &d) - e->launch_overhead) /
+                   (hw_kernel_time(r.hw, &u) - e->launch_overhead);
+    cr_assert_float_eq(ratio, (1 + 128.0 / 512) / e->attention.causal, 1e-9, "pass %d: %g", pass,
+                       ratio);
+  }
   roles_clear(&r);
 }
 
@@ -180,22 +259,36 @@ static bool roles_depends_on(const roles_setup *r, int tmpl, guint op, guint on)
   return false;
 }
 
-/* The ring's first step needs only the local chunk: it runs beside the gather of the others'
- * K and V, and the second step waits for the gather. */
-Test(roles, context_parallel_gather_runs_beside_the_first_ring_step)
+/* Each step needs only the chunk its predecessor brought: every hop runs beside the step after
+ * it (which does not wait for it), and the compute op after that step waits for it. CP 4, both passes:
+ * three hops forward, four backward. */
+Test(roles, context_parallel_hops_run_beside_their_ring_step)
 {
-  const char *sets[] = {"node.count=1", "parallel.cp=2", "parallel.dp=4", NULL};
+  const char *sets[] = {"node.count=1", "parallel.cp=4", "parallel.dp=2", NULL};
   roles_setup r;
   roles_build(&r, "gpt3-1.3b-dp", sets);
-  int tmpl = r.sk.fwd[1];
-  const prog_class *t = prog_class_at(r.sk.p, tmpl);
-  guint gather = 0;
-  while (gather < t->ops->len && g_array_index(t->ops, prog_op, gather).kind != PROG_COMM)
-    gather++;
-  cr_assert_lt(gather + 2, t->ops->len);
-  cr_assert_eq(g_array_index(t->ops, prog_op, gather + 1).kind, PROG_COMPUTE);
-  cr_assert_not(roles_depends_on(&r, tmpl, gather + 1, gather), "the first step waits");
-  cr_assert(roles_depends_on(&r, tmpl, gather + 2, gather), "the second step does not wait");
+  const int tmpls[] = {r.sk.fwd[1], r.sk.bwd[1]}, hops[] = {3, 4};
+  for (int p = 0; p < 2; p++) {
+    const prog_class *t = prog_class_at(r.sk.p, tmpls[p]);
+    int n = 0;
+    for (guint i = 0; i < t->ops->len; i++) {
+      const prog_op *op = &g_array_index(t->ops, prog_op, i);
+      if (op->kind != PROG_COMM || op->stream != PROG_STREAM_CP)
+        continue;
+      n++;
+      guint next = i + 2; /* the compute op after the step (the next hop may come first) */
+      while (next < t->ops->len && g_array_index(t->ops, prog_op, next).kind != PROG_COMPUTE)
+        next++;
+      cr_assert_lt(next, t->ops->len);
+      const prog_op *step = &g_array_index(t->ops, prog_op, i + 1);
+      cr_assert_eq(step->kind, PROG_COMPUTE);
+      cr_assert_eq(step->kclass, CFG_KCLASS_ATTENTION, "pass %d: a hop beside %s", p, step->name);
+      cr_assert_not(roles_depends_on(&r, tmpls[p], i + 1, i), "pass %d: the step waits", p);
+      cr_assert(roles_depends_on(&r, tmpls[p], next, i), "pass %d hop %d: %s does not wait", p, n,
+                g_array_index(t->ops, prog_op, next).name);
+    }
+    cr_assert_eq(n, hops[p], "pass %d: %d hops", p, n);
+  }
   roles_clear(&r);
 }
 

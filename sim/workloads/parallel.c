@@ -255,6 +255,7 @@ typedef struct {
   wl_until until;
   wl_pass_kind pass;
   bool paired; /* the all-to-alls run beside the compute (DualPipe's forward-backward pairs) */
+  int ring_step; /* context parallelism: the ring attention steps emitted so far */
 } wl_tb;
 
 /* Whether kernel `k` is the one a deferred collective waits for. */
@@ -418,21 +419,38 @@ static void wl_tp_after(wl_tb *b, const wl_kernel *k, double act)
                x->w->parallel.tp_async_dgrad ? WL_ASYNC : WL_BLOCKING);
 }
 
-/* Context parallelism: gather the other ranks' K and V beside the ring's first step (it needs
- * only the local chunk; the next steps wait for the gather, as Transformer Engine's ring sends
- * the next chunk while a step computes), reduce-scatter their gradients after. */
-static void wl_cp_around(wl_tb *b, const wl_kernel *k, bool before)
+/* Chunks of K and V (or their gradients) a rank passes on beside ring step `step` of `cp`
+ * (Transformer Engine's AttnFuncWithCP @ v1.4: forward sends the next step's K and V beside
+ * each step but the last; backward sends K and V beside the first, K, V and the running dK, dV
+ * beside the middle ones, and the gradients alone beside the last). */
+static int wl_ring_chunks(int step, int cp, bool forward)
+{
+  if (forward)
+    return step < cp - 1;
+  return (step < cp - 1) + (step > 0);
+}
+
+/* Context parallelism: a ring (Transformer Engine's P2P exchange) that passes one chunk of K
+ * and V to the next rank beside each attention step, so a step waits only for the chunk its
+ * predecessor brought. Each hop is a gather over the CP group of one chunk per rank: the
+ * same bytes on the same neighbour links as the ring's send and receive. */
+static void wl_cp_around(wl_tb *b, const wl_kernel *k)
 {
   wl_par *x = b->x;
-  if (x->cp == 1 || k->role != WL_ROLE_ATTENTION)
+  if (x->cp == 1 || k->kclass != CFG_KCLASS_ATTENTION ||
+      (k->role != WL_ROLE_ATTENTION && k->role != WL_ROLE_RING_STEP))
     return;
   const cfg_model *cm = &x->w->model;
-  double kv = 2.0 * x->m->tokens * cm->kv_heads * (cm->hidden / cm->heads) / x->tp *
-              wl_activation_bytes(x->m) * x->cp;
-  if (before && wl_is_forward(k))
-    wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_ALLGATHER, kv, "cp allgather kv", WL_BESIDE_NEXT);
-  if (!before && !wl_is_forward(k))
-    wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_REDUCESCATTER, kv, "cp reducescatter dkv", WL_ASYNC);
+  double chunk = 2.0 * x->m->tokens * cm->kv_heads * (cm->hidden / cm->heads) / x->tp *
+                 wl_activation_bytes(x->m);
+  int step = b->ring_step++ % x->cp;
+  int chunks = wl_ring_chunks(step, x->cp, wl_is_forward(k));
+  if (chunks == 0)
+    return;
+  /* a gather of n chunks moves (n - 1) of them to each rank: this many bytes move `chunks` */
+  double bytes = chunks * chunk * x->cp / (x->cp - 1);
+  wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_ALLGATHER, bytes,
+             wl_is_forward(k) ? "cp ring kv" : "cp ring kv dkv", WL_BESIDE_NEXT);
 }
 
 /* A collective after the last compute op that the next kernel of `until` waits for. */
@@ -561,9 +579,8 @@ static int wl_template(wl_par *x, const wl_layer *l, wl_pass_kind pass, bool pai
     }
     /* recomputation replays the forward, collectives included (wl_is_forward) */
     wl_tp_before(&b, k, gathered);
-    wl_cp_around(&b, k, true);
+    wl_cp_around(&b, k);
     wl_tb_compute(&b, k);
-    wl_cp_around(&b, k, false);
     wl_tp_after(&b, k, act);
     wl_ep_after(&b, k);
   }

@@ -177,12 +177,17 @@ static double wl_attention_io(const wl_shape *x)
 }
 
 /* The fused kernel's shape: with context parallelism each call sees one chunk of s / cp keys
- * (ring attention runs cp of them), so long contexts split finely run short, slow kernels. */
-static void wl_set_attention_shape(GArray *kernels, const wl_shape *x, bool backward)
+ * (ring attention runs cp of them), so long contexts split finely run short, slow kernels.
+ * Only the ring's diagonal step is causal: Transformer Engine's load-balanced split (two
+ * chunks of s / 2cp per rank, AttnFuncWithCP @ v1.4, the release of NeMo 24.03) runs every
+ * other step unmasked, the same work as the diagonal's causal half without its masked tiles:
+ * on half the queries against all s / cp keys, or (the last rank at every step, which the
+ * others wait for) all the queries against half of them. */
+static void wl_set_attention_shape(GArray *kernels, const wl_shape *x, bool backward, bool causal)
 {
   cfg_attn_shape *a = &g_array_index(kernels, wl_kernel, kernels->len - 1).attn;
-  *a = (cfg_attn_shape){.keys = (float)x->sq, .head_dim = (float)((x->dqk + x->d) / 2),
-                        .impl = (uint8_t)x->impl, .backward = backward, .causal = 1,
+  *a = (cfg_attn_shape){.keys = (float)(causal ? x->sq : x->sq / 2), .head_dim = (float)((x->dqk + x->d) / 2),
+                        .impl = (uint8_t)x->impl, .backward = backward, .causal = causal,
                 .deterministic = backward && x->deterministic};
 }
 
@@ -199,7 +204,7 @@ static void wl_ring_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay
   for (int i = 0; i < (int)x->cp; i++) {
     wl_k(m, l, replay, i ? WL_ROLE_RING_STEP : WL_ROLE_ATTENTION, "attention",
          CFG_KCLASS_ATTENTION, flops / x->cp, wl_attention_io(x));
-    wl_set_attention_shape(to, x, false);
+    wl_set_attention_shape(to, x, false, i == 0);
     if (i)
       wl_k(m, l, replay, WL_ROLE_RING_STEP, "attention.merge", CFG_KCLASS_ELEMENTWISE, 0, 0);
   }
@@ -217,7 +222,7 @@ static void wl_ring_bwd(wl_model *m, wl_layer *l, const wl_shape *x, double flop
     bool last = i == (int)x->cp - 1;
     wl_bwd(m, l, last ? WL_ROLE_ATTENTION : WL_ROLE_RING_STEP, WL_PHASE_BACKWARD,
            "attention.bwd", CFG_KCLASS_ATTENTION, flops / x->cp, 2.5 * wl_attention_io(x));
-    wl_set_attention_shape(l->bwd, x, true);
+    wl_set_attention_shape(l->bwd, x, true, last); /* backward runs the ring in reverse */
   }
 }
 
