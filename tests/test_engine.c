@@ -858,6 +858,48 @@ static eng_fold_info fold_check(const char *cluster, const char *workload,
   return folded;
 }
 
+/* One DES step with SimGrid's CPU model `optim` (DLSIM_SIMGRID_CPU_OPTIM): its time and exposed
+ * communication. */
+static double cpu_model_step(const char *const *sets, const char *optim, double *exposed)
+{
+  g_setenv("DLSIM_SIMGRID_CPU_OPTIM", optim, TRUE);
+  eng_fold_info fold;
+  double t = fold_step("dgx-h100", "megatron-22b", sets, false, &fold, exposed);
+  g_unsetenv("DLSIM_SIMGRID_CPU_OPTIM");
+  return t;
+}
+
+/* A GPU host runs one kernel at a time, so SimGrid's trace-integration CPU model (dlsim's
+ * default: a finish date per host, no max-min system) gives the dates its solver does: TP 2 x CP
+ * x PP x DP steps over rails across leaf groups of one node (the pipeline's sends, the DP x CP
+ * reduction and, in the first, the layer passes as flows) and over a 4:1 oversubscribed fat tree
+ * take the same time, and expose the same communication, under both. */
+Test(engine, integrating_cpu_dates_gives_the_solvers_steps)
+{
+  const char *fabrics[][3] = {
+      {"network.tiers[0].nodes_per_switch=1", "network.topology=rail-optimized", NULL},
+      {"network.tiers[1].oversubscription=4", "network.topology=fat-tree", NULL}};
+  const int layouts[][3] = {{2, 2, 2}, {4, 2, 2}, {2, 4, 3}}; /* CP, PP, DP */
+  for (size_t f = 0; f < G_N_ELEMENTS(fabrics); f++)
+    for (size_t l = 0; l < G_N_ELEMENTS(layouts); l++) {
+      int cp = layouts[l][0], pp = layouts[l][1], dp = layouts[l][2], gpus = 2 * cp * pp * dp;
+      g_autofree char *nodes = g_strdup_printf("node.count=%d", gpus / 8);
+      g_autofree char *cps = g_strdup_printf("parallel.cp=%d", cp);
+      g_autofree char *pps = g_strdup_printf("parallel.pp=%d", pp);
+      g_autofree char *dps = g_strdup_printf("parallel.dp=%d", dp);
+      g_autofree char *batch = g_strdup_printf("training.global_batch=%d", 4 * pp * dp);
+      const char *sets[] = {nodes, "parallel.tp=2", cps, pps, dps, batch,
+                            "training.flash_attention=true", fabrics[f][0], fabrics[f][1],
+                            l ? "collectives.layer_flows=never" : "collectives.layer_flows=auto",
+                            NULL};
+      double ea, eb;
+      double a = cpu_model_step(sets, "TI", &ea), b = cpu_model_step(sets, "Lazy", &eb);
+      cr_assert(fabs(a - b) <= 1e-9 * b && fabs(ea - eb) <= 1e-9 * b,
+                "%s, CP %d x PP %d x DP %d: %.17g s (exposed %.17g) integrated, %.17g (%.17g) "
+                "solved", fabrics[f][1], cp, pp, dp, a, ea, b, eb);
+    }
+}
+
 /* TP 2 x CP 2 x PP 2 x DP 2 on 16 GPUs: tensor-parallel siblings stand for each other, context-
  * parallel ones cannot (their gradients are reduced together, outside the layer passes, over
  * NICs that also carry the pipeline's sends of ranks mirroring would leave out), and the check

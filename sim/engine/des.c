@@ -953,6 +953,12 @@ static void des_configure(const des_ctx *c, int nactors)
   sg_cfg_set_double("network/TCP-gamma", 0.0);
   sg_cfg_set_double("surf/precision", 1e-12);
   sg_cfg_set_double("maxmin/precision", 1e-9);
+  /* A host has one core, and no resource of it is shared with another host, so SimGrid's
+   * trace-integration CPU model (each host's finish dates, no max-min system over all of them)
+   * gives the dates the default one solves for: the same step to the last digit, 8 % fewer
+   * instructions. DLSIM_SIMGRID_CPU_OPTIM=Lazy restores the default, to check that. */
+  const char *cpu = g_getenv("DLSIM_SIMGRID_CPU_OPTIM");
+  sg_cfg_set_string("cpu/optim", cpu && *cpu ? cpu : "TI");
   const char *factory = g_getenv("DLSIM_SIMGRID_CONTEXTS");
   if (factory && *factory)
     sg_cfg_set_string("contexts/factory", factory);
