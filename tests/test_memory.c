@@ -327,3 +327,28 @@ Test(memory, the_bf16_optimizer_keeps_bf16_gradients_beside_its_whole_fp32_buffe
   mem_report_clear(&a);
   mem_report_clear(&b);
 }
+
+/* BigScience's 02-28 layout (hidden 13312, 82 layers, TP 4 x PP 12 x DP 8, BF16 optimizer):
+ * stage 0 holds the embedding (V h / 4) and 6 blocks (3 h^2 + 4 h each: the TP shard of 12 h^2
+ * and the norms whole), the last stage the same and the final norm (2 h). DeepSpeed casts the whole fp32 buffer to bf16 for the reduce: 2 bytes a
+ * parameter of the stage, a segment of its own (no fragmentation on it); none when the reduce
+ * runs in the buffer's own dtype or without the BF16 optimizer. */
+Test(memory, the_bf16_optimizers_reduce_casts_the_whole_buffer_by_hand)
+{
+  const char *base[] = {"node.count=48", "model.hidden=13312", "model.layers=82", "model.heads=64",
+                        "parallel.tp=4", "parallel.pp=12", "parallel.dp=8",
+                        "training.micro_batch=2", NULL, NULL};
+  const char *wl = "validation/a100_unseen/workloads/bloom-176b.yaml";
+  double h = 13312, V = 250880, P0 = 6 * (3 * h * h + 4 * h) + V * h / 4;
+  mem_report bf = estimate("dgx-a100", wl, base, false);
+  base[8] = "training.grad_dtype=fp32";
+  mem_report fp = estimate("dgx-a100", wl, base, false);
+  base[8] = "training.grad_accum_dtype=none";
+  mem_report none = estimate("dgx-a100", wl, base, false);
+  cr_expect_float_eq(bf.stages[0].extra[MEM_GRAD_CAST], 2 * P0, 1);
+  cr_expect_float_eq(bf.stages[11].extra[MEM_GRAD_CAST], 2 * (P0 + 2 * h), 1); /* tied copy */
+  cr_expect_float_eq(bf.stages[0].total - fp.stages[0].total, 2 * P0, 1);
+  cr_expect_eq(fp.stages[0].extra[MEM_GRAD_CAST], 0);
+  cr_expect_eq(none.stages[0].extra[MEM_GRAD_CAST], 0);
+  mem_report_clear(&bf), mem_report_clear(&fp), mem_report_clear(&none);
+}

@@ -8,7 +8,7 @@ const char *mem_extra_name(mem_extra e)
 {
   static const char *const names[] = {"cuda_context", "nccl_buffers", "comm_buckets",
                                       "zero3_live_params", "recompute", "moe_buffers",
-                                      "fragmentation"};
+                                      "grad_cast", "fragmentation"};
   return e < MEM_NEXTRA ? names[e] : "?";
 }
 
@@ -81,8 +81,23 @@ static double mem_vee_chunks(const cfg_workload *w, const wl_model *m, int stage
   return params;
 }
 
-static void mem_extras(const cfg_workload *w, const wl_model *m, double largest, bool output,
-                       mem_stage *s)
+/* DeepSpeed's BF16 optimizer hands the engine its whole fp32 buffer as one flat tensor, larger
+ * than the engine's 5e8-element bucket, and allreduce_bucket casts it to communication_data_type
+ * (the training dtype unless set: engine.py, microsoft/DeepSpeed@15293139f of 2022-02-28, the
+ * bf16 branch BigScience ran) before the all-reduce: a copy of every gradient of the stage at
+ * once, after the last backward. No block the activations freed is that large, so the caching
+ * allocator reserves a segment for it, which stays reserved beside theirs. */
+static double mem_grad_cast(const cfg_training *t, double params)
+{
+  if (!t->grad_accum_dtype)
+    return 0;
+  double accum = cfg_dtype_bytes((cfg_dtype)(t->grad_accum_dtype - 1));
+  double comm = cfg_dtype_bytes(t->grad_dtype);
+  return comm < accum ? params * comm : 0;
+}
+
+static void mem_extras(const cfg_workload *w, const wl_model *m, double largest, double params,
+                       bool output, mem_stage *s)
 {
   const cfg_memory *mm = &w->memory;
   const cfg_parallel *p = &w->parallel;
@@ -95,9 +110,11 @@ static void mem_extras(const cfg_workload *w, const wl_model *m, double largest,
   s->extra[MEM_RECOMPUTE] = MAX(m->recompute_peak, output ? m->loss_peak : 0);
   /* the copies this GPU sends and the busiest rank receives, in 16 bits (DeepEP, Megatron) */
   s->extra[MEM_MOE_BUFFERS] = p->ep > 1 ? m->moe_copies * w->model.hidden * 2 * (1 + m->moe_load) : 0;
+  s->extra[MEM_GRAD_CAST] = mem_grad_cast(&w->training, params);
   double rest = s->model_states + s->activations + s->kv_cache;
+  /* a whole segment of its own is not split, so it loses nothing to fragmentation */
   for (int e = 0; e < MEM_FRAGMENTATION; e++)
-    rest += s->extra[e];
+    rest += e == MEM_GRAD_CAST ? 0 : s->extra[e];
   s->extra[MEM_FRAGMENTATION] = mm->fragmentation * rest;
   s->other = 0;
   for (int e = 0; e < MEM_NEXTRA; e++)
@@ -130,7 +147,7 @@ static void mem_fill_stage(const cfg_workload *w, const wl_model *m, int stage, 
   s->activations_per_micro_batch = act;
   if (!states_only) {
     s->activations = s->activations_per_micro_batch * s->inflight;
-    mem_extras(w, m, largest, st.output, s);
+    mem_extras(w, m, largest, params, st.output, s);
   }
   s->total = s->model_states + s->activations + s->kv_cache + s->other;
 }
