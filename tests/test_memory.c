@@ -352,3 +352,25 @@ Test(memory, the_bf16_optimizers_reduce_casts_the_whole_buffer_by_hand)
   cr_expect_eq(none.stages[0].extra[MEM_GRAD_CAST], 0);
   mem_report_clear(&bf), mem_report_clear(&fp), mem_report_clear(&none);
 }
+
+/* The same layout under DeepSpeed's pipeline engine (T = 2 x 2048 tokens a micro-batch, bf16):
+ * stage 0 keeps its 12 micro-batches' outputs, a quarter each at TP 4; stage 5 its 7 and one
+ * whole input more than it has in flight; the last stage that input and the fp32 logits of its
+ * vocabulary shard (250880 / 4) in both its buffers. Megatron's engine keeps none of them. */
+Test(memory, deepspeeds_pipeline_buffers_by_hand)
+{
+  const char *sets[] = {"node.count=48", "model.hidden=13312", "model.layers=82", "model.heads=64",
+                        "parallel.tp=4", "parallel.pp=12", "parallel.dp=8",
+                        "training.micro_batch=2", NULL, NULL};
+  const char *wl = "validation/a100_unseen/workloads/bloom-176b.yaml";
+  double T = 4096, h = 13312, V = 250880, out = T * h * 2;
+  mem_report ds = estimate("dgx-a100", wl, sets, false);
+  sets[8] = "parallel.pipeline_engine=megatron";
+  mem_report mg = estimate("dgx-a100", wl, sets, false);
+  cr_expect_float_eq(ds.stages[0].extra[MEM_PIPE_BUFFERS], 12 * out / 4, 1);
+  cr_expect_float_eq(ds.stages[5].extra[MEM_PIPE_BUFFERS], 7 * out / 4 + out, 1);
+  cr_expect_float_eq(ds.stages[11].extra[MEM_PIPE_BUFFERS], out + 2 * T * V / 4 * 4, 1);
+  for (int s = 0; s < 12; s++)
+    cr_expect_eq(mg.stages[s].extra[MEM_PIPE_BUFFERS], 0, "stage %d", s);
+  mem_report_clear(&ds), mem_report_clear(&mg);
+}

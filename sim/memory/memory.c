@@ -8,7 +8,7 @@ const char *mem_extra_name(mem_extra e)
 {
   static const char *const names[] = {"cuda_context", "nccl_buffers", "comm_buckets",
                                       "zero3_live_params", "recompute", "moe_buffers",
-                                      "grad_cast", "fragmentation"};
+                                      "pipe_buffers", "grad_cast", "fragmentation"};
   return e < MEM_NEXTRA ? names[e] : "?";
 }
 
@@ -96,6 +96,27 @@ static double mem_grad_cast(const cfg_training *t, double params)
   return comm < accum ? params * comm : 0;
 }
 
+/* DeepSpeed's PipelineEngine (deepspeed/runtime/pipe/engine.py and schedule.py @ 15293139f) keeps
+ * each micro-batch's stage output in pipe_buffers until its backward (with TP, only this rank's
+ * 1/TP partition: the rest is freed once sent), and reserves one buffer more than the
+ * micro-batches in flight (TrainSchedule.num_pipe_buffers, at least 2), each holding the input it
+ * last received, whole, until reused. The last stage returns from its backward without clearing
+ * its buffer, and its outputs are Megatron-DeepSpeed's fp32 logits (GPTModelPipe's last spec,
+ * float16_to_fp32): both buffers still hold theirs while a forward computes the next. */
+static double mem_pipe_buffers(const cfg_workload *w, const wl_model *m, int stage,
+                               double inflight, bool output)
+{
+  const cfg_parallel *p = &w->parallel;
+  if (p->pp <= 1 || p->pipeline_engine != CFG_PIPE_DEEPSPEED || m->blocks <= 0)
+    return 0;
+  /* between stages activations travel in 16 bits at least (parallel.c's act_bytes) */
+  double hidden = m->tokens * w->model.hidden * MAX(2.0, cfg_dtype_bytes(m->dtype));
+  double b = stage > 0 ? hidden : 0;
+  if (output)
+    return b + 2 * m->tokens * w->model.vocab / p->tp * 4;
+  return b + inflight * hidden / p->tp;
+}
+
 static void mem_extras(const cfg_workload *w, const wl_model *m, double largest, double params,
                        bool output, mem_stage *s)
 {
@@ -110,6 +131,7 @@ static void mem_extras(const cfg_workload *w, const wl_model *m, double largest,
   s->extra[MEM_RECOMPUTE] = MAX(m->recompute_peak, output ? m->loss_peak : 0);
   /* the copies this GPU sends and the busiest rank receives, in 16 bits (DeepEP, Megatron) */
   s->extra[MEM_MOE_BUFFERS] = p->ep > 1 ? m->moe_copies * w->model.hidden * 2 * (1 + m->moe_load) : 0;
+  s->extra[MEM_PIPE_BUFFERS] = mem_pipe_buffers(w, m, s->stage, s->inflight, output);
   s->extra[MEM_GRAD_CAST] = mem_grad_cast(&w->training, params);
   double rest = s->model_states + s->activations + s->kv_cache;
   /* a whole segment of its own is not split, so it loses nothing to fragmentation */
