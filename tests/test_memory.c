@@ -374,3 +374,31 @@ Test(memory, deepspeeds_pipeline_buffers_by_hand)
     cr_expect_eq(mg.stages[s].extra[MEM_PIPE_BUFFERS], 0, "stage %d", s);
   mem_report_clear(&ds), mem_report_clear(&mg);
 }
+
+/* NCCL communicators, 256 MiB each by default: Megatron's engine counts one a parallel
+ * dimension (DP, TP, PP: 3 here). DeepSpeed's pipeline engine also has its slice group (TP > 1),
+ * the model group of the gradient norm, a pair per neighbouring stage and, on the first and last
+ * stage, the tied embedding's group: 7 on stages 0, 5 and 11; at TP 1 without tied
+ * embeddings, 4 on stage 0 (DP, PP, model, one neighbour) and 5 on stage 5 (two). */
+Test(memory, deepspeeds_pipeline_communicators_by_hand)
+{
+  const char *sets[] = {"node.count=48", "model.hidden=13312", "model.layers=82", "model.heads=64",
+                        "parallel.tp=4", "parallel.pp=12", "parallel.dp=8",
+                        "training.micro_batch=2", NULL, NULL, NULL, NULL};
+  const char *wl = "validation/a100_unseen/workloads/bloom-176b.yaml";
+  double comm = 256.0 * 1048576;
+  mem_report ds = estimate("dgx-a100", wl, sets, false);
+  sets[8] = "parallel.pipeline_engine=megatron";
+  mem_report mg = estimate("dgx-a100", wl, sets, false);
+  sets[0] = "node.count=12";
+  sets[8] = "parallel.tp=1", sets[9] = "model.tied_embeddings=false";
+  mem_report t1 = estimate("dgx-a100", wl, sets, false);
+  int stages[] = {0, 5, 11};
+  for (int i = 0; i < 3; i++) {
+    cr_expect_float_eq(ds.stages[stages[i]].extra[MEM_NCCL], 7 * comm, 1, "stage %d", stages[i]);
+    cr_expect_float_eq(mg.stages[stages[i]].extra[MEM_NCCL], 3 * comm, 1, "stage %d", stages[i]);
+  }
+  cr_expect_float_eq(t1.stages[0].extra[MEM_NCCL], 4 * comm, 1);
+  cr_expect_float_eq(t1.stages[5].extra[MEM_NCCL], 5 * comm, 1);
+  mem_report_clear(&ds), mem_report_clear(&mg), mem_report_clear(&t1);
+}

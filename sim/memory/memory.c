@@ -17,6 +17,23 @@ static int mem_groups(const cfg_parallel *p)
   return (p->dp > 1) + (p->tp > 1) + (p->pp > 1) + (p->cp > 1) + (p->ep > 1);
 }
 
+/* The process groups a GPU of stage `stage` communicates in, each an NCCL communicator with its
+ * own buffers. DeepSpeed's pipeline engine (runtime/pipe/topology.py, p2p.py @ 15293139f) adds its
+ * own beside Megatron's tensor-parallel group: the slice group its partitioned sends gather in,
+ * the whole model's group (TP x PP) the gradient norm is reduced in, the tied embedding's
+ * (first and last stage), and a pair per neighbouring stage (dist.send / recv: PyTorch builds a
+ * communicator for each pair of ranks). */
+static int mem_stage_groups(const cfg_workload *w, int stage)
+{
+  const cfg_parallel *p = &w->parallel;
+  int n = mem_groups(p);
+  if (p->pp <= 1 || p->pipeline_engine != CFG_PIPE_DEEPSPEED)
+    return n;
+  bool end = stage == 0 || stage == p->pp - 1;
+  int peers = end ? 1 : 2;
+  return n + (p->tp > 1) + 1 + peers + (end && w->model.tied_embeddings);
+}
+
 /* Parameters held by a stage (tied embeddings: the last stage keeps its own copy). */
 static double mem_stage_params(const wl_model *m, const cfg_workload *w, const wl_stage *st,
                                double *largest, double *experts)
@@ -124,7 +141,7 @@ static void mem_extras(const cfg_workload *w, const wl_model *m, double largest,
   const cfg_parallel *p = &w->parallel;
   wl_state_bytes b = wl_state_bytes_per_param(&w->training);
   s->extra[MEM_CUDA_CONTEXT] = mm->cuda_context;
-  s->extra[MEM_NCCL] = mm->nccl_buffers * mem_groups(p);
+  s->extra[MEM_NCCL] = mm->nccl_buffers * mem_stage_groups(w, s->stage);
   s->extra[MEM_COMM_BUCKETS] = p->dp > 1 || p->zero > 0 ? 2 * mm->comm_bucket : 0;
   s->extra[MEM_ZERO3_LIVE] = p->zero >= 3 ? largest * b.weights + mm->zero3_prefetch : 0;
   /* the loss's working set is gone before the first block is recomputed */
