@@ -210,6 +210,13 @@ Test(collectives, alltoall_over_nodes_reaches_n_over_n_minus_1_nic_bandwidth)
 }
 
 /* N nodes of 8 GPUs on NVLS with NVLink 64x faster than their 100 Gb/s NICs, no latencies. */
+/* `hw` built again from `cfg` after a test changed a key in it. */
+static hw_cluster *rebuilt(hw_cluster *hw, const cfg_cluster *cfg)
+{
+  hw_cluster_free(hw);
+  return hw_cluster_new(cfg);
+}
+
 static hw_cluster *nvls_nodes(int N, const char *const *sets, cfg_cluster **cfg)
 {
   g_autofree char *text = g_strdup_printf(
@@ -1107,8 +1114,7 @@ Test(collectives, host_staging_copies_and_reduces_on_one_core_per_process)
   cfg_cluster *cfg = NULL;
   hw_cluster *hw = make_cluster(1, 4, plain, &cfg);
   cfg->node.cpu.core_bandwidth = 20e9;
-  hw_cluster_free(hw);
-  hw = hw_cluster_new(cfg);
+  hw = rebuilt(hw, cfg);
   const double S = 16.0 * 1048576, expect = 18e-6 + 4.625 * S / 10e9;
   coll_runtime *staged = gloo_ring();
   for (int e = 0; e < 2; e++) {
@@ -1352,6 +1358,44 @@ Test(collectives, collnet_direct_pays_nccls_gpu_per_nic_factor)
                 collnet_time(hw, ENG_ANALYTIC, 536870912.0);
   double expect = 536870912.0 * 1.5 / 25e9;
   cr_assert_float_eq(diff, expect, expect * 1e-6, "%.9g vs %.9g", diff, expect);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+/* `op` on 4 GPUs of one node under a kernel runtime with or without reduce_pass. */
+static double reduce_pass_time(hw_cluster *hw, prog_coll op, eng_kind kind, bool pass, double S)
+{
+  cfg_collectives c = {.runtime = "xla", .progress = CFG_PROGRESS_KERNEL,
+                       .transport = CFG_TRANSPORT_GPU_DIRECT, .call_latency = 0,
+                       .leaders_per_node = 1, .reduce_pass = pass};
+  coll_runtime *rt = coll_runtime_new(&c, NULL, NULL);
+  eng_options o = {.kind = kind, .algo = COLL_ALGO_RING, .proto = CFG_PROTO_SIMPLE, .runtime = rt};
+  eng_coll_result r;
+  cr_assert(eng_collective_time(hw, &o, op, 4, 4, S, &r, NULL));
+  coll_runtime_free(rt);
+  return r.time;
+}
+
+Test(collectives, reduce_pass_costs_one_chunk_read_twice_and_written_once)
+{
+  /* HBM 2 TB/s at efficiency.memory 0.8, 4 GPUs, S = 64 MiB: a reduction's pass over its
+   * chunk S/4 reads two and writes one, 3 x 16 MiB / 1.6 TB/s = 31.45728 us more, in both
+   * engines, for all-reduce and reduce-scatter; an all-gather reduces nothing. */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(1, 4, NULL, &cfg);
+  cfg->gpu.efficiency.memory_efficiency = 0.8;
+  hw = rebuilt(hw, cfg);
+  const double S = 64.0 * 1048576, pass = 3 * 16.0 * 1048576 / 1.6e12;
+  const prog_coll ops[] = {PROG_COLL_ALLREDUCE, PROG_COLL_REDUCESCATTER, PROG_COLL_ALLGATHER};
+  for (size_t i = 0; i < G_N_ELEMENTS(ops); i++)
+    for (int e = 0; e < 2; e++) {
+      eng_kind kind = e ? ENG_DES : ENG_ANALYTIC;
+      double extra = reduce_pass_time(hw, ops[i], kind, true, S) -
+                     reduce_pass_time(hw, ops[i], kind, false, S);
+      double expect = ops[i] == PROG_COLL_ALLGATHER ? 0 : pass;
+      cr_assert_float_eq(extra, expect, 1e-10, "op %d %s: %.12g vs %.12g", (int)ops[i],
+                         e ? "des" : "analytic", extra, expect);
+    }
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);
 }

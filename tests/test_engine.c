@@ -1365,3 +1365,104 @@ Test(engine, a_host_driven_runtime_charges_no_interference)
   cr_assert(m == m0, "MPI: %.12g s, without interference %.12g s", m, m0);
   cr_assert(n > n0 * (1 + 1e-4), "NCCL: %.12g s, without interference %.12g s", n, n0);
 }
+
+static int union_ref_cmp(const void *a, const void *b)
+{
+  const eng_interval *x = a, *y = b;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The interference charge's overlap as first written: the collectives that ended by `start`
+ * dropped with GLib's remove_index_fast (when `prune`), the rest copied, clipped to
+ * [start, end), sorted with g_array_sort and swept. */
+static double union_ref(GArray *comms, bool prune, double start, double end)
+{
+  if (prune)
+    for (guint i = comms->len; i-- > 0;)
+      if (g_array_index(comms, eng_interval, i).end <= start)
+        g_array_remove_index_fast(comms, i);
+  GArray *b = g_array_new(FALSE, FALSE, sizeof(eng_interval));
+  for (guint i = 0; i < comms->len; i++) {
+    eng_interval x = g_array_index(comms, eng_interval, i);
+    x.start = MAX(x.start, start);
+    x.end = MIN(x.end, end);
+    if (x.end > x.start)
+      g_array_append_val(b, x);
+  }
+  g_array_sort(b, union_ref_cmp);
+  double total = 0, reach = -INFINITY;
+  for (guint j = 0; j < b->len; j++) {
+    eng_interval x = g_array_index(b, eng_interval, j);
+    x.start = MAX(x.start, reach);
+    if (x.end <= x.start)
+      continue;
+    reach = x.end;
+    total += MAX(0.0, MIN(end, x.end) - MAX(start, x.start)) * 1;
+  }
+  g_array_free(b, TRUE);
+  return total;
+}
+
+/* The charge's overlap (a stable insertion sort on the stack, the pruning in place) equals the
+ * first implementation bit for bit, ties included (their order decides the sum's last bit), on
+ * a compute stream's ops walking forward among random collectives: as many as the stack holds
+ * and more. */
+Test(engine, the_interference_overlap_equals_its_reference_bit_for_bit)
+{
+  GRand *rng = g_rand_new_with_seed(15);
+  cfg_cluster *c = NULL;
+  hw_cluster *hw = interfering_cluster(&c);
+  prog_program *p = prog_new(1);
+  int cls = prog_class_add(p, "rank");
+  prog_compute(p, cls, "gemm", CFG_KCLASS_GEMM, CFG_BF16, 1e12, 0, NULL, 0);
+  prog_rank_set_class(p, 0, cls);
+  prog_finalize(p);
+  eng_options o = {0};
+  coll_planner *pl = eng_planner_new(hw, &o);
+  eng_costs *costs = eng_costs_new(p, hw, pl, &o);
+  const prog_op *op = prog_op_at(p, cls, 0);
+  guint ties = 0;
+  for (int round = 0; round < 400; round++) {
+    guint n = (guint)g_rand_int_range(rng, 1, round % 4 ? 12 : 80);
+    GArray *ref = g_array_new(FALSE, FALSE, sizeof(eng_interval));
+    eng_interval *fast = g_new(eng_interval, n);
+    guint nfast = n;
+    for (guint i = 0; i < n; i++) {
+      /* starts on a coarse grid, ends anywhere: many equal starts once clipped */
+      double s = g_rand_int_range(rng, 0, 20) * 0.1, e = s + g_rand_double_range(rng, 0, 0.7);
+      fast[i] = (eng_interval){s, e};
+      g_array_append_val(ref, fast[i]);
+    }
+    for (double at = 0; at < 2.5; at += g_rand_double_range(rng, 0.01, 0.4)) {
+      double dur = g_rand_double_range(rng, 0.01, 0.9);
+      double w = eng_interference_charge_v(costs, op, 0, at, dur, fast, &nfast, INFINITY);
+      double want = union_ref(ref, true, at, at + dur);
+      cr_assert(nfast == ref->len, "round %d: %u intervals kept, the reference %u", round, nfast,
+                ref->len);
+      cr_assert(memcmp(fast, ref->data, nfast * sizeof *fast) == 0,
+                "round %d: kept in another order", round);
+      cr_assert(want > 0 ? w > 0 : w == 0, "round %d: charged %.17g for %.17g", round, w, want);
+      eng_interval *clipped = g_new(eng_interval, MAX(nfast, 1u));
+      guint k = 0;
+      for (guint i = 0; i < nfast; i++) {
+        eng_interval x = {MAX(fast[i].start, at), MIN(fast[i].end, at + dur)};
+        ties += k && x.start == at && clipped[k - 1].start == at;
+        if (x.end > x.start)
+          clipped[k++] = x;
+      }
+      double got = k ? eng_union_overlap(clipped, k, at, at + dur) : 0;
+      cr_assert(memcmp(&got, &want, sizeof got) == 0, "round %d at %g: %.17g, reference %.17g",
+                round, at, got, want);
+      g_free(clipped);
+    }
+    g_free(fast);
+    g_array_free(ref, TRUE);
+  }
+  cr_assert(ties > 100, "only %u tied starts tried", ties);
+  eng_costs_free(costs);
+  coll_planner_free(pl);
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+  g_rand_free(rng);
+}

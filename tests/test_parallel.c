@@ -452,8 +452,10 @@ Test(parallel, impossible_layouts_exit_2_naming_the_key)
   }
 }
 
-/* 22B on DGX A100 nodes with `sets` (NULL-terminated): the step, and its exposed time of `dim`. */
-static double step_exposing(const char *const *sets, eng_kind kind, prog_dim dim, double *exposed)
+/* 22B on DGX A100 nodes with `sets` (NULL-terminated): the step, and the time of `dim` in
+ * flight (`comm`, may be NULL) and exposed. */
+static double step_in_flight(const char *const *sets, eng_kind kind, prog_dim dim, double *comm,
+                             double *exposed)
 {
   sim_options o = sim_options_for(kind);
   sim_result r;
@@ -461,9 +463,16 @@ static double step_exposing(const char *const *sets, eng_kind kind, prog_dim dim
   cr_assert(sim_run_files("dgx-a100", "megatron-22b", (char *const *)sets, &o, &r, &err), "%s",
             err ? err->message : "");
   double t = r.eng.step_time;
+  if (comm)
+    *comm = r.eng.comm[dim];
   *exposed = r.eng.exposed[dim];
   sim_result_clear(&r);
   return t;
+}
+
+static double step_exposing(const char *const *sets, eng_kind kind, prog_dim dim, double *exposed)
+{
+  return step_in_flight(sets, kind, dim, NULL, exposed);
 }
 
 static double overlap_step(const char *overlap, eng_kind kind, double *exposed_tp)
@@ -502,6 +511,60 @@ Test(parallel, an_overlapped_parameter_gather_runs_beside_the_next_forward)
   cr_assert_lt(over, plain, "overlapped %g s, after the optimizer %g s", over, plain);
   cr_assert_lt(over_dp, plain_dp, "exposed DP %g s, was %g s", over_dp, plain_dp);
   cr_assert_float_eq(des, over, 0.03 * over, "DES %g s, analytic %g s", des, over);
+}
+
+/* 22B on one DGX A100, TP 8 without sequence parallelism (all-reduces), with `async`: the step,
+ * and its TP time in flight and exposed. */
+static double dgrad_step(const char *async, eng_kind kind, double *tp_comm, double *tp_exposed)
+{
+  const char *sets[] = {"node.count=1", "parallel.sequence_parallel=false", "model.layers=8",
+                        async, NULL};
+  return step_in_flight(sets, kind, PROG_DIM_TP, tp_comm, tp_exposed);
+}
+
+Test(parallel, a_blocking_input_gradient_allreduce_is_exposed_whole)
+{
+  double comm_a, exp_a, comm_s, exp_s, comm_d, exp_d;
+  double async = dgrad_step("parallel.tp_async_dgrad=true", ENG_ANALYTIC, &comm_a, &exp_a);
+  double sync = dgrad_step("parallel.tp_async_dgrad=false", ENG_ANALYTIC, &comm_s, &exp_s);
+  double des = dgrad_step("parallel.tp_async_dgrad=false", ENG_DES, &comm_d, &exp_d);
+  double hidden = comm_a - exp_a;
+  /* Megatron-LM's backward all-reduces run under the weight gradients ... */
+  cr_assert_gt(hidden, 0.05 * comm_a, "TP exposed %g s of %g s in flight", exp_a, comm_a);
+  /* ... Megatron-DeepSpeed's beside nothing: every second in flight is exposed, and the step
+   * grows by what was hidden (less the slowdown the overlap cost the GEMMs beside it) */
+  cr_assert_float_eq(exp_s, comm_s, 1e-9 * comm_s, "TP exposed %g s of %g s", exp_s, comm_s);
+  cr_assert_float_eq(sync - async, hidden, 0.1 * hidden, "step %g -> %g s, hidden %g s", async,
+                     sync, hidden);
+  cr_assert_float_eq(des, sync, 0.03 * sync, "DES %g s, analytic %g s", des, sync);
+}
+
+/* The step of the 22B above (one micro-batch of 4) with the input gradients' all-reduce `async`
+ * and parallel.tp_sync `sync`. */
+static double tp_sync_step(const char *async, const char *sync, eng_kind kind)
+{
+  const char *sets[] = {"node.count=1", "parallel.sequence_parallel=false", "model.layers=8",
+                        async, sync, NULL};
+  double exposed;
+  return step_in_flight(sets, kind, PROG_DIM_TP, NULL, &exposed);
+}
+
+Test(parallel, each_blocking_tensor_parallel_collective_waits_tp_sync_per_other_rank)
+{
+  /* TP collectives of the micro-batch, by hand: the embedding's all-reduce, 2 per layer forward
+   * (after the projection and the MLP's down GEMM) and 2 backward (the input gradients of QKV
+   * and the MLP's up GEMM), the loss's, and the output layer's input gradient: 1 + 8 x 4 + 1 + 1
+   * = 35, of which 8 x 2 + 1 = 17 are the input gradients' */
+  double wait = 7 * 100e-6; /* 7 other ranks of TP 8 */
+  double plain = tp_sync_step("parallel.tp_async_dgrad=false", "parallel.tp_sync=0", ENG_ANALYTIC);
+  double all = tp_sync_step("parallel.tp_async_dgrad=false", "parallel.tp_sync=100us", ENG_ANALYTIC);
+  cr_assert_float_eq(all - plain, 35 * wait, 1e-9, "%g s more", all - plain);
+  /* Megatron-LM's input-gradient all-reduces run beside the weight gradients: no wait */
+  double a_plain = tp_sync_step("parallel.tp_async_dgrad=true", "parallel.tp_sync=0", ENG_ANALYTIC);
+  double a_sync = tp_sync_step("parallel.tp_async_dgrad=true", "parallel.tp_sync=100us", ENG_ANALYTIC);
+  cr_assert_float_eq(a_sync - a_plain, 18 * wait, 1e-9, "%g s more", a_sync - a_plain);
+  double des = tp_sync_step("parallel.tp_async_dgrad=false", "parallel.tp_sync=100us", ENG_DES);
+  cr_assert_float_eq(des, all, 0.03 * all, "DES %g s, analytic %g s", des, all);
 }
 
 /* ---- zero-bubble and DualPipe schedules ---------------------------------------------------- */

@@ -407,21 +407,33 @@ Test(plan, the_closed_form_is_within_four_percent_of_the_engine_on_the_kept_layo
   cJSON_Delete(j);
 }
 
-/* Every kept layout of `plan_args`' JSON is estimated within `tol` of its engine step. */
-static void expect_estimates_within(const char *plan_args, double tol)
+/* Every kept layout of `plan_args`' JSON with ZeRO up to `max_zero` is estimated within `tol`
+ * of its engine step; returns how many there were. */
+static int estimates_within(const char *plan_args, double tol, int max_zero)
 {
   th_proc p = th_dlsim(plan_args);
   cr_assert_eq(p.status, 0, "%s", p.out);
   cJSON *j = cJSON_Parse(p.out);
   cr_assert_not_null(j, "not JSON: %s", p.out);
   const cJSON *x;
+  int checked = 0;
   cJSON_ArrayForEach(x, cJSON_GetObjectItem(j, "top"))
   {
+    if (plan_num(x, "zero") > max_zero)
+      continue;
     double est = plan_num(x, "estimate_s"), step = plan_num(x, "step_time_s");
-    cr_assert(fabs(est - step) <= tol * step, "estimate %g s, engine %g s", est, step);
+    cr_assert(fabs(est - step) <= tol * step, "ZeRO %g: estimate %.6g s, engine %.6g s",
+              plan_num(x, "zero"), est, step);
+    checked++;
   }
   cJSON_Delete(j);
   th_proc_clear(&p);
+  return checked;
+}
+
+static void expect_estimates_within(const char *plan_args, double tol)
+{
+  estimates_within(plan_args, tol, 3);
 }
 
 /* A host-bound small model (Megatron-LM's CI GPT with its fitted host time): the closed form
@@ -435,14 +447,25 @@ Test(plan, the_closed_form_sees_a_host_bound_model_as_the_engine_does, .timeout 
 }
 
 /* DeepSpeed's BF16 optimizer adds a pass over the parameters to every backward: the closed form
- * prices it as the programs run it (without it, 3-6.5 % short on these layouts). The screen
- * leaves out the interference of the overlapped gradient reduction (gpu.efficiency.interference),
- * about 1.5 % of these steps, hence 2 %. */
+ * prices it as the programs run it (without it, 3-6.5 % short on these layouts). ZeRO-3's
+ * gathers and reductions beside the layers cost the engine up to 1.5 % more, hence 2 %. */
 Test(plan, the_closed_form_prices_the_bf16_optimizers_accumulation, .timeout = 60)
 {
   expect_estimates_within("plan -c dgx-h100 -w gpt3-1.3b-dp -n 8 -b 64 -k 0 --refine 4 -q "
                           "--set training.grad_accum_dtype=fp32 --set parallel.zero=1 --json",
                           0.02);
+}
+
+/* The gradient reduction under the last backward slows it by the backward's interference rate
+ * (gpu.efficiency.interference): the closed form charges it as the engines do, so the layouts
+ * that reduce after the backward (ZeRO 0-2) come within 0.1 % of the engine (0.17 and 0.27 %
+ * short without it). */
+Test(plan, the_closed_form_charges_the_reductions_interference, .timeout = 60)
+{
+  int n = estimates_within("plan -c dgx-h100 -w gpt3-1.3b-dp -n 8 -b 64 -k 0 --refine 4 -q "
+                           "--set training.grad_accum_dtype=fp32 --set parallel.zero=1 --json",
+                           1e-3, 2);
+  cr_assert(n >= 2, "%d layouts of ZeRO 0-2", n);
 }
 
 Test(plan, the_table_columns_line_up_whatever_the_layout_length, .timeout = 60)

@@ -458,6 +458,30 @@ Test(roles, torchtitan_eager_ops_by_hand)
   roles_clear(&r);
 }
 
+/* torchtitan's compiled blocks with its eager loss (train.py @ 9dec370 leaves loss_fn
+ * uncompiled): the blocks' fused ops, the eager loss's fp32 gradients and 22-byte backward. */
+Test(roles, torchtitan_eager_loss_beside_compiled_blocks)
+{
+  roles_setup r;
+  roles_titan(&r, "training.eager_ops=false");
+  double T = 16384, V = 128256;
+  int n;
+  const wl_layer *out = g_ptr_array_index(r.m->layers, r.m->layers->len - 1);
+  double fused_bwd = roles_bytes(out->bwd, "cross_entropy.bwd", -1, &n);
+  roles_clear(&r);
+  const char *sets[] = {"node.count=1", "parallel.dp=8", "training.global_batch=16",
+                        "training.eager_ops=false", "training.eager_loss=true", NULL};
+  roles_build(&r, "validation/torchtitan/workloads/llama3.1-8b-fsdp.yaml", sets);
+  const wl_layer *l = roles_block(&r);
+  cr_assert_float_eq(roles_bytes(l->fwd, "ln1", WL_PHASE_FORWARD, &n), 4 * T * 4096, 1);
+  cr_assert_eq(n, 1, "the blocks stay compiled");
+  cr_assert_float_eq(r.m->loss_peak, 8 * T * V, 1);
+  out = g_ptr_array_index(r.m->layers, r.m->layers->len - 1);
+  cr_assert_float_eq(roles_bytes(out->bwd, "cross_entropy.bwd", -1, &n), 22 * T * V, 1);
+  cr_assert_float_eq(fused_bwd, 6 * T * V, 1);
+  roles_clear(&r);
+}
+
 /* The first kernel of `role` and `phase` in a list. */
 static const wl_kernel *roles_of_role(const GArray *kernels, wl_role role, wl_phase phase)
 {

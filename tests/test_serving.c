@@ -155,6 +155,64 @@ Test(serving, decode_attention_reads_the_kv_at_the_engines_rate_by_items)
   cfg_workload_free(w);
 }
 
+/* Llama-2-7B is MHA (32 KV heads for 32 query heads): the MHA figures time its decode
+ * attention, keys split by FlashAttention's rule. 16 sequences of 2000 keys are 512 items, past
+ * 0.8 x 132 SMs: no split, rate 0.8 x 512 / (512 + 264) of HBM; one sequence of 8192 keys is 32
+ * items, short of 105.6: split in chunks of 256 up to 4 x 264. The GQA figures are not used. */
+Test(serving, mha_decode_attention_takes_the_mha_figures_and_fa_splits)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  const char *sets[] = {"serving.decode_attention_bandwidth=0.6",
+                        "serving.decode_attention_half=100",
+                        "serving.decode_attention_mha_bandwidth=0.8",
+                        "serving.decode_attention_mha_half=264", NULL};
+  srv_cost *cost = srv_cost_load(sets, &c, &w);
+  cr_assert_eq(c->gpu.sms, 132);
+  double kv_token = 2 * 32 * 128 * 2.0, launch = c->gpu.efficiency.launch_overhead;
+  srv_batch many = {.seqs = 16, .tokens = 16, .decodes = 16, .decode_kv = 16 * 2000,
+                    .samples = 16};
+  srv_time t;
+  srv_iteration_time(cost, &many, &t);
+  double rate = c->gpu.memory_bandwidth * 0.8 * 512 / (512 + 264);
+  double want = 32 * ((16 * 2000 + 2 * 16) * kv_token / rate + launch);
+  cr_assert(fabs(t.attention / want - 1) < 1e-9, "%g s vs %g s by hand", t.attention, want);
+  srv_batch one = {.seqs = 1, .tokens = 1, .decodes = 1, .decode_kv = 8192, .samples = 1};
+  srv_iteration_time(cost, &one, &t);
+  rate = c->gpu.memory_bandwidth * 0.8 * 1024 / (1024 + 264); /* 32 x 8192 / 256 = 1024 chunks */
+  want = 32 * ((8192 + 2) * kv_token / rate + launch);
+  cr_assert(fabs(t.attention / want - 1) < 1e-9, "%g s vs %g s by hand", t.attention, want);
+  srv_cost_free(cost);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+}
+
+/* A GQA model (8 KV heads for 32 query heads) keeps the engine's GQA figures beside MHA ones. */
+Test(serving, gqa_decode_attention_ignores_the_mha_figures)
+{
+  const char *gqa[] = {"model.kv_heads=8", "serving.decode_attention_bandwidth=0.6",
+                       "serving.decode_attention_half=100", NULL};
+  const char *both[] = {"model.kv_heads=8", "serving.decode_attention_bandwidth=0.6",
+                        "serving.decode_attention_half=100",
+                        "serving.decode_attention_mha_bandwidth=0.3",
+                        "serving.decode_attention_mha_half=500", NULL};
+  srv_batch b = {.seqs = 16, .tokens = 16, .decodes = 16, .decode_kv = 16 * 2000, .samples = 16};
+  double parts[2];
+  const char *const *sets[] = {gqa, both};
+  for (int i = 0; i < 2; i++) {
+    cfg_cluster *c = NULL;
+    cfg_workload *w = NULL;
+    srv_cost *cost = srv_cost_load(sets[i], &c, &w);
+    srv_time t;
+    srv_iteration_time(cost, &b, &t);
+    parts[i] = t.attention;
+    srv_cost_free(cost);
+    cfg_cluster_free(c);
+    cfg_workload_free(w);
+  }
+  cr_assert_float_eq(parts[1], parts[0], 1e-15);
+}
+
 Test(serving, decode_attention_without_engine_figures_is_the_generic_roofline)
 {
   cfg_cluster *c = NULL;
@@ -331,6 +389,41 @@ Test(serving, chunked_prefill_keeps_decodes_flowing)
             chunked.tbt.p99, cont.tbt.p99);
   srv_result_clear(&chunked);
   srv_result_clear(&cont);
+}
+
+/* SGLang runs prefill batches of their own (its scheduler's enable_mixed_chunk is off by
+ * default): its profile is vLLM V0's continuous scheduler, and a workload naming the engine
+ * without a scheduler runs exactly that. */
+Test(serving, sglang_profile_runs_prompts_in_iterations_of_their_own)
+{
+  char *path = th_write("llama2-7b-sglang.yaml",
+                        "model: llama2-7b\n"
+                        "serving:\n"
+                        "  engine: sglang\n"
+                        "  dtype: fp16\n"
+                        "  requests: {rate: 3/s, count: 100, prompt_tokens: 3000, output_tokens: 64, seed: 7}\n");
+  const char *const sets[][2] = {{NULL}, {"serving.scheduler=continuous", NULL},
+                                 {"serving.scheduler=chunked", NULL}};
+  srv_result r[3];
+  for (int i = 0; i < 3; i++) {
+    cfg_cluster *c = NULL;
+    cfg_workload *w = NULL;
+    cr_assert(th_load("dgx-h100", path, sets[i][0] ? sets[i] : NULL, &c, &w));
+    if (i == 0)
+      cr_assert_eq(w->serving.scheduler, CFG_SCHEDULER_CONTINUOUS);
+    GError *err = NULL;
+    cr_assert(srv_simulate(c, w, NULL, &r[i], &err), "%s", err ? err->message : "");
+    r[i].cluster = NULL;
+    r[i].workload = NULL;
+    cfg_cluster_free(c);
+    cfg_workload_free(w);
+  }
+  cr_assert_float_eq(r[0].tbt.p99, r[1].tbt.p99, 1e-15);
+  /* a 3000-token prefill stalls every decode for its iteration; mixed chunks would not */
+  cr_assert(r[0].tbt.p99 > r[2].tbt.p99, "%g vs %g s", r[0].tbt.p99, r[2].tbt.p99);
+  for (int i = 0; i < 3; i++)
+    srv_result_clear(&r[i]);
+  g_free(path);
 }
 
 Test(serving, static_batches_wait_for_the_longest_request)

@@ -48,6 +48,23 @@ Test(validation, horovod_resnet50_two_nodes_scales_within_5_percent, .timeout = 
   cJSON_Delete(j);
 }
 
+/* Two Megatron CI mechanisms end to end, on check cases: GB200's deterministic 7B runs take
+ * FlashAttention-2 (cuDNN's deterministic backward on Blackwell takes no dropout), 55 % and
+ * 47 % too fast with cuDNN's rates; Megatron's own modules cost the host less than
+ * Transformer Engine's, 46 % too slow on BERT's local spec with TE's host time. */
+Test(validation, gb200_deterministic_7b_and_local_modules_are_within_tolerance, .timeout = 120)
+{
+  const char *names[] = {"mci-gb200-gpt3-7b-tp4-pp1-memory-speed",
+                         "mci-gb200-gpt3-7b-tp1-pp4-memory-speed",
+                         "mci-h100-bert-mcore-tp2-pp2-local-spec", NULL};
+  g_autofree char *list = g_strjoinv(" ", (char **)names);
+  cJSON *j = validate(list);
+  for (size_t i = 0; names[i]; i++)
+    cr_expect(fabs(case_error(j, names[i])) <= 0.25, "%s: %+.1f %%", names[i],
+              100 * case_error(j, names[i]));
+  cJSON_Delete(j);
+}
+
 Test(validation, bad_case_names_are_usage_errors)
 {
   th_proc p = th_dlsim("validate no-such-case");

@@ -84,6 +84,7 @@ struct coll_runtime {
   bool host_staged; /* buffers copied through host memory */
   double call_latency, step_latency, eager_limit, rendezvous_latency;
   double cycle_wait; /* half the framework's cycle: the mean wait for the next one */
+  bool reduce_pass;  /* reductions end with an unhidden pass over the result chunk */
   int leaders;
   GArray *rules[PROG_NCOLLS]; /* coll_rule, or NULL: NCCL's tuner */
   const char *keys[PROG_NCOLLS];

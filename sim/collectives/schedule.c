@@ -233,6 +233,20 @@ static double coll_fill_time(const coll_plan *p, const coll_phase *ph, const col
          ph->min_rate;
 }
 
+/* XLA's reduce-scatters run slower than its all-gathers of the same bytes by one pass over a
+ * rank's result chunk S/n at the GPU's memory rate, at 2, 4 and 8 GPUs alike, and NCCL's rings
+ * under PyTorch do not pay it (validation/nccl/xla-groups.py): a runtime with reduce_pass pays
+ * it after the transfers, two chunks read and one written. */
+static double coll_reduce_pass(const coll_plan *p, const coll_runtime *rt, const hw_cluster *hw,
+                               double bytes)
+{
+  bool reduces = p->op == PROG_COLL_ALLREDUCE || p->op == PROG_COLL_REDUCESCATTER;
+  if (!rt || rt->cpu || !rt->reduce_pass || !reduces || p->absolute)
+    return 0;
+  const cfg_gpu *g = &hw_config(hw)->gpu;
+  return 3.0 * bytes / p->n / (g->memory_bandwidth * g->efficiency.memory_efficiency);
+}
+
 void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_runtime *rt,
                            int proto, double bytes, coll_schedule *out)
 {
@@ -286,6 +300,7 @@ void coll_schedule_eval_rt(const coll_plan *p, const hw_cluster *hw, const coll_
   }
   if (!coll_runtime_cpu(rt)) {
     double wait = MAX(0.0, coll_ceiling_time(p, hw, proto, bytes) - moved);
+    wait += coll_reduce_pass(p, rt, hw, bytes);
     out->post[p->nphases - 1] += wait;
     t += wait;
   }

@@ -176,6 +176,7 @@ typedef struct {
   double d64[CFG_NATTN];
   double causal;
   double deterministic_bwd; /* s a backward call costs more in deterministic mode */
+  double deterministic[CFG_NATTN]; /* the deterministic backward's rate over the usual one */
 } cfg_attention_eff;
 
 /* A fused attention kernel's shape, for its efficiency (keys 0: not such a kernel). */
@@ -439,6 +440,7 @@ typedef struct {
   double host_dispatch;/* host time to launch one kernel (s); 0: the host keeps ahead */
   cfg_selective selective; /* which ops selective recomputation drops */
   int eager_ops;       /* 0/1: norms, rotary, SwiGLU as eager PyTorch's unfused ops */
+  int eager_loss;      /* 0/1: the loss as eager fp32 cross_entropy (eager_ops implies it) */
   int fp8_params;      /* 0/1: fp8 training keeps the model's weights in fp8 (FP8_PARAMS) */
   cfg_fp8_recipe fp8_recipe;
 } cfg_training;
@@ -455,6 +457,9 @@ typedef struct {
   int sequence_parallel; /* 0/1 */
   int tp_comm_overlap;   /* 0/1: sequence-parallel all-gathers and reduce-scatters pipelined with
                           * their GEMMs (Transformer Engine's userbuffers) */
+  int tp_async_dgrad;    /* 0/1: a column-parallel GEMM's input gradient reduced while its
+                          * weight gradient runs (else after it, blocking) */
+  double tp_sync;        /* seconds a blocking TP collective waits per rank beyond the first */
   int overlap_param_gather; /* 0/1: ZeRO-1/2's parameter all-gather under the next forward */
   cfg_schedule schedule;
   cfg_pipe_engine pipeline_engine;
@@ -558,6 +563,9 @@ typedef struct {
    * reaches with many (sequence, KV head) items in flight, and the item count at which it
    * reaches half that (0: the GPU's efficiency.memory at any count) */
   double decode_attention_bandwidth, decode_attention_half;
+  /* the same for models whose every query head has a KV head of its own (MHA): no group of
+   * query heads shares a KV tile (0: the figures above) */
+  double decode_attention_mha_bandwidth, decode_attention_mha_half;
   cfg_moe_routing moe_routing; /* the MoE layer's routing kernels (see cfg_moe_routing) */
   int moe_tile;                /* rows of the grouped GEMM's tile each expert's rows fill */
   cfg_slo slo;
@@ -592,6 +600,7 @@ typedef struct {
   double rendezvous_latency; /* seconds: the handshake a rendezvous message waits for */
   int leaders_per_node;      /* multi-leader all-reduce: leaders per node */
   double cycle_time;         /* seconds: the framework's negotiation cycle (Horovod) */
+  int reduce_pass;  /* 0/1: a reduction ends with a pass of its own over each rank's S/n result */
   /* size rules "ALGO < SIZE, ALGO < SIZE, ALGO" per op ("auto": NCCL's tuner) */
   char *allreduce, *allgather, *reducescatter, *alltoall;
 } cfg_collectives;

@@ -197,6 +197,12 @@ static const double cfg_attn_bwd_defaults[CFG_NATTN] = {0.634, 0.598, 0.548, 0.2
 static const double cfg_attn_fwd_half_defaults[CFG_NATTN] = {30, 210, 110, 150, 30};
 static const double cfg_attn_bwd_half_defaults[CFG_NATTN] = {240, 430, 380, 110, 70};
 static const double cfg_attn_d64_defaults[CFG_NATTN] = {0.865, 0.793, 0.759, 1.052, 1.341};
+/* The deterministic backward over the usual one, head dim 128, causal, 8K keys on H100: FA2
+ * 166.0 TFLOP/s deterministic against its forward's 306.2 in one run (Dao-AILab/flash-attention
+ * pull request #1893), over the 299 / 333 of its non-deterministic backward and forward (FA2
+ * paper Fig. 7, FA3 paper Fig. 5; validation/kernels): 0.60; FA3 474.0 against 574.7 in the
+ * same run: 0.825. cuDNN's, Triton's and FA1's are not measured anywhere: 1. */
+static const double cfg_attn_det_defaults[CFG_NATTN] = {0.604, 0.825, 1.0, 1.0, 1.0};
 
 static const cfg_field cfg_attention_eff_fields[] = {
     F_BY_ENUM(cfg_attention_eff, "fwd", fwd, UNITS_FRACTION, cfg_attn_names,
@@ -218,6 +224,10 @@ static const cfg_field cfg_attention_eff_fields[] = {
            "what a causal kernel reaches of a full one at the same mean row length, beyond "
            "the masked half of its diagonal tiles",
            DEF(0.95)),
+    F_BY_ENUM(cfg_attention_eff, "deterministic", deterministic, UNITS_FRACTION, cfg_attn_names,
+              "under training.deterministic: what the backward reaches of its usual rate "
+              "(FlashAttention serialises its dQ accumulation)", .max = 1.0,
+              DEFS(cfg_attn_det_defaults)),
     F_QTY(cfg_attention_eff, "deterministic_bwd", deterministic_bwd, UNITS_SECONDS,
           "time a fused attention backward call takes on top of its model under "
           "training.deterministic; no preset sets it (a fit on Megatron-LM's CI did not hold on "
@@ -801,6 +811,12 @@ static const cfg_field cfg_training_fields[] = {
            "each a pass over the tensor, in fp32 where the model upcasts (torchtitan's Llama); "
            "the fp32 cross-entropy's gradients then count in backward's working set",
            DEF(0)),
+    F_BOOL(cfg_training, "eager_loss", eager_loss,
+           "the loss alone as eager PyTorch's cross_entropy(logits.float()) where the blocks are "
+           "compiled (torchtitan compiles each TransformerBlock, not its loss_fn: train.py @ "
+           "9dec370): its fp32 gradients count in backward's working set and its backward moves "
+           "16 bytes a logit more; training.eager_ops implies it",
+           DEF(0)),
     F_BOOL(cfg_training, "fp8_params", fp8_params,
            "with training.dtype fp8: the model's weights are kept in fp8 (Transformer Engine's "
            "quantized_model_init, NeMo's FP8_PARAMS / Megatron-LM's --fp8-param-gather), one "
@@ -830,6 +846,19 @@ static const cfg_field cfg_parallel_fields[] = {
            "GEMM and the reduce-scatter after a row-parallel one run beside it in chunks "
            "(Transformer Engine's userbuffers, Megatron's --tp-comm-overlap)",
            DEF(0)),
+    F_BOOL(cfg_parallel, "tp_async_dgrad", tp_async_dgrad,
+           "the tensor-parallel all-reduce (or reduce-scatter) of a column-parallel GEMM's "
+           "input gradient runs while its weight gradient is computed (Megatron-LM's "
+           "asynchronous all-reduce); false: after it, and the next kernel waits (Megatron-"
+           "DeepSpeed's autograd all-reduce, the deepspeed profile)",
+           DEF(1)),
+    F_QTY(cfg_parallel, "tp_sync", tp_sync, UNITS_SECONDS,
+          "before each blocking tensor-parallel collective the GPU waits this long per rank of "
+          "the group beyond the first, counted as compute (a cost per collective, not per byte, "
+          "that Megatron-DeepSpeed's A100 runs show; its cause is not identified, the "
+          "deepspeed profile's value is fitted: validation/README.md, Megatron-DeepSpeed's "
+          "wait per collective)",
+          DEF(0)),
     F_BOOL(cfg_parallel, "overlap_param_gather", overlap_param_gather,
            "ZeRO-1/2 (Megatron's distributed optimizer): the updated parameters are gathered "
            "while the next step's forward runs, not after the optimizer "
@@ -1080,6 +1109,13 @@ static const cfg_field cfg_serving_fields[] = {
           "kernel at which it reaches half that rate (each item streams its own KV; a kernel "
           "short of items splits the keys, flash-decoding, up to four times this)",
           DEF(0)),
+    F_FRAC(cfg_serving, "decode_attention_mha_bandwidth", decode_attention_mha_bandwidth,
+           "decode_attention_bandwidth for models with as many KV heads as query heads (MHA), "
+           "whose decode kernel has no group of query heads to share a KV tile (0: "
+           "decode_attention_bandwidth)",
+           DEF(0)),
+    F_QTY(cfg_serving, "decode_attention_mha_half", decode_attention_mha_half, UNITS_NUMBER,
+          "decode_attention_half with decode_attention_mha_bandwidth", DEF(0)),
     F_ENUM(cfg_serving, "moe_routing", moe_routing, cfg_moe_routing_names,
            "MoE layers: fused (the grouped GEMM gathers each expert's tokens itself: vLLM's and "
            "SGLang's fused_moe, one align launch, moe_sum combines) or expand (top-k, a sort in "
@@ -1179,6 +1215,12 @@ static const cfg_field cfg_collectives_fields[] = {
           "the framework's negotiation cycle (Horovod's HOROVOD_CYCLE_TIME): a collective "
           "starts at the next cycle, half a cycle after it is ready on average",
           DEF(0)),
+    F_BOOL(cfg_collectives, "reduce_pass", reduce_pass,
+           "kernel progress: an all-reduce or reduce-scatter also pays one pass over each "
+           "rank's result chunk (S/n) that the transfers do not hide: two chunks read and one "
+           "written at gpu.memory_bandwidth x efficiency.memory (what XLA's tables show; see "
+           "validation/README.md)",
+           DEF(0)),
     F_STR(cfg_collectives, "allreduce", allreduce,
           "cpu progress: algorithm by size, \"ALGO < SIZE, ..., ALGO\" (rd, rhd, ring, "
           "multi-leader, ...); auto: NCCL's tuner",

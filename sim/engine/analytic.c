@@ -30,7 +30,10 @@ typedef struct {
   eng_span *spans;             /* `nspans` of room for `spans_room` (GLib's append per span
                                 * was a twentieth of a run) */
   guint nspans, spans_room;
-  GArray *comms;               /* eng_interval: its collectives that later compute may meet */
+  /* its collectives that later compute may meet: `ncomms` of room for `comms_room` (GLib's
+   * append per collective was a fortieth of a run) */
+  eng_interval *comms;
+  guint ncomms, comms_room;
   double hidden[PROG_NDIMS];   /* collective time run under compute inside macros */
   /* eng_mem_event: room for one per memory op of the class from the start, the first `nmem`
    * filled (an append each, through GLib, was a twentieth of a run) */
@@ -187,7 +190,6 @@ static void an_units_init(an_state *st)
      * grown and copied */
     x->spans_room = nops + 2 * computes;
     x->spans = g_new(eng_span, x->spans_room);
-    x->comms = g_array_new(FALSE, FALSE, sizeof(eng_interval));
     x->mem = g_array_sized_new(FALSE, FALSE, sizeof(eng_mem_event), mems);
     g_array_set_size(x->mem, mems);
   }
@@ -223,6 +225,15 @@ static eng_span *an_spans_room(an_unit *u, guint k)
   return u->spans + u->nspans;
 }
 
+static void an_comms_add(an_unit *u, double start, double end)
+{
+  if (u->ncomms == u->comms_room) {
+    u->comms_room = MAX(16u, 2 * u->comms_room);
+    u->comms = g_renew(eng_interval, u->comms, u->comms_room);
+  }
+  u->comms[u->ncomms++] = (eng_interval){start, end};
+}
+
 /* Ends op `idx` (a compute op's spans are already recorded: an_advance). */
 static void an_finish_op(an_state *st, an_unit *u, uint32_t idx, double start, double end)
 {
@@ -234,7 +245,7 @@ static void an_finish_op(an_state *st, an_unit *u, uint32_t idx, double start, d
   if (op->kind == PROG_COMM && end > start) {
     *an_spans_room(u, 1) = (eng_span){start, end, (int)op->dim, op->stream};
     u->nspans++;
-    g_array_append_val(u->comms, ((eng_interval){start, end}));
+    an_comms_add(u, start, end);
   }
   if (st->opt->trace) {
     eng_event e = {.rank = u->rank, .stream = op->stream, .kind = op->kind, .dim = op->dim,
@@ -353,7 +364,8 @@ static bool an_advance(an_state *st, an_unit *u, int stream);
  * that ran beside it (as the DES charges it): returns its duration with that. */
 static double an_interfered(an_state *st, an_unit *u, const prog_op *op, double ready, double dur)
 {
-  double extra = eng_interference_charge(st->costs, op, u->rank, ready, dur, u->comms, INFINITY);
+  double extra = eng_interference_charge_v(st->costs, op, u->rank, ready, dur, u->comms,
+                                           &u->ncomms, INFINITY);
   if (extra > 0) {
     *an_spans_room(u, 1) = (eng_span){ready + dur, ready + dur + extra, -1, op->stream};
     u->nspans++;
@@ -365,8 +377,10 @@ static double an_interfered(an_state *st, an_unit *u, const prog_op *op, double 
  * they run beside it (the gradient reductions under the backward). */
 static void an_advance_beside(an_state *st, an_unit *u)
 {
+  /* only streams with ops left that no collective holds: the call per stream and compute op
+   * (a class uses a few of the nine) was a tenth of a run */
   for (int s = 0; s < PROG_NSTREAMS; s++)
-    if (s != PROG_STREAM_COMPUTE)
+    if (s != PROG_STREAM_COMPUTE && (u->live >> s & 1) && !u->blocked[s])
       an_advance(st, u, s);
 }
 
@@ -465,7 +479,7 @@ static void an_state_free(an_state *st)
     g_free(st->units[u].seq);
     g_free(st->units[u].last);
     g_free(st->units[u].spans);
-    g_array_free(st->units[u].comms, TRUE);
+    g_free(st->units[u].comms);
     g_array_free(st->units[u].mem, TRUE);
   }
   g_free(st->units);

@@ -151,6 +151,9 @@ GArray **eng_stream_lists(const prog_program *p)
 {
   /* templates have lists too (empty for ranks): every class index stays valid */
   GArray **lists = g_new0(GArray *, p->classes->len * PROG_NSTREAMS);
+  /* the (class, stream) pairs without ops, most of them, share one empty list: an array each
+   * was a fortieth of an analytic run */
+  GArray *none = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   for (guint c = 0; c < p->classes->len; c++) {
     const prog_class *k = prog_class_at(p, (int)c);
     /* sized first and filled in place: growing them op by op was a tenth of an analytic run */
@@ -158,8 +161,9 @@ GArray **eng_stream_lists(const prog_program *p)
     for (guint i = 0; i < k->ops->len; i++)
       n[g_array_index(k->ops, prog_op, i).stream]++;
     for (int s = 0; s < PROG_NSTREAMS; s++) {
-      lists[c * PROG_NSTREAMS + s] = g_array_sized_new(FALSE, FALSE, sizeof(uint32_t), n[s]);
-      g_array_set_size(lists[c * PROG_NSTREAMS + s], n[s]);
+      GArray *l = n[s] ? g_array_sized_new(FALSE, FALSE, sizeof(uint32_t), n[s])
+                       : g_array_ref(none);
+      lists[c * PROG_NSTREAMS + s] = g_array_set_size(l, n[s]);
       n[s] = 0;
     }
     for (guint i = 0; i < k->ops->len; i++) {
@@ -167,13 +171,14 @@ GArray **eng_stream_lists(const prog_program *p)
       g_array_index(lists[c * PROG_NSTREAMS + s], uint32_t, n[s]++) = i;
     }
   }
+  g_array_unref(none);
   return lists;
 }
 
 void eng_stream_lists_free(const prog_program *p, GArray **lists)
 {
   for (guint i = 0; i < p->classes->len * PROG_NSTREAMS; i++)
-    g_array_free(lists[i], TRUE);
+    g_array_unref(lists[i]);
   g_free(lists);
 }
 
@@ -649,29 +654,80 @@ static double eng_interference_weight(eng_costs *c, const prog_op *op, int rank,
   return t->interf * MIN(1.0, op->count * t->compute / dur);
 }
 
-double eng_interference_charge(eng_costs *c, const prog_op *op, int rank, double start, double dur,
-                               GArray *comms, double now)
+/* Stable insertion sort by start: the few intervals a charge meets come nearly in order, and
+ * ties keep their order, as the sort the union's sum was first written with did (the order of
+ * tied pieces decides the sum's last bit). */
+static void eng_intervals_sort(eng_interval *v, guint n)
+{
+  for (guint i = 1; i < n; i++) {
+    eng_interval x = v[i];
+    guint j = i;
+    for (; j > 0 && v[j - 1].start > x.start; j--)
+      v[j] = v[j - 1];
+    v[j] = x;
+  }
+}
+
+double eng_union_overlap(eng_interval *clipped, guint n, double start, double end)
+{
+  if (n == 1) /* the one piece, as the loop below adds it */
+    return MAX(0.0, MIN(end, clipped[0].end) - MAX(start, clipped[0].start));
+  eng_intervals_sort(clipped, n);
+  double total = 0, reach = -INFINITY;
+  for (guint j = 0; j < n; j++) {
+    eng_interval x = clipped[j];
+    x.start = MAX(x.start, reach); /* the union: skip what an earlier interval covered */
+    if (x.end <= x.start)
+      continue;
+    reach = x.end;
+    total += MAX(0.0, MIN(end, x.end) - MAX(start, x.start));
+  }
+  return total;
+}
+
+/* Drops the intervals that ended by `start`, in the order GLib's remove_index_fast left them
+ * (the order of the survivors decides how ties sum). */
+static guint eng_intervals_prune(eng_interval *v, guint n, double start)
+{
+  for (guint i = n; i-- > 0;)
+    if (v[i].end <= start)
+      v[i] = v[--n];
+  return n;
+}
+
+double eng_interference_charge_v(eng_costs *c, const prog_op *op, int rank, double start,
+                                 double dur, eng_interval *comms, guint *ncomms, double now)
 {
   double end = start + dur;
   if (op->stream == PROG_STREAM_COMPUTE) /* the compute stream only moves on */
-    for (guint i = comms->len; i-- > 0;)
-      if (g_array_index(comms, eng_interval, i).end <= start)
-        g_array_remove_index_fast(comms, i);
-  double w = comms->len ? eng_interference_weight(c, op, rank, dur) : 0;
+    *ncomms = eng_intervals_prune(comms, *ncomms, start);
+  guint n = *ncomms;
+  double w = n ? eng_interference_weight(c, op, rank, dur) : 0;
   if (!(w > 0))
     return 0;
-  GArray *clipped = g_array_sized_new(FALSE, FALSE, sizeof(eng_interval), comms->len);
-  for (guint i = 0; i < comms->len; i++) {
-    eng_interval x = g_array_index(comms, eng_interval, i);
-    x.start = MAX(x.start, start);
-    x.end = MIN(MIN(x.end, end), now);
+  /* on the stack: an allocation per charge was most of its cost */
+  eng_interval local[32];
+  eng_interval *clipped = n <= G_N_ELEMENTS(local) ? local : g_new(eng_interval, n);
+  guint k = 0;
+  for (guint i = 0; i < n; i++) {
+    eng_interval x = {MAX(comms[i].start, start), MIN(MIN(comms[i].end, end), now)};
     if (x.end > x.start)
-      g_array_append_val(clipped, x);
+      clipped[k++] = x;
   }
-  eng_interval self = {start, end};
-  double overlap = eng_intersection(&self, 1, NULL, clipped); /* any collective, counted once */
-  g_array_free(clipped, TRUE);
+  double overlap = k ? eng_union_overlap(clipped, k, start, end) : 0; /* counted once */
+  if (clipped != local)
+    g_free(clipped);
   return w * overlap;
+}
+
+double eng_interference_charge(eng_costs *c, const prog_op *op, int rank, double start, double dur,
+                               GArray *comms, double now)
+{
+  guint n = comms->len;
+  eng_interval *v = (eng_interval *)(void *)comms->data;
+  double extra = eng_interference_charge_v(c, op, rank, start, dur, v, &n, now);
+  g_array_set_size(comms, n);
+  return extra;
 }
 
 /* Splits `total` over the dimensions in proportion to `weights` (all to `fallback` if none). */
@@ -775,6 +831,8 @@ eng_evaluator *eng_evaluator_new(const prog_program *p, const hw_cluster *hw, co
   e->p = p;
   e->pl = eng_planner_new(hw, opt);
   e->costs = eng_costs_new(p, hw, e->pl, opt);
+  /* a template's times by index, not through the hash table: most of a screened layout */
+  eng_costs_bind(e->costs, p);
   return e;
 }
 
@@ -789,8 +847,16 @@ void eng_evaluator_free(eng_evaluator *e)
 
 double eng_evaluate_macro(eng_evaluator *e, int tmpl, uint32_t count, int rank)
 {
+  return eng_evaluate_macro_rate(e, tmpl, count, rank, NULL);
+}
+
+double eng_evaluate_macro_rate(eng_evaluator *e, int tmpl, uint32_t count, int rank, double *rate)
+{
   prog_op op = {.kind = PROG_COMPUTE, .tmpl = tmpl, .count = count, .fixed_time = -1};
-  return eng_op_duration(e->costs, &op, rank);
+  double dur = eng_op_duration(e->costs, &op, rank);
+  if (rate)
+    *rate = eng_interference_weight(e->costs, &op, rank, dur);
+  return dur;
 }
 
 bool eng_evaluate_coll(eng_evaluator *e, prog_coll coll, int family, double bytes, int rank,

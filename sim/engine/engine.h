@@ -160,6 +160,10 @@ typedef struct eng_evaluator eng_evaluator;
 eng_evaluator *eng_evaluator_new(const prog_program *p, const hw_cluster *hw, const eng_options *opt);
 void eng_evaluator_free(eng_evaluator *e);
 double eng_evaluate_macro(eng_evaluator *e, int tmpl, uint32_t count, int rank);
+/* The same, and in `rate` (NULL: not wanted) the extra time per second of those runs that a
+ * collective beside them (outside the template: a gradient reduction, a pipeline send) costs,
+ * as the engines charge it. */
+double eng_evaluate_macro_rate(eng_evaluator *e, int tmpl, uint32_t count, int rank, double *rate);
 bool eng_evaluate_coll(eng_evaluator *e, prog_coll op, int family, double bytes, int rank,
                        double *time, GError **err);
 

@@ -103,6 +103,12 @@ double eng_interference_rate(const eng_costs *c, const prog_op *op);
  * collectives that ended before `start` are dropped from `comms` (its later ops start later). */
 double eng_interference_charge(eng_costs *c, const prog_op *op, int rank, double start, double dur,
                                GArray *comms, double now);
+/* The same on the `*ncomms` intervals at `comms`, which it prunes in place (*ncomms updated). */
+double eng_interference_charge_v(eng_costs *c, const prog_op *op, int rank, double start,
+                                 double dur, eng_interval *comms, guint *ncomms, double now);
+/* How long [start, end) meets the union of the `n` (> 0) intervals `clipped`, each inside it
+ * and not empty, in any order (reordered). */
+double eng_union_overlap(eng_interval *clipped, guint n, double start, double end);
 
 /* Ops off the synchronous chain of template `tmpl` (per op, newly allocated): data-parallel
  * collectives (prefetched ZeRO-3 gathers and reductions that overlap the next run) and

@@ -50,6 +50,8 @@ static double hw_attention_efficiency(const cfg_attention_eff *a, const cfg_attn
     eff *= a->d64[i];
   if (s->causal)
     eff *= a->causal / (1 + 128.0 / s->keys);
+  if (s->backward && s->deterministic)
+    eff *= a->deterministic[i];
   return eff;
 }
 

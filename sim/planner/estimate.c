@@ -10,6 +10,7 @@ typedef struct {
   const wl_model *m;
   const plan_skel *k;
   wl_state_bytes sb;
+  bool zero_bubble; /* ZB-H1 or DualPipe: the stages' weight-gradient share is needed */
 } plan_est;
 
 static const wl_layer *plan_layer(const plan_est *e, guint i)
@@ -38,14 +39,18 @@ typedef struct {
   double fwd, bwd;      /* per micro-batch */
   double wgrad;         /* of bwd, the weight-gradient GEMMs (zero-bubble schedules' W) */
   double params, experts;
+  /* fwd and bwd, each second times the extra a collective beside it costs (interference):
+   * divided by them, the stage's mean rates */
+  double fwd_interf, bwd_interf;
 } plan_stage;
 
 /* Forward and backward time of `count` identical layers from layer i on. */
 static void plan_run(const plan_est *e, guint i, guint count, plan_stage *st)
 {
   eng_evaluator *ev = e->k->eval;
-  double tf = eng_evaluate_macro(ev, e->k->sk.fwd[i], count, 0);
-  double tb = eng_evaluate_macro(ev, e->k->sk.bwd[i], count, 0);
+  double rf, rb;
+  double tf = eng_evaluate_macro_rate(ev, e->k->sk.fwd[i], count, 0, &rf);
+  double tb = eng_evaluate_macro_rate(ev, e->k->sk.bwd[i], count, 0, &rb);
   if (e->l->zero >= 3 && e->l->dp * e->l->cp > 1) {
     double ag, rs;
     plan_zero3(e, plan_layer(e, i), &ag, &rs);
@@ -54,7 +59,12 @@ static void plan_run(const plan_est *e, guint i, guint count, plan_stage *st)
   }
   st->fwd += tf;
   st->bwd += tb;
-  st->wgrad += tb * wl_layer_wgrad_share(plan_layer(e, i), e->s->hw);
+  st->fwd_interf += tf * rf;
+  st->bwd_interf += tb * rb;
+  /* only the zero-bubble schedules use it, and it times every backward kernel of the layer
+   * (two thirds of a Llama 3 405B search's screening when every layout paid it) */
+  if (e->zero_bubble)
+    st->wgrad += tb * wl_layer_wgrad_share(plan_layer(e, i), e->s->hw);
 }
 
 /* DeepSpeed's BF16 optimizer's pass over a chunk's `params` after each backward, one kernel
@@ -99,6 +109,11 @@ static void plan_chunk(const plan_est *e, int g, plan_stage *st)
   plan_grad_accum(e, st->params - before, count + (g == 0) + (g == chunks - 1), st);
 }
 
+static double plan_rate(double weighted, double time)
+{
+  return time > 0 ? weighted / time : 0;
+}
+
 /* After the last backward: the exposed tail of the gradient reduction (bucketed under the last
  * micro-batch's backward), the optimizer, and ZeRO-1/2's all-gather of the updated parameters. */
 static double plan_tail(const plan_est *e, const plan_stage *st)
@@ -112,7 +127,9 @@ static double plan_tail(const plan_est *e, const plan_stage *st)
     double r = plan_coll(e->s, op, l->dp, sdp, l->cp, l->tp, l->tp, 1, bytes) +
                plan_coll(e->s, op, l->dp / l->ep, sdp * l->ep, l->cp, l->tp, l->tp, 1, ebytes);
     double buckets = MAX(1.0, (bytes + ebytes) / e->w->parallel.gradient_bucket);
-    tail += MAX(r - st->bwd, r / buckets);
+    double exposed = MAX(r - st->bwd, r / buckets);
+    /* what runs under the backward slows it by the backward's interference rate */
+    tail += exposed + plan_rate(st->bwd_interf, st->bwd) * (r - exposed);
   }
   double shard = l->zero >= 1 ? dense / (l->dp * l->cp) + st->experts * l->ep / (l->dp * l->cp)
                               : st->params;
@@ -163,12 +180,25 @@ static double plan_dualpipe(const plan_stage *st, int p, double micro, double *s
   return micro * *slowest + (p / 2 - 1) * MAX(f + 2 * b - 3 * w, 0);
 }
 
+/* In the steady state each micro-batch's activation and gradient transfers of every chunk
+ * (a send and a receive at once, counted once) run beside the stage's compute, which they slow
+ * by its interference rate: the pipe's pace is the slowest stage's. */
+static double plan_p2p_beside(const plan_stage *st, int p, int v, double micro, double one)
+{
+  double rate = 0;
+  for (int r = 0; r < p; r++)
+    rate = MAX(rate, plan_rate(st[r].fwd_interf + st[r].bwd_interf, st[r].fwd + st[r].bwd));
+  return rate * micro * 2 * v * one;
+}
+
 void plan_estimate(plan_setup *s, const cfg_workload *w, const plan_layout *l, const wl_model *m,
                    plan_candidate *c)
 {
   plan_est e = {.s = s, .w = w, .l = l, .m = m, .k = plan_skeleton(s, w, l, m),
                 .sb = wl_state_bytes_per_param(&w->training)};
   int p = l->pp, v = l->virtual_stages;
+  e.zero_bubble = p > 1 && v == 1 && (w->parallel.schedule == CFG_SCHED_ZB_H1 ||
+                                      w->parallel.schedule == CFG_SCHED_DUALPIPE);
   double micro = (double)w->training.global_batch / (l->dp * l->micro_batch);
   double sum = 0, tail = 0;
   g_autofree double *round = g_new0(double, v); /* per chunk index: its slowest stage */
@@ -187,6 +217,7 @@ void plan_estimate(plan_setup *s, const cfg_workload *w, const plan_layout *l, c
     plan_stage t = stages[r];
     if (dual) { /* DualPipe: a rank holds two stages' parameters */
       t.bwd += stages[p - 1 - r].bwd;
+      t.bwd_interf += stages[p - 1 - r].bwd_interf;
       t.params += stages[p - 1 - r].params;
       t.experts += stages[p - 1 - r].experts;
     }
@@ -200,7 +231,8 @@ void plan_estimate(plan_setup *s, const cfg_workload *w, const plan_layout *l, c
   double p2p = 0;
   if (p > 1) {
     int spp = l->tp * l->cp * (l->pipeline_outer ? l->dp : 1);
-    p2p = 2 * (p - 1) * plan_coll(s, PROG_COLL_SENDRECV, 2, spp, 1, 0, 1, 0, e.k->sk.act_bytes);
+    double one = plan_coll(s, PROG_COLL_SENDRECV, 2, spp, 1, 0, 1, 0, e.k->sk.act_bytes);
+    p2p = 2 * (p - 1) * one + plan_p2p_beside(stages, p, v, micro, one);
   }
   /* the slowest stage runs every micro-batch; the others' share of one micro-batch is the
    * fill and drain, a chunk at a time with interleaving (Megatron's bubble, (p - 1) / v of a

@@ -42,6 +42,7 @@ struct srv_cost {
   srv_ep ep;
   double host;          /* serving.iteration_overhead */
   double decode_bw, decode_half; /* serving.decode_attention_bandwidth / _half */
+  double mha_bw, mha_half;       /* serving.decode_attention_mha_bandwidth / _half */
   bool host_hidden;     /* the scheduler runs ahead: host work overlaps the GPUs' */
   double sm_reserved;   /* collectives.sm_reserved */
   int *tp_ranks;        /* the first replica's first stage */
@@ -232,13 +233,31 @@ static void srv_qkv(const srv_cost *c, double T, srv_parts *p)
 
 /* The (sequence, KV head) items a decode attention kernel streams at once: one per KV head of
  * every decoding sequence (MLA: one latent per sequence). A kernel short of items splits each
- * one's keys in chunks of 256 (flash-decoding), up to `target` items. */
-static double srv_decode_items(const srv_cost *c, const srv_batch *b, double target)
+ * one's keys in chunks of 256 (flash-decoding), up to `target` items; with `fa_splits`, as
+ * FlashAttention's num_splits_heuristic (flash_api.cpp), not once the items fill 0.8 of the
+ * SMs. */
+static double srv_decode_items(const srv_cost *c, const srv_batch *b, double target,
+                               bool fa_splits)
 {
   double heads = c->kvr > 0 ? 1 : c->kv_heads;
   double items = b->decodes * heads;
+  if (fa_splits && items >= 0.8 * hw_config(c->hw)->gpu.sms)
+    return items;
   double chunks = heads * MAX(b->decode_kv / 256, b->decodes);
   return MAX(items, MIN(chunks, target));
+}
+
+/* The engine's paged-kernel figures for this model: under MHA (a KV head per query head, not
+ * MLA) FlashAttention-3's decode has no group of query heads to pack into a tile's rows
+ * (pack_gqa), so each item's tile computes one row and streams its KV slower per byte, and the
+ * kernel splits keys by FlashAttention's own rule (validation/README.md, "Decode attention").
+ * False: no figures, the generic roofline. */
+static bool srv_decode_figures(const srv_cost *c, double *bw, double *half, bool *fa_splits)
+{
+  *fa_splits = c->kvr <= 0 && c->kv_heads >= c->heads && c->mha_bw > 0;
+  *bw = *fa_splits ? c->mha_bw : c->decode_bw;
+  *half = *fa_splits ? c->mha_half : c->decode_half;
+  return *bw > 0;
 }
 
 /* The decode attention kernel: each item gathers its K and V block by block through the block
@@ -249,11 +268,13 @@ static double srv_decode_items(const srv_cost *c, const srv_batch *b, double tar
 static double srv_decode_attention(const srv_cost *c, const srv_batch *b, double flops,
                                    double bytes)
 {
-  if (c->decode_bw <= 0 || bytes <= 0)
+  double bw, half;
+  bool fa_splits;
+  if (!srv_decode_figures(c, &bw, &half, &fa_splits) || bytes <= 0)
     return srv_kernel(c, CFG_KCLASS_ATTENTION, c->attn_dtype, flops, bytes, 0);
   const cfg_gpu *g = &hw_config(c->hw)->gpu;
-  double items = srv_decode_items(c, b, 4 * c->decode_half);
-  double eff = c->decode_bw * items / (items + c->decode_half);
+  double items = srv_decode_items(c, b, 4 * half, fa_splits);
+  double eff = bw * items / (items + half);
   hw_kernel compute = {.kclass = CFG_KCLASS_ATTENTION, .dtype = c->attn_dtype, .flops = flops};
   double launch = g->efficiency.launch_overhead;
   return MAX(hw_kernel_time(c->hw, &compute) - launch, bytes / (g->memory_bandwidth * eff)) +
@@ -544,6 +565,8 @@ static void srv_shape(srv_cost *c, const cfg_model *m, const cfg_serving *s)
   c->host = s->iteration_overhead;
   c->decode_bw = s->decode_attention_bandwidth;
   c->decode_half = s->decode_attention_half;
+  c->mha_bw = s->decode_attention_mha_bandwidth;
+  c->mha_half = s->decode_attention_mha_half;
   c->host_hidden = srv_schedules_ahead(s);
 }
 

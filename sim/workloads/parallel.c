@@ -302,6 +302,21 @@ typedef enum {
 /* A collective after the last compute op, that the next compute op waits for (WL_BLOCKING),
  * the next weight-gradient kernel waits for, or nothing in the template does; or one that
  * runs beside a GEMM in chunks, as Transformer Engine's userbuffers overlap does. */
+/* parallel.tp_sync: before a blocking tensor-parallel collective, the GPU waits this long per
+ * rank of the group beyond the first (a fitted cost per collective, not bandwidth: see the
+ * key's doc). An op of fixed time on the compute stream, no kernel launch; it becomes `last`. */
+static void wl_tb_tp_sync(wl_tb *b, uint32_t *dep, bool *has_dep)
+{
+  double wait = b->x->w->parallel.tp_sync * (b->x->tp - 1);
+  if (!(wait > 0))
+    return;
+  uint32_t op = prog_compute(b->x->p, b->t, "tp sync", CFG_KCLASS_OTHER, b->x->m->dtype, 0, 0, dep,
+                             *has_dep ? 1 : 0);
+  prog_op_at(b->x->p, b->t, op)->fixed_time = wait;
+  b->last = *dep = op;
+  b->has_last = *has_dep = true;
+}
+
 static void wl_tb_comm(wl_tb *b, prog_stream stream, int family, prog_coll coll, double bytes,
                        const char *name, wl_wait wait)
 {
@@ -311,6 +326,8 @@ static void wl_tb_comm(wl_tb *b, prog_stream stream, int family, prog_coll coll,
     deps[0] = b->before_last;
     has_dep = b->has_before_last;
   }
+  if (stream == PROG_STREAM_TP && wait == WL_BLOCKING)
+    wl_tb_tp_sync(b, deps, &has_dep);
   uint32_t op = prog_comm(b->x->p, b->t, stream, name, coll, family, bytes, deps, has_dep ? 1 : 0);
   if (wait == WL_BESIDE_NEXT) {
     b->beside = op;
@@ -393,10 +410,12 @@ static void wl_tp_after(wl_tb *b, const wl_kernel *k, double act)
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLREDUCE, 3.0 * x->m->tokens * 4,
                "tp allreduce (loss)", WL_BLOCKING);
   /* backward: the input gradient of a column-parallel GEMM is reduced while its weight
-   * gradient is computed (Megatron's asynchronous all-reduce) */
+   * gradient is computed (Megatron's asynchronous all-reduce), or, as an autograd op of its
+   * own, after it: a serial stream takes the same time with it right after the input
+   * gradient, which keeps it in the B pass of the zero-bubble schedules */
   if (k->phase == WL_PHASE_DGRAD && wl_column_parallel(k))
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, reduce, act, sp ? "tp reducescatter" : "tp allreduce",
-               WL_ASYNC);
+               x->w->parallel.tp_async_dgrad ? WL_ASYNC : WL_BLOCKING);
 }
 
 /* Context parallelism: gather the other ranks' K and V beside the ring's first step (it needs

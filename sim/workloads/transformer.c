@@ -30,6 +30,7 @@ typedef struct {
   cfg_recompute recompute;
   bool op_sac;  /* selective recomputation by torchtitan's per-op policy */
   bool eager;   /* eager PyTorch's unfused ops (eager.c) */
+  bool eager_loss; /* eager PyTorch's fp32 cross_entropy */
   /* mixture of experts (moe false: a dense MLP) */
   bool moe;
   double E, k, fe, S; /* experts, top-k, expert ffn width, shared experts */
@@ -647,7 +648,8 @@ static wl_shape wl_shape_of(const cfg_model *cm, const cfg_training *t, const wl
                 .qk_norm = cm->qk_norm != 0, .rotary = cm->rotary, .distill = t->distill != 0,
                 .deterministic = t->deterministic != 0,
                 .impl = t->attention > 0 ? (cfg_attn_impl)(t->attention - 1) : CFG_ATTN_FA2,
-                .op_sac = t->selective == CFG_SELECTIVE_TORCHTITAN_OP, .eager = t->eager_ops != 0};
+                .op_sac = t->selective == CFG_SELECTIVE_TORCHTITAN_OP, .eager = t->eager_ops != 0,
+                .eager_loss = t->eager_ops != 0 || t->eager_loss != 0};
   x.d = cm->head_dim;
   x.cp = MAX(sh->cp, 1);
   x.sq = x.s / x.cp;
@@ -719,7 +721,7 @@ static void wl_output(wl_model *m, const cfg_model *cm, const wl_shape *x)
   /* eager: nll_loss's backward writes an fp32 gradient, log_softmax's reads it and the saved
    * output and writes another (16 bytes a logit more than one fused pass) */
   wl_bwd(m, head, WL_ROLE_LOSS, WL_PHASE_BACKWARD, "cross_entropy.bwd", CFG_KCLASS_ELEMENTWISE, 2 * x->T * x->V / x->t,
-         x->T * x->V / x->t * (4 + x->dt + (x->eager ? 16 : 0)));
+         x->T * x->V / x->t * (4 + x->dt + (x->eager_loss ? 16 : 0)));
   wl_gemm(m, head, WL_ROLE_LOGITS, "logits", x->T, x->V / x->t, x->h, x->dt, true);
   wl_norm(m, head, x, "final_ln", x->Te * x->h, true, false);
   /* fp32 logits (softmax kept for the loss gradient) and the final norm's input */
@@ -733,7 +735,7 @@ static void wl_output(wl_model *m, const cfg_model *cm, const wl_shape *x)
    * then nll_loss: at the start of backward the saved fp32 log-probabilities, nll_loss's fp32
    * gradient and log_softmax's fp32 input gradient are alive at once, while every block's
    * activations still are. */
-  if (x->eager)
+  if (x->eager_loss)
     m->loss_peak = 2 * 4 * x->T * x->V / x->t;
 }
 

@@ -46,15 +46,24 @@ def layout(r):
                                      r["dp"], r["tp"], r["pp"], r["mbs"], r["gbs"], r["dtype"]))
 
 
+# parallel.tp_sync (the deepspeed profile) is fitted on the 02-28 TP 8 step cases
+def tp_sync_fit(r):
+    return r["date"] == "02-28" and r["tp"] == "8"
+
+
 def step_case(r):
+    fit = tp_sync_fit(r)
     return "\n".join([
         "name: " + name(r) + "-step",
-        "role: check",
+        "role: " + ("fit" if fit else "check"),
+    ] + (["unfit: [parallel.tp_sync=0]"] if fit else []) + [
         'source: "%s, section \'%s\' (%s): '
         '%s: %s s per iteration (2nd iteration; '
         'validation/a100_unseen/bigscience_tr11_prequel_a100.csv)"'
         % (SOURCE, r["section"], r["date"], layout(r), r["sec_per_it"]),
-        'notes: "Megatron-DeepSpeed as BLOOM ran it (validation/a100_unseen/workloads/bloom-176b.yaml: '
+        'notes: "' + ("parallel.tp_sync of the deepspeed profile is fitted on this case and the "
+                      "three other 02-28 TP 8 step cases (their mean optimism 0); " if fit else "") +
+        'Megatron-DeepSpeed as BLOOM ran it (validation/a100_unseen/workloads/bloom-176b.yaml: '
         'DeepSpeed pipeline engine, ZeRO-1, full activation checkpointing, no sequence parallelism, '
         'unfused attention); 4 Omni-Path links of 100 Gb/s per node and the host time per kernel '
         'of the MT-NLG cases are assumptions; a single iteration\'s time, which the source says '

@@ -34,7 +34,9 @@ Mapping of a row onto dlsim:
   Hopper and Blackwell); local (Megatron's own modules), --attention-backend unfused, or
   --attention-backend local (with --spec local: megatron/core/models/bert/bert_layer_specs.py
   bert_layer_local_spec, Megatron's unfused DotProductAttention) -> training.flash_attention
-  false; --attention-backend flash -> training.attention fa2
+  false; --attention-backend flash -> training.attention fa2, and so does TE's own choice on
+  GB200 for a deterministic test with attention dropout (model_flags.csv's attention-dropout,
+  Megatron's 0.1 when absent: cuDNN's deterministic backward on Blackwell takes no dropout)
 Skipped, each counted by reason in SKIPS (printed): models dlsim has no kind for (T5's
 encoder-decoder, Mamba hybrids, multimodal and MiMo), the MoE suites (left to the MoE cases),
 GRPO rows (generation and training in one step), interleaved rows whose micro-batches are not
@@ -48,6 +50,8 @@ Role: the H100 gpt rows of TP 1 and PP 1 are the fit set of training.host_dispat
 gpt-ci.yaml, the GB200 ones that of node.cpu.dispatch_scale in the gb200-nvl72 preset (UNFIT:
 what dlsim validate --loso puts back for each); the six H100 TP 2 x PP 2 rows of DETERMINISM_FIT
 are the fit set of the H100's gpu.efficiency.attention.deterministic_bwd (fit-determinism.py);
+the local row of each TP 1, PP 1 set also fits the host time of Megatron's own modules
+(LOCAL_HOST_DISPATCH, and on GB200 LOCAL_GRACE_SCALE), which every local row is given;
 every other row checks them."""
 import collections
 import csv
@@ -69,6 +73,16 @@ DETERMINISM_FIT = {'gpt3_mcore_te_tp2_pp2_' + t for t in (
     'resume_torch_dist_ddp_average_in_collective', 'resume_torch_dist_cross_entropy_loss_fusion',
     'resume_torch_dist_no_create_attention_mask_in_dataloader', 'cross_entropy_loss_fusion')}
 UNFIT_DETERMINISM = 'unfit: [gpu.efficiency.attention.deterministic_bwd=0]\n'
+# Host time per modelled kernel of Megatron's own modules (transformer-impl local), which issue
+# an op in less Python than Transformer Engine's (TransformerEngine issue #2053: a TE Linear's
+# forward 99.7 us of CPU against torch.nn.Linear's 37.1 us on GB200): fitted on the one H100
+# TP 1, PP 1 row of them, where gpt-ci.yaml's 185 us made it 37 % too slow; checked on every
+# other local row (validation/README.md, "Megatron's own modules").
+LOCAL_HOST_DISPATCH = '130us'
+# The Graces issue those plain PyTorch ops 1.43x as slowly as the DGX H100's x86 hosts (TE's:
+# the preset's 1.15; the same issue measures torch.nn.Linear's forward 2.75x as slow there):
+# fitted on the one GB200 TP 1, PP 1 row of Megatron's own modules.
+LOCAL_GRACE_SCALE = '1.43'
 SKIPS = collections.Counter()
 
 
@@ -172,9 +186,29 @@ def sets_of(r):
         s.append('training.fp8_params=true')
     if r['transformer-impl'] == 'local' or r['attention-backend'] in ('unfused', 'local'):
         s.append('training.flash_attention=false')
-    elif r['attention-backend'] == 'flash':
+    if megatron_modules(r):
+        s.append('training.host_dispatch=%s' % LOCAL_HOST_DISPATCH)
+        if r['platform'] == 'gb200':
+            s.append('node.cpu.dispatch_scale=%s' % LOCAL_GRACE_SCALE)
+    elif r['attention-backend'] == 'flash' or te_falls_back_to_flash(r, flags):
         s.append('training.attention=fa2')
     return s
+
+
+def megatron_modules(r):
+    """Megatron's own modules instead of Transformer Engine's (--transformer-impl local, or
+    BERT's --spec local with its attention)."""
+    return r['transformer-impl'] == 'local' or r['attention-backend'] == 'local'
+
+
+def te_falls_back_to_flash(r, flags):
+    """Transformer Engine's own choice (attention-backend auto) on Blackwell: cuDNN's
+    deterministic backward there takes no dropout (TE's fused_attn.cpp, "determinism on
+    Blackwell"), and Megatron's attention dropout is 0.1 unless the test sets it, so a
+    deterministic test runs FlashAttention-2's deterministic backward instead."""
+    return (r['platform'] == 'gb200' and r['transformer-impl'] == 'transformer_engine' and
+            not r['attention-backend'] and flags.get('deterministic-mode') == 'true' and
+            float(flags.get('attention-dropout') or 0.1) != 0.0)
 
 
 def notes_of(r):
