@@ -327,3 +327,78 @@ Test(memory, the_bf16_optimizer_keeps_bf16_gradients_beside_its_whole_fp32_buffe
   mem_report_clear(&a);
   mem_report_clear(&b);
 }
+
+/* BigScience's 02-28 layout (hidden 13312, 82 layers, TP 4 x PP 12 x DP 8, BF16 optimizer):
+ * stage 0 holds the embedding (V h / 4) and 6 blocks (3 h^2 + 4 h each: the TP shard of 12 h^2
+ * and the norms whole), the last stage the same and the final norm (2 h). DeepSpeed casts the whole fp32 buffer to bf16 for the reduce: 2 bytes a
+ * parameter of the stage, a segment of its own (no fragmentation on it); none when the reduce
+ * runs in the buffer's own dtype or without the BF16 optimizer. */
+Test(memory, the_bf16_optimizers_reduce_casts_the_whole_buffer_by_hand)
+{
+  const char *base[] = {"node.count=48", "model.hidden=13312", "model.layers=82", "model.heads=64",
+                        "parallel.tp=4", "parallel.pp=12", "parallel.dp=8",
+                        "training.micro_batch=2", NULL, NULL};
+  const char *wl = "validation/a100_unseen/workloads/bloom-176b.yaml";
+  double h = 13312, V = 250880, P0 = 6 * (3 * h * h + 4 * h) + V * h / 4;
+  mem_report bf = estimate("dgx-a100", wl, base, false);
+  base[8] = "training.grad_dtype=fp32";
+  mem_report fp = estimate("dgx-a100", wl, base, false);
+  base[8] = "training.grad_accum_dtype=none";
+  mem_report none = estimate("dgx-a100", wl, base, false);
+  cr_expect_float_eq(bf.stages[0].extra[MEM_GRAD_CAST], 2 * P0, 1);
+  cr_expect_float_eq(bf.stages[11].extra[MEM_GRAD_CAST], 2 * (P0 + 2 * h), 1); /* tied copy */
+  cr_expect_float_eq(bf.stages[0].total - fp.stages[0].total, 2 * P0, 1);
+  cr_expect_eq(fp.stages[0].extra[MEM_GRAD_CAST], 0);
+  cr_expect_eq(none.stages[0].extra[MEM_GRAD_CAST], 0);
+  mem_report_clear(&bf), mem_report_clear(&fp), mem_report_clear(&none);
+}
+
+/* The same layout under DeepSpeed's pipeline engine (T = 2 x 2048 tokens a micro-batch, bf16):
+ * stage 0 keeps its 12 micro-batches' outputs, a quarter each at TP 4; stage 5 its 7 and one
+ * whole input more than it has in flight; the last stage that input and the fp32 logits of its
+ * vocabulary shard (250880 / 4) in both its buffers. Megatron's engine keeps none of them. */
+Test(memory, deepspeeds_pipeline_buffers_by_hand)
+{
+  const char *sets[] = {"node.count=48", "model.hidden=13312", "model.layers=82", "model.heads=64",
+                        "parallel.tp=4", "parallel.pp=12", "parallel.dp=8",
+                        "training.micro_batch=2", NULL, NULL};
+  const char *wl = "validation/a100_unseen/workloads/bloom-176b.yaml";
+  double T = 4096, h = 13312, V = 250880, out = T * h * 2;
+  mem_report ds = estimate("dgx-a100", wl, sets, false);
+  sets[8] = "parallel.pipeline_engine=megatron";
+  mem_report mg = estimate("dgx-a100", wl, sets, false);
+  cr_expect_float_eq(ds.stages[0].extra[MEM_PIPE_BUFFERS], 12 * out / 4, 1);
+  cr_expect_float_eq(ds.stages[5].extra[MEM_PIPE_BUFFERS], 7 * out / 4 + out, 1);
+  cr_expect_float_eq(ds.stages[11].extra[MEM_PIPE_BUFFERS], out + 2 * T * V / 4 * 4, 1);
+  for (int s = 0; s < 12; s++)
+    cr_expect_eq(mg.stages[s].extra[MEM_PIPE_BUFFERS], 0, "stage %d", s);
+  mem_report_clear(&ds), mem_report_clear(&mg);
+}
+
+/* NCCL communicators, 256 MiB each by default: Megatron's engine counts one a parallel
+ * dimension (DP, TP, PP: 3 here). DeepSpeed's pipeline engine also has its slice group (TP > 1),
+ * the model group of the gradient norm, a pair per neighbouring stage and, on the first and last
+ * stage, the tied embedding's group: 7 on stages 0, 5 and 11; at TP 1 without tied
+ * embeddings, 4 on stage 0 (DP, PP, model, one neighbour) and 5 on stage 5 (two). */
+Test(memory, deepspeeds_pipeline_communicators_by_hand)
+{
+  const char *sets[] = {"node.count=48", "model.hidden=13312", "model.layers=82", "model.heads=64",
+                        "parallel.tp=4", "parallel.pp=12", "parallel.dp=8",
+                        "training.micro_batch=2", NULL, NULL, NULL, NULL};
+  const char *wl = "validation/a100_unseen/workloads/bloom-176b.yaml";
+  double comm = 256.0 * 1048576;
+  mem_report ds = estimate("dgx-a100", wl, sets, false);
+  sets[8] = "parallel.pipeline_engine=megatron";
+  mem_report mg = estimate("dgx-a100", wl, sets, false);
+  sets[0] = "node.count=12";
+  sets[8] = "parallel.tp=1", sets[9] = "model.tied_embeddings=false";
+  mem_report t1 = estimate("dgx-a100", wl, sets, false);
+  int stages[] = {0, 5, 11};
+  for (int i = 0; i < 3; i++) {
+    cr_expect_float_eq(ds.stages[stages[i]].extra[MEM_NCCL], 7 * comm, 1, "stage %d", stages[i]);
+    cr_expect_float_eq(mg.stages[stages[i]].extra[MEM_NCCL], 3 * comm, 1, "stage %d", stages[i]);
+  }
+  cr_expect_float_eq(t1.stages[0].extra[MEM_NCCL], 4 * comm, 1);
+  cr_expect_float_eq(t1.stages[5].extra[MEM_NCCL], 5 * comm, 1);
+  mem_report_clear(&ds), mem_report_clear(&mg), mem_report_clear(&t1);
+}

@@ -782,8 +782,9 @@ static const cfg_field cfg_training_fields[] = {
            "DeepSpeed's BF16 optimizer (bf16.enabled with ZeRO 0 or 1; its "
            "data_types.grad_accum_dtype): the backward writes gradients in the training dtype, "
            "kept beside a full buffer of this dtype that every micro-batch's are added into (a "
-           "pass over the stage's parameters) and that is reduced; none: the backward "
-           "accumulates in place, in grad_dtype",
+           "pass over the stage's parameters) and that is reduced, first cast whole to "
+           "grad_dtype if that is narrower (its communication_data_type; memory: "
+           "other.grad_cast); none: the backward accumulates in place, in grad_dtype",
            DEF(0)),
     {ROW(cfg_training, "tokens", CFG_T_QTY, tokens), .unit = UNITS_NUMBER,
      .doc = "a whole run: tokens to train on (steps = tokens / (global_batch x seq_len)); dlsim "

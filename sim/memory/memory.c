@@ -8,13 +8,30 @@ const char *mem_extra_name(mem_extra e)
 {
   static const char *const names[] = {"cuda_context", "nccl_buffers", "comm_buckets",
                                       "zero3_live_params", "recompute", "moe_buffers",
-                                      "fragmentation"};
+                                      "pipe_buffers", "grad_cast", "fragmentation"};
   return e < MEM_NEXTRA ? names[e] : "?";
 }
 
 static int mem_groups(const cfg_parallel *p)
 {
   return (p->dp > 1) + (p->tp > 1) + (p->pp > 1) + (p->cp > 1) + (p->ep > 1);
+}
+
+/* The process groups a GPU of stage `stage` communicates in, each an NCCL communicator with its
+ * own buffers. DeepSpeed's pipeline engine (runtime/pipe/topology.py, p2p.py @ 15293139f) adds its
+ * own beside Megatron's tensor-parallel group: the slice group its partitioned sends gather in,
+ * the whole model's group (TP x PP) the gradient norm is reduced in, the tied embedding's
+ * (first and last stage), and a pair per neighbouring stage (dist.send / recv: PyTorch builds a
+ * communicator for each pair of ranks). */
+static int mem_stage_groups(const cfg_workload *w, int stage)
+{
+  const cfg_parallel *p = &w->parallel;
+  int n = mem_groups(p);
+  if (p->pp <= 1 || p->pipeline_engine != CFG_PIPE_DEEPSPEED)
+    return n;
+  bool end = stage == 0 || stage == p->pp - 1;
+  int peers = end ? 1 : 2;
+  return n + (p->tp > 1) + 1 + peers + (end && w->model.tied_embeddings);
 }
 
 /* Parameters held by a stage (tied embeddings: the last stage keeps its own copy). */
@@ -81,23 +98,62 @@ static double mem_vee_chunks(const cfg_workload *w, const wl_model *m, int stage
   return params;
 }
 
-static void mem_extras(const cfg_workload *w, const wl_model *m, double largest, bool output,
-                       mem_stage *s)
+/* DeepSpeed's BF16 optimizer hands the engine its whole fp32 buffer as one flat tensor, larger
+ * than the engine's 5e8-element bucket, and allreduce_bucket casts it to communication_data_type
+ * (the training dtype unless set: engine.py, microsoft/DeepSpeed@15293139f of 2022-02-28, the
+ * bf16 branch BigScience ran) before the all-reduce: a copy of every gradient of the stage at
+ * once, after the last backward. No block the activations freed is that large, so the caching
+ * allocator reserves a segment for it, which stays reserved beside theirs. */
+static double mem_grad_cast(const cfg_training *t, double params)
+{
+  if (!t->grad_accum_dtype)
+    return 0;
+  double accum = cfg_dtype_bytes((cfg_dtype)(t->grad_accum_dtype - 1));
+  double comm = cfg_dtype_bytes(t->grad_dtype);
+  return comm < accum ? params * comm : 0;
+}
+
+/* DeepSpeed's PipelineEngine (deepspeed/runtime/pipe/engine.py and schedule.py @ 15293139f) keeps
+ * each micro-batch's stage output in pipe_buffers until its backward (with TP, only this rank's
+ * 1/TP partition: the rest is freed once sent), and reserves one buffer more than the
+ * micro-batches in flight (TrainSchedule.num_pipe_buffers, at least 2), each holding the input it
+ * last received, whole, until reused. The last stage returns from its backward without clearing
+ * its buffer, and its outputs are Megatron-DeepSpeed's fp32 logits (GPTModelPipe's last spec,
+ * float16_to_fp32): both buffers still hold theirs while a forward computes the next. */
+static double mem_pipe_buffers(const cfg_workload *w, const wl_model *m, int stage,
+                               double inflight, bool output)
+{
+  const cfg_parallel *p = &w->parallel;
+  if (p->pp <= 1 || p->pipeline_engine != CFG_PIPE_DEEPSPEED || m->blocks <= 0)
+    return 0;
+  /* between stages activations travel in 16 bits at least (parallel.c's act_bytes) */
+  double hidden = m->tokens * w->model.hidden * MAX(2.0, cfg_dtype_bytes(m->dtype));
+  double b = stage > 0 ? hidden : 0;
+  if (output)
+    return b + 2 * m->tokens * w->model.vocab / p->tp * 4;
+  return b + inflight * hidden / p->tp;
+}
+
+static void mem_extras(const cfg_workload *w, const wl_model *m, double largest, double params,
+                       bool output, mem_stage *s)
 {
   const cfg_memory *mm = &w->memory;
   const cfg_parallel *p = &w->parallel;
   wl_state_bytes b = wl_state_bytes_per_param(&w->training);
   s->extra[MEM_CUDA_CONTEXT] = mm->cuda_context;
-  s->extra[MEM_NCCL] = mm->nccl_buffers * mem_groups(p);
+  s->extra[MEM_NCCL] = mm->nccl_buffers * mem_stage_groups(w, s->stage);
   s->extra[MEM_COMM_BUCKETS] = p->dp > 1 || p->zero > 0 ? 2 * mm->comm_bucket : 0;
   s->extra[MEM_ZERO3_LIVE] = p->zero >= 3 ? largest * b.weights + mm->zero3_prefetch : 0;
   /* the loss's working set is gone before the first block is recomputed */
   s->extra[MEM_RECOMPUTE] = MAX(m->recompute_peak, output ? m->loss_peak : 0);
   /* the copies this GPU sends and the busiest rank receives, in 16 bits (DeepEP, Megatron) */
   s->extra[MEM_MOE_BUFFERS] = p->ep > 1 ? m->moe_copies * w->model.hidden * 2 * (1 + m->moe_load) : 0;
+  s->extra[MEM_PIPE_BUFFERS] = mem_pipe_buffers(w, m, s->stage, s->inflight, output);
+  s->extra[MEM_GRAD_CAST] = mem_grad_cast(&w->training, params);
   double rest = s->model_states + s->activations + s->kv_cache;
+  /* a whole segment of its own is not split, so it loses nothing to fragmentation */
   for (int e = 0; e < MEM_FRAGMENTATION; e++)
-    rest += s->extra[e];
+    rest += e == MEM_GRAD_CAST ? 0 : s->extra[e];
   s->extra[MEM_FRAGMENTATION] = mm->fragmentation * rest;
   s->other = 0;
   for (int e = 0; e < MEM_NEXTRA; e++)
@@ -130,7 +186,7 @@ static void mem_fill_stage(const cfg_workload *w, const wl_model *m, int stage, 
   s->activations_per_micro_batch = act;
   if (!states_only) {
     s->activations = s->activations_per_micro_batch * s->inflight;
-    mem_extras(w, m, largest, st.output, s);
+    mem_extras(w, m, largest, params, st.output, s);
   }
   s->total = s->model_states + s->activations + s->kv_cache + s->other;
 }

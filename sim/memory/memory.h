@@ -19,6 +19,11 @@ typedef enum {
                       * while it is recomputed, or (on the output stage, if larger) an eager
                       * fp32 loss's gradients */
   MEM_MOE_BUFFERS,   /* MoE dispatch / combine: the token copies sent and received */
+  MEM_PIPE_BUFFERS,  /* DeepSpeed's pipeline engine: the stage outputs and inputs it keeps, and
+                      * the last stage's fp32 logits in both of its buffers */
+  MEM_GRAD_CAST,     /* BF16 optimizer: its whole accumulation buffer cast to grad_dtype for
+                      * the reduce, one contiguous block the allocator keeps reserved beside
+                      * the activations' */
   MEM_FRAGMENTATION, /* memory.fragmentation of everything else: the caching allocator's waste */
   MEM_NEXTRA
 } mem_extra;
