@@ -402,3 +402,62 @@ Test(memory, deepspeeds_pipeline_communicators_by_hand)
   cr_expect_float_eq(t1.stages[5].extra[MEM_NCCL], 5 * comm, 1);
   mem_report_clear(&ds), mem_report_clear(&mg), mem_report_clear(&t1);
 }
+
+/* torchtitan with pipeline parallelism keeps a stage's FSDP2 units whole for the step
+ * (parallelize_llama.py @ 9dec370: reshard_after_forward=False with PP) and accumulates whole
+ * fp32 gradients until the last micro-batch's reduce-scatter (torch.distributed.pipelining's
+ * backward_maybe_with_nosync). Llama 3 8B, PP 2 x FSDP 4, stage 0's P parameters (counted from
+ * its optimizer shard, 12 bytes a parameter over 4 ranks): bf16 weights 2P/4 + 2P, fp32
+ * gradients 4P/4 + 4P, optimizer 12P/4 unchanged, and no per-layer gather on top. */
+Test(memory, torchtitan_pipeline_stages_keep_whole_weights_and_gradients_by_hand)
+{
+  const char *sets[] = {"node.count=1", "parallel.dp=4", "parallel.pp=2",
+                        "training.global_batch=16", NULL};
+  mem_report r = estimate("dgx-h100", "validation/torchtitan/workloads/llama3.1-8b-fsdp.yaml", sets, false);
+  const mem_stage *s = &r.stages[0];
+  double P = s->optimizer * 4 / 12;
+  /* the embedding (128256 x 4096) and 16 of 32 blocks of about 218.1 M parameters */
+  cr_expect(fabs(P - 4.0151e9) < 1e6, "P %g", P);
+  cr_expect_float_eq(s->params, 2 * P / 4 + 2 * P, 1);
+  cr_expect_float_eq(s->grads, 4 * P / 4 + 4 * P, 1);
+  cr_expect_float_eq(s->unsharded, 6 * P, 1);
+  cr_expect_eq(s->extra[MEM_ZERO3_LIVE], 0);
+  mem_report_clear(&r);
+}
+
+/* The rule is torchtitan's pipeline stages': FSDP alone, or another framework's pipeline with
+ * ZeRO-3, keep the shards and gather one layer at a time. */
+Test(memory, only_torchtitan_pipeline_stages_keep_whole_states)
+{
+  const char *alone[] = {"node.count=1", "parallel.dp=8", "training.global_batch=16", NULL};
+  const char *other[] = {"node.count=1", "parallel.dp=4", "parallel.pp=2",
+                         "training.global_batch=16", "training.framework=fsdp", NULL};
+  const char *const *cases[] = {alone, other};
+  for (int i = 0; i < 2; i++) {
+    mem_report r = estimate("dgx-h100", "validation/torchtitan/workloads/llama3.1-8b-fsdp.yaml", cases[i], false);
+    const mem_stage *s = &r.stages[0];
+    cr_expect_eq(s->unsharded, 0, "case %d", i);
+    cr_expect_float_eq(s->grads, s->optimizer / 3, 1, "case %d", i);
+    cr_expect(s->extra[MEM_ZERO3_LIVE] > 0, "case %d", i);
+    mem_report_clear(&r);
+  }
+}
+
+/* The whole stage's states are base memory of the engines' programs (they allocate only the
+ * shards): the timeline's peak is still the closed form's. A small vocabulary keeps the output
+ * stage's eager fp32 loss, which this timeline does not hold, from setting the peak. */
+Test(memory, torchtitan_pipeline_timeline_peak_matches_closed_form)
+{
+  char *sets[] = {"node.count=1", "parallel.dp=4", "parallel.pp=2", "model.layers=4",
+                  "model.vocab=1024", "training.global_batch=16", NULL};
+  sim_options o = {.engine = ENG_DES, .trace = true};
+  sim_result run;
+  GError *err = NULL;
+  cr_assert(sim_run_files("dgx-h100", "validation/torchtitan/workloads/llama3.1-8b-fsdp.yaml", sets,
+                          &o, &run, &err), "%s", err ? err->message : "");
+  const mem_stage *worst = mem_worst(&run.memory);
+  cr_assert(worst->unsharded > 0);
+  cr_assert_float_eq(run.eng.peak_memory, worst->total, worst->total * 1e-9, "%g %g",
+                     run.eng.peak_memory, worst->total);
+  sim_result_clear(&run);
+}

@@ -134,6 +134,34 @@ static double mem_pipe_buffers(const cfg_workload *w, const wl_model *m, int sta
   return b + inflight * hidden / p->tp;
 }
 
+
+/* torchtitan with pipeline parallelism keeps every FSDP2 unit of a stage unsharded for the whole
+ * step: apply_fsdp sets reshard_after_forward=False when PP is on "to avoid per-microbatch
+ * all-gathers" (torchtitan/parallelisms/parallelize_llama.py @ 9dec370, lines 326-329), and
+ * torch.distributed.pipelining's stage (backward_maybe_with_nosync) runs every micro-batch's
+ * backward with set_reshard_after_backward(False) and set_requires_gradient_sync(False),
+ * reduce-scattering only after the last one; until then FSDP2 accumulates the unsharded
+ * gradients in its reduce dtype (FSDPParam.to_accumulated_grad_if_needed). Without FSDP
+ * (one data-parallel and context-parallel rank) nothing is sharded to begin with. */
+static bool mem_pp_keeps_unsharded(const cfg_workload *w)
+{
+  const cfg_parallel *p = &w->parallel;
+  const char *fw = w->training.framework;
+  return fw && strcmp(fw, "torchtitan") == 0 && p->pp > 1 && p->zero >= 3 && p->dp * p->cp > 1;
+}
+
+/* The stage's whole weights (as all-gathered: 16 bits, or fp8 with fp8 all-gather) and its
+ * accumulated gradients (the reduce dtype, training.grad_dtype), beside the shards. */
+static void mem_pp_unsharded_states(const cfg_workload *w, double params, mem_stage *s)
+{
+  wl_state_bytes b = wl_state_bytes_per_param(&w->training);
+  double weights = params * b.weights, grads = params * b.grads;
+  s->params += weights;
+  s->grads += grads;
+  s->model_states += weights + grads;
+  s->unsharded = weights + grads;
+}
+
 static void mem_extras(const cfg_workload *w, const wl_model *m, double largest, double params,
                        bool output, mem_stage *s)
 {
@@ -143,7 +171,9 @@ static void mem_extras(const cfg_workload *w, const wl_model *m, double largest,
   s->extra[MEM_CUDA_CONTEXT] = mm->cuda_context;
   s->extra[MEM_NCCL] = mm->nccl_buffers * mem_stage_groups(w, s->stage);
   s->extra[MEM_COMM_BUCKETS] = p->dp > 1 || p->zero > 0 ? 2 * mm->comm_bucket : 0;
-  s->extra[MEM_ZERO3_LIVE] = p->zero >= 3 ? largest * b.weights + mm->zero3_prefetch : 0;
+  /* a stage kept whole gathers nothing more (mem_pp_keeps_unsharded) */
+  s->extra[MEM_ZERO3_LIVE] =
+      p->zero >= 3 && !mem_pp_keeps_unsharded(w) ? largest * b.weights + mm->zero3_prefetch : 0;
   /* the loss's working set is gone before the first block is recomputed */
   s->extra[MEM_RECOMPUTE] = MAX(m->recompute_peak, output ? m->loss_peak : 0);
   /* the copies this GPU sends and the busiest rank receives, in 16 bits (DeepEP, Megatron) */
@@ -181,6 +211,8 @@ static void mem_fill_stage(const cfg_workload *w, const wl_model *m, int stage, 
   s->host = states.host;
   s->nvme = states.nvme;
   s->model_states = s->params + s->grads + s->optimizer;
+  if (mem_pp_keeps_unsharded(w))
+    mem_pp_unsharded_states(w, params, s);
   int micro = w->training.global_batch / (p->dp * w->training.micro_batch);
   s->inflight = wl_inflight(p, stage, micro);
   s->activations_per_micro_batch = act;
@@ -290,7 +322,7 @@ void mem_annotate_program(prog_program *p, const mem_report *r)
     prog_class *k = prog_class_at(p, (int)c);
     int stage = MIN((int)k->stage, r->nstages - 1);
     const mem_stage *s = &r->stages[stage];
-    k->base_memory = s->other - s->extra[MEM_RECOMPUTE];
+    k->base_memory = s->other - s->extra[MEM_RECOMPUTE] + s->unsharded;
   }
 }
 

@@ -39,6 +39,9 @@ typedef struct {
   double host, nvme;   /* offloaded, per GPU */
   double inflight;     /* micro-batches whose activations the stage holds */
   double activations_per_micro_batch;
+  double unsharded;    /* in params and grads: the whole stage's weights and gradients that
+                        * torchtitan's pipeline stages keep (mem_pp_unsharded_states); the
+                        * engines' programs allocate only the shards, so it is base memory */
 } mem_stage;
 
 typedef struct {
