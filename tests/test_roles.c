@@ -292,6 +292,67 @@ Test(roles, context_parallel_hops_run_beside_their_ring_step)
   roles_clear(&r);
 }
 
+/* PyTorch's allgather rotation (torchtitan's default): GPT-3 1.3B at CP 4, micro-batch 8 of 2048
+ * tokens, holds a 32 MiB chunk of K and V (see above). Forward gathers the 4 chunks once (128
+ * MiB) beside the first step; backward gathers them again beside its first step, then passes
+ * the fp32 dK, dV (64 MiB, a gather of 4/3 x 64 MiB) beside steps 2-4 and once more after the
+ * last, which the input gradient's GEMM waits for. */
+Test(roles, context_parallel_allgather_gathers_once_and_rings_the_gradients)
+{
+  const char *sets[] = {"node.count=1", "parallel.cp=4", "parallel.dp=2",
+                        "parallel.cp_exchange=allgather", NULL};
+  roles_setup r;
+  roles_build(&r, "gpt3-1.3b-dp", sets);
+  const wl_layer *l = roles_block(&r);
+  g_autofree char *fwd = roles_sequence(&r, r.sk.fwd[1], l->fwd);
+  g_autofree char *bwd = roles_sequence(&r, r.sk.bwd[1], l->bwd);
+  cr_assert_str_eq(fwd, "QKV allgather ATT RING RING RING RING RING RING OUT UP DOWN ",
+                   "forward: %s", fwd);
+  cr_assert_str_eq(bwd, "DOWN.dgrad DOWN.wgrad UP.dgrad UP.wgrad OUT.dgrad OUT.wgrad allgather RING "
+                        "RING allgather RING RING allgather RING RING allgather ATT allgather "
+                        "QKV.dgrad QKV.wgrad ",
+                   "backward: %s", bwd);
+  double chunk = 2.0 * 4096 * 2048 * 2, b[8];
+  cr_assert_eq(roles_cp_bytes(&r, r.sk.fwd[1], b, 8), 1);
+  cr_assert_float_eq(b[0], 4 * chunk, 1e-3, "forward gather: %g", b[0]);
+  cr_assert_eq(roles_cp_bytes(&r, r.sk.bwd[1], b, 8), 5);
+  cr_assert_float_eq(b[0], 4 * chunk, 1e-3, "backward gather: %g", b[0]);
+  for (int i = 1; i < 5; i++)
+    cr_assert_float_eq(b[i], 2 * chunk * 4 / 3, 1e-3, "dkv hop %d: %g", i, b[i]);
+  roles_clear(&r);
+}
+
+/* Index of the `nth` op of template `tmpl` named `name`. */
+static guint roles_op_named(const roles_setup *r, int tmpl, const char *name, int nth)
+{
+  const prog_class *t = prog_class_at(r->sk.p, tmpl);
+  for (guint i = 0; i < t->ops->len; i++)
+    if (strcmp(g_array_index(t->ops, prog_op, i).name, name) == 0 && nth-- == 0)
+      return i;
+  cr_assert_fail("no op %s", name);
+  return 0;
+}
+
+/* The gather runs beside the first step only (the second waits for it); the input gradient's
+ * GEMM waits for the last dK, dV hop. */
+Test(roles, context_parallel_allgather_exposes_after_the_first_step)
+{
+  const char *sets[] = {"node.count=1", "parallel.cp=4", "parallel.dp=2",
+                        "parallel.cp_exchange=allgather", NULL};
+  roles_setup r;
+  roles_build(&r, "gpt3-1.3b-dp", sets);
+  int f = r.sk.fwd[1], bw = r.sk.bwd[1];
+  guint gather = roles_op_named(&r, f, "cp allgather kv", 0);
+  cr_assert_not(roles_depends_on(&r, f, gather + 1, gather), "the first step waits");
+  cr_assert(roles_depends_on(&r, f, gather + 2, gather), "the second step does not wait");
+  guint last = roles_op_named(&r, bw, "cp ring dkv", 3);
+  guint dgrad = last + 1;
+  cr_assert(g_str_has_suffix(g_array_index(prog_class_at(r.sk.p, bw)->ops, prog_op, dgrad).name,
+                             ".qkv.dgrad"));
+  cr_assert(roles_depends_on(&r, bw, dgrad, last), "the input gradient does not wait");
+  roles_clear(&r);
+}
+
 /* Sums a block's fused-attention kernels (class attention) and counts them and the others of
  * the ring. */
 static double roles_attention_flops(const GArray *ks, int *calls, int *ring_others)

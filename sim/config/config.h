@@ -65,6 +65,8 @@ bool cfg_dtype_block_scaled(cfg_dtype dtype);
 typedef enum { CFG_INTRA_NVSWITCH, CFG_INTRA_NVLINK_RING, CFG_INTRA_PCIE } cfg_intra_kind;
 typedef enum { CFG_TOPO_FAT_TREE, CFG_TOPO_RAIL_OPTIMIZED } cfg_topology;
 typedef enum { CFG_RAILS_SPINE, CFG_RAILS_ONLY } cfg_rails;
+/* how context parallelism's attention gets the other ranks' K and V */
+typedef enum { CFG_CP_RING, CFG_CP_ALLGATHER } cfg_cp_exchange;
 typedef enum { CFG_MODEL_TRANSFORMER, CFG_MODEL_MOE_TRANSFORMER, CFG_MODEL_CNN, CFG_MODEL_GENERIC } cfg_model_kind;
 typedef enum { CFG_ACT_GELU, CFG_ACT_SWIGLU } cfg_activation;
 /* rotary position embedding of queries and keys: none (learned or absolute positions), one
@@ -454,6 +456,7 @@ typedef struct {
 
 typedef struct {
   int tp, pp, dp, cp, ep;
+  cfg_cp_exchange cp_exchange;
   int sequence_parallel; /* 0/1 */
   int tp_comm_overlap;   /* 0/1: sequence-parallel all-gathers and reduce-scatters pipelined with
                           * their GEMMs (Transformer Engine's userbuffers) */

@@ -25,6 +25,7 @@ bool cfg_dtype_parse(const char *name, cfg_dtype *out, GError **err)
 static const char *const cfg_intra_names[] = {"nvswitch", "nvlink-ring", "pcie", NULL};
 static const char *const cfg_topology_names[] = {"fat-tree", "rail-optimized", NULL};
 static const char *const cfg_rails_names[] = {"spine", "only", NULL};
+static const char *const cfg_cp_exchange_names[] = {"ring", "allgather", NULL};
 static const char *const cfg_model_kind_names[] = {"transformer", "moe-transformer", "cnn", "generic", NULL};
 static const char *const cfg_activation_names[] = {"gelu", "swiglu", NULL};
 static const char *const cfg_rotary_names[] = {"none", "fused", "unfused", NULL};
@@ -837,6 +838,13 @@ static const cfg_field cfg_parallel_fields[] = {
     F_INT(cfg_parallel, "pp", pp, 1, "pipeline stages", DEF(1)),
     F_INT(cfg_parallel, "dp", dp, 1, "data parallelism", DERIVED("GPUs / (tp x pp x cp)")),
     F_INT(cfg_parallel, "cp", cp, 1, "context parallelism (ring attention)", DEF(1)),
+    F_ENUM(cfg_parallel, "cp_exchange", cp_exchange, cfg_cp_exchange_names,
+           "how context-parallel attention gets the other ranks' K and V: ring passes one chunk "
+           "beside each attention step, the gradients back the same way (Transformer Engine's "
+           "AttnFuncWithCP); allgather gathers them all beside the first step, again in backward, "
+           "and passes the fp32 dK, dV from rank to rank beside each step (PyTorch's "
+           "context_parallel with rotate method allgather, torchtitan's default)",
+           DEF(CFG_CP_RING)),
     F_INT(cfg_parallel, "ep", ep, 1, "expert parallelism, carved out of data parallelism",
           DEF(1)),
     F_BOOL(cfg_parallel, "sequence_parallel", sequence_parallel,

@@ -430,6 +430,46 @@ static int wl_ring_chunks(int step, int cp, bool forward)
   return (step < cp - 1) + (step > 0);
 }
 
+/* Elements of K and V a rank holds for its share of the micro-batch's tokens. */
+static double wl_cp_chunk(const wl_par *x)
+{
+  const cfg_model *cm = &x->w->model;
+  return 2.0 * x->m->tokens * cm->kv_heads * (cm->hidden / cm->heads) / x->tp;
+}
+
+/* Bytes of a gather over the CP group that moves one `bytes` buffer to each neighbour. */
+static double wl_cp_hop(const wl_par *x, double bytes)
+{
+  return bytes * x->cp / (x->cp - 1);
+}
+
+/* PyTorch's context_parallel with rotate method allgather (_AllGatherRotater, torch/distributed/
+ * tensor/experimental/_attention.py): forward and backward each gather all ranks' K and V once,
+ * beside the first step (it needs only the local chunk; the next steps wait). Backward passes
+ * the running dK, dV on to the next rank after every step (its dkv rotater is always the
+ * all-to-all ring), in fp32 (convert_to_f32): the one after step i runs beside step i + 1. */
+static void wl_cp_allgather_before(wl_tb *b, const wl_kernel *k, int step, double chunk)
+{
+  wl_par *x = b->x;
+  if (step == 0)
+    wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_ALLGATHER, chunk * x->cp,
+               "cp allgather kv", WL_BESIDE_NEXT);
+  else if (!wl_is_forward(k))
+    wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_ALLGATHER,
+               wl_cp_hop(x, wl_cp_chunk(x) * 4.0), "cp ring dkv", WL_BESIDE_NEXT);
+}
+
+/* The last step's dK, dV reach their owner before the layer's input gradient can use them. */
+static void wl_cp_allgather_after(wl_tb *b, const wl_kernel *k)
+{
+  wl_par *x = b->x;
+  if (x->cp == 1 || x->w->parallel.cp_exchange != CFG_CP_ALLGATHER || wl_is_forward(k) ||
+      k->kclass != CFG_KCLASS_ATTENTION || k->role != WL_ROLE_ATTENTION)
+    return;
+  wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_ALLGATHER, wl_cp_hop(x, wl_cp_chunk(x) * 4.0),
+             "cp ring dkv", WL_BLOCKING);
+}
+
 /* Context parallelism: a ring (Transformer Engine's P2P exchange) that passes one chunk of K
  * and V to the next rank beside each attention step, so a step waits only for the chunk its
  * predecessor brought. Each hop is a gather over the CP group of one chunk per rank: the
@@ -440,15 +480,17 @@ static void wl_cp_around(wl_tb *b, const wl_kernel *k)
   if (x->cp == 1 || k->kclass != CFG_KCLASS_ATTENTION ||
       (k->role != WL_ROLE_ATTENTION && k->role != WL_ROLE_RING_STEP))
     return;
-  const cfg_model *cm = &x->w->model;
-  double chunk = 2.0 * x->m->tokens * cm->kv_heads * (cm->hidden / cm->heads) / x->tp *
-                 wl_activation_bytes(x->m);
+  double chunk = wl_cp_chunk(x) * wl_activation_bytes(x->m);
   int step = b->ring_step++ % x->cp;
+  if (x->w->parallel.cp_exchange == CFG_CP_ALLGATHER) {
+    wl_cp_allgather_before(b, k, step, chunk);
+    return;
+  }
   int chunks = wl_ring_chunks(step, x->cp, wl_is_forward(k));
   if (chunks == 0)
     return;
   /* a gather of n chunks moves (n - 1) of them to each rank: this many bytes move `chunks` */
-  double bytes = chunks * chunk * x->cp / (x->cp - 1);
+  double bytes = chunks * wl_cp_hop(x, chunk);
   wl_tb_comm(b, PROG_STREAM_CP, x->fam_cp, PROG_COLL_ALLGATHER, bytes,
              wl_is_forward(k) ? "cp ring kv" : "cp ring kv dkv", WL_BESIDE_NEXT);
 }
@@ -581,6 +623,7 @@ static int wl_template(wl_par *x, const wl_layer *l, wl_pass_kind pass, bool pai
     wl_tp_before(&b, k, gathered);
     wl_cp_around(&b, k);
     wl_tb_compute(&b, k);
+    wl_cp_allgather_after(&b, k);
     wl_tp_after(&b, k, act);
     wl_ep_after(&b, k);
   }
