@@ -461,3 +461,38 @@ Test(memory, torchtitan_pipeline_timeline_peak_matches_closed_form)
                      run.eng.peak_memory, worst->total);
   sim_result_clear(&run);
 }
+
+/* torchtitan's loss_parallel (on with TP) runs DTensor's cross-entropy handlers, whose backward
+ * holds three fp32 copies of the vocabulary shard beside the saved log-probabilities (zeros,
+ * their sum with exp, the product: torch/distributed/tensor/parallel/loss.py) where aten's
+ * eager loss holds two, and its output projection keeps its whole all-gathered bf16 input.
+ * Llama 3 8B, TP 2, micro-batch 2 x 8192 tokens, vocabulary 128256, hidden 4096:
+ * 3 x 4 bytes x 16384 x 64128 + 2 bytes x 16384 x 4096 = 12.74 GB; the same run under another
+ * framework keeps the two fp32 copies only. */
+Test(memory, torchtitan_loss_parallel_backward_holds_three_fp32_shards_by_hand)
+{
+  const char *tt[] = {"node.count=1", "parallel.dp=4", "parallel.tp=2", "model.seq_len=8192",
+                      "training.eager_loss=true", NULL};
+  const char *fsdp[] = {"node.count=1", "parallel.dp=4", "parallel.tp=2", "model.seq_len=8192",
+                        "training.eager_loss=true", "training.framework=fsdp", NULL};
+  const char *wl = "validation/torchtitan/workloads/llama3.1-8b-fsdp.yaml";
+  mem_report a = estimate("dgx-h100", wl, tt, false), b = estimate("dgx-h100", wl, fsdp, false);
+  double shard = 4.0 * 16384 * 128256 / 2;
+  cr_expect_float_eq(a.stages[0].extra[MEM_RECOMPUTE], 3 * shard + 2.0 * 16384 * 4096, 1, "%g",
+                     a.stages[0].extra[MEM_RECOMPUTE]);
+  cr_expect_float_eq(b.stages[0].extra[MEM_RECOMPUTE], 2 * shard, 1, "%g",
+                     b.stages[0].extra[MEM_RECOMPUTE]);
+  mem_report_clear(&a);
+  mem_report_clear(&b);
+}
+
+/* Without tensor parallelism torchtitan's loss is aten's: two fp32 copies, as before. */
+Test(memory, torchtitan_without_tp_keeps_aten_loss_working_set)
+{
+  const char *sets[] = {"node.count=1", "parallel.dp=8", "model.seq_len=8192",
+                        "training.eager_loss=true", NULL};
+  mem_report r = estimate("dgx-h100", "validation/torchtitan/workloads/llama3.1-8b-fsdp.yaml", sets, false);
+  cr_expect_float_eq(r.stages[0].extra[MEM_RECOMPUTE], 2 * 4.0 * 16384 * 128256, 1, "%g",
+                     r.stages[0].extra[MEM_RECOMPUTE]);
+  mem_report_clear(&r);
+}

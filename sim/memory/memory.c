@@ -162,6 +162,40 @@ static void mem_pp_unsharded_states(const cfg_workload *w, double params, mem_st
   s->unsharded = weights + grads;
 }
 
+/* torchtitan trains with tensor parallelism under loss_parallel (on unless
+ * training.disable_loss_parallel: torchtitan/parallelisms/parallel_dims.py @ 9dec370,
+ * loss_parallel_enabled), where DTensor's own cross-entropy handlers run instead of aten's
+ * fused kernels. */
+static bool mem_torchtitan_tp(const cfg_workload *w)
+{
+  const char *fw = w->training.framework;
+  return fw && strcmp(fw, "torchtitan") == 0 && w->parallel.tp > 1;
+}
+
+/* The output projection is a ColwiseParallel with input_layouts=Shard(1) (parallelize_llama.py
+ * @ 9dec370, apply_tp): the final norm's sequence shard is all-gathered and nn.Linear keeps the
+ * whole gathered input for its weight gradient until the output's backward, after the loss's.
+ * The output stays in 16 bits (torchtitan's float8 conversion skips it). */
+static double mem_head_gathered_input(const cfg_workload *w, const wl_model *m)
+{
+  return m->tokens * w->model.hidden * MAX(2.0, cfg_dtype_bytes(m->dtype));
+}
+
+/* What the loss's backward holds beside every block's activations on the output stage. Under
+ * loss_parallel, _nll_loss_and_log_softmax_backward (torch/distributed/tensor/parallel/loss.py,
+ * the late-2024 version) computes (zeros_like(x) + exp(x)) * grad_output on the fp32
+ * log-probabilities x of the vocabulary shard: the zeros, their sum with exp(x) and the
+ * product are alive at once beside the saved x, three fp32 copies where aten's nll_loss and
+ * log_softmax backward hold two (loss_peak); the head's gathered input is still alive. */
+static double mem_loss_working_set(const cfg_workload *w, const wl_model *m, bool output)
+{
+  if (!output)
+    return 0;
+  if (!mem_torchtitan_tp(w))
+    return m->loss_peak;
+  return 1.5 * m->loss_peak + mem_head_gathered_input(w, m);
+}
+
 static void mem_extras(const cfg_workload *w, const wl_model *m, double largest, double params,
                        bool output, mem_stage *s)
 {
@@ -175,7 +209,7 @@ static void mem_extras(const cfg_workload *w, const wl_model *m, double largest,
   s->extra[MEM_ZERO3_LIVE] =
       p->zero >= 3 && !mem_pp_keeps_unsharded(w) ? largest * b.weights + mm->zero3_prefetch : 0;
   /* the loss's working set is gone before the first block is recomputed */
-  s->extra[MEM_RECOMPUTE] = MAX(m->recompute_peak, output ? m->loss_peak : 0);
+  s->extra[MEM_RECOMPUTE] = MAX(m->recompute_peak, mem_loss_working_set(w, m, output));
   /* the copies this GPU sends and the busiest rank receives, in 16 bits (DeepEP, Megatron) */
   s->extra[MEM_MOE_BUFFERS] = p->ep > 1 ? m->moe_copies * w->model.hidden * 2 * (1 + m->moe_load) : 0;
   s->extra[MEM_PIPE_BUFFERS] = mem_pipe_buffers(w, m, s->stage, s->inflight, output);
