@@ -123,7 +123,7 @@ static double plan_tail(const plan_est *e, const plan_stage *st)
   double dense = st->params - st->experts, tail = 0;
   if (l->dp * l->cp > 1 && l->zero <= 2) {
     prog_coll op = l->zero ? PROG_COLL_REDUCESCATTER : PROG_COLL_ALLREDUCE;
-    double bytes = dense * e->sb.grads, ebytes = st->experts * e->sb.grads;
+    double bytes = dense * e->sb.reduced, ebytes = st->experts * e->sb.reduced;
     double r = plan_coll(e->s, op, l->dp, sdp, l->cp, l->tp, l->tp, 1, bytes) +
                plan_coll(e->s, op, l->dp / l->ep, sdp * l->ep, l->cp, l->tp, l->tp, 1, ebytes);
     double buckets = MAX(1.0, (bytes + ebytes) / e->w->parallel.gradient_bucket);

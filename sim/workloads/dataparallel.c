@@ -73,7 +73,7 @@ static uint32_t wl_emit_allreduce(wl_dp *x, double params, uint32_t after, int b
 {
   g_autofree char *name = g_strdup_printf("allreduce grads bucket %d", bucket);
   return prog_comm(x->p, x->cls, PROG_STREAM_DP, name, PROG_COLL_ALLREDUCE, x->dp_family,
-                   params * x->state.grads, &after, 1);
+                   params * x->state.reduced, &after, 1);
 }
 
 /* The last micro-batch: forward, then backward with bucketed all-reduces. */
@@ -87,7 +87,7 @@ static uint32_t wl_emit_synced_step(wl_dp *x, int dp, bool *has_comm)
     if (l->saved_bytes > 0)
       prog_mem(x->p, x->cls, l->name, PROG_MEM_ACTIVATIONS, l->saved_bytes, NULL, 0);
   }
-  double bucket_cap = x->w->parallel.gradient_bucket / x->state.grads; /* in parameters */
+  double bucket_cap = x->w->parallel.gradient_bucket / x->state.reduced; /* in parameters */
   double pending = 0;
   int buckets = 0;
   uint32_t last_comm = 0;

@@ -204,6 +204,7 @@ wl_state_bytes wl_state_bytes_per_param(const cfg_training *t)
   s.weights = full ? 4 : t->fp8_params ? 1 : 2;
   s.grads = MAX(cfg_dtype_bytes(t->grad_dtype), full ? 4 : 2);
   s.lp_grads = 0;
+  s.reduced = s.grads;
   if (t->grad_accum_dtype) {
     /* BF16_Optimizer (microsoft/DeepSpeed deepspeed/runtime/bf16_optimizer.py): the buffer it
      * reduces, fp32_groups_gradients_flat, is zeros_like the flat weights (whole, not a
@@ -211,6 +212,9 @@ wl_state_bytes wl_state_bytes_per_param(const cfg_training *t)
      * clear_lp_grads=False) until the next backward replaces them */
     s.grads = cfg_dtype_bytes((cfg_dtype)(t->grad_accum_dtype - 1));
     s.lp_grads = full ? 4 : 2;
+    /* the engine's allreduce_bucket casts that buffer to communication_data_type, the training
+     * dtype unless set, before reducing it (engine.py @ 15293139f, memory.c's mem_grad_cast) */
+    s.reduced = MIN(s.grads, cfg_dtype_bytes(t->grad_dtype));
   }
   if (full)
     s.optimizer = t->optimizer == CFG_OPT_ADAM ? 8 : 4; /* m, v | momentum */

@@ -1006,7 +1006,7 @@ static void wl_flush_bucket(wl_st *st, uint32_t after)
                                         wl_number(num, (guint)st->buckets++), NULL);
     st->last_dp = prog_comm(x->p, st->cls, PROG_STREAM_DP, name,
                             zero ? PROG_COLL_REDUCESCATTER : PROG_COLL_ALLREDUCE,
-                            part ? x->fam_edp : x->fam_dp, *bucket * x->sb.grads, &after, 1);
+                            part ? x->fam_edp : x->fam_dp, *bucket * x->sb.reduced, &after, 1);
     st->has_dp = true;
     *bucket = 0;
   }
@@ -1104,7 +1104,7 @@ static uint32_t wl_pass_ops(wl_st *st, int c, const wl_step *step, bool last_mb,
       const wl_layer *l = g_ptr_array_index(x->m->layers, i);
       st->bucket += l->params - l->expert_params;
       st->expert_bucket += l->expert_params;
-      double cap = x->w->parallel.gradient_bucket / x->sb.grads;
+      double cap = x->w->parallel.gradient_bucket / x->sb.reduced;
       if (st->bucket + st->expert_bucket >= cap)
         wl_flush_bucket(st, last);
     }
@@ -1271,7 +1271,7 @@ static void wl_ds_reduce_grads(wl_st *st, double params, double experts)
   wl_par *x = st->x;
   if (x->dp * x->cp == 1 || x->w->parallel.zero > 2)
     return;
-  double cap = x->w->parallel.gradient_bucket / x->sb.grads;
+  double cap = x->w->parallel.gradient_bucket / x->sb.reduced;
   double dense = params - experts;
   while (dense > 0 || experts > 0) {
     st->bucket = MIN(dense, cap);
@@ -1348,6 +1348,8 @@ static void wl_stage_finish(wl_st *st, double params, double experts)
   if (x->pp > 1 && w->model.tied_embeddings && x->m->blocks > 0 && (first || last) &&
       !x->vshape) { /* ZB-V: rank 0 holds the embedding and the output layer */
     const wl_layer *emb = g_ptr_array_index(x->m->layers, 0);
+    /* in grads, not reduced: DeepSpeed's pipeline engine all-reduces the BF16 optimizer's fp32
+     * buffer of the tied weight (_hp_grad) itself, uncast */
     st->last_dp = prog_comm(p, st->cls, PROG_STREAM_DP, "allreduce tied embedding grads",
                             PROG_COLL_ALLREDUCE, x->fam_emb, emb->params * x->sb.grads,
                             &st->ds_last, x->ds ? 1 : 0);

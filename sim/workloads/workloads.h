@@ -184,6 +184,7 @@ typedef struct {
   double weights, grads, optimizer;
   double lp_grads; /* DeepSpeed's BF16 optimizer: the backward's own gradients, kept whole beside
                     * the accumulation buffer (`grads`); 0 without it */
+  double reduced;  /* a gradient as the data-parallel reduction sends it */
 } wl_state_bytes;
 wl_state_bytes wl_state_bytes_per_param(const cfg_training *t);
 /* Bytes moved per parameter when a micro-batch's gradients are added into DeepSpeed's BF16
