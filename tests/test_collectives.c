@@ -1399,3 +1399,20 @@ Test(collectives, reduce_pass_costs_one_chunk_read_twice_and_written_once)
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);
 }
+
+Test(collectives, nccl_alltoall_takes_ll_up_to_16_kib_a_peer_then_simple_never_ll128)
+{
+  /* NCCL's grouped send/recv pick LL for a peer's message up to NCCL_P2P_LL_THRESHOLD
+   * (16384 B) and Simple above it, whatever its tuner would say (src/enqueue.cc): over 8 GPUs
+   * a buffer of 8 x 16384 B goes as LL, 8 B more as Simple, and 16 MiB as Simple. */
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_cluster(1, 8, NULL, &cfg);
+  coll_planner *pl = coll_planner_new(hw, COLL_ALGO_AUTO, COLL_PROTO_AUTO, true);
+  cr_assert_eq(runtime_schedule(pl, PROG_COLL_ALLTOALL, 8, 8 * 16384.0)->proto, CFG_PROTO_LL);
+  cr_assert_eq(runtime_schedule(pl, PROG_COLL_ALLTOALL, 8, 8 * 16385.0)->proto, CFG_PROTO_SIMPLE);
+  cr_assert_eq(runtime_schedule(pl, PROG_COLL_ALLTOALL, 8, 16777216.0)->proto, CFG_PROTO_SIMPLE);
+  cr_assert_eq(runtime_schedule(pl, PROG_COLL_SENDRECV, 2, 4096.0)->proto, CFG_PROTO_LL);
+  coll_planner_free(pl);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}

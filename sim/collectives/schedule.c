@@ -595,6 +595,27 @@ static GPtrArray *coll_candidates(coll_planner *pl, prog_coll op, const int *ran
   return plans;
 }
 
+/* NCCL's send/recv (and so its all-to-all, grouped sends and receives) does not weigh protocols
+ * as its collective tuner does: a peer's message of at most NCCL_P2P_LL_THRESHOLD (16 KiB by
+ * default) goes as LL, anything larger as Simple, and LL128 never (src/enqueue.cc,
+ * addP2pToPlan). An MPI sends plain messages anyway. */
+#define COLL_P2P_LL_THRESHOLD 16384.0
+
+static bool coll_p2p_proto_skipped(const coll_plan *p, const hw_cluster *hw, double bytes,
+                                   int proto)
+{
+  bool p2p = p->algo == COLL_ALGO_DIRECT || p->algo == COLL_ALGO_PAIRWISE;
+  if (!p2p || p->nphases == 0)
+    return false;
+  /* an all-to-allv's largest block, its bytes as sent (before the p2p_efficiency scaling) */
+  double message = p->absolute ? p->phases[0].max_frac / coll_p2p_scale(hw, p->ranks, p->n)
+                               : bytes / MAX(p->n, 1);
+  if (p->op == PROG_COLL_SENDRECV)
+    message = bytes;
+  int nccl = message <= COLL_P2P_LL_THRESHOLD ? CFG_PROTO_LL : CFG_PROTO_SIMPLE;
+  return proto != nccl;
+}
+
 const coll_schedule *coll_planner_get(coll_planner *pl, prog_coll op, const int *ranks, int n,
                                       int key, double bytes, const double *vbytes, GError **err)
 {
@@ -620,7 +641,8 @@ const coll_schedule *coll_planner_get(coll_planner *pl, prog_coll op, const int 
       const coll_plan *plan = g_ptr_array_index(plans, i);
       bool skip = cpu ? proto != CFG_PROTO_SIMPLE /* MPI sends plain messages: no LL */
                       : (pl->proto != COLL_PROTO_AUTO && proto != pl->proto) ||
-                            (pl->proto == COLL_PROTO_AUTO && !coll_proto_applies(plan->algo, proto));
+                            (pl->proto == COLL_PROTO_AUTO && !coll_proto_applies(plan->algo, proto)) ||
+                            (pl->proto == COLL_PROTO_AUTO && coll_p2p_proto_skipped(plan, pl->hw, bytes, proto));
       if (skip)
         continue;
       coll_schedule s;
