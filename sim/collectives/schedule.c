@@ -616,6 +616,17 @@ static bool coll_p2p_proto_skipped(const coll_plan *p, const hw_cluster *hw, dou
   return proto != nccl;
 }
 
+/* A forced protocol is the only one tried; under auto, those the algorithm can run, and for
+ * point-to-point plans only the one NCCL's own rule picks. */
+static bool coll_nccl_proto_tried(const coll_planner *pl, const coll_plan *plan, double bytes,
+                                  int proto)
+{
+  if (pl->proto != COLL_PROTO_AUTO)
+    return proto == pl->proto;
+  return coll_proto_applies(plan->algo, proto) &&
+         !coll_p2p_proto_skipped(plan, pl->hw, bytes, proto);
+}
+
 const coll_schedule *coll_planner_get(coll_planner *pl, prog_coll op, const int *ranks, int n,
                                       int key, double bytes, const double *vbytes, GError **err)
 {
@@ -640,9 +651,7 @@ const coll_schedule *coll_planner_get(coll_planner *pl, prog_coll op, const int 
     for (int proto = 0; proto < CFG_NPROTOS; proto++) {
       const coll_plan *plan = g_ptr_array_index(plans, i);
       bool skip = cpu ? proto != CFG_PROTO_SIMPLE /* MPI sends plain messages: no LL */
-                      : (pl->proto != COLL_PROTO_AUTO && proto != pl->proto) ||
-                            (pl->proto == COLL_PROTO_AUTO && !coll_proto_applies(plan->algo, proto)) ||
-                            (pl->proto == COLL_PROTO_AUTO && coll_p2p_proto_skipped(plan, pl->hw, bytes, proto));
+                      : !coll_nccl_proto_tried(pl, plan, bytes, proto);
       if (skip)
         continue;
       coll_schedule s;
