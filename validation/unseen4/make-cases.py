@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Writes validation/cases/ for the fourth batch of unseen runs, one case per row of the tables
+in this folder that dlsim can express (checking data only: nothing in dlsim is fitted on them).
+Python 3 standard library only; run it from anywhere, commit what it writes."""
+import functools
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # no __pycache__ beside the data
+sys.path.insert(0, os.path.dirname(HERE))
+import casegen  # noqa: E402  (validation/casegen.py: what the batches' scripts share)
+from casegen import node_sets, write_case  # noqa: E402
+
+rows = functools.partial(casegen.rows, HERE)
+
+
+def quoted(text):
+    return '"' + text.replace('"', "'") + '"'
+
+
+FOUNDRY_SRC = ("mosaicml/llm-foundry scripts/train/benchmarking/README.md @ "
+               "495218376830947dce625efabc4d86be7c47cc45, MPT training benchmarks, {table} table "
+               "(validation/unseen4/llm-foundry_mpt_h100.csv)")
+FOUNDRY_TABLE = {"h100-bf16-large": "H100 80GB BF16 (Large Scale, >= 128 GPUs)",
+                 "h100-bf16": "H100 80GB BF16", "h100-fp8": "H100 80GB FP8"}
+
+
+def foundry_cases():
+    """llm-foundry's H100 tables, mapped as validation/fsdp/make-cases.py maps its A100 ones."""
+    for r in rows("llm-foundry_mpt_h100.csv"):
+        gpus, ac, fp8 = int(r["gpus"]), r["activation_checkpointing"] == "True", r["precision"] == "amp_fp8"
+        name = (f"fsdp-mpt-{r['model']}-h100-{gpus}gpu-s{r['seq']}-mb{r['micro_batch']}"
+                f"{'-ac' if ac else ''}{'-fp8' if fp8 else ''}")
+        sets = node_sets(gpus) + [
+            f"parallel.dp={gpus}", f"model.seq_len={r['seq']}", f"training.micro_batch={r['micro_batch']}",
+            f"training.global_batch={r['global_batch']}",
+            f"parallel.zero={3 if r['sharding'] == 'FULL_SHARD' else 2}",
+            f"training.recompute={'full' if ac else 'none'}",
+            f"training.grad_dtype={'fp32' if r['mp_mode'] == 'DEFAULT' else 'bf16'}"]
+        if fp8:
+            sets.append("training.dtype=fp8")
+        what = (f"{r['model']}, seq {r['seq']}, {gpus} H100, micro-batch {r['micro_batch']} x "
+                f"{r['grad_accum']} accumulation, global batch {r['global_batch']}, {r['precision']} "
+                f"{r['mp_mode']}, {r['sharding']}, activation checkpointing {r['activation_checkpointing']}: "
+                f"{r['tokens_per_s']} tokens/s (MFU {r['mfu']} %)")
+        write_case(name, [
+            ("name", name), ("role", "check"), ("category", "fsdp"),
+            ("source", quoted(FOUNDRY_SRC.format(table=FOUNDRY_TABLE[r["table"]]) + "; " + what)),
+            ("notes", quoted("The A100 rows' mapping (validation/fsdp/make-cases.py) on the dgx-h100 "
+                             "preset; the H100 cluster is not stated. amp_fp8 (Composer's Transformer "
+                             "Engine fp8_autocast, delayed scaling) as training.dtype fp8.")),
+            ("cluster", "../../configs/clusters/dgx-h100.yaml"),
+            ("workload", f"../fsdp/workloads/mpt-{r['model']}-fsdp.yaml"),
+            ("set", "[" + ", ".join(sets) + "]"),
+            ("engine", "analytic"), ("metric", "tokens_per_s"),
+            ("measured", r["tokens_per_s"]), ("tolerance", "0.10")])
+
+
+FMS_SRC = {"eager": "cf6e42c7bed4ffa6af3a0faa1f72944998d721a5",
+           "compile": "ed74fd5ddec00e309eac20f478de883464c86526"}
+def dims(layers, hidden, heads, kv_heads, ffn, vocab=None):
+    """A model's shape over the workload's own (the same family: only what differs is set)."""
+    sets = [f"model.layers={layers}", f"model.hidden={hidden}", f"model.heads={heads}",
+            f"model.kv_heads={kv_heads}", f"model.ffn_hidden={ffn}"]
+    return sets + ([f"model.vocab={vocab}"] if vocab else [])
+
+
+# fms_fsdp/utils/config_utils.py: 7b is the workload's llama2-7b
+FMS_MODEL = {"7b": [], "34b": dims(48, 8192, 64, 8, 22016), "70b": dims(80, 8192, 64, 8, 28672)}
+# the table's headers: "A100 80G 128 GPUs with 400Gbps", "H100 96 GPUs with 800 Gbps", read as
+# the bandwidth of a node, split over its 8 NICs
+FMS_GPU = {"a100": ("dgx-a100", 128, "50Gb/s"), "h100": ("dgx-h100", 96, "100Gb/s")}
+
+
+def fms_cases():
+    for r in rows("fms-fsdp_llama2_a100_h100.csv"):
+        if r["case"] != "yes":
+            continue
+        for gpu, (cluster, gpus, nic) in FMS_GPU.items():
+            name = f"fms-fsdp-{gpu}-llama2-{r['model']}-{gpus}gpu-{r['version']}"
+            # the compiled table's "Selective AC" for 34b and 70b: its HFU / MFU (0.74 / 0.55 on
+            # A100) is full recomputation's 4/3, so every block is checkpointed
+            recompute = "none" if r["ac"] == "none" else "full"
+            sets = node_sets(gpus) + FMS_MODEL[r["model"]] + [
+                f"network.nic_bandwidth={nic}", f"parallel.dp={gpus}", "training.micro_batch=2",
+                f"training.global_batch={2 * gpus}", f"training.recompute={recompute}",
+                f"training.eager_ops={'true' if r['version'] == 'eager' else 'false'}"]
+            write_case(name, [
+                ("name", name), ("role", "check"), ("category", "fsdp"),
+                ("source", quoted(
+                    f"foundation-model-stack/fms-fsdp README.md @ {FMS_SRC[r['version']]}, Training "
+                    f"throughput benchmarks (validation/unseen4/fms-fsdp_llama2_a100_h100.csv): Llama 2 "
+                    f"{r['model']}, {r['sharding']}, {'torch.compile' if r['version'] == 'compile' else 'eager'}, "
+                    f"{r['ac']} activation checkpointing, batch 2 per GPU, sequence 4096, {gpus} "
+                    f"{gpu.upper()}: {r['tps_' + gpu]} tokens/s per GPU")),
+                ("notes", quoted(
+                    "fms's Llama (fms_fsdp/utils/config_utils.py's shapes) under "
+                    "the fsdp profile; torch.compile as training.eager_ops false, eager as true. "
+                    "HSDP (7b: sharded in a node, replicated across) has no key: ZeRO-3 over all GPUs. "
+                    "The headers' 400 / 800 Gb/s read as per node. Selective AC of the compiled 34b / "
+                    "70b rows as full (their HFU / MFU is 4/3). Measured: tokens/s per GPU x GPUs.")),
+                ("cluster", f"../../configs/clusters/{cluster}.yaml"),
+                ("workload", "../unseen4/workloads/fms-llama2-7b.yaml"),
+                ("set", "[" + ", ".join(sets) + "]"),
+                ("engine", "analytic"), ("metric", "tokens_per_s"),
+                ("measured", f"{int(r['tps_' + gpu]) * gpus}"), ("tolerance", "0.10")])
+
+
+TITAN_SRC = ("pytorch/torchtitan docs/performance.md @ 3faaa1a0dee68ce028400e3dafd1735d152cb4f8 "
+             "(validation/unseen4/torchtitan_2024-08_a100_h100.csv)")
+# torchtitan/models/llama/__init__.py's flavors, over the workload's llama3-8b
+TITAN_MODEL = {"llama3-8b": [], "llama3-70b": dims(80, 8192, 64, 8, 28672),
+               "llama2-13b": dims(40, 5120, 40, 40, 13824, 32000),
+               "llama2-70b": dims(80, 8192, 64, 8, 28672, 32000),
+               "llama3.1-405b": dims(126, 16384, 128, 8, 53248)}
+
+
+def titan_sets(r):
+    gpus, fsdp, tp, lb = (int(r[k]) for k in ("gpus", "fsdp", "tp", "local_batch"))
+    sets = node_sets(gpus) + TITAN_MODEL[r["model"]] + [
+        f"parallel.dp={fsdp}", f"parallel.tp={tp}", f"model.seq_len={r['seq']}",
+        f"training.micro_batch={lb}", f"training.global_batch={lb * fsdp}",
+        "training.recompute=" + {"none": "none", "selective-op": "selective", "full": "full"}[r["ac"]]]
+    if tp > 1:
+        sets.append("parallel.sequence_parallel=true")
+    if r["compile"] == "true":
+        sets += ["training.eager_ops=false", "training.eager_loss=true", "model.rotary=fused"]
+    if r["float8"] == "true":
+        sets += ["training.dtype=fp8", "training.fp8_recipe=current", "training.fp8_params=true"]
+    if r["async_tp"] == "true":
+        sets.append("parallel.tp_comm_overlap=true")
+    if r["model"] == "llama3.1-405b":
+        sets += ["gpu.memory=95GiB", "gpu.memory_bandwidth=2.4TB/s"]
+    return sets
+
+
+def titan_cases():
+    for r in rows("torchtitan_2024-08_a100_h100.csv"):
+        if r["case"] != "yes":
+            continue
+        gpus = int(r["gpus"])
+        gpu = "h100" if r["model"] == "llama3.1-405b" else "a100"
+        opt = ("-fp8" if r["float8"] == "true" else "-bf16") + ("-asynctp" if r["async_tp"] == "true" else "")
+        name = f"torchtitan-{gpu}-2024-{r['model']}-{gpus}gpu-fsdp{r['fsdp']}" + \
+            (f"-tp{r['tp']}" if int(r["tp"]) > 1 else "") + f"-lb{r['local_batch']}-{r['ac']}" + opt
+        write_case(name, [
+            ("name", name), ("role", "check"), ("category", "fsdp"),
+            ("source", quoted(
+                f"{TITAN_SRC}: {r['model']}, FSDP2 {r['fsdp']}{' x TP ' + r['tp'] if int(r['tp']) > 1 else ''} "
+                f"on {gpus} {gpu.upper()}, local batch {r['local_batch']}, sequence {r['seq']}, {r['ac']} "
+                f"activation checkpointing, {'compiled' if r['compile'] == 'true' else 'eager'}"
+                f"{', Float8' if r['float8'] == 'true' else ''}{', async TP' if r['async_tp'] == 'true' else ''}: "
+                f"{r['wps']} tokens/s per GPU (MFU {r['mfu']} %)")),
+            ("notes", quoted(
+                "The torchtitan profile (eager ops, per-op selective recomputation, fp32 gradient "
+                "reduction). 405B: train_configs/llama3_405b.toml of the commit (compile, float8 with the "
+                "FSDP float8 all-gather, async TP) expressed as in validation/unseen3 (eager_ops false with "
+                "eager_loss, fp8 current scaling, fp8_params, tp_comm_overlap); Meta's lower-TDP HBM2e H100 "
+                "95GB at 2.4 TB/s (unseen3's Grand Teton figure) over dgx-h100. A100: the dgx-a100 preset, "
+                "the cluster is not stated. Measured: tokens/s per GPU x GPUs.")),
+            ("cluster", f"../../configs/clusters/dgx-{gpu}.yaml"),
+            ("workload", "../unseen4/workloads/torchtitan-llama.yaml"),
+            ("set", "[" + ", ".join(titan_sets(r)) + "]"),
+            ("engine", "analytic"), ("metric", "tokens_per_s"),
+            ("measured", f"{int(r['wps']) * gpus}"), ("tolerance", "0.10")])
+
+
+NIM_SRC = ("NVIDIA NIM for LLMs benchmarking guide 1.0.0, Performance, "
+           "https://docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance.md "
+           "(validation/unseen4/nim_1.8.0_llama3.3-70b_h100_tp2.csv): Llama-3.3-70b-instruct NIM 1.8.0, "
+           "2 x H100 80G, fp8 TP2, 5000 input / 500 output tokens, concurrency {c}")
+
+
+def nim_metrics(c):
+    """Below the server's capacity the TTFT and ITL are the engine's; from concurrency 100 on the
+    clients queue behind a full server (TTFT 8-89 s) and only the output rate is its own."""
+    if c <= 50:
+        return [("ttft", "ttft_s.mean", "ms", "ttft_ms", "mean TTFT {} ms", "0.25"),
+                ("itl", "tbt_s.mean", "ms", "itl_ms", "mean ITL {} ms", "0.15")]
+    return [("tput", "output_tokens_per_s", None, "output_tok_per_s", "{} output tokens/s", "0.15")]
+
+
+def nim_cases():
+    for r in rows("nim_1.8.0_llama3.3-70b_h100_tp2.csv"):
+        c = int(r["concurrency"])
+        for short, metric, unit, col, text, tol in nim_metrics(c):
+            name = f"nim-1.8-h100-llama3.3-70b-tp2-5000-500-c{c}-{short}"
+            fields = [
+                ("name", name), ("role", "check"),
+                ("source", quoted(NIM_SRC.format(c=c) + ": " + text.format(r[col]))),
+                ("notes", quoted(
+                    "The TensorRT-LLM H100 workload (serving/trtllm-h100.yaml: fp8 weights and KV, "
+                    "max_batch 2048 and max_tokens 8192 assumed; NIM's own are not published) at TP 2, "
+                    "a closed loop of this many clients (serving.requests.concurrency); AIPerf's number "
+                    "of requests is not stated: 10 per client, at least 100.")),
+                ("cluster", "../../configs/clusters/dgx-h100.yaml"),
+                ("workload", "../serving/trtllm-h100.yaml"), ("command", "serve"),
+                ("set", f"[model=llama3-70b, serving.tp=2, serving.max_model_len=5500, "
+                        f"serving.requests.concurrency={c}, serving.requests.count={max(100, 10 * c)}, "
+                        f"serving.requests.prompt_tokens=5000, serving.requests.output_tokens=500]"),
+                ("metric", metric)]
+            if unit:
+                fields.append(("unit", unit))
+            fields += [("measured", r[col]), ("tolerance", tol)]
+            write_case(name, fields)
+
+
+if __name__ == "__main__":
+    foundry_cases()
+    fms_cases()
+    titan_cases()
+    nim_cases()
