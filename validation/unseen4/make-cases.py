@@ -206,8 +206,77 @@ def nim_cases():
             write_case(name, fields)
 
 
+NEMO_COMMIT = {"d4317ddd": "d4317dddae7f6b150e16423bc9915c48280ac033",
+               "3579cdb3": "3579cdb3f2afdeaf23af3e0da6497555566c3f0c"}
+# conf/training/gpt3/5b.yaml: 24 layers of 4096 with 32 heads, no recomputation (0 layers)
+NEMO_MODEL = {"5b": dims(24, 4096, 32, 32, 16384) + ["training.recompute=none"], "175b": []}
+
+
+def nemo_sets(r):
+    nodes, tp, pp = int(r["nodes"]), int(r["tp"]), int(r["pp"])
+    return [f"node.count={nodes}", f"parallel.tp={tp}", f"parallel.pp={pp}",
+            f"parallel.dp={nodes * 8 // (tp * pp)}", f"training.global_batch={r['global_batch']}",
+            f"parallel.zero={1 if r['distributed_optimizer'] == 'true' else 0}",
+            f"parallel.sequence_parallel={'true' if r['model'] == '175b' else 'false'}"] + NEMO_MODEL[r["model"]]
+
+
+def nemo_cases():
+    for r in rows("nemo-megatron-2022_a100_gpt3_scaling.csv"):
+        nodes = int(r["nodes"])
+        name = f"nemo-2022{r['table']}-a100-gpt3-{r['model']}-{nodes * 8}gpu"
+        write_case(name, [
+            ("name", name), ("role", "check"),
+            ("source", quoted(
+                f"NVIDIA/NeMo-Framework-Launcher README.md @ {NEMO_COMMIT[r['commit']]}, 7.1.2 Training "
+                f"Performance Results (validation/unseen4/nemo-megatron-2022_a100_gpt3_scaling.csv): GPT-3 "
+                f"{r['model'].upper()} on {nodes} DGX A100 80GB nodes of a SuperPOD, TP {r['tp']} PP {r['pp']}, "
+                f"global batch {r['global_batch']}: {r['tokens_per_s']} tokens per second")),
+            ("notes", quoted(
+                "Layout, batch and optimizer from the launcher's conf/training/gpt3 of the same commit "
+                "(workload nemo-2022-gpt3.yaml); not stated: the NeMo container of the runs (2022), its "
+                "attention kernels (no flash attention assumed) and the data-parallel gradient reduction's "
+                "dtype (the nemo profile's bf16).")),
+            ("cluster", "../../configs/clusters/dgx-a100.yaml"),
+            ("workload", "../unseen4/workloads/nemo-2022-gpt3.yaml"),
+            ("set", "[" + ", ".join(nemo_sets(r)) + "]"),
+            ("engine", "analytic"), ("metric", "tokens_per_s"),
+            ("measured", r["tokens_per_s"]), ("tolerance", "0.10")])
+
+
+TRTLLM_SRC = ("NVIDIA/TensorRT-LLM docs/source/developer-guide/perf-overview.md @ "
+              "03e27c7d5ff0c6e89f8328838c0a8e64f1b34f9d, LLaMA v3.3 70B (validation/unseen4/"
+              "trtllm_1.x_h100_h200_llama3.3-70b.csv)")
+# the H200's 141 GB at 4.8 TB/s (NVIDIA's datasheet) over dgx-h100, as unseen3's H200 cases
+TRTLLM_GPU = {"h100": [], "h200": ["gpu.memory=141GB", "gpu.memory_bandwidth=4.8TB/s"]}
+
+
+def trtllm_cases():
+    for r in rows("trtllm_1.x_h100_h200_llama3.3-70b.csv"):
+        tp, isl, osl = int(r["tp"]), int(r["isl"]), int(r["osl"])
+        name = f"trtllm-1.x-{r['gpu']}-llama3.3-70b-tp{tp}-{isl}-{osl}"
+        write_case(name, [
+            ("name", name), ("role", "check"),
+            ("source", quoted(
+                f"{TRTLLM_SRC}: trtllm-bench throughput, PyTorch backend, Llama 3.3 70B FP8 on "
+                f"{r['gpu'].upper()}, TP {tp}, ISL/OSL {isl}/{osl}, {r['requests']} requests at once: "
+                f"{r['output_tok_per_s_per_gpu']} output tokens/s per GPU")),
+            ("notes", quoted(
+                "The v1.0 cases' workload (serving/trtllm-h100.yaml: max_batch 2048 and max_tokens "
+                "8192 assumed) at TP 2; CUDA graphs have no key. Measured: tokens/s per GPU x TP.")),
+            ("cluster", "../../configs/clusters/dgx-h100.yaml"),
+            ("workload", "../serving/trtllm-h100.yaml"), ("command", "serve"),
+            ("set", "[" + ", ".join(TRTLLM_GPU[r["gpu"]] + [
+                "model=llama3-70b", f"serving.tp={tp}", f"serving.max_model_len={isl + osl}",
+                f"serving.requests.count={r['requests']}", f"serving.requests.prompt_tokens={isl}",
+                f"serving.requests.output_tokens={osl}"]) + "]"),
+            ("metric", "output_tokens_per_s"),
+            ("measured", f"{int(r['output_tok_per_s_per_gpu']) * tp}"), ("tolerance", "0.15")])
+
+
 if __name__ == "__main__":
     foundry_cases()
     fms_cases()
     titan_cases()
     nim_cases()
+    nemo_cases()
+    trtllm_cases()
