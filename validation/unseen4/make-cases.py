@@ -14,9 +14,40 @@ from casegen import node_sets, write_case  # noqa: E402
 
 rows = functools.partial(casegen.rows, HERE)
 
+H100 = "../../configs/clusters/dgx-h100.yaml"
+A100 = "../../configs/clusters/dgx-a100.yaml"
+
 
 def quoted(text):
     return '"' + text.replace('"', "'") + '"'
+
+
+def write_check(name, source, notes, prediction, category=None):
+    """A check case: its name, role, category if set, where the number is from and how the run
+    is expressed, then how to predict it."""
+    head = [("name", name), ("role", "check")] + ([("category", category)] if category else [])
+    write_case(name, head + [("source", quoted(source)), ("notes", quoted(notes))] + prediction)
+
+
+def training(cluster, workload, sets, measured):
+    """A training run predicted by `dlsim run -e analytic`, judged on the job's tokens/s."""
+    return [("cluster", cluster), ("workload", workload), ("set", "[" + ", ".join(sets) + "]"),
+            ("engine", "analytic"), ("metric", "tokens_per_s"), ("measured", measured),
+            ("tolerance", "0.10")]
+
+
+def serving(sets, metric, measured, tolerance, unit=None):
+    """A TensorRT-LLM H100 server predicted by `dlsim serve` (serving/trtllm-h100.yaml)."""
+    return ([("cluster", H100), ("workload", "../serving/trtllm-h100.yaml"), ("command", "serve"),
+             ("set", "[" + ", ".join(sets) + "]"), ("metric", metric)]
+            + ([("unit", unit)] if unit else []) + [("measured", measured), ("tolerance", tolerance)])
+
+
+def dims(layers, hidden, heads, kv_heads, ffn, vocab=None):
+    """A model's shape over the workload's own (the same family: only what differs is set)."""
+    sets = [f"model.layers={layers}", f"model.hidden={hidden}", f"model.heads={heads}",
+            f"model.kv_heads={kv_heads}", f"model.ffn_hidden={ffn}"]
+    return sets + ([f"model.vocab={vocab}"] if vocab else [])
 
 
 FOUNDRY_SRC = ("mosaicml/llm-foundry scripts/train/benchmarking/README.md @ "
@@ -44,33 +75,22 @@ def foundry_cases():
                 f"{r['grad_accum']} accumulation, global batch {r['global_batch']}, {r['precision']} "
                 f"{r['mp_mode']}, {r['sharding']}, activation checkpointing {r['activation_checkpointing']}: "
                 f"{r['tokens_per_s']} tokens/s (MFU {r['mfu']} %)")
-        write_case(name, [
-            ("name", name), ("role", "check"), ("category", "fsdp"),
-            ("source", quoted(FOUNDRY_SRC.format(table=FOUNDRY_TABLE[r["table"]]) + "; " + what)),
-            ("notes", quoted("The A100 rows' mapping (validation/fsdp/make-cases.py) on the dgx-h100 "
-                             "preset; the H100 cluster is not stated. amp_fp8 (Composer's Transformer "
-                             "Engine fp8_autocast, delayed scaling) as training.dtype fp8.")),
-            ("cluster", "../../configs/clusters/dgx-h100.yaml"),
-            ("workload", f"../fsdp/workloads/mpt-{r['model']}-fsdp.yaml"),
-            ("set", "[" + ", ".join(sets) + "]"),
-            ("engine", "analytic"), ("metric", "tokens_per_s"),
-            ("measured", r["tokens_per_s"]), ("tolerance", "0.10")])
+        write_check(
+            name, FOUNDRY_SRC.format(table=FOUNDRY_TABLE[r["table"]]) + "; " + what,
+            "The A100 rows' mapping (validation/fsdp/make-cases.py) on the dgx-h100 preset; the H100 "
+            "cluster is not stated. amp_fp8 (Composer's Transformer Engine fp8_autocast, delayed "
+            "scaling) as training.dtype fp8.",
+            training(H100, f"../fsdp/workloads/mpt-{r['model']}-fsdp.yaml", sets, r["tokens_per_s"]),
+            category="fsdp")
 
 
 FMS_SRC = {"eager": "cf6e42c7bed4ffa6af3a0faa1f72944998d721a5",
            "compile": "ed74fd5ddec00e309eac20f478de883464c86526"}
-def dims(layers, hidden, heads, kv_heads, ffn, vocab=None):
-    """A model's shape over the workload's own (the same family: only what differs is set)."""
-    sets = [f"model.layers={layers}", f"model.hidden={hidden}", f"model.heads={heads}",
-            f"model.kv_heads={kv_heads}", f"model.ffn_hidden={ffn}"]
-    return sets + ([f"model.vocab={vocab}"] if vocab else [])
-
-
 # fms_fsdp/utils/config_utils.py: 7b is the workload's llama2-7b
 FMS_MODEL = {"7b": [], "34b": dims(48, 8192, 64, 8, 22016), "70b": dims(80, 8192, 64, 8, 28672)}
 # the table's headers: "A100 80G 128 GPUs with 400Gbps", "H100 96 GPUs with 800 Gbps", read as
 # the bandwidth of a node, split over its 8 NICs
-FMS_GPU = {"a100": ("dgx-a100", 128, "50Gb/s"), "h100": ("dgx-h100", 96, "100Gb/s")}
+FMS_GPU = {"a100": (A100, 128, "50Gb/s"), "h100": (H100, 96, "100Gb/s")}
 
 
 def fms_cases():
@@ -86,25 +106,21 @@ def fms_cases():
                 f"network.nic_bandwidth={nic}", f"parallel.dp={gpus}", "training.micro_batch=2",
                 f"training.global_batch={2 * gpus}", f"training.recompute={recompute}",
                 f"training.eager_ops={'true' if r['version'] == 'eager' else 'false'}"]
-            write_case(name, [
-                ("name", name), ("role", "check"), ("category", "fsdp"),
-                ("source", quoted(
-                    f"foundation-model-stack/fms-fsdp README.md @ {FMS_SRC[r['version']]}, Training "
-                    f"throughput benchmarks (validation/unseen4/fms-fsdp_llama2_a100_h100.csv): Llama 2 "
-                    f"{r['model']}, {r['sharding']}, {'torch.compile' if r['version'] == 'compile' else 'eager'}, "
-                    f"{r['ac']} activation checkpointing, batch 2 per GPU, sequence 4096, {gpus} "
-                    f"{gpu.upper()}: {r['tps_' + gpu]} tokens/s per GPU")),
-                ("notes", quoted(
-                    "fms's Llama (fms_fsdp/utils/config_utils.py's shapes) under "
-                    "the fsdp profile; torch.compile as training.eager_ops false, eager as true. "
-                    "HSDP (7b: sharded in a node, replicated across) has no key: ZeRO-3 over all GPUs. "
-                    "The headers' 400 / 800 Gb/s read as per node. Selective AC of the compiled 34b / "
-                    "70b rows as full (their HFU / MFU is 4/3). Measured: tokens/s per GPU x GPUs.")),
-                ("cluster", f"../../configs/clusters/{cluster}.yaml"),
-                ("workload", "../unseen4/workloads/fms-llama2-7b.yaml"),
-                ("set", "[" + ", ".join(sets) + "]"),
-                ("engine", "analytic"), ("metric", "tokens_per_s"),
-                ("measured", f"{int(r['tps_' + gpu]) * gpus}"), ("tolerance", "0.10")])
+            mode = "torch.compile" if r["version"] == "compile" else "eager"
+            write_check(
+                name,
+                f"foundation-model-stack/fms-fsdp README.md @ {FMS_SRC[r['version']]}, Training throughput "
+                f"benchmarks (validation/unseen4/fms-fsdp_llama2_a100_h100.csv): Llama 2 {r['model']}, "
+                f"{r['sharding']}, {mode}, {r['ac']} activation checkpointing, batch 2 per GPU, sequence "
+                f"4096, {gpus} {gpu.upper()}: {r['tps_' + gpu]} tokens/s per GPU",
+                "fms's Llama (fms_fsdp/utils/config_utils.py's shapes) under the fsdp profile; "
+                "torch.compile as training.eager_ops false, eager as true. HSDP (7b: sharded in a node, "
+                "replicated across) has no key: ZeRO-3 over all GPUs. The headers' 400 / 800 Gb/s read "
+                "as per node. Selective AC of the compiled 34b / 70b rows as full (their HFU / MFU is "
+                "4/3). Measured: tokens/s per GPU x GPUs.",
+                training(cluster, "../unseen4/workloads/fms-llama2-7b.yaml", sets,
+                         f"{int(r['tps_' + gpu]) * gpus}"),
+                category="fsdp")
 
 
 TITAN_SRC = ("pytorch/torchtitan docs/performance.md @ 3faaa1a0dee68ce028400e3dafd1735d152cb4f8 "
@@ -135,6 +151,15 @@ def titan_sets(r):
     return sets
 
 
+def titan_what(r):
+    layout = f"FSDP2 {r['fsdp']}" + (f" x TP {r['tp']}" if int(r["tp"]) > 1 else "")
+    opts = ("compiled" if r["compile"] == "true" else "eager") + \
+        (", Float8" if r["float8"] == "true" else "") + (", async TP" if r["async_tp"] == "true" else "")
+    return (f"{r['model']}, {layout} on {r['gpus']} {'H100' if r['model'] == 'llama3.1-405b' else 'A100'}, "
+            f"local batch {r['local_batch']}, sequence {r['seq']}, {r['ac']} activation checkpointing, "
+            f"{opts}: {r['wps']} tokens/s per GPU (MFU {r['mfu']} %)")
+
+
 def titan_cases():
     for r in rows("torchtitan_2024-08_a100_h100.csv"):
         if r["case"] != "yes":
@@ -142,28 +167,19 @@ def titan_cases():
         gpus = int(r["gpus"])
         gpu = "h100" if r["model"] == "llama3.1-405b" else "a100"
         opt = ("-fp8" if r["float8"] == "true" else "-bf16") + ("-asynctp" if r["async_tp"] == "true" else "")
-        name = f"torchtitan-{gpu}-2024-{r['model']}-{gpus}gpu-fsdp{r['fsdp']}" + \
-            (f"-tp{r['tp']}" if int(r["tp"]) > 1 else "") + f"-lb{r['local_batch']}-{r['ac']}" + opt
-        write_case(name, [
-            ("name", name), ("role", "check"), ("category", "fsdp"),
-            ("source", quoted(
-                f"{TITAN_SRC}: {r['model']}, FSDP2 {r['fsdp']}{' x TP ' + r['tp'] if int(r['tp']) > 1 else ''} "
-                f"on {gpus} {gpu.upper()}, local batch {r['local_batch']}, sequence {r['seq']}, {r['ac']} "
-                f"activation checkpointing, {'compiled' if r['compile'] == 'true' else 'eager'}"
-                f"{', Float8' if r['float8'] == 'true' else ''}{', async TP' if r['async_tp'] == 'true' else ''}: "
-                f"{r['wps']} tokens/s per GPU (MFU {r['mfu']} %)")),
-            ("notes", quoted(
-                "The torchtitan profile (eager ops, per-op selective recomputation, fp32 gradient "
-                "reduction). 405B: train_configs/llama3_405b.toml of the commit (compile, float8 with the "
-                "FSDP float8 all-gather, async TP) expressed as in validation/unseen3 (eager_ops false with "
-                "eager_loss, fp8 current scaling, fp8_params, tp_comm_overlap); Meta's lower-TDP HBM2e H100 "
-                "95GB at 2.4 TB/s (unseen3's Grand Teton figure) over dgx-h100. A100: the dgx-a100 preset, "
-                "the cluster is not stated. Measured: tokens/s per GPU x GPUs.")),
-            ("cluster", f"../../configs/clusters/dgx-{gpu}.yaml"),
-            ("workload", "../unseen4/workloads/torchtitan-llama.yaml"),
-            ("set", "[" + ", ".join(titan_sets(r)) + "]"),
-            ("engine", "analytic"), ("metric", "tokens_per_s"),
-            ("measured", f"{int(r['wps']) * gpus}"), ("tolerance", "0.10")])
+        name = (f"torchtitan-{gpu}-2024-{r['model']}-{gpus}gpu-fsdp{r['fsdp']}"
+                + (f"-tp{r['tp']}" if int(r["tp"]) > 1 else "") + f"-lb{r['local_batch']}-{r['ac']}" + opt)
+        write_check(
+            name, f"{TITAN_SRC}: {titan_what(r)}",
+            "The torchtitan profile (eager ops, per-op selective recomputation, fp32 gradient "
+            "reduction). 405B: train_configs/llama3_405b.toml of the commit (compile, float8 with the "
+            "FSDP float8 all-gather, async TP) expressed as in validation/unseen3 (eager_ops false with "
+            "eager_loss, fp8 current scaling, fp8_params, tp_comm_overlap); Meta's lower-TDP HBM2e H100 "
+            "95GB at 2.4 TB/s (unseen3's Grand Teton figure) over dgx-h100. A100: the dgx-a100 preset, "
+            "the cluster is not stated. Measured: tokens/s per GPU x GPUs.",
+            training(H100 if gpu == "h100" else A100, "../unseen4/workloads/torchtitan-llama.yaml",
+                     titan_sets(r), f"{int(r['wps']) * gpus}"),
+            category="fsdp")
 
 
 NIM_SRC = ("NVIDIA NIM for LLMs benchmarking guide 1.0.0, Performance, "
@@ -184,26 +200,18 @@ def nim_metrics(c):
 def nim_cases():
     for r in rows("nim_1.8.0_llama3.3-70b_h100_tp2.csv"):
         c = int(r["concurrency"])
+        sets = ["model=llama3-70b", "serving.tp=2", "serving.max_model_len=5500",
+                f"serving.requests.concurrency={c}", f"serving.requests.count={max(100, 10 * c)}",
+                "serving.requests.prompt_tokens=5000", "serving.requests.output_tokens=500"]
         for short, metric, unit, col, text, tol in nim_metrics(c):
-            name = f"nim-1.8-h100-llama3.3-70b-tp2-5000-500-c{c}-{short}"
-            fields = [
-                ("name", name), ("role", "check"),
-                ("source", quoted(NIM_SRC.format(c=c) + ": " + text.format(r[col]))),
-                ("notes", quoted(
-                    "The TensorRT-LLM H100 workload (serving/trtllm-h100.yaml: fp8 weights and KV, "
-                    "max_batch 2048 and max_tokens 8192 assumed; NIM's own are not published) at TP 2, "
-                    "a closed loop of this many clients (serving.requests.concurrency); AIPerf's number "
-                    "of requests is not stated: 10 per client, at least 100.")),
-                ("cluster", "../../configs/clusters/dgx-h100.yaml"),
-                ("workload", "../serving/trtllm-h100.yaml"), ("command", "serve"),
-                ("set", f"[model=llama3-70b, serving.tp=2, serving.max_model_len=5500, "
-                        f"serving.requests.concurrency={c}, serving.requests.count={max(100, 10 * c)}, "
-                        f"serving.requests.prompt_tokens=5000, serving.requests.output_tokens=500]"),
-                ("metric", metric)]
-            if unit:
-                fields.append(("unit", unit))
-            fields += [("measured", r[col]), ("tolerance", tol)]
-            write_case(name, fields)
+            write_check(
+                f"nim-1.8-h100-llama3.3-70b-tp2-5000-500-c{c}-{short}",
+                NIM_SRC.format(c=c) + ": " + text.format(r[col]),
+                "The TensorRT-LLM H100 workload (serving/trtllm-h100.yaml: fp8 weights and KV, "
+                "max_batch 2048 and max_tokens 8192 assumed; NIM's own are not published) at TP 2, "
+                "a closed loop of this many clients (serving.requests.concurrency); AIPerf's number "
+                "of requests is not stated: 10 per client, at least 100.",
+                serving(sets, metric, r[col], tol, unit))
 
 
 NEMO_COMMIT = {"d4317ddd": "d4317dddae7f6b150e16423bc9915c48280ac033",
@@ -223,24 +231,17 @@ def nemo_sets(r):
 def nemo_cases():
     for r in rows("nemo-megatron-2022_a100_gpt3_scaling.csv"):
         nodes = int(r["nodes"])
-        name = f"nemo-2022{r['table']}-a100-gpt3-{r['model']}-{nodes * 8}gpu"
-        write_case(name, [
-            ("name", name), ("role", "check"),
-            ("source", quoted(
-                f"NVIDIA/NeMo-Framework-Launcher README.md @ {NEMO_COMMIT[r['commit']]}, 7.1.2 Training "
-                f"Performance Results (validation/unseen4/nemo-megatron-2022_a100_gpt3_scaling.csv): GPT-3 "
-                f"{r['model'].upper()} on {nodes} DGX A100 80GB nodes of a SuperPOD, TP {r['tp']} PP {r['pp']}, "
-                f"global batch {r['global_batch']}: {r['tokens_per_s']} tokens per second")),
-            ("notes", quoted(
-                "Layout, batch and optimizer from the launcher's conf/training/gpt3 of the same commit "
-                "(workload nemo-2022-gpt3.yaml); not stated: the NeMo container of the runs (2022), its "
-                "attention kernels (no flash attention assumed) and the data-parallel gradient reduction's "
-                "dtype (the nemo profile's bf16).")),
-            ("cluster", "../../configs/clusters/dgx-a100.yaml"),
-            ("workload", "../unseen4/workloads/nemo-2022-gpt3.yaml"),
-            ("set", "[" + ", ".join(nemo_sets(r)) + "]"),
-            ("engine", "analytic"), ("metric", "tokens_per_s"),
-            ("measured", r["tokens_per_s"]), ("tolerance", "0.10")])
+        write_check(
+            f"nemo-2022{r['table']}-a100-gpt3-{r['model']}-{nodes * 8}gpu",
+            f"NVIDIA/NeMo-Framework-Launcher README.md @ {NEMO_COMMIT[r['commit']]}, 7.1.2 Training "
+            f"Performance Results (validation/unseen4/nemo-megatron-2022_a100_gpt3_scaling.csv): GPT-3 "
+            f"{r['model'].upper()} on {nodes} DGX A100 80GB nodes of a SuperPOD, TP {r['tp']} PP {r['pp']}, "
+            f"global batch {r['global_batch']}: {r['tokens_per_s']} tokens per second",
+            "Layout, batch and optimizer from the launcher's conf/training/gpt3 of the same commit "
+            "(workload nemo-2022-gpt3.yaml); not stated: the NeMo container of the runs (2022), its "
+            "attention kernels (no flash attention assumed) and the data-parallel gradient reduction's "
+            "dtype (the nemo profile's bf16).",
+            training(A100, "../unseen4/workloads/nemo-2022-gpt3.yaml", nemo_sets(r), r["tokens_per_s"]))
 
 
 TRTLLM_SRC = ("NVIDIA/TensorRT-LLM docs/source/developer-guide/perf-overview.md @ "
@@ -253,24 +254,18 @@ TRTLLM_GPU = {"h100": [], "h200": ["gpu.memory=141GB", "gpu.memory_bandwidth=4.8
 def trtllm_cases():
     for r in rows("trtllm_1.x_h100_h200_llama3.3-70b.csv"):
         tp, isl, osl = int(r["tp"]), int(r["isl"]), int(r["osl"])
-        name = f"trtllm-1.x-{r['gpu']}-llama3.3-70b-tp{tp}-{isl}-{osl}"
-        write_case(name, [
-            ("name", name), ("role", "check"),
-            ("source", quoted(
-                f"{TRTLLM_SRC}: trtllm-bench throughput, PyTorch backend, Llama 3.3 70B FP8 on "
-                f"{r['gpu'].upper()}, TP {tp}, ISL/OSL {isl}/{osl}, {r['requests']} requests at once: "
-                f"{r['output_tok_per_s_per_gpu']} output tokens/s per GPU")),
-            ("notes", quoted(
-                "The v1.0 cases' workload (serving/trtllm-h100.yaml: max_batch 2048 and max_tokens "
-                "8192 assumed) at TP 2; CUDA graphs have no key. Measured: tokens/s per GPU x TP.")),
-            ("cluster", "../../configs/clusters/dgx-h100.yaml"),
-            ("workload", "../serving/trtllm-h100.yaml"), ("command", "serve"),
-            ("set", "[" + ", ".join(TRTLLM_GPU[r["gpu"]] + [
-                "model=llama3-70b", f"serving.tp={tp}", f"serving.max_model_len={isl + osl}",
-                f"serving.requests.count={r['requests']}", f"serving.requests.prompt_tokens={isl}",
-                f"serving.requests.output_tokens={osl}"]) + "]"),
-            ("metric", "output_tokens_per_s"),
-            ("measured", f"{int(r['output_tok_per_s_per_gpu']) * tp}"), ("tolerance", "0.15")])
+        sets = TRTLLM_GPU[r["gpu"]] + [
+            "model=llama3-70b", f"serving.tp={tp}", f"serving.max_model_len={isl + osl}",
+            f"serving.requests.count={r['requests']}", f"serving.requests.prompt_tokens={isl}",
+            f"serving.requests.output_tokens={osl}"]
+        write_check(
+            f"trtllm-1.x-{r['gpu']}-llama3.3-70b-tp{tp}-{isl}-{osl}",
+            f"{TRTLLM_SRC}: trtllm-bench throughput, PyTorch backend, Llama 3.3 70B FP8 on "
+            f"{r['gpu'].upper()}, TP {tp}, ISL/OSL {isl}/{osl}, {r['requests']} requests at once: "
+            f"{r['output_tok_per_s_per_gpu']} output tokens/s per GPU",
+            "The v1.0 cases' workload (serving/trtllm-h100.yaml: max_batch 2048 and max_tokens "
+            "8192 assumed) at TP 2; CUDA graphs have no key. Measured: tokens/s per GPU x TP.",
+            serving(sets, "output_tokens_per_s", f"{int(r['output_tok_per_s_per_gpu']) * tp}", "0.15"))
 
 
 if __name__ == "__main__":
