@@ -18,7 +18,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = os.path.normpath(os.path.join(HERE, "..", "cases"))
-UNIT = {"ms": 1e-3, "us": 1e-6, "s": 1.0}
+UNIT = {"ms": 1e-3, "us": 1e-6, "s": 1.0, "GiB": 2.0 ** 30, "GB": 1e9}
 RATES = {"tokens_per_s", "samples_per_s", "model_tflops_per_gpu", "mfu", "output_tokens_per_s"}
 
 
@@ -70,7 +70,7 @@ def band(out, metric):
 def lookup(out, metric):
     value = out
     for part in metric.split("."):
-        value = value[part]
+        value = value[int(part)] if isinstance(value, list) else value[part]
     return float(value)
 
 
@@ -99,9 +99,11 @@ def summarise(results, key):
         banded = [r for r in rs if r["inside"] is not None]
         inside = sum(r["inside"] for r in banded)
         opt = sum(r["optimism"] for r in rs) / len(rs)
+        errors = sorted(abs(r["error"]) for r in rs)
+        median = (errors[(len(errors) - 1) // 2] + errors[len(errors) // 2]) / 2
         share = f"{100 * inside / len(banded):3.0f} %" if banded else "  -  "
         print(f"  {name[:46]:46s} {len(rs):4d} cases  {inside:3d} of {len(banded):3d} in the band "
-              f"({share})  mean optimism {100 * opt:+6.1f} %")
+              f"({share})  median |error| {100 * median:5.1f} %  mean optimism {100 * opt:+6.1f} %")
 
 
 def main():
@@ -127,6 +129,10 @@ def main():
     inside = sum(r["inside"] for r in banded)
     print(f"validation/{args.batch}: {len(results)} cases, {inside} of {len(banded)} inside the printed "
           f"80 % band ({100 * inside / max(len(banded), 1):.0f} %)")
+    for r in results:
+        r["command"] = "serve" if r["kind"].startswith("serve") else "run" if r["kind"] != "none" else "no band"
+    print("by command:")
+    summarise(results, "command")
     print("by kind:")
     summarise(results, "kind")
     print("by source:")
