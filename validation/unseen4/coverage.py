@@ -3,12 +3,12 @@
 `dlsim serve` print for them (their JSON `intervals`), by kind and by source, with the signed
 errors. Run from the repository root after a build (python3 standard library only):
 
-    python3 validation/unseen4/coverage.py [--dlsim build/dev/dlsim] [--verbose] [CASE_DIR_GLOB]
+    python3 validation/unseen4/coverage.py [--dlsim BINARY] [--verbose] [BATCH]
 
 It reruns each case as a user would (the case's cluster, workload, --set list and engine) rather
 than reading `dlsim validate`, so it checks the band the report prints with today's
-validation/intervals.tsv. Cases are those whose source names validation/unseen4/ (a different
-batch: pass its folder name, e.g. unseen3)."""
+validation/intervals.tsv. Cases are those whose source names validation/BATCH/ (unseen4 by
+default; e.g. unseen3 for the third batch)."""
 import argparse
 import glob
 import json
@@ -106,9 +106,19 @@ def summarise(results, key):
               f"({share})  median |error| {100 * median:5.1f} %  mean optimism {100 * opt:+6.1f} %")
 
 
+def default_dlsim():
+    root = os.path.dirname(os.path.dirname(HERE))
+    for build in ("release", "dev"):
+        path = os.path.join(root, "build", build, "dlsim")
+        if os.access(path, os.X_OK):
+            return path
+    return "dlsim"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dlsim", default="build/dev/dlsim")
+    ap.add_argument("--dlsim", default=default_dlsim(),
+                    help="the binary (default: build/release/dlsim, else build/dev/dlsim)")
     ap.add_argument("--verbose", "-v", action="store_true")
     ap.add_argument("batch", nargs="?", default="unseen4")
     args = ap.parse_args()
