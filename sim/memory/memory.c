@@ -176,8 +176,9 @@ static double mem_pipe_buffers(const cfg_workload *w, const wl_model *m, int sta
 /* parallel.pp_reshard_after_forward false keeps every FSDP2 unit of a stage unsharded for the
  * whole step: torchtitan's apply_fsdp sets reshard_after_forward=False when PP is on "to avoid
  * per-microbatch all-gathers" (torchtitan/parallelisms/parallelize_llama.py @ 9dec370, lines
- * 326-329), and torch.distributed.pipelining's stage (backward_maybe_with_nosync) runs every micro-batch's
- * backward with set_reshard_after_backward(False) and set_requires_gradient_sync(False),
+ * 326-329), and torch.distributed.pipelining's stage (backward_maybe_with_nosync) runs every
+ * micro-batch's backward with set_reshard_after_backward(False) and
+ * set_requires_gradient_sync(False),
  * reduce-scattering only after the last one; until then FSDP2 accumulates the unsharded
  * gradients in its reduce dtype (FSDPParam.to_accumulated_grad_if_needed). Without FSDP
  * (one data-parallel and context-parallel rank) nothing is sharded to begin with. */
