@@ -2,6 +2,7 @@
  * KV cache, and the closed form against the engines' timeline. */
 #include "helpers.h"
 #include "memory/memory.h"
+#include "report/report.h"
 #include "run/run.h"
 #include "serving/serving.h"
 #include "workloads/workloads.h"
@@ -552,6 +553,27 @@ Test(memory, torch_pipeline_receive_buffers_and_kept_logits_by_hand)
   cr_expect_eq(m.stages[1].extra[MEM_PIPE_BUFFERS], 0);
   mem_report_clear(&t);
   mem_report_clear(&m);
+}
+
+/* `dlsim memory --json` names the busiest stage and its total (what torchtitan's maximum over the
+ * GPUs is compared with): here the last, which holds the other micro-batch's logits. */
+Test(memory, json_peak_is_the_busiest_stage)
+{
+  const char *sets[] = {"node.count=1", "parallel.dp=4", "parallel.pp=2",
+                        "training.global_batch=16", NULL};
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  cr_assert(th_load("dgx-h100", "validation/torchtitan/workloads/llama3.1-8b-fsdp.yaml", sets, &c, &w));
+  mem_report r;
+  cr_assert(mem_estimate(w, c, &(mem_options){0}, &r, NULL));
+  cr_assert(r.stages[1].total > r.stages[0].total);
+  cJSON *j = rep_memory_json(&(rep_memory){.cluster = c, .workload = w, .memory = &r});
+  cr_expect_float_eq(cJSON_GetObjectItem(j, "peak_bytes")->valuedouble, r.stages[1].total, 1);
+  cr_expect_eq(cJSON_GetObjectItem(j, "peak_stage")->valueint, 1);
+  cJSON_Delete(j);
+  mem_report_clear(&r);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
 }
 
 /* Without tensor parallelism torchtitan's loss is aten's: two fp32 copies, as before. */
