@@ -563,7 +563,8 @@ Test(memory, json_peak_is_the_busiest_stage)
                         "training.global_batch=16", NULL};
   cfg_cluster *c = NULL;
   cfg_workload *w = NULL;
-  cr_assert(th_load("dgx-h100", "validation/torchtitan/workloads/llama3.1-8b-fsdp.yaml", sets, &c, &w));
+  const char *wl = "validation/torchtitan/workloads/llama3.1-8b-fsdp.yaml";
+  cr_assert(th_load("dgx-h100", wl, sets, &c, &w));
   mem_report r;
   cr_assert(mem_estimate(w, c, &(mem_options){0}, &r, NULL));
   cr_assert(r.stages[1].total > r.stages[0].total);
@@ -574,6 +575,33 @@ Test(memory, json_peak_is_the_busiest_stage)
   mem_report_clear(&r);
   cfg_cluster_free(c);
   cfg_workload_free(w);
+}
+
+/* memory.unit_buckets (torchtitan's: FSDP2 reduce-scatters per block). Llama 3 8B on FSDP 8: a
+ * block's bf16 gradients beside the previous block's fp32 reduce-scatter input, 6 bytes a
+ * parameter of a block (4096 x 4096 x 2 + 4096 x 1024 x 2 + 3 x 4096 x 14336, and 4 x 4096 that
+ * dlsim's blocks count for their norms = 218.12 M), and the output layer's bf16 gradients
+ * (4096 x 128256 and 2 x 4096 for the final norm), which the root unit reduces last. Under PP with
+ * the stage unsharded, only the block's bf16 gradients (stage 0 has no output layer). Without
+ * the key: two memory.comm_bucket. */
+Test(memory, fsdp2_unit_buckets_by_hand)
+{
+  const char *wl = "validation/torchtitan/workloads/llama3.1-8b-fsdp.yaml";
+  const char *dp[] = {"node.count=1", "parallel.dp=8", "training.global_batch=16", NULL, NULL};
+  const char *pp[] = {"node.count=1", "parallel.dp=4", "parallel.pp=2",
+                      "training.global_batch=16", NULL};
+  double block = 2.0 * 4096 * 4096 + 2.0 * 4096 * 1024 + 3.0 * 4096 * 14336 + 4 * 4096;
+  mem_report a = estimate("dgx-h100", wl, dp, false), b = estimate("dgx-h100", wl, pp, false);
+  double head = 4096.0 * 128256 + 2 * 4096;
+  cr_expect_float_eq(a.stages[0].extra[MEM_COMM_BUCKETS], 6 * block + 2 * head, 1, "%g",
+                     a.stages[0].extra[MEM_COMM_BUCKETS]);
+  cr_expect_float_eq(b.stages[0].extra[MEM_COMM_BUCKETS], 2 * block, 1, "%g",
+                     b.stages[0].extra[MEM_COMM_BUCKETS]);
+  dp[3] = "memory.unit_buckets=false";
+  mem_report c = estimate("dgx-h100", wl, dp, false);
+  cr_expect_float_eq(c.stages[0].extra[MEM_COMM_BUCKETS], 2 * 25e6 * 1.048576, 1e3, "%g",
+                     c.stages[0].extra[MEM_COMM_BUCKETS]);
+  mem_report_clear(&a), mem_report_clear(&b), mem_report_clear(&c);
 }
 
 /* Without tensor parallelism torchtitan's loss is aten's: two fp32 copies, as before. */

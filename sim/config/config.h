@@ -625,6 +625,7 @@ typedef struct {
   double fragmentation;  /* fraction of allocated memory lost to the caching allocator */
   double zero3_prefetch; /* bytes of parameters ZeRO-3 gathers ahead of use */
   double comm_bucket;    /* bytes of ZeRO reduce-scatter / all-gather buckets */
+  int unit_buckets;      /* 0/1: ZeRO-3 reduce-scatters each layer's gradients by itself (FSDP2) */
 } cfg_memory;
 
 typedef struct {

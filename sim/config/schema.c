@@ -1272,6 +1272,13 @@ static const cfg_field cfg_memory_fields[] = {
           DEF(1e8)),
     F_QTY(cfg_memory, "comm_bucket", comm_bucket, UNITS_BYTES,
           "ZeRO reduce-scatter / all-gather buckets", DERIVED("parallel.gradient_bucket")),
+    F_BOOL(cfg_memory, "unit_buckets", unit_buckets,
+           "ZeRO-3 reduce-scatters each layer's gradients by itself, as FSDP2 does with "
+           "fully_shard per block: instead of two comm_bucket, a layer's gradients as autograd "
+           "makes them beside the previous layer's reduce-scatter input in training.grad_dtype "
+           "(only the former when pipeline stages stay unsharded), and on the output stage the "
+           "output projection's gradients, which its root unit reduces after the whole backward",
+           DEF(0)),
 };
 static const cfg_schema cfg_schema_memory = SCHEMA("memory", cfg_memory, cfg_memory_fields);
 

@@ -232,23 +232,61 @@ static double mem_loss_working_set(const cfg_workload *w, const wl_model *m, boo
   return 1.5 * m->loss_peak + mem_head_gathered_input(w, m);
 }
 
-static void mem_extras(const cfg_workload *w, const wl_model *m, double largest, double params,
-                       int micro, bool output, mem_stage *s)
+/* The largest transformer block of the stage: a fully_shard unit of its own. */
+static double mem_largest_block(const wl_model *m, const wl_stage *st)
+{
+  double big = 0;
+  for (guint i = st->first; i < st->first + st->count; i++)
+    if (i >= 1 && (int)i <= m->blocks)
+      big = MAX(big, ((const wl_layer *)g_ptr_array_index(m->layers, i))->params);
+  return big;
+}
+
+/* memory.unit_buckets: FSDP2 reduce-scatters per fully_shard unit (torch/distributed/fsdp/
+ * _fully_shard/_fsdp_collectives.py, foreach_reduce, torch 1963fc8): once a block's backward is
+ * done, its gradients (in the parameters' compute dtype) are copied into a reduce-scatter input
+ * of reduce_dtype, which stays alive until the next unit's post_backward waits on it, so a
+ * block's backward runs beside the previous block's input and its own growing gradients. With
+ * the stage kept unsharded nothing is reduced until the last micro-batch: the block's gradients
+ * live until added into the accumulator. The root unit (embedding, final norm, output) is
+ * reduced after the whole backward: the output projection's gradients, made first, stay. */
+static double mem_unit_buckets(const cfg_workload *w, const wl_model *m, const wl_stage *st)
+{
+  wl_state_bytes b = wl_state_bytes_per_param(&w->training);
+  double autograd = b.weights >= 4 ? 4 : 2;
+  double per_param = mem_pp_keeps_unsharded(w) ? autograd : autograd + b.grads;
+  double bytes = mem_largest_block(m, st) * per_param;
+  if (st->output && m->blocks > 0)
+    bytes += ((const wl_layer *)g_ptr_array_index(m->layers, m->layers->len - 1))->params *
+             autograd;
+  return bytes;
+}
+
+static double mem_comm_buckets(const cfg_workload *w, const wl_model *m, const wl_stage *st)
+{
+  const cfg_parallel *p = &w->parallel;
+  if (w->memory.unit_buckets && p->zero >= 3 && p->dp * p->cp > 1)
+    return mem_unit_buckets(w, m, st);
+  return p->dp > 1 || p->zero > 0 ? 2 * w->memory.comm_bucket : 0;
+}
+
+static void mem_extras(const cfg_workload *w, const wl_model *m, const wl_stage *st,
+                       double largest, double params, int micro, mem_stage *s)
 {
   const cfg_memory *mm = &w->memory;
   const cfg_parallel *p = &w->parallel;
   wl_state_bytes b = wl_state_bytes_per_param(&w->training);
   s->extra[MEM_CUDA_CONTEXT] = mm->cuda_context;
   s->extra[MEM_NCCL] = mm->nccl_buffers * mem_stage_groups(w, s->stage);
-  s->extra[MEM_COMM_BUCKETS] = p->dp > 1 || p->zero > 0 ? 2 * mm->comm_bucket : 0;
+  s->extra[MEM_COMM_BUCKETS] = mem_comm_buckets(w, m, st);
   /* a stage kept whole gathers nothing more (mem_pp_keeps_unsharded) */
   s->extra[MEM_ZERO3_LIVE] =
       p->zero >= 3 && !mem_pp_keeps_unsharded(w) ? largest * b.weights + mm->zero3_prefetch : 0;
   /* the loss's working set is gone before the first block is recomputed */
-  s->extra[MEM_RECOMPUTE] = MAX(m->recompute_peak, mem_loss_working_set(w, m, output));
+  s->extra[MEM_RECOMPUTE] = MAX(m->recompute_peak, mem_loss_working_set(w, m, st->output));
   /* the copies this GPU sends and the busiest rank receives, in 16 bits (DeepEP, Megatron) */
   s->extra[MEM_MOE_BUFFERS] = p->ep > 1 ? m->moe_copies * w->model.hidden * 2 * (1 + m->moe_load) : 0;
-  s->extra[MEM_PIPE_BUFFERS] = mem_pipe_buffers(w, m, s->stage, s->inflight, micro, output);
+  s->extra[MEM_PIPE_BUFFERS] = mem_pipe_buffers(w, m, s->stage, s->inflight, micro, st->output);
   s->extra[MEM_GRAD_CAST] = mem_grad_cast(&w->training, params);
   double rest = s->model_states + s->activations + s->kv_cache;
   /* a whole segment of its own is not split, so it loses nothing to fragmentation */
@@ -288,7 +326,7 @@ static void mem_fill_stage(const cfg_workload *w, const wl_model *m, int stage, 
   s->activations_per_micro_batch = act;
   if (!states_only) {
     s->activations = s->activations_per_micro_batch * s->inflight;
-    mem_extras(w, m, largest, params, micro, st.output, s);
+    mem_extras(w, m, &st, largest, params, micro, s);
   }
   s->total = s->model_states + s->activations + s->kv_cache + s->other;
 }
