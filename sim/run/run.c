@@ -15,6 +15,7 @@ struct sim_cache {
   hw_cluster *hw;
   coll_runtime *runtime;
   coll_planner *planner;
+  wl_cache *programs; /* the process groups of the layouts met */
 };
 
 sim_cache *sim_cache_new(const cfg_cluster *c, const cfg_workload *w, GError **err)
@@ -31,6 +32,7 @@ sim_cache *sim_cache_new(const cfg_cluster *c, const cfg_workload *w, GError **e
   o.runtime = k->runtime;
   k->planner = eng_planner_new(k->hw, &o);
   coll_planner_key_by_ranks(k->planner);
+  k->programs = wl_cache_new();
   return k;
 }
 
@@ -38,6 +40,7 @@ void sim_cache_free(sim_cache *k)
 {
   if (!k)
     return;
+  wl_cache_free(k->programs);
   coll_planner_free(k->planner);
   coll_runtime_free(k->runtime);
   hw_cluster_free(k->hw);
@@ -61,6 +64,12 @@ static void sim_planner_done(sim_result *out, coll_planner *pl)
   out->options.planner = NULL;
   if (!out->cache || pl != out->cache->planner)
     coll_planner_free(pl);
+}
+
+/* The groups the runs of `out` share with earlier runs: its cache's (NULL: none). */
+static wl_cache *sim_programs(const sim_result *out)
+{
+  return out->cache ? out->cache->programs : NULL;
 }
 
 /* Micro-batches each data-parallel replica runs per step. */
@@ -103,7 +112,7 @@ static cfg_workload sim_workload_with(const sim_result *out, int micro)
 static bool sim_build_with(sim_result *out, int micro, prog_program **prog, GError **err)
 {
   cfg_workload w = sim_workload_with(out, micro);
-  if (!wl_build(&w, out->hw, prog, err))
+  if (!wl_build_cached(&w, out->hw, sim_programs(out), prog, err))
     return false;
   mem_annotate_program(*prog, &out->memory);
   return true;
@@ -132,7 +141,7 @@ static bool sim_run_pair(sim_result *out, int m1, int m2, prog_program **p1, eng
   cfg_workload w[2] = {sim_workload_with(out, m1), sim_workload_with(out, m2)};
   const cfg_workload *const ws[2] = {&w[0], &w[1]};
   prog_program *p[2];
-  if (!wl_build_two(ws, out->hw, p, NULL, err))
+  if (!wl_build_two_cached(ws, out->hw, sim_programs(out), p, NULL, err))
     return false;
   *p1 = p[0];
   out->program = p[1];
