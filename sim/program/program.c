@@ -233,6 +233,19 @@ int prog_class_copy(prog_program *p, const prog_program *from, int cls)
   return k;
 }
 
+prog_program *prog_templates_of(const prog_program *p)
+{
+  prog_program *t = prog_new_deriving(p);
+  for (guint c = 0; c < p->classes->len; c++) {
+    const prog_class *k = prog_class_at(p, (int)c);
+    if (k->is_template)
+      prog_class_copy(t, p, (int)c);
+    else
+      prog_class_add(t, k->name);
+  }
+  return t;
+}
+
 int prog_template_add(prog_program *p, const char *name)
 {
   int t = prog_class_add(p, name);
