@@ -254,13 +254,14 @@ static bool wl_build_with(const cfg_workload *w, const hw_cluster *hw, wl_cache 
   *out = NULL;
   if (!wl_check_supported(w, err) || !wl_check_layout(w, err))
     return false;
-  wl_model *m = NULL;
+  const wl_model *m = NULL;
+  wl_model *own = NULL;
   wl_shard shard = wl_shard_of(w);
-  if (!wl_model_build(&w->model, &w->training, &shard, &m, err))
+  if (!wl_cache_model(cache, w, &shard, &m, &own, err))
     return false;
   *out = reference ? wl_build_program(w, hw, m, NULL, true, NULL, err)
                    : wl_build_first(w, hw, m, cache, NULL, err);
-  wl_model_free(m);
+  wl_model_free(own);
   return *out != NULL;
 }
 
@@ -288,15 +289,16 @@ bool wl_build_two_cached(const cfg_workload *const w[2], const hw_cluster *hw, w
     if (!wl_check_supported(w[i], err) || !wl_check_layout(w[i], err))
       return false;
   /* the model does not depend on the batch: built once */
-  wl_model *m = NULL;
+  const wl_model *m = NULL;
+  wl_model *own = NULL;
   wl_shard shard = wl_shard_of(w[0]);
-  if (!wl_model_build(&w[0]->model, &w[0]->training, &shard, &m, err))
+  if (!wl_cache_model(cache, w[0], &shard, &m, &own, err))
     return false;
   wl_passes_at *at = NULL;
   out[0] = wl_build_first(w[0], hw, m, cache, &at, err);
   out[1] = out[0] ? wl_second_program(w[1], hw, m, out[0], at, derived, err) : NULL;
   wl_passes_at_free(at);
-  wl_model_free(m);
+  wl_model_free(own);
   if (out[1])
     return true;
   g_clear_pointer(&out[0], prog_free);

@@ -82,6 +82,11 @@ bool wl_groups_key_equal(const wl_groups_key *a, const wl_groups_key *b);
 const prog_program *wl_cache_groups(const wl_cache *c, const wl_groups_key *key);
 /* Remembers the groups of `built`, a program of that layout, for the next builds. */
 void wl_cache_keep(wl_cache *c, const wl_groups_key *key, const prog_program *built);
+/* The model of `w`'s shard: the one built before for the same model, training settings and
+ * shard, else built (and kept). `*own` is what the caller frees: the model when there is no
+ * cache (NULL: none). */
+bool wl_cache_model(wl_cache *c, const cfg_workload *w, const wl_shard *shard,
+                    const wl_model **out, wl_model **own, GError **err);
 
 /* Error at a workload key, with its file:line:column. */
 bool wl_fail(GError **err, const cfg_workload *w, const char *path, cfg_error_code code,
