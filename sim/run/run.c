@@ -456,7 +456,11 @@ bool sim_run(const cfg_cluster *c, const cfg_workload *w, const sim_options *o, 
   out->hw = out->cache ? out->cache->hw : hw_cluster_new(c);
   if (!sim_engine_options(out, o, err))
     return false;
+  /* the model the programs will be built from, when the cache keeps it (failing as the
+   * estimate's own would) */
   mem_options mo = {.states_only = false};
+  if (out->cache && !(mo.model = wl_cache_shard_model(out->cache->programs, w, err)))
+    return false;
   if (!mem_estimate(w, c, &mo, &out->memory, err))
     return false;
   /* the folded runs use other micro-batch counts: check the real one first */

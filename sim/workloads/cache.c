@@ -128,3 +128,12 @@ bool wl_cache_model(wl_cache *c, const cfg_workload *w, const wl_shard *shard,
   c->next_model = (c->next_model + 1) % WL_CACHE_MODELS;
   return true;
 }
+
+const wl_model *wl_cache_shard_model(wl_cache *c, const cfg_workload *w, GError **err)
+{
+  wl_shard shard = wl_shard_of(w);
+  const wl_model *m = NULL;
+  wl_model *own = NULL;
+  g_assert(c);
+  return wl_cache_model(c, w, &shard, &m, &own, err) ? m : NULL;
+}

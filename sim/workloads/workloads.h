@@ -235,6 +235,9 @@ bool wl_build_two(const cfg_workload *const w[2], const hw_cluster *hw, prog_pro
 typedef struct wl_cache wl_cache;
 wl_cache *wl_cache_new(void);
 void wl_cache_free(wl_cache *c);
+/* The model of `w`'s shard (wl_shard_of) that the cache's builds use, built now if it has none:
+ * the cache owns it. NULL (and `err`) if it cannot be built. */
+const wl_model *wl_cache_shard_model(wl_cache *c, const cfg_workload *w, GError **err);
 /* wl_build and wl_build_two with a cache (NULL: none). */
 bool wl_build_cached(const cfg_workload *w, const hw_cluster *hw, wl_cache *cache,
                      prog_program **out, GError **err);
