@@ -331,18 +331,19 @@ static void mem_fill_stage(const cfg_workload *w, const wl_model *m, int stage, 
   s->total = s->model_states + s->activations + s->kv_cache + s->other;
 }
 
-/* The stages of one micro-batch size; false if the model cannot be built. */
-static bool mem_stages(const cfg_workload *w, int micro_batch, bool states_only, mem_stage *out,
-                       GError **err)
+/* The stages of one micro-batch size, with `built` (NULL: none) the model of that shard; false
+ * if the model cannot be built. */
+static bool mem_stages(const cfg_workload *w, int micro_batch, bool states_only,
+                       const wl_model *built, mem_stage *out, GError **err)
 {
   cfg_workload shaped = *w;
   shaped.training.micro_batch = micro_batch;
   wl_shard shard = wl_shard_of(&shaped);
   wl_model *m = NULL;
-  if (!wl_model_build(&w->model, &w->training, &shard, &m, err))
+  if (!built && !wl_model_build(&w->model, &w->training, &shard, &m, err))
     return false;
   for (int s = 0; s < w->parallel.pp; s++)
-    mem_fill_stage(&shaped, m, s, states_only, &out[s]);
+    mem_fill_stage(&shaped, built ? built : m, s, states_only, &out[s]);
   wl_model_free(m);
   return true;
 }
@@ -373,7 +374,7 @@ static int mem_max_micro_batch(const cfg_workload *w, double capacity)
   g_autofree mem_stage *tmp = g_new(mem_stage, w->parallel.pp);
   while (lo < hi) {
     int mid = lo + (hi - lo + 1) / 2;
-    if (mem_stages(w, mid, false, tmp, NULL) && mem_worst_total(tmp, w->parallel.pp) <= capacity)
+    if (mem_stages(w, mid, false, NULL, tmp, NULL) && mem_worst_total(tmp, w->parallel.pp) <= capacity)
       lo = mid;
     else
       hi = mid - 1;
@@ -388,7 +389,8 @@ bool mem_estimate(const cfg_workload *w, const cfg_cluster *c, const mem_options
   out->states_only = o && o->states_only;
   out->nstages = w->parallel.pp;
   out->stages = g_new0(mem_stage, out->nstages);
-  if (!mem_stages(w, w->training.micro_batch, out->states_only, out->stages, err))
+  if (!mem_stages(w, w->training.micro_batch, out->states_only, o ? o->model : NULL, out->stages,
+                  err))
     return false;
   out->capacity = c->gpu.memory;
   for (int s = 0; s < out->nstages; s++)

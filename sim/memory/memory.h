@@ -62,6 +62,8 @@ typedef struct {
 typedef struct {
   bool states_only; /* model states only, as DeepSpeed's estimators count */
   bool search;      /* also find the largest micro-batch that fits */
+  /* the model of the workload's shard (wl_shard_of(w)), built already (NULL: build it) */
+  const wl_model *model;
 } mem_options;
 
 bool mem_estimate(const cfg_workload *w, const cfg_cluster *c, const mem_options *o,
