@@ -859,12 +859,12 @@ static void hw_xml_rail_spine(GString *x, const hw_cluster *hw, int groups)
   }
 }
 
-/* The most GPUs a fabric-wide rail graph holds. SimGrid searches the whole graph once per
- * sending GPU, so its cost grows with GPUs x senders: a DES step of Llama 3 405B on dgx-h100
- * took 31 % more instructions at 1,024 GPUs (4 leaf groups), 28 % more CPU at 2,048 and 2.4x at
- * 4,096. Above this, leaf groups stay zones of their own (a flow that changes both group and
- * rail then leaves by the sender's rail). */
-#define HW_RAIL_FABRIC_MAX_GPUS 2048
+/* The most GPUs a fabric-wide rail graph holds: the SuperPOD's 1,016 and 4 SUs of 32 DGX. SimGrid
+ * searches the whole graph once per sending GPU, so its cost grows with GPUs x senders: a DES
+ * step of Llama 3 405B on dgx-h100 took 31 % more instructions at 1,024 GPUs (4 leaf groups),
+ * 28 % more CPU at 2,048 and 2.4x at 4,096. Above this, leaf groups stay zones of their own (a
+ * flow that changes both group and rail then leaves by the sender's rail). */
+#define HW_RAIL_FABRIC_MAX_GPUS 1024
 
 /* Whether the whole fabric is one searched graph (hw_xml_rail_fabric): rail groups that are
  * exact graphs, several of them under one spine, and not too many GPUs. */
