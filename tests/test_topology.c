@@ -392,16 +392,38 @@ static char *simgrid_route_names(const hw_cluster *hw, int a, int b, bool with_f
   return sorted_names(names);
 }
 
-/* Counts the endpoint pairs of each leaf group (GPUs, node and leaf switches) whose SimGrid
- * route differs from the table's; runs in a child, as SimGrid loads one platform per process. */
-static int route_mismatches(const hw_cluster *hw, int ngpus, const char *xml_path, bool with_free)
+/* SimGrid with the platform at xml_path, sealed (with no actors, running seals it: the searched
+ * zones number their nodes). */
+static void load_platform(const char *xml_path)
 {
   int argc = 1;
   char prog[] = "t", *argv[] = {prog, NULL};
   xbt_log_control_set("root.thresh:critical");
   simgrid_init(&argc, argv);
   simgrid_load_platform(xml_path);
-  simgrid_run(); /* no actors: it seals the platform (the searched zones number their nodes) */
+  simgrid_run();
+}
+
+/* How many of the routes a -> e and e -> a differ between SimGrid and the table; the first five
+ * differences of a count (`so_far` before these) are printed. */
+static int pair_mismatches(const hw_cluster *hw, int a, int e, bool with_free, int so_far)
+{
+  int bad = 0;
+  for (int dir = 0; dir < 2; dir++) {
+    int s = dir ? e : a, d = dir ? a : e;
+    g_autofree char *want = table_route_names(hw, s, d, with_free);
+    g_autofree char *got = simgrid_route_names(hw, s, d, with_free);
+    if (strcmp(want, got) != 0 && so_far + bad++ < 5)
+      fprintf(stderr, "route %d -> %d: table %s, simgrid %s\n", s, d, want, got);
+  }
+  return bad;
+}
+
+/* Counts the endpoint pairs of each leaf group (GPUs, node and leaf switches) whose SimGrid
+ * route differs from the table's; runs in a child, as SimGrid loads one platform per process. */
+static int route_mismatches(const hw_cluster *hw, int ngpus, const char *xml_path, bool with_free)
+{
+  load_platform(xml_path);
   int bad = 0, per = ngpus / hw_net_groups(hw, 0) + (ngpus % hw_net_groups(hw, 0) != 0);
   per = hw_gpus_per_node(hw) * (int)ceil((double)per / hw_gpus_per_node(hw));
   for (int a = 0; a < ngpus; a++) {
@@ -411,21 +433,18 @@ static int route_mismatches(const hw_cluster *hw, int ngpus, const char *xml_pat
       int e = b < MIN((g + 1) * per, ngpus) ? b : ends[b - MIN((g + 1) * per, ngpus)];
       if (e == a)
         continue;
-      for (int dir = 0; dir < 2; dir++) {
-        int s = dir ? e : a, d = dir ? a : e;
-        g_autofree char *want = table_route_names(hw, s, d, with_free);
-        g_autofree char *got = simgrid_route_names(hw, s, d, with_free);
-        if (strcmp(want, got) != 0 && bad++ < 5)
-          fprintf(stderr, "route %d -> %d: table %s, simgrid %s\n", s, d, want, got);
-      }
+      bad += pair_mismatches(hw, a, e, with_free, bad);
     }
   }
   return bad;
 }
 
-/* with_free: the never-binding links too, which only the unsplit platform names as the table. */
+typedef int (*route_counter)(const hw_cluster *hw, int ngpus, const char *xml_path, bool with_free);
+
+/* with_free: the never-binding links too, which only the unsplit platform names as the table.
+ * `count` counts the routes that differ, in a child (SimGrid loads one platform per process). */
 static void assert_simgrid_routes_as_table(const hw_cluster *hw, int ngpus, const char *what,
-                                           bool with_free)
+                                           bool with_free, route_counter count)
 {
   g_autofree char *xml = hw_platform_xml(hw, ngpus, 1e12);
   g_autofree char *path = th_write("platform.xml", xml);
@@ -433,13 +452,49 @@ static void assert_simgrid_routes_as_table(const hw_cluster *hw, int ngpus, cons
   fflush(stderr);
   pid_t pid = fork();
   if (pid == 0) {
-    int bad = route_mismatches(hw, ngpus, path, with_free);
+    int bad = count(hw, ngpus, path, with_free);
     _exit(MIN(bad, 100));
   }
   int status = 0;
   waitpid(pid, &status, 0);
-  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: %d routes differ", what,
-            WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s, %d GPUs: %d routes differ", what,
+            ngpus, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+/* `nodes` nodes of 4 GPUs and 4 NICs, 2 a leaf group, under a spine `over`:1; `net` the
+ * topology keys. */
+static hw_cluster *rail_groups(const char *net, int nodes, double over, cfg_cluster **cfg)
+{
+  g_autofree char *text = g_strdup_printf(
+      "name: t\n"
+      "gpu: {memory: 80GiB, memory_bandwidth: 2TB/s, flops: {bf16: 100TFLOPS}}\n"
+      "node: {count: %d, gpus_per_node: 4, nics_per_node: 4,\n"
+      "       intra: {bandwidth: 100GB/s, latency: 2us}}\n"
+      "network: {%s nic_bandwidth: 100Gb/s,\n"
+      "          tiers: [{name: leaf, latency: 1us, nodes_per_switch: 2},\n"
+      "                  {name: spine, latency: 1us, oversubscription: %g}]}\n",
+      nodes, net, over);
+  g_autofree char *path = th_write("rail-groups.yaml", text);
+  cr_assert(th_load(path, NULL, NULL, cfg, NULL));
+  return hw_cluster_new(*cfg);
+}
+
+/* Every route `count` checks, on `nodes` nodes under a spine `over`:1, rail+spine and
+ * rail-only, free links split or not, the nodes whole and the last one partly used. */
+static void assert_rail_fabrics_route_as_table(int nodes, double over, route_counter count)
+{
+  const char *nets[] = {"topology: rail-optimized,", "topology: rail-optimized, rails: only,"};
+  for (size_t i = 0; i < G_N_ELEMENTS(nets); i++) {
+    cfg_cluster *cfg = NULL;
+    hw_cluster *hw = rail_groups(nets[i], nodes, over, &cfg);
+    for (int split = 0; split < 2; split++) {
+      hw_split_free_links(hw, split);
+      assert_simgrid_routes_as_table(hw, 4 * nodes, nets[i], !split, count);
+      assert_simgrid_routes_as_table(hw, 14, nets[i], !split, count);
+    }
+    hw_cluster_free(hw);
+    cfg_cluster_free(cfg);
+  }
 }
 
 /* A rail leaf group is a graph SimGrid searches, not a table of every pair: its shortest paths
@@ -447,89 +502,52 @@ static void assert_simgrid_routes_as_table(const hw_cluster *hw, int ngpus, cons
  * a group, rail+spine and rail-only, whole and with the last node partly used. */
 Test(topology, a_searched_rail_group_routes_as_the_table)
 {
-  const char *nets[] = {"topology: rail-optimized,", "topology: rail-optimized, rails: only,"};
-  for (size_t i = 0; i < G_N_ELEMENTS(nets); i++) {
-    cfg_cluster *cfg = NULL;
-    g_autofree char *text = g_strdup_printf(
-        "name: t\n"
-        "gpu: {memory: 80GiB, memory_bandwidth: 2TB/s, flops: {bf16: 100TFLOPS}}\n"
-        "node: {count: 5, gpus_per_node: 4, nics_per_node: 4,\n"
-        "       intra: {bandwidth: 100GB/s, latency: 2us}}\n"
-        "network: {%s nic_bandwidth: 100Gb/s,\n"
-        "          tiers: [{name: leaf, latency: 1us, nodes_per_switch: 2},\n"
-        "                  {name: spine, latency: 1us, oversubscription: 2}]}\n",
-        nets[i]);
-    g_autofree char *path = th_write("rails5.yaml", text);
-    cr_assert(th_load(path, NULL, NULL, &cfg, NULL));
-    hw_cluster *hw = hw_cluster_new(cfg);
-    for (int split = 0; split < 2; split++) {
-      hw_split_free_links(hw, split);
-      assert_simgrid_routes_as_table(hw, 20, nets[i], !split);
-      assert_simgrid_routes_as_table(hw, 14, nets[i], !split);
-    }
-    hw_cluster_free(hw);
-    cfg_cluster_free(cfg);
-  }
+  assert_rail_fabrics_route_as_table(5, 2, route_mismatches);
 }
 
-/* Counts the GPU pairs in different leaf groups whose SimGrid route differs from the table's
- * (every pair, both ways); runs in a child like route_mismatches. */
-static int cross_group_mismatches(const hw_cluster *hw, int ngpus, const char *xml_path)
+/* Counts the pairs of GPUs in different leaf groups, and of a GPU and the spine switch, whose
+ * SimGrid route differs from the table's (every pair, both ways); runs in a child like
+ * route_mismatches. */
+static int cross_group_mismatches(const hw_cluster *hw, int ngpus, const char *xml_path,
+                                  bool with_free)
 {
-  int argc = 1;
-  char prog[] = "t", *argv[] = {prog, NULL};
-  xbt_log_control_set("root.thresh:critical");
-  simgrid_init(&argc, argv);
-  simgrid_load_platform(xml_path);
-  simgrid_run();
-  int bad = 0;
+  load_platform(xml_path);
+  int bad = 0, spine = hw_net_switch(hw, 1, 0);
   for (int a = 0; a < ngpus; a++)
-    for (int b = 0; b < ngpus; b++) {
+    for (int b = 0; b <= ngpus; b++) {
+      int e = b < ngpus ? b : spine;
       hw_route r;
-      hw_route_get(hw, a, b, &r);
-      if (a == b || top_link_tier(hw, &r) < 1)
+      hw_route_get(hw, a, e, &r);
+      if (a == e || top_link_tier(hw, &r) < 1)
         continue;
-      g_autofree char *want = table_route_names(hw, a, b, false);
-      g_autofree char *got = simgrid_route_names(hw, a, b, false);
-      if (strcmp(want, got) != 0 && bad++ < 5)
-        fprintf(stderr, "route %d -> %d: table %s, simgrid %s\n", a, b, want, got);
+      bad += pair_mismatches(hw, a, e, with_free, bad);
     }
   return bad;
 }
 
 /* Across leaf groups and rails, NCCL's PXN moves the data over NVLink to the GPU on the
  * destination's rail and leaves by that GPU's NIC and rail: the table does so, and the DES's
- * platform must cross the same links (2 groups of 2 nodes of 4 GPUs, rail+spine, PXN on).
- * Disabled: SimGrid's zone routing leaves a group by one gateway whatever the destination, so
- * the platform sends such a flow out of the sender's own NIC and rail: all 96 rail-changing
- * cross-group pairs here differ (same-rail pairs agree). Enable it with the fix. */
-Test(topology, pxn_across_leaf_groups_routes_as_the_table, .disabled = true)
+ * platform must cross the same links, and reach the spine switch as the table does (2 groups of
+ * 2 nodes of 4 GPUs, rail+spine and rail-only, PXN on). With leaf groups as zones, SimGrid left a
+ * group by one gateway whatever the destination: all 96 rail-changing cross-group pairs here
+ * went out of the sender's own NIC and rail. */
+Test(topology, pxn_across_leaf_groups_routes_as_the_table)
 {
-  cfg_cluster *cfg = NULL;
-  const char *text =
-      "name: t\n"
-      "gpu: {memory: 80GiB, memory_bandwidth: 2TB/s, flops: {bf16: 100TFLOPS}}\n"
-      "node: {count: 4, gpus_per_node: 4, nics_per_node: 4,\n"
-      "       intra: {bandwidth: 100GB/s, latency: 2us}}\n"
-      "network: {topology: rail-optimized, nic_bandwidth: 100Gb/s,\n"
-      "          tiers: [{name: leaf, latency: 1us, nodes_per_switch: 2},\n"
-      "                  {name: spine, latency: 1us, oversubscription: 1}]}\n"
-      "nccl: {pxn: true}\n";
-  g_autofree char *path = th_write("rails-2groups.yaml", text);
-  cr_assert(th_load(path, NULL, NULL, &cfg, NULL));
-  hw_cluster *hw = hw_cluster_new(cfg);
-  g_autofree char *xml = hw_platform_xml(hw, 16, 1e12);
-  g_autofree char *xml_path = th_write("platform-2groups.xml", xml);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int bad = cross_group_mismatches(hw, 16, xml_path);
-    _exit(MIN(bad, 100));
+  assert_rail_fabrics_route_as_table(4, 1, cross_group_mismatches);
+}
+
+/* One graph over the whole fabric costs a search of it per sending GPU: up to 1,024 GPUs the
+ * platform is one, above it a zone per leaf group again. */
+Test(topology, a_rail_fabric_is_one_searched_graph_up_to_1024_gpus)
+{
+  for (int nodes = 256; nodes <= 257; nodes++) {
+    cfg_cluster *cfg = NULL;
+    hw_cluster *hw = rail_groups("topology: rail-optimized,", nodes, 1, &cfg);
+    g_autofree char *xml = hw_platform_xml(hw, 4 * nodes, 1e12);
+    bool one = strstr(xml, "<zone id=\"fabric\"") != NULL;
+    cr_assert_eq(one, nodes == 256, "%d GPUs: %s", 4 * nodes, one ? "one graph" : "zones");
+    cr_assert(strstr(xml, "DijkstraCache"));
+    hw_cluster_free(hw);
+    cfg_cluster_free(cfg);
   }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%d cross-group routes differ",
-            WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-  hw_cluster_free(hw);
-  cfg_cluster_free(cfg);
 }

@@ -753,9 +753,11 @@ static void hw_xml_port_edge(GString *x, const char *src, const char *dst, int n
 }
 
 /* A rail switch r<g>.<k>: the node ports below it, its uplink to the spine (through the group's
- * gateway swr0-g) and the group's reducing switch swh0-g. Paths that would cross the switch
+ * gateway swr0-g, or in a fabric-wide graph to the spine plane sp.<k>) and the group's reducing
+ * switch swh0-g. Paths that would cross the switch
  * between rails carry a pad, so that changing rail over NVLink (two links) stays the shortest. */
-static void hw_xml_rail_switch(GString *x, const hw_cluster *hw, int g, int k, int node0, int node1)
+static void hw_xml_rail_switch(GString *x, const hw_cluster *hw, int g, int k, int node0, int node1,
+                               bool fabric)
 {
   char rs[32], nic[32], gw[32], swh[32];
   g_snprintf(rs, sizeof rs, "r%d.%d", g, k);
@@ -777,21 +779,20 @@ static void hw_xml_rail_switch(GString *x, const hw_cluster *hw, int g, int k, i
   hw_xml_edge(x, hw, swh, rs, &swl, (bool[]){true}, 1, rs);
   if (hw->cfg->network.ntiers > 1) {
     int up = hw_uplink(hw, 0, g, k);
+    if (fabric) /* to rail k's spine plane, which meets other rails only at the spine switch */
+      g_snprintf(gw, sizeof gw, "sp.%d", k);
     hw_xml_edge(x, hw, rs, gw, &up, (bool[]){false}, 1, rs);
     hw_xml_edge(x, hw, gw, rs, &up, (bool[]){true}, 1, NULL);
   }
 }
 
-/* A rail leaf group as a graph of its GPUs, NICs, node and rail switches that SimGrid searches
- * (Dijkstra, cached per source): O(GPUs) routes where the table needs O(GPUs^2), which made a
- * 32-node SU hold 65,000 routes and 8,192 GPUs load 4x slower than a fat tree. Exact only where
- * hw_rail_graph_exact says; tests/test_topology.c holds every route equal to the table's. */
-static void hw_xml_rail_graph(GString *x, const hw_cluster *hw, int g, int first, int last,
-                              double speed)
+/* The vertices of rail leaf group g's graph (hw_xml_rail_graph): its GPUs, node switches,
+ * reducing switch and gateway, NIC routers and rail switches. */
+static void hw_xml_rail_vertices(GString *x, const hw_cluster *hw, int g, int first, int last,
+                                 double speed)
 {
   int node0 = first / hw->gpn, node1 = (last - 1) / hw->gpn;
   char name[32];
-  g_string_append_printf(x, "<zone id=\"t0-%d\" routing=\"DijkstraCache\">\n", g);
   for (int e = first; e < last; e++) {
     hw_host_name(e, name, sizeof name);
     g_string_append_printf(x, "<host id=\"%s\" speed=\"%.17gf\"/>\n", name, speed);
@@ -804,11 +805,102 @@ static void hw_xml_rail_graph(GString *x, const hw_cluster *hw, int g, int first
       g_string_append_printf(x, "<router id=\"x%d.%d\"/>\n", n, k);
   for (int k = 0; k < hw->rails; k++)
     g_string_append_printf(x, "<router id=\"r%d.%d\"/>\n", g, k);
+}
+
+static void hw_xml_rail_edges(GString *x, const hw_cluster *hw, int g, int first, int last,
+                              bool fabric)
+{
+  int node0 = first / hw->gpn, node1 = (last - 1) / hw->gpn;
   for (int n = node0; n <= node1; n++)
     hw_xml_rail_node(x, hw, n, last);
   for (int k = 0; k < hw->rails; k++)
-    hw_xml_rail_switch(x, hw, g, k, node0, node1);
+    hw_xml_rail_switch(x, hw, g, k, node0, node1, fabric);
+}
+
+/* The GPUs of leaf group g: [*first, *last) of the platform's ngpus. */
+static void hw_rail_group_gpus(const hw_cluster *hw, int g, int ngpus, int *first, int *last)
+{
+  *first = g * hw->nps[0] * hw->gpn;
+  *last = MIN(*first + hw->nps[0] * hw->gpn, ngpus);
+}
+
+/* A rail leaf group as a graph of its GPUs, NICs, node and rail switches that SimGrid searches
+ * (Dijkstra, cached per source): O(GPUs) routes where the table needs O(GPUs^2), which made a
+ * 32-node SU hold 65,000 routes and 8,192 GPUs load 4x slower than a fat tree. Exact only where
+ * hw_rail_graph_exact says; tests/test_topology.c holds every route equal to the table's. */
+static void hw_xml_rail_graph(GString *x, const hw_cluster *hw, int g, int first, int last,
+                              double speed)
+{
+  g_string_append_printf(x, "<zone id=\"t0-%d\" routing=\"DijkstraCache\">\n", g);
+  hw_xml_rail_vertices(x, hw, g, first, last, speed);
+  hw_xml_rail_edges(x, hw, g, first, last, false);
   g_string_append(x, "</zone>\n");
+}
+
+/* The spine of a fabric-wide rail graph: rail k's spine plane sp.<k> joins the rail switches of
+ * rail k, and the spine's reducing switch swh1-0 is reached from each plane and from each group's
+ * reducing switch, as the table does. A flow that changed rail there would cross one link more
+ * than over NVLink (PXN), and a GPU reaches swh1-0 through its group's switch by one more. */
+static void hw_xml_rail_spine(GString *x, const hw_cluster *hw, int groups)
+{
+  char sp[32], swh[32];
+  int swl = hw->swl_link0[1];
+  for (int k = 0; k < hw->rails; k++) {
+    g_snprintf(sp, sizeof sp, "sp.%d", k);
+    hw_xml_edge(x, hw, sp, "swh1-0", &swl, (bool[]){false}, 1, NULL);
+    hw_xml_edge(x, hw, "swh1-0", sp, &swl, (bool[]){true}, 1, NULL);
+  }
+  for (int g = 0; g < groups; g++) {
+    g_snprintf(swh, sizeof swh, "swh0-%d", g);
+    int up[] = {hw->up_link0[0] + g, swl};
+    hw_xml_edge(x, hw, swh, "swh1-0", up, (bool[]){false, false}, 2, NULL);
+    int down[] = {swl, hw->up_link0[0] + g};
+    hw_xml_edge(x, hw, "swh1-0", swh, down, (bool[]){true, true}, 2, NULL);
+  }
+}
+
+/* The most GPUs a fabric-wide rail graph holds: the SuperPOD's 1,016 and 4 SUs of 32 DGX. SimGrid
+ * searches the whole graph once per sending GPU, so its cost grows with GPUs x senders: a DES
+ * step of Llama 3 405B on dgx-h100 took 31 % more instructions at 1,024 GPUs (4 leaf groups),
+ * 28 % more CPU at 2,048 and 2.4x at 4,096. Above this, leaf groups stay zones of their own (a
+ * flow that changes both group and rail then leaves by the sender's rail). */
+#define HW_RAIL_FABRIC_MAX_GPUS 1024
+
+/* Whether the whole fabric is one searched graph (hw_xml_rail_fabric): rail groups that are
+ * exact graphs, several of them under one spine, and not too many GPUs. */
+static bool hw_rail_fabric_searched(const hw_cluster *hw, int ngpus)
+{
+  int used_nodes = (ngpus + hw->gpn - 1) / hw->gpn;
+  return hw_rail_graph_exact(hw) && hw->cfg->network.ntiers == 2 &&
+         hw_group_of(hw, used_nodes - 1, 0) > 0 && ngpus <= HW_RAIL_FABRIC_MAX_GPUS;
+}
+
+/* Every rail leaf group and the spine as one graph SimGrid searches. Between leaf groups NCCL's
+ * PXN leaves by the NIC on the destination's rail, which depends on the destination: a zone of
+ * SimGrid leaves by one gateway whatever the destination, so leaf groups as zones sent such
+ * flows out of the sender's own rail. One graph with a spine plane per rail has the table's route
+ * as its unique shortest path (tests/test_topology.c holds every pair), at the price of one
+ * search over the whole fabric per sending GPU (SimGrid caches it). */
+static void hw_xml_rail_fabric(GString *x, const hw_cluster *hw, int ngpus, double speed)
+{
+  int used_nodes = (ngpus + hw->gpn - 1) / hw->gpn, groups = hw_group_of(hw, used_nodes - 1, 0) + 1;
+  int first, last;
+  g_string_append(x, "<zone id=\"root\" routing=\"Floyd\">\n");
+  hw_xml_all_links(x, hw);
+  g_string_append(x, "<zone id=\"fabric\" routing=\"DijkstraCache\">\n");
+  for (int g = 0; g < groups; g++) {
+    hw_rail_group_gpus(hw, g, ngpus, &first, &last);
+    hw_xml_rail_vertices(x, hw, g, first, last, speed);
+  }
+  g_string_append(x, "<host id=\"swh1-0\" speed=\"1e9f\"/>\n");
+  for (int k = 0; k < hw->rails; k++)
+    g_string_append_printf(x, "<router id=\"sp.%d\"/>\n", k);
+  for (int g = 0; g < groups; g++) {
+    hw_rail_group_gpus(hw, g, ngpus, &first, &last);
+    hw_xml_rail_edges(x, hw, g, first, last, true);
+  }
+  hw_xml_rail_spine(x, hw, groups);
+  g_string_append(x, "</zone>\n</zone>\n");
 }
 
 /* A leaf group of a rail-optimized fabric: its nodes are not subtrees of one switch (each NIC
@@ -817,7 +909,8 @@ static void hw_xml_rail_graph(GString *x, const hw_cluster *hw, int g, int first
 static void hw_xml_rail_group(GString *x, const hw_cluster *hw, int g, int ngpus, double speed,
                               bool root)
 {
-  int first = g * hw->nps[0] * hw->gpn, last = MIN(first + hw->nps[0] * hw->gpn, ngpus);
+  int first, last;
+  hw_rail_group_gpus(hw, g, ngpus, &first, &last);
   int node0 = first / hw->gpn, node1 = (last - 1) / hw->gpn;
   int sw = hw_net_switch(hw, 0, g);
   if (root) { /* a zone's hosts may not follow a sub-zone, so the links need a zone above */
@@ -923,6 +1016,8 @@ char *hw_platform_xml(const hw_cluster *hw, int ngpus, double host_speed)
   int used_nodes = (ngpus + hw->gpn - 1) / hw->gpn;
   if (used_nodes == 1) {
     hw_xml_node(x, hw, 0, ngpus, host_speed, false);
+  } else if (hw_rail_fabric_searched(hw, ngpus)) {
+    hw_xml_rail_fabric(x, hw, ngpus, host_speed);
   } else {
     /* the lowest tier that spans all used nodes is the root */
     int top = 0;
