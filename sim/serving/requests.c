@@ -139,7 +139,9 @@ static void srv_draw_arrivals(const cfg_requests *q, double rate, srv_request *r
   double t = 0;
   for (int i = 0; i < n; i++) {
     if (q->concurrency > 0) {
-      reqs[i].arrival = i < q->concurrency ? 0 : NAN; /* sent when a client is free */
+      /* client i's first request; the rest are sent when a client is free. A ramp keeps a
+       * closed loop of fixed lengths from running as one convoy of prompts for ever */
+      reqs[i].arrival = i < q->concurrency ? q->ramp * i / q->concurrency : NAN;
       continue;
     }
     reqs[i].arrival = t;
