@@ -631,6 +631,16 @@ Test(serving, bad_serving_input_is_named)
   why = th_load_error("dgx-h100", srv_workload(), rate);
   cr_assert(why && strstr(why, "serving.decode_attention_bandwidth"), "%s", why);
   g_free(why);
+  const char *warm[] = {"serving.requests.warmup=200", NULL};
+  why = th_load_error("dgx-h100", srv_workload(), warm);
+  cr_assert(why && strstr(why, "serving.requests.warmup = 200: must leave requests to measure "
+                               "(count is 200)"), "%s", why);
+  g_free(why);
+  g_autofree char *two = th_write("two.csv", "arrival_s,prompt_tokens,output_tokens\n0,8,8\n1,8,8\n");
+  g_autofree char *trace_warm = g_strdup_printf(
+      "serve -c dgx-h100 -w %s --set serving.requests.trace=%s --set serving.requests.warmup=2",
+      srv_workload(), two);
+  srv_cli_says(trace_warm, 2, "serving.requests.warmup = 2: must leave requests to measure");
   const char *ramp[] = {"serving.requests.ramp=10s", NULL};
   why = th_load_error("dgx-h100", srv_workload(), ramp);
   cr_assert(why && strstr(why, "serving.requests.ramp = 10 s: a ramp starts the clients of a "
@@ -689,7 +699,10 @@ Test(serving, a_ramp_starts_the_clients_one_by_one)
                                          "--set serving.requests.concurrency=4 "
                                          "--set serving.requests.ramp=2s",
                                          srv_workload());
-  srv_cli_says(cmd, 0, "closed loop of 4 clients started over 2.000 s;");
+  srv_cli_says(cmd, 0, "requests     8, closed loop of 4 clients started over 2.000 s;");
+  g_autofree char *warm = g_strdup_printf("serve -c dgx-h100 -w %s --set serving.requests.count=8 "
+                                          "--set serving.requests.warmup=2", srv_workload());
+  srv_cli_says(warm, 0, "requests     6 after 2 of warm-up, ");
 }
 
 /* Two clients that start together share the first iterations' token budget, so their mean TTFT
@@ -711,6 +724,28 @@ Test(serving, a_ramp_keeps_closed_loop_prompts_apart)
   srv_result_clear(&one);
   srv_result_clear(&both);
   srv_result_clear(&ramped);
+}
+
+/* A warm-up request loads the server but counts in no figure: of a burst of four 2048-token
+ * prompts, the first is prefilled alone (a lone request's TTFT); leaving it out leaves the other
+ * three's TTFTs and its 63 gaps between tokens out of the time between tokens. */
+Test(serving, warmup_requests_are_left_out_of_the_figures)
+{
+  const char *base[] = {"serving.requests.arrival=burst", "serving.requests.count=4",
+                        "serving.requests.prompt_tokens=2048", NULL};
+  const char *warm[] = {"serving.requests.arrival=burst", "serving.requests.count=4",
+                        "serving.requests.prompt_tokens=2048", "serving.requests.warmup=1", NULL};
+  const char *lone[] = {"serving.requests.arrival=burst", "serving.requests.count=1",
+                        "serving.requests.prompt_tokens=2048", NULL};
+  srv_result all = srv_run(base), rest = srv_run(warm), one = srv_run(lone);
+  cr_assert_eq(rest.requests, 3);
+  cr_assert_float_eq(4 * all.ttft.mean, one.ttft.mean + 3 * rest.ttft.mean, 1e-9,
+                     "all %g s, lone %g s, the rest %g s", all.ttft.mean, one.ttft.mean,
+                     rest.ttft.mean);
+  cr_assert_eq(rest.tbt.n, all.tbt.n - 63);
+  srv_result_clear(&all);
+  srv_result_clear(&rest);
+  srv_result_clear(&one);
 }
 
 /* ---- wide expert parallelism (serving.ep > 1) ---------------------------------------------- */

@@ -896,9 +896,13 @@ static bool cfg_same_key(int *key, int *alias, int def, bool alias_wins, const c
   return true;
 }
 
-/* Only a closed loop has clients to start one by one. */
+/* Only a closed loop has clients to start one by one; a warm-up leaves requests to measure. */
 static bool cfg_ramp_check(const cfg_requests *r, const cfg_doc *d, GError **err)
 {
+  if (!r->trace && r->count != CFG_UNSET_INT && r->warmup >= r->count)
+    return cfg_fail(err, d, "serving.requests.warmup",
+                    "serving.requests.warmup = %d: must leave requests to measure (count is %d)",
+                    r->warmup, r->count);
   if (r->ramp > 0 && r->concurrency <= 0)
     return cfg_fail(err, d, "serving.requests.ramp",
                     "serving.requests.ramp = %g s: a ramp starts the clients of a closed loop; "

@@ -938,6 +938,10 @@ static const cfg_field cfg_requests_fields[] = {
           "concurrency, as a benchmark client's ramp-up (AIPerf --concurrency-ramp-duration); "
           "0: all at once",
           DEF(0.0)),
+    F_INT(cfg_requests, "warmup", warmup, 0,
+          "the first requests sent load the server but are left out of every figure, as a "
+          "benchmark client's warm-up (AIPerf and genai-perf --warmup-request-count)",
+          DEF(0)),
     F_INT(cfg_requests, "prefix_tokens", prefix_tokens, 0,
           "leading prompt tokens shared by the requests of a group", DERIVED("shared_prefix, else 0")),
     F_INT(cfg_requests, "prefix_groups", prefix_groups, 1, "distinct shared prefixes", DEF(1)),

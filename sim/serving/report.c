@@ -49,6 +49,8 @@ static void srv_text_requests(FILE *out, const srv_result *r)
 {
   const cfg_requests *q = &r->workload->serving.requests;
   fprintf(out, "  requests     %d", r->requests);
+  if (q->warmup > 0)
+    fprintf(out, " after %d of warm-up", q->warmup);
   if (q->trace)
     fprintf(out, ", replayed from %s", q->trace);
   else if (q->concurrency > 0)

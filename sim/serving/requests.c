@@ -238,6 +238,13 @@ bool srv_stream_build(const cfg_workload *w, double rate, srv_stream *out, GErro
   if (q->trace) {
     if (!srv_read_trace(q, out, err))
       return false;
+    if (q->warmup >= out->n) {
+      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                  "serving.requests.warmup = %d: must leave requests to measure (%s has %d)",
+                  q->warmup, q->trace, out->n);
+      srv_stream_clear(out);
+      return false;
+    }
     double span = out->reqs[out->n - 1].arrival;
     out->offered_rate = span > 0 ? (out->n - 1) / span : 0;
   } else {
