@@ -491,6 +491,8 @@ typedef struct {
   char *lengths_file;   /* distribution file: CSV with prompt_tokens, output_tokens columns */
   char *trace;          /* CSV of arrival_s, prompt_tokens, output_tokens: replayed as is */
   int concurrency;      /* > 0: closed loop, this many clients each waiting for its answer */
+  double ramp;          /* closed loop: seconds over which its clients start, one by one */
+  int warmup;           /* the first requests sent, left out of every figure */
   int prefix_tokens;    /* leading prompt tokens shared by the requests of a group */
   int prefix_groups;    /* distinct shared prefixes (system prompts) */
   int shared_prefix;    /* the same as prefix_tokens (its newer name); load.c merges them */

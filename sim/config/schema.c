@@ -950,6 +950,15 @@ static const cfg_field cfg_requests_fields[] = {
            "CSV of arrival_s, prompt_tokens, output_tokens: replayed as is"),
     F_INT(cfg_requests, "concurrency", concurrency, 0,
           "> 0: closed loop, this many clients each waiting for its answer", DEF(0)),
+    F_QTY(cfg_requests, "ramp", ramp, UNITS_SECONDS,
+          "closed loop: client i of the concurrency sends its first request at i x ramp / "
+          "concurrency, as a benchmark client's ramp-up (AIPerf --concurrency-ramp-duration); "
+          "0: all at once",
+          DEF(0.0)),
+    F_INT(cfg_requests, "warmup", warmup, 0,
+          "the first requests sent load the server but are left out of every figure, as a "
+          "benchmark client's warm-up (AIPerf and genai-perf --warmup-request-count)",
+          DEF(0)),
     F_INT(cfg_requests, "prefix_tokens", prefix_tokens, 0,
           "leading prompt tokens shared by the requests of a group", DERIVED("shared_prefix, else 0")),
     F_INT(cfg_requests, "prefix_groups", prefix_groups, 1, "distinct shared prefixes", DEF(1)),
