@@ -1574,3 +1574,56 @@ Test(engine, carried_interference_charges_give_the_executed_steps)
   cr_assert(a == b && na == nb, "layers as flows: %.17g s, %ld activities / %.17g s, %ld", a, nb,
             b, na);
 }
+
+/* Two GPUs reducing 37.5 MB together from the start; meanwhile GPU 0 computes a GEMM, which the
+ * reduction slows by half (its interference charge), and sends 1 MB to GPU 1, which posts the
+ * receive after 1.2 times the GEMM's own time of other work, so after the GEMM's execution but
+ * before its charge: the charge carried, GPU 0's end of the transfer is first in SimGrid's time
+ * and last in the step's, and the transfer must start from it. Then 10 ms on GPU 1. */
+static prog_program *carried_send(const hw_cluster *hw)
+{
+  prog_program *p = prog_new(2);
+  const int both[] = {0, 1};
+  int dp = prog_family_add(p, "dp", PROG_DIM_DP), pp = prog_family_add(p, "pp", PROG_DIM_PP);
+  int g = prog_group_add(p, both, 2);
+  for (int r = 0; r < 2; r++) {
+    prog_family_set(p, dp, r, g);
+    prog_family_set(p, pp, r, g);
+  }
+  int c0 = prog_class_add(p, "sender"), c1 = prog_class_add(p, "receiver");
+  prog_comm(p, c0, PROG_STREAM_DP, "reduce", PROG_COLL_ALLREDUCE, dp, 37.5e6, NULL, 0);
+  uint32_t gemm = prog_compute(p, c0, "gemm", CFG_KCLASS_GEMM, CFG_BF16, 1e11, 0, NULL, 0);
+  prog_comm(p, c0, PROG_STREAM_PP, "send", PROG_COLL_SENDRECV, pp, 1e6, &gemm, 1);
+  prog_comm(p, c1, PROG_STREAM_DP, "reduce", PROG_COLL_ALLREDUCE, dp, 37.5e6, NULL, 0);
+  uint32_t other = prog_compute(p, c1, "other", CFG_KCLASS_OTHER, CFG_BF16, 0, 0, NULL, 0);
+  uint32_t recv = prog_comm(p, c1, PROG_STREAM_PP_RECV, "recv", PROG_COLL_SENDRECV, pp, 1e6,
+                            &other, 1);
+  uint32_t after = prog_compute(p, c1, "after", CFG_KCLASS_OTHER, CFG_BF16, 0, 0, &recv, 1);
+  prog_op_at(p, c1, other)->fixed_time = 1.2 * eng_compute_time(hw, prog_op_at(p, c0, gemm));
+  prog_op_at(p, c1, after)->fixed_time = 10e-3;
+  prog_rank_set_class(p, 0, c0);
+  prog_rank_set_class(p, 1, c1);
+  prog_finalize(p);
+  return p;
+}
+
+Test(engine, a_carried_charge_starts_a_transfer_whose_other_end_came_first)
+{
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = flows_cluster(2, 1, "[]", &cfg);
+  cfg->gpu.efficiency.interference[CFG_KCLASS_GEMM] = 1.5;
+  prog_program *p = carried_send(hw);
+  g_setenv("DLSIM_DES_CARRY", "0", TRUE);
+  eng_result executed = flows_run(p, hw, ENG_DES, NULL);
+  g_unsetenv("DLSIM_DES_CARRY");
+  eng_result carried = flows_run(p, hw, ENG_DES, NULL);
+  cr_assert(fabs(carried.step_time - executed.step_time) <= 1e-9 * executed.step_time,
+            "carried %.17g s, executed %.17g s", carried.step_time, executed.step_time);
+  /* the charge's execution gone, the receiver's wait for the sender come */
+  cr_assert_eq(carried.activities, executed.activities);
+  eng_result_clear(&executed);
+  eng_result_clear(&carried);
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
