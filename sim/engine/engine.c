@@ -145,6 +145,7 @@ void eng_result_extrapolate(const eng_result *a, const eng_result *b, double k, 
   r->critical_rank = b->critical_rank;
   r->wall_time = a->wall_time + b->wall_time;
   r->messages = a->messages + b->messages;
+  r->activities = a->activities + b->activities;
 }
 
 GArray **eng_stream_lists(const prog_program *p)
