@@ -464,6 +464,8 @@ typedef struct {
   int tp_async_dgrad;    /* 0/1: a column-parallel GEMM's input gradient reduced while its
                           * weight gradient runs (else after it, blocking) */
   double tp_sync;        /* seconds a blocking TP collective waits per rank beyond the first */
+  int zero3_backward_post; /* 0/1: ZeRO-3's backward all-gather issued after the previous
+                            * layer's gradients (FSDP's BACKWARD_POST), not prefetched */
   int overlap_param_gather; /* 0/1: ZeRO-1/2's parameter all-gather under the next forward */
   cfg_schedule schedule;
   cfg_pipe_engine pipeline_engine;

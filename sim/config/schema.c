@@ -873,6 +873,13 @@ static const cfg_field cfg_parallel_fields[] = {
           "deepspeed profile's value is fitted: validation/README.md, Megatron-DeepSpeed's "
           "wait per collective)",
           DEF(0)),
+    F_BOOL(cfg_parallel, "zero3_backward_post", zero3_backward_post,
+           "with ZeRO-3, a layer's backward all-gather is issued only once the layer after it "
+           "has computed its gradients (PyTorch FSDP's BackwardPrefetch.BACKWARD_POST, "
+           "Composer's and so llm-foundry's default), so the layer's backward waits for it; "
+           "false: it is prefetched under that layer's backward (BACKWARD_PRE, PyTorch's "
+           "default, and FSDP2's explicit prefetch)",
+           DEF(0)),
     F_BOOL(cfg_parallel, "overlap_param_gather", overlap_param_gather,
            "ZeRO-1/2 (Megatron's distributed optimizer): the updated parameters are gathered "
            "while the next step's forward runs, not after the optimizer "

@@ -370,7 +370,8 @@ bool *eng_async_ops(const prog_program *p, int tmpl)
   }
   for (guint i = 0; i < k->ops->len; i++) {
     const prog_op *op = &g_array_index(k->ops, prog_op, i);
-    async[i] = op->stream == PROG_STREAM_DP || (op->stream == PROG_STREAM_EP && !needed[i]);
+    async[i] = (op->stream == PROG_STREAM_DP && !op->on_chain) ||
+               (op->stream == PROG_STREAM_EP && !needed[i]);
   }
   return async;
 }

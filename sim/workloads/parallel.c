@@ -587,6 +587,10 @@ static void wl_tb_states(wl_tb *b, const wl_layer *l, prog_coll coll, double byt
     if (gather) {
       uint32_t op = prog_comm(x->p, b->t, PROG_STREAM_DP, name, coll, fam, params * bytes_per_param,
                               NULL, 0);
+      /* BACKWARD_POST: FSDP issues it from the later layer's post-backward hook, after that
+       * layer's gradients, so it cannot run under them */
+      prog_op_at(x->p, b->t, op)->on_chain =
+          b->pass != WL_PASS_F && x->w->parallel.zero3_backward_post;
       if (!has_first) {
         first = op;
         has_first = true;
