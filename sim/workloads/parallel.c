@@ -430,11 +430,15 @@ static int wl_ring_chunks(int step, int cp, bool forward)
   return (step < cp - 1) + (step > 0);
 }
 
-/* Elements of K and V a rank holds for its share of the micro-batch's tokens. */
+/* Elements of K and V a rank holds for its share of the micro-batch's tokens. PyTorch's ring
+ * passes them as its SDPA op takes them, one head per query head (aten's flash and efficient
+ * attention ops have no grouped-query form; torchtitan repeats K and V before SDPA, repeat_kv
+ * in models/llama/model.py @ 9dec370 and 820504e). */
 static double wl_cp_chunk(const wl_par *x)
 {
   const cfg_model *cm = &x->w->model;
-  return 2.0 * x->m->tokens * cm->kv_heads * (cm->hidden / cm->heads) / x->tp;
+  double heads = x->w->parallel.cp_exchange == CFG_CP_ALLGATHER ? cm->heads : cm->kv_heads;
+  return 2.0 * x->m->tokens * heads * (cm->hidden / cm->heads) / x->tp;
 }
 
 /* Bytes of a gather over the CP group that moves one `bytes` buffer to each neighbour. */

@@ -109,6 +109,7 @@ typedef struct {
   int micro_batch;
   int tp;
   int cp;                  /* context parallelism: this GPU's 1/cp of the sequence */
+  cfg_cp_exchange cp_exchange; /* allgather: PyTorch's context_parallel (its fp32 merges) */
   bool sp;                 /* sequence parallelism */
   cfg_recompute recompute;
   int ep;                  /* expert parallelism: this GPU holds experts / ep experts */
