@@ -1,7 +1,8 @@
 /* The memory-bound kernels PyTorch's context_parallel runs around each ring step's attention
  * (torch/distributed/tensor/experimental/_attention.py, _templated_ring_attention and its
- * backward, as of torch 2.6, the release of torchtitan's December 2024 H100 runs at torch
- * 1963fc8; parallel.cp_exchange allgather). Transformer Engine's ring merges on a second
+ * backward, read at pytorch 0123248a: the load-balanced ring, _SDPAMerger and the rotaters that
+ * torchtitan 9dec370's December 2024 H100 runs set, torch 1963fc8 itself not at hand;
+ * parallel.cp_exchange allgather). Transformer Engine's ring merges on a second
  * stream beside the next step; PyTorch's run on the compute stream, in fp32 (convert_to_f32):
  *  - forward: each step's output and logsumexp merged into the running fp32 ones (_SDPAMerger:
  *    out.to(float32), then out - sigmoid(lse_new - lse) * (out - out_new)); the first step's
