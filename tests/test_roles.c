@@ -378,7 +378,10 @@ static double roles_ring_bytes(const GArray *ks, double elems)
  * forward 8 + 6 (the first output to fp32) + 38 (the cast and three fp32 ops) + 6 (back to
  * bf16); backward 12 (three fp32 zero fills) + 8 + 2 x 52 (dK, dV each added into a half and
  * concatenated again: 2 x (5 + 8), concatenated for the send: 16, dQ: 10) + 6 + 12 (the casts).
- * Transformer Engine's ring merges beside the next step: nothing. */
+ * Transformer Engine's ring merges beside the next step: nothing. A block's backward holds the
+ * ring's buffers: the gathered K, V (2 ranks x 2 x 2 bytes), fp32 dQ, dK, dV (12), the fp32
+ * dK, dV sent and received (16), the step's bf16 gradients (6), the flash kernel's fp32 dQ
+ * accumulator (4). */
 Test(roles, context_parallel_torch_merges_cost_their_fp32_bytes)
 {
   const char *te[] = {"node.count=2", "parallel.tp=8", "parallel.cp=2", "parallel.pp=1",
@@ -394,6 +397,7 @@ Test(roles, context_parallel_torch_merges_cost_their_fp32_bytes)
   roles_build(&r, "llama3-405b", te);
   cr_assert_float_eq(roles_ring_bytes(roles_block(&r)->fwd, e), 0, 1e-12);
   cr_assert_float_eq(roles_ring_bytes(roles_block(&r)->bwd, e), 0, 1e-12);
+  cr_assert_float_eq(r.m->ring_peak, 0, 1e-12);
   roles_clear(&r);
   roles_build(&r, "llama3-405b", fused);
   double b[8];
@@ -401,6 +405,7 @@ Test(roles, context_parallel_torch_merges_cost_their_fp32_bytes)
   cr_assert_float_eq(b[0], 2 * 2 * e * 2, 1e-3, "forward gather: %g", b[0]);
   cr_assert_float_eq(roles_ring_bytes(roles_block(&r)->fwd, e), 8 + 10, 1e-9);
   cr_assert_float_eq(roles_ring_bytes(roles_block(&r)->bwd, e), 8 + 2 * (10 + 18) + 12, 1e-9);
+  cr_assert_float_eq(r.m->ring_peak / e, 8 + 12 + 16 + 6 + 4, 1e-9);
   roles_clear(&r);
   roles_build(&r, "llama3-405b", eager);
   cr_assert_float_eq(roles_ring_bytes(roles_block(&r)->fwd, e), 8 + 6 + 38 + 6, 1e-9);

@@ -1200,7 +1200,7 @@ static void wl_ds_transfer(wl_st *st, const char *name, int family)
 static uint32_t wl_backward_ops(wl_st *st, int c, const wl_step *step, bool last_mb, uint32_t dep,
                                 bool has)
 {
-  double peak = st->x->m->recompute_peak;
+  double peak = st->x->m->recompute_peak + st->x->m->ring_peak;
   if (peak > 0)
     prog_mem(st->x->p, st->cls, "recompute working set", PROG_MEM_ACTIVATIONS, peak, NULL, 0);
   uint32_t last = wl_pass_ops(st, c, step, last_mb, dep, has);

@@ -199,6 +199,16 @@ static wl_tcp wl_tcp_of(const wl_shape *x)
   return (wl_tcp){.elems = x->T * x->a * x->d / x->t, .dt = x->dt, .cp = (int)x->cp, .eager = x->eager};
 }
 
+/* PyTorch's ring in a block's backward holds, beside what recomputation brought back, all the
+ * ranks' K and V gathered, dQ, dK and dV in fp32, the fp32 dK, dV it sends and the ones it
+ * receives, the step's 16-bit gradients, and the flash kernel's fp32 dQ accumulator
+ * (_templated_ring_attention_backward; FlashAttention-2's dq_accum): per element of the GPU's
+ * queries, 2 cp dt + 12 + 16 + 3 dt + 4 bytes. */
+static double wl_torch_cp_peak(const wl_shape *x)
+{
+  return wl_tcp_of(x).elems * (2 * x->cp * x->dt + 12 + 16 + 3 * x->dt + 4);
+}
+
 /* The fused attention's forward. With context parallelism it is a ring (Transformer Engine's
  * AttnFuncWithCPAndKVP2P, which Megatron-LM runs for --context-parallel-size with its default
  * p2p communication): one fused-attention call per step, on the key/value chunk the ring
@@ -816,6 +826,8 @@ bool wl_transformer_build(wl_model *m, const cfg_model *cm, const cfg_training *
     full.recompute = CFG_RECOMPUTE_NONE;
     m->recompute_peak = wl_block_saved(&full) - wl_block_saved(first_moe ? &mx : &x);
   }
+  if (x.torch_cp)
+    m->ring_peak = wl_torch_cp_peak(&x);
   if (first_moe) {
     m->moe_tokens = mx.n;
     m->moe_copies = mx.n * mx.k;

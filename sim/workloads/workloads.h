@@ -94,6 +94,7 @@ typedef struct {
   double tokens;     /* per micro-batch */
   int blocks;        /* repeated layers between the first and the last (transformer blocks) */
   double recompute_peak; /* activations alive at once while one block is recomputed */
+  double ring_peak;      /* PyTorch's CP ring's buffers while a block's attention runs backward */
   double loss_peak;      /* the loss's gradients alive at once at the start of backward */
   double moe_tokens;     /* tokens one GPU routes through a MoE block (0: no MoE) */
   double moe_copies;     /* ... and the copies it dispatches (tokens x top_k) */
