@@ -505,12 +505,9 @@ Test(memory, torchtitan_without_tp_keeps_aten_loss_working_set)
  * Transformer Engine's ring (the default) does not hold. */
 Test(memory, torch_cp_ring_buffers_join_the_backward_working_set)
 {
-  const char *te[] = {"node.count=2", "parallel.tp=8", "parallel.cp=2", "parallel.pp=1",
-                      "parallel.dp=1", "training.global_batch=1", "model.seq_len=8192",
-                      "training.recompute=full", NULL};
-  const char *torch[] = {"node.count=2", "parallel.tp=8", "parallel.cp=2", "parallel.pp=1",
-                         "parallel.dp=1", "training.global_batch=1", "model.seq_len=8192",
-                         "training.recompute=full", "parallel.cp_exchange=allgather", NULL};
+  const char *te[] = {TH_405B_TP8_CP2, "training.recompute=full", NULL};
+  const char *torch[] = {TH_405B_TP8_CP2, "training.recompute=full",
+                         "parallel.cp_exchange=allgather", NULL};
   mem_report a = estimate("dgx-h100", "llama3-405b", te, false);
   mem_report b = estimate("dgx-h100", "llama3-405b", torch, false);
   double ring = 46.0 * 4096 * 16 * 128;

@@ -384,14 +384,10 @@ static double roles_ring_bytes(const GArray *ks, double elems)
  * accumulator (4). */
 Test(roles, context_parallel_torch_merges_cost_their_fp32_bytes)
 {
-  const char *te[] = {"node.count=2", "parallel.tp=8", "parallel.cp=2", "parallel.pp=1",
-                      "parallel.dp=1", "training.global_batch=1", "model.seq_len=8192", NULL};
-  const char *fused[] = {"node.count=2", "parallel.tp=8", "parallel.cp=2", "parallel.pp=1",
-                         "parallel.dp=1", "training.global_batch=1", "model.seq_len=8192",
-                         "parallel.cp_exchange=allgather", NULL};
-  const char *eager[] = {"node.count=2", "parallel.tp=8", "parallel.cp=2", "parallel.pp=1",
-                         "parallel.dp=1", "training.global_batch=1", "model.seq_len=8192",
-                         "parallel.cp_exchange=allgather", "training.eager_ops=true", NULL};
+  const char *te[] = {TH_405B_TP8_CP2, NULL};
+  const char *fused[] = {TH_405B_TP8_CP2, "parallel.cp_exchange=allgather", NULL};
+  const char *eager[] = {TH_405B_TP8_CP2, "parallel.cp_exchange=allgather",
+                         "training.eager_ops=true", NULL};
   const double e = 4096.0 * 16 * 128;
   roles_setup r;
   roles_build(&r, "llama3-405b", te);
