@@ -259,6 +259,22 @@ static bool roles_depends_on(const roles_setup *r, int tmpl, guint op, guint on)
   return false;
 }
 
+/* In fp8 (Transformer Engine's delayed scaling) a row-parallel GEMM's input is cast in a kernel
+ * of its own that shares the GEMM's role (the first OUT and DOWN below; QKV's and UP's norms
+ * write fp8 themselves), yet sequence parallelism reduce-scatters the GEMM's output once,
+ * after the GEMM, and gathers a column-parallel GEMM's input once: not around the casts too. */
+Test(roles, fp8_casts_take_no_collective_of_their_gemm)
+{
+  const char *sets[] = {"node.count=1", "parallel.tp=8", "parallel.dp=1",
+                        "parallel.sequence_parallel=true", "training.dtype=fp8", NULL};
+  roles_setup r;
+  roles_build(&r, "gpt3-1.3b-dp", sets);
+  g_autofree char *fwd = roles_sequence(&r, r.sk.fwd[1], roles_block(&r)->fwd);
+  cr_assert_str_eq(fwd, "allgather QKV ATT OUT OUT reducescatter allgather UP DOWN DOWN "
+                        "reducescatter ", "forward: %s", fwd);
+  roles_clear(&r);
+}
+
 /* Each step needs only the chunk its predecessor brought: every hop runs beside the step after
  * it (which does not wait for it), and the compute op after that step waits for it. CP 4, both passes:
  * three hops forward, four backward. */

@@ -346,10 +346,12 @@ static void wl_tb_comm(wl_tb *b, prog_stream stream, int family, prog_coll coll,
 
 /* Megatron's split of a transformer layer's GEMMs over the tensor-parallel group: column-
  * parallel ones take the whole input and produce a shard of the output, row-parallel ones (and
- * the vocabulary-parallel embedding) produce partial sums of the whole output. */
+ * the vocabulary-parallel embedding) produce partial sums of the whole output. Only the GEMM
+ * itself: the fp8 cast before it shares its role, and the collective runs once. */
 static bool wl_column_parallel(const wl_kernel *k)
 {
-  return k->role == WL_ROLE_QKV || k->role == WL_ROLE_MLP_UP || k->role == WL_ROLE_LOGITS;
+  return k->kclass == CFG_KCLASS_GEMM &&
+         (k->role == WL_ROLE_QKV || k->role == WL_ROLE_MLP_UP || k->role == WL_ROLE_LOGITS);
 }
 
 /* Bytes per element of an activation between kernels: 8-bit training keeps them in 16 bits
@@ -362,7 +364,7 @@ static double wl_activation_bytes(const wl_model *m)
 
 static bool wl_row_parallel(const wl_kernel *k)
 {
-  return k->role == WL_ROLE_ATTN_OUT || k->role == WL_ROLE_MLP_DOWN;
+  return k->kclass == CFG_KCLASS_GEMM && (k->role == WL_ROLE_ATTN_OUT || k->role == WL_ROLE_MLP_DOWN);
 }
 
 /* Tensor-parallel collectives around the kernel `k` of a transformer layer (Megatron). */
