@@ -15,7 +15,9 @@ static const char bench_usage[] =
     "A100 nodes, on 64, 1024, 8192 and 16384 GPUs (global batch 1536 up to DP 16, then 16\n"
     "micro-batches per replica): the analytic engine's time per configuration (mean of 20) and\n"
     "one DES step, wall and CPU seconds, with peak RSS and SimGrid messages, each in a fresh\n"
-    "process.\n"
+    "process. From 1024 GPUs on, a sweep of 20 analytic configurations of the 1024-GPU layout\n"
+    "(global batch 768-3072, ZeRO 0-1, selective or full recomputation): CPU per configuration\n"
+    "with each run alone and with one cache (sim_cache) shared by the sweep.\n"
     "  MAX_GPUS      largest size to run (default 16384)\n"
     "  MAX_DES_GPUS  largest size the DES runs (default 16384: the README's table; about 5\n"
     "                minutes and 400 MB at 16384)\n"
@@ -73,6 +75,71 @@ static bench_row bench_one(int gpus, bool des)
   cfg_workload_free(w);
   cfg_cluster_free(c);
   return row;
+}
+
+/* A sweep of the 1024-GPU layout as the planner or a what-if pays it: 20 configurations that
+ * differ in a few numbers (global batch 768-3072, ZeRO 0 or 1, selective or full
+ * recomputation), loaded once, each simulated once on the analytic engine, with one cache
+ * shared by all (`shared`) or each alone. */
+#define BENCH_SWEEP 20
+
+static bool bench_sweep_config(const cfg_workload *base, int i, cfg_workload *w)
+{
+  static const int batches[] = {1536, 1024, 2048, 3072, 768};
+  *w = *base;
+  w->training.global_batch = batches[i % 5];
+  w->parallel.zero = i / 5 % 2;
+  w->training.recompute = i / 10 ? CFG_RECOMPUTE_FULL : CFG_RECOMPUTE_SELECTIVE;
+  return true;
+}
+
+static bench_row bench_sweep(int gpus, bool shared)
+{
+  bench_row row = {0};
+  cfg_cluster *c = NULL;
+  cfg_workload *base = NULL;
+  if (!bench_load(gpus, &c, &base))
+    return row;
+  GError *err = NULL;
+  sim_options o = sim_options_for(ENG_ANALYTIC);
+  o.cache = shared ? sim_cache_new(c, base, &err) : NULL;
+  row.ok = !shared || o.cache;
+  double c0 = bench_cpu_seconds();
+  gint64 t0 = g_get_monotonic_time();
+  for (int i = 0; i < BENCH_SWEEP && row.ok; i++) {
+    cfg_workload w;
+    sim_result run;
+    bench_sweep_config(base, i, &w);
+    row.ok = sim_run(c, &w, &o, &run, &err);
+    row.sim += row.ok ? run.step_time / BENCH_SWEEP : 0;
+    sim_result_clear(&run);
+  }
+  row.wall = (double)(g_get_monotonic_time() - t0) / 1e6 / BENCH_SWEEP;
+  row.cpu = (bench_cpu_seconds() - c0) / BENCH_SWEEP;
+  if (err) {
+    fprintf(stderr, "bench: %s\n", err->message);
+    g_error_free(err);
+  }
+  sim_cache_free(o.cache);
+  cfg_workload_free(base);
+  cfg_cluster_free(c);
+  return row;
+}
+
+static void bench_sweep_table(void)
+{
+  printf("\ndlsim bench: a sweep of %d analytic configurations of the 1024-GPU layout (global "
+         "batch, ZeRO 0-1, recomputation), per configuration\n", BENCH_SWEEP);
+  printf("%-8s %16s %12s %12s\n", "cache", "mean_step_s", "wall_s", "cpu_s");
+  for (int shared = 0; shared < 2; shared++) {
+    bench_row r = bench_isolated(bench_sweep, 1024, shared);
+    if (!r.ok) {
+      printf("%-8s %16s\n", shared ? "shared" : "alone", "failed");
+      continue;
+    }
+    printf("%-8s %16.6f %12.6f %12.6f\n", shared ? "shared" : "alone", r.sim, r.wall, r.cpu);
+    fflush(stdout);
+  }
 }
 
 /* Llama 3 405B on H100: layout 0 is TP 8 x PP 16 x DP 128 on 16384 GPUs, 1 TP 2 x CP 8 x PP 16
@@ -152,6 +219,8 @@ int main(int argc, char **argv)
              r.cpu, r.rss_mb, r.messages);
       fflush(stdout);
     }
+  if (max >= 1024)
+    bench_sweep_table();
   if (max >= 16384 && max_des >= 16384)
     bench_405b_table();
   return 0;

@@ -2,6 +2,7 @@
  * unfolded, NCCL-like choices, contention, and the nccl-tests relations users rely on. */
 #include "calibration/calibration.h"
 #include "collectives/collectives.h"
+#include "collectives/collectives_internal.h"
 #include "engine/engine.h"
 #include "helpers.h"
 
@@ -1412,6 +1413,81 @@ Test(collectives, nccl_alltoall_takes_ll_up_to_16_kib_a_peer_then_simple_never_l
   cr_assert_eq(runtime_schedule(pl, PROG_COLL_ALLTOALL, 8, 8 * 16385.0)->proto, CFG_PROTO_SIMPLE);
   cr_assert_eq(runtime_schedule(pl, PROG_COLL_ALLTOALL, 8, 16777216.0)->proto, CFG_PROTO_SIMPLE);
   cr_assert_eq(runtime_schedule(pl, PROG_COLL_SENDRECV, 2, 4096.0)->proto, CFG_PROTO_LL);
+  coll_planner_free(pl);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+/* One node of 8 at 100 GB/s with no latency and no efficiency below 1: an all-to-all's 7
+ * transfers from a GPU share its link, T = 7/8 S / 100 GB/s. */
+static hw_cluster *make_bare_p2p_node(cfg_cluster **cfg)
+{
+  return make_cluster(1, 8, "set:node.intra.latency=0;nccl.link_efficiency.intra=1;"
+                            "nccl.p2p_efficiency=1;nccl.base_latency.simple=0;"
+                            "nccl.hop_latency.intra.simple=0", cfg);
+}
+
+Test(collectives, nccl_p2p_channels_follow_enqueue_rule)
+{
+  /* 32 p2p channels: nChannelsMin = 32 / 8 = 4 over 8 ranks, 16 over 2; a message takes
+   * min(nChannelsMin, bytes / 64 KiB), doubled while a part is over 16 MiB, at most 32 */
+  cr_assert_eq(coll_p2p_channels(8, 100 * 1024.0), 2);
+  cr_assert_eq(coll_p2p_channels(8, 8 * 1048576.0), 4);
+  cr_assert_eq(coll_p2p_channels(8, 128 * 1048576.0), 8);
+  cr_assert_eq(coll_p2p_channels(2, 64 * 1048576.0), 16);
+  cr_assert_eq(coll_p2p_channels(2, 1073741824.0), 32);
+  cr_assert_eq(coll_p2p_channels(2, 4294967296.0), 32);
+}
+
+Test(collectives, nccl_alltoall_waits_for_one_chunk_a_channel_in_both_engines)
+{
+  /* per peer S/8 on 4 channels (8 on 128 MiB): the first 512 KiB chunk of each channel is
+   * copied out after it is copied in. 8 MiB: 1 MiB a peer, less than 4 chunks: 2 T.
+   * 64 MiB: 8 MiB a peer, 2 MiB first: 1.25 T. 1 GiB: 128 MiB a peer on 8 channels, 4 MiB
+   * first: T (1 + 1/32). */
+  const struct {
+    double mib, times_t;
+  } cases[] = {{8, 2.0}, {64, 1.25}, {1024, 1.03125}};
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_bare_p2p_node(&cfg);
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    double S = cases[i].mib * 1048576, T = floor(S / 8) / (100e9 / 7);
+    for (int e = 0; e < 2; e++) {
+      double t = run_engine(hw, e ? ENG_DES : ENG_ANALYTIC, PROG_COLL_ALLTOALL, 8, 8, S,
+                            COLL_ALGO_AUTO, COLL_PROTO_AUTO, false);
+      cr_assert_float_eq(t, cases[i].times_t * T, T * 1e-6, "%g MiB %s: %.9g s, T = %.9g s",
+                         cases[i].mib, e ? "des" : "analytic", t, T);
+    }
+  }
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
+}
+
+Test(collectives, no_p2p_chunk_wait_for_ll_deepep_or_an_mpi)
+{
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = make_bare_p2p_node(&cfg);
+  double S = 8 * 1048576, T = floor(S / 8) / (100e9 / 7);
+  /* DeepEP's dispatch and combine are its own kernels, not NCCL's FIFO */
+  cfg_collectives deepep = {.runtime = "nccl", .a2a = CFG_A2A_DEEPEP};
+  coll_runtime *rt = coll_runtime_new(&deepep, NULL, NULL);
+  coll_planner *pl = coll_planner_new(hw, COLL_ALGO_AUTO, COLL_PROTO_AUTO, true);
+  coll_planner_set_runtime(pl, rt);
+  double t = runtime_schedule(pl, PROG_COLL_ALLTOALL, 8, S)->time;
+  cr_assert_float_eq(t, T, T * 1e-9, "deepep: %.9g s, T = %.9g s", t, T);
+  /* an MPI sends plain messages */
+  coll_runtime *mpi = cpu_runtime(1, NULL, 0, 0, 0);
+  coll_planner_set_runtime(pl, mpi);
+  t = runtime_schedule(pl, PROG_COLL_ALLTOALL, 8, S)->time;
+  cr_assert_float_eq(t, T, T * 1e-9, "mpi: %.9g s, T = %.9g s", t, T);
+  coll_planner_free(pl);
+  coll_runtime_free(rt);
+  coll_runtime_free(mpi);
+  /* LL (16 KiB a peer) moves flags with its data: nothing to wait for */
+  pl = coll_planner_new(hw, COLL_ALGO_AUTO, COLL_PROTO_AUTO, true);
+  const coll_schedule *s = runtime_schedule(pl, PROG_COLL_ALLTOALL, 8, 8 * 16384.0);
+  cr_assert_eq(s->proto, CFG_PROTO_LL);
+  cr_assert_float_eq(s->post[0], 0.0, 1e-15);
   coll_planner_free(pl);
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);

@@ -2,11 +2,13 @@
  * KV cache, and the closed form against the engines' timeline. */
 #include "helpers.h"
 #include "memory/memory.h"
+#include "report/report.h"
 #include "run/run.h"
 #include "serving/serving.h"
 #include "workloads/workloads.h"
 
 #include <criterion/criterion.h>
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -425,8 +427,9 @@ Test(memory, torchtitan_pipeline_stages_keep_whole_weights_and_gradients_by_hand
   mem_report_clear(&r);
 }
 
-/* The rule is torchtitan's pipeline stages': FSDP alone, or another framework's pipeline with
- * ZeRO-3, keep the shards and gather one layer at a time. */
+/* The rule is the profile's (torchtitan's says parallel.pp_reshard_after_forward: false): FSDP
+ * alone, or the fsdp profile's pipeline with ZeRO-3, keep the shards and gather one layer at a
+ * time. */
 Test(memory, only_torchtitan_pipeline_stages_keep_whole_states)
 {
   const char *alone[] = {"node.count=1", "parallel.dp=8", "training.global_batch=16", NULL};
@@ -484,6 +487,121 @@ Test(memory, torchtitan_loss_parallel_backward_holds_three_fp32_shards_by_hand)
                      b.stages[0].extra[MEM_RECOMPUTE]);
   mem_report_clear(&a);
   mem_report_clear(&b);
+}
+
+/* The two rules are keys a profile states, not the name torchtitan: a user's own profile file
+ * with parallel.pp_reshard_after_forward false and training.loss_parallel true gets the
+ * torchtitan numbers above (6P of whole states on stage 0; three fp32 vocabulary shards and the
+ * gathered head input), and the fsdp profile with the keys --set gets them too. */
+Test(memory, custom_profile_states_the_pipeline_and_loss_rules)
+{
+  g_autofree char *dir = g_dir_make_tmp("dlsim-fw-XXXXXX", NULL);
+  g_autofree char *fw = g_build_filename(dir, "myfsdp.yaml", NULL);
+  cr_assert(g_file_set_contents(fw,
+                                "training:\n  grad_dtype: fp32\n  loss_parallel: true\n"
+                                "parallel:\n  zero: 3\n  pp_reshard_after_forward: false\n",
+                                -1, NULL));
+  g_autofree char *set_fw = g_strdup_printf("training.framework=%s", fw);
+  const char *wl = "validation/torchtitan/workloads/llama3.1-8b-fsdp.yaml";
+  const char *pp[] = {"node.count=1", "parallel.dp=4", "parallel.pp=2", "training.global_batch=16",
+                      set_fw, NULL};
+  const char *pp_set[] = {"node.count=1", "parallel.dp=4", "parallel.pp=2",
+                          "training.global_batch=16", "training.framework=fsdp",
+                          "parallel.pp_reshard_after_forward=false", NULL};
+  const char *tp[] = {"node.count=1", "parallel.dp=4", "parallel.tp=2", "model.seq_len=8192",
+                      "training.eager_loss=true", set_fw, NULL};
+  const char *const *pps[] = {pp, pp_set};
+  for (int i = 0; i < 2; i++) {
+    mem_report r = estimate("dgx-h100", wl, pps[i], false);
+    double P = r.stages[0].optimizer * 4 / 12;
+    cr_expect_float_eq(r.stages[0].unsharded, 6 * P, 1, "case %d", i);
+    cr_expect_eq(r.stages[0].extra[MEM_ZERO3_LIVE], 0, "case %d", i);
+    mem_report_clear(&r);
+  }
+  mem_report t = estimate("dgx-h100", wl, tp, false);
+  double shard = 4.0 * 16384 * 128256 / 2;
+  cr_expect_float_eq(t.stages[0].extra[MEM_RECOMPUTE], 3 * shard + 2.0 * 16384 * 4096, 1, "%g",
+                     t.stages[0].extra[MEM_RECOMPUTE]);
+  mem_report_clear(&t);
+  g_unlink(fw);
+  g_rmdir(dir);
+}
+
+/* torch.distributed.pipelining (parallel.pipeline_engine: torch, torchtitan's) allocates a
+ * receive buffer per micro-batch for each stage's input and its output's gradient, and keeps
+ * every micro-batch's output until the next step (stage.py of torch 1963fc8). Llama 3 8B,
+ * PP 2 x FSDP 4, 2 micro-batches of 2 x 8192 tokens, hidden 4096, 16-bit: stage 0 (both in
+ * flight) holds 2 gradient buffers of 16384 x 4096 x 2 bytes; stage 1 (one in flight) one
+ * input buffer beyond the saved input of the micro-batch in flight, and the other
+ * micro-batch's logits, 16384 x 128256 x 2 bytes (no TP: not a shard). Megatron's engine: none. */
+Test(memory, torch_pipeline_receive_buffers_and_kept_logits_by_hand)
+{
+  const char *sets[] = {"node.count=1", "parallel.dp=4", "parallel.pp=2",
+                        "training.global_batch=16", NULL, NULL};
+  const char *wl = "validation/torchtitan/workloads/llama3.1-8b-fsdp.yaml";
+  mem_report t = estimate("dgx-h100", wl, sets, false);
+  double act = 16384.0 * 4096 * 2;
+  cr_expect_float_eq(t.stages[0].inflight, 2, 1e-9);
+  cr_expect_float_eq(t.stages[1].inflight, 1, 1e-9);
+  cr_expect_float_eq(t.stages[0].extra[MEM_PIPE_BUFFERS], 2 * act, 1, "%g",
+                     t.stages[0].extra[MEM_PIPE_BUFFERS]);
+  cr_expect_float_eq(t.stages[1].extra[MEM_PIPE_BUFFERS], act + 16384.0 * 128256 * 2, 1, "%g",
+                     t.stages[1].extra[MEM_PIPE_BUFFERS]);
+  sets[4] = "parallel.pipeline_engine=megatron";
+  mem_report m = estimate("dgx-h100", wl, sets, false);
+  cr_expect_eq(m.stages[0].extra[MEM_PIPE_BUFFERS], 0);
+  cr_expect_eq(m.stages[1].extra[MEM_PIPE_BUFFERS], 0);
+  mem_report_clear(&t);
+  mem_report_clear(&m);
+}
+
+/* `dlsim memory --json` names the busiest stage and its total (what torchtitan's maximum over the
+ * GPUs is compared with): here the last, which holds the other micro-batch's logits. */
+Test(memory, json_peak_is_the_busiest_stage)
+{
+  const char *sets[] = {"node.count=1", "parallel.dp=4", "parallel.pp=2",
+                        "training.global_batch=16", NULL};
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  const char *wl = "validation/torchtitan/workloads/llama3.1-8b-fsdp.yaml";
+  cr_assert(th_load("dgx-h100", wl, sets, &c, &w));
+  mem_report r;
+  cr_assert(mem_estimate(w, c, &(mem_options){0}, &r, NULL));
+  cr_assert(r.stages[1].total > r.stages[0].total);
+  cJSON *j = rep_memory_json(&(rep_memory){.cluster = c, .workload = w, .memory = &r});
+  cr_expect_float_eq(cJSON_GetObjectItem(j, "peak_bytes")->valuedouble, r.stages[1].total, 1);
+  cr_expect_eq(cJSON_GetObjectItem(j, "peak_stage")->valueint, 1);
+  cJSON_Delete(j);
+  mem_report_clear(&r);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+}
+
+/* memory.unit_buckets (torchtitan's: FSDP2 reduce-scatters per block). Llama 3 8B on FSDP 8: a
+ * block's bf16 gradients beside the previous block's fp32 reduce-scatter input, 6 bytes a
+ * parameter of a block (4096 x 4096 x 2 + 4096 x 1024 x 2 + 3 x 4096 x 14336, and 4 x 4096 that
+ * dlsim's blocks count for their norms = 218.12 M), and the output layer's bf16 gradients
+ * (4096 x 128256 and 2 x 4096 for the final norm), which the root unit reduces last. Under PP with
+ * the stage unsharded, only the block's bf16 gradients (stage 0 has no output layer). Without
+ * the key: two memory.comm_bucket. */
+Test(memory, fsdp2_unit_buckets_by_hand)
+{
+  const char *wl = "validation/torchtitan/workloads/llama3.1-8b-fsdp.yaml";
+  const char *dp[] = {"node.count=1", "parallel.dp=8", "training.global_batch=16", NULL, NULL};
+  const char *pp[] = {"node.count=1", "parallel.dp=4", "parallel.pp=2",
+                      "training.global_batch=16", NULL};
+  double block = 2.0 * 4096 * 4096 + 2.0 * 4096 * 1024 + 3.0 * 4096 * 14336 + 4 * 4096;
+  mem_report a = estimate("dgx-h100", wl, dp, false), b = estimate("dgx-h100", wl, pp, false);
+  double head = 4096.0 * 128256 + 2 * 4096;
+  cr_expect_float_eq(a.stages[0].extra[MEM_COMM_BUCKETS], 6 * block + 2 * head, 1, "%g",
+                     a.stages[0].extra[MEM_COMM_BUCKETS]);
+  cr_expect_float_eq(b.stages[0].extra[MEM_COMM_BUCKETS], 2 * block, 1, "%g",
+                     b.stages[0].extra[MEM_COMM_BUCKETS]);
+  dp[3] = "memory.unit_buckets=false";
+  mem_report c = estimate("dgx-h100", wl, dp, false);
+  cr_expect_float_eq(c.stages[0].extra[MEM_COMM_BUCKETS], 2 * 25e6 * 1.048576, 1e3, "%g",
+                     c.stages[0].extra[MEM_COMM_BUCKETS]);
+  mem_report_clear(&a), mem_report_clear(&b), mem_report_clear(&c);
 }
 
 /* Without tensor parallelism torchtitan's loss is aten's: two fp32 copies, as before. */

@@ -116,6 +116,100 @@ Test(run, the_folds_two_runs_apart_give_the_folded_step, .timeout = 60)
   cfg_cluster_free(c);
 }
 
+/* One configuration of a sweep: the layout and the knobs the planner varies. */
+typedef struct {
+  int tp, cp, pp, dp, v;
+  cfg_schedule sched;
+  bool outer;
+  int zero;
+  cfg_recompute rc;
+  int mb, batch;
+} run_sweep_row;
+
+static void run_sweep_apply(const run_sweep_row *r, cfg_workload *w)
+{
+  const cfg_dim inner[] = {CFG_DIM_TP, CFG_DIM_CP, CFG_DIM_PP, CFG_DIM_DP};
+  const cfg_dim outer[] = {CFG_DIM_TP, CFG_DIM_CP, CFG_DIM_DP, CFG_DIM_PP};
+  cfg_parallel *p = &w->parallel;
+  p->tp = r->tp;
+  p->cp = r->cp;
+  p->pp = r->pp;
+  p->dp = r->dp;
+  p->virtual_stages = r->v;
+  p->schedule = r->sched;
+  p->zero = r->zero;
+  memcpy(p->placement, r->outer ? outer : inner, sizeof inner);
+  p->nplacement = CFG_NDIMS;
+  w->training.flash_attention = 1;
+  w->training.recompute = r->rc;
+  w->training.micro_batch = r->mb;
+  w->training.global_batch = r->batch;
+}
+
+static void run_assert_same(const sim_result *a, const sim_result *b, int i)
+{
+  const eng_result *x = &a->eng, *y = &b->eng;
+  cr_assert(a->step_time == b->step_time, "config %d: step %.17g shared, %.17g alone", i,
+            a->step_time, b->step_time);
+  cr_assert(x->compute == y->compute && x->exposed_comm == y->exposed_comm &&
+                x->bubble == y->bubble && x->other == y->other && x->critical_rank == y->critical_rank,
+            "config %d: the breakdown differs", i);
+  cr_assert(a->peak_bytes == b->peak_bytes && a->mfu == b->mfu && a->tokens_per_s == b->tokens_per_s,
+            "config %d: memory or rates differ", i);
+  cr_assert(memcmp(x->comm, y->comm, sizeof x->comm) == 0 &&
+                memcmp(x->exposed, y->exposed, sizeof x->exposed) == 0,
+            "config %d: communication differs", i);
+  cr_assert_eq(x->nclasses, y->nclasses);
+  for (int k = 0; k < x->nclasses; k++)
+    cr_assert(x->class_peak[k] == y->class_peak[k], "config %d: class %d's peak differs", i, k);
+}
+
+/* A sweep's runs share a cache (the planner's refinement): its hardware, collective plans and
+ * the process groups of each layout met before (several layouts met again, one after more
+ * than the cache keeps, layouts one knob apart in what decides groups: placement, the reverse
+ * channels of ZB-V and DualPipe, context parallelism; SMs reserved for collectives, which
+ * change the times of the same templates). Every figure of every configuration is
+ * the one it has alone, bit for bit: a group store kept for the wrong layout would differ. */
+Test(run, a_sweep_sharing_a_cache_gives_every_configuration_its_own_step, .timeout = 120)
+{
+  const cfg_schedule one = CFG_SCHED_1F1B, il = CFG_SCHED_INTERLEAVED;
+  const cfg_recompute sel = CFG_RECOMPUTE_SELECTIVE, full = CFG_RECOMPUTE_FULL,
+                      none = CFG_RECOMPUTE_NONE;
+  const run_sweep_row rows[] = {
+      {2, 1, 2, 4, 1, one, false, 0, sel, 2, 64},  {2, 1, 2, 4, 1, one, true, 0, sel, 2, 64},
+      {2, 1, 2, 4, 1, one, false, 1, full, 2, 128}, {4, 1, 2, 2, 1, one, false, 0, none, 2, 64},
+      {4, 1, 4, 1, 2, il, false, 0, sel, 1, 32},   {1, 1, 4, 4, 1, one, false, 2, sel, 1, 64},
+      {8, 1, 1, 2, 1, one, false, 0, sel, 4, 64},  {1, 1, 1, 16, 1, one, false, 1, none, 2, 64},
+      {2, 1, 4, 2, 1, one, false, 0, sel, 1, 32}, {2, 1, 4, 2, 2, CFG_SCHED_ZB_V, false, 0, sel, 1, 32},
+      {1, 1, 2, 8, 1, one, true, 0, sel, 1, 64},   {2, 2, 2, 2, 1, one, false, 0, sel, 1, 32},
+      {2, 1, 2, 4, 1, one, false, 0, sel, 1, 128}, {4, 1, 2, 2, 1, one, false, 1, sel, 1, 32},
+      {2, 1, 2, 4, 1, CFG_SCHED_DUALPIPE, true, 0, sel, 2, 64}, {2, 1, 2, 4, 1, one, true, 1, full, 2, 64},
+  };
+  const char *sets[] = {"node.count=2", NULL};
+  cfg_cluster *c = NULL;
+  cfg_workload *base = NULL;
+  cr_assert(th_load("dgx-a100", "gpt3-1.3b-dp", sets, &c, &base));
+  GError *err = NULL;
+  sim_options shared = sim_options_for(ENG_ANALYTIC), alone = shared;
+  shared.cache = sim_cache_new(c, base, &err);
+  cr_assert(shared.cache, "%s", err ? err->message : "");
+  /* the last again with SMs reserved: other times for the same templates */
+  for (size_t i = 0; i <= G_N_ELEMENTS(rows); i++) {
+    cfg_workload w = *base;
+    run_sweep_apply(&rows[MIN(i, G_N_ELEMENTS(rows) - 1)], &w);
+    w.collectives.sm_reserved = i == G_N_ELEMENTS(rows) ? 0.2 : 0;
+    sim_result a, b;
+    cr_assert(sim_run(c, &w, &shared, &a, &err), "config %zu: %s", i, err ? err->message : "");
+    cr_assert(sim_run(c, &w, &alone, &b, &err), "config %zu: %s", i, err ? err->message : "");
+    run_assert_same(&a, &b, (int)i);
+    sim_result_clear(&a);
+    sim_result_clear(&b);
+  }
+  sim_cache_free(shared.cache);
+  cfg_workload_free(base);
+  cfg_cluster_free(c);
+}
+
 /* What `dlsim calibrate --case` changes between evaluations: the number in the loaded struct,
  * which must mean what the same --set means. */
 Test(run, a_parameter_set_in_place_equals_the_override)

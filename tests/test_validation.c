@@ -65,6 +65,81 @@ Test(validation, gb200_deterministic_7b_and_local_modules_are_within_tolerance, 
   cJSON_Delete(j);
 }
 
+/* golden_history.csv (validation/megatron_ci/golden-history.py): every CI run that wrote a
+ * Megatron CI test's golden file, newest first, and whether the run was out of line with the
+ * runs before it. Keyed by "platform/test_case"; each value the test's runs as rows of cells. */
+static GHashTable *golden_runs(void)
+{
+  g_autofree char *path =
+      g_build_filename(DLSIM_SOURCE_DIR, "validation/megatron_ci/golden_history.csv", NULL);
+  g_autofree char *text = NULL;
+  cr_assert(g_file_get_contents(path, &text, NULL, NULL), "%s is missing", path);
+  GHashTable *runs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+                                           (GDestroyNotify)g_ptr_array_unref);
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  for (size_t i = 1; lines[i] && *lines[i]; i++) {
+    char **cells = g_strsplit(lines[i], ",", -1);
+    cr_assert_eq(g_strv_length(cells), 11, "%s:%zu: 11 columns expected", path, i + 1);
+    char *key = g_strdup_printf("%s/%s", cells[0], cells[2]);
+    GPtrArray *test = g_hash_table_lookup(runs, key);
+    if (!test) {
+      test = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
+      g_hash_table_insert(runs, g_strdup(key), test);
+    }
+    g_ptr_array_add(test, cells);
+    g_free(key);
+  }
+  return runs;
+}
+
+/* A golden file holds one CI run's step times; the H100 run that refreshed 36 files with the
+ * 26.04 container measured them 1.48x their runs before and after it (validation/README.md,
+ * "Megatron-LM's CI: which CI run measured a row"). A case takes its step time from the newest
+ * run of its test that was in line, and says which. */
+Test(validation, megatron_ci_cases_take_no_step_time_from_an_out_of_line_ci_run)
+{
+  g_autoptr(GHashTable) runs = golden_runs();
+  GError *err = NULL;
+  GPtrArray *files = val_case_files(NULL, &err);
+  cr_assert(files, "%s", err ? err->message : "");
+  g_autoptr(GRegex) re = g_regex_new(
+      "@ ([0-9a-f]+) tests/functional_tests/test_cases/[a-z]+/([A-Za-z0-9_]+)/"
+      "golden_values_dev_dgx_([a-z0-9]+)\\.json(?s:.*)\nmeasured: ([0-9.]+)", 0, 0, NULL);
+  int cases = 0, rerouted = 0;
+  for (guint i = 0; i < files->len; i++) {
+    const char *path = g_ptr_array_index(files, i);
+    if (!strstr(path, "/mci-"))
+      continue;
+    g_autofree char *text = NULL;
+    cr_assert(g_file_get_contents(path, &text, NULL, NULL));
+    g_autoptr(GMatchInfo) m = NULL;
+    cr_assert(g_regex_match(re, text, 0, &m), "%s: no golden file or measurement", path);
+    g_autofree char *commit = g_match_info_fetch(m, 1), *test = g_match_info_fetch(m, 2);
+    g_autofree char *platform = g_match_info_fetch(m, 3), *measured = g_match_info_fetch(m, 4);
+    g_autofree char *key = g_strdup_printf("%s/%s", platform, test);
+    GPtrArray *history = g_hash_table_lookup(runs, key);
+    cr_assert(history, "%s: %s has no runs in golden_history.csv", path, key);
+    /* the summary's commit stands for the newest run; any other commit names its run */
+    char **taken = g_ptr_array_index(history, 0);
+    bool summary = g_str_has_prefix("d98e8a64ddf34856e74b24714e3bedb2f5a39553", commit);
+    for (guint r = 0; r < history->len && !summary; r++)
+      if (g_str_has_prefix(((char **)g_ptr_array_index(history, r))[3], commit))
+        taken = g_ptr_array_index(history, r);
+    cr_expect_str_eq(taken[10], "false", "%s takes its step time from the out-of-line run %s",
+                     path, taken[3]);
+    if (!summary) {
+      cr_expect(g_str_has_prefix(taken[3], commit), "%s: run %s not in the history", path, commit);
+      cr_expect_float_eq(g_ascii_strtod(measured, NULL), g_ascii_strtod(taken[7], NULL), 1e-9,
+                         "%s: measured %s, its run's median %s", path, measured, taken[7]);
+      rerouted++;
+    }
+    cases++;
+  }
+  cr_assert_eq(cases, 107);
+  cr_assert_eq(rerouted, 19);
+  g_ptr_array_free(files, TRUE);
+}
+
 Test(validation, bad_case_names_are_usage_errors)
 {
   th_proc p = th_dlsim("validate no-such-case");

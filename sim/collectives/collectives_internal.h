@@ -57,6 +57,10 @@ void coll_build_nvls_tree(coll_builder *b);
 void coll_build_sharp(coll_builder *b);
 /* Byte scale of point-to-point transfers (send/recv, all-to-all) within this group. */
 double coll_p2p_scale(const hw_cluster *hw, const int *ranks, int n);
+/* NCCL's channels for one peer's message of `bytes` in a communicator of `nranks` inside an
+ * NVSwitch node, and the wait of that message's chunk pipeline when it takes `transfer`. */
+int coll_p2p_channels(int nranks, double bytes);
+double coll_p2p_fill(int nranks, double bytes, double transfer);
 void coll_build_alltoall(coll_builder *b, bool pairwise, const double *vbytes);
 void coll_build_rd(coll_builder *b);
 void coll_build_multi_leader(coll_builder *b);
@@ -85,6 +89,7 @@ struct coll_runtime {
   double call_latency, step_latency, eager_limit, rendezvous_latency;
   double cycle_wait; /* half the framework's cycle: the mean wait for the next one */
   bool reduce_pass;  /* reductions end with an unhidden pass over the result chunk */
+  bool nccl_a2a;     /* all-to-alls are NCCL's grouped send/recv (not DeepEP's kernels) */
   int leaders;
   GArray *rules[PROG_NCOLLS]; /* coll_rule, or NULL: NCCL's tuner */
   const char *keys[PROG_NCOLLS];

@@ -90,6 +90,7 @@ coll_runtime *coll_runtime_new(const cfg_collectives *c, const cfg_doc *doc, GEr
   rt->leaders = c->leaders_per_node > 0 ? c->leaders_per_node : 1;
   rt->cycle_wait = c->cycle_time > 0 ? c->cycle_time / 2 : 0;
   rt->reduce_pass = c->reduce_pass;
+  rt->nccl_a2a = c->a2a == CFG_A2A_NCCL;
   const struct {
     prog_coll op;
     const char *key, *text;

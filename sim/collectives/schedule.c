@@ -215,6 +215,34 @@ static double coll_chunk(const coll_plan *p, const hw_cluster *hw, int proto, do
   return hw_config(hw)->nccl.chunk[proto];
 }
 
+static bool coll_is_p2p(const coll_plan *p)
+{
+  return p->algo == COLL_ALGO_DIRECT || p->algo == COLL_ALGO_PAIRWISE;
+}
+
+/* The message NCCL sends one peer in a point-to-point plan at `bytes`: a send/recv's whole
+ * buffer, an all-to-all's block, an all-to-allv's largest block (as sent, before the
+ * p2p_efficiency scaling). */
+static double coll_p2p_message(const coll_plan *p, const hw_cluster *hw, double bytes)
+{
+  if (p->op == PROG_COLL_SENDRECV)
+    return bytes;
+  if (p->absolute)
+    return p->nphases > 0 ? p->phases[0].max_frac / coll_p2p_scale(hw, p->ranks, p->n) : 0;
+  return bytes / MAX(p->n, 1);
+}
+
+/* Whether a phase waits for NCCL's send/recv chunk pipeline (coll_p2p_fill): NCCL's kernels on
+ * the Simple protocol inside one NVSwitch node, where its chunk and channel rules are known.
+ * DeepEP's dispatch and combine, timed as all-to-alls, are kernels of their own. */
+static bool coll_p2p_fills(const coll_plan *p, const coll_runtime *rt, const hw_cluster *hw,
+                           int proto)
+{
+  bool nccl = p->op == PROG_COLL_SENDRECV || !rt || rt->nccl_a2a;
+  return nccl && coll_is_p2p(p) && !coll_runtime_cpu(rt) && proto == CFG_PROTO_SIMPLE &&
+         p->nnodes == 1 && hw_config(hw)->node.intra.kind == CFG_INTRA_NVSWITCH;
+}
+
 /* How long a phase's chunk pipeline takes to fill. A single-node NVLS all-reduce fills NCCL's
  * own (coll_nvls_fill): two loops of chunks across all heads and channels, not one chunk. An
  * MPI ring sends each step's block whole, one step after the other: the folded steps have no
@@ -225,6 +253,8 @@ static double coll_fill_time(const coll_plan *p, const coll_phase *ph, const col
   const cfg_nccl *nc = &hw_config(hw)->nccl;
   if (p->algo == COLL_ALGO_NVLS && !coll_runtime_cpu(rt))
     return coll_nvls_fill(p->n, size, bulk);
+  if (coll_p2p_fills(p, rt, hw, proto))
+    return coll_p2p_fill(p->n, coll_p2p_message(p, hw, size), bulk);
   bool pipelined = ph->pipelined && !(rt && rt->cpu && ph->steps > 1);
   if (!pipelined)
     return 0;
@@ -604,14 +634,9 @@ static GPtrArray *coll_candidates(coll_planner *pl, prog_coll op, const int *ran
 static bool coll_p2p_proto_skipped(const coll_plan *p, const hw_cluster *hw, double bytes,
                                    int proto)
 {
-  bool p2p = p->algo == COLL_ALGO_DIRECT || p->algo == COLL_ALGO_PAIRWISE;
-  if (!p2p || p->nphases == 0)
+  if (!coll_is_p2p(p) || p->nphases == 0)
     return false;
-  /* an all-to-allv's largest block, its bytes as sent (before the p2p_efficiency scaling) */
-  double message = p->absolute ? p->phases[0].max_frac / coll_p2p_scale(hw, p->ranks, p->n)
-                               : bytes / MAX(p->n, 1);
-  if (p->op == PROG_COLL_SENDRECV)
-    message = bytes;
+  double message = coll_p2p_message(p, hw, bytes);
   int nccl = message <= COLL_P2P_LL_THRESHOLD ? CFG_PROTO_LL : CFG_PROTO_SIMPLE;
   return proto != nccl;
 }

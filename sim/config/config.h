@@ -91,7 +91,7 @@ typedef enum {
 } cfg_schedule;
 typedef enum { CFG_OFFLOAD_NONE, CFG_OFFLOAD_CPU, CFG_OFFLOAD_NVME } cfg_offload;
 /* Who runs the pipeline's passes and transfers (see parallel.pipeline_engine). */
-typedef enum { CFG_PIPE_MEGATRON, CFG_PIPE_DEEPSPEED } cfg_pipe_engine;
+typedef enum { CFG_PIPE_MEGATRON, CFG_PIPE_DEEPSPEED, CFG_PIPE_TORCH } cfg_pipe_engine;
 typedef enum { CFG_DIM_TP, CFG_DIM_CP, CFG_DIM_PP, CFG_DIM_DP, CFG_NDIMS } cfg_dim;
 /* serving.scheduler: iteration-level batching with whole prompts (vLLM V0, Orca), static
  * batches, chunked prefill mixed with decodes (Sarathi-Serve, vLLM V1), or Flover's temporal
@@ -444,6 +444,7 @@ typedef struct {
   int eager_ops;       /* 0/1: norms, rotary, SwiGLU as eager PyTorch's unfused ops */
   int eager_loss;      /* 0/1: the loss as eager fp32 cross_entropy (eager_ops implies it) */
   int fp8_params;      /* 0/1: fp8 training keeps the model's weights in fp8 (FP8_PARAMS) */
+  int loss_parallel;   /* 0/1: with TP, the loss as DTensor's loss_parallel (torchtitan) */
   cfg_fp8_recipe fp8_recipe;
 } cfg_training;
 
@@ -466,6 +467,7 @@ typedef struct {
   int overlap_param_gather; /* 0/1: ZeRO-1/2's parameter all-gather under the next forward */
   cfg_schedule schedule;
   cfg_pipe_engine pipeline_engine;
+  int pp_reshard_after_forward; /* 0/1: ZeRO-3 pipeline stages reshard between micro-batches */
   int virtual_stages;
   int zero;
   cfg_offload offload;
@@ -623,6 +625,7 @@ typedef struct {
   double fragmentation;  /* fraction of allocated memory lost to the caching allocator */
   double zero3_prefetch; /* bytes of parameters ZeRO-3 gathers ahead of use */
   double comm_bucket;    /* bytes of ZeRO reduce-scatter / all-gather buckets */
+  int unit_buckets;      /* 0/1: ZeRO-3 reduce-scatters each layer's gradients by itself (FSDP2) */
 } cfg_memory;
 
 typedef struct {

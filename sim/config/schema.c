@@ -42,7 +42,7 @@ static const char *const cfg_transport_names[] = {"gpu-direct", "host-staged", N
 static const char *const cfg_progress_names[] = {"kernel", "cpu", NULL};
 static const char *const cfg_ucc_tl_names[] = {"none", "ucp", "nccl", NULL};
 static const char *const cfg_offload_names[] = {"none", "cpu", "nvme", NULL};
-static const char *const cfg_pipe_engine_names[] = {"megatron", "deepspeed", NULL};
+static const char *const cfg_pipe_engine_names[] = {"megatron", "deepspeed", "torch", NULL};
 static const char *const cfg_device_names[] = {"gpu", "cpu", NULL};
 static const char *const cfg_dim_names[] = {"tp", "cp", "pp", "dp", NULL};
 static const char *const cfg_scheduler_names[] = {"continuous", "static", "chunked", "fused", NULL};
@@ -824,6 +824,12 @@ static const cfg_field cfg_training_fields[] = {
            "byte a parameter, so the distributed optimizer all-gathers updated parameters in 8 "
            "bits; the fp32 master weights stay in the optimizer",
            DEF(0)),
+    F_BOOL(cfg_training, "loss_parallel", loss_parallel,
+           "with tensor parallelism, the cross-entropy runs on each rank's vocabulary shard as "
+           "DTensor's loss_parallel (torchtitan's default): its backward holds three fp32 copies "
+           "of the shard beside the saved log-probabilities and the output projection keeps its "
+           "whole gathered input (counted in memory)",
+           DEF(0)),
     F_ENUM(cfg_training, "fp8_recipe", fp8_recipe, cfg_fp8_recipe_names,
            "how training.dtype fp8 scales each tensor: delayed (Transformer Engine's "
            "DelayedScaling, from the amax history; its cast kernels record the amax) or current "
@@ -884,8 +890,19 @@ static const cfg_field cfg_parallel_fields[] = {
            "who runs the pipeline: megatron (receives posted ahead, gradients reduced in buckets "
            "under the last backward) or deepspeed (DeepSpeed's 2021 PipelineEngine: TrainSchedule's "
            "1F1B as instructions, each transfer blocking the stage until its peer is there, "
-           "gradients reduced after the last step; schedule 1f1b only)",
+           "gradients reduced after the last step; schedule 1f1b only) or torch "
+           "(torch.distributed.pipelining before torch 2.8, torchtitan's: passes and transfers as "
+           "megatron's, but every stage holds a receive buffer per micro-batch for its input and "
+           "one for its output's gradient, and keeps every micro-batch's output until the next "
+           "step; counted in memory)",
            DEF(CFG_PIPE_MEGATRON)),
+    F_BOOL(cfg_parallel, "pp_reshard_after_forward", pp_reshard_after_forward,
+           "ZeRO-3 with pipeline parallelism: each layer's parameters are gathered again for "
+           "every micro-batch; false keeps a stage's parameters gathered and its gradients "
+           "unsharded (in training.grad_dtype) across the step's micro-batches, reduce-scattered "
+           "after the last (FSDP2's reshard_after_forward=False under torch.distributed."
+           "pipelining, torchtitan's choice; counted in memory)",
+           DEF(1)),
     F_INT(cfg_parallel, "virtual_stages", virtual_stages, 1,
           "model chunks per pipeline rank (interleaved; zb-v: 2)", DEF(1), UPTO(1024, "interleaving runs a few chunks per pipeline rank")),
     F_INT(cfg_parallel, "zero", zero, 0, "ZeRO stage (0 to 3)", .max = 3, DEF(0)),
@@ -1256,6 +1273,13 @@ static const cfg_field cfg_memory_fields[] = {
           DEF(1e8)),
     F_QTY(cfg_memory, "comm_bucket", comm_bucket, UNITS_BYTES,
           "ZeRO reduce-scatter / all-gather buckets", DERIVED("parallel.gradient_bucket")),
+    F_BOOL(cfg_memory, "unit_buckets", unit_buckets,
+           "ZeRO-3 reduce-scatters each layer's gradients by itself, as FSDP2 does with "
+           "fully_shard per block: instead of two comm_bucket, a layer's gradients as autograd "
+           "makes them beside the previous layer's reduce-scatter input in training.grad_dtype "
+           "(only the former when pipeline stages stay unsharded), and on the output stage the "
+           "output projection's gradients, which its root unit reduces after the whole backward",
+           DEF(0)),
 };
 static const cfg_schema cfg_schema_memory = SCHEMA("memory", cfg_memory, cfg_memory_fields);
 

@@ -329,6 +329,14 @@ eng_costs *eng_costs_new_shared(const hw_cluster *hw, const eng_options *o)
   return eng_costs_new(NULL, hw, o->planner, o);
 }
 
+bool eng_costs_fit(const eng_costs *c, const hw_cluster *hw, const eng_options *o)
+{
+  eng_costs want = {0};
+  eng_costs_set_interference(&want, hw, o);
+  return c->hw == hw && c->pl == o->planner && c->fold == !o->unfold &&
+         memcmp(c->extra, want.extra, sizeof want.extra) == 0;
+}
+
 void eng_costs_bind(eng_costs *c, const prog_program *p)
 {
   c->p = p;

@@ -137,6 +137,10 @@ typedef struct eng_costs eng_costs;
 /* Costs to share as eng_options.costs (o->planner set). */
 eng_costs *eng_costs_new_shared(const hw_cluster *hw, const eng_options *o);
 void eng_costs_free(eng_costs *c);
+/* Whether costs made for other runs serve one on `hw` with options `o` as its own would: the
+ * same hardware and planner, folding and interference (their programs must also have the same
+ * groups and templates: prog_groups_same, prog_templates_same). */
+bool eng_costs_fit(const eng_costs *c, const hw_cluster *hw, const eng_options *o);
 /* r = a + (b - a) k for every time, breakdown and memory peak of a step (the line through two
  * simulated micro-batch counts); the critical rank is b's and the simulator's own costs add. */
 void eng_result_extrapolate(const eng_result *a, const eng_result *b, double k, eng_result *r);

@@ -120,12 +120,10 @@ static double mem_grad_cast(const cfg_training *t, double params)
  * last received, whole, until reused. The last stage returns from its backward without clearing
  * its buffer, and its outputs are Megatron-DeepSpeed's fp32 logits (GPTModelPipe's last spec,
  * float16_to_fp32): both buffers still hold theirs while a forward computes the next. */
-static double mem_pipe_buffers(const cfg_workload *w, const wl_model *m, int stage,
-                               double inflight, bool output)
+static double mem_deepspeed_pipe_buffers(const cfg_workload *w, const wl_model *m, int stage,
+                                         double inflight, bool output)
 {
   const cfg_parallel *p = &w->parallel;
-  if (p->pp <= 1 || p->pipeline_engine != CFG_PIPE_DEEPSPEED || m->blocks <= 0)
-    return 0;
   /* between stages activations travel in 16 bits at least (parallel.c's act_bytes) */
   double hidden = m->tokens * w->model.hidden * MAX(2.0, cfg_dtype_bytes(m->dtype));
   double b = stage > 0 ? hidden : 0;
@@ -134,20 +132,60 @@ static double mem_pipe_buffers(const cfg_workload *w, const wl_model *m, int sta
   return b + inflight * hidden / p->tp;
 }
 
+/* torch.distributed.pipelining as torch 1963fc8 (Dec. 2024) has it (stage.py): a stage allocates
+ * up front one buffer per micro-batch for the input it receives (_prepare_forward_infra) and one
+ * for the gradient of its output (_prepare_backward_infra), kept for the whole run; a buffer of
+ * a micro-batch in flight is its first block's saved input, counted with the activations. Every
+ * micro-batch's output goes to output_chunks until the next step's clear_runtime_states (the
+ * last stage's only since pytorch/pytorch#153383): on the last stage the logits, 16 bits
+ * (torchtitan's float8 leaves the output projection alone), a vocabulary shard under
+ * loss_parallel, so while the last micro-batch's loss runs the other micro-batches' logits are
+ * alive. Elsewhere an output is kept beyond its backward only once the stage's in-flight peak
+ * is past: not counted. Each of a rank's virtual stages has its own buffers. */
+static double mem_torch_pipe_buffers(const cfg_workload *w, const wl_model *m, int stage,
+                                     double inflight, int micro, bool output)
+{
+  const cfg_parallel *p = &w->parallel;
+  double bytes = MAX(2.0, cfg_dtype_bytes(m->dtype));
+  double act = m->tokens * w->model.hidden * bytes / (p->sequence_parallel ? p->tp : 1);
+  int v = MAX(1, p->virtual_stages);
+  double received = (double)v * micro - (stage == 0 ? micro : 0);
+  double grads = (double)v * micro - (stage == p->pp - 1 ? micro : 0);
+  double b = (MAX(0.0, received - inflight) + grads) * act;
+  if (output) {
+    int shard = w->training.loss_parallel && p->tp > 1 ? p->tp : 1;
+    b += (micro - 1) * m->tokens * w->model.vocab / shard * bytes;
+  }
+  return b;
+}
 
-/* torchtitan with pipeline parallelism keeps every FSDP2 unit of a stage unsharded for the whole
- * step: apply_fsdp sets reshard_after_forward=False when PP is on "to avoid per-microbatch
- * all-gathers" (torchtitan/parallelisms/parallelize_llama.py @ 9dec370, lines 326-329), and
- * torch.distributed.pipelining's stage (backward_maybe_with_nosync) runs every micro-batch's
- * backward with set_reshard_after_backward(False) and set_requires_gradient_sync(False),
+/* What the pipeline engine keeps beside the schedule's activations. */
+static double mem_pipe_buffers(const cfg_workload *w, const wl_model *m, int stage,
+                               double inflight, int micro, bool output)
+{
+  const cfg_parallel *p = &w->parallel;
+  if (p->pp <= 1 || m->blocks <= 0)
+    return 0;
+  if (p->pipeline_engine == CFG_PIPE_DEEPSPEED)
+    return mem_deepspeed_pipe_buffers(w, m, stage, inflight, output);
+  if (p->pipeline_engine == CFG_PIPE_TORCH)
+    return mem_torch_pipe_buffers(w, m, stage, inflight, micro, output);
+  return 0;
+}
+
+/* parallel.pp_reshard_after_forward false keeps every FSDP2 unit of a stage unsharded for the
+ * whole step: torchtitan's apply_fsdp sets reshard_after_forward=False when PP is on "to avoid
+ * per-microbatch all-gathers" (torchtitan/parallelisms/parallelize_llama.py @ 9dec370, lines
+ * 326-329), and torch.distributed.pipelining's stage (backward_maybe_with_nosync) runs every
+ * micro-batch's backward with set_reshard_after_backward(False) and
+ * set_requires_gradient_sync(False),
  * reduce-scattering only after the last one; until then FSDP2 accumulates the unsharded
  * gradients in its reduce dtype (FSDPParam.to_accumulated_grad_if_needed). Without FSDP
  * (one data-parallel and context-parallel rank) nothing is sharded to begin with. */
 static bool mem_pp_keeps_unsharded(const cfg_workload *w)
 {
   const cfg_parallel *p = &w->parallel;
-  const char *fw = w->training.framework;
-  return fw && strcmp(fw, "torchtitan") == 0 && p->pp > 1 && p->zero >= 3 && p->dp * p->cp > 1;
+  return !p->pp_reshard_after_forward && p->pp > 1 && p->zero >= 3 && p->dp * p->cp > 1;
 }
 
 /* The stage's whole weights (as all-gathered: 16 bits, or fp8 with fp8 all-gather) and its
@@ -162,14 +200,12 @@ static void mem_pp_unsharded_states(const cfg_workload *w, double params, mem_st
   s->unsharded = weights + grads;
 }
 
-/* torchtitan trains with tensor parallelism under loss_parallel (on unless
- * training.disable_loss_parallel: torchtitan/parallelisms/parallel_dims.py @ 9dec370,
- * loss_parallel_enabled), where DTensor's own cross-entropy handlers run instead of aten's
- * fused kernels. */
-static bool mem_torchtitan_tp(const cfg_workload *w)
+/* training.loss_parallel (torchtitan's with TP, unless training.disable_loss_parallel:
+ * torchtitan/parallelisms/parallel_dims.py @ 9dec370, loss_parallel_enabled): DTensor's own
+ * cross-entropy handlers run instead of aten's fused kernels. */
+static bool mem_loss_parallel(const cfg_workload *w)
 {
-  const char *fw = w->training.framework;
-  return fw && strcmp(fw, "torchtitan") == 0 && w->parallel.tp > 1;
+  return w->training.loss_parallel && w->parallel.tp > 1;
 }
 
 /* The output projection is a ColwiseParallel with input_layouts=Shard(1) (parallelize_llama.py
@@ -191,29 +227,68 @@ static double mem_loss_working_set(const cfg_workload *w, const wl_model *m, boo
 {
   if (!output)
     return 0;
-  if (!mem_torchtitan_tp(w))
+  if (!mem_loss_parallel(w))
     return m->loss_peak;
   return 1.5 * m->loss_peak + mem_head_gathered_input(w, m);
 }
 
-static void mem_extras(const cfg_workload *w, const wl_model *m, double largest, double params,
-                       bool output, mem_stage *s)
+/* The largest transformer block of the stage: a fully_shard unit of its own. */
+static double mem_largest_block(const wl_model *m, const wl_stage *st)
+{
+  double big = 0;
+  for (guint i = st->first; i < st->first + st->count; i++)
+    if (i >= 1 && (int)i <= m->blocks)
+      big = MAX(big, ((const wl_layer *)g_ptr_array_index(m->layers, i))->params);
+  return big;
+}
+
+/* memory.unit_buckets: FSDP2 reduce-scatters per fully_shard unit (torch/distributed/fsdp/
+ * _fully_shard/_fsdp_collectives.py, foreach_reduce, torch 1963fc8): once a block's backward is
+ * done, its gradients (in the parameters' compute dtype) are copied into a reduce-scatter input
+ * of reduce_dtype, which stays alive until the next unit's post_backward waits on it, so a
+ * block's backward runs beside the previous block's input and its own growing gradients. With
+ * the stage kept unsharded nothing is reduced until the last micro-batch: the block's gradients
+ * live until added into the accumulator. The root unit (embedding, final norm, output) is
+ * reduced after the whole backward: the output projection's gradients, made first, stay. */
+static double mem_unit_buckets(const cfg_workload *w, const wl_model *m, const wl_stage *st)
+{
+  wl_state_bytes b = wl_state_bytes_per_param(&w->training);
+  double autograd = b.weights >= 4 ? 4 : 2;
+  double per_param = mem_pp_keeps_unsharded(w) ? autograd : autograd + b.grads;
+  double bytes = mem_largest_block(m, st) * per_param;
+  if (st->output && m->blocks > 0)
+    bytes += ((const wl_layer *)g_ptr_array_index(m->layers, m->layers->len - 1))->params *
+             autograd;
+  return bytes;
+}
+
+static double mem_comm_buckets(const cfg_workload *w, const wl_model *m, const wl_stage *st)
+{
+  const cfg_parallel *p = &w->parallel;
+  if (w->memory.unit_buckets && p->zero >= 3 && p->dp * p->cp > 1)
+    return mem_unit_buckets(w, m, st);
+  return p->dp > 1 || p->zero > 0 ? 2 * w->memory.comm_bucket : 0;
+}
+
+static void mem_extras(const cfg_workload *w, const wl_model *m, const wl_stage *st,
+                       double largest, double params, int micro, mem_stage *s)
 {
   const cfg_memory *mm = &w->memory;
   const cfg_parallel *p = &w->parallel;
   wl_state_bytes b = wl_state_bytes_per_param(&w->training);
   s->extra[MEM_CUDA_CONTEXT] = mm->cuda_context;
   s->extra[MEM_NCCL] = mm->nccl_buffers * mem_stage_groups(w, s->stage);
-  s->extra[MEM_COMM_BUCKETS] = p->dp > 1 || p->zero > 0 ? 2 * mm->comm_bucket : 0;
+  s->extra[MEM_COMM_BUCKETS] = mem_comm_buckets(w, m, st);
   /* a stage kept whole gathers nothing more (mem_pp_keeps_unsharded) */
   s->extra[MEM_ZERO3_LIVE] =
       p->zero >= 3 && !mem_pp_keeps_unsharded(w) ? largest * b.weights + mm->zero3_prefetch : 0;
   /* the loss's working set is gone before the first block is recomputed; a block's backward
    * holds what recomputation brought back beside its attention's ring buffers */
-  s->extra[MEM_RECOMPUTE] = MAX(m->recompute_peak + m->ring_peak, mem_loss_working_set(w, m, output));
+  s->extra[MEM_RECOMPUTE] =
+      MAX(m->recompute_peak + m->ring_peak, mem_loss_working_set(w, m, st->output));
   /* the copies this GPU sends and the busiest rank receives, in 16 bits (DeepEP, Megatron) */
   s->extra[MEM_MOE_BUFFERS] = p->ep > 1 ? m->moe_copies * w->model.hidden * 2 * (1 + m->moe_load) : 0;
-  s->extra[MEM_PIPE_BUFFERS] = mem_pipe_buffers(w, m, s->stage, s->inflight, output);
+  s->extra[MEM_PIPE_BUFFERS] = mem_pipe_buffers(w, m, s->stage, s->inflight, micro, st->output);
   s->extra[MEM_GRAD_CAST] = mem_grad_cast(&w->training, params);
   double rest = s->model_states + s->activations + s->kv_cache;
   /* a whole segment of its own is not split, so it loses nothing to fragmentation */
@@ -253,23 +328,24 @@ static void mem_fill_stage(const cfg_workload *w, const wl_model *m, int stage, 
   s->activations_per_micro_batch = act;
   if (!states_only) {
     s->activations = s->activations_per_micro_batch * s->inflight;
-    mem_extras(w, m, largest, params, st.output, s);
+    mem_extras(w, m, &st, largest, params, micro, s);
   }
   s->total = s->model_states + s->activations + s->kv_cache + s->other;
 }
 
-/* The stages of one micro-batch size; false if the model cannot be built. */
-static bool mem_stages(const cfg_workload *w, int micro_batch, bool states_only, mem_stage *out,
-                       GError **err)
+/* The stages of one micro-batch size, with `built` (NULL: none) the model of that shard; false
+ * if the model cannot be built. */
+static bool mem_stages(const cfg_workload *w, int micro_batch, bool states_only,
+                       const wl_model *built, mem_stage *out, GError **err)
 {
   cfg_workload shaped = *w;
   shaped.training.micro_batch = micro_batch;
   wl_shard shard = wl_shard_of(&shaped);
   wl_model *m = NULL;
-  if (!wl_model_build(&w->model, &w->training, &shard, &m, err))
+  if (!built && !wl_model_build(&w->model, &w->training, &shard, &m, err))
     return false;
   for (int s = 0; s < w->parallel.pp; s++)
-    mem_fill_stage(&shaped, m, s, states_only, &out[s]);
+    mem_fill_stage(&shaped, built ? built : m, s, states_only, &out[s]);
   wl_model_free(m);
   return true;
 }
@@ -300,7 +376,7 @@ static int mem_max_micro_batch(const cfg_workload *w, double capacity)
   g_autofree mem_stage *tmp = g_new(mem_stage, w->parallel.pp);
   while (lo < hi) {
     int mid = lo + (hi - lo + 1) / 2;
-    if (mem_stages(w, mid, false, tmp, NULL) && mem_worst_total(tmp, w->parallel.pp) <= capacity)
+    if (mem_stages(w, mid, false, NULL, tmp, NULL) && mem_worst_total(tmp, w->parallel.pp) <= capacity)
       lo = mid;
     else
       hi = mid - 1;
@@ -315,7 +391,8 @@ bool mem_estimate(const cfg_workload *w, const cfg_cluster *c, const mem_options
   out->states_only = o && o->states_only;
   out->nstages = w->parallel.pp;
   out->stages = g_new0(mem_stage, out->nstages);
-  if (!mem_stages(w, w->training.micro_batch, out->states_only, out->stages, err))
+  if (!mem_stages(w, w->training.micro_batch, out->states_only, o ? o->model : NULL, out->stages,
+                  err))
     return false;
   out->capacity = c->gpu.memory;
   for (int s = 0; s < out->nstages; s++)

@@ -19,8 +19,9 @@ typedef enum {
                       * while it is recomputed, or (on the output stage, if larger) an eager
                       * fp32 loss's gradients */
   MEM_MOE_BUFFERS,   /* MoE dispatch / combine: the token copies sent and received */
-  MEM_PIPE_BUFFERS,  /* DeepSpeed's pipeline engine: the stage outputs and inputs it keeps, and
-                      * the last stage's fp32 logits in both of its buffers */
+  MEM_PIPE_BUFFERS,  /* the pipeline engine's own: DeepSpeed's stage outputs and inputs and its
+                      * last stage's fp32 logits in both of its buffers; torch.distributed.
+                      * pipelining's receive buffers per micro-batch and kept outputs */
   MEM_GRAD_CAST,     /* BF16 optimizer: its whole accumulation buffer cast to grad_dtype for
                       * the reduce, one contiguous block the allocator keeps reserved beside
                       * the activations' */
@@ -40,7 +41,7 @@ typedef struct {
   double inflight;     /* micro-batches whose activations the stage holds */
   double activations_per_micro_batch;
   double unsharded;    /* in params and grads: the whole stage's weights and gradients that
-                        * torchtitan's pipeline stages keep (mem_pp_unsharded_states); the
+                        * pipeline stages not resharded keep (mem_pp_unsharded_states); the
                         * engines' programs allocate only the shards, so it is base memory */
 } mem_stage;
 
@@ -61,6 +62,8 @@ typedef struct {
 typedef struct {
   bool states_only; /* model states only, as DeepSpeed's estimators count */
   bool search;      /* also find the largest micro-batch that fits */
+  /* the model of the workload's shard (wl_shard_of(w)), built already (NULL: build it) */
+  const wl_model *model;
 } mem_options;
 
 bool mem_estimate(const cfg_workload *w, const cfg_cluster *c, const mem_options *o,

@@ -233,6 +233,19 @@ int prog_class_copy(prog_program *p, const prog_program *from, int cls)
   return k;
 }
 
+prog_program *prog_templates_of(const prog_program *p)
+{
+  prog_program *t = prog_new_deriving(p);
+  for (guint c = 0; c < p->classes->len; c++) {
+    const prog_class *k = prog_class_at(p, (int)c);
+    if (k->is_template)
+      prog_class_copy(t, p, (int)c);
+    else
+      prog_class_add(t, k->name);
+  }
+  return t;
+}
+
 int prog_template_add(prog_program *p, const char *name)
 {
   int t = prog_class_add(p, name);
@@ -424,14 +437,25 @@ const prog_group *prog_group_of(const prog_program *p, int family, int rank)
 
 /* `name` in the program's strings. The memo is checked by content (a freed buffer's address
  * may come back with another name), which an interned name skips: it is the memo's own. */
+static bool prog_recent_is(const prog_program *p, guint slot, const char *name)
+{
+  const char *from = p->recent_names[slot].from, *known = p->recent_names[slot].name;
+  return from == name && (known == name || strcmp(known, name) == 0);
+}
+
+/* The memo is two-way (a name goes to the pair of slots its address picks, the newer first):
+ * with one way, two names a builder alternates ("activations", "send activations") could
+ * pick the same slot and evict each other at every op, a third of a program's interning. */
 static const char *prog_intern(prog_program *p, const char *name)
 {
   guint32 h = (guint32)((guintptr)name >> 3) * 2654435761u;
-  guint slot = (h >> 16) % PROG_RECENT_NAMES;
-  const char *from = p->recent_names[slot].from, *known = p->recent_names[slot].name;
-  if (from == name && (known == name || strcmp(known, name) == 0))
-    return known;
-  known = g_string_chunk_insert_const(p->strings, name);
+  guint slot = (h >> 16) % (PROG_RECENT_NAMES / 2) * 2;
+  if (prog_recent_is(p, slot, name))
+    return p->recent_names[slot].name;
+  if (prog_recent_is(p, slot + 1, name))
+    return p->recent_names[slot + 1].name;
+  const char *known = g_string_chunk_insert_const(p->strings, name);
+  p->recent_names[slot + 1] = p->recent_names[slot];
   p->recent_names[slot].from = name;
   p->recent_names[slot].name = known;
   return known;

@@ -177,6 +177,10 @@ void prog_ops_append(prog_program *p, int cls, const prog_program *from, int fro
                      guint first, guint n);
 /* Adds a copy of class `cls` of `from` (sharing p's names), all its ops; returns its index. */
 int prog_class_copy(prog_program *p, const prog_program *from, int cls);
+/* A program with p's groups and templates (copied, under the same class ids) and its other
+ * classes empty: what prog_groups_same and prog_templates_same compare, kept without the ops
+ * of p's ranks. */
+prog_program *prog_templates_of(const prog_program *p);
 /* A template: a sub-DAG (say one transformer block and its tensor-parallel collectives) that
  * macro ops run as a whole; its comm ops use the groups of the rank that runs the macro. */
 int prog_template_add(prog_program *p, const char *name);

@@ -100,5 +100,8 @@ cJSON *rep_memory_json(const rep_memory *r)
   cJSON_AddNumberToObject(j, "nvme_bytes_per_node", m->nvme_per_node);
   cJSON_AddBoolToObject(j, "nvme_fits", m->nvme_fits);
   cJSON_AddNumberToObject(j, "max_micro_batch", m->max_micro_batch);
+  /* what a tool reading the busiest GPU (torchtitan's maximum over GPUs) compares with */
+  cJSON_AddNumberToObject(j, "peak_bytes", mem_worst(m)->total);
+  cJSON_AddNumberToObject(j, "peak_stage", mem_worst(m)->stage);
   return j;
 }

@@ -10,11 +10,25 @@ sim_options sim_options_for(eng_kind engine)
   return (sim_options){.engine = engine, .fold = true};
 }
 
+/* Template times kept for the programs whose groups and templates `templates` has
+ * (prog_templates_of). */
+typedef struct {
+  prog_program *templates;
+  eng_costs *costs;
+} sim_costs_entry;
+
+/* How many: each holds one layout's templates and their times (kilobytes), and a sweep's
+ * configurations come a few layouts and recomputation settings at a time. */
+#define SIM_CACHE_COSTS 8
+
 struct sim_cache {
   cfg_cluster *mps; /* sim_mps_cluster's copy, when the runs see one */
   hw_cluster *hw;
   coll_runtime *runtime;
   coll_planner *planner;
+  wl_cache *programs; /* the process groups of the layouts met */
+  sim_costs_entry costs[SIM_CACHE_COSTS];
+  int ncosts, next_costs; /* entries filled; the one to replace next (oldest first) */
 };
 
 sim_cache *sim_cache_new(const cfg_cluster *c, const cfg_workload *w, GError **err)
@@ -31,6 +45,7 @@ sim_cache *sim_cache_new(const cfg_cluster *c, const cfg_workload *w, GError **e
   o.runtime = k->runtime;
   k->planner = eng_planner_new(k->hw, &o);
   coll_planner_key_by_ranks(k->planner);
+  k->programs = wl_cache_new();
   return k;
 }
 
@@ -38,6 +53,11 @@ void sim_cache_free(sim_cache *k)
 {
   if (!k)
     return;
+  for (int i = 0; i < k->ncosts; i++) {
+    eng_costs_free(k->costs[i].costs);
+    prog_free(k->costs[i].templates);
+  }
+  wl_cache_free(k->programs);
   coll_planner_free(k->planner);
   coll_runtime_free(k->runtime);
   hw_cluster_free(k->hw);
@@ -56,11 +76,74 @@ static coll_planner *sim_planner_for(sim_result *out)
   return out->cache && !o->unfold ? out->cache->planner : eng_planner_new(out->hw, o);
 }
 
+/* The cache's planner, when the runs of `out` share it (NULL: none). */
+static coll_planner *sim_cache_planner(const sim_result *out)
+{
+  return out->cache && out->options.kind == ENG_ANALYTIC && !out->options.unfold
+             ? out->cache->planner
+             : NULL;
+}
+
+/* The runs are over: template times of their own are freed, the cache's kept. */
+static void sim_costs_done(sim_result *out, bool own)
+{
+  if (own)
+    eng_costs_free(out->options.costs);
+  out->options.costs = NULL;
+}
+
 static void sim_planner_done(sim_result *out, coll_planner *pl)
 {
   out->options.planner = NULL;
   if (!out->cache || pl != out->cache->planner)
     coll_planner_free(pl);
+}
+
+/* The groups the runs of `out` share with earlier runs: its cache's (NULL: none). */
+static wl_cache *sim_programs(const sim_result *out)
+{
+  return out->cache ? out->cache->programs : NULL;
+}
+
+/* Template times for `p` kept by the cache from an earlier run, or NULL. */
+static eng_costs *sim_costs_kept(const sim_result *out, const prog_program *p)
+{
+  const sim_cache *k = out->cache;
+  for (int i = 0; k && i < k->ncosts; i++) {
+    const sim_costs_entry *e = &k->costs[i];
+    if (prog_groups_same(e->templates, p) && prog_templates_same(e->templates, p) &&
+        eng_costs_fit(e->costs, out->hw, &out->options))
+      return e->costs;
+  }
+  return NULL;
+}
+
+/* Template times for the runs of `p` (out->options.planner set): the cache's, which it keeps
+ * for later runs of the same templates on the same groups (a sweep's configurations that
+ * differ in the batch or the ZeRO stage), else new ones, `*own` then telling the caller to
+ * free them. */
+static eng_costs *sim_costs_for(sim_result *out, const prog_program *p, bool *own)
+{
+  eng_costs *c = sim_costs_kept(out, p);
+  *own = false;
+  if (c)
+    return c;
+  c = eng_costs_new_shared(out->hw, &out->options);
+  sim_cache *k = out->cache;
+  if (!k) {
+    *own = true;
+    return c;
+  }
+  sim_costs_entry *e = &k->costs[k->next_costs];
+  if (k->ncosts < SIM_CACHE_COSTS)
+    k->ncosts++;
+  else {
+    eng_costs_free(e->costs);
+    prog_free(e->templates);
+  }
+  *e = (sim_costs_entry){.templates = prog_templates_of(p), .costs = c};
+  k->next_costs = (k->next_costs + 1) % SIM_CACHE_COSTS;
+  return c;
 }
 
 /* Micro-batches each data-parallel replica runs per step. */
@@ -103,7 +186,7 @@ static cfg_workload sim_workload_with(const sim_result *out, int micro)
 static bool sim_build_with(sim_result *out, int micro, prog_program **prog, GError **err)
 {
   cfg_workload w = sim_workload_with(out, micro);
-  if (!wl_build(&w, out->hw, prog, err))
+  if (!wl_build_cached(&w, out->hw, sim_programs(out), prog, err))
     return false;
   mem_annotate_program(*prog, &out->memory);
   return true;
@@ -118,7 +201,11 @@ static bool sim_run_with(sim_result *out, int micro, prog_program **prog, eng_re
   /* a planner of its own is the engine's to make */
   coll_planner *pl = out->cache ? sim_planner_for(out) : NULL;
   out->options.planner = pl;
+  bool own = false;
+  if (pl && pl == sim_cache_planner(out))
+    out->options.costs = sim_costs_for(out, *prog, &own);
   bool ok = eng_run(*prog, out->hw, &out->options, res, err);
+  sim_costs_done(out, own);
   sim_planner_done(out, pl);
   return ok;
 }
@@ -132,7 +219,7 @@ static bool sim_run_pair(sim_result *out, int m1, int m2, prog_program **p1, eng
   cfg_workload w[2] = {sim_workload_with(out, m1), sim_workload_with(out, m2)};
   const cfg_workload *const ws[2] = {&w[0], &w[1]};
   prog_program *p[2];
-  if (!wl_build_two(ws, out->hw, p, NULL, err))
+  if (!wl_build_two_cached(ws, out->hw, sim_programs(out), p, NULL, err))
     return false;
   *p1 = p[0];
   out->program = p[1];
@@ -142,14 +229,14 @@ static bool sim_run_pair(sim_result *out, int m1, int m2, prog_program **p1, eng
   out->options.planner = shared;
   /* and the template times, when the templates are the same (they do not depend on the
    * batch either) */
+  bool own = false;
   if (shared && prog_templates_same(p[0], p[1]))
-    out->options.costs = eng_costs_new_shared(out->hw, &out->options);
+    out->options.costs = sim_costs_for(out, p[0], &own);
   sim_progress_range(out, 0, first);
   bool ok = eng_run(*p1, out->hw, &out->options, r1, err);
   sim_progress_range(out, first, 1);
   ok = ok && eng_run(out->program, out->hw, &out->options, &out->eng, err);
-  eng_costs_free(out->options.costs);
-  out->options.costs = NULL;
+  sim_costs_done(out, own);
   sim_planner_done(out, shared);
   return ok;
 }
@@ -369,7 +456,11 @@ bool sim_run(const cfg_cluster *c, const cfg_workload *w, const sim_options *o, 
   out->hw = out->cache ? out->cache->hw : hw_cluster_new(c);
   if (!sim_engine_options(out, o, err))
     return false;
+  /* the model the programs will be built from, when the cache keeps it (failing as the
+   * estimate's own would) */
   mem_options mo = {.states_only = false};
+  if (out->cache && !(mo.model = wl_cache_shard_model(out->cache->programs, w, err)))
+    return false;
   if (!mem_estimate(w, c, &mo, &out->memory, err))
     return false;
   /* the folded runs use other micro-batch counts: check the real one first */

@@ -227,6 +227,24 @@ static void wl_groups(wl_par *x)
   }
 }
 
+void wl_groups_key_of(const cfg_workload *w, const wl_model *m, wl_groups_key *k)
+{
+  const cfg_parallel *par = &w->parallel;
+  bool moe = m->moe_tokens > 0;
+  *k = (wl_groups_key){.tp = par->tp, .cp = par->cp, .pp = par->pp, .dp = par->dp,
+                       .ep = moe ? MAX(par->ep, 1) : 0, .moe = moe,
+                       .reverse = par->pp > 1 && (par->schedule == CFG_SCHED_DUALPIPE ||
+                                                  par->schedule == CFG_SCHED_ZB_V)};
+  memcpy(k->placement, par->placement, sizeof k->placement);
+}
+
+bool wl_groups_key_equal(const wl_groups_key *a, const wl_groups_key *b)
+{
+  return a->tp == b->tp && a->cp == b->cp && a->pp == b->pp && a->dp == b->dp &&
+         a->ep == b->ep && a->moe == b->moe && a->reverse == b->reverse &&
+         memcmp(a->placement, b->placement, sizeof a->placement) == 0;
+}
+
 /* ---- templates -------------------------------------------------------------------------------- */
 
 /* A kernel by what it is and whether it is forward work (forward or recomputed). */

@@ -233,18 +233,35 @@ static prog_program *wl_build_program(const cfg_workload *w, const hw_cluster *h
   return p;
 }
 
-static bool wl_build_with(const cfg_workload *w, const hw_cluster *hw, prog_program **out,
-                          bool reference, GError **err)
+/* The program of `w` sharing the groups its layout has in `cache` (NULL: none), else building
+ * them and leaving them there; `record` as wl_build_parallel's. */
+static prog_program *wl_build_first(const cfg_workload *w, const hw_cluster *hw,
+                                    const wl_model *m, wl_cache *cache, wl_passes_at **record,
+                                    GError **err)
+{
+  wl_groups_key key;
+  wl_groups_key_of(w, m, &key);
+  const prog_program *like = wl_cache_groups(cache, &key);
+  prog_program *p = wl_build_program(w, hw, m, like, false, record, err);
+  if (p && !like)
+    wl_cache_keep(cache, &key, p);
+  return p;
+}
+
+static bool wl_build_with(const cfg_workload *w, const hw_cluster *hw, wl_cache *cache,
+                          prog_program **out, bool reference, GError **err)
 {
   *out = NULL;
   if (!wl_check_supported(w, err) || !wl_check_layout(w, err))
     return false;
-  wl_model *m = NULL;
+  const wl_model *m = NULL;
+  wl_model *own = NULL;
   wl_shard shard = wl_shard_of(w);
-  if (!wl_model_build(&w->model, &w->training, &shard, &m, err))
+  if (!wl_cache_model(cache, w, &shard, &m, &own, err))
     return false;
-  *out = wl_build_program(w, hw, m, NULL, reference, NULL, err);
-  wl_model_free(m);
+  *out = reference ? wl_build_program(w, hw, m, NULL, true, NULL, err)
+                   : wl_build_first(w, hw, m, cache, NULL, err);
+  wl_model_free(own);
   return *out != NULL;
 }
 
@@ -262,8 +279,8 @@ static prog_program *wl_second_program(const cfg_workload *w, const hw_cluster *
   return p;
 }
 
-bool wl_build_two(const cfg_workload *const w[2], const hw_cluster *hw, prog_program *out[2],
-                  bool *derived, GError **err)
+bool wl_build_two_cached(const cfg_workload *const w[2], const hw_cluster *hw, wl_cache *cache,
+                         prog_program *out[2], bool *derived, GError **err)
 {
   out[0] = out[1] = NULL;
   if (derived)
@@ -272,24 +289,37 @@ bool wl_build_two(const cfg_workload *const w[2], const hw_cluster *hw, prog_pro
     if (!wl_check_supported(w[i], err) || !wl_check_layout(w[i], err))
       return false;
   /* the model does not depend on the batch: built once */
-  wl_model *m = NULL;
+  const wl_model *m = NULL;
+  wl_model *own = NULL;
   wl_shard shard = wl_shard_of(w[0]);
-  if (!wl_model_build(&w[0]->model, &w[0]->training, &shard, &m, err))
+  if (!wl_cache_model(cache, w[0], &shard, &m, &own, err))
     return false;
   wl_passes_at *at = NULL;
-  out[0] = wl_build_program(w[0], hw, m, NULL, false, &at, err);
+  out[0] = wl_build_first(w[0], hw, m, cache, &at, err);
   out[1] = out[0] ? wl_second_program(w[1], hw, m, out[0], at, derived, err) : NULL;
   wl_passes_at_free(at);
-  wl_model_free(m);
+  wl_model_free(own);
   if (out[1])
     return true;
   g_clear_pointer(&out[0], prog_free);
   return false;
 }
 
+bool wl_build_two(const cfg_workload *const w[2], const hw_cluster *hw, prog_program *out[2],
+                  bool *derived, GError **err)
+{
+  return wl_build_two_cached(w, hw, NULL, out, derived, err);
+}
+
+bool wl_build_cached(const cfg_workload *w, const hw_cluster *hw, wl_cache *cache,
+                     prog_program **out, GError **err)
+{
+  return wl_build_with(w, hw, cache, out, false, err);
+}
+
 bool wl_build(const cfg_workload *w, const hw_cluster *hw, prog_program **out, GError **err)
 {
-  return wl_build_with(w, hw, out, false, err);
+  return wl_build_with(w, hw, NULL, out, false, err);
 }
 
 bool wl_build_reference_dp(const cfg_workload *w, const hw_cluster *hw, prog_program **out,
@@ -299,5 +329,5 @@ bool wl_build_reference_dp(const cfg_workload *w, const hw_cluster *hw, prog_pro
     g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT, "the reference builder is data parallel only");
     return false;
   }
-  return wl_build_with(w, hw, out, true, err);
+  return wl_build_with(w, hw, NULL, out, true, err);
 }

@@ -231,6 +231,20 @@ bool wl_build(const cfg_workload *w, const hw_cluster *hw, prog_program **out, G
  * again); `derived` (or NULL) says whether it was. */
 bool wl_build_two(const cfg_workload *const w[2], const hw_cluster *hw, prog_program *out[2],
                   bool *derived, GError **err);
+/* What the builds of many configurations of one job share (wl_build_cached, wl_build_two_cached):
+ * the process groups of each rank layout they met, so a layout met again does not build its
+ * groups again. The programs are the same, op for op and group for group, as without it. */
+typedef struct wl_cache wl_cache;
+wl_cache *wl_cache_new(void);
+void wl_cache_free(wl_cache *c);
+/* The model of `w`'s shard (wl_shard_of) that the cache's builds use, built now if it has none:
+ * the cache owns it. NULL (and `err`) if it cannot be built. */
+const wl_model *wl_cache_shard_model(wl_cache *c, const cfg_workload *w, GError **err);
+/* wl_build and wl_build_two with a cache (NULL: none). */
+bool wl_build_cached(const cfg_workload *w, const hw_cluster *hw, wl_cache *cache,
+                     prog_program **out, GError **err);
+bool wl_build_two_cached(const cfg_workload *const w[2], const hw_cluster *hw, wl_cache *cache,
+                         prog_program *out[2], bool *derived, GError **err);
 /* Checks that a layout can run: divisibility of heads, layers, sequence, micro-batches. */
 bool wl_check_layout(const cfg_workload *w, GError **err);
 /* What the layout asks for that changes nothing, for the reports to say (sentences appended

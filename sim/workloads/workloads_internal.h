@@ -80,6 +80,27 @@ bool wl_build_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_mod
 prog_program *wl_derive_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
                                  const prog_program *like, const wl_passes_at *at);
 
+/* Everything wl_groups reads, which alone decides a program's ranks, classes, families and
+ * process groups: programs of two workloads with equal keys may share one group store. */
+typedef struct {
+  int tp, cp, pp, dp, ep; /* ep: 0 without experts */
+  cfg_dim placement[CFG_NDIMS];
+  bool moe, reverse;      /* expert families; DualPipe's or ZB-V's reverse channels */
+} wl_groups_key;
+void wl_groups_key_of(const cfg_workload *w, const wl_model *m, wl_groups_key *k);
+bool wl_groups_key_equal(const wl_groups_key *a, const wl_groups_key *b);
+
+/* The groups of a layout built before (a program to pass as prog_new_sharing_groups' `like`),
+ * or NULL (a NULL cache: never). */
+const prog_program *wl_cache_groups(const wl_cache *c, const wl_groups_key *key);
+/* Remembers the groups of `built`, a program of that layout, for the next builds. */
+void wl_cache_keep(wl_cache *c, const wl_groups_key *key, const prog_program *built);
+/* The model of `w`'s shard: the one built before for the same model, training settings and
+ * shard, else built (and kept). `*own` is what the caller frees: the model when there is no
+ * cache (NULL: none). */
+bool wl_cache_model(wl_cache *c, const cfg_workload *w, const wl_shard *shard,
+                    const wl_model **out, wl_model **own, GError **err);
+
 /* Error at a workload key, with its file:line:column. */
 bool wl_fail(GError **err, const cfg_workload *w, const char *path, cfg_error_code code,
              const char *fmt, ...) G_GNUC_PRINTF(5, 6);

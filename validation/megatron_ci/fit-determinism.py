@@ -123,7 +123,7 @@ def main():
             c, target = fit_det_bwd(model, pairs, {'training.host_dispatch': '%gus' % hd})
         else:
             c, target = a.det_bwd, statistics.mean(d['measured'] / n['measured'] for d, n in pairs)
-        new_hd, err = sweep(model, h100, 'training.host_dispatch', [120 + 5 * i for i in range(21)],
+        new_hd, err = sweep(model, h100, 'training.host_dispatch', [80 + 5 * i for i in range(29)],
                             {DET_BWD: '%gms' % c}, 'us')
         print('round %d: deterministic_bwd %.3f ms (pairs: measured ratio %.3f), host_dispatch '
               '%g us (H100 fit rows mean signed %+.1f %%)' % (it + 1, c, target, new_hd, 100 * err))
