@@ -849,7 +849,8 @@ static const cfg_field cfg_parallel_fields[] = {
            "beside each attention step, the gradients back the same way (Transformer Engine's "
            "AttnFuncWithCP); allgather gathers them all beside the first step, again in backward, "
            "and passes the fp32 dK, dV from rank to rank beside each step (PyTorch's "
-           "context_parallel with rotate method allgather, torchtitan's default)",
+           "context_parallel with rotate method allgather, torchtitan's default: K and V one "
+           "head per query head, its fp32 merges and gradient sums on the compute stream)",
            DEF(CFG_CP_RING)),
     F_INT(cfg_parallel, "ep", ep, 1, "expert parallelism, carved out of data parallelism",
           DEF(1)),
