@@ -31,6 +31,7 @@ typedef struct {
   bool op_sac;  /* selective recomputation by torchtitan's per-op policy */
   bool eager;   /* eager PyTorch's unfused ops (eager.c) */
   bool eager_loss; /* eager PyTorch's fp32 cross_entropy */
+  bool te_ring; /* context parallelism as Transformer Engine's ring, with its host work */
   /* mixture of experts (moe false: a dense MLP) */
   bool moe;
   double E, k, fe, S; /* experts, top-k, expert ffn width, shared experts */
@@ -191,6 +192,18 @@ static void wl_set_attention_shape(GArray *kernels, const wl_shape *x, bool back
                 .deterministic = backward && x->deterministic};
 }
 
+/* Transformer Engine's ring (AttnFuncWithCPAndKVP2P, the same code for this path in v2.10 to
+ * v2.13, the releases of Megatron-LM's CI containers) issues more host ops than its calls and
+ * merges: per later step the send/receive batch and its waits, stream switches and events, the
+ * views and copies of the load-balanced halves, the output and softmax-statistics corrections,
+ * and the gradients' copies and adds by half in backward. Counted for CP 2 (causal, load
+ * balanced, flash-attn backend; validation/megatron_ci/te_cp_ring_ops.csv): 67 ops forward and
+ * 104 backward where one attention call without CP takes 14 and 18, so the ring is 4.8 and 5.8
+ * modelled kernels of the host's, of which the two calls and the merge (or dK/dV add) are 3:
+ * these are the rest, rounded, in the unit host_dispatch is fitted in. */
+#define WL_TE_RING_HOST_FWD 2
+#define WL_TE_RING_HOST_BWD 3
+
 /* The fused attention's forward. With context parallelism it is a ring (Transformer Engine's
  * AttnFuncWithCPAndKVP2P, which Megatron-LM runs for --context-parallel-size with its default
  * p2p communication): one fused-attention call per step, on the key/value chunk the ring
@@ -207,6 +220,8 @@ static void wl_ring_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay
     wl_set_attention_shape(to, x, false, i == 0);
     if (i)
       wl_k(m, l, replay, WL_ROLE_RING_STEP, "attention.merge", CFG_KCLASS_ELEMENTWISE, 0, 0);
+    for (int j = 0; i && x->te_ring && j < WL_TE_RING_HOST_FWD; j++)
+      wl_k(m, l, replay, WL_ROLE_RING_STEP, "attention.ring_host", CFG_KCLASS_ELEMENTWISE, 0, 0);
   }
 }
 
@@ -216,6 +231,9 @@ static void wl_ring_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay
 static void wl_ring_bwd(wl_model *m, wl_layer *l, const wl_shape *x, double flops)
 {
   for (int i = 0; i < (int)x->cp; i++) {
+    for (int j = 0; i && x->te_ring && j < WL_TE_RING_HOST_BWD; j++)
+      wl_bwd(m, l, WL_ROLE_RING_STEP, WL_PHASE_BACKWARD, "attention.ring_host.bwd",
+             CFG_KCLASS_ELEMENTWISE, 0, 0);
     if (i)
       wl_bwd(m, l, WL_ROLE_RING_STEP, WL_PHASE_BACKWARD, "attention.dkv_add",
              CFG_KCLASS_ELEMENTWISE, 0, 0);
@@ -654,7 +672,8 @@ static wl_shape wl_shape_of(const cfg_model *cm, const cfg_training *t, const wl
                 .deterministic = t->deterministic != 0,
                 .impl = t->attention > 0 ? (cfg_attn_impl)(t->attention - 1) : CFG_ATTN_FA2,
                 .op_sac = t->selective == CFG_SELECTIVE_TORCHTITAN_OP, .eager = t->eager_ops != 0,
-                .eager_loss = t->eager_ops != 0 || t->eager_loss != 0};
+                .eager_loss = t->eager_ops != 0 || t->eager_loss != 0,
+                .te_ring = t->te_cp_ring != 0};
   x.d = cm->head_dim;
   x.cp = MAX(sh->cp, 1);
   x.sq = x.s / x.cp;
