@@ -23,8 +23,9 @@ static const char bench_usage[] =
     "                minutes and 400 MB at 16384)\n"
     "At 16384 DES GPUs it then times one DES step of Llama 3 405B (8K sequence, batch 4096) on\n"
     "16384 H100 (dgx-h100) in the layouts TP 8 x PP 16 x DP 128 and TP 2 x CP 8 x PP 16 x DP\n"
-    "64, and of the second at DP 8 on 2048 GPUs (batch 512), with the CPU seconds and how many\n"
-    "GPUs the DES simulated (the others folded).\n";
+    "64, and of the second at DP 8 on 2048 GPUs (batch 512), with the CPU seconds, how many\n"
+    "GPUs the DES simulated (the others folded) and the executions and sleeps it ran besides\n"
+    "its messages (SimGrid activities, what its cost goes with).\n";
 
 /* The job on `gpus` GPUs, loaded once: global batch 1536 (as GPT-3 trained) up to DP 16, then
  * 16 micro-batches per replica. */
@@ -168,6 +169,7 @@ static bench_row bench_405b(int layout, bool des)
     row.sim = run.step_time;
     row.messages = run.eng.messages;
     row.simulated = run.eng.fold.ranks;
+    row.activities = run.eng.activities;
     sim_result_clear(&run);
   } else {
     fprintf(stderr, "bench: %s\n", err->message);
@@ -180,8 +182,8 @@ static void bench_405b_table(void)
 {
   printf("\ndlsim bench: one DES step, Llama 3 405B, 8K sequence, batch 4096 on 16384 H100 "
          "(dgx-h100), batch 512 on 2048\n");
-  printf("%-28s %14s %10s %10s %12s %10s %10s\n", "layout", "simulated_s", "wall_s", "cpu_s",
-         "peak_rss_MB", "messages", "sim_gpus");
+  printf("%-28s %14s %10s %10s %12s %10s %10s %11s\n", "layout", "simulated_s", "wall_s",
+         "cpu_s", "peak_rss_MB", "messages", "sim_gpus", "activities");
   const char *names[] = {"tp8-pp16-dp128", "tp2-cp8-pp16-dp64", "tp2-cp8-pp16-dp8 (2048)"};
   for (int l = 0; l < 3; l++) {
     bench_row r = bench_isolated(bench_405b, l, true);
@@ -189,8 +191,8 @@ static void bench_405b_table(void)
       printf("%-28s %14s\n", names[l], "failed");
       continue;
     }
-    printf("%-28s %14.6f %10.1f %10.1f %12.1f %10ld %10d\n", names[l], r.sim, r.wall, r.cpu,
-           r.rss_mb, r.messages, r.simulated);
+    printf("%-28s %14.6f %10.1f %10.1f %12.1f %10ld %10d %11ld\n", names[l], r.sim, r.wall,
+           r.cpu, r.rss_mb, r.messages, r.simulated, r.activities);
     fflush(stdout);
   }
 }

@@ -51,7 +51,8 @@ typedef struct {
   /* CPU seconds (a loaded machine stretches wall time): what the bench measured, else (0)
    * those of the child and its children when bench_isolated ran it */
   double cpu;
-  int simulated; /* ranks the DES ran (eng_result.fold.ranks), when the bench sets it */
+  int simulated;   /* ranks the DES ran (eng_result.fold.ranks), when the bench sets it */
+  long activities; /* the DES's executions and sleeps (eng_result.activities), likewise */
 } bench_row;
 
 static inline double bench_rusage_seconds(const struct rusage *u)

@@ -14,6 +14,12 @@ char *th_write(const char *name, const char *text);
 char *th_write_calibration(const cfg_cluster *c, const char *name, char **yaml);
 /* Loads cluster/workload with NULL-terminated overrides; returns the error message or NULL. */
 char *th_load_error(const char *cluster, const char *workload, const char *const *sets);
+/* `--set`s of Llama 3 405B (the llama3-405b preset) at TP 8 x CP 2 on two nodes, one sequence
+ * of 8192: 4096 tokens of 16 query heads a GPU, for the context-parallel tests. */
+#define TH_405B_TP8_CP2                                                                       \
+  "node.count=2", "parallel.tp=8", "parallel.cp=2", "parallel.pp=1", "parallel.dp=1",           \
+      "training.global_batch=1", "model.seq_len=8192"
+
 bool th_load(const char *cluster, const char *workload, const char *const *sets, cfg_cluster **c,
              cfg_workload **w);
 /* Loads cluster/workload with overrides and builds the workload's program; NULL (and the reason

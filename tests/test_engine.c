@@ -869,6 +869,19 @@ static double cpu_model_step(const char *const *sets, const char *optim, double 
   return t;
 }
 
+/* The keys of a TP 2 x CP x PP x DP layout on DGX nodes, 4 micro-batches per pipeline: nodes,
+ * CP, PP, DP and the global batch. */
+static GStrv layout_keys(int cp, int pp, int dp)
+{
+  char **k = g_new0(char *, 6);
+  k[0] = g_strdup_printf("node.count=%d", 2 * cp * pp * dp / 8);
+  k[1] = g_strdup_printf("parallel.cp=%d", cp);
+  k[2] = g_strdup_printf("parallel.pp=%d", pp);
+  k[3] = g_strdup_printf("parallel.dp=%d", dp);
+  k[4] = g_strdup_printf("training.global_batch=%d", 4 * pp * dp);
+  return k;
+}
+
 /* A GPU host runs one kernel at a time, so SimGrid's trace-integration CPU model (dlsim's
  * default: a finish date per host, no max-min system) gives the dates its solver does: TP 2 x CP
  * x PP x DP steps over rails across leaf groups of one node (the pipeline's sends, the DP x CP
@@ -882,13 +895,9 @@ Test(engine, integrating_cpu_dates_gives_the_solvers_steps)
   const int layouts[][3] = {{2, 2, 2}, {4, 2, 2}, {2, 4, 3}}; /* CP, PP, DP */
   for (size_t f = 0; f < G_N_ELEMENTS(fabrics); f++)
     for (size_t l = 0; l < G_N_ELEMENTS(layouts); l++) {
-      int cp = layouts[l][0], pp = layouts[l][1], dp = layouts[l][2], gpus = 2 * cp * pp * dp;
-      g_autofree char *nodes = g_strdup_printf("node.count=%d", gpus / 8);
-      g_autofree char *cps = g_strdup_printf("parallel.cp=%d", cp);
-      g_autofree char *pps = g_strdup_printf("parallel.pp=%d", pp);
-      g_autofree char *dps = g_strdup_printf("parallel.dp=%d", dp);
-      g_autofree char *batch = g_strdup_printf("training.global_batch=%d", 4 * pp * dp);
-      const char *sets[] = {nodes, "parallel.tp=2", cps, pps, dps, batch,
+      int cp = layouts[l][0], pp = layouts[l][1], dp = layouts[l][2];
+      g_auto(GStrv) k = layout_keys(cp, pp, dp);
+      const char *sets[] = {k[0], "parallel.tp=2", k[1], k[2], k[3], k[4],
                             "training.flash_attention=true", fabrics[f][0], fabrics[f][1],
                             l ? "collectives.layer_flows=never" : "collectives.layer_flows=auto",
                             NULL};
@@ -1507,4 +1516,114 @@ Test(engine, the_interference_overlap_equals_its_reference_bit_for_bit)
   hw_cluster_free(hw);
   cfg_cluster_free(c);
   g_rand_free(rng);
+}
+
+/* One DES step, `carry` or not (DLSIM_DES_CARRY): its time, exposed communication and the
+ * executions and sleeps it ran. */
+static double carry_step(const char *const *sets, bool carry, double *exposed, long *activities)
+{
+  g_setenv("DLSIM_DES_CARRY", carry ? "1" : "0", TRUE);
+  sim_options o = sim_options_for(ENG_DES);
+  sim_result run;
+  GError *err = NULL;
+  cr_assert(sim_run_files("dgx-h100", "megatron-22b", (char *const *)sets, &o, &run, &err), "%s",
+            err ? err->message : "");
+  g_unsetenv("DLSIM_DES_CARRY");
+  double t = run.eng.step_time;
+  *exposed = run.eng.exposed_comm;
+  *activities = run.eng.activities;
+  sim_result_clear(&run);
+  return t;
+}
+
+/* A compute run's interference charge carried into the next activity of its actor and of those
+ * waiting for it, instead of executed on its own, gives the same step: TP 2 x CP x PP x DP on
+ * rails over several leaf groups, on a 4:1 oversubscribed fat tree and beside another tenant's
+ * flow (the pipeline's sends, the DP x CP reduction, interference on every pass), with at least
+ * a tenth fewer executions and sleeps. With layer passes as flows, whose actors share the host,
+ * nothing is carried. */
+Test(engine, carried_interference_charges_give_the_executed_steps)
+{
+  const char *fabrics[][3] = {
+      {"network.tiers[0].nodes_per_switch=1", "network.topology=rail-optimized", NULL},
+      {"network.tiers[1].oversubscription=4", "network.topology=fat-tree", NULL},
+      {"network.background=[{links: node 0, fraction: 0.5}]", NULL, NULL}};
+  const int layouts[][3] = {{2, 2, 2}, {4, 2, 2}, {2, 4, 3}, {2, 3, 4}}; /* CP, PP, DP */
+  for (size_t f = 0; f < G_N_ELEMENTS(fabrics); f++)
+    for (size_t l = 0; l < G_N_ELEMENTS(layouts); l++) {
+      int cp = layouts[l][0], pp = layouts[l][1], dp = layouts[l][2];
+      g_auto(GStrv) k = layout_keys(cp, pp, dp);
+      const char *sets[] = {k[0], "parallel.tp=2", k[1], k[2], k[3], k[4],
+                            "training.flash_attention=true", "collectives.layer_flows=never",
+                            fabrics[f][0], fabrics[f][1], NULL};
+      double ea, eb;
+      long na, nb;
+      double a = carry_step(sets, true, &ea, &na), b = carry_step(sets, false, &eb, &nb);
+      cr_assert(fabs(a - b) <= 1e-9 * b && fabs(ea - eb) <= 1e-9 * b,
+                "%s, CP %d x PP %d x DP %d: %.17g s (exposed %.17g) carried, %.17g (%.17g) "
+                "executed", fabrics[f][0], cp, pp, dp, a, ea, b, eb);
+      cr_assert(na * 10 < nb * 9, "%s, CP %d x PP %d x DP %d: %ld activities carried, %ld executed",
+                fabrics[f][0], cp, pp, dp, na, nb);
+    }
+  const char *flows[] = {"node.count=2", "parallel.tp=2", "parallel.cp=2", "parallel.pp=2",
+                         "parallel.dp=2", "training.global_batch=16",
+                         "training.flash_attention=true", "collectives.layer_flows=always", NULL};
+  double ea, eb;
+  long na, nb;
+  double a = carry_step(flows, true, &ea, &nb), b = carry_step(flows, false, &eb, &na);
+  cr_assert(a == b && na == nb, "layers as flows: %.17g s, %ld activities / %.17g s, %ld", a, nb,
+            b, na);
+}
+
+/* Two GPUs reducing 37.5 MB together from the start; meanwhile GPU 0 computes a GEMM, which the
+ * reduction slows by half (its interference charge), and sends 1 MB to GPU 1, which posts the
+ * receive after 1.2 times the GEMM's own time of other work, so after the GEMM's execution but
+ * before its charge: the charge carried, GPU 0's end of the transfer is first in SimGrid's time
+ * and last in the step's, and the transfer must start from it. Then 10 ms on GPU 1. */
+static prog_program *carried_send(const hw_cluster *hw)
+{
+  prog_program *p = prog_new(2);
+  const int both[] = {0, 1};
+  int dp = prog_family_add(p, "dp", PROG_DIM_DP), pp = prog_family_add(p, "pp", PROG_DIM_PP);
+  int g = prog_group_add(p, both, 2);
+  for (int r = 0; r < 2; r++) {
+    prog_family_set(p, dp, r, g);
+    prog_family_set(p, pp, r, g);
+  }
+  int c0 = prog_class_add(p, "sender"), c1 = prog_class_add(p, "receiver");
+  prog_comm(p, c0, PROG_STREAM_DP, "reduce", PROG_COLL_ALLREDUCE, dp, 37.5e6, NULL, 0);
+  uint32_t gemm = prog_compute(p, c0, "gemm", CFG_KCLASS_GEMM, CFG_BF16, 1e11, 0, NULL, 0);
+  prog_comm(p, c0, PROG_STREAM_PP, "send", PROG_COLL_SENDRECV, pp, 1e6, &gemm, 1);
+  prog_comm(p, c1, PROG_STREAM_DP, "reduce", PROG_COLL_ALLREDUCE, dp, 37.5e6, NULL, 0);
+  uint32_t other = prog_compute(p, c1, "other", CFG_KCLASS_OTHER, CFG_BF16, 0, 0, NULL, 0);
+  uint32_t recv = prog_comm(p, c1, PROG_STREAM_PP_RECV, "recv", PROG_COLL_SENDRECV, pp, 1e6,
+                            &other, 1);
+  uint32_t after = prog_compute(p, c1, "after", CFG_KCLASS_OTHER, CFG_BF16, 0, 0, &recv, 1);
+  prog_op_at(p, c1, other)->fixed_time = 1.2 * eng_compute_time(hw, prog_op_at(p, c0, gemm));
+  prog_op_at(p, c1, after)->fixed_time = 10e-3;
+  prog_rank_set_class(p, 0, c0);
+  prog_rank_set_class(p, 1, c1);
+  prog_finalize(p);
+  return p;
+}
+
+Test(engine, a_carried_charge_starts_a_transfer_whose_other_end_came_first)
+{
+  cfg_cluster *cfg = NULL;
+  hw_cluster *hw = flows_cluster(2, 1, "[]", &cfg);
+  cfg->gpu.efficiency.interference[CFG_KCLASS_GEMM] = 1.5;
+  prog_program *p = carried_send(hw);
+  g_setenv("DLSIM_DES_CARRY", "0", TRUE);
+  eng_result executed = flows_run(p, hw, ENG_DES, NULL);
+  g_unsetenv("DLSIM_DES_CARRY");
+  eng_result carried = flows_run(p, hw, ENG_DES, NULL);
+  cr_assert(fabs(carried.step_time - executed.step_time) <= 1e-9 * executed.step_time,
+            "carried %.17g s, executed %.17g s", carried.step_time, executed.step_time);
+  /* the charge's execution gone, the receiver's wait for the sender come */
+  cr_assert_eq(carried.activities, executed.activities);
+  eng_result_clear(&executed);
+  eng_result_clear(&carried);
+  prog_free(p);
+  hw_cluster_free(hw);
+  cfg_cluster_free(cfg);
 }

@@ -513,6 +513,35 @@ Test(parallel, an_overlapped_parameter_gather_runs_beside_the_next_forward)
   cr_assert_float_eq(des, over, 0.03 * over, "DES %g s, analytic %g s", des, over);
 }
 
+/* 22B's first 8 layers under ZeRO-3 on two DGX A100 (DP 16, no TP) with `post`: the step, the
+ * DP time in flight and exposed. */
+static double zero3_post_step(const char *post, eng_kind kind, double *dp_comm, double *dp_exposed)
+{
+  const char *sets[] = {"node.count=2", "parallel.tp=1", "parallel.dp=16", "parallel.zero=3",
+                        "model.layers=8", "training.global_batch=128", post, NULL};
+  return step_in_flight(sets, kind, PROG_DIM_DP, dp_comm, dp_exposed);
+}
+
+Test(parallel, fsdp_backward_post_exposes_each_backward_parameter_gather)
+{
+  double comm_pre, exp_pre, comm_post, exp_post, comm_des, exp_des;
+  const char *off = "parallel.zero3_backward_post=false", *on = "parallel.zero3_backward_post=true";
+  double pre = zero3_post_step(off, ENG_ANALYTIC, &comm_pre, &exp_pre);
+  double post = zero3_post_step(on, ENG_ANALYTIC, &comm_post, &exp_post);
+  double des = zero3_post_step(on, ENG_DES, &comm_des, &exp_des);
+  /* the same collectives; only when the backward gathers start changes, and what that adds is
+   * exposed data-parallel time */
+  cr_assert_float_eq(comm_post, comm_pre, 1e-9 * comm_pre, "DP in flight %g s, was %g s", comm_post,
+                     comm_pre);
+  cr_assert_gt(post, pre * 1.01, "BACKWARD_POST %g s, prefetched %g s", post, pre);
+  cr_assert_float_eq(exp_post - exp_pre, post - pre, 0.05 * (post - pre),
+                     "exposed DP grew %g s, the step %g s", exp_post - exp_pre, post - pre);
+  /* forward gathers stay prefetched and reduce-scatters run under the next backward: only the
+   * backward gathers can show, a quarter of the bytes with the profile's fp32 gradients */
+  cr_assert_lt(post - pre, 0.5 * comm_pre, "added %g s of %g s in flight", post - pre, comm_pre);
+  cr_assert_float_eq(des, post, 0.03 * post, "DES %g s, analytic %g s", des, post);
+}
+
 /* 22B on one DGX A100, TP 8 without sequence parallelism (all-reduces), with `async`: the step,
  * and its TP time in flight and exposed. */
 static double dgrad_step(const char *async, eng_kind kind, double *tp_comm, double *tp_exposed)

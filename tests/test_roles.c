@@ -259,6 +259,22 @@ static bool roles_depends_on(const roles_setup *r, int tmpl, guint op, guint on)
   return false;
 }
 
+/* In fp8 (Transformer Engine's delayed scaling) a row-parallel GEMM's input is cast in a kernel
+ * of its own that shares the GEMM's role (the first OUT and DOWN below; QKV's and UP's norms
+ * write fp8 themselves), yet sequence parallelism reduce-scatters the GEMM's output once,
+ * after the GEMM, and gathers a column-parallel GEMM's input once: not around the casts too. */
+Test(roles, fp8_casts_take_no_collective_of_their_gemm)
+{
+  const char *sets[] = {"node.count=1", "parallel.tp=8", "parallel.dp=1",
+                        "parallel.sequence_parallel=true", "training.dtype=fp8", NULL};
+  roles_setup r;
+  roles_build(&r, "gpt3-1.3b-dp", sets);
+  g_autofree char *fwd = roles_sequence(&r, r.sk.fwd[1], roles_block(&r)->fwd);
+  cr_assert_str_eq(fwd, "allgather QKV ATT OUT OUT reducescatter allgather UP DOWN DOWN "
+                        "reducescatter ", "forward: %s", fwd);
+  roles_clear(&r);
+}
+
 /* Each step needs only the chunk its predecessor brought: every hop runs beside the step after
  * it (which does not wait for it), and the compute op after that step waits for it. CP 4, both passes:
  * three hops forward, four backward. */
@@ -306,11 +322,13 @@ Test(roles, context_parallel_allgather_gathers_once_and_rings_the_gradients)
   const wl_layer *l = roles_block(&r);
   g_autofree char *fwd = roles_sequence(&r, r.sk.fwd[1], l->fwd);
   g_autofree char *bwd = roles_sequence(&r, r.sk.bwd[1], l->bwd);
-  cr_assert_str_eq(fwd, "QKV allgather ATT RING RING RING RING RING RING OUT UP DOWN ",
+  cr_assert_str_eq(fwd, "QKV RING allgather ATT RING RING RING RING RING RING OUT UP DOWN ",
                    "forward: %s", fwd);
-  cr_assert_str_eq(bwd, "DOWN.dgrad DOWN.wgrad UP.dgrad UP.wgrad OUT.dgrad OUT.wgrad allgather RING "
-                        "RING allgather RING RING allgather RING RING allgather ATT allgather "
-                        "QKV.dgrad QKV.wgrad ",
+  /* each step's SDPA call, then its dQ and its dK, dV added in fp32 (torchcp.c, compiled);
+   * the dK, dV that come back after the last cast to 16 bits */
+  cr_assert_str_eq(bwd, "DOWN.dgrad DOWN.wgrad UP.dgrad UP.wgrad OUT.dgrad OUT.wgrad RING allgather "
+                        "RING RING RING allgather RING RING RING allgather RING RING RING "
+                        "allgather ATT allgather RING RING RING QKV.dgrad QKV.wgrad ",
                    "backward: %s", bwd);
   double chunk = 2.0 * 4096 * 2048 * 2, b[8];
   cr_assert_eq(roles_cp_bytes(&r, r.sk.fwd[1], b, 8), 1);
@@ -346,10 +364,64 @@ Test(roles, context_parallel_allgather_exposes_after_the_first_step)
   cr_assert_not(roles_depends_on(&r, f, gather + 1, gather), "the first step waits");
   cr_assert(roles_depends_on(&r, f, gather + 2, gather), "the second step does not wait");
   guint last = roles_op_named(&r, bw, "cp ring dkv", 3);
-  guint dgrad = last + 1;
+  /* the last step's fp32 additions, the cast of what came back, then the input gradient */
+  guint dgrad = last + 4;
   cr_assert(g_str_has_suffix(g_array_index(prog_class_at(r.sk.p, bw)->ops, prog_op, dgrad).name,
                              ".qkv.dgrad"));
-  cr_assert(roles_depends_on(&r, bw, dgrad, last), "the input gradient does not wait");
+  cr_assert(roles_depends_on(&r, bw, last + 1, last), "the kernel after the hop does not wait");
+  roles_clear(&r);
+}
+
+/* Bytes of a list's ring kernels that are not attention (merges, additions, casts), over `elems`. */
+static double roles_ring_bytes(const GArray *ks, double elems)
+{
+  double bytes = 0;
+  for (guint i = 0; i < ks->len; i++) {
+    const wl_kernel *k = &g_array_index(ks, wl_kernel, i);
+    if (k->role == WL_ROLE_RING_STEP && k->kclass == CFG_KCLASS_ELEMENTWISE)
+      bytes += k->bytes;
+  }
+  return bytes / elems;
+}
+
+/* PyTorch's context_parallel (parallel.cp_exchange allgather) on Llama 3 405B at TP 8 x CP 2,
+ * one sequence of 8192: a GPU holds 4096 tokens of 16 query heads of 128, E = 2^23 elements a
+ * tensor. Its SDPA op takes K and V per query head, so the forward gather moves 2 ranks x 2 (K,
+ * V) x E x 2 bytes, 16 times the GPU's one K/V head. Per element, compiled: forward, the first
+ * step's K, V concatenation for the gather (8) and the second step's merge (2 + 4 + 4);
+ * backward, that concatenation again, and per step dQ's fp32 addition (2 + 4 + 4) and dK, dV's
+ * into the send buffer (half of them 2, 4 + 4 each), then the cast of dK, dV (2 x 6). Eager:
+ * forward 8 + 6 (the first output to fp32) + 38 (the cast and three fp32 ops) + 6 (back to
+ * bf16); backward 12 (three fp32 zero fills) + 8 + 2 x 52 (dK, dV each added into a half and
+ * concatenated again: 2 x (5 + 8), concatenated for the send: 16, dQ: 10) + 6 + 12 (the casts).
+ * Transformer Engine's ring merges beside the next step: nothing. A block's backward holds the
+ * ring's buffers: the gathered K, V (2 ranks x 2 x 2 bytes), fp32 dQ, dK, dV (12), the fp32
+ * dK, dV sent and received (16), the step's bf16 gradients (6), the flash kernel's fp32 dQ
+ * accumulator (4). */
+Test(roles, context_parallel_torch_merges_cost_their_fp32_bytes)
+{
+  const char *te[] = {TH_405B_TP8_CP2, NULL};
+  const char *fused[] = {TH_405B_TP8_CP2, "parallel.cp_exchange=allgather", NULL};
+  const char *eager[] = {TH_405B_TP8_CP2, "parallel.cp_exchange=allgather",
+                         "training.eager_ops=true", NULL};
+  const double e = 4096.0 * 16 * 128;
+  roles_setup r;
+  roles_build(&r, "llama3-405b", te);
+  cr_assert_float_eq(roles_ring_bytes(roles_block(&r)->fwd, e), 0, 1e-12);
+  cr_assert_float_eq(roles_ring_bytes(roles_block(&r)->bwd, e), 0, 1e-12);
+  cr_assert_float_eq(r.m->ring_peak, 0, 1e-12);
+  roles_clear(&r);
+  roles_build(&r, "llama3-405b", fused);
+  double b[8];
+  cr_assert_eq(roles_cp_bytes(&r, r.sk.fwd[1], b, 8), 1);
+  cr_assert_float_eq(b[0], 2 * 2 * e * 2, 1e-3, "forward gather: %g", b[0]);
+  cr_assert_float_eq(roles_ring_bytes(roles_block(&r)->fwd, e), 8 + 10, 1e-9);
+  cr_assert_float_eq(roles_ring_bytes(roles_block(&r)->bwd, e), 8 + 2 * (10 + 18) + 12, 1e-9);
+  cr_assert_float_eq(r.m->ring_peak / e, 8 + 12 + 16 + 6 + 4, 1e-9);
+  roles_clear(&r);
+  roles_build(&r, "llama3-405b", eager);
+  cr_assert_float_eq(roles_ring_bytes(roles_block(&r)->fwd, e), 8 + 6 + 38 + 6, 1e-9);
+  cr_assert_float_eq(roles_ring_bytes(roles_block(&r)->bwd, e), 12 + 8 + 2 * 52 + 6 + 12, 1e-9);
   roles_clear(&r);
 }
 

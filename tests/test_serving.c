@@ -49,6 +49,15 @@ static srv_result srv_run(const char *const *sets)
   return r;
 }
 
+/* `dlsim ARGS` exits with `status` and prints `text`. */
+static void srv_cli_says(const char *args, int status, const char *text)
+{
+  th_proc p = th_dlsim(args);
+  cr_assert_eq(p.status, status, "%s", p.out);
+  cr_assert(strstr(p.out, text), "%s", p.out);
+  th_proc_clear(&p);
+}
+
 /* The cost model of the test workload with `sets` applied. */
 static srv_cost *srv_cost_load(const char *const *sets, cfg_cluster **c, cfg_workload **w)
 {
@@ -348,10 +357,7 @@ Test(serving, a_request_longer_than_the_kv_cache_is_an_input_error)
   cfg_workload_free(w);
   g_autofree char *args = g_strdup_printf(
       "serve -c dgx-h100 -w %s --set serving.requests.prompt_tokens=4090", srv_workload());
-  th_proc p = th_dlsim(args);
-  cr_assert_eq(p.status, 2, "%s", p.out);
-  cr_assert(strstr(p.out, "exceeds serving.max_model_len = 4096"), "%s", p.out);
-  th_proc_clear(&p);
+  srv_cli_says(args, 2, "exceeds serving.max_model_len = 4096");
 }
 
 Test(serving, identical_seeds_give_identical_results)
@@ -625,6 +631,21 @@ Test(serving, bad_serving_input_is_named)
   why = th_load_error("dgx-h100", srv_workload(), rate);
   cr_assert(why && strstr(why, "serving.decode_attention_bandwidth"), "%s", why);
   g_free(why);
+  const char *warm[] = {"serving.requests.warmup=200", NULL};
+  why = th_load_error("dgx-h100", srv_workload(), warm);
+  cr_assert(why && strstr(why, "serving.requests.warmup = 200: must leave requests to measure "
+                               "(count is 200)"), "%s", why);
+  g_free(why);
+  g_autofree char *two = th_write("two.csv", "arrival_s,prompt_tokens,output_tokens\n0,8,8\n1,8,8\n");
+  g_autofree char *trace_warm = g_strdup_printf(
+      "serve -c dgx-h100 -w %s --set serving.requests.trace=%s --set serving.requests.warmup=2",
+      srv_workload(), two);
+  srv_cli_says(trace_warm, 2, "serving.requests.warmup = 2: must leave requests to measure");
+  const char *ramp[] = {"serving.requests.ramp=10s", NULL};
+  why = th_load_error("dgx-h100", srv_workload(), ramp);
+  cr_assert(why && strstr(why, "serving.requests.ramp = 10 s: a ramp starts the clients of a "
+                               "closed loop; set serving.requests.concurrency"), "%s", why);
+  g_free(why);
   g_autofree char *norate = th_write("norate.yaml", "model: llama2-7b\nserving:\n  requests: {prompt_tokens: 10, output_tokens: 10}\n");
   why = th_load_error("dgx-h100", norate, NULL);
   cr_assert(why && strstr(why, "norate.yaml:3:13: serving.requests: missing required key 'rate'"), "%s", why);
@@ -655,6 +676,76 @@ Test(serving, a_burst_is_batched_whole)
     cr_expect(strstr(p.out, "\"iterations\":\t128,"), "%s: %s", sched[i], p.out);
     th_proc_clear(&p);
   }
+}
+
+/* A closed loop's ramp starts client i at i x ramp / concurrency; the rest of its requests
+ * wait for a free client. */
+Test(serving, a_ramp_starts_the_clients_one_by_one)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  const char *sets[] = {"serving.requests.concurrency=4", "serving.requests.ramp=2s", NULL};
+  srv_load(sets, &c, &w);
+  srv_stream st;
+  GError *err = NULL;
+  cr_assert(srv_stream_build(w, 0, &st, &err), "%s", err ? err->message : "");
+  for (int i = 0; i < 4; i++)
+    cr_expect_float_eq(st.reqs[i].arrival, 0.5 * i, 1e-12, "client %d", i);
+  cr_expect(isnan(st.reqs[4].arrival), "the fifth request waits for an answer");
+  srv_stream_clear(&st);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+  g_autofree char *cmd = g_strdup_printf("serve -c dgx-h100 -w %s --set serving.requests.count=8 "
+                                         "--set serving.requests.concurrency=4 "
+                                         "--set serving.requests.ramp=2s",
+                                         srv_workload());
+  srv_cli_says(cmd, 0, "requests     8, closed loop of 4 clients started over 2.000 s;");
+  g_autofree char *warm = g_strdup_printf("serve -c dgx-h100 -w %s --set serving.requests.count=8 "
+                                          "--set serving.requests.warmup=2", srv_workload());
+  srv_cli_says(warm, 0, "requests     6 after 2 of warm-up, ");
+}
+
+/* Two clients that start together share the first iterations' token budget, so their mean TTFT
+ * exceeds a lone request's; started a second apart (a request takes ~0.1 s) each prompt is
+ * alone, and the mean is the lone TTFT. */
+Test(serving, a_ramp_keeps_closed_loop_prompts_apart)
+{
+  const char *together[] = {"serving.requests.concurrency=2", "serving.requests.count=2",
+                            "serving.requests.prompt_tokens=2048", NULL};
+  const char *apart[] = {"serving.requests.concurrency=2", "serving.requests.count=2",
+                         "serving.requests.prompt_tokens=2048", "serving.requests.ramp=2s", NULL};
+  const char *lone2k[] = {"serving.requests.concurrency=1", "serving.requests.count=1",
+                          "serving.requests.prompt_tokens=2048", NULL};
+  srv_result one = srv_run(lone2k), both = srv_run(together), ramped = srv_run(apart);
+  cr_assert(both.ttft.mean > 1.3 * one.ttft.mean, "together %g s, lone %g s", both.ttft.mean,
+            one.ttft.mean);
+  cr_assert_float_eq(ramped.ttft.mean, one.ttft.mean, 1e-9, "ramped %g s, lone %g s",
+                     ramped.ttft.mean, one.ttft.mean);
+  srv_result_clear(&one);
+  srv_result_clear(&both);
+  srv_result_clear(&ramped);
+}
+
+/* A warm-up request loads the server but counts in no figure: of a burst of four 2048-token
+ * prompts, the first is prefilled alone (a lone request's TTFT); leaving it out leaves the other
+ * three's TTFTs and its 63 gaps between tokens out of the time between tokens. */
+Test(serving, warmup_requests_are_left_out_of_the_figures)
+{
+  const char *base[] = {"serving.requests.arrival=burst", "serving.requests.count=4",
+                        "serving.requests.prompt_tokens=2048", NULL};
+  const char *warm[] = {"serving.requests.arrival=burst", "serving.requests.count=4",
+                        "serving.requests.prompt_tokens=2048", "serving.requests.warmup=1", NULL};
+  const char *lone[] = {"serving.requests.arrival=burst", "serving.requests.count=1",
+                        "serving.requests.prompt_tokens=2048", NULL};
+  srv_result all = srv_run(base), rest = srv_run(warm), one = srv_run(lone);
+  cr_assert_eq(rest.requests, 3);
+  cr_assert_float_eq(4 * all.ttft.mean, one.ttft.mean + 3 * rest.ttft.mean, 1e-9,
+                     "all %g s, lone %g s, the rest %g s", all.ttft.mean, one.ttft.mean,
+                     rest.ttft.mean);
+  cr_assert_eq(rest.tbt.n, all.tbt.n - 63);
+  srv_result_clear(&all);
+  srv_result_clear(&rest);
+  srv_result_clear(&one);
 }
 
 /* ---- wide expert parallelism (serving.ep > 1) ---------------------------------------------- */

@@ -465,6 +465,8 @@ typedef struct {
   int tp_async_dgrad;    /* 0/1: a column-parallel GEMM's input gradient reduced while its
                           * weight gradient runs (else after it, blocking) */
   double tp_sync;        /* seconds a blocking TP collective waits per rank beyond the first */
+  int zero3_backward_post; /* 0/1: ZeRO-3's backward all-gather issued after the previous
+                            * layer's gradients (FSDP's BACKWARD_POST), not prefetched */
   int overlap_param_gather; /* 0/1: ZeRO-1/2's parameter all-gather under the next forward */
   cfg_schedule schedule;
   cfg_pipe_engine pipeline_engine;
@@ -492,6 +494,8 @@ typedef struct {
   char *lengths_file;   /* distribution file: CSV with prompt_tokens, output_tokens columns */
   char *trace;          /* CSV of arrival_s, prompt_tokens, output_tokens: replayed as is */
   int concurrency;      /* > 0: closed loop, this many clients each waiting for its answer */
+  double ramp;          /* closed loop: seconds over which its clients start, one by one */
+  int warmup;           /* the first requests sent, left out of every figure */
   int prefix_tokens;    /* leading prompt tokens shared by the requests of a group */
   int prefix_groups;    /* distinct shared prefixes (system prompts) */
   int shared_prefix;    /* the same as prefix_tokens (its newer name); load.c merges them */

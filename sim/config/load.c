@@ -896,6 +896,21 @@ static bool cfg_same_key(int *key, int *alias, int def, bool alias_wins, const c
   return true;
 }
 
+/* Only a closed loop has clients to start one by one; a warm-up leaves requests to measure. */
+static bool cfg_ramp_check(const cfg_requests *r, const cfg_doc *d, GError **err)
+{
+  if (!r->trace && r->count != CFG_UNSET_INT && r->warmup >= r->count)
+    return cfg_fail(err, d, "serving.requests.warmup",
+                    "serving.requests.warmup = %d: must leave requests to measure (count is %d)",
+                    r->warmup, r->count);
+  if (r->ramp > 0 && r->concurrency <= 0)
+    return cfg_fail(err, d, "serving.requests.ramp",
+                    "serving.requests.ramp = %g s: a ramp starts the clients of a closed loop; "
+                    "set serving.requests.concurrency",
+                    r->ramp);
+  return true;
+}
+
 /* Conversations are driven by their own answers, which a closed loop or a replayed trace
  * already decides. */
 static bool cfg_turns_check(const cfg_requests *r, const cfg_doc *d, GError **err)
@@ -915,7 +930,7 @@ static bool cfg_requests_check(cfg_requests *r, const cfg_doc *d, GError **err)
   CFG_DEFAULT_INT(r->distribution, r->lengths_file ? CFG_LENGTHS_FILE : CFG_LENGTHS_FIXED);
   if (!cfg_same_key(&r->prefix_tokens, &r->shared_prefix, 0, false, "serving.requests.prefix_tokens",
                     "serving.requests.shared_prefix", d, err) ||
-      !cfg_turns_check(r, d, err))
+      !cfg_turns_check(r, d, err) || !cfg_ramp_check(r, d, err))
     return false;
   bool open_rate = !r->trace && r->concurrency == 0 && r->arrival != CFG_ARRIVAL_BURST;
   if (open_rate && !(r->rate > 0))

@@ -857,7 +857,8 @@ static const cfg_field cfg_parallel_fields[] = {
            "beside each attention step, the gradients back the same way (Transformer Engine's "
            "AttnFuncWithCP); allgather gathers them all beside the first step, again in backward, "
            "and passes the fp32 dK, dV from rank to rank beside each step (PyTorch's "
-           "context_parallel with rotate method allgather, torchtitan's default)",
+           "context_parallel with rotate method allgather, torchtitan's default: K and V one "
+           "head per query head, its fp32 merges and gradient sums on the compute stream)",
            DEF(CFG_CP_RING)),
     F_INT(cfg_parallel, "ep", ep, 1, "expert parallelism, carved out of data parallelism",
           DEF(1)),
@@ -881,6 +882,13 @@ static const cfg_field cfg_parallel_fields[] = {
           "deepspeed profile's value is fitted: validation/README.md, Megatron-DeepSpeed's "
           "wait per collective)",
           DEF(0)),
+    F_BOOL(cfg_parallel, "zero3_backward_post", zero3_backward_post,
+           "with ZeRO-3, a layer's backward all-gather is issued only once the layer after it "
+           "has computed its gradients (PyTorch FSDP's BackwardPrefetch.BACKWARD_POST, "
+           "Composer's and so llm-foundry's default), so the layer's backward waits for it; "
+           "false: it is prefetched under that layer's backward (BACKWARD_PRE, PyTorch's "
+           "default, and FSDP2's explicit prefetch)",
+           DEF(0)),
     F_BOOL(cfg_parallel, "overlap_param_gather", overlap_param_gather,
            "ZeRO-1/2 (Megatron's distributed optimizer): the updated parameters are gathered "
            "while the next step's forward runs, not after the optimizer "
@@ -958,6 +966,15 @@ static const cfg_field cfg_requests_fields[] = {
            "CSV of arrival_s, prompt_tokens, output_tokens: replayed as is"),
     F_INT(cfg_requests, "concurrency", concurrency, 0,
           "> 0: closed loop, this many clients each waiting for its answer", DEF(0)),
+    F_QTY(cfg_requests, "ramp", ramp, UNITS_SECONDS,
+          "closed loop: client i of the concurrency sends its first request at i x ramp / "
+          "concurrency, as a benchmark client's ramp-up (AIPerf --concurrency-ramp-duration); "
+          "0: all at once",
+          DEF(0.0)),
+    F_INT(cfg_requests, "warmup", warmup, 0,
+          "the first requests sent load the server but are left out of every figure, as a "
+          "benchmark client's warm-up (AIPerf and genai-perf --warmup-request-count)",
+          DEF(0)),
     F_INT(cfg_requests, "prefix_tokens", prefix_tokens, 0,
           "leading prompt tokens shared by the requests of a group", DERIVED("shared_prefix, else 0")),
     F_INT(cfg_requests, "prefix_groups", prefix_groups, 1, "distinct shared prefixes", DEF(1)),

@@ -68,7 +68,8 @@ typedef struct {
 typedef struct {
   des_ctx *ctx;
   int rank, stream;
-  void *sink; /* where received payload pointers land */
+  void *sink;   /* where received payload pointers land */
+  double ready; /* when the stream is free: later than now while it carries a charge (des_carry_ok) */
 } des_actor_arg;
 
 struct des_ctx {
@@ -83,6 +84,7 @@ struct des_ctx {
   GHashTable *mailboxes;
   double speed;
   long messages;
+  long activities; /* executions and sleeps (des_execute, des_sleep) */
   long ops_done, ops_total; /* for the progress report */
   GArray *events;
   GPtrArray *args;
@@ -93,6 +95,7 @@ struct des_ctx {
   bool *flows;          /* per family: its collectives run as flows (eng_flow_families) */
   bool **expand;        /* per class: a template run op by op (its ops off the synchronous
                          * chain, eng_async_ops), or NULL: its macros keep the closed form */
+  bool carry;           /* interference charges are carried, not executed (des_carry_ok) */
 };
 
 static bool des_active(const des_ctx *c, int rank)
@@ -142,6 +145,11 @@ typedef struct {
   des_mb_key key;
   sg_mailbox_t mb;
   uint32_t sends, receives; /* arrivals so far */
+  /* a first end that posted before it really arrives (des_carry_ok): which side, its arrival
+   * number and when it arrives, for the later end to start the transfer from */
+  bool early, early_sends;
+  uint32_t early_seq;
+  double early_at;
 } des_mb;
 
 static guint des_mb_hash(gconstpointer k)
@@ -173,6 +181,20 @@ static des_mb *des_mailbox(des_ctx *c, int src, int dst, int group)
     g_hash_table_insert(c->mailboxes, &mb->key, mb);
   }
   return mb;
+}
+
+/* Executions and sleeps: SimGrid activities besides the transfers, counted (eng_result's
+ * `activities`: what the DES's cost goes with, past the transfers). */
+static void des_execute(des_ctx *c, double seconds)
+{
+  c->activities++;
+  sg_actor_execute(seconds * c->speed);
+}
+
+static void des_sleep(des_ctx *c, double seconds)
+{
+  c->activities++;
+  sg_actor_sleep_for(seconds);
 }
 
 #define DES_NOTHING UINT32_MAX
@@ -366,19 +388,43 @@ static void des_spawn_ghost(des_ctx *c, int host_rank, sg_mailbox_t mb, bool sen
   sg_actor_start(actor, des_ghost_actor, 0, NULL);
 }
 
-/* Whether this end of a phase's one transfer, both of whose ends the DES simulates, arrives
- * before the other (each end sleeps the same time before posting; counted on arrival). The
- * transfer then starts when the later end has slept, so the first may post at once: it waits
- * in the mailbox either way, and a sleep fewer is a SimGrid activity fewer. Not when tracing,
- * where a transfer's posting time spreads its bytes over time. */
-static bool des_lone_first(des_ctx *c, const coll_phase *ph, const coll_xfer *x, int self,
-                           des_mb *mb)
+/* Whether a transfer is a phase's one, both of whose ends the DES simulates. Not when
+ * tracing, where a transfer's posting time spreads its bytes over time. */
+static bool des_lone(const des_ctx *c, const coll_phase *ph, const coll_xfer *x)
 {
-  bool sends = x->src == self;
-  uint32_t mine = sends ? mb->sends++ : mb->receives++;
-  uint32_t theirs = sends ? mb->receives : mb->sends;
-  return ph->nxfers == 1 && theirs <= mine && !c->links->buckets && x->src < c->p->nranks &&
+  return ph->nxfers == 1 && !c->links->buckets && x->src < c->p->nranks &&
          x->dst < c->p->nranks && des_active(c, x->src) && des_active(c, x->dst);
+}
+
+/* Counts this end's arrival at transfer `x`, which it really reaches at `*at` (later than now
+ * while it carries a charge, des_carry_ok); returns whether, of a lone transfer's two ends, it
+ * comes first (each end sleeps the same time before posting). The transfer then starts when
+ * the later end has slept, so the first may post at once: it waits in the mailbox either way,
+ * and a sleep fewer is a SimGrid activity fewer. A first end that is not there yet leaves its
+ * arrival for the later one, which then starts from it (`*at` becomes the later of the two); one
+ * still ahead by an earlier transfer cannot, and waits until it is there. */
+static bool des_lone_first(des_ctx *c, const coll_phase *ph, const coll_xfer *x, int self,
+                           des_mb *mb, double *at)
+{
+  bool sends = x->src == self, lone = des_lone(c, ph, x);
+  uint32_t *mine = sends ? &mb->sends : &mb->receives;
+  const uint32_t *theirs = sends ? &mb->receives : &mb->sends;
+  double now = simgrid_get_clock();
+  if (lone && *at > now && *theirs < *mine) {
+    des_sleep(c, *at - now);
+    now = simgrid_get_clock();
+  }
+  bool first = lone && *theirs <= *mine;
+  if (first && *at > now) {
+    mb->early = true;
+    mb->early_sends = sends;
+    mb->early_seq = *mine;
+    mb->early_at = *at;
+  } else if (lone && !first && mb->early && mb->early_sends != sends && mb->early_seq == *mine) {
+    *at = MAX(*at, mb->early_at);
+  }
+  (*mine)++;
+  return first;
 }
 
 /* An endpoint's one transfer of a phase, `send` made and not started (NULL: it receives): a
@@ -391,9 +437,11 @@ static void des_run_lone(sg_mailbox_t mb, sg_comm_t send, void **sink)
     *sink = sg_mailbox_get(mb);
 }
 
-/* What one endpoint (a GPU or a reducing switch) does in one phase of a collective. */
+/* What one endpoint (a GPU or a reducing switch) does in one phase of a collective. `*late`:
+ * how long after now the endpoint really arrives (a charge it carries, des_carry_ok), slept with
+ * the phase's latency, or left to the other end of a lone transfer (des_lone_first). */
 static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member, int self,
-                          int group, void **sink, double wait)
+                          int group, void **sink, double wait, double *late)
 {
   const coll_plan *plan = s->plan;
   const coll_phase *ph = &plan->phases[i];
@@ -405,13 +453,16 @@ static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member,
   des_mb **boxes = to - from <= 16 ? boxes_local : g_new(des_mb *, to - from);
   size_t k = 0;
   bool first = false;
+  double at = simgrid_get_clock() + *late;
+  *late = 0;
   for (int j = from; j < to; j++) {
     const coll_xfer *x = &ph->xfers[ph->member_idx[j]];
     des_mb *mb = boxes[j - from] = des_mailbox(c, x->src, x->dst, group);
-    first = des_lone_first(c, ph, x, self, mb);
+    first = des_lone_first(c, ph, x, self, mb, &at);
   }
-  if (wait + s->pre[i] > 0 && !first)
-    sg_actor_sleep_for(wait + s->pre[i]);
+  double pause = at - simgrid_get_clock() + wait + s->pre[i];
+  if (pause > 0 && !first)
+    des_sleep(c, pause);
   double t0 = simgrid_get_clock();
   for (int j = from; j < to; j++) {
     const coll_xfer *x = &ph->xfers[ph->member_idx[j]];
@@ -442,16 +493,17 @@ static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member,
 
 /* The sleeps between one phase's transfers and the next's (the base latency, a phase's tail,
  * the next one's latency) run as one: a SimGrid activity fewer each, the same clock. */
-static void des_run_schedule(des_ctx *c, const coll_schedule *s, int self, int group, void **sink)
+static void des_run_schedule(des_ctx *c, const coll_schedule *s, int self, int group, void **sink,
+                             double *late)
 {
   int member = coll_member(s->plan, self);
   double wait = s->plan->nphases ? MAX(s->base, 0) : 0;
   for (int i = 0; i < s->plan->nphases; i++) {
-    des_run_phase(c, s, i, member, self, group, sink, wait);
+    des_run_phase(c, s, i, member, self, group, sink, wait, late);
     wait = MAX(s->post[i], 0);
   }
   if (wait > 0)
-    sg_actor_sleep_for(wait);
+    des_sleep(c, wait);
 }
 
 /* A switch that reduces in place runs its part of one collective, then ends. */
@@ -466,7 +518,8 @@ static void des_switch_actor(int argc, char **argv)
 {
   (void)argc, (void)argv;
   des_switch_arg *a = sg_actor_self_get_data();
-  des_run_schedule(a->ctx, a->sched, a->endpoint, a->group, &a->sink);
+  double late = 0;
+  des_run_schedule(a->ctx, a->sched, a->endpoint, a->group, &a->sink, &late);
 }
 
 static void des_spawn_switches(des_ctx *c, const coll_schedule *s, int group)
@@ -499,16 +552,21 @@ static int des_channel(const des_ctx *c, int rank, const prog_op *op, bool in_la
   return -(group * PROG_NSTREAMS + op->stream) - 1;
 }
 
-/* Runs a collective on `channel`; returns the time it takes alone, once every member has
- * arrived. */
-static double des_run_collective(des_ctx *c, int rank, const prog_op *op, int channel, void **sink)
+/* Runs a collective on `channel`, arriving `*late` after now (left what was not slept); returns
+ * the time it takes alone, once every member has arrived. */
+static double des_run_collective(des_ctx *c, int rank, const prog_op *op, int channel, void **sink,
+                                 double *late)
 {
   const coll_schedule *s = eng_schedule_for(c->planner, c->p, op, rank, NULL);
   for (uint32_t rep = 0; rep < op->count; rep++) {
     /* the group's first rank brings the switches that reduce in place along */
-    if (s->plan->nmembers > s->plan->n && s->plan->ranks[0] == rank)
+    if (s->plan->nmembers > s->plan->n && s->plan->ranks[0] == rank) {
+      if (*late > 0)
+        des_sleep(c, *late);
+      *late = 0;
       des_spawn_switches(c, s, channel);
-    des_run_schedule(c, s, rank, channel, sink);
+    }
+    des_run_schedule(c, s, rank, channel, sink, late);
   }
   return op->count * s->time;
 }
@@ -542,11 +600,12 @@ static GArray *des_comms_until(des_rank *r, double now)
   return all;
 }
 
-/* Runs what the rank's collectives outside layer passes add to compute ops list[i..j], which
- * ran from t0 back to back (their durations `dur`) up to now (as the analytic engine charges
- * it: eng_interference_charge); returns the time added. */
+/* What the rank's collectives outside layer passes add to compute ops list[i..j], which ran
+ * from t0 back to back (their durations `dur`) up to now (as the analytic engine charges it:
+ * eng_interference_charge): run here, or with `carry` left to the caller (des_carry_ok); returns
+ * the time added. */
 static double des_interference(des_ctx *c, des_rank *r, GArray *list, guint i, guint j, double t0,
-                               const double *dur)
+                               const double *dur, bool carry)
 {
   if (r->comms->len == 0 && r->open->len == 0)
     return 0;
@@ -564,16 +623,35 @@ static double des_interference(des_ctx *c, des_rank *r, GArray *list, guint i, g
     if (g_array_index(r->comms, eng_interval, k).end <= t0)
       g_array_remove_index_fast(r->comms, k);
   if (extra > 0) {
-    sg_actor_execute(extra * c->speed);
-    des_span(r, now, simgrid_get_clock(), -1);
+    if (!carry)
+      des_execute(c, extra);
+    des_span(r, now, carry ? now + extra : simgrid_get_clock(), -1);
   }
   return extra;
 }
 
+/* The host runs `busy` seconds of kernels (executed, sharing the GPU host with the other
+ * streams' kernels) and `measured` seconds of measured ones (trace replay: they already hold
+ * whatever shared the GPU with them, and the host's own time is no GPU work, so they pass as a
+ * sleep), after `late` seconds of a charge carried (des_carry_ok: the host is this actor's
+ * alone, so a second of it executed is a second). One activity each at most; with nothing to
+ * run, none, and the charge stays carried. Returns whether it ran any. */
+static bool des_occupy(des_ctx *c, double late, double busy, double measured)
+{
+  if (!(busy > 0) && !(measured > 0))
+    return false;
+  if (busy > 0)
+    des_execute(c, busy + late);
+  if (measured > 0)
+    des_sleep(c, busy > 0 ? measured : measured + late);
+  return true;
+}
+
 /* Runs list[i] and, when nobody watches the ops in between, the compute and memory ops that
  * follow it as one execution: the GPU runs one kernel at a time, so each op's start inside the
- * run is the run's start plus the durations before it. Returns the index of the last op run. */
-static guint des_run_compute(des_actor_arg *a, GArray *list, guint i)
+ * run is the run's start plus the durations before it. The run starts `late` after now (a
+ * charge the actor carries). Returns the index of the last op run. */
+static guint des_run_compute(des_actor_arg *a, GArray *list, guint i, double late)
 {
   des_ctx *c = a->ctx;
   des_rank *r = &c->ranks[a->rank];
@@ -584,7 +662,7 @@ static guint des_run_compute(des_actor_arg *a, GArray *list, guint i)
       break;
     j++;
   }
-  double t0 = simgrid_get_clock(), total = 0, measured = 0;
+  double t0 = simgrid_get_clock() + late, total = 0, measured = 0;
   double slow = c->opt->slowdown ? c->opt->slowdown[r->rank] : 1;
   g_autofree double *dur = g_new0(double, j - i + 1);
   for (guint k = i; k <= j; k++) {
@@ -603,15 +681,10 @@ static guint des_run_compute(des_actor_arg *a, GArray *list, guint i)
         measured += d;
     }
   }
-  /* a measured duration (trace replay) already holds whatever shared the GPU with it, and the
-   * host's own time is no GPU work: it passes as a sleep; modelled kernels execute, sharing the
-   * GPU host with the other streams' kernels */
-  if (total - measured > 0)
-    sg_actor_execute((total - measured) * c->speed);
-  if (measured > 0)
-    sg_actor_sleep_for(measured);
-  des_interference(c, r, list, i, j, t0, dur);
-  double t1 = simgrid_get_clock();
+  double t1 = des_occupy(c, late, total - measured, measured) ? simgrid_get_clock() : t0;
+  double extra = des_interference(c, r, list, i, j, t0, dur, c->carry);
+  t1 = c->carry ? t1 + extra : simgrid_get_clock();
+  a->ready = t1;
   for (guint k = i; k <= j; k++)
     des_complete(c, r, g_array_index(list, uint32_t, k), t0, t1);
   return j;
@@ -751,12 +824,13 @@ static void des_macro_comm(des_macro *m, const prog_op *op, void **sink)
   if (c->flows[op->family]) {
     int channel = des_channel(c, r->rank, op, true);
     arrival = des_arrive(c, r, op, channel, t0);
-    des_run_collective(c, r->rank, op, channel, sink);
+    double late = 0;
+    des_run_collective(c, r->rank, op, channel, sink, &late);
   } else {
     const coll_schedule *s = eng_schedule_for(c->planner, c->p, op, r->rank, NULL);
     double d = s ? op->count * eng_coll_crowded(c->costs, op, r->rank, s) : 0;
     if (d > 0)
-      sg_actor_sleep_for(d);
+      des_sleep(c, d);
   }
   des_span(r, MAX(t0, arrival ? arrival->last : t0), simgrid_get_clock(), op->dim);
   des_depart(c, arrival);
@@ -771,9 +845,9 @@ static double des_macro_busy(const des_macro *m, double now)
 static void des_macro_compute(des_ctx *c, const prog_op *op, double d)
 {
   if (op->fixed_time >= 0) /* measured: it holds whatever shared the GPU (des_run_compute) */
-    sg_actor_sleep_for(d);
+    des_sleep(c, d);
   else if (d > 0)
-    sg_actor_execute(d * c->speed);
+    des_execute(c, d);
 }
 
 /* Waits for the host to issue launch `nth` (from the op's last, 0) of op `idx` of run `run`. */
@@ -784,7 +858,7 @@ static void des_macro_issued(const des_macro *m, guint run, uint32_t idx, double
   double at = m->t0 + run * m->per_run + m->issue[idx] - nth * m->hd;
   double now = simgrid_get_clock();
   if (at > now)
-    sg_actor_sleep_for(at - now);
+    des_sleep(m->ctx, at - now);
 }
 
 static void des_macro_op(des_macro *m, guint run, uint32_t at, const prog_op *op, void **sink)
@@ -815,7 +889,7 @@ static void des_macro_op(des_macro *m, guint run, uint32_t at, const prog_op *op
     if (m->issue && eng_launches(op) > 0) {
       double end = m->t0 + run * m->per_run + m->issue[at] + d / op->count;
       if (end > simgrid_get_clock())
-        sg_actor_sleep_for(end - simgrid_get_clock());
+        des_sleep(c, end - simgrid_get_clock());
     }
   }
 }
@@ -898,8 +972,20 @@ static void des_run_macro(des_actor_arg *a, GArray *list, guint i)
   g_free(m.sync_left);
   g_free(m.issue);
   double dur = simgrid_get_clock() - t0;
-  des_interference(c, r, list, i, i, t0, &dur);
+  des_interference(c, r, list, i, i, t0, &dur, false);
   des_complete(c, r, idx, t0, simgrid_get_clock());
+}
+
+/* How long after now the actor may really start op: its stream is free (des_run_compute) and
+ * the ops it waits for have ended. Past now only while a charge is carried (des_carry_ok). */
+static double des_late(const des_ctx *c, const des_rank *r, const des_actor_arg *a,
+                       const prog_op *op)
+{
+  double ready = a->ready, now = simgrid_get_clock();
+  const uint32_t *deps = prog_op_deps(c->p, r->cls, op);
+  for (uint32_t d = 0; d < op->ndeps; d++)
+    ready = MAX(ready, r->end[deps[d]]);
+  return ready > now ? ready - now : 0;
 }
 
 static void des_actor(int argc, char **argv)
@@ -913,17 +999,21 @@ static void des_actor(int argc, char **argv)
     uint32_t idx = g_array_index(list, uint32_t, i);
     const prog_op *op = prog_op_at(c->p, r->cls, idx);
     des_wait_deps(c, r, op, a->stream);
-    double t0 = simgrid_get_clock();
+    double late = des_late(c, r, a, op), t0 = simgrid_get_clock() + late;
     if (des_expanded(c, op)) {
+      if (late > 0) /* not with des_carry_ok */
+        des_sleep(c, late);
       des_run_macro(a, list, i);
     } else if (op->kind != PROG_COMM) {
-      i = des_run_compute(a, list, i);
+      i = des_run_compute(a, list, i, late);
     } else {
       int channel = des_channel(c, r->rank, op, false);
       des_arrival *arrival = des_arrive(c, r, op, channel, t0);
       if (arrival)
         g_ptr_array_add(r->open, arrival);
-      double alone = des_run_collective(c, r->rank, op, channel, &a->sink);
+      double alone = des_run_collective(c, r->rank, op, channel, &a->sink, &late);
+      if (late > 0) /* no transfer slept it */
+        des_sleep(c, late);
       double t1 = simgrid_get_clock();
       /* in flight from when the last member arrived, as the analytic engine counts it, not while
        * this rank waited for the others (a receive is posted long before its send); a
@@ -1141,6 +1231,7 @@ static void des_collect(des_ctx *c, eng_result *out)
     out->peak_memory = MAX(out->peak_memory, peak);
   }
   out->messages = c->messages;
+  out->activities = c->activities;
   des_collect_dims(c, out);
   out->events = c->events;
   c->events = NULL;
@@ -1257,6 +1348,31 @@ static bool des_all_done(const des_ctx *c)
   return true;
 }
 
+/* Whether a compute run's interference charge may be carried rather than executed: its actor
+ * then gives its ops the end they would have had after executing the charge, and what waits
+ * for them, or for the stream, starts that much after now (des_late), folding the wait into
+ * its next activity, so a SimGrid activity fewer per charge. That holds when a charge executed
+ * takes its own length, so when no other kernel runs on the host: only the compute stream
+ * computes and no layer pass runs op by op. Not when tracing, whose link samples follow the
+ * transfers as posted. DLSIM_DES_CARRY=0 executes every charge, to check that. */
+static bool des_carry_ok(const des_ctx *c)
+{
+  const char *env = g_getenv("DLSIM_DES_CARRY");
+  if (c->events || (env && strcmp(env, "0") == 0))
+    return false;
+  for (guint k = 0; k < c->p->classes->len; k++) {
+    if (c->expand[k])
+      return false;
+    for (int s = 0; s < PROG_NSTREAMS; s++) {
+      GArray *list = c->stream_ops[k * PROG_NSTREAMS + s];
+      for (guint i = 0; s != PROG_STREAM_COMPUTE && i < list->len; i++)
+        if (prog_op_at(c->p, (int)k, g_array_index(list, uint32_t, i))->kind == PROG_COMPUTE)
+          return false;
+    }
+  }
+  return true;
+}
+
 /* Runs the simulation in this (child) process. */
 static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
                          eng_result *out, GError **err)
@@ -1275,6 +1391,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     out->mem_samples = g_array_new(FALSE, FALSE, sizeof(eng_mem_sample));
   }
   des_build_tables(&c);
+  c.carry = des_carry_ok(&c);
   c.active = eng_fold_ranks(p, hw, opt, c.flows, c.planner, &out->fold);
   c.ranks = g_new0(des_rank, p->nranks);
   for (int r = 0; r < p->nranks; r++) {

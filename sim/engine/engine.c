@@ -145,6 +145,7 @@ void eng_result_extrapolate(const eng_result *a, const eng_result *b, double k, 
   r->critical_rank = b->critical_rank;
   r->wall_time = a->wall_time + b->wall_time;
   r->messages = a->messages + b->messages;
+  r->activities = a->activities + b->activities;
 }
 
 GArray **eng_stream_lists(const prog_program *p)
@@ -369,7 +370,8 @@ bool *eng_async_ops(const prog_program *p, int tmpl)
   }
   for (guint i = 0; i < k->ops->len; i++) {
     const prog_op *op = &g_array_index(k->ops, prog_op, i);
-    async[i] = op->stream == PROG_STREAM_DP || (op->stream == PROG_STREAM_EP && !needed[i]);
+    async[i] = (op->stream == PROG_STREAM_DP && !op->on_chain) ||
+               (op->stream == PROG_STREAM_EP && !needed[i]);
   }
   return async;
 }

@@ -112,6 +112,7 @@ typedef struct {
   GArray *mem_samples; /* eng_mem_sample, when tracing */
   double wall_time;    /* seconds the simulator itself took */
   long messages;       /* point-to-point transfers simulated (DES) */
+  long activities;     /* executions and sleeps simulated besides them (DES) */
   GArray *link_loads;   /* eng_link_load: the busiest links, busiest first (DES) */
   GArray *link_samples; /* eng_link_sample of those links over time, when tracing (DES) */
   /* DES: the dimensions (bit 1 << prog_dim) whose collectives ran as flows, and those whose

@@ -282,8 +282,10 @@ static void mem_extras(const cfg_workload *w, const wl_model *m, const wl_stage 
   /* a stage kept whole gathers nothing more (mem_pp_keeps_unsharded) */
   s->extra[MEM_ZERO3_LIVE] =
       p->zero >= 3 && !mem_pp_keeps_unsharded(w) ? largest * b.weights + mm->zero3_prefetch : 0;
-  /* the loss's working set is gone before the first block is recomputed */
-  s->extra[MEM_RECOMPUTE] = MAX(m->recompute_peak, mem_loss_working_set(w, m, st->output));
+  /* the loss's working set is gone before the first block is recomputed; a block's backward
+   * holds what recomputation brought back beside its attention's ring buffers */
+  s->extra[MEM_RECOMPUTE] =
+      MAX(m->recompute_peak + m->ring_peak, mem_loss_working_set(w, m, st->output));
   /* the copies this GPU sends and the busiest rank receives, in 16 bits (DeepEP, Megatron) */
   s->extra[MEM_MOE_BUFFERS] = p->ep > 1 ? m->moe_copies * w->model.hidden * 2 * (1 + m->moe_load) : 0;
   s->extra[MEM_PIPE_BUFFERS] = mem_pipe_buffers(w, m, s->stage, s->inflight, micro, st->output);

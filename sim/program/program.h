@@ -64,6 +64,8 @@ typedef struct {
   uint8_t stream;     /* prog_stream */
   uint8_t recompute;  /* compute that only exists because of activation recomputation */
   uint8_t hostless;   /* launched from C++ inside another op (a deterministic fill): no host time */
+  uint8_t on_chain;   /* a data-parallel collective on the synchronous chain: issued only when
+                       * the previous run's chain is done, not prefetched under it */
   uint32_t count;     /* identical back-to-back repetitions folded into one op */
   const char *name;   /* owned by the program */
   /* compute */

@@ -20,6 +20,24 @@ int srv_replica_gpus(const cfg_serving *s)
   return (s->ep > 1 ? s->ep : s->tp) * s->pp;
 }
 
+/* DeepEP's dispatch and combine are kernels of their own, timed as all-to-alls by a planner
+ * whose runtime says so (coll_p2p_fills), apart from NCCL's, whose schedules it caches. */
+static bool srv_ep_kernels_planner(srv_ep *e, const cfg_workload *w, GError **err)
+{
+  cfg_collectives deepep = w->collectives;
+  deepep.a2a = CFG_A2A_DEEPEP;
+  coll_algo algo = COLL_ALGO_AUTO;
+  int proto = COLL_PROTO_AUTO;
+  if (!coll_algo_parse(deepep.algorithm, &algo, err) || !coll_proto_parse(deepep.protocol, &proto, err))
+    return false;
+  e->kernels_rt = coll_runtime_new(&deepep, w->doc, err);
+  if (!e->kernels_rt)
+    return false;
+  e->kernels = coll_planner_new(e->hw, algo, proto, true);
+  coll_planner_set_runtime(e->kernels, e->kernels_rt);
+  return true;
+}
+
 bool srv_ep_init(srv_ep *e, const cfg_workload *w, hw_cluster *hw, coll_planner *pl,
                  GError **err)
 {
@@ -44,6 +62,8 @@ bool srv_ep_init(srv_ep *e, const cfg_workload *w, hw_cluster *hw, coll_planner 
   e->routing = &w->model.moe;
   e->hw = hw;
   e->planner = pl;
+  if (!srv_ep_kernels_planner(e, w, err))
+    return false;
   e->memo = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
   double load = 0, dropped = 0;
   /* a bad histogram file is found here, before the first iteration */
@@ -53,6 +73,10 @@ bool srv_ep_init(srv_ep *e, const cfg_workload *w, hw_cluster *hw, coll_planner 
 void srv_ep_clear(srv_ep *e)
 {
   g_free(e->ranks);
+  if (e->kernels)
+    coll_planner_free(e->kernels);
+  if (e->kernels_rt)
+    coll_runtime_free(e->kernels_rt);
   if (e->memo)
     g_hash_table_destroy(e->memo);
   *e = (srv_ep){0};
@@ -87,16 +111,16 @@ double srv_ep_load(srv_ep *e, double tokens)
 /* the planner's cache key of the group (cost.c: 0 tensor parallel, 1 the pipeline's pair) */
 enum { SRV_EP_GROUP = 2 };
 
-static double srv_ep_alltoall(srv_ep *e, double bytes)
+static double srv_ep_alltoall(srv_ep *e, cfg_a2a kind, double bytes)
 {
   if (bytes <= 0)
     return 0;
-  bool hit;
-  double *v = srv_ep_memo(e, (gint64)2 << 60 | llround(bytes), &hit);
+  bool nccl = kind == CFG_A2A_NCCL, hit;
+  double *v = srv_ep_memo(e, (gint64)(nccl ? 2 : 3) << 60 | llround(bytes), &hit);
   if (!hit) {
     const coll_schedule *s =
-        coll_planner_get(e->planner, PROG_COLL_ALLTOALL, e->ranks, e->n, SRV_EP_GROUP, bytes,
-                         NULL, NULL);
+        coll_planner_get(nccl ? e->planner : e->kernels, PROG_COLL_ALLTOALL, e->ranks, e->n,
+                         SRV_EP_GROUP, bytes, NULL, NULL);
     *v = s ? s->time : 0;
   }
   return *v;
@@ -115,7 +139,7 @@ void srv_ep_a2a(srv_ep *e, bool prefill, double tokens, srv_ep_layer *out)
   for (int i = 0; i < 2; i++) {
     out->bytes[i] = model[i];
     out->link[i] = link[i];
-    out->time[i] = srv_ep_alltoall(e, model[i]);
+    out->time[i] = srv_ep_alltoall(e, out->kind, model[i]);
   }
 }
 

@@ -36,14 +36,25 @@ static void srv_text_pools(FILE *out, const srv_result *r)
   }
 }
 
+static void srv_text_closed_loop(FILE *out, const cfg_requests *q)
+{
+  fprintf(out, ", closed loop of %d clients", q->concurrency);
+  if (q->ramp > 0) {
+    g_autofree char *ramp = units_format_seconds(q->ramp);
+    fprintf(out, " started over %s", ramp);
+  }
+}
+
 static void srv_text_requests(FILE *out, const srv_result *r)
 {
   const cfg_requests *q = &r->workload->serving.requests;
   fprintf(out, "  requests     %d", r->requests);
+  if (q->warmup > 0)
+    fprintf(out, " after %d of warm-up", q->warmup);
   if (q->trace)
     fprintf(out, ", replayed from %s", q->trace);
   else if (q->concurrency > 0)
-    fprintf(out, ", closed loop of %d clients", q->concurrency);
+    srv_text_closed_loop(out, q);
   else if (q->arrival == CFG_ARRIVAL_BURST)
     fprintf(out, ", all at once");
   else

@@ -139,7 +139,9 @@ static void srv_draw_arrivals(const cfg_requests *q, double rate, srv_request *r
   double t = 0;
   for (int i = 0; i < n; i++) {
     if (q->concurrency > 0) {
-      reqs[i].arrival = i < q->concurrency ? 0 : NAN; /* sent when a client is free */
+      /* client i's first request; the rest are sent when a client is free. A ramp keeps a
+       * closed loop of fixed lengths from running as one convoy of prompts for ever */
+      reqs[i].arrival = i < q->concurrency ? q->ramp * i / q->concurrency : NAN;
       continue;
     }
     reqs[i].arrival = t;
@@ -236,6 +238,13 @@ bool srv_stream_build(const cfg_workload *w, double rate, srv_stream *out, GErro
   if (q->trace) {
     if (!srv_read_trace(q, out, err))
       return false;
+    if (q->warmup >= out->n) {
+      g_set_error(err, CFG_ERROR, CFG_ERROR_INPUT,
+                  "serving.requests.warmup = %d: must leave requests to measure (%s has %d)",
+                  q->warmup, q->trace, out->n);
+      srv_stream_clear(out);
+      return false;
+    }
     double span = out->reqs[out->n - 1].arrival;
     out->offered_rate = span > 0 ? (out->n - 1) / span : 0;
   } else {

@@ -41,8 +41,10 @@ typedef struct {
   double overlap;     /* serving.tbo_overlap */
   const cfg_moe *routing;
   hw_cluster *hw;
-  coll_planner *planner;
-  GHashTable *memo;   /* routing load by tokens, all-to-all time by bytes */
+  coll_planner *planner;  /* NCCL's all-to-all (shared with the rest of the cost model) */
+  coll_planner *kernels;  /* DeepEP's: no NCCL send/recv chunk pipeline to wait for */
+  coll_runtime *kernels_rt;
+  GHashTable *memo;   /* routing load by tokens, all-to-all time by kernels and bytes */
 } srv_ep;
 
 bool srv_ep_init(srv_ep *e, const cfg_workload *w, hw_cluster *hw, coll_planner *pl,

@@ -313,7 +313,7 @@ static void srv_emit(srv_run *run, srv_lane *lane, srv_request *r, int n)
   double t = run->sim.now;
   if (r->generated == 0)
     r->first_token = t;
-  else
+  else if (r->id >= run->sim.cfg->requests.warmup)
     srv_hist_add(&run->gaps, t - r->last_token);
   r->last_token = t;
   n = MIN(n, r->output - r->generated);
@@ -900,35 +900,43 @@ static void srv_spec_add(srv_spec_stats *to, const srv_spec_stats *from)
   to->draft_s += from->draft_s;
 }
 
+static void srv_record_request(const srv_run *run, const srv_request *r, srv_result *out)
+{
+  srv_request_record rec = {.id = r->id, .replica = r->replica, .arrival = r->arrival,
+                            .admitted = r->admitted, .first_token = r->first_token, .finish = r->finish,
+                            .prompt = r->prompt, .output = r->output,
+                            .preemptions = r->preemptions, .decode_replica = -1,
+                            .prefill_end = NAN, .transfer_start = NAN, .transfer_end = NAN};
+  if (run->dis)
+    srv_record_move(run, r, &rec);
+  g_array_append_val(out->reqs, rec);
+}
+
 static void srv_collect(srv_run *run, srv_result *out)
 {
   const srv_stream *st = &run->stream;
   const cfg_serving *c = run->sim.cfg;
-  int n = st->n, ntpot = 0, met = 0;
+  /* a benchmark's warm-up requests load the server but are left out of its figures */
+  int w = c->requests.warmup, n = st->n - w, ntpot = 0, met = 0;
   g_autofree double *ttft = g_new(double, n), *e2e = g_new(double, n), *tpot = g_new(double, n);
   double t0 = INFINITY, t1 = -INFINITY, prompt = 0, output = 0, ov = c->request_overhead;
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < st->n; i++) {
     const srv_request *r = &st->reqs[i];
-    ttft[i] = r->first_token - r->arrival + ov;
-    e2e[i] = r->finish - r->arrival + ov;
+    if (run->trace)
+      srv_record_request(run, r, out);
+    if (i < w)
+      continue;
+    int k = i - w;
+    ttft[k] = r->first_token - r->arrival + ov;
+    e2e[k] = r->finish - r->arrival + ov;
     double per = r->output > 1 ? (r->finish - r->first_token) / (r->output - 1) : 0;
     if (r->output > 1)
       tpot[ntpot++] = per;
-    met += ttft[i] <= c->slo.ttft && per <= c->slo.tbt;
+    met += ttft[k] <= c->slo.ttft && per <= c->slo.tbt;
     t0 = MIN(t0, r->arrival);
     t1 = MAX(t1, r->finish);
     prompt += r->prompt;
     output += r->output;
-    if (run->trace) {
-      srv_request_record rec = {.id = r->id, .replica = r->replica, .arrival = r->arrival,
-                                .admitted = r->admitted, .first_token = r->first_token, .finish = r->finish,
-                                .prompt = r->prompt, .output = r->output,
-                                .preemptions = r->preemptions, .decode_replica = -1,
-                                .prefill_end = NAN, .transfer_start = NAN, .transfer_end = NAN};
-      if (run->dis)
-        srv_record_move(run, r, &rec);
-      g_array_append_val(out->reqs, rec);
-    }
   }
   out->saturated = srv_saturated(st);
   srv_dist_of(ttft, n, &out->ttft);

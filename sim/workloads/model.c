@@ -159,7 +159,7 @@ double wl_model_fwd_flops(const wl_model *m)
 wl_shard wl_shard_of(const cfg_workload *w)
 {
   wl_shard s = {.micro_batch = w->training.micro_batch, .tp = w->parallel.tp, .cp = w->parallel.cp,
-                .sp = w->parallel.sequence_parallel != 0, .recompute = w->training.recompute,
+                .cp_exchange = w->parallel.cp_exchange, .sp = w->parallel.sequence_parallel != 0, .recompute = w->training.recompute,
                 .ep = MAX(w->parallel.ep, 1), .moe_load = 1};
   if (w->model.kind == CFG_MODEL_MOE_TRANSFORMER) {
     double tokens = (double)s.micro_batch * w->model.seq_len / (MAX(s.cp, 1) * MAX(s.tp, 1));

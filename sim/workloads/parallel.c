@@ -364,10 +364,12 @@ static void wl_tb_comm(wl_tb *b, prog_stream stream, int family, prog_coll coll,
 
 /* Megatron's split of a transformer layer's GEMMs over the tensor-parallel group: column-
  * parallel ones take the whole input and produce a shard of the output, row-parallel ones (and
- * the vocabulary-parallel embedding) produce partial sums of the whole output. */
+ * the vocabulary-parallel embedding) produce partial sums of the whole output. Only the GEMM
+ * itself: the fp8 cast before it shares its role, and the collective runs once. */
 static bool wl_column_parallel(const wl_kernel *k)
 {
-  return k->role == WL_ROLE_QKV || k->role == WL_ROLE_MLP_UP || k->role == WL_ROLE_LOGITS;
+  return k->kclass == CFG_KCLASS_GEMM &&
+         (k->role == WL_ROLE_QKV || k->role == WL_ROLE_MLP_UP || k->role == WL_ROLE_LOGITS);
 }
 
 /* Bytes per element of an activation between kernels: 8-bit training keeps them in 16 bits
@@ -380,7 +382,7 @@ static double wl_activation_bytes(const wl_model *m)
 
 static bool wl_row_parallel(const wl_kernel *k)
 {
-  return k->role == WL_ROLE_ATTN_OUT || k->role == WL_ROLE_MLP_DOWN;
+  return k->kclass == CFG_KCLASS_GEMM && (k->role == WL_ROLE_ATTN_OUT || k->role == WL_ROLE_MLP_DOWN);
 }
 
 /* Tensor-parallel collectives around the kernel `k` of a transformer layer (Megatron). */
@@ -448,11 +450,15 @@ static int wl_ring_chunks(int step, int cp, bool forward)
   return (step < cp - 1) + (step > 0);
 }
 
-/* Elements of K and V a rank holds for its share of the micro-batch's tokens. */
+/* Elements of K and V a rank holds for its share of the micro-batch's tokens. PyTorch's ring
+ * passes them as its SDPA op takes them, one head per query head (aten's flash and efficient
+ * attention ops have no grouped-query form; torchtitan repeats K and V before SDPA, repeat_kv
+ * in models/llama/model.py @ 9dec370 and 820504e). */
 static double wl_cp_chunk(const wl_par *x)
 {
   const cfg_model *cm = &x->w->model;
-  return 2.0 * x->m->tokens * cm->kv_heads * (cm->hidden / cm->heads) / x->tp;
+  double heads = x->w->parallel.cp_exchange == CFG_CP_ALLGATHER ? cm->heads : cm->kv_heads;
+  return 2.0 * x->m->tokens * heads * (cm->hidden / cm->heads) / x->tp;
 }
 
 /* Bytes of a gather over the CP group that moves one `bytes` buffer to each neighbour. */
@@ -587,6 +593,10 @@ static void wl_tb_states(wl_tb *b, const wl_layer *l, prog_coll coll, double byt
     if (gather) {
       uint32_t op = prog_comm(x->p, b->t, PROG_STREAM_DP, name, coll, fam, params * bytes_per_param,
                               NULL, 0);
+      /* BACKWARD_POST: FSDP issues it from the later layer's post-backward hook, after that
+       * layer's gradients, so it cannot run under them */
+      prog_op_at(x->p, b->t, op)->on_chain =
+          b->pass != WL_PASS_F && x->w->parallel.zero3_backward_post;
       if (!has_first) {
         first = op;
         has_first = true;
@@ -1214,7 +1224,7 @@ static void wl_ds_transfer(wl_st *st, const char *name, int family)
 static uint32_t wl_backward_ops(wl_st *st, int c, const wl_step *step, bool last_mb, uint32_t dep,
                                 bool has)
 {
-  double peak = st->x->m->recompute_peak;
+  double peak = st->x->m->recompute_peak + st->x->m->ring_peak;
   if (peak > 0)
     prog_mem(st->x->p, st->cls, "recompute working set", PROG_MEM_ACTIVATIONS, peak, NULL, 0);
   uint32_t last = wl_pass_ops(st, c, step, last_mb, dep, has);

@@ -30,6 +30,7 @@ typedef struct {
   cfg_recompute recompute;
   bool op_sac;  /* selective recomputation by torchtitan's per-op policy */
   bool eager;   /* eager PyTorch's unfused ops (eager.c) */
+  bool torch_cp; /* context parallelism by PyTorch's context_parallel (torchcp.c) */
   bool eager_loss; /* eager PyTorch's fp32 cross_entropy */
   bool te_ring; /* context parallelism as Transformer Engine's ring, with its host work */
   /* mixture of experts (moe false: a dense MLP) */
@@ -204,6 +205,23 @@ static void wl_set_attention_shape(GArray *kernels, const wl_shape *x, bool back
 #define WL_TE_RING_HOST_FWD 2
 #define WL_TE_RING_HOST_BWD 3
 
+/* PyTorch's ring (torchcp.c) works on K and V with one head per query head: its tensors are
+ * all the size of this GPU's queries. */
+static wl_tcp wl_tcp_of(const wl_shape *x)
+{
+  return (wl_tcp){.elems = x->T * x->a * x->d / x->t, .dt = x->dt, .cp = (int)x->cp, .eager = x->eager};
+}
+
+/* PyTorch's ring in a block's backward holds, beside what recomputation brought back, all the
+ * ranks' K and V gathered, dQ, dK and dV in fp32, the fp32 dK, dV it sends and the ones it
+ * receives, the step's 16-bit gradients, and the flash kernel's fp32 dQ accumulator
+ * (_templated_ring_attention_backward; FlashAttention-2's dq_accum): per element of the GPU's
+ * queries, 2 cp dt + 12 + 16 + 3 dt + 4 bytes. */
+static double wl_torch_cp_peak(const wl_shape *x)
+{
+  return wl_tcp_of(x).elems * (2 * x->cp * x->dt + 12 + 16 + 3 * x->dt + 4);
+}
+
 /* The fused attention's forward. With context parallelism it is a ring (Transformer Engine's
  * AttnFuncWithCPAndKVP2P, which Megatron-LM runs for --context-parallel-size with its default
  * p2p communication): one fused-attention call per step, on the key/value chunk the ring
@@ -214,11 +232,16 @@ static void wl_set_attention_shape(GArray *kernels, const wl_shape *x, bool back
 static void wl_ring_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay, double flops)
 {
   GArray *to = wl_list(l, replay);
+  wl_tcp tcp = wl_tcp_of(x);
   for (int i = 0; i < (int)x->cp; i++) {
+    if (x->torch_cp)
+      wl_torch_cp_before(m, l, &tcp, i, false, replay);
     wl_k(m, l, replay, i ? WL_ROLE_RING_STEP : WL_ROLE_ATTENTION, "attention",
          CFG_KCLASS_ATTENTION, flops / x->cp, wl_attention_io(x));
     wl_set_attention_shape(to, x, false, i == 0);
-    if (i)
+    if (x->torch_cp)
+      wl_torch_cp_after(m, l, &tcp, i, false, replay);
+    else if (i)
       wl_k(m, l, replay, WL_ROLE_RING_STEP, "attention.merge", CFG_KCLASS_ELEMENTWISE, 0, 0);
     for (int j = 0; i && x->te_ring && j < WL_TE_RING_HOST_FWD; j++)
       wl_k(m, l, replay, WL_ROLE_RING_STEP, "attention.ring_host", CFG_KCLASS_ELEMENTWISE, 0, 0);
@@ -230,17 +253,22 @@ static void wl_ring_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay
  * comes last (role attention: the gradients go back after it). */
 static void wl_ring_bwd(wl_model *m, wl_layer *l, const wl_shape *x, double flops)
 {
+  wl_tcp tcp = wl_tcp_of(x);
   for (int i = 0; i < (int)x->cp; i++) {
     for (int j = 0; i && x->te_ring && j < WL_TE_RING_HOST_BWD; j++)
       wl_bwd(m, l, WL_ROLE_RING_STEP, WL_PHASE_BACKWARD, "attention.ring_host.bwd",
              CFG_KCLASS_ELEMENTWISE, 0, 0);
-    if (i)
+    if (x->torch_cp)
+      wl_torch_cp_before(m, l, &tcp, i, true, false);
+    else if (i)
       wl_bwd(m, l, WL_ROLE_RING_STEP, WL_PHASE_BACKWARD, "attention.dkv_add",
              CFG_KCLASS_ELEMENTWISE, 0, 0);
     bool last = i == (int)x->cp - 1;
     wl_bwd(m, l, last ? WL_ROLE_ATTENTION : WL_ROLE_RING_STEP, WL_PHASE_BACKWARD,
            "attention.bwd", CFG_KCLASS_ATTENTION, flops / x->cp, 2.5 * wl_attention_io(x));
     wl_set_attention_shape(l->bwd, x, true, last); /* backward runs the ring in reverse */
+    if (x->torch_cp)
+      wl_torch_cp_after(m, l, &tcp, i, true, false);
   }
 }
 
@@ -676,6 +704,8 @@ static wl_shape wl_shape_of(const cfg_model *cm, const cfg_training *t, const wl
                 .te_ring = t->te_cp_ring != 0};
   x.d = cm->head_dim;
   x.cp = MAX(sh->cp, 1);
+  x.torch_cp = x.cp > 1 && sh->cp_exchange == CFG_CP_ALLGATHER;
+  x.te_ring = x.te_ring && !x.torch_cp; /* PyTorch's ring is not Transformer Engine's */
   x.sq = x.s / x.cp;
   x.T = x.b * x.sq;
   x.Te = sh->sp && sh->tp > 1 ? x.T / x.t : x.T;
@@ -816,6 +846,8 @@ bool wl_transformer_build(wl_model *m, const cfg_model *cm, const cfg_training *
     full.recompute = CFG_RECOMPUTE_NONE;
     m->recompute_peak = wl_block_saved(&full) - wl_block_saved(first_moe ? &mx : &x);
   }
+  if (x.torch_cp)
+    m->ring_peak = wl_torch_cp_peak(&x);
   if (first_moe) {
     m->moe_tokens = mx.n;
     m->moe_copies = mx.n * mx.k;

@@ -94,6 +94,7 @@ typedef struct {
   double tokens;     /* per micro-batch */
   int blocks;        /* repeated layers between the first and the last (transformer blocks) */
   double recompute_peak; /* activations alive at once while one block is recomputed */
+  double ring_peak;      /* PyTorch's CP ring's buffers while a block's attention runs backward */
   double loss_peak;      /* the loss's gradients alive at once at the start of backward */
   double moe_tokens;     /* tokens one GPU routes through a MoE block (0: no MoE) */
   double moe_copies;     /* ... and the copies it dispatches (tokens x top_k) */
@@ -109,6 +110,7 @@ typedef struct {
   int micro_batch;
   int tp;
   int cp;                  /* context parallelism: this GPU's 1/cp of the sequence */
+  cfg_cp_exchange cp_exchange; /* allgather: PyTorch's context_parallel (its fp32 merges) */
   bool sp;                 /* sequence parallelism */
   cfg_recompute recompute;
   int ep;                  /* expert parallelism: this GPU holds experts / ep experts */

@@ -45,6 +45,19 @@ void wl_eager(wl_model *m, wl_layer *l, wl_eager_module module, const char *what
 void wl_eager_repeat_kv(wl_model *m, wl_layer *l, double narrow, double wide, double dt,
                         bool backward, bool replay);
 
+/* PyTorch context_parallel's memory-bound kernels around ring step `step` of `cp` (torchcp.c),
+ * over tensors of `elems` elements in 16-bit `dt`, unfused when `eager`: before the step's
+ * attention, and after it. */
+typedef struct {
+  double elems, dt;
+  int cp;
+  bool eager;
+} wl_tcp;
+void wl_torch_cp_before(wl_model *m, wl_layer *l, const wl_tcp *c, int step, bool backward,
+                        bool replay);
+void wl_torch_cp_after(wl_model *m, wl_layer *l, const wl_tcp *c, int step, bool backward,
+                       bool replay);
+
 bool wl_transformer_build(wl_model *m, const cfg_model *cm, const cfg_training *t,
                           const wl_shard *sh, GError **err);
 bool wl_cnn_build(wl_model *m, const cfg_model *cm, const cfg_training *t, int micro_batch,

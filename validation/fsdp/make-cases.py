@@ -34,7 +34,9 @@ def workload(size):
                 'model: mpt-%s\n'
                 'training:\n  framework: fsdp\n  global_batch: 8\n  micro_batch: 1\n  dtype: bf16\n  optimizer: adam\n'
                 '  flash_attention: true\n  attention: triton\n'
-                'parallel:\n  zero: 3\n' % (size, size))
+                'parallel:\n  zero: 3\n'
+                '  zero3_backward_post: true  # Composer FSDPConfig: backward_prefetch BACKWARD_POST\n'
+                % (size, size))
 
 
 def case(r):
