@@ -1152,7 +1152,7 @@ static double compute_ops_named(const prog_program *p, const char *name)
 
 /* Transformer Engine's ring (training.te_cp_ring) issues host work per later ring step that is
  * no attention call: 2 modelled kernels beside each forward merge, 3 beside each dK/dV add (at
- * CP 4, three later steps of each); another ring (torchtitan's, te_cp_ring false) has none. */
+ * CP 4, three later steps of each); another ring (te_cp_ring false, or PyTorch's) has none. */
 Test(parallel, te_ring_charges_its_host_work_per_later_step)
 {
   for (int cp = 2; cp <= 4; cp += 2) {
@@ -1162,8 +1162,11 @@ Test(parallel, te_ring_charges_its_host_work_per_later_step)
                         "training.te_cp_ring=true", NULL};
     const char *other[] = {"node.count=1", cps, dps, "training.global_batch=16", "training.micro_batch=1",
                            "training.te_cp_ring=false", NULL};
+    const char *torch_ring[] = {"node.count=1", cps, dps, "training.global_batch=16", "training.micro_batch=1",
+                                "training.te_cp_ring=true", "parallel.cp_exchange=allgather", NULL};
     prog_program *a = th_program("dgx-h100", "gpt3-1.3b-dp", te);
     prog_program *b = th_program("dgx-h100", "gpt3-1.3b-dp", other);
+    prog_program *c = th_program("dgx-h100", "gpt3-1.3b-dp", torch_ring);
     double merges = compute_ops_named(a, "attention.merge");
     double adds = compute_ops_named(a, "attention.dkv_add");
     cr_assert_gt(merges, 0, "cp %d", cp);
@@ -1173,7 +1176,11 @@ Test(parallel, te_ring_charges_its_host_work_per_later_step)
     cr_expect_eq(compute_ops_named(b, "attention.ring_host"), 0, "cp %d", cp);
     cr_expect_eq(compute_ops_named(b, "attention.ring_host.bwd"), 0, "cp %d", cp);
     cr_expect_eq(compute_ops_named(b, "attention.merge"), merges, "cp %d", cp);
+    /* PyTorch's ring (an all-gather exchange) is not Transformer Engine's, whatever the key */
+    cr_expect_eq(compute_ops_named(c, "attention.ring_host") + compute_ops_named(c, "attention.ring_host.bwd"),
+                 0, "cp %d", cp);
     prog_free(a);
     prog_free(b);
+    prog_free(c);
   }
 }
