@@ -136,9 +136,9 @@ Test(parallel, zero3_moves_one_and_a_half_times_the_bytes_of_zero0)
 
 Test(parallel, tensor_parallelism_across_nodes_is_slower)
 {
-  const char *inside[] = {"node.count=2", "parallel.tp=8", "parallel.dp=2", "training.global_batch=16",
+  const char *inside[] = {"node.count=2", "parallel.tp=8", "parallel.dp=2", "training.global_batch=16", "training.micro_batch=1",
                           "parallel.placement=[tp, cp, pp, dp]", NULL};
-  const char *across[] = {"node.count=2", "parallel.tp=8", "parallel.dp=2", "training.global_batch=16",
+  const char *across[] = {"node.count=2", "parallel.tp=8", "parallel.dp=2", "training.global_batch=16", "training.micro_batch=1",
                           "parallel.placement=[dp, cp, pp, tp]", NULL};
   for (int e = 0; e < 2; e++) {
     eng_kind kind = e ? ENG_DES : ENG_ANALYTIC;
@@ -1131,4 +1131,56 @@ Test(parallel, the_bf16_optimizer_with_zero_2_exits_2_naming_the_key)
   expect_exit_2("run -c dgx-h100 -w gpt3-1.3b-dp --set node.count=1 --set parallel.dp=8 "
                 "--set parallel.zero=2 --set training.grad_accum_dtype=fp32",
                 "training.grad_accum_dtype", "zero");
+}
+
+/* How many times compute ops named `name` (after their layer's prefix: "layer3.") appear in
+ * every class and template, each op as many times as it repeats. */
+static double compute_ops_named(const prog_program *p, const char *name)
+{
+  double n = 0;
+  for (guint c = 0; c < p->classes->len; c++) {
+    const prog_class *k = prog_class_at(p, (int)c);
+    for (guint i = 0; i < k->ops->len; i++) {
+      const prog_op *op = &g_array_index(k->ops, prog_op, i);
+      const char *dot = op->name ? strchr(op->name, '.') : NULL;
+      if (op->kind == PROG_COMPUTE && dot && strcmp(dot + 1, name) == 0)
+        n += op->count;
+    }
+  }
+  return n;
+}
+
+/* Transformer Engine's ring (training.te_cp_ring) issues host work per later ring step that is
+ * no attention call: 2 modelled kernels beside each forward merge, 3 beside each dK/dV add (at
+ * CP 4, three later steps of each); another ring (te_cp_ring false, or PyTorch's) has none. */
+Test(parallel, te_ring_charges_its_host_work_per_later_step)
+{
+  for (int cp = 2; cp <= 4; cp += 2) {
+    g_autofree char *cps = g_strdup_printf("parallel.cp=%d", cp);
+    g_autofree char *dps = g_strdup_printf("parallel.dp=%d", 8 / cp);
+    const char *te[] = {"node.count=1", cps, dps, "training.global_batch=16", "training.micro_batch=1",
+                        "training.te_cp_ring=true", NULL};
+    const char *other[] = {"node.count=1", cps, dps, "training.global_batch=16", "training.micro_batch=1",
+                           "training.te_cp_ring=false", NULL};
+    const char *torch_ring[] = {"node.count=1", cps, dps, "training.global_batch=16", "training.micro_batch=1",
+                                "training.te_cp_ring=true", "parallel.cp_exchange=allgather", NULL};
+    prog_program *a = th_program("dgx-h100", "gpt3-1.3b-dp", te);
+    prog_program *b = th_program("dgx-h100", "gpt3-1.3b-dp", other);
+    prog_program *c = th_program("dgx-h100", "gpt3-1.3b-dp", torch_ring);
+    double merges = compute_ops_named(a, "attention.merge");
+    double adds = compute_ops_named(a, "attention.dkv_add");
+    cr_assert_gt(merges, 0, "cp %d", cp);
+    cr_assert_gt(adds, 0, "cp %d", cp);
+    cr_expect_eq(compute_ops_named(a, "attention.ring_host"), 2 * merges, "cp %d", cp);
+    cr_expect_eq(compute_ops_named(a, "attention.ring_host.bwd"), 3 * adds, "cp %d", cp);
+    cr_expect_eq(compute_ops_named(b, "attention.ring_host"), 0, "cp %d", cp);
+    cr_expect_eq(compute_ops_named(b, "attention.ring_host.bwd"), 0, "cp %d", cp);
+    cr_expect_eq(compute_ops_named(b, "attention.merge"), merges, "cp %d", cp);
+    /* PyTorch's ring (an all-gather exchange) is not Transformer Engine's, whatever the key */
+    cr_expect_eq(compute_ops_named(c, "attention.ring_host") + compute_ops_named(c, "attention.ring_host.bwd"),
+                 0, "cp %d", cp);
+    prog_free(a);
+    prog_free(b);
+    prog_free(c);
+  }
 }

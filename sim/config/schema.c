@@ -818,6 +818,14 @@ static const cfg_field cfg_training_fields[] = {
            "9dec370): its fp32 gradients count in backward's working set and its backward moves "
            "16 bytes a logit more; training.eager_ops implies it",
            DEF(0)),
+    F_BOOL(cfg_training, "te_cp_ring", te_cp_ring,
+           "context parallelism runs Transformer Engine's ring attention "
+           "(AttnFuncWithCPAndKVP2P, as Megatron-LM and NeMo do): besides its attention calls "
+           "and merges, each later ring step's host work (the send/receive batch and its waits, "
+           "stream switches and events, the load-balanced halves' views and copies, the output "
+           "and softmax-statistics corrections) costs the host 2 modelled kernels forward and 3 "
+           "backward, counted from its source (validation/megatron_ci/te_cp_ring_ops.csv)",
+           DEF(0)),
     F_BOOL(cfg_training, "fp8_params", fp8_params,
            "with training.dtype fp8: the model's weights are kept in fp8 (Transformer Engine's "
            "quantized_model_init, NeMo's FP8_PARAMS / Megatron-LM's --fp8-param-gather), one "

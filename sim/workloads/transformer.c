@@ -32,6 +32,7 @@ typedef struct {
   bool eager;   /* eager PyTorch's unfused ops (eager.c) */
   bool torch_cp; /* context parallelism by PyTorch's context_parallel (torchcp.c) */
   bool eager_loss; /* eager PyTorch's fp32 cross_entropy */
+  bool te_ring; /* context parallelism as Transformer Engine's ring, with its host work */
   /* mixture of experts (moe false: a dense MLP) */
   bool moe;
   double E, k, fe, S; /* experts, top-k, expert ffn width, shared experts */
@@ -192,6 +193,18 @@ static void wl_set_attention_shape(GArray *kernels, const wl_shape *x, bool back
                 .deterministic = backward && x->deterministic};
 }
 
+/* Transformer Engine's ring (AttnFuncWithCPAndKVP2P, the same code for this path in v2.10 to
+ * v2.13, the releases of Megatron-LM's CI containers) issues more host ops than its calls and
+ * merges: per later step the send/receive batch and its waits, stream switches and events, the
+ * views and copies of the load-balanced halves, the output and softmax-statistics corrections,
+ * and the gradients' copies and adds by half in backward. Counted for CP 2 (causal, load
+ * balanced, flash-attn backend; validation/megatron_ci/te_cp_ring_ops.csv): 67 ops forward and
+ * 104 backward where one attention call without CP takes 14 and 18, so the ring is 4.8 and 5.8
+ * modelled kernels of the host's, of which the two calls and the merge (or dK/dV add) are 3:
+ * these are the rest, rounded, in the unit host_dispatch is fitted in. */
+#define WL_TE_RING_HOST_FWD 2
+#define WL_TE_RING_HOST_BWD 3
+
 /* PyTorch's ring (torchcp.c) works on K and V with one head per query head: its tensors are
  * all the size of this GPU's queries. */
 static wl_tcp wl_tcp_of(const wl_shape *x)
@@ -230,6 +243,8 @@ static void wl_ring_fwd(wl_model *m, wl_layer *l, const wl_shape *x, bool replay
       wl_torch_cp_after(m, l, &tcp, i, false, replay);
     else if (i)
       wl_k(m, l, replay, WL_ROLE_RING_STEP, "attention.merge", CFG_KCLASS_ELEMENTWISE, 0, 0);
+    for (int j = 0; i && x->te_ring && j < WL_TE_RING_HOST_FWD; j++)
+      wl_k(m, l, replay, WL_ROLE_RING_STEP, "attention.ring_host", CFG_KCLASS_ELEMENTWISE, 0, 0);
   }
 }
 
@@ -240,6 +255,9 @@ static void wl_ring_bwd(wl_model *m, wl_layer *l, const wl_shape *x, double flop
 {
   wl_tcp tcp = wl_tcp_of(x);
   for (int i = 0; i < (int)x->cp; i++) {
+    for (int j = 0; i && x->te_ring && j < WL_TE_RING_HOST_BWD; j++)
+      wl_bwd(m, l, WL_ROLE_RING_STEP, WL_PHASE_BACKWARD, "attention.ring_host.bwd",
+             CFG_KCLASS_ELEMENTWISE, 0, 0);
     if (x->torch_cp)
       wl_torch_cp_before(m, l, &tcp, i, true, false);
     else if (i)
@@ -682,10 +700,12 @@ static wl_shape wl_shape_of(const cfg_model *cm, const cfg_training *t, const wl
                 .deterministic = t->deterministic != 0,
                 .impl = t->attention > 0 ? (cfg_attn_impl)(t->attention - 1) : CFG_ATTN_FA2,
                 .op_sac = t->selective == CFG_SELECTIVE_TORCHTITAN_OP, .eager = t->eager_ops != 0,
-                .eager_loss = t->eager_ops != 0 || t->eager_loss != 0};
+                .eager_loss = t->eager_ops != 0 || t->eager_loss != 0,
+                .te_ring = t->te_cp_ring != 0};
   x.d = cm->head_dim;
   x.cp = MAX(sh->cp, 1);
   x.torch_cp = x.cp > 1 && sh->cp_exchange == CFG_CP_ALLGATHER;
+  x.te_ring = x.te_ring && !x.torch_cp; /* PyTorch's ring is not Transformer Engine's */
   x.sq = x.s / x.cp;
   x.T = x.b * x.sq;
   x.Te = sh->sp && sh->tp > 1 ? x.T / x.t : x.T;
