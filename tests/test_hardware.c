@@ -740,3 +740,58 @@ Test(hardware, splitting_links_that_never_bind_keeps_the_step)
     prog_free(p);
   }
 }
+
+/* ---- power cap -------------------------------------------------------------------------------- */
+
+static double h100_kernel_time_at(const char *power_limit, hw_kernel k)
+{
+  cfg_workload *w = NULL;
+  cfg_cluster *c = NULL;
+  const char *sets[] = {power_limit, NULL};
+  cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", power_limit ? sets : NULL, &c, &w));
+  hw_cluster *hw = hw_cluster_new(c);
+  double t = hw_kernel_time(hw, &k) - hw_efficiency(hw)->launch_overhead;
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+  return t;
+}
+
+/* 500 W of the H100's 700: a third of the way from the H100 NVL's 400 W (835 of the SXM's 989
+ * dense bf16 TFLOP/s) to the TDP, so the SMs run at (835 + 154 / 3) / 989 of their clock and a
+ * compute-bound GEMM takes 989 / 886.33 as long. */
+Test(hardware, a_power_cap_slows_compute_bound_kernels_by_the_clock_by_hand)
+{
+  hw_kernel gemm = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_BF16, .flops = 1e12};
+  double free_run = h100_kernel_time_at(NULL, gemm);
+  double capped = h100_kernel_time_at("gpu.power_limit=500W", gemm);
+  cr_expect_float_eq(capped / free_run, 989.0 / (835.0 + 154.0 / 3), 1e-9, "%g", capped / free_run);
+}
+
+Test(hardware, an_uncapped_or_memory_bound_kernel_keeps_its_time)
+{
+  hw_kernel gemm = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_BF16, .flops = 1e12};
+  double free_run = h100_kernel_time_at(NULL, gemm);
+  cr_expect_eq(h100_kernel_time_at("gpu.power_limit=700W", gemm), free_run, "at the TDP");
+  cr_expect_eq(h100_kernel_time_at("gpu.power_limit=0", gemm), free_run, "0: no cap");
+  /* HBM is not clocked down: a kernel that streams bytes takes as long at 500 W */
+  hw_kernel copy = {.kclass = CFG_KCLASS_ELEMENTWISE, .dtype = CFG_BF16, .flops = 1e6, .bytes = 1e9};
+  cr_expect_eq(h100_kernel_time_at("gpu.power_limit=500W", copy), h100_kernel_time_at(NULL, copy));
+}
+
+static void expect_power_limit_refused(const char *value, const char *why)
+{
+  g_autofree char *args = g_strdup_printf("run -c dgx-h100 -w gpt3-1.3b-dp --set gpu.power_limit=%s",
+                                          value);
+  th_proc p = th_dlsim(args);
+  cr_expect_eq(p.status, 2, "%s: %s", value, p.out);
+  cr_expect(strstr(p.out, "gpu.power_limit") && strstr(p.out, why), "%s: %s", value, p.out);
+  th_proc_clear(&p);
+}
+
+Test(hardware, a_negative_or_too_high_power_limit_is_refused_with_its_key)
+{
+  expect_power_limit_refused("-100W", "expected a value from 0 to 1200");
+  expect_power_limit_refused("1500W", "expected a value from 0 to 1200");
+  expect_power_limit_refused("800W", "above power.gpu_tdp (700 W)");
+}

@@ -265,6 +265,7 @@ typedef struct {
   double memory_bandwidth;  /* bytes/s */
   double flops[CFG_NDTYPES];/* peak FLOP/s, NAN when the GPU has no such unit */
   int sms;                  /* streaming multiprocessors (0: unknown, no wave quantisation) */
+  double power_limit;       /* watts the board is capped at; 0: power.gpu_tdp (no cap) */
   char *calibration;        /* resolved path or NULL */
   cfg_efficiency efficiency;/* defaults <- calibration file <- inline gpu.efficiency */
 } cfg_gpu;

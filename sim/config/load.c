@@ -570,6 +570,12 @@ static bool cfg_cluster_check(cfg_cluster *c, GError **err)
   cfg_one_switch(&c->network);
   /* every constant default of the tables, after the calibration file filled what it sets */
   cfg_defaults(&cfg_schema_cluster, c);
+  /* nvidia-smi refuses a limit above the board's: a cap only lowers the clock */
+  if (c->gpu.power_limit > c->power.gpu_tdp)
+    return cfg_fail(err, d, "gpu.power_limit",
+                    "gpu.power_limit: %g W is above power.gpu_tdp (%g W); expected 0 (no cap) "
+                    "or a cap up to it",
+                    c->gpu.power_limit, c->power.gpu_tdp);
   for (int k = 0; k < CFG_NKCLASSES; k++)
     if (c->gpu.efficiency.flops_efficiency[k] <= 0)
       return cfg_fail(err, d, "gpu.efficiency", "gpu.efficiency.flops.%s: must be > 0",

@@ -409,6 +409,11 @@ static const cfg_field cfg_gpu_fields[] = {
           "streaming multiprocessors (datasheet), over which GEMMs run in waves of output tiles "
           "with gpu.efficiency.gemm_waves; 0: unknown, GEMMs as if every wave were full",
           DEF(0), UPTO(1024, "GPUs have at most a few hundred SMs")),
+    F_QTY(cfg_gpu, "power_limit", power_limit, UNITS_WATTS,
+          "a power cap below power.gpu_tdp (nvidia-smi -pl): the SM clock, and with it the peak "
+          "of compute-bound kernels, drops as the H100 curve of validation/kernels/"
+          "h100_power_cap.csv says; memory-bound kernels keep HBM's rate; 0: power.gpu_tdp",
+          DEF(0), UPTO(1200, "GB200's 1,200 W is the highest board power of NVIDIA's datasheets")),
     F_PATH(cfg_gpu, "calibration", calibration,
            "a calibration file (dlsim calibrate): its efficiencies and NCCL parameters apply "
            "where the cluster file does not set them; 'none' for none"),

@@ -116,6 +116,22 @@ double hw_gemm_shape_efficiency(const cfg_gpu *g, const hw_kernel *k)
   return cost > even ? ramp * (even / cost) : ramp;
 }
 
+/* The SM clock under gpu.power_limit, as a fraction of the clock at power.gpu_tdp, for an
+ * H100 running dense GEMMs (validation/kernels/h100_power_cap.csv): at its TDP it runs the
+ * clock of its datasheet peak; the H100 NVL, the same 132-SM die, is rated 835 of the SXM's
+ * 989 dense bf16 TFLOP/s at 400 W of 700. Linear between the two, and below 400 W the same
+ * line extended (no tensor-core clock at a lower cap was found). */
+double hw_power_clock(const cfg_cluster *c)
+{
+  static const double cap_at_tdp = 1.0, clock_at_tdp = 1.0;
+  static const double cap_nvl = 400.0 / 700.0, clock_nvl = 835.0 / 989.0;
+  double tdp = c->power.gpu_tdp;
+  if (!(c->gpu.power_limit > 0) || !(tdp > 0) || c->gpu.power_limit >= tdp)
+    return 1.0;
+  double slope = (clock_at_tdp - clock_nvl) / (cap_at_tdp - cap_nvl);
+  return MAX(0.1, clock_nvl + slope * (c->gpu.power_limit / tdp - cap_nvl));
+}
+
 double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k)
 {
   const cfg_gpu *g = &hw_config(hw)->gpu;
@@ -127,11 +143,12 @@ double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k)
                                : e->flops_efficiency[k->kclass];
   if (k->kclass == CFG_KCLASS_GEMM && k->inner > 0)
     eff *= hw_gemm_shape_efficiency(g, k);
-  double peak = hw_peak_flops(hw, k->dtype);
+  /* a power cap slows the SMs, not HBM: memory-bound kernels keep their rate */
+  double peak = hw_peak_flops(hw, k->dtype) * hw_power_clock(hw_config(hw));
   /* 8- and 4-bit GEMMs reach a smaller fraction of their peak than 16-bit ones (FP8 measured
    * on H100, FP4 on B200) */
   cfg_dtype unit = cfg_dtype_unit(k->dtype);
-  if ((unit == CFG_FP8 || unit == CFG_FP4) && peak == g->flops[unit])
+  if ((unit == CFG_FP8 || unit == CFG_FP4) && hw_peak_flops(hw, k->dtype) == g->flops[unit])
     eff *= unit == CFG_FP4 ? e->fp4_scale : e->fp8_scale;
   double t_flops = k->flops > 0 ? k->flops / (peak * eff * e->sustained) : 0.0;
   double t_bytes = k->bytes > 0 ? k->bytes / (g->memory_bandwidth * e->memory_efficiency) : 0.0;

@@ -104,6 +104,8 @@ double hw_gemm_shape_efficiency(const cfg_gpu *g, const hw_kernel *k);
 /* Peak FLOP/s for a dtype, falling back to the nearest unit the GPU has (fp8 -> bf16 ...). */
 double hw_peak_flops(const hw_cluster *hw, cfg_dtype dtype);
 const cfg_efficiency *hw_efficiency(const hw_cluster *hw);
+/* The SM clock under gpu.power_limit as a fraction of its clock at power.gpu_tdp (1: no cap). */
+double hw_power_clock(const cfg_cluster *c);
 /* An optimizer step offloaded to the host CPUs (ZeRO-Offload) for one GPU's shard: its
  * gradients down and updated parameters up over PCIe (pcie_bytes), then the update at the
  * GPU's share of node.cpu's FLOP/s and DDR bandwidth. */

@@ -425,6 +425,7 @@ cfg_cluster *sim_mps_cluster(const cfg_cluster *c, const cfg_workload *w)
   for (int d = 0; d < CFG_NDTYPES; d++)
     v->gpu.flops[d] /= k;
   v->power.gpu_tdp /= k;
+  v->gpu.power_limit /= k;
   v->cost.gpu_hour /= k;
   return v;
 }

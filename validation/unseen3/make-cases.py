@@ -112,10 +112,10 @@ TITAN_SRC = {
 # components/loss.py) torch.compile takes the loss too.
 TITAN_LOSS = {"perf": ["training.eager_loss=true"], "asynctp": [], "trainy": []}
 
-# Grand Teton's H100 (96 GB HBM2e at 2.4 TB/s, stated by both torchtitan pages) and the
-# H200 (141 GB at 4.8 TB/s, NVIDIA's datasheet, as the SGLang H200 cases set it).
-TITAN_GPU = {"perf": ["gpu.memory=96GiB", "gpu.memory_bandwidth=2.4TB/s"],
-             "asynctp": ["gpu.memory=96GiB", "gpu.memory_bandwidth=2.4TB/s"],
+# Grand Teton's H100 (96 GB HBM2e at 2.4 TB/s, 500 W power limit, stated by both torchtitan
+# pages) and the H200 (141 GB at 4.8 TB/s, NVIDIA's datasheet, as the SGLang H200 cases set it).
+TITAN_H100 = ["gpu.memory=96GiB", "gpu.memory_bandwidth=2.4TB/s", "gpu.power_limit=500W"]
+TITAN_GPU = {"perf": TITAN_H100, "asynctp": TITAN_H100,
              "trainy": ["gpu.memory=141GB", "gpu.memory_bandwidth=4.8TB/s"]}
 
 

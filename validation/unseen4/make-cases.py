@@ -147,7 +147,7 @@ def titan_sets(r):
     if r["async_tp"] == "true":
         sets.append("parallel.tp_comm_overlap=true")
     if r["model"] == "llama3.1-405b":
-        sets += ["gpu.memory=95GiB", "gpu.memory_bandwidth=2.4TB/s"]
+        sets += ["gpu.memory=95GiB", "gpu.memory_bandwidth=2.4TB/s", "gpu.power_limit=500W"]
     return sets
 
 
@@ -175,7 +175,7 @@ def titan_cases():
             "reduction). 405B: train_configs/llama3_405b.toml of the commit (compile, float8 with the "
             "FSDP float8 all-gather, async TP) expressed as in validation/unseen3 (eager_ops false with "
             "eager_loss, fp8 current scaling, fp8_params, tp_comm_overlap); Meta's lower-TDP HBM2e H100 "
-            "95GB at 2.4 TB/s (unseen3's Grand Teton figure) over dgx-h100. A100: the dgx-a100 preset, "
+            "95GB at 2.4 TB/s and 500 W (unseen3's Grand Teton figures) over dgx-h100. A100: the dgx-a100 preset, "
             "the cluster is not stated. Measured: tokens/s per GPU x GPUs.",
             training(H100 if gpu == "h100" else A100, "../unseen4/workloads/torchtitan-llama.yaml",
                      titan_sets(r), f"{int(r['wps']) * gpus}"),
