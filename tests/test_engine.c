@@ -1540,7 +1540,8 @@ static double carry_step(const char *const *sets, bool carry, double *exposed, l
  * waiting for it, instead of executed on its own, gives the same step: TP 2 x CP x PP x DP on
  * rails over several leaf groups, on a 4:1 oversubscribed fat tree and beside another tenant's
  * flow (the pipeline's sends, the DP x CP reduction, interference on every pass), with at least
- * a tenth fewer executions and sleeps. With layer passes as flows, whose actors share the host,
+ * a twentieth fewer executions and sleeps (Transformer Engine's CP ring adds host-only kernels
+ * that nothing carries: CP 4 on rails saves 8 %). With layer passes as flows, whose actors share the host,
  * nothing is carried. */
 Test(engine, carried_interference_charges_give_the_executed_steps)
 {
@@ -1562,7 +1563,7 @@ Test(engine, carried_interference_charges_give_the_executed_steps)
       cr_assert(fabs(a - b) <= 1e-9 * b && fabs(ea - eb) <= 1e-9 * b,
                 "%s, CP %d x PP %d x DP %d: %.17g s (exposed %.17g) carried, %.17g (%.17g) "
                 "executed", fabrics[f][0], cp, pp, dp, a, ea, b, eb);
-      cr_assert(na * 10 < nb * 9, "%s, CP %d x PP %d x DP %d: %ld activities carried, %ld executed",
+      cr_assert(na * 20 < nb * 19, "%s, CP %d x PP %d x DP %d: %ld activities carried, %ld executed",
                 fabrics[f][0], cp, pp, dp, na, nb);
     }
   const char *flows[] = {"node.count=2", "parallel.tp=2", "parallel.cp=2", "parallel.pp=2",
