@@ -378,10 +378,13 @@ static double an_interfered(an_state *st, an_unit *u, const prog_op *op, double 
 static void an_advance_beside(an_state *st, an_unit *u)
 {
   /* only streams with ops left that no collective holds: the call per stream and compute op
-   * (a class uses a few of the nine) was a tenth of a run */
-  for (int s = 0; s < PROG_NSTREAMS; s++)
-    if (s != PROG_STREAM_COMPUTE && (u->live >> s & 1) && !u->blocked[s])
+   * (a class uses a few of the nine) was a tenth of a run, and testing the nine per compute op
+   * 2 %; advancing stream s clears no other stream's bit, so the mask is read once */
+  for (unsigned m = u->live & ~(1u << PROG_STREAM_COMPUTE); m; m &= m - 1) {
+    int s = __builtin_ctz(m);
+    if (!u->blocked[s])
       an_advance(st, u, s);
+  }
 }
 
 /* Advances one stream of a unit as far as its dependencies allow. */
@@ -524,8 +527,11 @@ bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_opt
     out->mem_samples = g_array_new(FALSE, FALSE, sizeof(eng_mem_sample));
   }
   an_units_init(&st);
+  /* streams without ops are never live: the walk's loops skip them from the start */
   for (int u = 0; u < st.nunits; u++)
-    st.units[u].live = (1u << PROG_NSTREAMS) - 1;
+    for (int s = 0; s < PROG_NSTREAMS; s++)
+      if (st.stream_ops[st.units[u].cls * PROG_NSTREAMS + s]->len)
+        st.units[u].live |= 1u << s;
   bool progress = true;
   while (progress) {
     progress = false;
