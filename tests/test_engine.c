@@ -134,6 +134,56 @@ Test(engine, op_names_keep_their_text_when_a_buffer_is_reused)
   prog_free(p);
 }
 
+/* Four ranks in two classes ({0, 1} and {2, 3}, whose representatives are 0 and 2), each a
+ * compute op then an all-reduce in pairs: {0, 2} and {1, 3}, which the representatives cover,
+ * or {0, 3} and {1, 2}, where rank 0's group needs rank 3, no representative: the analytic
+ * engine then follows every rank, and the step is the same. */
+static prog_program *paired_classes(bool crossed)
+{
+  prog_program *p = prog_new(4);
+  int a = prog_class_add(p, "a"), b = prog_class_add(p, "b");
+  int f = prog_family_add(p, "pairs", PROG_DIM_DP);
+  int x[2] = {0, crossed ? 3 : 2}, y[2] = {1, crossed ? 2 : 3};
+  int gx = prog_group_add(p, x, 2), gy = prog_group_add(p, y, 2);
+  for (int k = 0; k < 2; k++) {
+    prog_family_set(p, f, x[k], gx);
+    prog_family_set(p, f, y[k], gy);
+  }
+  for (int r = 0; r < 4; r++)
+    prog_rank_set_class(p, r, r < 2 ? a : b);
+  prog_finalize(p);
+  for (int cls = a; cls <= b; cls++) {
+    uint32_t k = prog_compute(p, cls, "work", CFG_KCLASS_GEMM, CFG_BF16, 1e12 * (1 + cls), 1e6,
+                              NULL, 0);
+    prog_comm(p, cls, PROG_STREAM_DP, "sum", PROG_COLL_ALLREDUCE, f, 1e8, &k, 1);
+  }
+  return p;
+}
+
+Test(engine, analytic_follows_every_rank_where_representatives_do_not_suffice)
+{
+  cfg_cluster *c = NULL;
+  const char *const sets[] = {"node.count=4", NULL};
+  cr_assert(th_load("v100-edr", NULL, sets, &c, NULL));
+  hw_cluster *hw = hw_cluster_new(c);
+  double step[2];
+  for (int crossed = 0; crossed < 2; crossed++) {
+    prog_program *p = paired_classes(crossed);
+    eng_options o = {.kind = ENG_ANALYTIC, .algo = COLL_ALGO_RING, .proto = CFG_PROTO_SIMPLE};
+    eng_result r;
+    GError *err = NULL;
+    cr_assert(eng_run(p, hw, &o, &r, &err), "%s", err ? err->message : "");
+    step[crossed] = r.step_time;
+    eng_result_clear(&r);
+    prog_free(p);
+  }
+  /* the slower class's compute, then the all-reduce it waits on */
+  cr_assert_gt(step[0], 0);
+  cr_assert_eq(step[0], step[1], "%.17g != %.17g", step[0], step[1]);
+  hw_cluster_free(hw);
+  cfg_cluster_free(c);
+}
+
 /* Two ranks that issue their two collectives in opposite orders: a program that cannot finish.
  * That is the simulation failing (exit 1), not bad input (exit 2), whichever engine finds it. */
 static prog_program *crossed_collectives(void)

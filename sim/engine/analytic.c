@@ -91,23 +91,16 @@ typedef struct {
   eng_result *out;
 } an_state;
 
-/* True when every group used by a representative contains the representatives of all the
- * classes it touches. */
-static bool an_reps_suffice(const prog_program *p)
+/* True when every group a representative uses contains the representatives of all the classes
+ * it touches; `used` (per unit, per family) says which families each unit's ops name. */
+static bool an_reps_hold(const prog_program *p, const an_unit *units, int nunits, const bool *used)
 {
-  /* a class's ops name a few families many times: each is checked once */
-  g_autofree bool *seen = g_new(bool, MAX(p->families->len, 1u));
-  for (guint c = 0; c < p->classes->len; c++) {
-    const prog_class *k = prog_class_at(p, (int)c);
-    if (k->is_template || k->rep < 0)
-      continue;
-    memset(seen, 0, sizeof(bool) * MAX(p->families->len, 1u));
-    for (guint i = 0; i < k->ops->len; i++) {
-      const prog_op *op = &g_array_index(k->ops, prog_op, i);
-      if (op->kind != PROG_COMM || seen[op->family])
+  guint nf = p->families->len;
+  for (int u = 0; u < nunits; u++)
+    for (guint f = 0; f < nf; f++) {
+      if (!used[(gsize)u * nf + f])
         continue;
-      seen[op->family] = true;
-      const prog_group *g = prog_group_of(p, op->family, k->rep);
+      const prog_group *g = prog_group_of(p, (int)f, units[u].rank);
       for (int m = 0; m < g->n; m++) {
         int rep = prog_class_at(p, p->class_of[g->ranks[m]])->rep;
         bool found = false;
@@ -117,7 +110,6 @@ static bool an_reps_suffice(const prog_program *p)
           return false;
       }
     }
-  }
   return true;
 }
 
@@ -141,7 +133,8 @@ static int *an_family_slots(const prog_program *p, int rank)
  * ops of one group being on one stream), counted per group on the first family naming it (an
  * array per family, where one per group id was zeroed for thousands of groups). Counts the
  * class's memory and compute ops. */
-static void an_unit_ops(const prog_program *p, an_unit *x, guint *mems, guint *computes)
+static void an_unit_ops(const prog_program *p, an_unit *x, guint *mems, guint *computes,
+                        bool *used)
 {
   const prog_class *k = prog_class_at(p, x->cls);
   guint nops = k->ops->len;
@@ -153,18 +146,34 @@ static void an_unit_ops(const prog_program *p, an_unit *x, guint *mems, guint *c
   for (guint i = 0; i < nops; i++) {
     const prog_op *op = &g_array_index(k->ops, prog_op, i);
     x->end[i] = NAN;
-    if (op->kind == PROG_COMM)
+    if (op->kind == PROG_COMM) {
       x->seq[i] = count[slot[op->family]]++;
+      used[op->family] = true;
+    }
     *mems += op->kind == PROG_MEM;
     *computes += op->kind == PROG_COMPUTE;
   }
 }
 
-static void an_units_init(an_state *st)
+static void an_units_free(an_state *st)
+{
+  for (int u = 0; u < st->nunits; u++) {
+    g_free(st->units[u].end);
+    g_free(st->units[u].seq);
+    g_free(st->units[u].last);
+    g_free(st->units[u].spans);
+    g_free(st->units[u].comms);
+    g_array_free(st->units[u].mem, TRUE);
+  }
+  g_clear_pointer(&st->units, g_free);
+  g_clear_pointer(&st->unit_of_rank, g_free);
+}
+
+/* One unit per class that ranks run (templates have none) when `reps`, else one per rank;
+ * marks in `used` (per unit, per family) the families each unit's ops name. */
+static void an_units_make(an_state *st, bool reps, bool *used)
 {
   const prog_program *p = st->p;
-  bool reps = an_reps_suffice(p);
-  /* one unit per class that ranks run (templates have none), or one per rank */
   g_autofree int *unit_of_class = g_new(int, p->classes->len);
   int nclasses = 0;
   for (guint c = 0; c < p->classes->len; c++)
@@ -184,7 +193,7 @@ static void an_units_init(an_state *st)
       x->cls = p->class_of[u];
     x->rank = reps ? prog_class_at(p, x->cls)->rep : u;
     guint nops = prog_class_at(p, x->cls)->ops->len, mems, computes;
-    an_unit_ops(p, x, &mems, &computes);
+    an_unit_ops(p, x, &mems, &computes, used + (gsize)u * MAX(p->families->len, 1u));
     x->last = g_new0(an_last_coll, MAX(p->families->len, 1u));
     /* a span an op, and a macro's waits (most have one or two): reserved at once rather than
      * grown and copied */
@@ -193,6 +202,24 @@ static void an_units_init(an_state *st)
     x->mem = g_array_sized_new(FALSE, FALSE, sizeof(eng_mem_event), mems);
     g_array_set_size(x->mem, mems);
   }
+}
+
+/* Units per class when their representatives suffice, else per rank. Whether they do is read
+ * off the families the class units' ops name, found in the pass that makes them (a pass of
+ * its own over every op was a hundredth of a run); the rare program they do not suffice for
+ * makes its units twice. */
+static void an_units_init(an_state *st)
+{
+  const prog_program *p = st->p;
+  gsize nf = MAX(p->families->len, 1u);
+  g_autofree bool *used = g_new0(bool, p->classes->len * nf);
+  an_units_make(st, true, used);
+  if (an_reps_hold(p, st->units, st->nunits, used))
+    return;
+  an_units_free(st);
+  g_free(used);
+  used = g_new0(bool, (gsize)p->nranks * nf);
+  an_units_make(st, false, used);
 }
 
 static GArray *an_units_of_group(an_state *st, int group)
@@ -378,10 +405,13 @@ static double an_interfered(an_state *st, an_unit *u, const prog_op *op, double 
 static void an_advance_beside(an_state *st, an_unit *u)
 {
   /* only streams with ops left that no collective holds: the call per stream and compute op
-   * (a class uses a few of the nine) was a tenth of a run */
-  for (int s = 0; s < PROG_NSTREAMS; s++)
-    if (s != PROG_STREAM_COMPUTE && (u->live >> s & 1) && !u->blocked[s])
+   * (a class uses a few of the nine) was a tenth of a run, and testing the nine per compute op
+   * 2 %; advancing stream s clears no other stream's bit, so the mask is read once */
+  for (unsigned m = u->live & ~(1u << PROG_STREAM_COMPUTE); m; m &= m - 1) {
+    int s = __builtin_ctz(m);
+    if (!u->blocked[s])
       an_advance(st, u, s);
+  }
 }
 
 /* Advances one stream of a unit as far as its dependencies allow. */
@@ -474,16 +504,7 @@ static void an_collect(an_state *st)
 
 static void an_state_free(an_state *st)
 {
-  for (int u = 0; u < st->nunits; u++) {
-    g_free(st->units[u].end);
-    g_free(st->units[u].seq);
-    g_free(st->units[u].last);
-    g_free(st->units[u].spans);
-    g_free(st->units[u].comms);
-    g_array_free(st->units[u].mem, TRUE);
-  }
-  g_free(st->units);
-  g_free(st->unit_of_rank);
+  an_units_free(st);
   eng_stream_lists_free(st->p, st->stream_ops);
   GHashTableIter it;
   gpointer in;
@@ -524,8 +545,11 @@ bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_opt
     out->mem_samples = g_array_new(FALSE, FALSE, sizeof(eng_mem_sample));
   }
   an_units_init(&st);
+  /* streams without ops are never live: the walk's loops skip them from the start */
   for (int u = 0; u < st.nunits; u++)
-    st.units[u].live = (1u << PROG_NSTREAMS) - 1;
+    for (int s = 0; s < PROG_NSTREAMS; s++)
+      if (st.stream_ops[st.units[u].cls * PROG_NSTREAMS + s]->len)
+        st.units[u].live |= 1u << s;
   bool progress = true;
   while (progress) {
     progress = false;

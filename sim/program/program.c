@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+_Static_assert(sizeof(prog_op) <= 112, "prog_op grew: it is copied and walked per op");
+
 const char *prog_coll_name(prog_coll op)
 {
   static const char *const names[] = {"allreduce", "allgather", "reducescatter", "alltoall",
@@ -214,9 +216,10 @@ void prog_ops_append(prog_program *p, int cls, const prog_program *from, int fro
   uint32_t shift = at - first; /* modulo 2^32: the dependencies may move back as well */
   g_array_append_vals(c->ops, ops, n);
   g_array_append_vals(c->deps, &g_array_index(f->deps, uint32_t, dep_first), dep_end - dep_first);
-  for (guint i = at; i < at + n; i++)
+  /* a copy to where its ops and dependencies were (a class's start, templates) moves nothing */
+  for (guint i = at; dep_at != dep_first && i < at + n; i++)
     g_array_index(c->ops, prog_op, i).dep_start += dep_at - dep_first;
-  for (guint d = dep_at; d < c->deps->len; d++)
+  for (guint d = dep_at; shift && d < c->deps->len; d++)
     g_array_index(c->deps, uint32_t, d) += shift;
 }
 
@@ -277,6 +280,7 @@ void prog_finalize(prog_program *p)
 int prog_family_add(prog_program *p, const char *name, prog_dim dim)
 {
   g_assert(!p->store->shared);
+  g_assert(p->families->len < INT16_MAX); /* prog_op.family is 16 bits */
   prog_family *f = g_new0(prog_family, 1);
   f->name = g_strdup(name); /* the store's: it may outlive p's strings */
   f->dim = dim;

@@ -59,34 +59,36 @@ typedef enum {
 } prog_mem_tag;
 const char *prog_mem_tag_name(prog_mem_tag t);
 
+/* Copied and walked tens of thousands of times per configuration: the enums are stored in a
+ * byte each and the fields ordered to leave no padding (144 bytes were 112). */
 typedef struct {
-  prog_kind kind;
+  const char *name;   /* owned by the program */
+  /* compute */
+  double flops, bytes;
+  double inner;       /* a GEMM's reduction dimension K, or 0 when unknown */
+  double rows, cols;  /* a GEMM's output M x N, or 0 when unknown */
+  double fixed_time;  /* >= 0: a measured duration (trace replay) used instead of the model */
+  union {             /* an op is one kind or the other */
+    double comm_bytes;/* comm: nccl-tests "size", the buffer of the collective */
+    double mem_delta; /* memory: bytes, + alloc / - free */
+  };
+  cfg_attn_shape attn;/* a fused attention kernel's shape (keys 0: none) */
+  uint32_t count;     /* identical back-to-back repetitions folded into one op */
+  int tmpl;           /* >= 0: a macro op that runs template class `tmpl` `count` times */
+  int16_t family;     /* comm (prog_family_add keeps them fewer than 2^15) */
+  /* dependencies on earlier ops of the same class (other streams) */
+  uint32_t dep_start, ndeps;
+  uint8_t kind;       /* prog_kind */
   uint8_t stream;     /* prog_stream */
   uint8_t recompute;  /* compute that only exists because of activation recomputation */
   uint8_t hostless;   /* launched from C++ inside another op (a deterministic fill): no host time */
   uint8_t on_chain;   /* a data-parallel collective on the synchronous chain: issued only when
                        * the previous run's chain is done, not prefetched under it */
-  uint32_t count;     /* identical back-to-back repetitions folded into one op */
-  const char *name;   /* owned by the program */
-  /* compute */
-  cfg_kernel_class kclass;
-  cfg_dtype dtype;
-  double flops, bytes;
-  double inner;       /* a GEMM's reduction dimension K, or 0 when unknown */
-  double rows, cols;  /* a GEMM's output M x N, or 0 when unknown */
-  cfg_attn_shape attn;/* a fused attention kernel's shape (keys 0: none) */
-  double fixed_time;  /* >= 0: a measured duration (trace replay) used instead of the model */
-  int tmpl;           /* >= 0: a macro op that runs template class `tmpl` `count` times */
-  /* comm */
-  prog_coll coll;
-  prog_dim dim;
-  int family;
-  double comm_bytes;  /* nccl-tests "size": the buffer of the collective */
-  /* memory */
-  prog_mem_tag tag;
-  double mem_delta;   /* bytes, + alloc / - free */
-  /* dependencies on earlier ops of the same class (other streams) */
-  uint32_t dep_start, ndeps;
+  uint8_t kclass;     /* cfg_kernel_class (compute) */
+  uint8_t dtype;      /* cfg_dtype (compute) */
+  uint8_t coll;       /* prog_coll (comm) */
+  uint8_t dim;        /* prog_dim (comm) */
+  uint8_t tag;        /* prog_mem_tag (memory) */
 } prog_op;
 
 typedef struct {
