@@ -26,11 +26,9 @@ static bool srv_ep_kernels_planner(srv_ep *e, const cfg_workload *w, GError **er
 {
   cfg_collectives deepep = w->collectives;
   deepep.a2a = CFG_A2A_DEEPEP;
-  coll_algo algo = COLL_ALGO_AUTO;
-  int proto = COLL_PROTO_AUTO;
-  if (!coll_algo_parse(deepep.algorithm, &algo, err) || !coll_proto_parse(deepep.protocol, &proto, err))
-    return false;
-  e->kernels_rt = coll_runtime_new(&deepep, w->doc, err);
+  coll_algo algo;
+  int proto;
+  e->kernels_rt = coll_runtime_with_choices(&deepep, w->doc, &algo, &proto, err);
   if (!e->kernels_rt)
     return false;
   e->kernels = coll_planner_new(e->hw, algo, proto, true);
