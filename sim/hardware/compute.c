@@ -143,12 +143,13 @@ double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k)
                                : e->flops_efficiency[k->kclass];
   if (k->kclass == CFG_KCLASS_GEMM && k->inner > 0)
     eff *= hw_gemm_shape_efficiency(g, k);
+  double unit_peak = hw_peak_flops(hw, k->dtype);
   /* a power cap slows the SMs, not HBM: memory-bound kernels keep their rate */
-  double peak = hw_peak_flops(hw, k->dtype) * hw_power_clock(hw_config(hw));
+  double peak = unit_peak * hw_power_clock(hw_config(hw));
   /* 8- and 4-bit GEMMs reach a smaller fraction of their peak than 16-bit ones (FP8 measured
    * on H100, FP4 on B200) */
   cfg_dtype unit = cfg_dtype_unit(k->dtype);
-  if ((unit == CFG_FP8 || unit == CFG_FP4) && hw_peak_flops(hw, k->dtype) == g->flops[unit])
+  if ((unit == CFG_FP8 || unit == CFG_FP4) && unit_peak == g->flops[unit])
     eff *= unit == CFG_FP4 ? e->fp4_scale : e->fp8_scale;
   double t_flops = k->flops > 0 ? k->flops / (peak * eff * e->sustained) : 0.0;
   double t_bytes = k->bytes > 0 ? k->bytes / (g->memory_bandwidth * e->memory_efficiency) : 0.0;
