@@ -113,6 +113,13 @@ static double mem_grad_cast(const cfg_training *t, double params)
   return comm < accum ? params * comm : 0;
 }
 
+/* One micro-batch's hidden states, whole: between stages and into the output projection they
+ * travel in 16 bits at least (parallel.c's act_bytes). */
+static double mem_hidden_states(const cfg_workload *w, const wl_model *m)
+{
+  return m->tokens * w->model.hidden * MAX(2.0, cfg_dtype_bytes(m->dtype));
+}
+
 /* DeepSpeed's PipelineEngine (deepspeed/runtime/pipe/engine.py and schedule.py @ 15293139f) keeps
  * each micro-batch's stage output in pipe_buffers until its backward (with TP, only this rank's
  * 1/TP partition: the rest is freed once sent), and reserves one buffer more than the
@@ -124,8 +131,7 @@ static double mem_deepspeed_pipe_buffers(const cfg_workload *w, const wl_model *
                                          double inflight, bool output)
 {
   const cfg_parallel *p = &w->parallel;
-  /* between stages activations travel in 16 bits at least (parallel.c's act_bytes) */
-  double hidden = m->tokens * w->model.hidden * MAX(2.0, cfg_dtype_bytes(m->dtype));
+  double hidden = mem_hidden_states(w, m);
   double b = stage > 0 ? hidden : 0;
   if (output)
     return b + 2 * m->tokens * w->model.vocab / p->tp * 4;
@@ -147,7 +153,7 @@ static double mem_torch_pipe_buffers(const cfg_workload *w, const wl_model *m, i
 {
   const cfg_parallel *p = &w->parallel;
   double bytes = MAX(2.0, cfg_dtype_bytes(m->dtype));
-  double act = m->tokens * w->model.hidden * bytes / (p->sequence_parallel ? p->tp : 1);
+  double act = mem_hidden_states(w, m) / (p->sequence_parallel ? p->tp : 1);
   int v = MAX(1, p->virtual_stages);
   double received = (double)v * micro - (stage == 0 ? micro : 0);
   double grads = (double)v * micro - (stage == p->pp - 1 ? micro : 0);
@@ -214,7 +220,7 @@ static bool mem_loss_parallel(const cfg_workload *w)
  * The output stays in 16 bits (torchtitan's float8 conversion skips it). */
 static double mem_head_gathered_input(const cfg_workload *w, const wl_model *m)
 {
-  return m->tokens * w->model.hidden * MAX(2.0, cfg_dtype_bytes(m->dtype));
+  return mem_hidden_states(w, m);
 }
 
 /* What the loss's backward holds beside every block's activations on the output stage. Under
