@@ -4,6 +4,9 @@ import csv
 import os
 
 CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cases")
+# the cluster presets, as a case file in validation/cases/ names them
+H100 = "../../configs/clusters/dgx-h100.yaml"
+A100 = "../../configs/clusters/dgx-a100.yaml"
 
 
 def rows(folder, name):
@@ -21,3 +24,8 @@ def write_case(name, fields):
 def node_sets(gpus):
     """A job of fewer GPUs than a DGX node runs on one node of that many."""
     return [f"node.count={gpus // 8}"] if gpus >= 8 else ["node.count=1", f"node.gpus_per_node={gpus}"]
+
+
+def quoted(text):
+    """A case file's string value: double-quoted, its own double quotes made single."""
+    return '"' + text.replace('"', "'") + '"'
