@@ -588,23 +588,29 @@ Test(hardware, gemm_stream_times_weight_bound_16_bit_gemms)
   cfg_workload_free(w);
 }
 
-/* A bf16 GEMM's time on dgx-h100 with `sets` (gpu.sms, gpu.efficiency.gemm_tile_load ...);
- * rows and cols 0 leave its output shape unknown, no_bytes leaves the memory bound out. */
-static double gemm_time(const char *const *sets, double m, double n, double k, double batch,
-                        bool shape, bool no_bytes)
+/* A kernel's time on dgx-h100 with `sets` (gpu.sms, gpu.efficiency.gemm_tile_load ...). */
+static double kernel_time_with(const char *const *sets, const hw_kernel *g)
 {
   cfg_workload *w = NULL;
   cfg_cluster *c = NULL;
   cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", sets, &c, &w));
   hw_cluster *hw = hw_cluster_new(c);
-  hw_kernel g = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_BF16, .flops = 2 * batch * m * n * k,
-                 .bytes = no_bytes ? 0 : 2 * batch * (m * k + k * n + m * n), .inner = k,
-                 .rows = shape ? m : 0, .cols = shape ? n : 0};
-  double t = hw_kernel_time(hw, &g);
+  double t = hw_kernel_time(hw, g);
   hw_cluster_free(hw);
   cfg_cluster_free(c);
   cfg_workload_free(w);
   return t;
+}
+
+/* A bf16 GEMM's time: rows and cols 0 leave its output shape unknown, no_bytes leaves the
+ * memory bound out. */
+static double gemm_time(const char *const *sets, double m, double n, double k, double batch,
+                        bool shape, bool no_bytes)
+{
+  hw_kernel g = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_BF16, .flops = 2 * batch * m * n * k,
+                 .bytes = no_bytes ? 0 : 2 * batch * (m * k + k * n + m * n), .inner = k,
+                 .rows = shape ? m : 0, .cols = shape ? n : 0};
+  return kernel_time_with(sets, &g);
 }
 
 /* Whole waves of the largest tile with a long K: the time is the flat model's, bit for bit.
@@ -680,19 +686,11 @@ Test(hardware, small_m_gemm_pads_its_rows_and_splits_k_by_hand)
  * two waves; as 4 pieces of 384 columns, 3 tiles of 128 each: still 132, one wave. */
 static double gemm_piece_time(const char *const *sets, int split_rows, int split_cols, int held)
 {
-  cfg_workload *w = NULL;
-  cfg_cluster *c = NULL;
-  cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", sets, &c, &w));
-  hw_cluster *hw = hw_cluster_new(c);
   double m = 2816, n = 1536, k = 128;
   hw_kernel g = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_BF16, .flops = 2 * m * n * k,
                  .inner = k, .rows = m, .cols = n, .split_rows = split_rows,
                  .split_cols = split_cols, .sms_held = held};
-  double t = hw_kernel_time(hw, &g);
-  hw_cluster_free(hw);
-  cfg_cluster_free(c);
-  cfg_workload_free(w);
-  return t;
+  return kernel_time_with(sets, &g);
 }
 
 Test(hardware, gemm_pieces_and_held_sms_pay_their_waves_by_hand)
