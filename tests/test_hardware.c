@@ -588,23 +588,29 @@ Test(hardware, gemm_stream_times_weight_bound_16_bit_gemms)
   cfg_workload_free(w);
 }
 
-/* A bf16 GEMM's time on dgx-h100 with `sets` (gpu.sms, gpu.efficiency.gemm_tile_load ...);
- * rows and cols 0 leave its output shape unknown, no_bytes leaves the memory bound out. */
-static double gemm_time(const char *const *sets, double m, double n, double k, double batch,
-                        bool shape, bool no_bytes)
+/* A kernel's time on dgx-h100 with `sets` (gpu.sms, gpu.efficiency.gemm_tile_load ...). */
+static double kernel_time_with(const char *const *sets, const hw_kernel *g)
 {
   cfg_workload *w = NULL;
   cfg_cluster *c = NULL;
   cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", sets, &c, &w));
   hw_cluster *hw = hw_cluster_new(c);
-  hw_kernel g = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_BF16, .flops = 2 * batch * m * n * k,
-                 .bytes = no_bytes ? 0 : 2 * batch * (m * k + k * n + m * n), .inner = k,
-                 .rows = shape ? m : 0, .cols = shape ? n : 0};
-  double t = hw_kernel_time(hw, &g);
+  double t = hw_kernel_time(hw, g);
   hw_cluster_free(hw);
   cfg_cluster_free(c);
   cfg_workload_free(w);
   return t;
+}
+
+/* A bf16 GEMM's time: rows and cols 0 leave its output shape unknown, no_bytes leaves the
+ * memory bound out. */
+static double gemm_time(const char *const *sets, double m, double n, double k, double batch,
+                        bool shape, bool no_bytes)
+{
+  hw_kernel g = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_BF16, .flops = 2 * batch * m * n * k,
+                 .bytes = no_bytes ? 0 : 2 * batch * (m * k + k * n + m * n), .inner = k,
+                 .rows = shape ? m : 0, .cols = shape ? n : 0};
+  return kernel_time_with(sets, &g);
 }
 
 /* Whole waves of the largest tile with a long K: the time is the flat model's, bit for bit.
@@ -671,6 +677,41 @@ Test(hardware, small_m_gemm_pads_its_rows_and_splits_k_by_hand)
   double ratio = gemm_time(waves, 8, 4096, 8192, 1, true, true) /
                  gemm_time(flat, 8, 4096, 8192, 1, true, true);
   cr_expect(fabs(ratio - want) < 1e-9, "%.9f vs %.9f", ratio, want);
+}
+
+/* A GEMM of 2816 x 1536 with K = 128 (split-K out) and tile loads so dear that only the largest
+ * tiles pay off: 132 tiles of 256 x 128, one wave on 132 SMs. With 16 SMs held by a
+ * communication kernel beside it they take two waves on 116 (264 tile-times of the whole GPU);
+ * run as 3 pieces of 938.7 rows, each pads its own to 4 tiles of 256 (or 8 of 128): 144 tiles,
+ * two waves; as 4 pieces of 384 columns, 3 tiles of 128 each: still 132, one wave. */
+static double gemm_piece_time(const char *const *sets, int split_rows, int split_cols, int held)
+{
+  double m = 2816, n = 1536, k = 128;
+  hw_kernel g = {.kclass = CFG_KCLASS_GEMM, .dtype = CFG_BF16, .flops = 2 * m * n * k,
+                 .inner = k, .rows = m, .cols = n, .split_rows = split_rows,
+                 .split_cols = split_cols, .sms_held = held};
+  return kernel_time_with(sets, &g);
+}
+
+Test(hardware, gemm_pieces_and_held_sms_pay_their_waves_by_hand)
+{
+  const char *waves[] = {"gpu.sms=132", "gpu.efficiency.gemm_waves=true",
+                         "gpu.efficiency.gemm_tile_load=1e9", "gpu.efficiency.launch_overhead=0",
+                         "gpu.efficiency.gemm_stream=0", NULL};
+  double whole = gemm_piece_time(waves, 0, 0, 0);
+  double held = gemm_piece_time(waves, 0, 0, 16) / whole;
+  double rows3 = gemm_piece_time(waves, 3, 0, 0) / whole;
+  double cols4 = gemm_piece_time(waves, 0, 4, 0) / whole;
+  cr_expect_eq(gemm_piece_time(waves, 1, 1, 0), whole);
+  /* tile loads of 1e9 leave the smaller tiles 1e-8 short of their limit */
+  cr_expect(fabs(held - 2) < 1e-6, "%.9f", held);
+  cr_expect(fabs(rows3 - 2) < 1e-6, "%.9f", rows3);
+  cr_expect(fabs(cols4 - 1) < 1e-12, "%.12f", cols4);
+  /* without the wave model the held SMs take their share of the rate: 132 / 116 */
+  const char *flat[] = {"gpu.sms=132", "gpu.efficiency.gemm_waves=false",
+                        "gpu.efficiency.launch_overhead=0", "gpu.efficiency.gemm_stream=0", NULL};
+  double share = gemm_piece_time(flat, 0, 0, 16) / gemm_piece_time(flat, 0, 0, 0);
+  cr_expect(fabs(share - 132.0 / 116) < 1e-12, "%.12f", share);
 }
 
 /* A calibration written with the wave model on says so and keeps its tile load: loaded back,

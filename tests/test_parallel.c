@@ -495,6 +495,24 @@ Test(parallel, tensor_parallel_collectives_run_beside_their_gemms_when_overlappe
   cr_assert_float_eq(des, over, 0.03 * over, "DES %g s, analytic %g s", des, over);
 }
 
+/* Transformer Engine's userbuffers run the row-parallel forward GEMMs in 4 pieces on the SMs
+ * their reduce-scatter leaves, and the last piece's reduce-scatter after the GEMM: the step is
+ * slower than with each GEMM whole beside its collective, and more TP time is exposed. */
+Test(parallel, userbuffers_pieces_cost_sms_and_expose_the_last_reduce_scatter)
+{
+  const char *whole[] = {"node.count=1", "parallel.sequence_parallel=true", "model.layers=8",
+                         "parallel.tp_comm_overlap=true", "training.te_userbuffers=false", NULL};
+  const char *ub[] = {"node.count=1", "parallel.sequence_parallel=true", "model.layers=8",
+                      "parallel.tp_comm_overlap=true", "training.te_userbuffers=true", NULL};
+  double whole_tp, ub_tp, des_tp;
+  double w = step_exposing(whole, ENG_ANALYTIC, PROG_DIM_TP, &whole_tp);
+  double u = step_exposing(ub, ENG_ANALYTIC, PROG_DIM_TP, &ub_tp);
+  double d = step_exposing(ub, ENG_DES, PROG_DIM_TP, &des_tp);
+  cr_assert_gt(u, w, "userbuffers %g s, whole GEMMs %g s", u, w);
+  cr_assert_gt(ub_tp, whole_tp, "exposed TP %g s vs %g s", ub_tp, whole_tp);
+  cr_assert_float_eq(d, u, 0.03 * u, "DES %g s, analytic %g s", d, u);
+}
+
 static double gather_step(const char *overlap, eng_kind kind, double *exposed_dp)
 {
   const char *sets[] = {"node.count=4", "parallel.dp=4", "parallel.zero=1", "model.layers=8",

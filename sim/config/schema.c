@@ -831,6 +831,14 @@ static const cfg_field cfg_training_fields[] = {
            "and softmax-statistics corrections) costs the host 2 modelled kernels forward and 3 "
            "backward, counted from its source (validation/megatron_ci/te_cp_ring_ops.csv)",
            DEF(0)),
+    F_BOOL(cfg_training, "te_userbuffers", te_userbuffers,
+           "with parallel.tp_comm_overlap, the overlap is Transformer Engine's userbuffers (as "
+           "Megatron-LM and NeMo run it): QKV and FC1 forward and the projection's and FC2's "
+           "input gradients run one GEMM piece per TP rank of the tokens, the row-parallel "
+           "forward GEMMs 4 pieces of their outputs on the SMs the reduce-scatter's 16 leave, "
+           "and the last piece's reduce-scatter is exposed; each piece pads its own tiles "
+           "(initialize_ub's defaults); false: each GEMM runs whole beside its collective",
+           DEF(0)),
     F_BOOL(cfg_training, "fp8_params", fp8_params,
            "with training.dtype fp8: the model's weights are kept in fp8 (Transformer Engine's "
            "quantized_model_init, NeMo's FP8_PARAMS / Megatron-LM's --fp8-param-gather), one "

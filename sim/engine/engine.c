@@ -30,7 +30,9 @@ double eng_kernel_time(const hw_cluster *hw, const prog_op *op)
     return op->fixed_time;
   g_assert(op->tmpl < 0); /* macros go through eng_op_duration */
   hw_kernel k = {.kclass = op->kclass, .dtype = op->dtype, .flops = op->flops, .bytes = op->bytes,
-                 .inner = op->inner, .rows = op->rows, .cols = op->cols, .attn = op->attn};
+                 .inner = op->inner, .rows = op->rows, .cols = op->cols, .attn = op->attn,
+                 .split_rows = op->split_rows, .split_cols = op->split_cols,
+                 .sms_held = op->sms_held};
   double gpu = op->count * hw_kernel_time(hw, &k);
   /* a blocking launch returns when its kernel ends, so the next launch starts only then: host
    * and GPU time add up, kernel by kernel */

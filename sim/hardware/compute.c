@@ -84,20 +84,34 @@ static double hw_gemm_tile_cost(const cfg_efficiency *e, int sms, double tiles, 
   return waves * sms * tm * tn * (k / split + e->gemm_k_half) * load;
 }
 
-/* Of each tile, the cheapest of no split and the largest split-K that still fits one wave. */
-static double hw_gemm_best_cost(const cfg_efficiency *e, int sms, double batch, double m,
-                                double n, double k)
+/* Output tiles of a GEMM run as pieces (hw_kernel split_rows, split_cols): each pads its own. */
+static double hw_gemm_tiles_of(const hw_kernel *k, double batch, double tm, double tn)
 {
-  double best = INFINITY;
+  double pr = MAX(1, k->split_rows), pc = MAX(1, k->split_cols);
+  return batch * pr * ceil(k->rows / pr / tm) * pc * ceil(k->cols / pc / tn);
+}
+
+/* Of each tile, the cheapest of no split and the largest split-K that still fits one wave. */
+static double hw_gemm_best_cost(const cfg_efficiency *e, int sms, double batch, const hw_kernel *g)
+{
+  double best = INFINITY, k = g->inner;
   for (size_t i = 0; i < G_N_ELEMENTS(hw_gemm_tiles); i++) {
     double tm = hw_gemm_tiles[i][0], tn = hw_gemm_tiles[i][1];
-    double tiles = batch * ceil(m / tm) * ceil(n / tn);
+    double tiles = hw_gemm_tiles_of(g, batch, tm, tn);
     best = MIN(best, hw_gemm_tile_cost(e, sms, tiles, tm, tn, k, 1));
     double split = MIN(floor(sms / tiles), floor(k / HW_GEMM_MIN_SPLIT_K));
     if (split > 1)
       best = MIN(best, hw_gemm_tile_cost(e, sms, tiles, tm, tn, k, split));
   }
   return best;
+}
+
+/* The SMs a GEMM runs on: those a communication kernel beside it leaves. */
+static int hw_sms_left(const cfg_gpu *g, const hw_kernel *k)
+{
+  if (g->sms <= 0 || k->sms_held <= 0)
+    return MAX(g->sms, 1);
+  return MAX(1, g->sms - k->sms_held);
 }
 
 double hw_gemm_shape_efficiency(const cfg_gpu *g, const hw_kernel *k)
@@ -108,9 +122,15 @@ double hw_gemm_shape_efficiency(const cfg_gpu *g, const hw_kernel *k)
   double ramp = k->inner / (k->inner + g->efficiency.gemm_k_half);
   if (!g->efficiency.gemm_waves || g->sms <= 0 || !(k->rows > 0 && k->cols > 0) ||
       !(k->flops > 0))
-    return ramp;
+    /* without waves, the held SMs' share of the rate */
+    return k->sms_held > 0 && g->sms > 0 ? ramp * hw_sms_left(g, k) / g->sms : ramp;
   double batch = MAX(1.0, round(k->flops / (2 * k->rows * k->cols * k->inner)));
-  double cost = hw_gemm_best_cost(&g->efficiency, g->sms, batch, k->rows, k->cols, k->inner);
+  /* the tiles run in waves over the SMs a communication kernel beside it leaves; the rate is
+   * still counted against the whole GPU's */
+  int sms = hw_sms_left(g, k);
+  double cost = hw_gemm_best_cost(&g->efficiency, sms, batch, k);
+  if (sms < g->sms)
+    cost *= (double)g->sms / sms;
   /* whole waves of the largest tile cost this: the ramp alone, exactly as without SMs */
   double even = batch * k->rows * k->cols * (k->inner + g->efficiency.gemm_k_half);
   return cost > even ? ramp * (even / cost) : ramp;

@@ -93,6 +93,11 @@ typedef struct {
   double rows, cols; /* a GEMM's output M x N (of each matrix of a batch: flops / 2MNK of
                       * them), or 0 when unknown */
   cfg_attn_shape attn; /* a fused attention kernel's shape (keys 0: none) */
+  /* a GEMM run as split_rows x split_cols pieces of its output (0 or 1: whole), launched back
+   * to back on streams of their own so that one piece's tiles fill the waves the previous
+   * left (Transformer Engine's chunked tensor-parallel overlap); each pads its own tiles */
+  int split_rows, split_cols;
+  int sms_held; /* SMs a communication kernel beside it holds for its whole run (0: none) */
 } hw_kernel;
 
 double hw_kernel_time(const hw_cluster *hw, const hw_kernel *k);

@@ -396,7 +396,8 @@ static bool prog_op_same(const prog_op *x, const prog_op *y)
          x->hostless == y->hostless && x->attn.deterministic == y->attn.deterministic &&
          x->count == y->count && x->kclass == y->kclass && x->dtype == y->dtype &&
          x->flops == y->flops && x->bytes == y->bytes && x->inner == y->inner &&
-         x->rows == y->rows && x->cols == y->cols &&
+         x->rows == y->rows && x->cols == y->cols && x->split_rows == y->split_rows &&
+         x->split_cols == y->split_cols && x->sms_held == y->sms_held &&
          x->attn.keys == y->attn.keys && x->attn.head_dim == y->attn.head_dim &&
          x->attn.impl == y->attn.impl && x->attn.backward == y->attn.backward &&
          x->attn.causal == y->attn.causal && x->fixed_time == y->fixed_time &&

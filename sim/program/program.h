@@ -89,6 +89,8 @@ typedef struct {
   uint8_t coll;       /* prog_coll (comm) */
   uint8_t dim;        /* prog_dim (comm) */
   uint8_t tag;        /* prog_mem_tag (memory) */
+  uint8_t split_rows, split_cols; /* a GEMM run in pieces (hw_kernel's; 0: whole) */
+  uint8_t sms_held;   /* SMs a communication kernel beside a GEMM holds (hw_kernel's) */
 } prog_op;
 
 typedef struct {

@@ -110,13 +110,18 @@ uint32_t wl_emit_kernel(prog_program *p, int cls, const wl_kernel *k,
   o->cols = k->cols;
   o->attn = k->attn;
   o->hostless = k->hostless;
+  o->split_rows = k->split_rows;
+  o->split_cols = k->split_cols;
+  o->sms_held = k->sms_held;
   return op;
 }
 
 hw_kernel wl_hw_kernel(const wl_kernel *k)
 {
   return (hw_kernel){.kclass = k->kclass, .dtype = k->dtype, .flops = k->flops, .bytes = k->bytes,
-                     .inner = k->inner, .rows = k->rows, .cols = k->cols, .attn = k->attn};
+                     .inner = k->inner, .rows = k->rows, .cols = k->cols, .attn = k->attn,
+                     .split_rows = k->split_rows, .split_cols = k->split_cols,
+                     .sms_held = k->sms_held};
 }
 
 double wl_layer_wgrad_share(const wl_layer *l, const hw_cluster *hw)
@@ -161,6 +166,7 @@ wl_shard wl_shard_of(const cfg_workload *w)
   wl_shard s = {.micro_batch = w->training.micro_batch, .tp = w->parallel.tp, .cp = w->parallel.cp,
                 .cp_exchange = w->parallel.cp_exchange, .sp = w->parallel.sequence_parallel != 0, .recompute = w->training.recompute,
                 .ep = MAX(w->parallel.ep, 1), .moe_load = 1};
+  s.tp_overlap = s.sp && s.tp > 1 && w->parallel.tp_comm_overlap;
   if (w->model.kind == CFG_MODEL_MOE_TRANSFORMER) {
     double tokens = (double)s.micro_batch * w->model.seq_len / (MAX(s.cp, 1) * MAX(s.tp, 1));
     /* the routing file was read when the workload was checked: this cannot fail now */

@@ -417,6 +417,28 @@ static void wl_tp_weight_input(wl_tb *b, const wl_kernel *k, double act)
                WL_BLOCKING);
 }
 
+/* The reduction of a row-parallel GEMM's partial sums. Overlapped, it runs beside the GEMM; a
+ * GEMM in pieces (Transformer Engine's pipeline) reduce-scatters each piece once it is done, so
+ * the last piece's waits for the GEMM's end, and the next kernel for it. */
+static void wl_tp_reduce_output(wl_tb *b, const wl_kernel *k, prog_coll reduce, double act,
+                                bool beside)
+{
+  wl_par *x = b->x;
+  const char *name = x->w->parallel.sequence_parallel ? "tp reducescatter" : "tp allreduce";
+  if (!beside) {
+    wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, reduce, act, name, WL_BLOCKING);
+    return;
+  }
+  if (k->split_cols <= 1) {
+    wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, reduce, act, name, WL_BESIDE_LAST);
+    return;
+  }
+  double last = act / k->split_cols;
+  wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, reduce, act - last, name, WL_BESIDE_LAST);
+  wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, reduce, last, "tp reducescatter (last piece)",
+             WL_BLOCKING);
+}
+
 static void wl_tp_after(wl_tb *b, const wl_kernel *k, double act)
 {
   wl_par *x = b->x;
@@ -428,8 +450,7 @@ static void wl_tp_after(wl_tb *b, const wl_kernel *k, double act)
   /* overlapped, a row-parallel GEMM's output is reduce-scattered chunk by chunk as it comes */
   bool beside = x->w->parallel.tp_comm_overlap && sp && wl_row_parallel(k);
   if (wl_is_forward(k) && partial_sums)
-    wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, reduce, act, sp ? "tp reducescatter" : "tp allreduce",
-               beside ? WL_BESIDE_LAST : WL_BLOCKING);
+    wl_tp_reduce_output(b, k, reduce, act, beside);
   if (wl_is_forward(k) && k->role == WL_ROLE_LOSS) /* max, sum and target logit over the vocabulary */
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLREDUCE, 3.0 * x->m->tokens * 4,
                "tp allreduce (loss)", WL_BLOCKING);

@@ -33,6 +33,7 @@ typedef struct {
   bool torch_cp; /* context parallelism by PyTorch's context_parallel (torchcp.c) */
   bool eager_loss; /* eager PyTorch's fp32 cross_entropy */
   bool te_ring; /* context parallelism as Transformer Engine's ring, with its host work */
+  bool ub;      /* TP collectives overlapped by Transformer Engine's userbuffers */
   /* mixture of experts (moe false: a dense MLP) */
   bool moe;
   double E, k, fe, S; /* experts, top-k, expert ffn width, shared experts */
@@ -709,6 +710,7 @@ static wl_shape wl_shape_of(const cfg_model *cm, const cfg_training *t, const wl
   x.sq = x.s / x.cp;
   x.T = x.b * x.sq;
   x.Te = sh->sp && sh->tp > 1 ? x.T / x.t : x.T;
+  x.ub = sh->tp_overlap && t->te_userbuffers;
   x.qkv = (x.a + 2 * x.kv) * x.d;
   x.gate = cm->activation == CFG_ACT_SWIGLU ? 2 : 1;
   x.qr = cm->mla.q_rank;
@@ -801,6 +803,42 @@ static bool wl_is_moe_block(const cfg_model *cm, int i)
   return (i - cm->moe.first_dense) % cm->moe.every == cm->moe.every - 1;
 }
 
+/* Transformer Engine's userbuffers overlap (initialize_ub's default methods, the same in v1.8
+ * and v2.x, transformer_engine/pytorch/module/base.py): the GEMMs that take an all-gathered input
+ * (QKV and FC1 forward, the projection's and FC2's input gradients) run "ring_exchange", one
+ * piece per TP rank of the tokens as their chunk arrives over the copy engines (num_sm 1, no
+ * SM margin); the row-parallel forward GEMMs run "pipeline", 4 pieces of their output features
+ * (num_splits 4), each reduce-scattered by a kernel on 16 SMs (num_sm 16) that the GEMM leaves
+ * free (set_sm_margin: the default since TE 2.1, and in NeMo's tuned H100 configs, e.g. NeMo-
+ * Framework-Launcher 24.07 tp_overlap/ub_cfg_h100_h6144_tp2_mbs2_seqlen2048.yaml, 16 and 24
+ * SMs). The "bulk" overlaps (QKV's and FC1's gradients) run the GEMM whole, without margin. */
+#define WL_UB_PIPELINE_SPLITS 4
+#define WL_UB_PIPELINE_SMS 16
+
+static void wl_ub_mark(wl_kernel *k, double tp)
+{
+  if (k->kclass != CFG_KCLASS_GEMM)
+    return;
+  bool column = k->role == WL_ROLE_QKV || k->role == WL_ROLE_MLP_UP;
+  bool row = k->role == WL_ROLE_ATTN_OUT || k->role == WL_ROLE_MLP_DOWN;
+  if ((wl_is_forward(k) && column) || (k->phase == WL_PHASE_DGRAD && row))
+    k->split_rows = (uint8_t)MIN(tp, 255);
+  if (wl_is_forward(k) && row) {
+    k->split_cols = WL_UB_PIPELINE_SPLITS;
+    k->sms_held = WL_UB_PIPELINE_SMS;
+  }
+}
+
+static void wl_ub_mark_layer(wl_layer *l, const wl_shape *x)
+{
+  if (!x->ub)
+    return;
+  GArray *lists[] = {l->fwd, l->bwd};
+  for (size_t i = 0; i < G_N_ELEMENTS(lists); i++)
+    for (guint j = 0; j < lists[i]->len; j++)
+      wl_ub_mark(&g_array_index(lists[i], wl_kernel, j), x->t);
+}
+
 /* Adds block i; blocks of one kind run the same kernels (the first of the kind's list). */
 static void wl_block_add(wl_model *m, const wl_shape *x, int i, const wl_layer **first)
 {
@@ -818,6 +856,7 @@ static void wl_block_add(wl_model *m, const wl_shape *x, int i, const wl_layer *
       wl_block_teacher(m, l, x);
     wl_block_fwd(m, l, x, false);
     wl_block_bwd(m, l, x);
+    wl_ub_mark_layer(l, x);
     *first = l;
   }
   l->saved_bytes = wl_block_saved(x);

@@ -67,6 +67,8 @@ typedef struct {
   double rows, cols; /* a GEMM's output M x N (its tiles and waves), or 0 */
   cfg_attn_shape attn; /* a fused attention kernel's shape (keys 0: none) */
   bool hostless;  /* launched from inside another op's C++ (a deterministic fill) */
+  uint8_t split_rows, split_cols; /* a GEMM run in pieces beside its TP communication */
+  uint8_t sms_held; /* SMs that communication holds meanwhile (hw_kernel's) */
 } wl_kernel;
 
 /* The forward work of a kernel: its forward pass, or that pass recomputed in backward. */
@@ -112,6 +114,7 @@ typedef struct {
   int cp;                  /* context parallelism: this GPU's 1/cp of the sequence */
   cfg_cp_exchange cp_exchange; /* allgather: PyTorch's context_parallel (its fp32 merges) */
   bool sp;                 /* sequence parallelism */
+  bool tp_overlap;         /* its collectives pipelined with the GEMMs (parallel.tp_comm_overlap) */
   cfg_recompute recompute;
   int ep;                  /* expert parallelism: this GPU holds experts / ep experts */
   double moe_load;         /* token copies the busiest expert-parallel rank runs, over the mean
