@@ -635,3 +635,33 @@ Test(memory, torch_cp_ring_buffers_join_the_backward_working_set)
   mem_report_clear(&a);
   mem_report_clear(&b);
 }
+
+/* BigScience's 02-20 fp16 layout (hidden 13824, 80 layers, TP 8 x PP 10 x DP 4, DeepSpeed's
+ * ZeRO-1 optimizer): stage 0 holds the embedding (V h / 8) and 8 blocks (1.5 h^2 + 4 h each).
+ * At the step the optimizer flattens its partition's fp16 gradients (2 bytes a parameter of the
+ * quarter) and casts them to fp32 (4): segments of their own, no fragmentation on them. Not with
+ * the BF16 optimizer, ZeRO 0 or 3, or the key off. */
+Test(memory, deepspeeds_zero1_step_copies_the_gradient_partition_by_hand)
+{
+  const char *sets[] = {"node.count=40", "model.hidden=13824", "model.layers=80", "model.heads=64",
+                        "parallel.tp=8", "parallel.pp=10", "parallel.dp=4",
+                        "training.micro_batch=1", "training.dtype=fp16",
+                        "training.grad_dtype=fp16", "training.grad_accum_dtype=none", NULL, NULL};
+  const char *wl = "validation/a100_unseen/workloads/bloom-176b.yaml";
+  double h = 13824, V = 250880, P0 = 8 * (1.5 * h * h + 4 * h) + V * h / 8;
+  /* as measured, then each variant set over it: the key off, ZeRO 0 and 3, the BF16 optimizer */
+  const char *variant[] = {NULL, "memory.zero_step_grads=false", "parallel.zero=0",
+                           "parallel.zero=3", "training.grad_accum_dtype=fp32"};
+  double copies[5], total[5];
+  for (int v = 0; v < 5; v++) {
+    sets[11] = variant[v];
+    mem_report r = estimate("dgx-a100", wl, sets, false);
+    copies[v] = r.stages[0].extra[MEM_ZERO_STEP_GRADS];
+    total[v] = r.stages[0].total;
+    mem_report_clear(&r);
+  }
+  cr_expect_float_eq(copies[0], 6 * P0 / 4, 1);
+  cr_expect_float_eq(total[0] - total[1], 6 * P0 / 4, 1);
+  for (int v = 1; v < 5; v++)
+    cr_expect_eq(copies[v], 0, "%s", variant[v]);
+}

@@ -1317,6 +1317,13 @@ static const cfg_field cfg_memory_fields[] = {
            "(only the former when pipeline stages stay unsharded), and on the output stage the "
            "output projection's gradients, which its root unit reduces after the whole backward",
            DEF(0)),
+    F_BOOL(cfg_memory, "zero_step_grads", zero_step_grads,
+           "DeepSpeed's ZeRO 1/2 optimizer (DeepSpeedZeroOptimizer, not its BF16 optimizer): at "
+           "the step it flattens its partition's gradients into one grad_dtype tensor and casts "
+           "that to fp32, both alive at once, each larger than any block the activations free, "
+           "so the allocator keeps both reserved: 2 + 4 bytes a parameter of the partition with "
+           "16-bit gradients (other.zero_step_grads)",
+           DEF(0)),
 };
 static const cfg_schema cfg_schema_memory = SCHEMA("memory", cfg_memory, cfg_memory_fields);
 

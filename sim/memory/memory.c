@@ -8,7 +8,8 @@ const char *mem_extra_name(mem_extra e)
 {
   static const char *const names[] = {"cuda_context", "nccl_buffers", "comm_buckets",
                                       "zero3_live_params", "recompute", "moe_buffers",
-                                      "pipe_buffers", "grad_cast", "fragmentation"};
+                                      "pipe_buffers", "grad_cast", "zero_step_grads",
+                                      "fragmentation"};
   return e < MEM_NEXTRA ? names[e] : "?";
 }
 
@@ -111,6 +112,25 @@ static double mem_grad_cast(const cfg_training *t, double params)
   double accum = cfg_dtype_bytes((cfg_dtype)(t->grad_accum_dtype - 1));
   double comm = cfg_dtype_bytes(t->grad_dtype);
   return comm < accum ? params * comm : 0;
+}
+
+/* DeepSpeedZeroOptimizer.step (deepspeed/runtime/zero/stage_1_and_2.py, microsoft/DeepSpeed
+ * @ 2151c787a of 2022-02-18, the same in the bf16 branch's 15293139f): the partition's gradients,
+ * views of the weights' .grad, are flattened into one tensor of their dtype and that is cast
+ * .to() fp32 (single_grad_partition), both alive at once; the fp32 copy stays until the
+ * optimizer has stepped. Each is the whole partition, larger than any block the activations
+ * free, so the caching allocator reserves a segment for each and keeps it beside theirs. The
+ * BF16 optimizer steps on views of its own fp32 buffer instead (grad_accum_dtype), and on fp32
+ * gradients .to() returns the flat tensor itself. Offloaded, the step copies to the host. */
+static double mem_zero_step_grads(const cfg_workload *w, const mem_stage *s)
+{
+  const cfg_parallel *p = &w->parallel;
+  if (!w->memory.zero_step_grads || p->zero < 1 || p->zero > 2 || w->training.grad_accum_dtype)
+    return 0;
+  wl_state_bytes b = wl_state_bytes_per_param(&w->training);
+  /* the optimizer's states are those of the partition's parameters, ZeRO's share of this rank */
+  double partition = s->optimizer / b.optimizer;
+  return partition * (b.grads + (b.grads < 4 ? 4 : 0));
 }
 
 /* One micro-batch's hidden states, whole: between stages and into the output projection they
@@ -296,10 +316,11 @@ static void mem_extras(const cfg_workload *w, const wl_model *m, const wl_stage 
   s->extra[MEM_MOE_BUFFERS] = p->ep > 1 ? m->moe_copies * w->model.hidden * 2 * (1 + m->moe_load) : 0;
   s->extra[MEM_PIPE_BUFFERS] = mem_pipe_buffers(w, m, s->stage, s->inflight, micro, st->output);
   s->extra[MEM_GRAD_CAST] = mem_grad_cast(&w->training, params);
+  s->extra[MEM_ZERO_STEP_GRADS] = mem_zero_step_grads(w, s);
   double rest = s->model_states + s->activations + s->kv_cache;
   /* a whole segment of its own is not split, so it loses nothing to fragmentation */
   for (int e = 0; e < MEM_FRAGMENTATION; e++)
-    rest += e == MEM_GRAD_CAST ? 0 : s->extra[e];
+    rest += e == MEM_GRAD_CAST || e == MEM_ZERO_STEP_GRADS ? 0 : s->extra[e];
   s->extra[MEM_FRAGMENTATION] = mm->fragmentation * rest;
   s->other = 0;
   for (int e = 0; e < MEM_NEXTRA; e++)

@@ -25,6 +25,8 @@ typedef enum {
   MEM_GRAD_CAST,     /* BF16 optimizer: its whole accumulation buffer cast to grad_dtype for
                       * the reduce, one contiguous block the allocator keeps reserved beside
                       * the activations' */
+  MEM_ZERO_STEP_GRADS, /* DeepSpeed's ZeRO 1/2 step: the gradient partition flattened, and cast
+                        * to fp32, two more blocks the allocator keeps reserved */
   MEM_FRAGMENTATION, /* memory.fragmentation of everything else: the caching allocator's waste */
   MEM_NEXTRA
 } mem_extra;

@@ -84,7 +84,10 @@ CONTRADICTED = {
         "; its sibling 13312 x 94 at the same TP 4 x PP 12 x DP 8, micro-batch 2 and 128 heads "
         "(1 % fewer parameters on stage 0, 7 % more activations) fitted at 67 GiB, and dlsim "
         "gives both 68.1-68.2 GiB: no mechanism of the layout separates them, and the source "
-        "says neither when nor on which GPU this one ran out",
+        "says neither when nor on which GPU this one ran out. Looked for in DeepSpeed's sources "
+        "(15293139f): the ZeRO-1 step's gradient copies (memory.zero_step_grads) are the fp16 "
+        "optimizer's, not the BF16 optimizer's, which steps on views of its fp32 buffer; the tied "
+        "embedding's gradient all-reduce runs in place",
 }
 
 
