@@ -549,6 +549,37 @@ Test(roles, rotary_and_qk_norm_run_between_projection_and_attention)
   roles_clear(&u);
 }
 
+/* Megatron-LM's --test-mode (training.test_mode) with qk-layernorm: run_realtime_tests' host
+ * ops in every block's forward, after the q/k norms and before attention, in modelled kernels:
+ * (5 + (18 dp + 1) + (18 tp + 1)) / 14, rounded (8 at TP 4 x DP 2, 12 at TP 8 x DP 1); nothing in
+ * backward, and nothing without qk-layernorm (the function returns before its checks). */
+Test(roles, test_mode_checks_run_after_the_qk_norms_in_forward_only)
+{
+  const char *tp4[] = {"node.count=1", "parallel.tp=4", "parallel.dp=2", "model.qk_norm=true",
+                       "training.test_mode=true", NULL};
+  const char *tp8[] = {"node.count=1", "parallel.tp=8", "parallel.dp=1", "model.qk_norm=true",
+                       "training.test_mode=true", NULL};
+  const char *no_norm[] = {"node.count=1", "parallel.tp=4", "parallel.dp=2",
+                           "training.test_mode=true", NULL};
+  roles_setup a, b, c;
+  roles_build(&a, "gpt3-1.3b-dp", tp4);
+  roles_build(&b, "gpt3-1.3b-dp", tp8);
+  roles_build(&c, "gpt3-1.3b-dp", no_norm);
+  int n = 0, at = roles_find(roles_block(&a)->fwd, "qk_norm.checks", &n);
+  cr_expect_eq(n, 8);
+  cr_expect(at > roles_find(roles_block(&a)->fwd, "k_norm", &(int){0}), "after the norms");
+  cr_expect(at < roles_find(roles_block(&a)->fwd, "attention", &(int){0}), "before attention");
+  roles_find(roles_block(&a)->bwd, "qk_norm.checks", &n);
+  cr_expect_eq(n, 0, "none in backward");
+  roles_find(roles_block(&b)->fwd, "qk_norm.checks", &n);
+  cr_expect_eq(n, 12);
+  roles_find(roles_block(&c)->fwd, "qk_norm.checks", &n);
+  cr_expect_eq(n, 0, "none without qk-layernorm");
+  roles_clear(&a);
+  roles_clear(&b);
+  roles_clear(&c);
+}
+
 /* Knowledge distillation: the teacher's forward runs before the student's in every block with
  * the same tensor-parallel collectives, adds nothing to backward (nor to what full
  * recomputation replays), and the output layer gains the teacher's logits and the KL loss,

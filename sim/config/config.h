@@ -446,6 +446,7 @@ typedef struct {
   int eager_loss;      /* 0/1: the loss as eager fp32 cross_entropy (eager_ops implies it) */
   int te_cp_ring;      /* 0/1: context parallelism runs Transformer Engine's ring and its host work */
   int te_userbuffers;  /* 0/1: parallel.tp_comm_overlap is Transformer Engine's userbuffers */
+  int test_mode;       /* 0/1: Megatron-LM's --test-mode, qk-layernorm's consistency checks per layer */
   int fp8_params;      /* 0/1: fp8 training keeps the model's weights in fp8 (FP8_PARAMS) */
   int loss_parallel;   /* 0/1: with TP, the loss as DTensor's loss_parallel (torchtitan) */
   cfg_fp8_recipe fp8_recipe;

@@ -839,6 +839,13 @@ static const cfg_field cfg_training_fields[] = {
            "and the last piece's reduce-scatter is exposed; each piece pads its own tiles "
            "(initialize_ub's defaults); false: each GEMM runs whole beside its collective",
            DEF(0)),
+    F_BOOL(cfg_training, "test_mode", test_mode,
+           "Megatron-LM's --test-mode: with model.qk_norm, every layer's forward all-gathers "
+           "the q/k norm weights over the data- and the tensor-parallel group and compares "
+           "each rank's four tensors with its own, each compare a read of its result on the "
+           "host (Attention.run_realtime_tests); costs the host its ops' time per layer "
+           "forward, counted from its source in the unit of the te_cp_ring ops",
+           DEF(0)),
     F_BOOL(cfg_training, "fp8_params", fp8_params,
            "with training.dtype fp8: the model's weights are kept in fp8 (Transformer Engine's "
            "quantized_model_init, NeMo's FP8_PARAMS / Megatron-LM's --fp8-param-gather), one "

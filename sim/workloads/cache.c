@@ -77,7 +77,8 @@ static bool wl_shard_equal(const wl_shard *a, const wl_shard *b)
 {
   return a->micro_batch == b->micro_batch && a->tp == b->tp && a->cp == b->cp &&
          a->sp == b->sp && a->recompute == b->recompute && a->ep == b->ep &&
-         a->moe_load == b->moe_load && a->moe_dropped == b->moe_dropped;
+         a->moe_load == b->moe_load && a->moe_dropped == b->moe_dropped &&
+         a->checks_dp == b->checks_dp && a->tp_overlap == b->tp_overlap;
 }
 
 /* The training settings a model is built from: all but the batch. Copied whole, padding

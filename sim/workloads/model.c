@@ -161,11 +161,18 @@ double wl_model_fwd_flops(const wl_model *m)
   return f;
 }
 
+/* Megatron-LM's --test-mode gathers qk-layernorm's weights over the data-parallel group. */
+static int wl_checks_dp(const cfg_workload *w)
+{
+  return w->training.test_mode && w->model.qk_norm ? MAX(w->parallel.dp, 1) : 1;
+}
+
 wl_shard wl_shard_of(const cfg_workload *w)
 {
   wl_shard s = {.micro_batch = w->training.micro_batch, .tp = w->parallel.tp, .cp = w->parallel.cp,
                 .cp_exchange = w->parallel.cp_exchange, .sp = w->parallel.sequence_parallel != 0, .recompute = w->training.recompute,
-                .ep = MAX(w->parallel.ep, 1), .moe_load = 1};
+                .ep = MAX(w->parallel.ep, 1), .moe_load = 1,
+                .checks_dp = wl_checks_dp(w)};
   s.tp_overlap = s.sp && s.tp > 1 && w->parallel.tp_comm_overlap;
   if (w->model.kind == CFG_MODEL_MOE_TRANSFORMER) {
     double tokens = (double)s.micro_batch * w->model.seq_len / (MAX(s.cp, 1) * MAX(s.tp, 1));

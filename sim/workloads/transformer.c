@@ -8,6 +8,7 @@
  * parallelism the layer norms and dropouts work on s/t tokens. */
 #include "workloads/workloads_internal.h"
 
+#include <math.h>
 #include <string.h>
 
 typedef struct {
@@ -34,6 +35,7 @@ typedef struct {
   bool eager_loss; /* eager PyTorch's fp32 cross_entropy */
   bool te_ring; /* context parallelism as Transformer Engine's ring, with its host work */
   bool ub;      /* TP collectives overlapped by Transformer Engine's userbuffers */
+  double checks; /* modelled kernels of host time Megatron-LM's --test-mode adds per layer forward */
   /* mixture of experts (moe false: a dense MLP) */
   bool moe;
   double E, k, fe, S; /* experts, top-k, expert ffn width, shared experts */
@@ -206,6 +208,21 @@ static void wl_set_attention_shape(GArray *kernels, const wl_shape *x, bool back
 #define WL_TE_RING_HOST_FWD 2
 #define WL_TE_RING_HOST_BWD 3
 
+/* The unit the ring's host ops were counted in: one attention call without context parallelism
+ * is 14 ops (validation/megatron_ci/te_cp_ring_ops.csv) and one modelled kernel. */
+#define WL_OPS_PER_KERNEL 14.0
+
+/* Megatron-LM's --test-mode with qk-layernorm runs Attention.run_realtime_tests in every
+ * layer's forward (megatron/core/transformer/attention.py @ d98e8a64): it stacks the q/k norms'
+ * weights and biases (four .data reads and a stack), then per group, data- and then tensor-
+ * parallel, of g ranks: g empty_like, an all_gather, g unbinds and, per rank and tensor, the
+ * target's .data, src == tgt, torch.all and the assert's bool(), which reads the result back
+ * (a host sync): 5 + 2 (18 g + 1) ops, in the ring's unit. */
+static double wl_checks_kernels(double dp, double tp)
+{
+  return (5 + (18 * dp + 1) + (18 * tp + 1)) / WL_OPS_PER_KERNEL;
+}
+
 /* PyTorch's ring (torchcp.c) works on K and V with one head per query head: its tensors are
  * all the size of this GPU's queries. */
 static wl_tcp wl_tcp_of(const wl_shape *x)
@@ -376,6 +393,8 @@ static void wl_qk_prep(wl_model *m, wl_layer *l, const wl_shape *x, bool backwar
     else if (x->rotary != CFG_ROTARY_NONE)
       wl_eltwise_as(m, l, WL_ROLE_OTHER, ropes[backward][i], elems, 2 * x->dt * passes, backward, replay);
   }
+  for (int i = 0; !backward && i < (int)lround(x->checks); i++)
+    wl_k(m, l, replay, WL_ROLE_OTHER, "qk_norm.checks", CFG_KCLASS_ELEMENTWISE, 0, 0);
   if (!backward)
     wl_qk_repeat(m, l, x, false, replay);
 }
@@ -707,6 +726,7 @@ static wl_shape wl_shape_of(const cfg_model *cm, const cfg_training *t, const wl
   x.cp = MAX(sh->cp, 1);
   x.torch_cp = x.cp > 1 && sh->cp_exchange == CFG_CP_ALLGATHER;
   x.te_ring = x.te_ring && !x.torch_cp; /* PyTorch's ring is not Transformer Engine's */
+  x.checks = t->test_mode && x.qk_norm ? wl_checks_kernels(MAX(sh->checks_dp, 1), MAX(sh->tp, 1)) : 0;
   x.sq = x.s / x.cp;
   x.T = x.b * x.sq;
   x.Te = sh->sp && sh->tp > 1 ? x.T / x.t : x.T;

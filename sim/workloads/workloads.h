@@ -120,6 +120,8 @@ typedef struct {
   double moe_load;         /* token copies the busiest expert-parallel rank runs, over the mean
                             * (1: perfectly balanced routing) */
   double moe_dropped;      /* fraction of token copies dropped at expert capacity */
+  int checks_dp;           /* data-parallel ranks Megatron-LM's --test-mode checks gather over;
+                            * 1 without them, so that models at other dp stay one cached model */
 } wl_shard;
 
 wl_shard wl_shard_of(const cfg_workload *w);

@@ -23,6 +23,7 @@ Mapping of a row onto dlsim:
   int(4 h 2/3 / 64) x 64); --untie-embeddings-and-output-weights -> model.tied_embeddings false;
   --position-embedding-type rope -> model.rotary fused (Megatron-LM's default --apply-rope-fusion,
   Transformer Engine's kernel), with --no-rope-fusion unfused; --qk-layernorm -> model.qk_norm;
+  --test-mode -> training.test_mode (with qk-layernorm: Attention.run_realtime_tests' checks);
   --export-kd-teacher-load -> training.distill (the teacher checkpoint's own config is not
   public: ModelOpt then takes the student's architecture); --deterministic-mode ->
   training.deterministic (megatron/training/determinism.py: torch.use_deterministic_algorithms
@@ -188,6 +189,8 @@ def sets_of(r):
         s.append('model.rotary=%s' % ('unfused' if flags.get('no-rope-fusion') == 'true' else 'fused'))
     if flags.get('qk-layernorm') == 'true':
         s.append('model.qk_norm=true')
+    if flags.get('test-mode') == 'true':
+        s.append('training.test_mode=true')
     if flags.get('export-kd-teacher-load'):
         s.append('training.distill=true')
     if flags.get('deterministic-mode') == 'true':
