@@ -127,6 +127,10 @@ static void vcli_print_json(const val_row *rows, guint n, bool csv)
     cJSON_AddStringToObject(o, "category", val_category(&r->c));
     if (!r->failure)
       cJSON_AddNumberToObject(o, "optimism", val_optimism(r));
+    /* JSON only: the CSV's columns stay those that before / after comparisons diff */
+    const char *band = csv ? NULL : val_interval_kind(r);
+    if (band)
+      cJSON_AddStringToObject(o, "interval_kind", band);
     cJSON_AddItemToArray(cases, o);
   }
   if (csv)

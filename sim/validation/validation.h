@@ -99,6 +99,9 @@ char *val_pins_path(void);
  * prediction, written to `path` (validation/intervals.tsv: val_intervals_path). */
 bool val_intervals_write(const char *path, const GArray *rows, GError **err);
 char *val_intervals_path(void);
+/* The kind of band a case's error feeds (training, fsdp, serve.ttft, ...), or NULL: a check
+ * case of a kind's metric that ran. */
+const char *val_interval_kind(const val_row *r);
 
 /* ---- fitting cluster parameters to cases (dlsim calibrate --case) ------------------------ */
 
