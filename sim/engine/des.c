@@ -46,6 +46,7 @@ typedef struct {
   GArray *spans; /* eng_span */
   GArray *comms;   /* eng_interval: its collectives outside layer passes that have ended... */
   GPtrArray *open; /* ... and the des_arrival of those under way (interference on compute) */
+  GArray *scratch; /* eng_interval: both, as des_comms_until lists them */
   double hidden[PROG_NDIMS]; /* collective time run under compute inside macros */
   GArray *mem;   /* eng_mem_event */
   double finish;
@@ -65,9 +66,28 @@ typedef struct {
   double *buckets; /* nkeys x DES_SAMPLES, or NULL */
   double dt;
 } des_links;
+/* A stream actor's last schedules and mailboxes: its collectives cycle through a few groups
+ * (a pipeline stage's two neighbours, a chunk's), so most lookups in the planner's and the
+ * mailboxes' tables, which dominate at thousands of ranks, are answered here with the same
+ * pointers (DES_MEMO entries each, replaced in turn). */
+#define DES_MEMO 4
+typedef struct {
+  int group;
+  prog_coll coll;
+  double bytes;
+  const coll_schedule *s;
+} des_memo_sched;
+
+typedef struct {
+  des_memo_sched sched[DES_MEMO];
+  struct des_mb *box[DES_MEMO];
+  unsigned next_sched, next_box;
+} des_memo;
+
 typedef struct {
   des_ctx *ctx;
   int rank, stream;
+  des_memo memo;
   void *sink;   /* where received payload pointers land */
   double ready; /* when the stream is free: later than now while it carries a charge (des_carry_ok) */
 } des_actor_arg;
@@ -141,7 +161,7 @@ typedef struct {
   int src, dst, group;
 } des_mb_key;
 
-typedef struct {
+typedef struct des_mb {
   des_mb_key key;
   sg_mailbox_t mb;
   uint32_t sends, receives; /* arrivals so far */
@@ -164,7 +184,7 @@ static gboolean des_mb_equal(gconstpointer a, gconstpointer b)
   return x->src == y->src && x->dst == y->dst && x->group == y->group;
 }
 
-static des_mb *des_mailbox(des_ctx *c, int src, int dst, int group)
+static des_mb *des_mailbox_lookup(des_ctx *c, int src, int dst, int group)
 {
   des_mb_key key = {src, dst, group};
   des_mb *mb = g_hash_table_lookup(c->mailboxes, &key);
@@ -180,6 +200,29 @@ static des_mb *des_mailbox(des_ctx *c, int src, int dst, int group)
     *mb = (des_mb){.key = key, .mb = box};
     g_hash_table_insert(c->mailboxes, &mb->key, mb);
   }
+  return mb;
+}
+
+/* The mailbox of (src, dst, group) as `memo` last returned it, or NULL. */
+static des_mb *des_memo_box(const des_memo *memo, int src, int dst, int group)
+{
+  for (int i = 0; memo && i < DES_MEMO; i++) {
+    des_mb *mb = memo->box[i];
+    if (mb && mb->key.src == src && mb->key.dst == dst && mb->key.group == group)
+      return mb;
+  }
+  return NULL;
+}
+
+/* des_mailbox_lookup through a stream actor's memo (NULL: none). */
+static des_mb *des_mailbox(des_ctx *c, des_memo *memo, int src, int dst, int group)
+{
+  des_mb *mb = des_memo_box(memo, src, dst, group);
+  if (mb)
+    return mb;
+  mb = des_mailbox_lookup(c, src, dst, group);
+  if (memo)
+    memo->box[memo->next_box++ % DES_MEMO] = mb;
   return mb;
 }
 
@@ -347,7 +390,9 @@ static void des_collect_links(const des_ctx *c, double step, eng_result *out)
 static void des_count_sent(des_ctx *c, const coll_schedule *s, const coll_phase *ph, int from,
                            int to, int self, double t0)
 {
-  double eff = hw_config(c->hw)->nccl.protocol_efficiency[s->proto], t1 = simgrid_get_clock();
+  /* the end matters only to the samples of a trace (des_links_add) */
+  double eff = hw_config(c->hw)->nccl.protocol_efficiency[s->proto];
+  double t1 = c->links->buckets ? simgrid_get_clock() : t0;
   for (int j = from; j < to; j++) {
     const coll_xfer *x = &ph->xfers[ph->member_idx[j]];
     if (x->src == self || (x->dst == self && des_ghost_end(c, x->src)))
@@ -396,23 +441,23 @@ static bool des_lone(const des_ctx *c, const coll_phase *ph, const coll_xfer *x)
          x->dst < c->p->nranks && des_active(c, x->src) && des_active(c, x->dst);
 }
 
-/* Counts this end's arrival at transfer `x`, which it really reaches at `*at` (later than now
- * while it carries a charge, des_carry_ok); returns whether, of a lone transfer's two ends, it
- * comes first (each end sleeps the same time before posting). The transfer then starts when
- * the later end has slept, so the first may post at once: it waits in the mailbox either way,
+/* Counts this end's arrival at transfer `x`, which it really reaches at `*at` (later than now,
+ * `*clock`, while it carries a charge, des_carry_ok); returns whether, of a lone transfer's two
+ * ends, it comes first (each end sleeps the same time before posting). The transfer then starts
+ * when the later end has slept, so the first may post at once: it waits in the mailbox either way,
  * and a sleep fewer is a SimGrid activity fewer. A first end that is not there yet leaves its
  * arrival for the later one, which then starts from it (`*at` becomes the later of the two); one
  * still ahead by an earlier transfer cannot, and waits until it is there. */
 static bool des_lone_first(des_ctx *c, const coll_phase *ph, const coll_xfer *x, int self,
-                           des_mb *mb, double *at)
+                           des_mb *mb, double *at, double *clock)
 {
   bool sends = x->src == self, lone = des_lone(c, ph, x);
   uint32_t *mine = sends ? &mb->sends : &mb->receives;
   const uint32_t *theirs = sends ? &mb->receives : &mb->sends;
-  double now = simgrid_get_clock();
+  double now = *clock;
   if (lone && *at > now && *theirs < *mine) {
     des_sleep(c, *at - now);
-    now = simgrid_get_clock();
+    now = *clock = simgrid_get_clock();
   }
   bool first = lone && *theirs <= *mine;
   if (first && *at > now) {
@@ -441,7 +486,7 @@ static void des_run_lone(sg_mailbox_t mb, sg_comm_t send, void **sink)
  * how long after now the endpoint really arrives (a charge it carries, des_carry_ok), slept with
  * the phase's latency, or left to the other end of a lone transfer (des_lone_first). */
 static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member, int self,
-                          int group, void **sink, double wait, double *late)
+                          int group, des_memo *memo, void **sink, double wait, double *late)
 {
   const coll_plan *plan = s->plan;
   const coll_phase *ph = &plan->phases[i];
@@ -453,17 +498,20 @@ static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member,
   des_mb **boxes = to - from <= 16 ? boxes_local : g_new(des_mb *, to - from);
   size_t k = 0;
   bool first = false;
-  double at = simgrid_get_clock() + *late;
+  /* the clock moves only when this actor sleeps: read again after that, not per use */
+  double now = simgrid_get_clock(), at = now + *late;
   *late = 0;
   for (int j = from; j < to; j++) {
     const coll_xfer *x = &ph->xfers[ph->member_idx[j]];
-    des_mb *mb = boxes[j - from] = des_mailbox(c, x->src, x->dst, group);
-    first = des_lone_first(c, ph, x, self, mb, &at);
+    des_mb *mb = boxes[j - from] = des_mailbox(c, memo, x->src, x->dst, group);
+    first = des_lone_first(c, ph, x, self, mb, &at, &now);
   }
-  double pause = at - simgrid_get_clock() + wait + s->pre[i];
-  if (pause > 0 && !first)
+  double pause = at - now + wait + s->pre[i];
+  if (pause > 0 && !first) {
     des_sleep(c, pause);
-  double t0 = simgrid_get_clock();
+    now = simgrid_get_clock();
+  }
+  double t0 = now;
   for (int j = from; j < to; j++) {
     const coll_xfer *x = &ph->xfers[ph->member_idx[j]];
     long wire = (long)coll_wire_bytes(plan, ph, x, s->bytes, eff);
@@ -493,13 +541,13 @@ static void des_run_phase(des_ctx *c, const coll_schedule *s, int i, int member,
 
 /* The sleeps between one phase's transfers and the next's (the base latency, a phase's tail,
  * the next one's latency) run as one: a SimGrid activity fewer each, the same clock. */
-static void des_run_schedule(des_ctx *c, const coll_schedule *s, int self, int group, void **sink,
-                             double *late)
+static void des_run_schedule(des_ctx *c, const coll_schedule *s, int self, int group,
+                             des_memo *memo, void **sink, double *late)
 {
   int member = coll_member(s->plan, self);
   double wait = s->plan->nphases ? MAX(s->base, 0) : 0;
   for (int i = 0; i < s->plan->nphases; i++) {
-    des_run_phase(c, s, i, member, self, group, sink, wait, late);
+    des_run_phase(c, s, i, member, self, group, memo, sink, wait, late);
     wait = MAX(s->post[i], 0);
   }
   if (wait > 0)
@@ -519,7 +567,7 @@ static void des_switch_actor(int argc, char **argv)
   (void)argc, (void)argv;
   des_switch_arg *a = sg_actor_self_get_data();
   double late = 0;
-  des_run_schedule(a->ctx, a->sched, a->endpoint, a->group, &a->sink, &late);
+  des_run_schedule(a->ctx, a->sched, a->endpoint, a->group, NULL, &a->sink, &late);
 }
 
 static void des_spawn_switches(des_ctx *c, const coll_schedule *s, int group)
@@ -552,12 +600,29 @@ static int des_channel(const des_ctx *c, int rank, const prog_op *op, bool in_la
   return -(group * PROG_NSTREAMS + op->stream) - 1;
 }
 
+/* eng_schedule_for through a stream actor's memo (NULL: none): the planner keys a schedule by
+ * its group, collective and size. */
+static const coll_schedule *des_schedule(des_ctx *c, des_memo *memo, const prog_op *op, int rank)
+{
+  if (!memo)
+    return eng_schedule_for(c->planner, c->p, op, rank, NULL);
+  int group = ((const prog_family *)g_ptr_array_index(c->p->families, op->family))->group_of[rank];
+  for (int i = 0; i < DES_MEMO; i++)
+    if (memo->sched[i].s && memo->sched[i].group == group && memo->sched[i].coll == op->coll &&
+        memo->sched[i].bytes == op->comm_bytes)
+      return memo->sched[i].s;
+  const coll_schedule *s = eng_schedule_for(c->planner, c->p, op, rank, NULL);
+  memo->sched[memo->next_sched++ % DES_MEMO] =
+      (des_memo_sched){.group = group, .coll = op->coll, .bytes = op->comm_bytes, .s = s};
+  return s;
+}
+
 /* Runs a collective on `channel`, arriving `*late` after now (left what was not slept); returns
  * the time it takes alone, once every member has arrived. */
-static double des_run_collective(des_ctx *c, int rank, const prog_op *op, int channel, void **sink,
-                                 double *late)
+static double des_run_collective(des_ctx *c, int rank, const prog_op *op, int channel,
+                                 des_memo *memo, void **sink, double *late)
 {
-  const coll_schedule *s = eng_schedule_for(c->planner, c->p, op, rank, NULL);
+  const coll_schedule *s = des_schedule(c, memo, op, rank);
   for (uint32_t rep = 0; rep < op->count; rep++) {
     /* the group's first rank brings the switches that reduce in place along */
     if (s->plan->nmembers > s->plan->n && s->plan->ranks[0] == rank) {
@@ -566,7 +631,7 @@ static double des_run_collective(des_ctx *c, int rank, const prog_op *op, int ch
       *late = 0;
       des_spawn_switches(c, s, channel);
     }
-    des_run_schedule(c, s, rank, channel, sink, late);
+    des_run_schedule(c, s, rank, channel, memo, sink, late);
   }
   return op->count * s->time;
 }
@@ -587,10 +652,12 @@ static double des_slow_spans(GArray *spans, guint from, double f)
   return shift;
 }
 
-/* The rank's collectives outside layer passes, ended or in flight, as intervals up to `now`. */
+/* The rank's collectives outside layer passes, ended or in flight, as intervals up to `now`, in
+ * the rank's scratch array (one allocation per rank, not one per compute run). */
 static GArray *des_comms_until(des_rank *r, double now)
 {
-  GArray *all = g_array_sized_new(FALSE, FALSE, sizeof(eng_interval), r->comms->len + r->open->len);
+  GArray *all = r->scratch;
+  g_array_set_size(all, 0);
   g_array_append_vals(all, r->comms->data, r->comms->len);
   for (guint i = 0; i < r->open->len; i++) {
     const des_arrival *a = g_ptr_array_index(r->open, i);
@@ -601,15 +668,15 @@ static GArray *des_comms_until(des_rank *r, double now)
 }
 
 /* What the rank's collectives outside layer passes add to compute ops list[i..j], which ran
- * from t0 back to back (their durations `dur`) up to now (as the analytic engine charges it:
- * eng_interference_charge): run here, or with `carry` left to the caller (des_carry_ok); returns
- * the time added. */
+ * from t0 back to back (their durations `dur`) up to `now`, the clock (as the analytic engine
+ * charges it: eng_interference_charge): run here, or with `carry` left to the caller
+ * (des_carry_ok); returns the time added. */
 static double des_interference(des_ctx *c, des_rank *r, GArray *list, guint i, guint j, double t0,
-                               const double *dur, bool carry)
+                               const double *dur, double now, bool carry)
 {
   if (r->comms->len == 0 && r->open->len == 0)
     return 0;
-  double now = simgrid_get_clock(), at = t0, extra = 0;
+  double at = t0, extra = 0;
   GArray *comms = des_comms_until(r, now);
   for (guint k = i; k <= j; k++) {
     const prog_op *op = prog_op_at(c->p, r->cls, g_array_index(list, uint32_t, k));
@@ -617,7 +684,6 @@ static double des_interference(des_ctx *c, des_rank *r, GArray *list, guint i, g
       extra += eng_interference_charge(c->costs, op, r->rank, at, dur[k - i], comms, now);
     at += dur[k - i];
   }
-  g_array_free(comms, TRUE);
   /* what ended before this run's start no longer meets the rank's compute */
   for (guint k = r->comms->len; k-- > 0;)
     if (g_array_index(r->comms, eng_interval, k).end <= t0)
@@ -649,9 +715,9 @@ static bool des_occupy(des_ctx *c, double late, double busy, double measured)
 
 /* Runs list[i] and, when nobody watches the ops in between, the compute and memory ops that
  * follow it as one execution: the GPU runs one kernel at a time, so each op's start inside the
- * run is the run's start plus the durations before it. The run starts `late` after now (a
- * charge the actor carries). Returns the index of the last op run. */
-static guint des_run_compute(des_actor_arg *a, GArray *list, guint i, double late)
+ * run is the run's start plus the durations before it. The run starts `late` after `clock`, now
+ * (a charge the actor carries). Returns the index of the last op run. */
+static guint des_run_compute(des_actor_arg *a, GArray *list, guint i, double clock, double late)
 {
   des_ctx *c = a->ctx;
   des_rank *r = &c->ranks[a->rank];
@@ -662,9 +728,13 @@ static guint des_run_compute(des_actor_arg *a, GArray *list, guint i, double lat
       break;
     j++;
   }
-  double t0 = simgrid_get_clock() + late, total = 0, measured = 0;
+  double t0 = clock + late, total = 0, measured = 0;
   double slow = c->opt->slowdown ? c->opt->slowdown[r->rank] : 1;
-  g_autofree double *dur = g_new0(double, j - i + 1);
+  /* a run's durations on the stack: an allocation per run otherwise */
+  double dur_local[32] = {0};
+  guint n = j - i + 1;
+  g_autofree double *dur_heap = n > G_N_ELEMENTS(dur_local) ? g_new0(double, n) : NULL;
+  double *dur = dur_heap ? dur_heap : dur_local;
   for (guint k = i; k <= j; k++) {
     uint32_t idx = g_array_index(list, uint32_t, k);
     const prog_op *op = prog_op_at(c->p, r->cls, idx);
@@ -681,9 +751,11 @@ static guint des_run_compute(des_actor_arg *a, GArray *list, guint i, double lat
         measured += d;
     }
   }
-  double t1 = des_occupy(c, late, total - measured, measured) ? simgrid_get_clock() : t0;
-  double extra = des_interference(c, r, list, i, j, t0, dur, c->carry);
-  t1 = c->carry ? t1 + extra : simgrid_get_clock();
+  /* the clock moves only with an activity: read once after each */
+  bool ran = des_occupy(c, late, total - measured, measured);
+  double now = ran ? simgrid_get_clock() : clock, t1 = ran ? now : t0;
+  double extra = des_interference(c, r, list, i, j, t0, dur, now, c->carry);
+  t1 = c->carry ? t1 + extra : extra > 0 ? simgrid_get_clock() : now;
   a->ready = t1;
   for (guint k = i; k <= j; k++)
     des_complete(c, r, g_array_index(list, uint32_t, k), t0, t1);
@@ -825,7 +897,7 @@ static void des_macro_comm(des_macro *m, const prog_op *op, void **sink)
     int channel = des_channel(c, r->rank, op, true);
     arrival = des_arrive(c, r, op, channel, t0);
     double late = 0;
-    des_run_collective(c, r->rank, op, channel, sink, &late);
+    des_run_collective(c, r->rank, op, channel, NULL, sink, &late);
   } else {
     const coll_schedule *s = eng_schedule_for(c->planner, c->p, op, r->rank, NULL);
     double d = s ? op->count * eng_coll_crowded(c->costs, op, r->rank, s) : 0;
@@ -971,17 +1043,17 @@ static void des_run_macro(des_actor_arg *a, GArray *list, guint i)
   g_free(m.done);
   g_free(m.sync_left);
   g_free(m.issue);
-  double dur = simgrid_get_clock() - t0;
-  des_interference(c, r, list, i, i, t0, &dur, false);
+  double now = simgrid_get_clock(), dur = now - t0;
+  des_interference(c, r, list, i, i, t0, &dur, now, false);
   des_complete(c, r, idx, t0, simgrid_get_clock());
 }
 
 /* How long after now the actor may really start op: its stream is free (des_run_compute) and
  * the ops it waits for have ended. Past now only while a charge is carried (des_carry_ok). */
 static double des_late(const des_ctx *c, const des_rank *r, const des_actor_arg *a,
-                       const prog_op *op)
+                       const prog_op *op, double now)
 {
-  double ready = a->ready, now = simgrid_get_clock();
+  double ready = a->ready;
   const uint32_t *deps = prog_op_deps(c->p, r->cls, op);
   for (uint32_t d = 0; d < op->ndeps; d++)
     ready = MAX(ready, r->end[deps[d]]);
@@ -999,19 +1071,19 @@ static void des_actor(int argc, char **argv)
     uint32_t idx = g_array_index(list, uint32_t, i);
     const prog_op *op = prog_op_at(c->p, r->cls, idx);
     des_wait_deps(c, r, op, a->stream);
-    double late = des_late(c, r, a, op), t0 = simgrid_get_clock() + late;
+    double now = simgrid_get_clock(), late = des_late(c, r, a, op, now), t0 = now + late;
     if (des_expanded(c, op)) {
       if (late > 0) /* not with des_carry_ok */
         des_sleep(c, late);
       des_run_macro(a, list, i);
     } else if (op->kind != PROG_COMM) {
-      i = des_run_compute(a, list, i, late);
+      i = des_run_compute(a, list, i, now, late);
     } else {
       int channel = des_channel(c, r->rank, op, false);
       des_arrival *arrival = des_arrive(c, r, op, channel, t0);
       if (arrival)
         g_ptr_array_add(r->open, arrival);
-      double alone = des_run_collective(c, r->rank, op, channel, &a->sink, &late);
+      double alone = des_run_collective(c, r->rank, op, channel, &a->memo, &a->sink, &late);
       if (late > 0) /* no transfer slept it */
         des_sleep(c, late);
       double t1 = simgrid_get_clock();
@@ -1404,6 +1476,7 @@ static bool des_simulate(const prog_program *p, const hw_cluster *hw, const eng_
     x->spans = g_array_new(FALSE, FALSE, sizeof(eng_span));
     x->comms = g_array_new(FALSE, FALSE, sizeof(eng_interval));
     x->open = g_ptr_array_new();
+    x->scratch = g_array_new(FALSE, FALSE, sizeof(eng_interval));
     x->mem = g_array_new(FALSE, FALSE, sizeof(eng_mem_event));
     x->seq = g_hash_table_new(g_direct_hash, g_direct_equal);
   }
