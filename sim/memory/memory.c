@@ -60,6 +60,20 @@ static double mem_stage_activations(const wl_model *m, const wl_stage *st)
   return a;
 }
 
+/* What a stage's in-flight micro-batches hold. The output layer's saved fp32 log-probabilities
+ * live from a micro-batch's forward to its backward, which on the last stage follow each other
+ * under 1F1B and interleaved 1F1B: one micro-batch's, however many of the rank's other chunks'
+ * the interleaved warm-up holds (wl_inflight). */
+static double mem_held_activations(const cfg_workload *w, const wl_model *m, const wl_stage *st,
+                                   double act, double inflight)
+{
+  cfg_schedule sched = w->parallel.schedule;
+  double head = 0;
+  if (st->output && m->blocks > 0 && (sched == CFG_SCHED_1F1B || sched == CFG_SCHED_INTERLEAVED))
+    head = ((const wl_layer *)g_ptr_array_index(m->layers, m->layers->len - 1))->saved_bytes;
+  return (act - head) * inflight + head * MIN(1.0, inflight);
+}
+
 /* DualPipe: stage s also holds stage pp - 1 - s of the reverse direction (the second copy of
  * the parameters, DeepSeek-V3 report Sec. 3.2.1); its micro-batches are either stage's. */
 static void mem_add_mirror(const cfg_workload *w, const wl_model *m, int stage, double *params,
@@ -141,7 +155,7 @@ static double mem_deepspeed_pipe_buffers(const cfg_workload *w, const wl_model *
 /* torch.distributed.pipelining as torch 1963fc8 (Dec. 2024) has it (stage.py): a stage allocates
  * up front one buffer per micro-batch for the input it receives (_prepare_forward_infra) and one
  * for the gradient of its output (_prepare_backward_infra), kept for the whole run; a buffer of
- * a micro-batch in flight is its first block's saved input, counted with the activations. Every
+ * a chunk in flight is its first block's saved input, counted with the activations. Every
  * micro-batch's output goes to output_chunks until the next step's clear_runtime_states (the
  * last stage's only since pytorch/pytorch#153383): on the last stage the logits, 16 bits
  * (torchtitan's float8 leaves the output projection alone), a vocabulary shard under
@@ -157,7 +171,7 @@ static double mem_torch_pipe_buffers(const cfg_workload *w, const wl_model *m, i
   int v = MAX(1, p->virtual_stages);
   double received = (double)v * micro - (stage == 0 ? micro : 0);
   double grads = (double)v * micro - (stage == p->pp - 1 ? micro : 0);
-  double b = (MAX(0.0, received - inflight) + grads) * act;
+  double b = (MAX(0.0, received - inflight * v) + grads) * act;
   if (output) {
     int shard = w->training.loss_parallel && p->tp > 1 ? p->tp : 1;
     b += (micro - 1) * m->tokens * w->model.vocab / shard * bytes;
@@ -333,7 +347,7 @@ static void mem_fill_stage(const cfg_workload *w, const wl_model *m, int stage, 
   s->inflight = wl_inflight(p, stage, micro);
   s->activations_per_micro_batch = act;
   if (!states_only) {
-    s->activations = s->activations_per_micro_batch * s->inflight;
+    s->activations = mem_held_activations(w, m, &st, act, s->inflight);
     mem_extras(w, m, &st, largest, params, micro, s);
   }
   s->total = s->model_states + s->activations + s->kv_cache + s->other;
