@@ -156,12 +156,14 @@ static double mem_deepspeed_pipe_buffers(const cfg_workload *w, const wl_model *
  * up front one buffer per micro-batch for the input it receives (_prepare_forward_infra) and one
  * for the gradient of its output (_prepare_backward_infra), kept for the whole run; a buffer of
  * a chunk in flight is its first block's saved input, counted with the activations. Every
- * micro-batch's output goes to output_chunks until the next step's clear_runtime_states (the
- * last stage's only since pytorch/pytorch#153383): on the last stage the logits, 16 bits
+ * stage's forward_one_chunk appends the micro-batch's output to output_chunks, cleared only by
+ * the next step's clear_runtime_states (the last stage's alone since pytorch/pytorch#153383,
+ * May 2025). An output is no block's saved input, so none is among the activations, and the
+ * list reaches every micro-batch by the last forward, while the schedule still holds its
+ * in-flight ones: each chunk's hidden states, and on the last stage the logits, 16 bits
  * (torchtitan's float8 leaves the output projection alone), a vocabulary shard under
- * loss_parallel, so while the last micro-batch's loss runs the other micro-batches' logits are
- * alive. Elsewhere an output is kept beyond its backward only once the stage's in-flight peak
- * is past: not counted. Each of a rank's virtual stages has its own buffers. */
+ * loss_parallel, the current one's too while its loss runs backward. Each of a rank's virtual
+ * stages has its own buffers and list. */
 static double mem_torch_pipe_buffers(const cfg_workload *w, const wl_model *m, int stage,
                                      double inflight, int micro, bool output)
 {
@@ -169,12 +171,14 @@ static double mem_torch_pipe_buffers(const cfg_workload *w, const wl_model *m, i
   double bytes = MAX(2.0, cfg_dtype_bytes(m->dtype));
   double act = mem_hidden_states(w, m) / (p->sequence_parallel ? p->tp : 1);
   int v = MAX(1, p->virtual_stages);
-  double received = (double)v * micro - (stage == 0 ? micro : 0);
-  double grads = (double)v * micro - (stage == p->pp - 1 ? micro : 0);
-  double b = (MAX(0.0, received - inflight * v) + grads) * act;
+  double chunks = (double)v * micro;
+  double received = chunks - (stage == 0 ? micro : 0);
+  double grads = chunks - (stage == p->pp - 1 ? micro : 0);
+  double hidden_outputs = chunks - (output ? micro : 0);
+  double b = (MAX(0.0, received - inflight * v) + grads + hidden_outputs) * act;
   if (output) {
     int shard = w->training.loss_parallel && p->tp > 1 ? p->tp : 1;
-    b += (micro - 1) * m->tokens * w->model.vocab / shard * bytes;
+    b += micro * m->tokens * w->model.vocab / shard * bytes;
   }
   return b;
 }
