@@ -533,9 +533,9 @@ Test(memory, custom_profile_states_the_pipeline_and_loss_rules)
  * every micro-batch's output until the next step (stage.py of torch 1963fc8). Llama 3 8B,
  * PP 2 x FSDP 4, 2 micro-batches of 2 x 8192 tokens, hidden 4096, 16-bit: stage 0 (both in
  * flight) holds 2 gradient buffers and its 2 outputs of 16384 x 4096 x 2 bytes; stage 1 (one in
- * flight) one input buffer beyond the saved input of the micro-batch in flight, and both
- * micro-batches' logits, 16384 x 128256 x 2 bytes (no TP: not a shard). Megatron's engine:
- * none. */
+ * flight) one input buffer beyond the saved input of the micro-batch in flight, the input
+ * gradient of the micro-batch done, and both micro-batches' logits, 16384 x 128256 x 2 bytes
+ * (no TP: not a shard). Megatron's engine: none. */
 Test(memory, torch_pipeline_receive_buffers_and_kept_logits_by_hand)
 {
   const char *sets[] = {"node.count=1", "parallel.dp=4", "parallel.pp=2",
@@ -547,7 +547,7 @@ Test(memory, torch_pipeline_receive_buffers_and_kept_logits_by_hand)
   cr_expect_float_eq(t.stages[1].inflight, 1, 1e-9);
   cr_expect_float_eq(t.stages[0].extra[MEM_PIPE_BUFFERS], 4 * act, 1, "%g",
                      t.stages[0].extra[MEM_PIPE_BUFFERS]);
-  cr_expect_float_eq(t.stages[1].extra[MEM_PIPE_BUFFERS], act + 2 * 16384.0 * 128256 * 2, 1, "%g",
+  cr_expect_float_eq(t.stages[1].extra[MEM_PIPE_BUFFERS], 2 * act + 2 * 16384.0 * 128256 * 2, 1, "%g",
                      t.stages[1].extra[MEM_PIPE_BUFFERS]);
   sets[4] = "parallel.pipeline_engine=megatron";
   mem_report m = estimate("dgx-h100", wl, sets, false);

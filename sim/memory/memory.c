@@ -162,8 +162,11 @@ static double mem_deepspeed_pipe_buffers(const cfg_workload *w, const wl_model *
  * list reaches every micro-batch by the last forward, while the schedule still holds its
  * in-flight ones: each chunk's hidden states, and on the last stage the logits, 16 bits
  * (torchtitan's float8 leaves the output projection alone), a vocabulary shard under
- * loss_parallel, the current one's too while its loss runs backward. Each of a rank's virtual
- * stages has its own buffers and list. */
+ * loss_parallel, the current one's too while its loss runs backward. And stage_backward leaves
+ * each micro-batch's input gradient in its receive buffer's .grad, also until
+ * clear_runtime_states (released after its send only since pytorch/pytorch#164329, Oct. 2025):
+ * by the last forward, one for each chunk whose backward is done, but the first stage's, whose
+ * input is the tokens. Each of a rank's virtual stages has its own buffers and list. */
 static double mem_torch_pipe_buffers(const cfg_workload *w, const wl_model *m, int stage,
                                      double inflight, int micro, bool output)
 {
@@ -175,7 +178,8 @@ static double mem_torch_pipe_buffers(const cfg_workload *w, const wl_model *m, i
   double received = chunks - (stage == 0 ? micro : 0);
   double grads = chunks - (stage == p->pp - 1 ? micro : 0);
   double hidden_outputs = chunks - (output ? micro : 0);
-  double b = (MAX(0.0, received - inflight * v) + grads + hidden_outputs) * act;
+  double done = MAX(0.0, chunks - inflight * v) * (stage == 0 ? (v - 1.0) / v : 1);
+  double b = (MAX(0.0, received - inflight * v) + grads + hidden_outputs + done) * act;
   if (output) {
     int shard = w->training.loss_parallel && p->tp > 1 ? p->tp : 1;
     b += micro * m->tokens * w->model.vocab / shard * bytes;
