@@ -61,6 +61,20 @@ static double mem_stage_activations(const wl_model *m, const wl_stage *st)
   return a;
 }
 
+/* What a stage's in-flight micro-batches hold. The output layer's saved fp32 log-probabilities
+ * live from a micro-batch's forward to its backward, which on the last stage follow each other
+ * under 1F1B and interleaved 1F1B: one micro-batch's, however many of the rank's other chunks'
+ * the interleaved warm-up holds (wl_inflight). */
+static double mem_held_activations(const cfg_workload *w, const wl_model *m, const wl_stage *st,
+                                   double act, double inflight)
+{
+  cfg_schedule sched = w->parallel.schedule;
+  double head = 0;
+  if (st->output && m->blocks > 0 && (sched == CFG_SCHED_1F1B || sched == CFG_SCHED_INTERLEAVED))
+    head = ((const wl_layer *)g_ptr_array_index(m->layers, m->layers->len - 1))->saved_bytes;
+  return (act - head) * inflight + head * MIN(1.0, inflight);
+}
+
 /* DualPipe: stage s also holds stage pp - 1 - s of the reverse direction (the second copy of
  * the parameters, DeepSeek-V3 report Sec. 3.2.1); its micro-batches are either stage's. */
 static void mem_add_mirror(const cfg_workload *w, const wl_model *m, int stage, double *params,
@@ -161,13 +175,18 @@ static double mem_deepspeed_pipe_buffers(const cfg_workload *w, const wl_model *
 /* torch.distributed.pipelining as torch 1963fc8 (Dec. 2024) has it (stage.py): a stage allocates
  * up front one buffer per micro-batch for the input it receives (_prepare_forward_infra) and one
  * for the gradient of its output (_prepare_backward_infra), kept for the whole run; a buffer of
- * a micro-batch in flight is its first block's saved input, counted with the activations. Every
- * micro-batch's output goes to output_chunks until the next step's clear_runtime_states (the
- * last stage's only since pytorch/pytorch#153383): on the last stage the logits, 16 bits
+ * a chunk in flight is its first block's saved input, counted with the activations. Every
+ * stage's forward_one_chunk appends the micro-batch's output to output_chunks, cleared only by
+ * the next step's clear_runtime_states (the last stage's alone since pytorch/pytorch#153383,
+ * May 2025). An output is no block's saved input, so none is among the activations, and the
+ * list reaches every micro-batch by the last forward, while the schedule still holds its
+ * in-flight ones: each chunk's hidden states, and on the last stage the logits, 16 bits
  * (torchtitan's float8 leaves the output projection alone), a vocabulary shard under
- * loss_parallel, so while the last micro-batch's loss runs the other micro-batches' logits are
- * alive. Elsewhere an output is kept beyond its backward only once the stage's in-flight peak
- * is past: not counted. Each of a rank's virtual stages has its own buffers. */
+ * loss_parallel, the current one's too while its loss runs backward. And stage_backward leaves
+ * each micro-batch's input gradient in its receive buffer's .grad, also until
+ * clear_runtime_states (released after its send only since pytorch/pytorch#164329, Oct. 2025):
+ * by the last forward, one for each chunk whose backward is done, but the first stage's, whose
+ * input is the tokens. Each of a rank's virtual stages has its own buffers and list. */
 static double mem_torch_pipe_buffers(const cfg_workload *w, const wl_model *m, int stage,
                                      double inflight, int micro, bool output)
 {
@@ -175,12 +194,15 @@ static double mem_torch_pipe_buffers(const cfg_workload *w, const wl_model *m, i
   double bytes = MAX(2.0, cfg_dtype_bytes(m->dtype));
   double act = mem_hidden_states(w, m) / (p->sequence_parallel ? p->tp : 1);
   int v = MAX(1, p->virtual_stages);
-  double received = (double)v * micro - (stage == 0 ? micro : 0);
-  double grads = (double)v * micro - (stage == p->pp - 1 ? micro : 0);
-  double b = (MAX(0.0, received - inflight) + grads) * act;
+  double chunks = (double)v * micro;
+  double received = chunks - (stage == 0 ? micro : 0);
+  double grads = chunks - (stage == p->pp - 1 ? micro : 0);
+  double hidden_outputs = chunks - (output ? micro : 0);
+  double done = MAX(0.0, chunks - inflight * v) * (stage == 0 ? (v - 1.0) / v : 1);
+  double b = (MAX(0.0, received - inflight * v) + grads + hidden_outputs + done) * act;
   if (output) {
     int shard = w->training.loss_parallel && p->tp > 1 ? p->tp : 1;
-    b += (micro - 1) * m->tokens * w->model.vocab / shard * bytes;
+    b += micro * m->tokens * w->model.vocab / shard * bytes;
   }
   return b;
 }
@@ -354,7 +376,7 @@ static void mem_fill_stage(const cfg_workload *w, const wl_model *m, int stage, 
   s->inflight = wl_inflight(p, stage, micro);
   s->activations_per_micro_batch = act;
   if (!states_only) {
-    s->activations = s->activations_per_micro_batch * s->inflight;
+    s->activations = mem_held_activations(w, m, &st, act, s->inflight);
     mem_extras(w, m, &st, largest, params, micro, s);
   }
   s->total = s->model_states + s->activations + s->kv_cache + s->other;

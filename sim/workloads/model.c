@@ -303,9 +303,15 @@ double wl_inflight(const cfg_parallel *p, int stage, int micro_batches)
   case CFG_SCHED_1F1B:
     return MIN(micro_batches, pp - stage);
   case CFG_SCHED_INTERLEAVED: {
-    /* Korthikanti et al.: the first stage holds p (1 + (p - 1) / (p v)) stages' worth */
-    double v = p->virtual_stages;
-    return MIN((double)micro_batches, (pp - stage) + (pp - 1 - stage) / v);
+    /* Rank s runs 2 (p - 1 - s) + (v - 1) p chunk forwards before its steady state, whose
+     * first forward comes before its first backward (Megatron-LM's interleaved schedule,
+     * num_warmup_microbatches; torch.distributed.pipelining's ScheduleInterleaved1F1B,
+     * get_rank_warmup_ops, the same count), all of them if the step has no more: v chunks are
+     * one stage's worth. On the first stage this is Korthikanti et al.'s p (1 + (p - 1) / (p
+     * v)); the last still holds (v - 1) p + 1 chunks, not one stage's. */
+    int v = MAX(1, p->virtual_stages);
+    double chunks = 2.0 * (pp - 1 - stage) + (double)(v - 1) * pp + 1;
+    return MIN((double)micro_batches * v, chunks) / v;
   }
   case CFG_SCHED_ZB_H1:
     /* Qi et al., Sec. 2.3: (p - s) micro-batches awaiting B and s awaiting W, which keeps 32/34

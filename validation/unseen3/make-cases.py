@@ -126,10 +126,11 @@ def titan_layout_sets(r):
     if tp > 1:
         sets.append("parallel.sequence_parallel=true")
     if pp > 1:
-        # torchtitan splits the local batch into as many micro-batches as there are stages
-        # (config_manager.py @ 9dec370: pipeline_parallel_microbatches defaults to the stages)
-        stages = pp * (2 if r["schedule"] == "interleaved" else 1)
-        sets += [f"training.micro_batch={max(lb // stages, 1)}", f"parallel.schedule={r['schedule']}",
+        # torchtitan splits the local batch into as many micro-batches as there are pipeline
+        # ranks, interleaved or not: pipelining_utils.py @ 9dec370 (build_pipeline_schedule)
+        # sets n_microbatches to pipeline_parallel_degree when pipeline_parallel_microbatches is
+        # unset, whatever its help text in config_manager.py says ("the number of stages")
+        sets += [f"training.micro_batch={max(lb // pp, 1)}", f"parallel.schedule={r['schedule']}",
                  "parallel.uneven_stages=true"]
         if r["schedule"] == "interleaved":
             sets.append("parallel.virtual_stages=2")
@@ -185,7 +186,7 @@ def titan_cases():
             notes += (" torchtitan 9dec370 compiles each block but not its fp32 loss "
                       "(train.py): training.eager_loss.")
         if int(r["pp"]) > 1:
-            notes += (" Assumed: the local batch split into one micro-batch per pipeline stage "
+            notes += (" Assumed: the local batch split into one micro-batch per pipeline rank "
                       "(torchtitan's default), 2 virtual stages a rank when interleaved.")
         if int(r["cp"]) > 1:
             notes += (" torchtitan's CP exchanges K/V shards by all-gather "
