@@ -99,10 +99,10 @@ static void sim_planner_done(sim_result *out, coll_planner *pl)
     coll_planner_free(pl);
 }
 
-/* The groups the runs of `out` share with earlier runs: its cache's (NULL: none). */
+/* The model and groups the runs of `out` share: its cache's, else its own. */
 static wl_cache *sim_programs(const sim_result *out)
 {
-  return out->cache ? out->cache->programs : NULL;
+  return out->cache ? out->cache->programs : out->own_programs;
 }
 
 /* Template times for `p` kept by the cache from an earlier run, or NULL. */
@@ -457,10 +457,12 @@ bool sim_run(const cfg_cluster *c, const cfg_workload *w, const sim_options *o, 
   out->hw = out->cache ? out->cache->hw : hw_cluster_new(c);
   if (!sim_engine_options(out, o, err))
     return false;
-  /* the model the programs will be built from, when the cache keeps it (failing as the
-   * estimate's own would) */
+  /* the model the programs will be built from, built once (failing as the estimate's own
+   * would) */
+  if (!out->cache)
+    out->own_programs = wl_cache_new();
   mem_options mo = {.states_only = false};
-  if (out->cache && !(mo.model = wl_cache_shard_model(out->cache->programs, w, err)))
+  if (!(mo.model = wl_cache_shard_model(sim_programs(out), w, err)))
     return false;
   if (!mem_estimate(w, c, &mo, &out->memory, err))
     return false;
@@ -538,6 +540,7 @@ void sim_result_clear(sim_result *r)
   if (!r->cache)
     hw_cluster_free(r->hw);
   coll_runtime_free(r->runtime);
+  wl_cache_free(r->own_programs);
   g_free(r->mps_cluster);
   cfg_workload_free(r->own_workload);
   cfg_cluster_free(r->own_cluster);
