@@ -338,6 +338,38 @@ static void par_assert_same_groups(const prog_program *a, const prog_program *b,
   }
 }
 
+/* The fold's second program made in place of the first once that is done with
+ * (wl_build_two_later) where it is the first's ops with copies of its own passes inserted: the
+ * one built alone, op for op; elsewhere built beside the first as wl_build_two_cached does. */
+static void par_assert_second_later(const cfg_workload *const two[2], const hw_cluster *hw,
+                                    const prog_program *alone, bool in_place, size_t k)
+{
+  prog_program *p[2];
+  wl_later *later = NULL;
+  GError *err = NULL;
+  cr_assert(wl_build_two_later(two, hw, NULL, p, &later, &err), "case %zu: %s", k,
+            err ? err->message : "");
+  cr_assert_eq(later != NULL, in_place, "case %zu: made in place %d", k, later != NULL);
+  cr_assert_eq(p[1] == NULL, in_place, "case %zu", k);
+  if (later) {
+    /* what the fold does in between: the first runs (and is annotated) */
+    p[1] = wl_later_make(later, g_steal_pointer(&p[0]));
+  }
+  g_autofree char *what = g_strdup_printf("case %zu, the second made later", k);
+  par_assert_same_ops(p[1], alone, what);
+  par_assert_same_groups(p[1], alone, what);
+  cr_assert(p[1]->meta.model_flops == alone->meta.model_flops &&
+                p[1]->meta.hardware_flops == alone->meta.hardware_flops &&
+                p[1]->meta.samples == alone->meta.samples &&
+                p[1]->meta.a2a_bytes == alone->meta.a2a_bytes &&
+                p[1]->meta.moe_load == alone->meta.moe_load &&
+                p[1]->meta.tokens == alone->meta.tokens &&
+                strcmp(p[1]->meta.description, alone->meta.description) == 0,
+            "%s: meta", what);
+  prog_free(p[0]);
+  prog_free(p[1]);
+}
+
 /* The fold builds its two micro-batch counts together (one model, the second program sharing
  * the first's groups): each program is the one wl_build makes alone, for layouts whose groups
  * differ in kind (interleaving, DualPipe's and ZB-V's reverse channels, expert parallelism).
@@ -351,39 +383,39 @@ Test(parallel, building_the_folds_two_programs_together_gives_each_as_built_alon
   const struct {
     const char *workload, *sets[10];
     int batch[2];
-    bool derived;
+    bool derived, in_place; /* in_place: the second made in place of the first (all copies) */
   } cases[] = {
       {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
                         "parallel.schedule=interleaved", "parallel.virtual_stages=2",
-                        "training.micro_batch=1", NULL}, {16, 24}, true},
+                        "training.micro_batch=1", NULL}, {16, 24}, true, true},
       {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
                         "parallel.schedule=dualpipe", "training.micro_batch=1", NULL}, {24, 32},
-       false},
+       false, false},
       {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
                         "parallel.schedule=zb-v", "parallel.virtual_stages=2",
-                        "training.micro_batch=1", NULL}, {16, 24}, true},
+                        "training.micro_batch=1", NULL}, {16, 24}, true, true},
       {"mixtral-8x7b-train", {"parallel.pp=2", "parallel.dp=4", "parallel.ep=4", NULL}, {16, 24},
-       true},
+       true, true},
       /* 1F1B with ZeRO-1's gathers and tied embeddings' reduction after the last backward */
       {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
                         "parallel.zero=1", "model.tied_embeddings=true", "training.micro_batch=1",
-                        NULL}, {8, 12}, true},
+                        NULL}, {8, 12}, true, true},
       {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
                         "parallel.schedule=zb-h1", "parallel.zero=3", "training.micro_batch=1",
-                        NULL}, {8, 12}, true},
+                        NULL}, {8, 12}, true, true},
       {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
                         "parallel.schedule=gpipe", "training.micro_batch=1", NULL}, {8, 12},
-       true},
+       true, true},
       /* DeepSpeed's engine sends a pass's output in the next pass's slot: built */
       {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=4", "parallel.dp=2",
                         "parallel.pipeline_engine=deepspeed", "training.micro_batch=1", NULL},
-       {8, 12}, false},
+       {8, 12}, false, false},
       /* no pipeline, as the fold runs it: one micro-batch, then two; the first's only backward
        * reduces the gradients, so the second's first backward is built, not copied */
       {"gpt3-1.3b-dp", {"node.count=2", "parallel.tp=2", "parallel.pp=1", "parallel.dp=8",
-                        "parallel.zero=1", "training.micro_batch=1", NULL}, {1, 2}, true},
+                        "parallel.zero=1", "training.micro_batch=1", NULL}, {1, 2}, true, false},
       /* the bench's configuration: GPT-3 175B, TP 8 x PP 8 interleaved x3, as the fold runs it */
-      {"megatron-175b", {"node.count=128", "parallel.dp=16", NULL}, {16, 24}, true},
+      {"megatron-175b", {"node.count=128", "parallel.dp=16", NULL}, {16, 24}, true, true},
   };
   for (size_t k = 0; k < G_N_ELEMENTS(cases); k++) {
     cfg_cluster *c = NULL;
@@ -417,6 +449,7 @@ Test(parallel, building_the_folds_two_programs_together_gives_each_as_built_alon
     prog_free(together[0]);
     par_assert_same_groups(together[1], alone[1], "after the first is freed");
     par_assert_same_ops(together[1], alone[1], "after the first is freed");
+    par_assert_second_later(two, hw, alone[1], cases[k].in_place, k);
     for (int i = 0; i < 2; i++)
       prog_free(alone[i]);
     prog_free(together[1]);

@@ -141,7 +141,7 @@ static void an_unit_ops(const prog_program *p, an_unit *x, guint *mems, guint *c
   g_autofree int *slot = an_family_slots(p, x->rank);
   g_autofree uint32_t *count = g_new0(uint32_t, MAX(p->families->len, 1u));
   x->end = g_new(double, MAX(nops, 1u));
-  x->seq = g_new0(uint32_t, MAX(nops, 1u));
+  x->seq = g_new(uint32_t, MAX(nops, 1u)); /* set below for each comm op, read for no other */
   *mems = *computes = 0;
   for (guint i = 0; i < nops; i++) {
     const prog_op *op = &g_array_index(k->ops, prog_op, i);

@@ -161,18 +161,18 @@ GArray **eng_stream_lists(const prog_program *p)
     const prog_class *k = prog_class_at(p, (int)c);
     /* sized first and filled in place: growing them op by op was a tenth of an analytic run */
     guint n[PROG_NSTREAMS] = {0};
+    const prog_op *ops = (const prog_op *)(void *)k->ops->data;
     for (guint i = 0; i < k->ops->len; i++)
-      n[g_array_index(k->ops, prog_op, i).stream]++;
+      n[ops[i].stream]++;
+    uint32_t *next[PROG_NSTREAMS]; /* where each list's next index goes */
     for (int s = 0; s < PROG_NSTREAMS; s++) {
       GArray *l = n[s] ? g_array_sized_new(FALSE, FALSE, sizeof(uint32_t), n[s])
                        : g_array_ref(none);
       lists[c * PROG_NSTREAMS + s] = g_array_set_size(l, n[s]);
-      n[s] = 0;
+      next[s] = (uint32_t *)(void *)l->data;
     }
-    for (guint i = 0; i < k->ops->len; i++) {
-      int s = g_array_index(k->ops, prog_op, i).stream;
-      g_array_index(lists[c * PROG_NSTREAMS + s], uint32_t, n[s]++) = i;
-    }
+    for (guint i = 0; i < k->ops->len; i++)
+      *next[ops[i].stream]++ = i;
   }
   g_array_unref(none);
   return lists;

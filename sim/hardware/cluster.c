@@ -23,7 +23,10 @@ struct hw_cluster {
   int rails;       /* rails of a rail-optimized fabric (NIC k of every tray on rail k), else 0 */
   int *nps;        /* per tier: domains below one switch */
   int rail_link0;  /* rail-optimized: uplink of rail k of tier-0 group g: rail_link0 + g*rails + k */
-  GArray *links;   /* hw_link */
+  /* `nlinks` links, room for `links_room` (thousands on a large cluster, built per
+   * configuration: an append through GLib each was a twentieth of an analytic one) */
+  hw_link *links;
+  int nlinks, links_room;
   int gpu_link0;   /* nvl link of GPU g (nvswitch, pcie) or ring link g (nvlink-ring) */
   int nic_link0;   /* nic link of node n, NIC k: nic_link0 + n*nics + k */
   int port_link0;  /* port link of node n */
@@ -38,9 +41,12 @@ struct hw_cluster {
 /* Links are known by index; the platform XML names link i "l<i>" (see hw_xml_link). */
 static int hw_add_link(hw_cluster *hw, double bw, double lat, hw_link_policy pol, int tier)
 {
-  hw_link l = {.bandwidth = bw, .latency = lat, .policy = pol, .tier = tier};
-  g_array_append_val(hw->links, l);
-  return (int)hw->links->len - 1;
+  if (hw->nlinks == hw->links_room) {
+    hw->links_room = MAX(2 * hw->links_room, 256);
+    hw->links = g_renew(hw_link, hw->links, hw->links_room);
+  }
+  hw->links[hw->nlinks] = (hw_link){.bandwidth = bw, .latency = lat, .policy = pol, .tier = tier};
+  return hw->nlinks++;
 }
 
 static int hw_group_of(const hw_cluster *hw, int node, int tier)
@@ -66,7 +72,7 @@ static int hw_node_nics(const hw_cluster *hw, int n)
 static void hw_build_rail_links(hw_cluster *hw, double eff_net)
 {
   const cfg_network *net = &hw->cfg->network;
-  hw->rail_link0 = (int)hw->links->len;
+  hw->rail_link0 = hw->nlinks;
   if (!hw->rails || net->ntiers < 2 || hw->nnodes < 2)
     return;
   double lat = (net->tiers[0].latency + net->tiers[1].latency) / 2;
@@ -95,12 +101,12 @@ static void hw_build_links(hw_cluster *hw)
                 HW_LINK_SHARED, -1);
   }
   double lat0 = net->tiers[0].latency;
-  hw->nic_link0 = (int)hw->links->len;
+  hw->nic_link0 = hw->nlinks;
   for (int n = 0; n < hw->nnodes && hw->nnodes > 1; n++)
     for (int k = 0; k < hw->nics; k++)
       hw_add_link(hw, net->nic_bandwidth * eff_net, 0.0,
                   HW_LINK_SHARED, 0);
-  hw->port_link0 = (int)hw->links->len;
+  hw->port_link0 = hw->nlinks;
   double over0 = net->tiers[0].oversubscription;
   for (int n = 0; n < hw->nnodes && hw->nnodes > 1; n++) {
     bool limited = over0 > 1.0;
@@ -113,7 +119,7 @@ static void hw_build_links(hw_cluster *hw)
   for (int t = 0; t < net->ntiers; t++)
     hw->groups[t] = (hw->nnodes + hw->nps[t] - 1) / hw->nps[t];
   for (int t = 0; t + 1 < net->ntiers && hw->nnodes > 1; t++) {
-    hw->up_link0[t] = (int)hw->links->len;
+    hw->up_link0[t] = hw->nlinks;
     double over = net->tiers[t + 1].oversubscription;
     double lat = (net->tiers[t].latency + net->tiers[t + 1].latency) / 2;
     for (int g = 0; g < hw->groups[t]; g++) {
@@ -131,7 +137,7 @@ static void hw_build_links(hw_cluster *hw)
   hw->swl_link0 = g_new0(int, net->ntiers);
   for (int t = 0; t < net->ntiers; t++) {
     hw->switch0[t] = hw->nendpoints;
-    hw->swl_link0[t] = (int)hw->links->len;
+    hw->swl_link0[t] = hw->nlinks;
     for (int g = 0; g < hw->groups[t]; g++)
       hw_add_link(hw, 1e15, 0.0, HW_LINK_FATPIPE, t + 1);
     hw->nendpoints += hw->groups[t];
@@ -153,8 +159,11 @@ hw_cluster *hw_cluster_new(const cfg_cluster *cfg)
   hw->nps = g_new0(int, cfg->network.ntiers);
   for (int t = 0; t < cfg->network.ntiers; t++)
     hw->nps[t] = MAX(1, cfg->network.tiers[t].nodes_per_switch / hw->trays);
-  hw->links = g_array_new(FALSE, FALSE, sizeof(hw_link));
   hw->split_free_links = true;
+  /* a GPU has a few links of its own (NVLink, NIC, its node's port) and its share of the
+   * switches' uplinks: room for them at once rather than copied as they grow */
+  hw->links_room = 4 * hw->ngpus + 64;
+  hw->links = g_new(hw_link, hw->links_room);
   hw_build_links(hw);
   return hw;
 }
@@ -165,7 +174,7 @@ void hw_cluster_free(hw_cluster *hw)
 {
   if (!hw)
     return;
-  g_array_free(hw->links, TRUE);
+  g_free(hw->links);
   g_free(hw->up_link0);
   g_free(hw->groups);
   g_free(hw->switch0);
@@ -178,7 +187,7 @@ const cfg_cluster *hw_config(const hw_cluster *hw) { return hw->cfg; }
 int hw_gpus(const hw_cluster *hw) { return hw->ngpus; }
 int hw_gpus_per_node(const hw_cluster *hw) { return hw->gpn; }
 int hw_node_of(const hw_cluster *hw, int gpu) { return gpu / hw->gpn; }
-int hw_nlinks(const hw_cluster *hw) { return (int)hw->links->len; }
+int hw_nlinks(const hw_cluster *hw) { return hw->nlinks; }
 int hw_endpoints(const hw_cluster *hw) { return hw->nendpoints; }
 int hw_node_switch(const hw_cluster *hw, int node) { return hw->ngpus + node; }
 int hw_net_switch(const hw_cluster *hw, int tier, int group) { return hw->switch0[tier] + group; }
@@ -213,7 +222,7 @@ cfg_link_class hw_route_class(const hw_route *r)
 
 const hw_link *hw_link_get(const hw_cluster *hw, int id)
 {
-  return &g_array_index(hw->links, hw_link, id);
+  return &hw->links[id];
 }
 
 static void hw_push(const hw_cluster *hw, hw_route *r, int link, bool down)

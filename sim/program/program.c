@@ -64,6 +64,7 @@ struct prog_group_store {
    * was a fifth of registering a pipeline pair) */
   prog_small_link *small;
   int nsmall, small_room;
+  guint groups_room; /* what `groups` was last grown to (GLib keeps it) */
   bool shared; /* fixed from then on */
 };
 
@@ -126,6 +127,13 @@ prog_program *prog_new(int nranks)
   prog_program *p = prog_alloc(nranks);
   struct prog_group_store *s = g_rc_box_new0(struct prog_group_store);
   s->groups = g_ptr_array_new();
+  /* a rank is in a few small groups (its pipeline pairs, size-1 dimensions): room for their
+   * links and ids at once rather than copied as they grow */
+  s->small_room = 4 * MAX(nranks, 16);
+  s->small = g_new(prog_small_link, s->small_room);
+  s->groups_room = (guint)s->small_room;
+  g_ptr_array_set_size(s->groups, (gint)s->groups_room);
+  g_ptr_array_set_size(s->groups, 0);
   s->blocks = g_ptr_array_new_with_free_func(g_free);
   s->families = g_ptr_array_new();
   s->group_index = g_hash_table_new(prog_group_hash, prog_group_equal);
@@ -190,15 +198,36 @@ int prog_class_add(prog_program *p, const char *name)
   return (int)p->classes->len - 1;
 }
 
+/* Grows `a` to at least `n` elements of room, its length unchanged: a GArray keeps what it has
+ * grown to. */
+static void prog_array_room(GArray *a, guint *room, guint n)
+{
+  guint len = a->len;
+  if (n <= *room)
+    return;
+  g_array_set_size(a, n);
+  g_array_set_size(a, len);
+  *room = n;
+}
+
 void prog_class_reserve(prog_program *p, int cls, guint nops, guint ndeps)
 {
   prog_class *c = prog_class_at(p, cls);
-  /* a GArray keeps what it has grown to */
-  guint ops = c->ops->len, deps = c->deps->len;
-  g_array_set_size(c->ops, MAX(ops, nops));
-  g_array_set_size(c->ops, ops);
-  g_array_set_size(c->deps, MAX(deps, ndeps));
-  g_array_set_size(c->deps, deps);
+  prog_array_room(c->ops, &c->ops_room, nops);
+  prog_array_room(c->deps, &c->deps_room, ndeps);
+}
+
+/* `n` more elements at the end of `a`, within its room (doubled when short); returns where
+ * they begin. The length is set directly: within the room GLib has allocated, that is all
+ * g_array_set_size does for an array that neither clears nor terminates, and the call per op
+ * was a fifth of building one. */
+static guint prog_array_extend(GArray *a, guint *room, guint n)
+{
+  guint at = a->len;
+  if (at + n > *room)
+    prog_array_room(a, room, MAX(at + n, MAX(2 * *room, 64u)));
+  a->len = at + n;
+  return at;
 }
 
 void prog_ops_append(prog_program *p, int cls, const prog_program *from, int from_cls,
@@ -230,6 +259,7 @@ int prog_class_copy(prog_program *p, const prog_program *from, int cls)
   prog_class *c = g_memdup2(f, sizeof *f);
   c->ops = g_array_sized_new(FALSE, FALSE, sizeof(prog_op), f->ops->len);
   c->deps = g_array_sized_new(FALSE, FALSE, sizeof(uint32_t), f->deps->len);
+  c->ops_room = c->deps_room = 0; /* f's room, not these arrays' */
   g_ptr_array_add(p->classes, c);
   int k = (int)p->classes->len - 1;
   prog_ops_append(p, k, from, cls, 0, f->ops->len);
@@ -323,9 +353,19 @@ static int prog_group_new(prog_program *p, const int *ranks, int n)
   prog_group *g = prog_store_alloc(p->store, sizeof *g + sizeof(int) * (gsize)n);
   g->n = n;
   g->ranks = (int *)(g + 1);
-  memcpy(g->ranks, ranks, sizeof(int) * (gsize)n);
-  g_ptr_array_add(p->groups, g);
-  return (int)p->groups->len - 1;
+  for (int i = 0; i < n; i++) /* most have one or two: a loop, not memcpy */
+    g->ranks[i] = ranks[i];
+  /* within the room GLib has allocated, as prog_array_extend does: an append through GLib
+   * per group was a tenth of making the groups */
+  GPtrArray *a = p->groups;
+  guint at = a->len;
+  if (at == p->store->groups_room) {
+    p->store->groups_room = MAX(64u, 2 * at);
+    g_ptr_array_set_size(a, (gint)p->store->groups_room);
+  }
+  a->len = at + 1;
+  a->pdata[at] = g;
+  return (int)at;
 }
 
 /* Groups of one or two ranks (pipeline pairs, size-1 dimensions) are most of a program's groups
@@ -470,15 +510,15 @@ static uint32_t prog_push(prog_program *p, int cls, prog_op *op, const uint32_t 
                           uint32_t ndeps)
 {
   prog_class *c = prog_class_at(p, cls);
-  op->dep_start = c->deps->len;
+  op->dep_start = prog_array_extend(c->deps, &c->deps_room, ndeps);
   op->ndeps = ndeps;
-  if (ndeps)
-    g_array_append_vals(c->deps, deps, ndeps);
+  uint32_t *to = &g_array_index(c->deps, uint32_t, op->dep_start);
+  for (uint32_t d = 0; d < ndeps; d++) /* one or two: a loop, not memcpy */
+    to[d] = deps[d];
   if (op->count == 0)
     op->count = 1;
   /* grown by one and assigned: an append copies through memcpy, a tenth of building an op */
-  guint at = c->ops->len;
-  g_array_set_size(c->ops, at + 1);
+  guint at = prog_array_extend(c->ops, &c->ops_room, 1);
   g_array_index(c->ops, prog_op, at) = *op;
   return at;
 }

@@ -104,6 +104,9 @@ typedef struct {
   bool is_template;   /* a sub-DAG macro ops run, not the program of any rank */
   double flops;       /* a template's FLOPs, summed over its first `flops_ops` ops */
   guint flops_ops;
+  /* what `ops` and `deps` were last grown to (GLib keeps it): the builders add ops within it
+   * without a call into GLib per op */
+  guint ops_room, deps_room;
 } prog_class;
 
 typedef struct {

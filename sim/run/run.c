@@ -99,10 +99,10 @@ static void sim_planner_done(sim_result *out, coll_planner *pl)
     coll_planner_free(pl);
 }
 
-/* The groups the runs of `out` share with earlier runs: its cache's (NULL: none). */
+/* The model and groups the runs of `out` share: its cache's, else its own. */
 static wl_cache *sim_programs(const sim_result *out)
 {
-  return out->cache ? out->cache->programs : NULL;
+  return out->cache ? out->cache->programs : out->own_programs;
 }
 
 /* Template times for `p` kept by the cache from an earlier run, or NULL. */
@@ -210,30 +210,45 @@ static bool sim_run_with(sim_result *out, int micro, prog_program **prog, eng_re
   return ok;
 }
 
+/* The second of the fold's programs, once the first has run: built with it, or made in place
+ * of it (`later`; the first is then gone: *p1 NULL). */
+static void sim_second_program(sim_result *out, prog_program **p1, prog_program *built,
+                               wl_later *later)
+{
+  out->program = later ? wl_later_make(later, g_steal_pointer(p1)) : built;
+  mem_annotate_program(out->program, &out->memory);
+}
+
 /* The fold's two runs, built together (one model, one set of groups); the second shares the
  * first's collective planner and template times (the plans are the same: they depend on the
- * group and the bytes, not on how many micro-batches run). */
+ * group and the bytes, not on how many micro-batches run). Where the second program is the
+ * first's ops with copies of its own passes inserted, it is made in place of the first once
+ * that has run, rather than beside it: the ops before the inserts stay where they are. */
 static bool sim_run_pair(sim_result *out, int m1, int m2, prog_program **p1, eng_result *r1,
                          double first, GError **err)
 {
   cfg_workload w[2] = {sim_workload_with(out, m1), sim_workload_with(out, m2)};
   const cfg_workload *const ws[2] = {&w[0], &w[1]};
   prog_program *p[2];
-  if (!wl_build_two_cached(ws, out->hw, sim_programs(out), p, NULL, err))
+  wl_later *later = NULL;
+  if (!wl_build_two_later(ws, out->hw, sim_programs(out), p, &later, err))
     return false;
   *p1 = p[0];
-  out->program = p[1];
-  for (int i = 0; i < 2; i++)
-    mem_annotate_program(p[i], &out->memory);
+  mem_annotate_program(p[0], &out->memory);
   coll_planner *shared = sim_planner_for(out);
   out->options.planner = shared;
   /* and the template times, when the templates are the same (they do not depend on the
-   * batch either) */
+   * batch either; a second made from the first has the first's) */
   bool own = false;
-  if (shared && prog_templates_same(p[0], p[1]))
+  if (shared && (later || prog_templates_same(p[0], p[1])))
     out->options.costs = sim_costs_for(out, p[0], &own);
   sim_progress_range(out, 0, first);
   bool ok = eng_run(*p1, out->hw, &out->options, r1, err);
+  if (ok)
+    sim_second_program(out, p1, p[1], g_steal_pointer(&later));
+  else
+    prog_free(p[1]);
+  wl_later_free(later);
   sim_progress_range(out, first, 1);
   ok = ok && eng_run(out->program, out->hw, &out->options, &out->eng, err);
   sim_costs_done(out, own);
@@ -457,10 +472,12 @@ bool sim_run(const cfg_cluster *c, const cfg_workload *w, const sim_options *o, 
   out->hw = out->cache ? out->cache->hw : hw_cluster_new(c);
   if (!sim_engine_options(out, o, err))
     return false;
-  /* the model the programs will be built from, when the cache keeps it (failing as the
-   * estimate's own would) */
+  /* the model the programs will be built from, built once (failing as the estimate's own
+   * would) */
+  if (!out->cache)
+    out->own_programs = wl_cache_new();
   mem_options mo = {.states_only = false};
-  if (out->cache && !(mo.model = wl_cache_shard_model(out->cache->programs, w, err)))
+  if (!(mo.model = wl_cache_shard_model(sim_programs(out), w, err)))
     return false;
   if (!mem_estimate(w, c, &mo, &out->memory, err))
     return false;
@@ -538,6 +555,7 @@ void sim_result_clear(sim_result *r)
   if (!r->cache)
     hw_cluster_free(r->hw);
   coll_runtime_free(r->runtime);
+  wl_cache_free(r->own_programs);
   g_free(r->mps_cluster);
   cfg_workload_free(r->own_workload);
   cfg_cluster_free(r->own_cluster);

@@ -94,6 +94,9 @@ typedef struct {
   bool folded;           /* the step was extended from two micro-batch counts */
   /* private: the cache the run used (hw is then its), what sim_run_files loaded */
   sim_cache *cache;
+  /* without one, the run's own model and groups: the memory estimate and both programs of
+   * the fold take the model from it, which each built for itself before */
+  wl_cache *own_programs;
   cfg_cluster *own_cluster;
   cfg_workload *own_workload;
 } sim_result;

@@ -1521,10 +1521,10 @@ static void wl_a2a_bytes(wl_par *x)
   x->p->meta.moe_dropped = x->m->moe_dropped;
 }
 
-/* The layout of `w` on `p`, its stage classes, groups and all-to-all sizes: what comes before
- * the templates. */
-static void wl_par_init(wl_par *x, const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
-                        prog_program *p, bool shared)
+/* The layout of `w` as the builder reads it (sizes, micro-batches, schedule, strides), for
+ * program `p`, which it does not touch. */
+static void wl_par_layout(wl_par *x, const cfg_workload *w, const hw_cluster *hw,
+                          const wl_model *m, prog_program *p, bool shared)
 {
   const cfg_parallel *par = &w->parallel;
   *x = (wl_par){.w = w, .hw = hw, .m = m, .p = p, .shared = shared, .tp = par->tp, .cp = par->cp,
@@ -1541,6 +1541,14 @@ static void wl_par_init(wl_par *x, const cfg_workload *w, const hw_cluster *hw, 
   /* Megatron sends 1/t of the activation and gathers it on arrival (scatter-gather) */
   x->act_bytes = m->tokens * w->model.hidden * wl_activation_bytes(m) / x->tp;
   wl_strides(x);
+}
+
+/* The layout of `w` on `p`, its stage classes, groups and all-to-all sizes: what comes before
+ * the templates. */
+static void wl_par_init(wl_par *x, const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
+                        prog_program *p, bool shared)
+{
+  wl_par_layout(x, w, hw, m, p, shared);
   for (int s = 0; s < x->pp; s++)
     prog_class_add(p, "stage");
   wl_groups(x);
@@ -1693,32 +1701,202 @@ static void wl_splice_stage(wl_par *x, const prog_program *like, int s, const wl
   prog_class_at(p, s)->stage = k->stage;
 }
 
+static void wl_splices_free(wl_splice *sp, int n)
+{
+  for (int s = 0; s < n; s++)
+    wl_splice_clear(&sp[s]);
+  g_free(sp);
+}
+
+/* Every stage's splice, or NULL when some stage's second schedule is not its first's with
+ * passes inserted at one point. */
+static wl_splice *wl_splices(const wl_par *x, const prog_program *like, const wl_passes_at *a)
+{
+  wl_splice *sp = g_new0(wl_splice, x->pp);
+  int ready = 0;
+  while (ready < x->pp && wl_splice_of(x, like, ready, &a->stages[ready], a->last_mb, &sp[ready]))
+    ready++;
+  if (ready == x->pp)
+    return sp;
+  wl_splices_free(sp, ready);
+  return NULL;
+}
+
 prog_program *wl_derive_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
                                  const prog_program *like, const wl_passes_at *a)
 {
   prog_program *p = prog_new_deriving(like);
   wl_par x;
   wl_par_init(&x, w, hw, m, p, true);
-  wl_splice *sp = g_new0(wl_splice, x.pp);
-  int ready = 0;
-  while (ready < x.pp && wl_splice_of(&x, like, ready, &a->stages[ready], a->last_mb, &sp[ready]))
-    ready++;
-  if (ready == x.pp) {
-    /* the templates do not depend on the batch */
-    for (guint c = (guint)x.pp; c < like->classes->len; c++)
-      prog_class_copy(p, like, (int)c);
-    x.passes = a->passes;
-    x.names = g_hash_table_new(g_direct_hash, g_direct_equal);
-    for (int s = 0; s < x.pp; s++)
-      wl_splice_stage(&x, like, s, &a->stages[s], &sp[s]);
-    g_hash_table_destroy(x.names);
+  wl_splice *sp = wl_splices(&x, like, a);
+  if (!sp) {
+    prog_free(p);
+    return NULL;
   }
-  for (int s = 0; s < ready; s++)
-    wl_splice_clear(&sp[s]);
-  g_free(sp);
-  if (ready < x.pp)
-    g_clear_pointer(&p, prog_free);
+  /* the templates do not depend on the batch */
+  for (guint c = (guint)x.pp; c < like->classes->len; c++)
+    prog_class_copy(p, like, (int)c);
+  x.passes = a->passes;
+  x.names = g_hash_table_new(g_direct_hash, g_direct_equal);
+  for (int s = 0; s < x.pp; s++)
+    wl_splice_stage(&x, like, s, &a->stages[s], &sp[s]);
+  g_hash_table_destroy(x.names);
+  wl_splices_free(sp, x.pp);
   return p;
+}
+
+/* ---- the same in place of the first, once it has run ------------------------------------- */
+
+/* A stage of the second program as the first's ops with `n` of its passes copied in at op
+ * `at`: pass k is the first's ops first[k]..first[k] + len[k] - 1. */
+typedef struct {
+  guint at, n;
+  guint *first, *len;
+} wl_stage_inserts;
+
+struct wl_inserts {
+  const cfg_workload *w; /* the second's */
+  const hw_cluster *hw;
+  const wl_model *m;
+  int pp;
+  wl_stage_inserts *stages;
+};
+
+void wl_inserts_free(wl_inserts *ins)
+{
+  if (!ins)
+    return;
+  for (int s = 0; s < ins->pp; s++) {
+    g_free(ins->stages[s].first);
+    g_free(ins->stages[s].len);
+  }
+  g_free(ins->stages);
+  g_free(ins);
+}
+
+/* Whether every pass the splices insert is a copy of one the first program has. */
+static bool wl_splices_all_copied(const wl_splice *sp, int pp)
+{
+  for (int s = 0; s < pp; s++)
+    for (guint k = 0; k < sp[s].n; k++)
+      if (sp[s].src[k] == WL_BUILT)
+        return false;
+  return true;
+}
+
+static void wl_stage_inserts_of(const wl_splice *sp, const wl_stage_at *a, wl_stage_inserts *out)
+{
+  out->at = a->start[sp->at];
+  out->n = sp->n;
+  out->first = g_new(guint, MAX(sp->n, 1u));
+  out->len = g_new(guint, MAX(sp->n, 1u));
+  for (guint k = 0; k < sp->n; k++) {
+    out->first[k] = a->start[sp->src[k]];
+    out->len[k] = a->start[sp->src[k] + 1] - out->first[k];
+  }
+}
+
+wl_inserts *wl_inserts_of(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
+                          const prog_program *like, const wl_passes_at *a)
+{
+  wl_par x;
+  wl_par_layout(&x, w, hw, m, NULL, true);
+  wl_splice *sp = wl_splices(&x, like, a);
+  if (!sp)
+    return NULL;
+  wl_inserts *ins = NULL;
+  if (wl_splices_all_copied(sp, x.pp)) {
+    ins = g_new0(wl_inserts, 1);
+    *ins = (wl_inserts){.w = w, .hw = hw, .m = m, .pp = x.pp,
+                        .stages = g_new0(wl_stage_inserts, x.pp)};
+    for (int s = 0; s < x.pp; s++)
+      wl_stage_inserts_of(&sp[s], &a->stages[s], &ins->stages[s]);
+  }
+  wl_splices_free(sp, x.pp);
+  return ins;
+}
+
+/* Where op `i` of the first program's class is once `ins` ops were inserted at `at`. */
+static guint wl_moved(guint i, guint at, guint ins)
+{
+  return i >= at ? i + ins : i;
+}
+
+/* The dependencies of ops first..first + n - 1 (n > 0): prog_push appends them in op order. */
+static guint wl_deps_end(const prog_op *ops, guint first, guint n)
+{
+  return ops[first + n - 1].dep_start + ops[first + n - 1].ndeps;
+}
+
+/* Opens a gap of `ins` ops and `ins_deps` dependencies at op `at`: the ops from there on, and
+ * their dependencies, which name only ops from `at` on (wl_pass_contained), move past it. */
+static void wl_class_open(prog_class *k, guint at, guint ins, guint ins_deps)
+{
+  guint nops = k->ops->len, ndeps = k->deps->len;
+  guint dep_at = at < nops ? g_array_index(k->ops, prog_op, at).dep_start : ndeps;
+  g_array_set_size(k->ops, nops + ins);
+  g_array_set_size(k->deps, ndeps + ins_deps);
+  prog_op *ops = (prog_op *)(void *)k->ops->data;
+  uint32_t *deps = (uint32_t *)(void *)k->deps->data;
+  memmove(ops + at + ins, ops + at, sizeof *ops * (nops - at));
+  memmove(deps + dep_at + ins_deps, deps + dep_at, sizeof *deps * (ndeps - dep_at));
+  for (guint i = at + ins; i < nops + ins; i++)
+    ops[i].dep_start += ins_deps;
+  for (guint d = dep_at + ins_deps; d < ndeps + ins_deps; d++)
+    deps[d] += ins;
+}
+
+/* Copies ops from..from + n - 1 (n > 0) of the class to `to` (a gap), their dependencies to
+ * `dep_to`, each moved by as many ops as the pass moved (they name ops of the pass only).
+ * Returns how many dependencies it copied. */
+static guint wl_class_copy_pass(prog_class *k, guint from, guint n, guint to, guint dep_to)
+{
+  prog_op *ops = (prog_op *)(void *)k->ops->data;
+  uint32_t *deps = (uint32_t *)(void *)k->deps->data;
+  guint dep_from = ops[from].dep_start, ndeps = wl_deps_end(ops, from, n) - dep_from;
+  memcpy(ops + to, ops + from, sizeof *ops * n);
+  memcpy(deps + dep_to, deps + dep_from, sizeof *deps * ndeps);
+  for (guint i = to; i < to + n; i++)
+    ops[i].dep_start += dep_to - dep_from;
+  for (guint d = dep_to; d < dep_to + ndeps; d++)
+    deps[d] += to - from; /* modulo 2^32: a pass may move back */
+  return ndeps;
+}
+
+/* Stage class `k` of the first program becomes the second's: its passes from `at` on move
+ * past the copies, which fill the gap in order (what wl_splice_stage appends, op for op). */
+static void wl_stage_insert(prog_class *k, const wl_stage_inserts *si)
+{
+  const prog_op *ops = (const prog_op *)(void *)k->ops->data;
+  guint ins = 0, ins_deps = 0;
+  for (guint j = 0; j < si->n; j++) {
+    ins += si->len[j];
+    ins_deps += si->len[j] ? wl_deps_end(ops, si->first[j], si->len[j]) -
+                                 ops[si->first[j]].dep_start
+                           : 0;
+  }
+  guint dep_at = si->at < k->ops->len ? ops[si->at].dep_start : k->deps->len;
+  wl_class_open(k, si->at, ins, ins_deps);
+  guint to = si->at, dep_to = dep_at;
+  for (guint j = 0; j < si->n; j++) {
+    if (!si->len[j])
+      continue;
+    guint from = wl_moved(si->first[j], si->at, ins);
+    dep_to += wl_class_copy_pass(k, from, si->len[j], to, dep_to);
+    to += si->len[j];
+  }
+}
+
+void wl_inserts_apply(const wl_inserts *ins, prog_program *p)
+{
+  for (int s = 0; s < ins->pp; s++)
+    wl_stage_insert(prog_class_at(p, s), &ins->stages[s]);
+  /* the all-to-all sizes grow with the micro-batches (wl_par_init's, for the second) */
+  wl_par x;
+  wl_par_layout(&x, ins->w, ins->hw, ins->m, p, true);
+  wl_families(&x);
+  if (ins->m->moe_tokens > 0 && x.ep > 1)
+    wl_a2a_bytes(&x);
 }
 
 /* ---- the skeleton: rank 0's groups and the layer templates, for closed-form estimates ---- */

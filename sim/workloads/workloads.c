@@ -265,11 +265,19 @@ static bool wl_build_with(const cfg_workload *w, const hw_cluster *hw, wl_cache 
   return *out != NULL;
 }
 
-/* The second program: derived from the first's ops where the schedules allow, else built. */
+/* The second program: derived from the first's ops where the schedules allow, else built.
+ * With `later`, where every pass it inserts is a copy of the first's, it is left to make in
+ * place of the first (*later set, NULL returned). */
 static prog_program *wl_second_program(const cfg_workload *w, const hw_cluster *hw,
                                        const wl_model *m, const prog_program *first,
-                                       const wl_passes_at *at, bool *derived, GError **err)
+                                       const wl_passes_at *at, bool *derived, wl_inserts **later,
+                                       GError **err)
 {
+  if (later && (*later = wl_inserts_of(w, hw, m, first, at))) {
+    if (derived)
+      *derived = true;
+    return NULL;
+  }
   prog_program *p = wl_derive_parallel(w, hw, m, first, at);
   if (derived)
     *derived = p != NULL;
@@ -279,12 +287,22 @@ static prog_program *wl_second_program(const cfg_workload *w, const hw_cluster *
   return p;
 }
 
-bool wl_build_two_cached(const cfg_workload *const w[2], const hw_cluster *hw, wl_cache *cache,
-                         prog_program *out[2], bool *derived, GError **err)
+struct wl_later {
+  wl_inserts *inserts;
+  const cfg_workload *w; /* the second's */
+  const wl_model *m;
+  wl_model *own;  /* the model, when no cache keeps it */
+};
+
+static bool wl_build_two_with(const cfg_workload *const w[2], const hw_cluster *hw,
+                              wl_cache *cache, prog_program *out[2], bool *derived,
+                              wl_later **later, GError **err)
 {
   out[0] = out[1] = NULL;
   if (derived)
     *derived = false;
+  if (later)
+    *later = NULL;
   for (int i = 0; i < 2; i++)
     if (!wl_check_supported(w[i], err) || !wl_check_layout(w[i], err))
       return false;
@@ -295,14 +313,51 @@ bool wl_build_two_cached(const cfg_workload *const w[2], const hw_cluster *hw, w
   if (!wl_cache_model(cache, w[0], &shard, &m, &own, err))
     return false;
   wl_passes_at *at = NULL;
+  wl_inserts *inserts = NULL;
   out[0] = wl_build_first(w[0], hw, m, cache, &at, err);
-  out[1] = out[0] ? wl_second_program(w[1], hw, m, out[0], at, derived, err) : NULL;
+  if (out[0])
+    out[1] = wl_second_program(w[1], hw, m, out[0], at, derived, later ? &inserts : NULL, err);
   wl_passes_at_free(at);
+  if (inserts) {
+    *later = g_new(wl_later, 1);
+    **later = (wl_later){.inserts = inserts, .w = w[1], .m = m, .own = own};
+    return true;
+  }
   wl_model_free(own);
   if (out[1])
     return true;
   g_clear_pointer(&out[0], prog_free);
   return false;
+}
+
+bool wl_build_two_cached(const cfg_workload *const w[2], const hw_cluster *hw, wl_cache *cache,
+                         prog_program *out[2], bool *derived, GError **err)
+{
+  return wl_build_two_with(w, hw, cache, out, derived, NULL, err);
+}
+
+bool wl_build_two_later(const cfg_workload *const w[2], const hw_cluster *hw, wl_cache *cache,
+                        prog_program *out[2], wl_later **later, GError **err)
+{
+  return wl_build_two_with(w, hw, cache, out, NULL, later, err);
+}
+
+prog_program *wl_later_make(wl_later *later, prog_program *first)
+{
+  wl_inserts_apply(later->inserts, first);
+  /* the description does not name the batch: the first's is the second's */
+  wl_meta(later->w, later->m, first);
+  wl_later_free(later);
+  return first;
+}
+
+void wl_later_free(wl_later *later)
+{
+  if (!later)
+    return;
+  wl_inserts_free(later->inserts);
+  wl_model_free(later->own);
+  g_free(later);
 }
 
 bool wl_build_two(const cfg_workload *const w[2], const hw_cluster *hw, prog_program *out[2],

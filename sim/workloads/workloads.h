@@ -250,6 +250,17 @@ bool wl_build_cached(const cfg_workload *w, const hw_cluster *hw, wl_cache *cach
                      prog_program **out, GError **err);
 bool wl_build_two_cached(const cfg_workload *const w[2], const hw_cluster *hw, wl_cache *cache,
                          prog_program *out[2], bool *derived, GError **err);
+/* The same, but where the second program is the first's ops with copies of the first's own
+ * passes inserted, it is not made yet: out[1] is NULL and `*later` turns the first into it
+ * (wl_later_make) once the first is no longer needed, its ops before the inserts left where
+ * they are rather than copied into a new program; w[1], `hw` and the cache must outlive it. */
+typedef struct wl_later wl_later;
+bool wl_build_two_later(const cfg_workload *const w[2], const hw_cluster *hw, wl_cache *cache,
+                        prog_program *out[2], wl_later **later, GError **err);
+/* Turns `first` (out[0]) into the second program, what wl_build_two_cached's out[1] is op for
+ * op, and frees `later`; returns `first`. */
+prog_program *wl_later_make(wl_later *later, prog_program *first);
+void wl_later_free(wl_later *later);
 /* Checks that a layout can run: divisibility of heads, layers, sequence, micro-batches. */
 bool wl_check_layout(const cfg_workload *w, GError **err);
 /* What the layout asks for that changes nothing, for the reports to say (sentences appended

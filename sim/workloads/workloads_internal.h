@@ -79,6 +79,16 @@ bool wl_build_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_mod
  * grow by passes inserted at one point (DualPipe's pairs): then build it. */
 prog_program *wl_derive_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
                                  const prog_program *like, const wl_passes_at *at);
+/* The same made in place of `like` once it is no longer needed: where each stage's passes go
+ * and which of like's they copy (`w`, `hw` and `m` must outlive it). NULL where wl_derive_parallel
+ * would give NULL or would build some inserted pass. */
+typedef struct wl_inserts wl_inserts;
+wl_inserts *wl_inserts_of(const cfg_workload *w, const hw_cluster *hw, const wl_model *m,
+                          const prog_program *like, const wl_passes_at *at);
+/* Turns `p`, the program `like` was, into the second: its stages' ops and the all-to-all
+ * sizes (not the rest of its meta). */
+void wl_inserts_apply(const wl_inserts *ins, prog_program *p);
+void wl_inserts_free(wl_inserts *ins);
 
 /* Everything wl_groups reads, which alone decides a program's ranks, classes, families and
  * process groups: programs of two workloads with equal keys may share one group store. */
