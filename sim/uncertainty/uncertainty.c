@@ -123,19 +123,20 @@ static int unc_kind_ratios(const unc_residual *r, int n, int k, int left_out, do
   return m;
 }
 
-/* Kind k's band without source `left_out`, widened by the offset of the sources but it; false
- * when fewer than 5 cases are left. */
-static bool unc_band_without(const unc_residual *r, int n, int k, int left_out, double *scratch,
-                             double *low, double *high)
+/* Kind k's band without source `left_out`, widened by the offset of the sources but it (into
+ * *offset); how many cases it was fitted on, 0 when fewer than 5 are left. */
+static int unc_band_without(const unc_residual *r, int n, int k, int left_out, double *scratch,
+                            double *low, double *high, double *offset)
 {
   int m = unc_kind_ratios(r, n, k, left_out, scratch);
   if (m < 5)
-    return false;
+    return 0;
   unc_conformal(scratch, m, low, high);
-  double widen = exp(unc_source_offset(r, n, left_out));
+  *offset = unc_source_offset(r, n, left_out);
+  double widen = exp(*offset);
   *low /= widen;
   *high *= widen;
-  return true;
+  return m;
 }
 
 /* Each source of kind k left out in turn: the share of its cases that the band of the rest
@@ -146,11 +147,11 @@ static double unc_cross_validate(const unc_residual *r, int n, int k, double *sc
   GHashTable *done = g_hash_table_new(g_direct_hash, g_direct_equal);
   for (int i = 0; i < n; i++) {
     int s = r[i].source;
-    double low, high;
+    double low, high, offset;
     if (r[i].kind != k || g_hash_table_contains(done, GINT_TO_POINTER(s + 1)))
       continue;
     g_hash_table_add(done, GINT_TO_POINTER(s + 1));
-    if (!unc_band_without(r, n, k, s, scratch, &low, &high))
+    if (!unc_band_without(r, n, k, s, scratch, &low, &high, &offset))
       continue;
     for (int j = i; j < n; j++)
       if (r[j].kind == k && r[j].source == s) {
@@ -170,10 +171,9 @@ unc_band unc_band_fit(const char *kind, int k, const unc_residual *r, int n)
   for (int i = 0; i < n; i++)
     if (r[i].kind == k)
       g_hash_table_add(sources, GINT_TO_POINTER(r[i].source + 1));
-  if (unc_band_without(r, n, k, -1, scratch, &b.low, &b.high)) {
-    b.cases = unc_kind_ratios(r, n, k, -1, scratch);
+  b.cases = unc_band_without(r, n, k, -1, scratch, &b.low, &b.high, &b.offset);
+  if (b.cases > 0) {
     b.sources = (int)g_hash_table_size(sources);
-    b.offset = unc_source_offset(r, n, -1);
     b.cv_coverage = unc_cross_validate(r, n, k, scratch);
   }
   g_hash_table_destroy(sources);
