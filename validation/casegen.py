@@ -29,3 +29,15 @@ def node_sets(gpus):
 def quoted(text):
     """A case file's string value: double-quoted, its own double quotes made single."""
     return '"' + text.replace('"', "'") + '"'
+
+
+def listed(items):
+    """A case file's list value: `[a, b, ...]`."""
+    return "[" + ", ".join(items) + "]"
+
+
+def write_check(name, source, notes, prediction):
+    """A check case (nothing fitted on it): its name, role, source and notes, then `prediction`,
+    the (key, value) pairs of what dlsim runs and what was measured."""
+    write_case(name, [("name", name), ("role", "check"), ("source", quoted(source)),
+                      ("notes", quoted(notes))] + prediction)
