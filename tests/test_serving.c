@@ -196,6 +196,39 @@ Test(serving, mha_decode_attention_takes_the_mha_figures_and_fa_splits)
   cfg_workload_free(w);
 }
 
+/* Seconds of attention in one iteration of `b` with the workload's `sets`. */
+static double srv_attention_time_with(const char *const *sets, const srv_batch *b)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  srv_cost *cost = srv_cost_load(sets, &c, &w);
+  srv_time t;
+  srv_iteration_time(cost, b, &t);
+  srv_cost_free(cost);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+  return t.attention;
+}
+
+/* A decode kernel of a block per query head (TensorRT-LLM before XQA) reads a GQA model's KV
+ * once per query head: with 8 KV heads for 32 query heads the same decode batch's attention
+ * grows by almost 4 (the queries and the new K and V are read and written once); a model
+ * with a KV head per query head (Llama-2-7B) is timed as before. */
+Test(serving, per_query_head_decode_reads_a_gqa_kv_head_per_query_head)
+{
+  const char *gqa[] = {"model.kv_heads=8", NULL};
+  const char *gqa_old[] = {"model.kv_heads=8", "serving.decode_attention_per_query_head=true",
+                           NULL};
+  const char *mha_old[] = {"serving.decode_attention_per_query_head=true", NULL};
+  srv_batch b = {.seqs = 64, .tokens = 64, .decodes = 64, .decode_kv = 64 * 4000,
+                 .samples = 64};
+  double packed = srv_attention_time_with(gqa, &b), per_head = srv_attention_time_with(gqa_old, &b);
+  cr_assert(per_head / packed > 3.5 && per_head / packed < 4, "%g vs %g s", per_head, packed);
+  const char *mha_new[] = {NULL};
+  double mha = srv_attention_time_with(mha_new, &b);
+  cr_assert(fabs(srv_attention_time_with(mha_old, &b) / mha - 1) < 1e-12);
+}
+
 /* A GQA model (8 KV heads for 32 query heads) keeps the engine's GQA figures beside MHA ones. */
 Test(serving, gqa_decode_attention_ignores_the_mha_figures)
 {
