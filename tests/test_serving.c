@@ -68,6 +68,22 @@ static srv_cost *srv_cost_load(const char *const *sets, cfg_cluster **c, cfg_wor
   return cost;
 }
 
+typedef srv_cost *srv_loader(const char *const *sets, cfg_cluster **c, cfg_workload **w);
+
+/* One iteration of `b` timed by the cost model `load` builds with `sets`. */
+static srv_time srv_iteration_of(srv_loader *load, const char *const *sets, const srv_batch *b)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  srv_cost *cost = load(sets, &c, &w);
+  srv_time t;
+  srv_iteration_time(cost, b, &t);
+  srv_cost_free(cost);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+  return t;
+}
+
 Test(serving, decode_of_one_sequence_reads_the_weights_once)
 {
   cfg_cluster *c = NULL;
@@ -199,15 +215,7 @@ Test(serving, mha_decode_attention_takes_the_mha_figures_and_fa_splits)
 /* Seconds of attention in one iteration of `b` with the workload's `sets`. */
 static double srv_attention_time_with(const char *const *sets, const srv_batch *b)
 {
-  cfg_cluster *c = NULL;
-  cfg_workload *w = NULL;
-  srv_cost *cost = srv_cost_load(sets, &c, &w);
-  srv_time t;
-  srv_iteration_time(cost, b, &t);
-  srv_cost_free(cost);
-  cfg_cluster_free(c);
-  cfg_workload_free(w);
-  return t.attention;
+  return srv_iteration_of(srv_cost_load, sets, b).attention;
 }
 
 /* A decode kernel of a block per query head (TensorRT-LLM before XQA) reads a GQA model's KV
@@ -846,15 +854,7 @@ static srv_time moe_tp_parts(const char *engine, int tp, const srv_batch *b, con
   const char *sets[8] = {"serving.ep=1", tps, eng};
   for (int i = 0; more && more[i] && i < 4; i++)
     sets[3 + i] = more[i];
-  cfg_cluster *c = NULL;
-  cfg_workload *w = NULL;
-  srv_cost *cost = ep_cost(sets, &c, &w);
-  srv_time t;
-  srv_iteration_time(cost, b, &t);
-  srv_cost_free(cost);
-  cfg_cluster_free(c);
-  cfg_workload_free(w);
-  return t;
+  return srv_iteration_of(ep_cost, sets, b);
 }
 
 /* TensorRT-LLM gathers the copies by expert in a kernel of its own (each copy's hidden state
