@@ -284,9 +284,10 @@ static double srv_decode_attention(const srv_cost *c, const srv_batch *b, double
 
 /* Times the decode attention kernel reads each cached K and V: once, or, in a kernel of a
  * thread block per query head, once for each query head of a KV head's group (GQA); MLA's
- * latent is shared by all heads either way. Each block streams its own copy from HBM: the
- * blocks of a group do not share a tile, and L2 reuse between them is not modelled
- * (validation/README.md, "Old TensorRT-LLM decode attention"). */
+ * latent is shared by all heads either way. Each copy is timed as HBM bytes: the blocks of a
+ * group do not share a tile. Their re-reads fit in L2 on the H100 FP8 rows yet cost that much
+ * there (suspected: each block's own per-element work binds, not the L2), and less on A100
+ * FP16 rows (validation/README.md, "Old TensorRT-LLM decode attention"). */
 static double srv_decode_kv_reads(const srv_cost *c)
 {
   if (!c->kv_per_query_head || c->kvr > 0)
