@@ -68,6 +68,22 @@ static srv_cost *srv_cost_load(const char *const *sets, cfg_cluster **c, cfg_wor
   return cost;
 }
 
+typedef srv_cost *srv_loader(const char *const *sets, cfg_cluster **c, cfg_workload **w);
+
+/* One iteration of `b` timed by the cost model `load` builds with `sets`. */
+static srv_time srv_iteration_of(srv_loader *load, const char *const *sets, const srv_batch *b)
+{
+  cfg_cluster *c = NULL;
+  cfg_workload *w = NULL;
+  srv_cost *cost = load(sets, &c, &w);
+  srv_time t;
+  srv_iteration_time(cost, b, &t);
+  srv_cost_free(cost);
+  cfg_cluster_free(c);
+  cfg_workload_free(w);
+  return t;
+}
+
 Test(serving, decode_of_one_sequence_reads_the_weights_once)
 {
   cfg_cluster *c = NULL;
@@ -194,6 +210,31 @@ Test(serving, mha_decode_attention_takes_the_mha_figures_and_fa_splits)
   srv_cost_free(cost);
   cfg_cluster_free(c);
   cfg_workload_free(w);
+}
+
+/* Seconds of attention in one iteration of `b` with the workload's `sets`. */
+static double srv_attention_time_with(const char *const *sets, const srv_batch *b)
+{
+  return srv_iteration_of(srv_cost_load, sets, b).attention;
+}
+
+/* A decode kernel of a block per query head (TensorRT-LLM before XQA) reads a GQA model's KV
+ * once per query head: with 8 KV heads for 32 query heads the same decode batch's attention
+ * grows by almost 4 (the queries and the new K and V are read and written once); a model
+ * with a KV head per query head (Llama-2-7B) is timed as before. */
+Test(serving, per_query_head_decode_reads_a_gqa_kv_head_per_query_head)
+{
+  const char *gqa[] = {"model.kv_heads=8", NULL};
+  const char *gqa_old[] = {"model.kv_heads=8", "serving.decode_attention_per_query_head=true",
+                           NULL};
+  const char *mha_old[] = {"serving.decode_attention_per_query_head=true", NULL};
+  srv_batch b = {.seqs = 64, .tokens = 64, .decodes = 64, .decode_kv = 64 * 4000,
+                 .samples = 64};
+  double packed = srv_attention_time_with(gqa, &b), per_head = srv_attention_time_with(gqa_old, &b);
+  cr_assert(per_head / packed > 3.5 && per_head / packed < 4, "%g vs %g s", per_head, packed);
+  const char *mha_new[] = {NULL};
+  double mha = srv_attention_time_with(mha_new, &b);
+  cr_assert(fabs(srv_attention_time_with(mha_old, &b) / mha - 1) < 1e-12);
 }
 
 /* A GQA model (8 KV heads for 32 query heads) keeps the engine's GQA figures beside MHA ones. */
@@ -813,15 +854,7 @@ static srv_time moe_tp_parts(const char *engine, int tp, const srv_batch *b, con
   const char *sets[8] = {"serving.ep=1", tps, eng};
   for (int i = 0; more && more[i] && i < 4; i++)
     sets[3 + i] = more[i];
-  cfg_cluster *c = NULL;
-  cfg_workload *w = NULL;
-  srv_cost *cost = ep_cost(sets, &c, &w);
-  srv_time t;
-  srv_iteration_time(cost, b, &t);
-  srv_cost_free(cost);
-  cfg_cluster_free(c);
-  cfg_workload_free(w);
-  return t;
+  return srv_iteration_of(ep_cost, sets, b);
 }
 
 /* TensorRT-LLM gathers the copies by expert in a kernel of its own (each copy's hidden state

@@ -579,6 +579,9 @@ typedef struct {
   /* the same for models whose every query head has a KV head of its own (MHA): no group of
    * query heads shares a KV tile (0: the figures above) */
   double decode_attention_mha_bandwidth, decode_attention_mha_half;
+  /* the decode attention kernel runs a thread block per (sequence, query head), each reading
+   * its KV head's K and V (TensorRT-LLM's masked multi-head attention before XQA) */
+  bool decode_attention_per_query_head;
   cfg_moe_routing moe_routing; /* the MoE layer's routing kernels (see cfg_moe_routing) */
   int moe_tile;                /* rows of the grouped GEMM's tile each expert's rows fill */
   cfg_slo slo;

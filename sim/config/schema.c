@@ -1186,6 +1186,12 @@ static const cfg_field cfg_serving_fields[] = {
            DEF(0)),
     F_QTY(cfg_serving, "decode_attention_mha_half", decode_attention_mha_half, UNITS_NUMBER,
           "decode_attention_half with decode_attention_mha_bandwidth", DEF(0)),
+    F_BOOL(cfg_serving, "decode_attention_per_query_head", decode_attention_per_query_head,
+           "the decode attention kernel reads a KV head's K and V once for every query head of "
+           "its group (a thread block per sequence and query head: TensorRT-LLM's masked "
+           "multi-head attention up to v0.6, before the XQA kernel of v0.7) instead of once "
+           "for the group",
+           DEF(0)),
     F_ENUM(cfg_serving, "moe_routing", moe_routing, cfg_moe_routing_names,
            "MoE layers: fused (the grouped GEMM gathers each expert's tokens itself: vLLM's and "
            "SGLang's fused_moe, one align launch, moe_sum combines) or expand (top-k, a sort in "

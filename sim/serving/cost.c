@@ -43,6 +43,7 @@ struct srv_cost {
   double host;          /* serving.iteration_overhead */
   double decode_bw, decode_half; /* serving.decode_attention_bandwidth / _half */
   double mha_bw, mha_half;       /* serving.decode_attention_mha_bandwidth / _half */
+  bool kv_per_query_head;        /* serving.decode_attention_per_query_head */
   bool host_hidden;     /* the scheduler runs ahead: host work overlaps the GPUs' */
   double sm_reserved;   /* collectives.sm_reserved */
   int *tp_ranks;        /* the first replica's first stage */
@@ -281,6 +282,19 @@ static double srv_decode_attention(const srv_cost *c, const srv_batch *b, double
          launch;
 }
 
+/* Times the decode attention kernel reads each cached K and V: once, or, in a kernel of a
+ * thread block per query head, once for each query head of a KV head's group (GQA); MLA's
+ * latent is shared by all heads either way. Each copy is timed as HBM bytes: the blocks of a
+ * group do not share a tile. Their re-reads fit in L2 on the H100 FP8 rows yet cost that much
+ * there (suspected: each block's own per-element work binds, not the L2), and less on A100
+ * FP16 rows (validation/README.md, "Old TensorRT-LLM decode attention"). */
+static double srv_decode_kv_reads(const srv_cost *c)
+{
+  if (!c->kv_per_query_head || c->kvr > 0)
+    return 1;
+  return MAX(1.0, c->heads / c->kv_heads);
+}
+
 /* Attention over the KV cache: prefill (compute-bound) and decode (reads each sequence's KV)
  * are separate kernels, as serving engines launch them; the new tokens' K and V are written. */
 static void srv_attention(const srv_cost *c, const srv_batch *b, srv_parts *p)
@@ -296,12 +310,13 @@ static void srv_attention(const srv_cost *c, const srv_batch *b, srv_parts *p)
   double pflops = pair_p * c->heads * b->prefill_attn;
   double dflops = pair_d * c->heads * (b->decode_kv + b->verify_pairs);
   double dq = b->tokens - b->prefill_tokens; /* decode queries, verify passes' k + 1 each */
+  double dkv = b->decode_kv * kv_token * srv_decode_kv_reads(c);
   p->attention += srv_kernel(c, CFG_KCLASS_ATTENTION, c->attn_dtype, pflops,
                              b->prefill_kv * kv_token + b->prefill_tokens * qo +
                                  (b->decodes ? 0 : write),
                              0);
   p->attention += srv_decode_attention(c, b, dflops,
-                                       b->decode_kv * kv_token + dq * qo + (b->decodes ? write : 0));
+                                       dkv + dq * qo + (b->decodes ? write : 0));
 }
 
 /* A layer without its all-to-alls; returns the routed experts' time under wide EP. */
@@ -567,6 +582,7 @@ static void srv_shape(srv_cost *c, const cfg_model *m, const cfg_serving *s)
   c->decode_half = s->decode_attention_half;
   c->mha_bw = s->decode_attention_mha_bandwidth;
   c->mha_half = s->decode_attention_mha_half;
+  c->kv_per_query_head = s->decode_attention_per_query_head;
   c->host_hidden = srv_schedules_ahead(s);
 }
 
