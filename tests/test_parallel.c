@@ -1177,6 +1177,39 @@ Test(parallel, the_bf16_optimizers_gradients_are_reduced_in_the_communication_dt
   prog_free(d);
 }
 
+/* NeMo 1.x's O2 hooks add each bf16 gradient into the fp32 buffer in one add_ (read 2, read 4,
+ * write 4): 10 bytes a parameter and micro-batch, 1,311,182,848 x 10 x 8 = 104,894,627,840 a
+ * step, and keep no whole bf16 copy of the gradients beside the buffer. */
+Test(parallel, nemos_o2_hook_adds_every_micro_batchs_gradients_in_ten_bytes)
+{
+  const char *add[] = {PAR_DP8, "training.grad_accum_dtype=fp32", "training.grad_accum_pass=add",
+                       NULL};
+  const char *cast[] = {PAR_DP8, "training.grad_accum_dtype=fp32", NULL};
+  prog_program *a = th_program("dgx-h100", "gpt3-1.3b-dp", add);
+  cr_expect_float_eq(compute_bytes_named(a, "grad accumulation"), 104894627840.0, 1);
+  prog_free(a);
+  cfg_cluster *ca = NULL, *cc = NULL;
+  cfg_workload *wa = NULL, *wc = NULL;
+  cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", add, &ca, &wa));
+  cr_assert(th_load("dgx-h100", "gpt3-1.3b-dp", cast, &cc, &wc));
+  wl_state_bytes sa = wl_state_bytes_per_param(&wa->training);
+  wl_state_bytes sc = wl_state_bytes_per_param(&wc->training);
+  cr_expect_eq(sa.lp_grads, 0);
+  cr_expect_eq(sc.lp_grads, 2);
+  cr_expect_eq(sa.grads, 4);
+  cfg_workload_free(wa);
+  cfg_workload_free(wc);
+  cfg_cluster_free(ca);
+  cfg_cluster_free(cc);
+}
+
+Test(parallel, a_grad_accum_pass_without_its_buffer_exits_2_naming_the_key)
+{
+  expect_exit_2("run -c dgx-h100 -w gpt3-1.3b-dp --set node.count=1 --set parallel.dp=8 "
+                "--set training.grad_accum_pass=add",
+                "training.grad_accum_pass", "grad_accum_dtype");
+}
+
 Test(parallel, the_bf16_optimizer_with_zero_2_exits_2_naming_the_key)
 {
   expect_exit_2("run -c dgx-h100 -w gpt3-1.3b-dp --set node.count=1 --set parallel.dp=8 "

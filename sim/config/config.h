@@ -74,6 +74,12 @@ typedef enum { CFG_ACT_GELU, CFG_ACT_SWIGLU } cfg_activation;
 typedef enum { CFG_ROTARY_NONE, CFG_ROTARY_FUSED, CFG_ROTARY_UNFUSED } cfg_rotary;
 typedef enum { CFG_OPT_ADAM, CFG_OPT_SGD } cfg_optimizer;
 typedef enum { CFG_RECOMPUTE_NONE, CFG_RECOMPUTE_SELECTIVE, CFG_RECOMPUTE_FULL } cfg_recompute;
+
+/* How a backward's 16-bit gradients are added into training.grad_accum_dtype's buffer: DeepSpeed's
+ * BF16 optimizer casts then adds and keeps them; a hook of apex / NeMo's O2 optimizers adds each
+ * tensor in one mixed-dtype add_ and frees it at once. */
+typedef enum { CFG_GRAD_ACCUM_CAST_ADD, CFG_GRAD_ACCUM_ADD } cfg_grad_accum_pass;
+
 /* What `selective` recomputation drops: Megatron's attention core, or torchtitan's per-op
  * policy (every other matmul and every op that is no matmul or attention). */
 typedef enum { CFG_SELECTIVE_MEGATRON, CFG_SELECTIVE_TORCHTITAN_OP } cfg_selective;
@@ -438,6 +444,7 @@ typedef struct {
   char *framework;     /* the profile (configs/frameworks) whose defaults the workload took */
   cfg_dtype grad_dtype;/* gradients as accumulated and reduced (Megatron: fp32 main grads) */
   int grad_accum_dtype;/* cfg_dtype + 1 of DeepSpeed's BF16 optimizer's accumulation buffer, 0: none */
+  cfg_grad_accum_pass grad_accum_pass; /* how each micro-batch's gradients reach that buffer */
   double tokens;       /* a whole run: tokens to train on (0: one step only) */
   int steps;           /* ... or steps (0: not given) */
   double host_dispatch;/* host time to launch one kernel (s); 0: the host keeps ahead */

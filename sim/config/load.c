@@ -810,6 +810,10 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
     return cfg_fail(err, d, "parallel.offload",
                     "parallel.offload = %s needs ZeRO (parallel.zero 1, 2 or 3)",
                     p->offload == CFG_OFFLOAD_CPU ? "cpu" : "nvme");
+  if (t->grad_accum_pass != CFG_GRAD_ACCUM_CAST_ADD && !t->grad_accum_dtype)
+    return cfg_fail(err, d, "training.grad_accum_pass",
+                    "training.grad_accum_pass describes the buffer of training.grad_accum_dtype, "
+                    "which is not set");
   if (t->grad_accum_dtype && p->zero > 1)
     return cfg_fail(err, d, "training.grad_accum_dtype",
                     "training.grad_accum_dtype is DeepSpeed's BF16 optimizer, which runs with "

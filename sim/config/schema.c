@@ -63,6 +63,7 @@ static const char *const cfg_case_category_names[] = {"auto",        "training",
 static const char *const cfg_attn_names[] = {"fa2", "fa3", "cudnn", "triton", "fa1", NULL};
 /* none, then cfg_dtype's names: training.grad_accum_dtype stores the dtype + 1 */
 static const char *const cfg_grad_accum_names[] = {"none", "fp32", "tf32", "bf16", "fp16", NULL};
+static const char *const cfg_grad_accum_pass_names[] = {"cast_add", "add", NULL};
 static const char *const cfg_attention_choice_names[] = {"auto", "fa2",    "fa3",
                                                          "cudnn", "triton", "fa1", NULL};
 static const char *const cfg_kclass_names[] = {"gemm",      "conv",      "attention",
@@ -792,6 +793,13 @@ static const cfg_field cfg_training_fields[] = {
            "grad_dtype if that is narrower (its communication_data_type; memory: "
            "other.grad_cast); none: the backward accumulates in place, in grad_dtype",
            DEF(0)),
+    F_ENUM(cfg_training, "grad_accum_pass", grad_accum_pass, cfg_grad_accum_pass_names,
+           "with grad_accum_dtype, how each micro-batch's 16-bit gradients are added into its "
+           "buffer: cast_add (DeepSpeed's BF16 optimizer, update_hp_grads: a cast, then an add, "
+           "the 16-bit gradients kept: 18 bytes a parameter in fp32), add (a gradient hook of "
+           "NeMo 1.x's O2 optimizers, MainParamsOptimizerWrapper or apex's DistributedFusedAdam: "
+           "one mixed-dtype add_ per tensor, which is freed at once: 10 bytes a parameter)",
+           DEF(CFG_GRAD_ACCUM_CAST_ADD)),
     {ROW(cfg_training, "tokens", CFG_T_QTY, tokens), .unit = UNITS_NUMBER,
      .doc = "a whole run: tokens to train on (steps = tokens / (global_batch x seq_len)); dlsim "
             "run then estimates the run; 0: one step",

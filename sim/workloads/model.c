@@ -224,7 +224,9 @@ wl_state_bytes wl_state_bytes_per_param(const cfg_training *t)
      * partition), and the pipeline engine keeps the weights' own .grad (update_hp_grads with
      * clear_lp_grads=False) until the next backward replaces them */
     s.grads = cfg_dtype_bytes((cfg_dtype)(t->grad_accum_dtype - 1));
-    s.lp_grads = full ? 4 : 2;
+    /* a hook that adds each tensor as the backward makes it frees it there (NeMo 1.x's O2
+     * optimizers): no whole copy stays */
+    s.lp_grads = t->grad_accum_pass == CFG_GRAD_ACCUM_ADD ? 0 : full ? 4 : 2;
     /* the engine's allreduce_bucket casts that buffer to communication_data_type, the training
      * dtype unless set, before reducing it (engine.py @ 15293139f, memory.c's mem_grad_cast) */
     s.reduced = MIN(s.grads, cfg_dtype_bytes(t->grad_dtype));
@@ -241,6 +243,13 @@ double wl_grad_accum_bytes(const cfg_training *t)
   if (!t->grad_accum_dtype)
     return 0;
   wl_state_bytes sb = wl_state_bytes_per_param(t);
+  bool full = t->dtype == CFG_FP32 || t->dtype == CFG_TF32;
+  /* MainParamsOptimizerWrapper's param_hook (NVIDIA/NeMo nemo/core/optim/
+   * optimizer_with_main_params.py @ v1.11.0: main_param.grad.add_(param.grad.data)) and apex's
+   * DistributedFusedAdam._grad_copy (grad_out.add_(grad_in), apex @ a0f5f3ac): one add_ that
+   * reads the 16-bit gradient and the buffer and writes the buffer */
+  if (t->grad_accum_pass == CFG_GRAD_ACCUM_ADD)
+    return (full ? 4 : 2) + 2 * sb.grads;
   /* update_hp_grads: hp_grad.add_(lp.grad.to(hp_grad.dtype)), two kernels a tensor: the cast
    * reads the gradient and writes a copy in the buffer's dtype, the add reads that copy and the
    * buffer and writes the buffer */

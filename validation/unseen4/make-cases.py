@@ -216,16 +216,26 @@ def nim_cases():
 
 NEMO_COMMIT = {"d4317ddd": "d4317dddae7f6b150e16423bc9915c48280ac033",
                "3579cdb3": "3579cdb3f2afdeaf23af3e0da6497555566c3f0c"}
-# conf/training/gpt3/5b.yaml: 24 layers of 4096 with 32 heads, no recomputation (0 layers)
-NEMO_MODEL = {"5b": dims(24, 4096, 32, 32, 16384) + ["training.recompute=none"], "175b": []}
+# conf/training/gpt3/5b.yaml: 24 layers of 4096 with 32 heads, no recomputation (0 layers). At
+# PP 1 NeMo turns gradient_accumulation_fusion off (NVIDIA/NeMo megatron_base_model.py @ v1.11.0,
+# _validate_config), so each micro-batch's bf16 weight gradients are added into the fp32 main
+# gradients by a hook, one add_ per tensor (optimizer_with_main_params.py param_hook; apex
+# DistributedFusedAdam._grad_copy); at PP 8 (175B) the wgrad GEMMs accumulate into them in place.
+NEMO_MODEL = {"5b": dims(24, 4096, 32, 32, 16384)
+              + ["training.recompute=none", "training.grad_accum_dtype=fp32",
+                 "training.grad_accum_pass=add"], "175b": []}
+# distributed_fused_adam: apex's DistributedFusedAdam buckets its fp32 gradients by bucket_cap_mb,
+# default 100 (1024 x 1024 x 100 bytes); NeMo v1.11.0's setup_optimization passes no other
+NEMO_OPTIMIZER = {"true": ["parallel.zero=1", "parallel.gradient_bucket=100MiB"],
+                  "false": ["parallel.zero=0"]}
 
 
 def nemo_sets(r):
     nodes, tp, pp = int(r["nodes"]), int(r["tp"]), int(r["pp"])
-    return [f"node.count={nodes}", f"parallel.tp={tp}", f"parallel.pp={pp}",
+    return ([f"node.count={nodes}", f"parallel.tp={tp}", f"parallel.pp={pp}",
             f"parallel.dp={nodes * 8 // (tp * pp)}", f"training.global_batch={r['global_batch']}",
-            f"parallel.zero={1 if r['distributed_optimizer'] == 'true' else 0}",
-            f"parallel.sequence_parallel={'true' if r['model'] == '175b' else 'false'}"] + NEMO_MODEL[r["model"]]
+            f"parallel.sequence_parallel={'true' if r['model'] == '175b' else 'false'}"]
+            + NEMO_OPTIMIZER[r["distributed_optimizer"]] + NEMO_MODEL[r["model"]])
 
 
 def nemo_cases():
@@ -238,9 +248,10 @@ def nemo_cases():
             f"{r['model'].upper()} on {nodes} DGX A100 80GB nodes of a SuperPOD, TP {r['tp']} PP {r['pp']}, "
             f"global batch {r['global_batch']}: {r['tokens_per_s']} tokens per second",
             "Layout, batch and optimizer from the launcher's conf/training/gpt3 of the same commit "
-            "(workload nemo-2022-gpt3.yaml); not stated: the NeMo container of the runs (2022), its "
-            "attention kernels (no flash attention assumed) and the data-parallel gradient reduction's "
-            "dtype (the nemo profile's bf16).",
+            "(workload nemo-2022-gpt3.yaml); gradients accumulated and reduced in fp32 and, at PP 1, "
+            "added into the fp32 buffer per micro-batch, as NeMo 1.x's O2 optimizers do (NVIDIA/NeMo "
+            "@ v1.11.0, apex's DistributedFusedAdam: see make-cases.py); not stated: the NeMo "
+            "container of the runs (2022), its attention kernels (no flash attention assumed).",
             training(A100, "../unseen4/workloads/nemo-2022-gpt3.yaml", nemo_sets(r), r["tokens_per_s"]))
 
 
