@@ -447,6 +447,49 @@ Test(memory, only_torchtitan_pipeline_stages_keep_whole_states)
   }
 }
 
+/* FSDP2 does not reshard its root unit after forward (_fsdp_state.py, _lazy_init), and
+ * torchtitan's root owns the embedding, final norm and output projection: Llama 3 8B, FSDP 8,
+ * 2 x 128256 x 4096 + 2 x 4096 parameters gathered in bf16, even with the float8 all-gather
+ * (torchao's Float8 converts neither). While the eager fp32 loss runs backward (the larger
+ * moment here) no block is gathered; with a vocabulary of 1024 a block's backward is the larger,
+ * and it holds its unit and the next one prefetched: 2 x 218,120,192 parameters in bf16. The
+ * fsdp profile keeps DeepSpeed's count: the largest layer (the output projection with the final
+ * norm) and memory.zero3_prefetch. */
+Test(memory, torchtitan_fsdp_root_unit_stays_gathered_by_hand)
+{
+  const char *loss[] = {"node.count=1", "parallel.dp=8", "training.global_batch=16", NULL};
+  const char *fp8[] = {"node.count=1", "parallel.dp=8", "training.global_batch=16",
+                       "training.dtype=fp8", "training.fp8_params=true", NULL};
+  const char *small[] = {"node.count=1", "parallel.dp=8", "training.global_batch=16",
+                         "model.vocab=1024", NULL};
+  const char *fsdp[] = {"node.count=1", "parallel.dp=8", "training.global_batch=16",
+                        "training.framework=fsdp", NULL};
+  const char *wl = "validation/torchtitan/workloads/llama3.1-8b-fsdp.yaml";
+  mem_report a = estimate("dgx-h100", wl, loss, false), b = estimate("dgx-h100", wl, fp8, false);
+  mem_report c = estimate("dgx-h100", wl, small, false), d = estimate("dgx-h100", wl, fsdp, false);
+  double block = 218120192.0, root = 2.0 * 128256 * 4096 + 2 * 4096;
+  cr_expect_float_eq(a.stages[0].extra[MEM_ZERO3_LIVE], 2 * root, 1);
+  cr_expect_float_eq(b.stages[0].extra[MEM_ZERO3_LIVE], 2 * root, 1);
+  double small_root = 2.0 * 1024 * 4096 + 2 * 4096;
+  cr_expect_float_eq(c.stages[0].extra[MEM_ZERO3_LIVE], 2 * small_root + 2 * 2 * block, 1);
+  cr_expect_float_eq(d.stages[0].extra[MEM_ZERO3_LIVE], 2.0 * (128256 * 4096 + 2 * 4096) + 1e8, 1);
+  mem_report_clear(&a), mem_report_clear(&b), mem_report_clear(&c), mem_report_clear(&d);
+}
+
+/* A pipeline stage kept whole gathers its embedding or output projection in bf16 even with the
+ * float8 all-gather: Llama 3 8B, PP 2 x FSDP 4, fp8 parameters, stage 0's P parameters of
+ * which the embedding's 128256 x 4096 take 2 bytes gathered and the blocks' 1. */
+Test(memory, pipeline_stage_gathers_its_embedding_in_bf16_under_fp8_params)
+{
+  const char *sets[] = {"node.count=1", "parallel.dp=4", "parallel.pp=2", "training.global_batch=16",
+                        "training.dtype=fp8", "training.fp8_params=true", NULL};
+  mem_report r = estimate("dgx-h100", "validation/torchtitan/workloads/llama3.1-8b-fsdp.yaml", sets, false);
+  const mem_stage *s = &r.stages[0];
+  double P = s->optimizer * 4 / 12, emb = 128256.0 * 4096;
+  cr_expect_float_eq(s->params, P / 4 + P + emb, 1, "%g", s->params);
+  mem_report_clear(&r);
+}
+
 /* The whole stage's states are base memory of the engines' programs (they allocate only the
  * shards): the timeline's peak is still the closed form's. A small vocabulary keeps the output
  * stage's eager fp32 loss, which this timeline does not hold, from setting the peak. */

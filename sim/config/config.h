@@ -644,6 +644,8 @@ typedef struct {
   double zero3_prefetch; /* bytes of parameters ZeRO-3 gathers ahead of use */
   double comm_bucket;    /* bytes of ZeRO reduce-scatter / all-gather buckets */
   int unit_buckets;      /* 0/1: ZeRO-3 reduce-scatters each layer's gradients by itself (FSDP2) */
+  int root_gathered;     /* 0/1: FSDP2's root unit stays gathered through the step, and a
+                          * block's backward holds its unit and the next one gathered */
   int zero_step_grads;   /* 0/1: DeepSpeed's ZeRO 1/2 optimizer copies its gradient partition at the
                           * step, flat in grad_dtype and again in fp32 */
 } cfg_memory;

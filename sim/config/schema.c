@@ -1338,6 +1338,13 @@ static const cfg_field cfg_memory_fields[] = {
            "(only the former when pipeline stages stay unsharded), and on the output stage the "
            "output projection's gradients, which its root unit reduces after the whole backward",
            DEF(0)),
+    F_BOOL(cfg_memory, "root_gathered", root_gathered,
+           "ZeRO-3 as FSDP2 runs it with fully_shard per block and on the model: the root unit "
+           "(embedding, final norm, output projection) is not resharded after forward and stays "
+           "gathered in 16 bits through forward and backward, and a block's backward holds its "
+           "own unit and the next, which FSDP2 prefetches whole, instead of the largest layer "
+           "and memory.zero3_prefetch (other.zero3_live_params)",
+           DEF(0)),
     F_BOOL(cfg_memory, "zero_step_grads", zero_step_grads,
            "DeepSpeed's ZeRO 1/2 optimizer (DeepSpeedZeroOptimizer, not its BF16 optimizer): at "
            "the step it flattens its partition's gradients into one grad_dtype tensor and casts "

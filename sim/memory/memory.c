@@ -236,12 +236,40 @@ static bool mem_pp_keeps_unsharded(const cfg_workload *w)
   return !p->pp_reshard_after_forward && p->pp > 1 && p->zero >= 3 && p->dp * p->cp > 1;
 }
 
-/* The stage's whole weights (as all-gathered: 16 bits, or fp8 with fp8 all-gather) and its
- * accumulated gradients (the reduce dtype, training.grad_dtype), beside the shards. */
-static void mem_pp_unsharded_states(const cfg_workload *w, double params, mem_stage *s)
+/* The stage's parameters outside its transformer blocks: the embedding on the first stage, the
+ * final norm and output projection on the last (FSDP2's root unit in torchtitan, where each
+ * block is a fully_shard unit of its own). */
+static double mem_root_params(const wl_model *m, const wl_stage *st)
+{
+  if (m->blocks <= 0)
+    return 0;
+  double p = 0;
+  if (st->first == 0)
+    p += ((const wl_layer *)g_ptr_array_index(m->layers, 0))->params;
+  if (st->output)
+    p += ((const wl_layer *)g_ptr_array_index(m->layers, m->layers->len - 1))->params;
+  return p;
+}
+
+/* The bytes a parameter outside the blocks takes gathered: the 16-bit param_dtype whatever
+ * training.fp8_params says, as torchao's Float8 converts only nn.Linear and torchtitan leaves
+ * out the output projection (torchtitan/float8.py @ 9dec370, module_filter_fn: fqn != "output"),
+ * so the FSDP float8 all-gather gathers the embedding and the output in bf16. */
+static double mem_root_weight_bytes(const cfg_workload *w)
 {
   wl_state_bytes b = wl_state_bytes_per_param(&w->training);
-  double weights = params * b.weights, grads = params * b.grads;
+  return MAX(b.weights, 2.0);
+}
+
+/* The stage's whole weights (as all-gathered: 16 bits, or fp8 with fp8 all-gather, but for the
+ * root's, mem_root_weight_bytes) and its accumulated gradients (the reduce dtype,
+ * training.grad_dtype), beside the shards. */
+static void mem_pp_unsharded_states(const cfg_workload *w, double params, double root,
+                                    mem_stage *s)
+{
+  wl_state_bytes b = wl_state_bytes_per_param(&w->training);
+  double weights = params * b.weights + root * (mem_root_weight_bytes(w) - b.weights);
+  double grads = params * b.grads;
   s->params += weights;
   s->grads += grads;
   s->model_states += weights + grads;
@@ -318,6 +346,27 @@ static double mem_comm_buckets(const cfg_workload *w, const wl_model *m, const w
   return p->dp > 1 || p->zero > 0 ? 2 * w->memory.comm_bucket : 0;
 }
 
+/* memory.root_gathered: FSDP2 does not reshard its root unit after forward ("the parameters
+ * would be freed and all-gathered immediately": _fsdp_state.py, _lazy_init, torch 1963fc8), and
+ * torchtitan's root is the model, whose own parameters are those outside the per-block units
+ * (mem_root_params), gathered from the first forward to the end of backward. Beside them, while
+ * a block's backward runs, that block's unit and the one FSDP2's backward prefetch gathers next
+ * (FSDPParamGroup._backward_prefetch), whole; while the loss's backward runs, before the root's
+ * pre-backward hook, no block is gathered (each was resharded after its forward). The larger of
+ * the two moments is the stage's. */
+static void mem_root_gathered(const cfg_workload *w, const wl_model *m, const wl_stage *st,
+                              mem_stage *s)
+{
+  wl_state_bytes b = wl_state_bytes_per_param(&w->training);
+  double root = mem_root_params(m, st) * mem_root_weight_bytes(w);
+  double blocks = 2 * mem_largest_block(m, st) * b.weights;
+  double block_bwd = m->recompute_peak + m->ring_peak;
+  double loss = mem_loss_working_set(w, m, st->output);
+  bool block_moment = block_bwd + blocks >= loss;
+  s->extra[MEM_ZERO3_LIVE] = root + (block_moment ? blocks : 0);
+  s->extra[MEM_RECOMPUTE] = block_moment ? block_bwd : loss;
+}
+
 static void mem_extras(const cfg_workload *w, const wl_model *m, const wl_stage *st,
                        double largest, double params, int micro, mem_stage *s)
 {
@@ -334,6 +383,8 @@ static void mem_extras(const cfg_workload *w, const wl_model *m, const wl_stage 
    * holds what recomputation brought back beside its attention's ring buffers */
   s->extra[MEM_RECOMPUTE] =
       MAX(m->recompute_peak + m->ring_peak, mem_loss_working_set(w, m, st->output));
+  if (mm->root_gathered && p->zero >= 3 && !mem_pp_keeps_unsharded(w) && p->dp * p->cp > 1)
+    mem_root_gathered(w, m, st, s);
   /* the copies this GPU sends and the busiest rank receives, in 16 bits (DeepEP, Megatron) */
   s->extra[MEM_MOE_BUFFERS] = p->ep > 1 ? m->moe_copies * w->model.hidden * 2 * (1 + m->moe_load) : 0;
   s->extra[MEM_PIPE_BUFFERS] = mem_pipe_buffers(w, m, s->stage, s->inflight, micro, st->output);
@@ -371,7 +422,7 @@ static void mem_fill_stage(const cfg_workload *w, const wl_model *m, int stage, 
   s->nvme = states.nvme;
   s->model_states = s->params + s->grads + s->optimizer;
   if (mem_pp_keeps_unsharded(w))
-    mem_pp_unsharded_states(w, params, s);
+    mem_pp_unsharded_states(w, params, mem_root_params(m, &st), s);
   int micro = w->training.global_batch / (p->dp * w->training.micro_batch);
   s->inflight = wl_inflight(p, stage, micro);
   s->activations_per_micro_batch = act;
