@@ -1678,3 +1678,20 @@ Test(engine, a_carried_charge_starts_a_transfer_whose_other_end_came_first)
   hw_cluster_free(hw);
   cfg_cluster_free(cfg);
 }
+
+/* Two folded runs whose exposed wait differs only by rounding (1e-15 s against -5e-15 s) extend
+ * to a wait of zero, not to a negative time the run would refuse; a part truly below zero stays
+ * negative so that the run's sanity check still reports it. */
+Test(engine, extrapolation_drops_rounding_below_zero)
+{
+  eng_result a = {.step_time = 0.48, .compute = 0.47}, b = {.step_time = 3.8, .compute = 3.7};
+  a.exposed[PROG_DIM_DP] = 7.8e-16;
+  b.exposed[PROG_DIM_DP] = -5.4e-15;
+  a.bubble = 0.1;
+  b.bubble = 0.05;
+  eng_result r = {0};
+  eng_result_extrapolate(&a, &b, 8, &r);
+  cr_assert_eq(r.exposed[PROG_DIM_DP], 0.0);
+  cr_assert_float_eq(r.step_time, 0.48 + (3.8 - 0.48) * 8, 1e-9);
+  cr_assert(r.bubble < 0, "a real negative part is kept for the check: %g", r.bubble);
+}

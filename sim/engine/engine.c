@@ -111,6 +111,15 @@ static double eng_lerp(double a, double b, double k)
   return a + (b - a) * k;
 }
 
+/* A part of the step extrapolated from two parts that are equal but for rounding (an exposed
+ * wait of 1e-15 s) can come out a hair below zero: that is rounding, not time. A part further
+ * below zero is left for the run's sanity check to report. */
+static double eng_lerp_part(double a, double b, double k, double step)
+{
+  double v = eng_lerp(a, b, k);
+  return v < 0 && v > -1e-9 * step ? 0 : v;
+}
+
 /* A busiest link of b carries along the line through a and b (when a has it among its own) at
  * the rate it had in b: its use is those bytes over the extrapolated step. */
 static void eng_links_extrapolate(const eng_result *a, const eng_result *b, double k, double step,
@@ -132,14 +141,15 @@ static void eng_links_extrapolate(const eng_result *a, const eng_result *b, doub
 void eng_result_extrapolate(const eng_result *a, const eng_result *b, double k, eng_result *r)
 {
   eng_links_extrapolate(a, b, k, eng_lerp(a->step_time, b->step_time, k), r);
-  r->step_time = eng_lerp(a->step_time, b->step_time, k);
-  r->compute = eng_lerp(a->compute, b->compute, k);
-  r->exposed_comm = eng_lerp(a->exposed_comm, b->exposed_comm, k);
-  r->bubble = eng_lerp(a->bubble, b->bubble, k);
-  r->other = eng_lerp(a->other, b->other, k);
+  double step = eng_lerp(a->step_time, b->step_time, k);
+  r->step_time = step;
+  r->compute = eng_lerp_part(a->compute, b->compute, k, step);
+  r->exposed_comm = eng_lerp_part(a->exposed_comm, b->exposed_comm, k, step);
+  r->bubble = eng_lerp_part(a->bubble, b->bubble, k, step);
+  r->other = eng_lerp_part(a->other, b->other, k, step);
   for (int d = 0; d < PROG_NDIMS; d++) {
-    r->comm[d] = eng_lerp(a->comm[d], b->comm[d], k);
-    r->exposed[d] = eng_lerp(a->exposed[d], b->exposed[d], k);
+    r->comm[d] = eng_lerp_part(a->comm[d], b->comm[d], k, step);
+    r->exposed[d] = eng_lerp_part(a->exposed[d], b->exposed[d], k, step);
   }
   r->peak_memory = eng_lerp(a->peak_memory, b->peak_memory, k);
   for (int c = 0; c < r->nclasses && c < a->nclasses; c++)
