@@ -202,6 +202,10 @@ int prog_family_add(prog_program *p, const char *name, prog_dim dim);
 int prog_family_find(const prog_program *p, const char *name);
 /* Registers (or finds) the group with these ranks, in this order. */
 int prog_group_add(prog_program *p, const int *ranks, int n);
+/* Registers the group of these two ranks, which the caller knows is not registered yet (a
+ * pipeline pair met for the first time): prog_group_add without its search for it, under the
+ * id that would have given it; prog_group_add finds it afterwards. */
+int prog_pair_add_new(prog_program *p, const int pair[2]);
 /* A new group with these ranks, never shared: its collectives match among themselves only (a
  * second channel between two ranks, whose order may differ from the first's). */
 int prog_group_add_private(prog_program *p, const int *ranks, int n);

@@ -197,6 +197,45 @@ static void wl_families(wl_par *x)
   }
 }
 
+/* The pipeline pairs of rank a: (a, its next stage's rank) and (a, its previous stage's), each
+ * made when first named; `made` holds their ids (-1: not yet). Every other pair of the program
+ * differs along another dimension than the pipeline's, so a pair first named here is new: no
+ * search for it (a quarter of making the groups). */
+static int wl_pp_pair(wl_par *x, int *made, int a, int b)
+{
+  if (made[a] < 0)
+    made[a] = prog_pair_add_new(x->p, (const int[]){a, b});
+  return made[a];
+}
+
+/* Each rank's sends and receives to the neighbouring stages (the last stage feeds the first
+ * stage's next chunk when interleaving), and the embedding's pair of first and last stage, in
+ * the order rank by rank that decides the groups' ids. */
+static void wl_pipeline_groups(wl_par *x)
+{
+  prog_program *p = x->p;
+  int n = p->nranks, step = x->stride[CFG_DIM_PP];
+  /* per rank, its pair with the next stage and with the previous one (the same pair when pp
+   * is 2) */
+  g_autofree int *made = g_new(int, 2 * (gsize)n);
+  for (int r = 0; r < 2 * n; r++)
+    made[r] = -1;
+  int *to_next = made, *to_prev = x->pp > 2 ? made + n : made;
+  for (int r = 0; r < n; r++) {
+    int s = wl_coord(x, r, CFG_DIM_PP), first = r - s * step;
+    int next = first + (s + 1) % x->pp * step, prev = first + (s + x->pp - 1) % x->pp * step;
+    prog_family_set(p, x->fam_fsend, r, wl_pp_pair(x, to_next, r, next));
+    prog_family_set(p, x->fam_frecv, r, wl_pp_pair(x, to_next, prev, r));
+    prog_family_set(p, x->fam_bsend, r, wl_pp_pair(x, to_prev, r, prev));
+    prog_family_set(p, x->fam_brecv, r, wl_pp_pair(x, to_prev, next, r));
+    if (x->dual || x->vshape)
+      wl_reverse_channels(x, r, s);
+    if (s == 0 || s == x->pp - 1) /* (first, last): the first stage's previous */
+      prog_family_set(p, x->fam_emb, r,
+                      wl_pp_pair(x, to_prev, first, first + (x->pp - 1) * step));
+  }
+}
+
 static void wl_groups(wl_par *x)
 {
   prog_program *p = x->p;
@@ -209,25 +248,10 @@ static void wl_groups(wl_par *x)
   wl_group_family(x, x->fam_tp, tp, 1);
   wl_group_family(x, x->fam_cp, cp, 1);
   wl_group_family(x, x->fam_dp, dp, 2);
-  for (int r = 0; r < p->nranks; r++) {
-    int s = wl_coord(x, r, CFG_DIM_PP);
-    prog_rank_set_class(p, r, s);
-    if (x->pp == 1)
-      continue;
-    /* the last stage feeds the first stage's next chunk when interleaving */
-    int next = wl_rank_with(x, r, CFG_DIM_PP, (s + 1) % x->pp);
-    int prev = wl_rank_with(x, r, CFG_DIM_PP, (s + x->pp - 1) % x->pp);
-    prog_family_set(p, x->fam_fsend, r, wl_pair(x, r, next));
-    prog_family_set(p, x->fam_frecv, r, wl_pair(x, prev, r));
-    prog_family_set(p, x->fam_bsend, r, wl_pair(x, r, prev));
-    prog_family_set(p, x->fam_brecv, r, wl_pair(x, next, r));
-    if (x->dual || x->vshape)
-      wl_reverse_channels(x, r, s);
-    if (s == 0 || s == x->pp - 1)
-      prog_family_set(p, x->fam_emb, r,
-                      wl_pair(x, wl_rank_with(x, r, CFG_DIM_PP, 0),
-                              wl_rank_with(x, r, CFG_DIM_PP, x->pp - 1)));
-  }
+  for (int r = 0; r < p->nranks; r++)
+    prog_rank_set_class(p, r, wl_coord(x, r, CFG_DIM_PP));
+  if (x->pp > 1)
+    wl_pipeline_groups(x);
 }
 
 void wl_groups_key_of(const cfg_workload *w, const wl_model *m, wl_groups_key *k)
