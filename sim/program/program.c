@@ -429,6 +429,12 @@ void prog_family_set(prog_program *p, int family, int rank, int group)
   f->group_of[rank] = group;
 }
 
+int *prog_family_groups(prog_program *p, int family)
+{
+  g_assert(!p->store->shared);
+  return ((prog_family *)g_ptr_array_index(p->families, family))->group_of;
+}
+
 bool prog_groups_same(const prog_program *a, const prog_program *b)
 {
   if (a->store == b->store)

@@ -210,6 +210,9 @@ int prog_pair_add_new(prog_program *p, const int pair[2]);
  * second channel between two ranks, whose order may differ from the first's). */
 int prog_group_add_private(prog_program *p, const int *ranks, int n);
 void prog_family_set(prog_program *p, int family, int rank, int group);
+/* The family's group per rank (prog_family.group_of), for a builder that sets every rank's:
+ * a call per rank was a twentieth of making the groups. */
+int *prog_family_groups(prog_program *p, int family);
 /* Whether both programs have the same groups under the same ids (their collectives' plans,
  * cached by group id, are then the same). */
 bool prog_groups_same(const prog_program *a, const prog_program *b);
