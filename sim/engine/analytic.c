@@ -20,6 +20,12 @@ typedef struct {
 
 typedef struct {
   int rank, cls;
+  /* its class's ops and dependencies, and each stream's op indices (`nstream` of them), read
+   * for every op walked (through the program and its arrays, 3 % of a configuration) */
+  const prog_op *ops;
+  const uint32_t *deps;
+  const uint32_t *stream[PROG_NSTREAMS];
+  guint nstream[PROG_NSTREAMS];
   guint pos[PROG_NSTREAMS];    /* next op of each stream (index into stream lists) */
   double free_at[PROG_NSTREAMS];
   bool blocked[PROG_NSTREAMS]; /* waiting in a collective for the other members */
@@ -136,23 +142,23 @@ static int *an_family_slots(const prog_program *p, int rank)
 static void an_unit_ops(const prog_program *p, an_unit *x, guint *mems, guint *computes,
                         bool *used)
 {
-  const prog_class *k = prog_class_at(p, x->cls);
-  guint nops = k->ops->len;
+  guint nops = prog_class_at(p, x->cls)->ops->len;
   g_autofree int *slot = an_family_slots(p, x->rank);
   g_autofree uint32_t *count = g_new0(uint32_t, MAX(p->families->len, 1u));
   x->end = g_new(double, MAX(nops, 1u));
   x->seq = g_new(uint32_t, MAX(nops, 1u)); /* set below for each comm op, read for no other */
-  *mems = *computes = 0;
+  guint kinds[PROG_MEM + 1] = {0}; /* not through the pointers, which the stores may alias */
   for (guint i = 0; i < nops; i++) {
-    const prog_op *op = &g_array_index(k->ops, prog_op, i);
+    const prog_op *op = &x->ops[i];
     x->end[i] = NAN;
     if (op->kind == PROG_COMM) {
       x->seq[i] = count[slot[op->family]]++;
       used[op->family] = true;
     }
-    *mems += op->kind == PROG_MEM;
-    *computes += op->kind == PROG_COMPUTE;
+    kinds[op->kind]++;
   }
+  *mems = kinds[PROG_MEM];
+  *computes = kinds[PROG_COMPUTE];
 }
 
 static void an_units_free(an_state *st)
@@ -167,6 +173,18 @@ static void an_units_free(an_state *st)
   }
   g_clear_pointer(&st->units, g_free);
   g_clear_pointer(&st->unit_of_rank, g_free);
+}
+
+static void an_unit_lists(const an_state *st, an_unit *x)
+{
+  const prog_class *k = prog_class_at(st->p, x->cls);
+  x->ops = (const prog_op *)(void *)k->ops->data;
+  x->deps = (const uint32_t *)(void *)k->deps->data;
+  for (int s = 0; s < PROG_NSTREAMS; s++) {
+    const GArray *list = st->stream_ops[x->cls * PROG_NSTREAMS + s];
+    x->stream[s] = (const uint32_t *)(void *)list->data;
+    x->nstream[s] = list->len;
+  }
 }
 
 /* One unit per class that ranks run (templates have none) when `reps`, else one per rank;
@@ -192,6 +210,7 @@ static void an_units_make(an_state *st, bool reps, bool *used)
     if (!reps)
       x->cls = p->class_of[u];
     x->rank = reps ? prog_class_at(p, x->cls)->rep : u;
+    an_unit_lists(st, x);
     guint nops = prog_class_at(p, x->cls)->ops->len, mems, computes;
     an_unit_ops(p, x, &mems, &computes, used + (gsize)u * MAX(p->families->len, 1u));
     x->last = g_new0(an_last_coll, MAX(p->families->len, 1u));
@@ -261,10 +280,11 @@ static void an_comms_add(an_unit *u, double start, double end)
   u->comms[u->ncomms++] = (eng_interval){start, end};
 }
 
-/* Ends op `idx` (a compute op's spans are already recorded: an_advance). */
-static void an_finish_op(an_state *st, an_unit *u, uint32_t idx, double start, double end)
+/* Ends op `idx` (a compute op's spans are already recorded: an_advance). Inline: every op walked
+ * ends here (the call was 2 % of a configuration). */
+static inline void an_finish_op(an_state *st, an_unit *u, const prog_op *op, uint32_t idx,
+                                double start, double end)
 {
-  const prog_op *op = prog_op_at(st->p, u->cls, idx);
   u->end[idx] = end;
   u->pos[op->stream]++;
   u->free_at[op->stream] = end;
@@ -344,7 +364,7 @@ static void an_instance_done(an_state *st, an_instance *in)
 /* A unit reached a collective at time `ready`. Returns true if it could complete it now. */
 static bool an_arrive(an_state *st, an_unit *u, uint32_t idx, double ready)
 {
-  const prog_op *op = prog_op_at(st->p, u->cls, idx);
+  const prog_op *op = &u->ops[idx];
   const prog_family *f = g_ptr_array_index(st->p->families, op->family);
   int group = f->group_of[u->rank];
   an_last_coll *last = &u->last[op->family];
@@ -359,7 +379,7 @@ static bool an_arrive(an_state *st, an_unit *u, uint32_t idx, double ready)
   double dur = op->count * last->time;
   GArray *members = an_units_of_group(st, group);
   if (members->len == 1) {
-    an_finish_op(st, u, idx, ready, ready + dur);
+    an_finish_op(st, u, op, idx, ready, ready + dur);
     return true;
   }
   gint64 key = (gint64)group << 32 | u->seq[idx];
@@ -378,8 +398,9 @@ static bool an_arrive(an_state *st, an_unit *u, uint32_t idx, double ready)
   }
   for (int i = 0; i < in->arrived; i++) {
     an_waiter *w = &in->waiting[i];
-    w->unit->blocked[prog_op_at(st->p, w->unit->cls, w->idx)->stream] = false;
-    an_finish_op(st, w->unit, w->idx, in->arrived_max, in->arrived_max + dur);
+    const prog_op *wop = &w->unit->ops[w->idx];
+    w->unit->blocked[wop->stream] = false;
+    an_finish_op(st, w->unit, wop, w->idx, in->arrived_max, in->arrived_max + dur);
   }
   an_instance_done(st, in);
   return true;
@@ -417,14 +438,15 @@ static void an_advance_beside(an_state *st, an_unit *u)
 /* Advances one stream of a unit as far as its dependencies allow. */
 static bool an_advance(an_state *st, an_unit *u, int stream)
 {
-  GArray *list = st->stream_ops[u->cls * PROG_NSTREAMS + stream];
+  const uint32_t *list = u->stream[stream];
+  guint len = u->nstream[stream];
   bool progress = false;
-  if (u->pos[stream] >= list->len)
+  if (u->pos[stream] >= len)
     u->live &= ~(1u << stream);
-  while (u->pos[stream] < list->len && !u->blocked[stream]) {
-    uint32_t idx = g_array_index(list, uint32_t, u->pos[stream]);
-    const prog_op *op = prog_op_at(st->p, u->cls, idx);
-    const uint32_t *deps = prog_op_deps(st->p, u->cls, op);
+  while (u->pos[stream] < len && !u->blocked[stream]) {
+    uint32_t idx = list[u->pos[stream]];
+    const prog_op *op = &u->ops[idx];
+    const uint32_t *deps = u->deps + op->dep_start;
     double ready = u->free_at[stream];
     for (uint32_t d = 0; d < op->ndeps; d++) {
       if (isnan(u->end[deps[d]]))
@@ -436,13 +458,13 @@ static bool an_advance(an_state *st, an_unit *u, int stream)
       u->nspans += eng_op_place(st->costs, op, u->rank, ready,
                                 an_spans_room(u, ENG_OP_SPANS_MAX), u->hidden, &dur);
       dur = an_interfered(st, u, op, ready, dur);
-      an_finish_op(st, u, idx, ready, ready + dur);
+      an_finish_op(st, u, op, idx, ready, ready + dur);
       if (stream == PROG_STREAM_COMPUTE)
         an_advance_beside(st, u);
     } else if (op->kind == PROG_MEM) {
       g_array_index(u->mem, eng_mem_event, u->nmem++) =
           (eng_mem_event){.time = ready, .delta = op->mem_delta, .seq = idx};
-      an_finish_op(st, u, idx, ready, ready);
+      an_finish_op(st, u, op, idx, ready, ready);
     } else if (!an_arrive(st, u, idx, ready)) {
       return progress;
     }
@@ -553,9 +575,11 @@ bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_opt
   bool progress = true;
   while (progress) {
     progress = false;
+    /* a stream waiting in a collective moves only when the collective completes (calling it
+     * only to return was 1 % of a configuration) */
     for (int u = 0; u < st.nunits; u++)
       for (int s = 0; s < PROG_NSTREAMS; s++)
-        if (st.units[u].live >> s & 1)
+        if ((st.units[u].live >> s & 1) && !st.units[u].blocked[s])
           progress |= an_advance(&st, &st.units[u], s);
   }
   bool ok = an_all_done(&st);

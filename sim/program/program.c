@@ -368,19 +368,10 @@ static int prog_group_new(prog_program *p, const int *ranks, int n)
   return (int)at;
 }
 
-/* Groups of one or two ranks (pipeline pairs, size-1 dimensions) are most of a program's groups
- * and are registered once per rank: found by walking the few that start with the same rank,
- * which costs far less than hashing them. */
-static int prog_small_group_add(prog_program *p, const int *ranks, int n)
+/* A new group of one or two ranks, chained to the others that start with the same rank. */
+static int prog_small_group_new(prog_program *p, const int *ranks, int n)
 {
   int *head = &p->small_head[ranks[0]];
-  for (int i = *head; i >= 0;) {
-    const prog_small_link *l = &p->store->small[i];
-    const prog_group *g = g_ptr_array_index(p->groups, l->group);
-    if (g->n == n && (n == 1 || g->ranks[1] == ranks[1]))
-      return l->group;
-    i = l->next;
-  }
   struct prog_group_store *s = p->store;
   if (s->nsmall == s->small_room) {
     s->small_room = MAX(64, 2 * s->small_room);
@@ -390,6 +381,27 @@ static int prog_small_group_add(prog_program *p, const int *ranks, int n)
   *head = s->nsmall;
   s->small[s->nsmall++] = l;
   return l.group;
+}
+
+/* Groups of one or two ranks (pipeline pairs, size-1 dimensions) are most of a program's groups
+ * and are registered once per rank: found by walking the few that start with the same rank,
+ * which costs far less than hashing them. */
+static int prog_small_group_add(prog_program *p, const int *ranks, int n)
+{
+  for (int i = p->small_head[ranks[0]]; i >= 0;) {
+    const prog_small_link *l = &p->store->small[i];
+    const prog_group *g = g_ptr_array_index(p->groups, l->group);
+    if (g->n == n && (n == 1 || g->ranks[1] == ranks[1]))
+      return l->group;
+    i = l->next;
+  }
+  return prog_small_group_new(p, ranks, n);
+}
+
+int prog_pair_add_new(prog_program *p, const int pair[2])
+{
+  g_assert(pair[0] >= 0 && pair[0] < p->nranks);
+  return prog_small_group_new(p, pair, 2);
 }
 
 int prog_group_add(prog_program *p, const int *ranks, int n)
@@ -415,6 +427,12 @@ void prog_family_set(prog_program *p, int family, int rank, int group)
   g_assert(!p->store->shared);
   prog_family *f = g_ptr_array_index(p->families, family);
   f->group_of[rank] = group;
+}
+
+int *prog_family_groups(prog_program *p, int family)
+{
+  g_assert(!p->store->shared);
+  return ((prog_family *)g_ptr_array_index(p->families, family))->group_of;
 }
 
 bool prog_groups_same(const prog_program *a, const prog_program *b)

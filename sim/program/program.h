@@ -202,10 +202,17 @@ int prog_family_add(prog_program *p, const char *name, prog_dim dim);
 int prog_family_find(const prog_program *p, const char *name);
 /* Registers (or finds) the group with these ranks, in this order. */
 int prog_group_add(prog_program *p, const int *ranks, int n);
+/* Registers the group of these two ranks, which the caller knows is not registered yet (a
+ * pipeline pair met for the first time): prog_group_add without its search for it, under the
+ * id that would have given it; prog_group_add finds it afterwards. */
+int prog_pair_add_new(prog_program *p, const int pair[2]);
 /* A new group with these ranks, never shared: its collectives match among themselves only (a
  * second channel between two ranks, whose order may differ from the first's). */
 int prog_group_add_private(prog_program *p, const int *ranks, int n);
 void prog_family_set(prog_program *p, int family, int rank, int group);
+/* The family's group per rank (prog_family.group_of), for a builder that sets every rank's:
+ * a call per rank was a twentieth of making the groups. */
+int *prog_family_groups(prog_program *p, int family);
 /* Whether both programs have the same groups under the same ids (their collectives' plans,
  * cached by group id, are then the same). */
 bool prog_groups_same(const prog_program *a, const prog_program *b);

@@ -40,7 +40,9 @@ const char *wl_number(char *buf, guint v)
 wl_layer *wl_layer_add(wl_model *m, const char *name, double params)
 {
   wl_layer *l = g_new0(wl_layer, 1);
-  l->name = g_string_chunk_insert_const(m->strings, name);
+  /* stored as it is: nothing looks a layer's name up by address, and the chunk's search for an
+   * equal name was half of adding a layer */
+  l->name = g_string_chunk_insert(m->strings, name);
   l->params = params;
   l->fwd = g_array_new(FALSE, FALSE, sizeof(wl_kernel));
   l->bwd = g_array_new(FALSE, FALSE, sizeof(wl_kernel));

@@ -51,6 +51,10 @@ typedef struct {
   bool ds;    /* DeepSpeed's PipelineEngine runs the stages (parallel.pipeline_engine) */
   wl_pass *passes; /* per wl_model layer (blocks share one) */
   GHashTable *names; /* (layer, count, pass) -> macro name, interned in the program */
+  /* per (layer, pass): the count last named there and its name, looked at first (a layer
+   * starts runs of one length but where gradients are bucketed; the table's lookup per macro
+   * was a fiftieth of a configuration) */
+  struct wl_name_slot *name_slots;
   wl_state_bytes sb;
   double act_bytes;  /* one micro-batch's activation sent between stages */
   struct wl_passes_at *record; /* where each stage's passes begin, when asked (NULL: not) */
@@ -197,6 +201,47 @@ static void wl_families(wl_par *x)
   }
 }
 
+/* The pipeline pairs of rank a: (a, its next stage's rank) and (a, its previous stage's), each
+ * made when first named; `made` holds their ids (-1: not yet). Every other pair of the program
+ * differs along another dimension than the pipeline's, so a pair first named here is new: no
+ * search for it (a quarter of making the groups). */
+static int wl_pp_pair(wl_par *x, int *made, int a, int b)
+{
+  if (made[a] < 0)
+    made[a] = prog_pair_add_new(x->p, (const int[]){a, b});
+  return made[a];
+}
+
+/* Each rank's sends and receives to the neighbouring stages (the last stage feeds the first
+ * stage's next chunk when interleaving), and the embedding's pair of first and last stage, in
+ * the order rank by rank that decides the groups' ids. */
+static void wl_pipeline_groups(wl_par *x)
+{
+  prog_program *p = x->p;
+  int n = p->nranks, step = x->stride[CFG_DIM_PP];
+  /* per rank, its pair with the next stage and with the previous one (the same pair when pp
+   * is 2) */
+  g_autofree int *made = g_new(int, 2 * (gsize)n);
+  for (int r = 0; r < 2 * n; r++)
+    made[r] = -1;
+  int *to_next = made, *to_prev = x->pp > 2 ? made + n : made;
+  int *fsend = prog_family_groups(p, x->fam_fsend), *frecv = prog_family_groups(p, x->fam_frecv);
+  int *bsend = prog_family_groups(p, x->fam_bsend), *brecv = prog_family_groups(p, x->fam_brecv);
+  int *emb = prog_family_groups(p, x->fam_emb);
+  for (int r = 0; r < n; r++) {
+    int s = wl_coord(x, r, CFG_DIM_PP), first = r - s * step;
+    int next = first + (s + 1) % x->pp * step, prev = first + (s + x->pp - 1) % x->pp * step;
+    fsend[r] = wl_pp_pair(x, to_next, r, next);
+    frecv[r] = wl_pp_pair(x, to_next, prev, r);
+    bsend[r] = wl_pp_pair(x, to_prev, r, prev);
+    brecv[r] = wl_pp_pair(x, to_prev, next, r);
+    if (x->dual || x->vshape)
+      wl_reverse_channels(x, r, s);
+    if (s == 0 || s == x->pp - 1) /* (first, last): the first stage's previous */
+      emb[r] = wl_pp_pair(x, to_prev, first, first + (x->pp - 1) * step);
+  }
+}
+
 static void wl_groups(wl_par *x)
 {
   prog_program *p = x->p;
@@ -209,25 +254,10 @@ static void wl_groups(wl_par *x)
   wl_group_family(x, x->fam_tp, tp, 1);
   wl_group_family(x, x->fam_cp, cp, 1);
   wl_group_family(x, x->fam_dp, dp, 2);
-  for (int r = 0; r < p->nranks; r++) {
-    int s = wl_coord(x, r, CFG_DIM_PP);
-    prog_rank_set_class(p, r, s);
-    if (x->pp == 1)
-      continue;
-    /* the last stage feeds the first stage's next chunk when interleaving */
-    int next = wl_rank_with(x, r, CFG_DIM_PP, (s + 1) % x->pp);
-    int prev = wl_rank_with(x, r, CFG_DIM_PP, (s + x->pp - 1) % x->pp);
-    prog_family_set(p, x->fam_fsend, r, wl_pair(x, r, next));
-    prog_family_set(p, x->fam_frecv, r, wl_pair(x, prev, r));
-    prog_family_set(p, x->fam_bsend, r, wl_pair(x, r, prev));
-    prog_family_set(p, x->fam_brecv, r, wl_pair(x, next, r));
-    if (x->dual || x->vshape)
-      wl_reverse_channels(x, r, s);
-    if (s == 0 || s == x->pp - 1)
-      prog_family_set(p, x->fam_emb, r,
-                      wl_pair(x, wl_rank_with(x, r, CFG_DIM_PP, 0),
-                              wl_rank_with(x, r, CFG_DIM_PP, x->pp - 1)));
-  }
+  for (int r = 0; r < p->nranks; r++)
+    prog_rank_set_class(p, r, wl_coord(x, r, CFG_DIM_PP));
+  if (x->pp > 1)
+    wl_pipeline_groups(x);
 }
 
 void wl_groups_key_of(const cfg_workload *w, const wl_model *m, wl_groups_key *k)
@@ -1064,6 +1094,23 @@ static void wl_flush_bucket(wl_st *st, uint32_t after)
   }
 }
 
+struct wl_name_slot {
+  uint32_t count;
+  const char *name;
+};
+
+static void wl_names_new(wl_par *x)
+{
+  x->names = g_hash_table_new(g_direct_hash, g_direct_equal);
+  x->name_slots = g_new0(struct wl_name_slot, (gsize)x->m->layers->len * WL_NPASSES);
+}
+
+static void wl_names_free(wl_par *x)
+{
+  g_hash_table_destroy(x->names);
+  g_free(x->name_slots);
+}
+
 static uint32_t wl_run_layer(wl_st *st, guint i, wl_pass_kind pass, bool paired, uint32_t count,
                              uint32_t *dep, bool has_dep)
 {
@@ -1073,7 +1120,9 @@ static uint32_t wl_run_layer(wl_st *st, guint i, wl_pass_kind pass, bool paired,
   int t = paired && pairable ? x->passes[i].paired[pass] : x->passes[i].t[pass];
   /* every micro-batch runs the same passes: format each name once */
   gpointer key = GSIZE_TO_POINTER(((gsize)i << 24 | (gsize)count << 2 | (gsize)pass) + 1);
-  const char *name = g_hash_table_lookup(x->names, key);
+  struct wl_name_slot *slot = &x->name_slots[i * WL_NPASSES + pass];
+  const char *name = slot->name && slot->count == count ? slot->name
+                                                        : g_hash_table_lookup(x->names, key);
   if (!name) {
     char num[16];
     g_autofree char *s = count > 1 ? g_strconcat(l->name, " x", wl_number(num, count), " ",
@@ -1082,6 +1131,7 @@ static uint32_t wl_run_layer(wl_st *st, guint i, wl_pass_kind pass, bool paired,
     name = g_string_chunk_insert_const(x->p->strings, s);
     g_hash_table_insert(x->names, key, (gpointer)name);
   }
+  *slot = (struct wl_name_slot){.count = count, .name = name};
   return prog_macro(x->p, st->cls, name, t, count, dep, has_dep ? 1 : 0);
 }
 
@@ -1572,10 +1622,10 @@ bool wl_build_parallel(const cfg_workload *w, const hw_cluster *hw, const wl_mod
   wl_templates(&x);
   if (record)
     x.record->passes = g_memdup2(x.passes, sizeof(wl_pass) * m->layers->len);
-  x.names = g_hash_table_new(g_direct_hash, g_direct_equal);
+  wl_names_new(&x);
   for (int s = 0; s < x.pp; s++)
     wl_build_stage(&x, s);
-  g_hash_table_destroy(x.names);
+  wl_names_free(&x);
   g_free(x.passes);
   return true;
 }
@@ -1737,10 +1787,10 @@ prog_program *wl_derive_parallel(const cfg_workload *w, const hw_cluster *hw, co
   for (guint c = (guint)x.pp; c < like->classes->len; c++)
     prog_class_copy(p, like, (int)c);
   x.passes = a->passes;
-  x.names = g_hash_table_new(g_direct_hash, g_direct_equal);
+  wl_names_new(&x);
   for (int s = 0; s < x.pp; s++)
     wl_splice_stage(&x, like, s, &a->stages[s], &sp[s]);
-  g_hash_table_destroy(x.names);
+  wl_names_free(&x);
   wl_splices_free(sp, x.pp);
   return p;
 }

@@ -864,8 +864,8 @@ static void wl_block_add(wl_model *m, const wl_shape *x, int i, const wl_layer *
 {
   double experts = 0;
   double params = wl_attention_params(x) + wl_ffn_params(x, &experts) + 4 * x->h;
-  char num[16];
-  g_autofree char *name = g_strconcat("layer", wl_number(num, (guint)i), NULL);
+  char num[16], name[32] = "layer";
+  g_strlcat(name, wl_number(num, (guint)i), sizeof name); /* no allocation per block */
   wl_layer *l = wl_layer_add(m, name, params);
   l->expert_params = experts;
   l->moe = x->moe;
