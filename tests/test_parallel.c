@@ -619,6 +619,29 @@ Test(parallel, a_blocking_input_gradient_allreduce_is_exposed_whole)
   cr_assert_float_eq(des, sync, 0.03 * sync, "DES %g s, analytic %g s", des, sync);
 }
 
+/* TP time hidden in the 22B's step (TP 8, all-reduces, asynchronous input gradients) with the
+ * node's NVLink at `bandwidth`. */
+static double dgrad_hidden(const char *bandwidth)
+{
+  const char *sets[] = {"node.count=1", "parallel.sequence_parallel=false", "model.layers=8",
+                        "parallel.tp_async_dgrad=true", bandwidth, NULL};
+  double comm, exposed;
+  step_in_flight(sets, ENG_ANALYTIC, PROG_DIM_TP, &comm, &exposed);
+  return comm - exposed;
+}
+
+/* Megatron-LM's asynchronous all-reduce runs beside the weight gradient only: the layer's next
+ * kernel (the norm's backward) waits for it (Transformer Engine's LayerNormLinear,
+ * dgrad_work.wait()). Once each all-reduce outlasts its weight gradient, what is hidden is the
+ * weight gradients' time, which a slower link does not change. */
+Test(parallel, an_async_input_gradient_allreduce_hides_only_under_its_weight_gradient)
+{
+  double at60 = dgrad_hidden("node.intra.bandwidth=60GB/s");
+  double at20 = dgrad_hidden("node.intra.bandwidth=20GB/s");
+  cr_assert_float_eq(at20, at60, 0.05 * at60, "hidden %g s at 20 GB/s, %g s at 60 GB/s", at20,
+                     at60);
+}
+
 /* The step of the 22B above (one micro-batch of 4) with the input gradients' all-reduce `async`
  * and parallel.tp_sync `sync`. */
 static double tp_sync_step(const char *async, const char *sync, eng_kind kind)
