@@ -426,6 +426,36 @@ Test(run, a_deterministic_step_is_slower_by_its_fills_and_attention_calls)
   cr_assert_float_eq(det - plain, expect, 1e-9, "%.9g s more, %.9g by hand", det - plain, expect);
 }
 
+/* Without gradient-accumulation fusion each layer's backward adds its fresh 16-bit gradients
+ * into the fp32 main gradients: 2 + 4 + 4 bytes a parameter, one kernel per layer with
+ * parameters (the embedding, 12 blocks, the output layer's final norm). The CI model's
+ * parameters: the embedding's 50304 x 512; a block's QKV and projection 4 x 512 x 512, its MLP
+ * 2 x 512 x 2048, its two norms 4 x 512; the output layer's norm 2 x 512 (the logits share the
+ * embedding's weights). */
+Test(run, unfused_gradient_accumulation_costs_a_pass_over_the_parameters)
+{
+  double plain, unfused;
+  run_ci_model("training.grad_accum_fusion=false", "training.host_dispatch=0",
+               "gpu.efficiency.attention.deterministic_bwd=0", &plain, &unfused);
+  double params = 50304.0 * 512 + 12 * (4.0 * 512 * 512 + 2.0 * 512 * 2048 + 4 * 512) + 2 * 512;
+  double expect = params * 10 / (3.35e12 * 0.8) + 14 * 5e-6;
+  cr_assert_float_eq(unfused - plain, expect, 1e-9, "%.9g s more, %.9g by hand", unfused - plain,
+                     expect);
+}
+
+/* Megatron-LM's unfused vocabulary-parallel cross-entropy (the CI workload's loss_fusion:
+ * false) moves 24 bytes a logit more than the fused pass in forward and 8 more in backward,
+ * over the 4096 x 50304 logits, in the same two kernels. */
+Test(run, the_unfused_loss_moves_32_bytes_a_logit_more)
+{
+  double unfused, fused;
+  run_ci_model("training.loss_fusion=true", "training.host_dispatch=0",
+               "gpu.efficiency.attention.deterministic_bwd=0", &unfused, &fused);
+  double expect = 4096.0 * 50304 * 32 / (3.35e12 * 0.8);
+  cr_assert_float_eq(unfused - fused, expect, 1e-9, "%.9g s more, %.9g by hand", unfused - fused,
+                     expect);
+}
+
 /* The fills are launched by the allocations' C++, not by the host's Python: with the CI's host
  * time per kernel, deterministic mode adds at most the fills' GPU time (launched by the host,
  * the 26 fills would add 26 x 190 us); the attention's deterministic cost means nothing to a

@@ -445,12 +445,14 @@ typedef struct {
   cfg_dtype grad_dtype;/* gradients as accumulated and reduced (Megatron: fp32 main grads) */
   int grad_accum_dtype;/* cfg_dtype + 1 of DeepSpeed's BF16 optimizer's accumulation buffer, 0: none */
   cfg_grad_accum_pass grad_accum_pass; /* how each micro-batch's gradients reach that buffer */
+  int grad_accum_fusion; /* 0/1: Megatron's weight-gradient GEMM accumulates into main_grad */
   double tokens;       /* a whole run: tokens to train on (0: one step only) */
   int steps;           /* ... or steps (0: not given) */
   double host_dispatch;/* host time to launch one kernel (s); 0: the host keeps ahead */
   cfg_selective selective; /* which ops selective recomputation drops */
   int eager_ops;       /* 0/1: norms, rotary, SwiGLU as eager PyTorch's unfused ops */
   int eager_loss;      /* 0/1: the loss as eager fp32 cross_entropy (eager_ops implies it) */
+  int loss_fusion;     /* 0/1: Megatron's vocabulary-parallel loss fused (1) or its separate passes */
   int te_cp_ring;      /* 0/1: context parallelism runs Transformer Engine's ring and its host work */
   int te_userbuffers;  /* 0/1: parallel.tp_comm_overlap is Transformer Engine's userbuffers */
   int test_mode;       /* 0/1: Megatron-LM's --test-mode, qk-layernorm's consistency checks per layer */

@@ -818,6 +818,10 @@ static bool cfg_training_check(cfg_workload *w, const cfg_cluster *c, GError **e
     return cfg_fail(err, d, "training.grad_accum_dtype",
                     "training.grad_accum_dtype is DeepSpeed's BF16 optimizer, which runs with "
                     "parallel.zero 0 or 1 (got %d)", p->zero);
+  if (t->grad_accum_dtype && !t->grad_accum_fusion)
+    return cfg_fail(err, d, "training.grad_accum_fusion",
+                    "training.grad_accum_fusion = false is Megatron-LM's main-gradient hook; "
+                    "training.grad_accum_dtype is DeepSpeed's BF16 optimizer's buffer: set one");
   if (p->offload_params && (p->zero != 3 || p->offload == CFG_OFFLOAD_NONE))
     return cfg_fail(err, d, "parallel.offload_params",
                     "parallel.offload_params needs parallel.zero 3 and an offload target");

@@ -800,6 +800,14 @@ static const cfg_field cfg_training_fields[] = {
            "NeMo 1.x's O2 optimizers, MainParamsOptimizerWrapper or apex's DistributedFusedAdam: "
            "one mixed-dtype add_ per tensor, which is freed at once: 10 bytes a parameter)",
            DEF(CFG_GRAD_ACCUM_CAST_ADD)),
+    F_BOOL(cfg_training, "grad_accum_fusion", grad_accum_fusion,
+           "Megatron-LM's gradient-accumulation fusion (its default): the weight-gradient GEMM "
+           "adds into the fp32 main gradient; false (--no-gradient-accumulation-fusion): it "
+           "writes a fresh 16-bit gradient that the data-parallel hook adds into main_grad, one "
+           "memory-bound pass per micro-batch over each layer's parameters (reads the gradient "
+           "and main_grad, writes main_grad; under training.deterministic the fresh gradient is "
+           "also NaN-filled first)",
+           DEF(1)),
     {ROW(cfg_training, "tokens", CFG_T_QTY, tokens), .unit = UNITS_NUMBER,
      .doc = "a whole run: tokens to train on (steps = tokens / (global_batch x seq_len)); dlsim "
             "run then estimates the run; 0: one step",
@@ -831,6 +839,13 @@ static const cfg_field cfg_training_fields[] = {
            "9dec370): its fp32 gradients count in backward's working set and its backward moves "
            "16 bytes a logit more; training.eager_ops implies it",
            DEF(0)),
+    F_BOOL(cfg_training, "loss_fusion", loss_fusion,
+           "the vocabulary-parallel cross-entropy as one fused pass over the fp32 logits (12 "
+           "bytes a logit beyond reading them, and a 4-byte read in backward); false: Megatron-"
+           "LM's unfused one (without --cross-entropy-loss-fusion, its default), a pass per op "
+           "over the shard: the fp32 copy, max, in-place subtract, exp, sum and divide (36 bytes "
+           "a logit), and in backward the in-place multiply and the cast back (12)",
+           DEF(1)),
     F_BOOL(cfg_training, "te_cp_ring", te_cp_ring,
            "context parallelism runs Transformer Engine's ring attention "
            "(AttnFuncWithCPAndKVP2P, as Megatron-LM and NeMo do): besides its attention calls "

@@ -485,12 +485,15 @@ static void wl_tp_after(wl_tb *b, const wl_kernel *k, double act)
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, PROG_COLL_ALLREDUCE, 3.0 * x->m->tokens * 4,
                "tp allreduce (loss)", WL_BLOCKING);
   /* backward: the input gradient of a column-parallel GEMM is reduced while its weight
-   * gradient is computed (Megatron's asynchronous all-reduce), or, as an autograd op of its
-   * own, after it: a serial stream takes the same time with it right after the input
+   * gradient is computed (Megatron's asynchronous all-reduce), and the layer's backward goes
+   * on only once it is done: Megatron's LinearWithGradAccumulationAndAsyncCommunication
+   * waits on the handle before returning the input gradient, and Transformer Engine's
+   * LayerNormLinear before its norm's backward (dgrad_work.wait()); or, as an autograd op of
+   * its own, after it: a serial stream takes the same time with it right after the input
    * gradient, which keeps it in the B pass of the zero-bubble schedules */
   if (k->phase == WL_PHASE_DGRAD && wl_column_parallel(k))
     wl_tb_comm(b, PROG_STREAM_TP, x->fam_tp, reduce, act, sp ? "tp reducescatter" : "tp allreduce",
-               x->w->parallel.tp_async_dgrad ? WL_ASYNC : WL_BLOCKING);
+               x->w->parallel.tp_async_dgrad ? WL_BESIDE_NEXT : WL_BLOCKING);
 }
 
 /* Chunks of K and V (or their gradients) a rank passes on beside ring step `step` of `cp`

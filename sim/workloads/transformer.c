@@ -26,6 +26,7 @@ typedef struct {
   bool qk_norm;
   bool distill; /* a frozen teacher's forward beside the student's */
   bool deterministic; /* torch.use_deterministic_algorithms: NaN fills, deterministic attention */
+  double main_grad; /* bytes a main gradient takes, where a hook adds each backward's into it */
   cfg_rotary rotary;
   cfg_attn_impl impl;   /* the fused attention kernels' implementation */
   cfg_recompute recompute;
@@ -33,6 +34,7 @@ typedef struct {
   bool eager;   /* eager PyTorch's unfused ops (eager.c) */
   bool torch_cp; /* context parallelism by PyTorch's context_parallel (torchcp.c) */
   bool eager_loss; /* eager PyTorch's fp32 cross_entropy */
+  bool loss_unfused; /* Megatron's vocabulary-parallel cross-entropy, op by op */
   bool te_ring; /* context parallelism as Transformer Engine's ring, with its host work */
   bool ub;      /* TP collectives overlapped by Transformer Engine's userbuffers */
   double checks; /* modelled kernels of host time Megatron-LM's --test-mode adds per layer forward */
@@ -508,6 +510,26 @@ static void wl_fill(wl_model *m, wl_layer *l, double bytes, bool backward, bool 
 
 static double wl_block_saved(const wl_shape *x);
 
+/* Without Megatron-LM's gradient-accumulation fusion (--no-gradient-accumulation-fusion),
+ * Transformer Engine's weight-gradient GEMM writes a fresh gradient in the activations' dtype
+ * (pytorch/module/linear.py, fuse_wgrad_accumulation off) and Megatron's data-parallel hook
+ * adds it into the fp32 main gradient, param.main_grad.add_(param.grad.data)
+ * (megatron/core/distributed/distributed_data_parallel.py, _make_backward_post_hook): per
+ * parameter and micro-batch one read of the gradient and a read and write of main_grad, and
+ * under determinism the NaN fill of the fresh gradient (torch.empty) before the GEMM writes
+ * it. One memory-bound kernel per layer backward, a weight-gradient one (zero-bubble
+ * schedules run it in the W pass), with no host time of its own: the hooks' Python is part of
+ * what training.host_dispatch was fitted on (Megatron-LM's CI runs without the fusion). */
+static void wl_main_grad_add(wl_model *m, wl_layer *l, const wl_shape *x, double params)
+{
+  if (!(x->main_grad > 0) || !(params > 0))
+    return;
+  double per_param = x->dt + 2 * x->main_grad + (x->deterministic ? x->dt : 0);
+  wl_bwd(m, l, WL_ROLE_OTHER, WL_PHASE_WGRAD, "main_grad_add", CFG_KCLASS_ELEMENTWISE, params,
+         params * per_param);
+  g_array_index(l->bwd, wl_kernel, l->bwd->len - 1).hostless = true;
+}
+
 /* The activations a block's forward writes, all kept or not. */
 static double wl_block_written(const wl_shape *x)
 {
@@ -718,9 +740,11 @@ static wl_shape wl_shape_of(const cfg_model *cm, const cfg_training *t, const wl
                 .flash = t->flash_attention != 0, .recompute = sh->recompute,
                 .qk_norm = cm->qk_norm != 0, .rotary = cm->rotary, .distill = t->distill != 0,
                 .deterministic = t->deterministic != 0,
+                .main_grad = t->grad_accum_fusion ? 0 : cfg_dtype_bytes(t->grad_dtype),
                 .impl = t->attention > 0 ? (cfg_attn_impl)(t->attention - 1) : CFG_ATTN_FA2,
                 .op_sac = t->selective == CFG_SELECTIVE_TORCHTITAN_OP, .eager = t->eager_ops != 0,
                 .eager_loss = t->eager_ops != 0 || t->eager_loss != 0,
+                .loss_unfused = !t->loss_fusion,
                 .te_ring = t->te_cp_ring != 0};
   x.d = cm->head_dim;
   x.cp = MAX(sh->cp, 1);
@@ -765,6 +789,7 @@ static void wl_embedding(wl_model *m, const wl_shape *x)
   wl_fwd(m, emb, WL_ROLE_LOOKUP, "lookup", CFG_KCLASS_ELEMENTWISE, 0, 2 * x->dt * x->Te * x->h);
   wl_bwd(m, emb, WL_ROLE_LOOKUP, WL_PHASE_BACKWARD, "lookup.bwd", CFG_KCLASS_ELEMENTWISE, x->T * x->h,
          x->dt * (2 * x->Te * x->h + x->V * x->h / x->t));
+  wl_main_grad_add(m, emb, x, emb->params);
   /* its dropout mask */
   emb->saved_bytes = x->Te * x->h;
 }
@@ -791,15 +816,24 @@ static void wl_output(wl_model *m, const cfg_model *cm, const wl_shape *x)
   wl_gemm(m, head, WL_ROLE_LOGITS, "logits", x->T, x->V / x->t, x->h, x->dt, false);
   if (x->distill)
     wl_teacher_logits(m, head, x);
-  /* Cross-entropy in fp32 over the vocabulary shard (Megatron). */
+  /* Cross-entropy in fp32 over the vocabulary shard (Megatron). Unfused
+   * (megatron/core/tensor_parallel/cross_entropy.py, VocabParallelCrossEntropy @ d98e8a64),
+   * each op is a pass over the fp32 logits: .float() (reads dt, writes 4), max (4), the
+   * in-place subtraction of the max (4 + 4), exp into itself (4 + 4), sum (4) and div_ (4 + 4):
+   * 24 bytes a logit more than one fused pass; backward's mul_ by the loss gradient (4 + 4)
+   * before the cast back to dt adds 8. Still one modelled kernel each way: the host's time per
+   * kernel was fitted on runs of this path. */
+  double fwd_bytes = x->dt + 12 + (x->loss_unfused ? 24 : 0);
+  double bwd_bytes = 4 + x->dt + (x->loss_unfused ? 8 : 0);
   wl_fwd(m, head, WL_ROLE_LOSS, "cross_entropy", CFG_KCLASS_ELEMENTWISE, 5 * x->T * x->V / x->t,
-         x->T * x->V / x->t * (x->dt + 12));
+         x->T * x->V / x->t * fwd_bytes);
   /* eager: nll_loss's backward writes an fp32 gradient, log_softmax's reads it and the saved
    * output and writes another (16 bytes a logit more than one fused pass) */
   wl_bwd(m, head, WL_ROLE_LOSS, WL_PHASE_BACKWARD, "cross_entropy.bwd", CFG_KCLASS_ELEMENTWISE, 2 * x->T * x->V / x->t,
-         x->T * x->V / x->t * (4 + x->dt + (x->eager_loss ? 16 : 0)));
+         x->T * x->V / x->t * (bwd_bytes + (x->eager_loss ? 16 : 0)));
   wl_gemm(m, head, WL_ROLE_LOGITS, "logits", x->T, x->V / x->t, x->h, x->dt, true);
   wl_norm(m, head, x, "final_ln", x->Te * x->h, true, false);
+  wl_main_grad_add(m, head, x, head->params);
   /* fp32 logits (softmax kept for the loss gradient) and the final norm's input */
   head->saved_bytes = x->T * x->V / x->t * 4 + x->Te * x->h * x->dt;
   if (x->deterministic) {
@@ -876,6 +910,7 @@ static void wl_block_add(wl_model *m, const wl_shape *x, int i, const wl_layer *
       wl_block_teacher(m, l, x);
     wl_block_fwd(m, l, x, false);
     wl_block_bwd(m, l, x);
+    wl_main_grad_add(m, l, x, params);
     wl_ub_mark_layer(l, x);
     *first = l;
   }

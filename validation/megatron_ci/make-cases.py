@@ -28,7 +28,10 @@ Mapping of a row onto dlsim:
   public: ModelOpt then takes the student's architecture); --deterministic-mode ->
   training.deterministic (megatron/training/determinism.py: torch.use_deterministic_algorithms
   and NVTE_ALLOW_NONDETERMINISTIC_ALGO=0) and collectives.algorithm ring (every such test's
-  ENV_VARS set NCCL_ALGO: Ring, as that file would)
+  ENV_VARS set NCCL_ALGO: Ring, as that file would); --no-gradient-accumulation-fusion ->
+  training.grad_accum_fusion false (the hook's add into main_grad per micro-batch);
+  --cross-entropy-loss-fusion -> training.loss_fusion true (the workloads' default is false,
+  Megatron-LM's unfused vocabulary-parallel cross-entropy)
   vocabulary: --vocab-size padded to a multiple of 128 x tp where the row has one, else GPT-2
   BPE (50257 padded to 50304) for gpt, BERT's WordPiece (30522 -> 30592) for bert
   transformer-impl transformer_engine -> training.attention cudnn (TE's fused attention on
@@ -195,6 +198,10 @@ def sets_of(r):
         s.append('training.distill=true')
     if flags.get('deterministic-mode') == 'true':
         s += ['training.deterministic=true', 'collectives.algorithm=ring']
+    if flags.get('no-gradient-accumulation-fusion') == 'true':
+        s.append('training.grad_accum_fusion=false')
+    if flags.get('cross-entropy-loss-fusion') == 'true':
+        s.append('training.loss_fusion=true')
     if r['num-query-groups']:
         s.append('model.kv_heads=%s' % r['num-query-groups'])
     if r['num-layers-per-virtual-pipeline-stage'] and pp > 1:

@@ -13,8 +13,10 @@ runs, which dlsim does not model yet (validation/README.md, "Megatron-LM's CI"):
 deterministic-mode (megatron/training/determinism.py: NCCL_ALGO Ring, cuBLAS's fixed workspace,
 TE's deterministic attention, torch.use_deterministic_algorithms), the ENV_VARS'
 NVTE_ALLOW_NONDETERMINISTIC_ALGO, no-gradient-accumulation-fusion, test-mode (qk-layernorm's
-per-layer consistency checks), num-distributed-optimizer-instances and attention-dropout
-(TransformerConfig's 0.1 when absent; with determinism on Blackwell it decides TE's backend)."""
+per-layer consistency checks), num-distributed-optimizer-instances, attention-dropout
+(TransformerConfig's 0.1 when absent; with determinism on Blackwell it decides TE's backend) and
+cross-entropy-loss-fusion (Megatron-LM's vocabulary-parallel loss in one fused function instead
+of its unfused passes over the fp32 logits)."""
 import csv
 import os
 import re
@@ -27,7 +29,7 @@ ROOT = 'tests/functional_tests/test_cases'
 FLAGS = ['swiglu', 'untie-embeddings-and-output-weights', 'position-embedding-type',
          'no-rope-fusion', 'qk-layernorm', 'export-kd-teacher-load', 'fp8-param-gather',
          'deterministic-mode', 'no-gradient-accumulation-fusion', 'test-mode',
-         'num-distributed-optimizer-instances', 'attention-dropout']
+         'num-distributed-optimizer-instances', 'attention-dropout', 'cross-entropy-loss-fusion']
 ENV = ['NVTE_ALLOW_NONDETERMINISTIC_ALGO']
 ARG = re.compile(r'^\s+--([a-z0-9-]+):\s*([^#]*?)\s*(#.*)?$')
 
