@@ -48,6 +48,17 @@ MLPERF_NET = {
 SUBMITTER_TAG = {"NVIDIA_CoreWeave": "-coreweave", "Azure+NVIDIA": "-azure", "Nebius": "-nebius", "Cisco": "-cisco"}
 
 
+# The attention kernels of the GPT-3 submissions' containers (Transformer Engine's DotProductAttention
+# runs flash-attn's kernel whenever it is installed and NVTE_FLASH_ATTN is not 0, before cuDNN's fused
+# one, which TE 0.8 did not have): v3.0 installs flash_attn==1.0.5 (NVIDIA/.../pytorch/requirements.txt:5,
+# NVIDIA_CoreWeave's the same) under TE release_v0.8 (Dockerfile:47; transformer.py:461-465 and 552
+# there); v3.1 installs flash-attn==2.0.8 (Dockerfile:96, Azure+NVIDIA's Dockerfile:97) under TE
+# 09ba842 / 4ee8e8e (attention.py:1747, the flash-attn branch, returns before the fused one at
+# 1773), and config_common.sh:45 leaves NVTE_FLASH_ATTN=0 commented out. The workload's own
+# (cuDNN, the nemo profile's) stays for rounds not listed.
+GPT3_ATTENTION = {"v3.0": "fa1", "v3.1": "fa2"}
+
+
 def mlperf_sets(r):
     nodes, tp, pp, cp, vp = (int(r[k]) for k in ("nodes", "tp", "pp", "cp", "vp"))
     sets = node_sets(nodes * 8) + [
@@ -58,6 +69,8 @@ def mlperf_sets(r):
         sets += [f"parallel.virtual_stages={vp}", "parallel.schedule=interleaved"]
     if tp == 1:
         sets += ["parallel.sequence_parallel=false", "parallel.tp_comm_overlap=false"]
+    if r["benchmark"] == "gpt3" and r["round"] in GPT3_ATTENTION:
+        sets.append(f"training.attention={GPT3_ATTENTION[r['round']]}")
     return sets + (H200_SETS if r["gpu"] == "h200" else [])
 
 
