@@ -197,8 +197,8 @@ static void bench_405b_table(void)
   }
   printf("(per pipeline pass of a simulated GPU the DES runs one execution, one sleep (the later "
          "end's latency), one transfer and about 1.4 semaphore waits; SimGrid's work per "
-         "activity, its route search and its solver take most of the CPU, dlsim's own code 7-10 "
-         "%%)\n");
+         "activity and its solver take most of the CPU, dlsim's own code 7-10 %%; a transfer's "
+         "route inside a rail group is stored per GPU pair, not searched)\n");
 }
 
 int main(int argc, char **argv)

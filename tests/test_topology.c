@@ -551,3 +551,125 @@ Test(topology, a_rail_fabric_is_one_searched_graph_up_to_1024_gpus)
     cfg_cluster_free(cfg);
   }
 }
+
+/* The GPUs of `a`'s leaf group in a rail_groups cluster: [*first, *last) of ngpus. */
+static void leaf_group_gpus(const hw_cluster *hw, int ngpus, int a, int *first, int *last)
+{
+  int per = hw_gpus_per_node(hw) * (hw_nodes(hw) / hw_net_groups(hw, 0) +
+                                    (hw_nodes(hw) % hw_net_groups(hw, 0) != 0));
+  *first = a / per * per;
+  *last = MIN(*first + per, ngpus);
+}
+
+/* Every ordered pair of GPUs of one leaf group, flattened; `*n` pairs. */
+static int *leaf_group_pairs(const hw_cluster *hw, int ngpus, size_t *n)
+{
+  GArray *pairs = g_array_new(FALSE, FALSE, sizeof(int));
+  for (int a = 0; a < ngpus; a++) {
+    int first, last;
+    leaf_group_gpus(hw, ngpus, a, &first, &last);
+    for (int b = first; b < last; b++)
+      if (b != a)
+        g_array_append_vals(pairs, (int[]){a, b}, 2);
+  }
+  *n = pairs->len / 2;
+  return (int *)(void *)g_array_free(pairs, FALSE);
+}
+
+/* In a child (one platform per process): SimGrid's route of every pair of GPUs of a leaf group,
+ * its links in order, pads included, one line per pair, into out_path. */
+static void write_group_routes(const hw_cluster *hw, int ngpus, const char *xml_path,
+                               const char *out_path)
+{
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    load_platform(xml_path);
+    FILE *f = fopen(out_path, "w");
+    for (int a = 0; f && a < ngpus; a++) {
+      int first, last;
+      leaf_group_gpus(hw, ngpus, a, &first, &last);
+      for (int b = first; b < last; b++) {
+        if (b == a)
+          continue;
+        char an[32], bn[32];
+        hw_host_name(a, an, sizeof an);
+        hw_host_name(b, bn, sizeof bn);
+        xbt_dynar_t links = xbt_dynar_new(sizeof(sg_link_t), NULL);
+        sg_host_get_route(sg_host_by_name(an), sg_host_by_name(bn), links);
+        fprintf(f, "%d -> %d:", a, b);
+        unsigned i;
+        sg_link_t l;
+        xbt_dynar_foreach (links, i, l)
+          fprintf(f, " %s", sg_link_get_name(l));
+        fputc('\n', f);
+        xbt_dynar_free(&links);
+      }
+    }
+    _exit(f && fclose(f) == 0 ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "routes of %s not written", xml_path);
+}
+
+/* The platform `xml` with the pads taken out of its stored routes only (the graph keeps them):
+ * routes that differ from the searched ones if SimGrid takes them. */
+static char *without_stored_pads(const char *xml)
+{
+  g_autoptr(GRegex) pad = g_regex_new("(<bypassRoute [^\n]*?)<link_ctn id=\"lpad-[^\"]*\"/>",
+                                      0, 0, NULL);
+  return g_regex_replace(pad, xml, -1, 0, "\\1", 0, NULL);
+}
+
+/* The routes of the platform `xml` (write_group_routes), read back. */
+static char *group_routes(const hw_cluster *hw, int ngpus, const char *xml)
+{
+  g_autofree char *xml_path = th_write("platform.xml", xml);
+  g_autofree char *out_path = th_write("routes.txt", "");
+  write_group_routes(hw, ngpus, xml_path, out_path);
+  char *text = NULL;
+  cr_assert(g_file_get_contents(out_path, &text, NULL, NULL));
+  return text;
+}
+
+/* A stored route (hw_platform_xml_routes) must be the path the search finds, the same links in
+ * the same order (the solver sees a flow's links in route order), for every pair of GPUs of a
+ * leaf group: a group zone of its own (2 nodes, 257 nodes) or one fabric-wide graph (5 nodes),
+ * rail+spine and rail-only, free links split or not, the last node whole or partly used. */
+Test(topology, a_stored_rail_route_is_the_searched_path)
+{
+  const char *nets[] = {"topology: rail-optimized,", "topology: rail-optimized, rails: only,"};
+  const int sizes[] = {2, 5, 257};
+  for (size_t s = 0; s < G_N_ELEMENTS(sizes); s++)
+    for (size_t i = 0; i < G_N_ELEMENTS(nets); i++) {
+      cfg_cluster *cfg = NULL;
+      hw_cluster *hw = rail_groups(nets[i], sizes[s], 2, &cfg);
+      for (int split = 0; split < 2; split++) {
+        hw_split_free_links(hw, split);
+        for (int ngpus = 4 * sizes[s] - 2; ngpus <= 4 * sizes[s]; ngpus += 2) {
+          size_t n = 0;
+          g_autofree int *pairs = leaf_group_pairs(hw, ngpus, &n);
+          g_autofree char *plain = hw_platform_xml(hw, ngpus, 1e12);
+          g_autofree char *stored = hw_platform_xml_routes(hw, ngpus, 1e12, pairs, n);
+          g_auto(GStrv) parts = g_strsplit(stored, "<bypassRoute ", -1);
+          cr_assert_eq(g_strv_length(parts) - 1, n, "%s %d GPUs: %u stored routes, %zu pairs",
+                       nets[i], ngpus, g_strv_length(parts) - 1, n);
+          g_autofree char *want = group_routes(hw, ngpus, plain);
+          g_autofree char *got = group_routes(hw, ngpus, stored);
+          cr_assert(strlen(want) > 0 && strcmp(want, got) == 0,
+                    "%s, %d GPUs, split %d: stored routes differ from the searched ones", nets[i],
+                    ngpus, split);
+          if (s + i + (size_t)split > 0 || ngpus < 4 * sizes[s])
+            continue;
+          /* and SimGrid takes them: the same routes stored without their pads come out so */
+          g_autofree char *tampered = without_stored_pads(stored);
+          g_autofree char *bare = group_routes(hw, ngpus, tampered);
+          cr_assert(strcmp(tampered, stored) != 0 && strcmp(bare, want) != 0,
+                    "the stored routes are not the ones SimGrid takes");
+        }
+      }
+      hw_cluster_free(hw);
+      cfg_cluster_free(cfg);
+    }
+}

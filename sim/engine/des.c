@@ -1129,9 +1129,62 @@ static void des_configure(const des_ctx *c, int nactors)
   (void)c;
 }
 
+/* The GPU pairs (src, dst appended to `pairs`) of the transfers `rank` runs in schedule `s`. */
+static void des_add_pairs(const des_ctx *c, const coll_schedule *s, int rank, GArray *pairs)
+{
+  int m = s ? coll_member(s->plan, rank) : -1;
+  for (int i = 0; m >= 0 && i < s->plan->nphases; i++) {
+    const coll_phase *ph = &s->plan->phases[i];
+    for (int j = ph->member_off[m]; j < ph->member_off[m + 1]; j++) {
+      const coll_xfer *x = &ph->xfers[ph->member_idx[j]];
+      if (x->src < c->p->nranks && x->dst < c->p->nranks)
+        g_array_append_vals(pairs, (int[]){x->src, x->dst}, 2);
+    }
+  }
+}
+
+/* The collectives of class `k` that `rank` runs (and, for its templates run op by op, theirs
+ * that run as flows): their transfers' GPU pairs. `distinct` caches eng_distinct_comms. */
+static void des_class_pairs(des_ctx *c, int k, int rank, GArray **distinct, GArray *pairs)
+{
+  if (!distinct[k])
+    distinct[k] = eng_distinct_comms(c->p, k);
+  const prog_class *cl = prog_class_at(c->p, k);
+  for (guint i = 0; i < distinct[k]->len; i++) {
+    const prog_op *op = prog_op_at(c->p, k, g_array_index(distinct[k], uint32_t, i));
+    if (!cl->is_template || c->flows[op->family])
+      des_add_pairs(c, eng_schedule_for(c->planner, c->p, op, rank, NULL), rank, pairs);
+  }
+  for (guint i = 0; !cl->is_template && i < cl->ops->len; i++) {
+    const prog_op *op = &g_array_index(cl->ops, prog_op, i);
+    if (op->tmpl >= 0 && c->expand[op->tmpl])
+      des_class_pairs(c, op->tmpl, rank, distinct, pairs);
+  }
+}
+
+/* Every GPU pair a simulated rank's transfer joins (flattened src, dst; repeats): the platform
+ * holds their routes whole (hw_platform_xml_routes), so that starting one looks its route up
+ * instead of walking SimGrid's search of a rail group. A pair left out is still searched. */
+static GArray *des_route_pairs(des_ctx *c)
+{
+  guint ncls = c->p->classes->len;
+  GArray **distinct = g_new0(GArray *, MAX(ncls, 1u));
+  GArray *pairs = g_array_new(FALSE, FALSE, sizeof(int));
+  for (int r = 0; r < c->p->nranks; r++)
+    if (des_active(c, r))
+      des_class_pairs(c, c->p->class_of[r], r, distinct, pairs);
+  for (guint k = 0; k < ncls; k++)
+    if (distinct[k])
+      g_array_free(distinct[k], TRUE);
+  g_free(distinct);
+  return pairs;
+}
+
 static bool des_load_platform(des_ctx *c, GError **err)
 {
-  char *xml = hw_platform_xml(c->hw, c->p->nranks, c->speed);
+  g_autoptr(GArray) pairs = des_route_pairs(c);
+  char *xml = hw_platform_xml_routes(c->hw, c->p->nranks, c->speed, (const int *)(void *)pairs->data,
+                                     pairs->len / 2);
   char *path = NULL;
   int fd = g_file_open_tmp("dlsim-platform-XXXXXX.xml", &path, NULL);
   bool ok = fd >= 0 && write(fd, xml, strlen(xml)) == (ssize_t)strlen(xml);

@@ -826,6 +826,76 @@ static void hw_xml_rail_edges(GString *x, const hw_cluster *hw, int g, int first
     hw_xml_rail_switch(x, hw, g, k, node0, node1, fabric);
 }
 
+/* One hop of a stored path, as the graph's edge names it. */
+static void hw_xml_port_hop(GString *x, const hw_cluster *hw, int node, int nic, bool down)
+{
+  if (hw_port_is_free(hw, node))
+    g_string_append_printf(x, "<link_ctn id=\"lport%d.%d\" direction=\"%s\"/>", node, nic,
+                           down ? "DOWN" : "UP");
+  else
+    hw_xml_one(x, hw, hw->port_link0 + node, down);
+}
+
+/* The path SimGrid's search finds from GPU a to GPU b of one rail group's graph (the edges
+ * hw_xml_rail_node and hw_xml_rail_switch declare), stored whole: the links of each edge in
+ * turn, each edge's own backwards, as SimGrid's Dijkstra zone lists them when it walks the
+ * path back from b (tests/test_topology.c holds every pair equal, link by link). Same node:
+ * NVLink through the NVSwitch; same rail: the NIC (and its pad), the rail switch; another
+ * rail: NVLink to the GPU on b's rail, then its NIC and rail (PXN). */
+static void hw_xml_rail_bypass(GString *x, const hw_cluster *hw, int a, int b)
+{
+  int gpn = hw->gpn, n = a / gpn, m = b / gpn, i = a % gpn, j = b % gpn;
+  char an[32], bn[32];
+  hw_host_name(a, an, sizeof an);
+  hw_host_name(b, bn, sizeof bn);
+  g_string_append_printf(x, "<bypassRoute src=\"%s\" dst=\"%s\">", an, bn);
+  if (n == m) {
+    hw_xml_one(x, hw, hw->gpu_link0 + a, false);
+    hw_xml_one(x, hw, hw->gpu_link0 + b, true);
+  } else {
+    if (i == j) {
+      g_string_append_printf(x, "<link_ctn id=\"lpad-x%d.%d\"/>", n, i);
+      hw_xml_one(x, hw, hw->nic_link0 + n * hw->nics + i, false);
+    } else {
+      hw_xml_one(x, hw, hw->gpu_link0 + a, false);
+      hw_xml_one(x, hw, hw->nic_link0 + n * hw->nics + j, false);
+      hw_xml_one(x, hw, hw->gpu_link0 + n * gpn + j, true);
+    }
+    hw_xml_port_hop(x, hw, n, j, false);
+    hw_xml_port_hop(x, hw, m, j, true);
+    hw_xml_one(x, hw, hw->nic_link0 + m * hw->nics + j, true);
+  }
+  g_string_append(x, "</bypassRoute>\n");
+}
+
+/* The stored paths of `pairs` (sorted keys a << 32 | b, hw_pair_keys) whose two GPUs are in
+ * [first, last), one rail group: SimGrid then finds their route in a map (a bypass route)
+ * rather than walking the search's predecessors back edge by edge (each step a scan of a
+ * vertex's edges, a rail switch has one per node), most of the work of starting a transfer.
+ * Other pairs are still searched. Only where every GPU's NIC is its rail. */
+static void hw_xml_rail_bypasses(GString *x, const hw_cluster *hw, const GArray *pairs, int first,
+                                 int last)
+{
+  if (!pairs || hw->rails != hw->nics)
+    return;
+  guint lo = 0, hi = pairs->len;
+  while (lo < hi) { /* the first key of GPU `first` */
+    guint mid = lo + (hi - lo) / 2;
+    if (g_array_index(pairs, guint64, mid) >> 32 < (guint64)first)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (guint i = lo; i < pairs->len; i++) {
+    guint64 key = g_array_index(pairs, guint64, i);
+    int a = (int)(key >> 32), b = (int)(key & 0xffffffffu);
+    if (a >= last)
+      break;
+    if (b >= first && b < last && a != b)
+      hw_xml_rail_bypass(x, hw, a, b);
+  }
+}
+
 /* The GPUs of leaf group g: [*first, *last) of the platform's ngpus. */
 static void hw_rail_group_gpus(const hw_cluster *hw, int g, int ngpus, int *first, int *last)
 {
@@ -838,11 +908,12 @@ static void hw_rail_group_gpus(const hw_cluster *hw, int g, int ngpus, int *firs
  * 32-node SU hold 65,000 routes and 8,192 GPUs load 4x slower than a fat tree. Exact only where
  * hw_rail_graph_exact says; tests/test_topology.c holds every route equal to the table's. */
 static void hw_xml_rail_graph(GString *x, const hw_cluster *hw, int g, int first, int last,
-                              double speed)
+                              double speed, const GArray *pairs)
 {
   g_string_append_printf(x, "<zone id=\"t0-%d\" routing=\"DijkstraCache\">\n", g);
   hw_xml_rail_vertices(x, hw, g, first, last, speed);
   hw_xml_rail_edges(x, hw, g, first, last, false);
+  hw_xml_rail_bypasses(x, hw, pairs, first, last);
   g_string_append(x, "</zone>\n");
 }
 
@@ -890,7 +961,8 @@ static bool hw_rail_fabric_searched(const hw_cluster *hw, int ngpus)
  * flows out of the sender's own rail. One graph with a spine plane per rail has the table's route
  * as its unique shortest path (tests/test_topology.c holds every pair), at the price of one
  * search over the whole fabric per sending GPU (SimGrid caches it). */
-static void hw_xml_rail_fabric(GString *x, const hw_cluster *hw, int ngpus, double speed)
+static void hw_xml_rail_fabric(GString *x, const hw_cluster *hw, int ngpus, double speed,
+                               const GArray *pairs)
 {
   int used_nodes = (ngpus + hw->gpn - 1) / hw->gpn, groups = hw_group_of(hw, used_nodes - 1, 0) + 1;
   int first, last;
@@ -909,6 +981,10 @@ static void hw_xml_rail_fabric(GString *x, const hw_cluster *hw, int ngpus, doub
     hw_xml_rail_edges(x, hw, g, first, last, true);
   }
   hw_xml_rail_spine(x, hw, groups);
+  for (int g = 0; g < groups; g++) {
+    hw_rail_group_gpus(hw, g, ngpus, &first, &last);
+    hw_xml_rail_bypasses(x, hw, pairs, first, last);
+  }
   g_string_append(x, "</zone>\n</zone>\n");
 }
 
@@ -916,7 +992,7 @@ static void hw_xml_rail_fabric(GString *x, const hw_cluster *hw, int ngpus, doub
  * has its rail switch, and rails meet only at the spine), so the group is one zone with a route
  * from the link table between every two of its GPUs. */
 static void hw_xml_rail_group(GString *x, const hw_cluster *hw, int g, int ngpus, double speed,
-                              bool root)
+                              bool root, const GArray *pairs)
 {
   int first, last;
   hw_rail_group_gpus(hw, g, ngpus, &first, &last);
@@ -927,7 +1003,7 @@ static void hw_xml_rail_group(GString *x, const hw_cluster *hw, int g, int ngpus
     hw_xml_all_links(x, hw);
   }
   if (hw_rail_graph_exact(hw)) {
-    hw_xml_rail_graph(x, hw, g, first, last, speed);
+    hw_xml_rail_graph(x, hw, g, first, last, speed, pairs);
     if (root)
       g_string_append(x, "</zone>\n");
     return;
@@ -961,10 +1037,10 @@ static void hw_xml_rail_group(GString *x, const hw_cluster *hw, int g, int ngpus
 }
 
 static void hw_xml_group(GString *x, const hw_cluster *hw, int tier, int g, int ngpus, double speed,
-                         bool root)
+                         bool root, const GArray *pairs)
 {
   if (tier == 0 && hw->rails) {
-    hw_xml_rail_group(x, hw, g, ngpus, speed, root);
+    hw_xml_rail_group(x, hw, g, ngpus, speed, root, pairs);
     return;
   }
   int used_nodes = (ngpus + hw->gpn - 1) / hw->gpn;
@@ -978,7 +1054,7 @@ static void hw_xml_group(GString *x, const hw_cluster *hw, int tier, int g, int 
     if (tier == 0)
       hw_xml_node(x, hw, c, ngpus, speed, true);
     else
-      hw_xml_group(x, hw, tier - 1, c, ngpus, speed, false);
+      hw_xml_group(x, hw, tier - 1, c, ngpus, speed, false, pairs);
   }
   /* the switch: a router, and a host for in-network reductions joined to it */
   g_string_append_printf(x,
@@ -1016,9 +1092,41 @@ static void hw_xml_group(GString *x, const hw_cluster *hw, int tier, int g, int 
   g_string_append(x, "</zone>\n");
 }
 
+static gint hw_key_cmp(gconstpointer a, gconstpointer b)
+{
+  guint64 x = *(const guint64 *)a, y = *(const guint64 *)b;
+  return (x > y) - (x < y);
+}
+
+/* `pairs` (flattened src, dst GPUs) as sorted unique keys a << 32 | b of the first ngpus. */
+static GArray *hw_pair_keys(const int *pairs, size_t npairs, int ngpus)
+{
+  GArray *keys = g_array_sized_new(FALSE, FALSE, sizeof(guint64), (guint)npairs);
+  for (size_t i = 0; i < npairs; i++) {
+    int a = pairs[2 * i], b = pairs[2 * i + 1];
+    guint64 key = (guint64)a << 32 | (guint64)b;
+    if (a >= 0 && b >= 0 && a < ngpus && b < ngpus && a != b)
+      g_array_append_val(keys, key);
+  }
+  g_array_sort(keys, hw_key_cmp);
+  guint n = 0;
+  for (guint i = 0; i < keys->len; i++)
+    if (n == 0 || g_array_index(keys, guint64, i) != g_array_index(keys, guint64, n - 1))
+      g_array_index(keys, guint64, n++) = g_array_index(keys, guint64, i);
+  g_array_set_size(keys, n);
+  return keys;
+}
+
 char *hw_platform_xml(const hw_cluster *hw, int ngpus, double host_speed)
 {
+  return hw_platform_xml_routes(hw, ngpus, host_speed, NULL, 0);
+}
+
+char *hw_platform_xml_routes(const hw_cluster *hw, int ngpus, double host_speed, const int *pairs,
+                             size_t npairs)
+{
   g_assert(ngpus >= 1 && ngpus <= hw->ngpus);
+  g_autoptr(GArray) keys = hw_pair_keys(pairs, npairs, ngpus);
   GString *x = g_string_new("<?xml version='1.0'?>\n"
                             "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
                             "<platform version=\"4.1\">\n");
@@ -1026,13 +1134,13 @@ char *hw_platform_xml(const hw_cluster *hw, int ngpus, double host_speed)
   if (used_nodes == 1) {
     hw_xml_node(x, hw, 0, ngpus, host_speed, false);
   } else if (hw_rail_fabric_searched(hw, ngpus)) {
-    hw_xml_rail_fabric(x, hw, ngpus, host_speed);
+    hw_xml_rail_fabric(x, hw, ngpus, host_speed, keys);
   } else {
     /* the lowest tier that spans all used nodes is the root */
     int top = 0;
     while (hw_group_of(hw, used_nodes - 1, top) != 0)
       top++;
-    hw_xml_group(x, hw, top, 0, ngpus, host_speed, true);
+    hw_xml_group(x, hw, top, 0, ngpus, host_speed, true, keys);
   }
   g_string_append(x, "</platform>\n");
   return g_string_free(x, FALSE);

@@ -65,6 +65,11 @@ int hw_group_tier(const hw_cluster *hw, const int *ranks, int n);
 /* SimGrid platform XML (DTD 4.1) for the first `ngpus` GPUs; hosts are named "gpu-<rank>"
  * and run at `host_speed` FLOP/s. Newly allocated. */
 char *hw_platform_xml(const hw_cluster *hw, int ngpus, double host_speed);
+/* The same platform, holding whole the route of each GPU pair of `pairs` (`npairs` src, dst
+ * pairs, flattened; repeats allowed) that SimGrid would otherwise find by searching a rail
+ * group's graph: the same links, found by a lookup when a transfer starts. */
+char *hw_platform_xml_routes(const hw_cluster *hw, int ngpus, double host_speed, const int *pairs,
+                             size_t npairs);
 /* Whether the platform gives SimGrid the links that can never bind as one constraint per
  * direction (and per NIC in rail graphs): on by default; the same rates, a smaller solver
  * system. Off only to check that. */
