@@ -140,8 +140,8 @@ static void eng_links_extrapolate(const eng_result *a, const eng_result *b, doub
 
 void eng_result_extrapolate(const eng_result *a, const eng_result *b, double k, eng_result *r)
 {
-  eng_links_extrapolate(a, b, k, eng_lerp(a->step_time, b->step_time, k), r);
   double step = eng_lerp(a->step_time, b->step_time, k);
+  eng_links_extrapolate(a, b, k, step, r);
   r->step_time = step;
   r->compute = eng_lerp_part(a->compute, b->compute, k, step);
   r->exposed_comm = eng_lerp_part(a->exposed_comm, b->exposed_comm, k, step);
