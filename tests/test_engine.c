@@ -1070,6 +1070,89 @@ Test(engine, data_parallel_steps_fold_when_their_collectives_stay_in_layers)
   cr_assert_eq(f.folded_dims, 1u << PROG_DIM_DP);
 }
 
+/* A DES step's result, folded (`all_ranks` false) or with every rank simulated. */
+static eng_result fold_result(const char *const *sets, bool all_ranks)
+{
+  sim_options o = sim_options_for(ENG_DES);
+  o.all_ranks = all_ranks;
+  sim_result run;
+  GError *err = NULL;
+  cr_assert(sim_run_files("dgx-h100", "megatron-22b", (char *const *)sets, &o, &run, &err), "%s",
+            err ? err->message : "");
+  eng_result r = run.eng;
+  r.class_peak = NULL, r.events = r.mem_samples = r.link_loads = r.link_samples = NULL;
+  sim_result_clear(&run);
+  return r;
+}
+
+static void fold_same_figure(const char *what, double a, double b, double step)
+{
+  cr_assert(fabs(a - b) <= 1e-9 * step, "%s: folded %.17g, every rank %.17g", what, a, b);
+}
+
+/* Folded and unfolded runs report the same step and breakdown (compute, exposed communication,
+ * bubble, other, each dimension's time in flight and exposed) and the same peak memory; the
+ * folded one simulates `ranks` GPUs. */
+static eng_fold_info fold_check_figures(const char *const *sets, int ranks)
+{
+  eng_result f = fold_result(sets, false), u = fold_result(sets, true);
+  double t = u.step_time;
+  fold_same_figure("step", f.step_time, t, t);
+  fold_same_figure("compute", f.compute, u.compute, t);
+  fold_same_figure("exposed comm", f.exposed_comm, u.exposed_comm, t);
+  fold_same_figure("bubble", f.bubble, u.bubble, t);
+  fold_same_figure("other", f.other, u.other, t);
+  for (int d = 0; d < PROG_NDIMS; d++) {
+    fold_same_figure("comm in flight", f.comm[d], u.comm[d], t);
+    fold_same_figure("exposed per dimension", f.exposed[d], u.exposed[d], t);
+  }
+  cr_assert(f.peak_memory == u.peak_memory);
+  cr_assert_eq(f.fold.ranks, ranks, "%d ranks simulated", f.fold.ranks);
+  return f.fold;
+}
+
+/* On a non-blocking fat tree, as on rails: context-parallel siblings fold by mirroring where the
+ * DP x CP reduction's links are its own (CP 2 x DP 4 on one node per stage; CP 4 x DP 2 over two
+ * nodes of four GPUs; TP 2 x CP 2 x DP 4 on two nodes), and every figure of the step is every
+ * rank's. An oversubscribed tier or
+ * network.background keeps every rank, rails or fat tree. */
+Test(engine, folding_on_a_fat_tree_is_exact_and_refused_where_flows_could_meet)
+{
+  const char *apart[] = {"node.count=2", "parallel.tp=1", "parallel.cp=2", "parallel.pp=2",
+                         "parallel.dp=4", "training.global_batch=16",
+                         "parallel.placement=[cp, dp, pp, tp]", "training.flash_attention=true",
+                         "collectives.layer_flows=never", "network.topology=fat-tree", NULL};
+  eng_fold_info f = fold_check_figures(apart, 8);
+  cr_assert_eq(f.folded_dims, 1u << PROG_DIM_CP);
+  apart[G_N_ELEMENTS(apart) - 2] = "network.topology=rail-optimized";
+  f = fold_check_figures(apart, 8);
+  cr_assert_eq(f.folded_dims, 1u << PROG_DIM_CP);
+  const char *ring[] = {"node.count=2", "node.gpus_per_node=4", "parallel.tp=1",
+                        "parallel.cp=4", "parallel.pp=1", "parallel.dp=2",
+                        "training.global_batch=8", "training.flash_attention=true",
+                        "collectives.layer_flows=never", "network.topology=fat-tree", NULL};
+  f = fold_check_figures(ring, 2);
+  cr_assert_eq(f.folded_dims, 1u << PROG_DIM_CP);
+  const char *over[] = {"node.count=2", "parallel.tp=2", "parallel.cp=2", "parallel.pp=1",
+                        "parallel.dp=4", "training.global_batch=16",
+                        "training.flash_attention=true", "collectives.layer_flows=never",
+                        "network.topology=fat-tree", "network.tiers[1].oversubscription=4", NULL};
+  over[G_N_ELEMENTS(over) - 2] = NULL; /* TP 2 x CP 2 x DP 4, non-blocking: one per replica */
+  f = fold_check_figures(over, 4);
+  cr_assert_eq(f.folded_dims, 1u << PROG_DIM_TP | 1u << PROG_DIM_CP);
+  over[G_N_ELEMENTS(over) - 2] = "network.tiers[1].oversubscription=4";
+  f = fold_check_figures(over, 16);
+  cr_assert_eq(f.why, ENG_FOLD_OVERSUBSCRIBED);
+  cr_assert_eq(f.unfolded_dims, 1u << PROG_DIM_TP | 1u << PROG_DIM_CP);
+  const char *tenant[] = {"node.count=2", "parallel.tp=2", "parallel.cp=2", "parallel.pp=1",
+                          "parallel.dp=4", "training.global_batch=16",
+                          "training.flash_attention=true", "collectives.layer_flows=never",
+                          "network.background=[{links: node 0, fraction: 0.5}]", NULL};
+  f = fold_check_figures(tenant, 16);
+  cr_assert_eq(f.why, ENG_FOLD_BACKGROUND);
+  cr_assert_eq(f.unfolded_dims, 1u << PROG_DIM_TP | 1u << PROG_DIM_CP);
+}
+
 /* Where siblings' flows could meet, every rank runs, and the reason is kept. */
 Test(engine, an_oversubscribed_spine_keeps_every_rank)
 {
