@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The seventh batch of unseen runs (NeMo 24.09 / 25.02 performance tables on DGX H100, NeMo AutoModel's
-FSDP2 pre-training table on DGX H100, XTuner's DeepSpeed ZeRO-3 fine-tuning speed tables on A100) as case
+FSDP2 pre-training table on DGX H100, XTuner's DeepSpeed ZeRO-3 fine-tuning speed tables on A100, Qwen2.5's
+vLLM 0.6.3 single-request speed table on A100) as case
 files in validation/cases/: one per row dlsim can express, each a check (nothing in dlsim is fitted on
 them). Standard library only; run from anywhere, then commit validation/cases/."""
 import functools
@@ -182,7 +183,45 @@ def xtuner_cases():
                 f"sequence parallel 1{config}: {r[rate]} tokens/s per GPU ({r['tflops']} TFLOPs)",
                 notes + XT_COMMON, r["model"], gpus, seq, accum, float(r[rate]))
 
+# --- Qwen2.5 with vLLM 0.6.3 on A100, one request at a time ------------------------------------------
+QWEN_TABLE = "qwen2.5_speed_benchmark_vllm_a100.csv"
+QWEN_SOURCE = ("QwenLM/Qwen2.5 docs/source/benchmark/speed_benchmark.rst @ a912d23, Qwen2.5 Speed Benchmark, vLLM "
+               "(NVIDIA A100 80GB, vLLM 0.6.3, BF16, batch size 1, 2048 generated tokens)")
+# Qwen2.5 Instruct shapes from their Hugging Face config.json files (Qwen/Qwen2.5-{14B,32B,72B}-Instruct):
+# 128-wide heads, 8 KV heads, vocabulary 152064, untied; the 7B is the qwen2.5-7b preset.
+QWEN_SHAPE = {"Qwen2.5-7B-Instruct": ("qwen2.5-7b", []),
+              "Qwen2.5-14B-Instruct": ("qwen2.5-14b", ["model.layers=48", "model.hidden=5120", "model.heads=40",
+                                                      "model.kv_heads=8", "model.ffn_hidden=13824"]),
+              "Qwen2.5-32B-Instruct": ("qwen2.5-32b", ["model.layers=64", "model.hidden=5120", "model.heads=40",
+                                                      "model.kv_heads=8", "model.ffn_hidden=27648"]),
+              "Qwen2.5-72B-Instruct": ("qwen2.5-72b", ["model.layers=80", "model.hidden=8192", "model.heads=64",
+                                                      "model.kv_heads=8", "model.ffn_hidden=29568"])}
+
+
+def qwen_cases():
+    for r in rows(QWEN_TABLE):
+        if r["case"] != "yes":
+            continue
+        short, shape = QWEN_SHAPE[r["model"]]
+        gpus, prompt = int(r["gpus"]), int(r["input_len"])
+        write_check(
+            f"vllm-0.6.3-a100-{short}-tp{gpus}-in{prompt}-b1",
+            f"{QWEN_SOURCE} (validation/unseen7/{QWEN_TABLE}): {r['model']}, input length {prompt}, BF16, {gpus} "
+            f"GPU{'s' if gpus > 1 else ''}, default setting: {r['tokens_per_s']} tokens/s",
+            "Stated: A100 80GB, vLLM 0.6.3, batch size 1, 2048 generated tokens, the input length, BF16, the GPU "
+            "count (tensor parallel assumed: vLLM's way to use more GPUs for one model), gpu_memory_utilization 0.9, "
+            "max_model_len 32768, CUDA graphs on. Assumed (workload vllm-0.6.3-a100-qwen2.5-batch1.yaml, which says "
+            "why): V0's offline engine, no chunked prefill, no API-server time, no scheduler overlap. Measured: "
+            "generated tokens / the request's time (the page's speed); dlsim's output tokens/s of the one request.",
+            [("cluster", A100), ("workload", "../unseen7/workloads/vllm-0.6.3-a100-qwen2.5-batch1.yaml"),
+             ("command", "serve"),
+             ("set", listed(shape + node_sets(gpus) + [f"serving.tp={gpus}",
+                                                      f"serving.requests.prompt_tokens={prompt}"])),
+             ("metric", "output_tokens_per_s"), ("measured", r["tokens_per_s"]), ("tolerance", "0.15")])
+
+
 if __name__ == "__main__":
     nemo_cases()
     auto_cases()
     xtuner_cases()
+    qwen_cases()
