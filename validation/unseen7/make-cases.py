@@ -66,8 +66,8 @@ def nemo_cases():
             f"{r['model']} on {gpus} GPUs, GBS {r['gbs']}, MBS {r['mbs']}, sequence {r['seq_len']}, TP {r['tp']} "
             f"PP {r['pp']} CP {r['cp']} VP {r['vp']}: {r['tokens_per_s_per_gpu']} tokens/s per GPU "
             f"({r['model_tflops_per_gpu']} model TFLOP/s per GPU), {job} tokens/s of the job",
-            "Stated by the row: the layout, FP8 (and, for 25.02, gradient accumulation "
-            f"{r['ga'] or 'not stated'}). Not stated: the container's settings. Assumed as the NeMo 24.07 case of "
+            "Stated by the row: the layout, FP8" + (f", gradient accumulation {r['ga']}" if r["ga"] else "")
+            + ". Not stated: the container's settings. Assumed as the NeMo 24.07 case of "
             f"the same model and layout (validation/nemo_h100/workloads/{workload}.yaml and its case's settings: "
             "the distributed optimizer with overlapped parameter all-gather, the launcher's TP overlap, buckets and "
             "attention kernel); " + ("the 25.02 row is NeMo 2.0's recipe, whose settings are not rechecked. "
@@ -87,6 +87,15 @@ AUTO_SOURCE = ("NVIDIA-NeMo/Automodel docs/performance-summary.mdx @ 36044ad3d13
 AUTO_MODEL = {"Llama3 70B": ("llama3-70b", "automodel-llama3-70b.yaml"),
               "Qwen3 MoE 30B": ("qwen3-30b-a3b", "automodel-moe.yaml"),
               "DeepSeek V3 671B": ("deepseek-v3", "automodel-deepseek-v3.yaml")}
+AUTO_MOE = ("Force-balanced routing (the recipe's fake balanced gate). Not expressible: DeepEP / HybridEP's "
+            "dispatch kernels (dlsim's all-to-all). ")
+AUTO_NOTES = {
+    "Llama3 70B": "Context parallelism 2 through SDPA (the recipe: attn_implementation sdpa, rms_norm torch_fp32; the "
+                  "profile's exchange). ",
+    "Qwen3 MoE 30B": AUTO_MOE,
+    "DeepSeek V3 671B": AUTO_MOE + "VP is chunks a pipeline rank (4 x 8 chunks of about 2 of the 61 layers: the "
+                        "256-GPU recipe's layers_per_stage 2; the 1024-GPU recipe at this commit says 4, the table VP "
+                        "8, which is kept). "}
 
 
 def auto_sets(r):
@@ -116,10 +125,9 @@ def auto_cases():
             f"{r['cp']} EP {r['ep']} VP {r['vp']} FSDP {r['fsdp']}, {r['kernels']}: {r['step_s']} s a global step, "
             f"{r['tokens_per_s_per_gpu']} tokens/s per GPU ({r['model_tflops_per_gpu']} model TFLOP/s per GPU)",
             f"Stated: the layout, BF16, the kernels column. From the recipe (workload {workload}, which says what is "
-            "assumed): FSDP2 as the torchtitan profile, full activation checkpointing, torch.compile, force-balanced "
-            "routing. Not expressible: DeepEP / HybridEP's dispatch kernels (dlsim's all-to-all), TE's fused "
-            "RoPE. VP is chunks a pipeline rank (4 x 8 chunks of about 2 of the 61 layers: the 256-GPU recipe's layers_per_stage 2; the 1024-GPU recipe at this commit says 4, the table VP 8, which is kept). Measured: GBS x sequence / "
-            "the step time (the table's tokens/s per GPU x GPUs agrees).",
+            "assumed): FSDP2 as the torchtitan profile, full activation checkpointing, torch.compile. "
+            + AUTO_NOTES[r["model"]] + "Measured: GBS x sequence / the step time (the table's tokens/s per GPU x GPUs "
+            "agrees).",
             [("cluster", H100), ("workload", f"../unseen7/workloads/{workload}"),
              ("set", listed(auto_sets(r))), ("engine", "analytic"), ("metric", "tokens_per_s"),
              ("measured", f"{round(int(r['gbs']) * int(r['seq_len']) / float(r['step_s']))}"),
