@@ -567,6 +567,50 @@ Test(parallel, an_overlapped_parameter_gather_runs_beside_the_next_forward)
   cr_assert_float_eq(des, over, 0.03 * over, "DES %g s, analytic %g s", des, over);
 }
 
+/* Stage 0's comm ops named `name`: how many, and their bytes. */
+static int par_gathers(const prog_program *p, const char *name, double *bytes)
+{
+  int n = 0;
+  *bytes = 0;
+  for (guint i = 0; i < prog_class_at(p, 0)->ops->len; i++) {
+    const prog_op *op = prog_op_at(p, 0, i);
+    if (op->kind == PROG_COMM && op->name && strcmp(op->name, name) == 0)
+      n++, *bytes += op->comm_bytes;
+  }
+  return n;
+}
+
+/* Megatron's interleaved schedule gathers each model chunk's parameters on its own and runs a
+ * chunk's first forward once its gather is in: stage 0 gathers the same bytes as 1F1B's one
+ * gather, in one collective per chunk, each awaited before that chunk's first forward. */
+Test(parallel, interleaving_gathers_each_chunks_parameters_before_its_first_forward)
+{
+  const char *one[] = {"node.count=1", "parallel.tp=2", "parallel.pp=2", "parallel.dp=2",
+                       "parallel.zero=1", "parallel.overlap_param_gather=true",
+                       "parallel.schedule=1f1b", NULL};
+  const char *two[] = {"node.count=1", "parallel.tp=2", "parallel.pp=2", "parallel.dp=2",
+                       "parallel.zero=1", "parallel.overlap_param_gather=true",
+                       "parallel.schedule=interleaved", "parallel.virtual_stages=2", NULL};
+  prog_program *p1 = th_program("dgx-h100", "gpt3-1.3b-dp", one);
+  prog_program *p2 = th_program("dgx-h100", "gpt3-1.3b-dp", two);
+  double whole, chunks;
+  cr_expect_eq(par_gathers(p1, "allgather updated params", &whole), 1);
+  cr_expect_eq(par_gathers(p2, "allgather chunk params", &chunks), 2);
+  cr_expect_float_eq(chunks, whole, 1e-6 * whole, "per chunk %g B, whole %g B", chunks, whole);
+  int gated = 0;
+  for (guint i = 0; i < prog_class_at(p2, 0)->ops->len; i++) {
+    const prog_op *op = prog_op_at(p2, 0, i);
+    if (op->kind != PROG_MEM || strcmp(op->name, "chunk params gathered") != 0)
+      continue;
+    const prog_op *gather = prog_op_at(p2, 0, prog_op_deps(p2, 0, op)[0]);
+    cr_expect_str_eq(gather->name, "allgather chunk params");
+    gated++;
+  }
+  cr_expect_eq(gated, 2);
+  prog_free(p1);
+  prog_free(p2);
+}
+
 /* 22B's first 8 layers under ZeRO-3 on two DGX A100 (DP 16, no TP) with `post`: the step, the
  * DP time in flight and exposed. */
 static double zero3_post_step(const char *post, eng_kind kind, double *dp_comm, double *dp_exposed)

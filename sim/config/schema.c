@@ -935,8 +935,10 @@ static const cfg_field cfg_parallel_fields[] = {
     F_BOOL(cfg_parallel, "overlap_param_gather", overlap_param_gather,
            "ZeRO-1/2 (Megatron's distributed optimizer): the updated parameters are gathered "
            "while the next step's forward runs, not after the optimizer "
-           "(Megatron's --overlap-param-gather); modelled as hidden under the whole step, a "
-           "lower bound: Megatron waits for each bucket before its layers' first forward",
+           "(Megatron's --overlap-param-gather); with the interleaved schedule one gather per "
+           "model chunk, which that chunk's first forward waits for (Megatron's per-chunk "
+           "param_sync_func); otherwise hidden under the whole step, a lower bound: Megatron "
+           "waits for each bucket before its layers' first forward",
            DEF(0)),
     F_ENUM(cfg_parallel, "schedule", schedule, cfg_schedule_names,
            "pipeline schedule; zb-h1 and zb-v (zero bubble at 1F1B's memory, Qi et al. 2024; zb-v: "

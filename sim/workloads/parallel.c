@@ -1013,6 +1013,9 @@ typedef struct {
   bool has_ds_last, ds_send_act, ds_send_grad;
   double block_params;  /* the stage's transformer blocks' (their linear weights cast to fp8) */
   double params;        /* the stage's, tied embedding copy included */
+  double chunk_dense[64];    /* per chunk: its parameters but the routed experts' */
+  uint32_t chunk_gather[64]; /* per chunk: the all-gather its first forward waits for */
+  bool gated[64];            /* chunk_gather[c] holds one its first forward has not met yet */
 } wl_st;
 
 /* Which of the pipeline's chunks chunk c of stage s is, and how many there are: interleaving
@@ -1281,6 +1284,12 @@ static void wl_stage_forward(wl_st *st, const wl_step *step, const wl_step *next
                     x->act_bytes, &dep, has ? 1 : 0);
     has = true;
   }
+  if (st->gated[c]) { /* the chunk's first forward: its parameters must be gathered */
+    uint32_t both[2] = {st->chunk_gather[c], dep};
+    dep = prog_mem(p, st->cls, "chunk params gathered", PROG_MEM_PARAMS, 0, both, has ? 2 : 1);
+    has = true;
+    st->gated[c] = false;
+  }
   uint32_t last = wl_pass_ops(st, c, step, false, dep, has);
   prog_mem(p, st->cls, "activations", PROG_MEM_ACTIVATIONS, st->chunk_act[c], NULL, 0);
   if (!wl_last_chunk(x, s, c) && !wl_next_here(x, s, c))
@@ -1442,6 +1451,33 @@ static uint32_t wl_param_gather(wl_st *st, double params, double experts, const 
   return last;
 }
 
+/* Megatron's interleaved schedule with --overlap-param-gather: each model chunk's parameters
+ * are all-gathered on their own, the first two at the step's start and chunk c + 1's when chunk
+ * c's first micro-batch begins (megatron/core/pipeline_parallel/schedules.py,
+ * forward_backward_pipelining_with_interleaving: config.param_sync_func per chunk), and a
+ * chunk's forward pre-hooks wait for its gather (megatron/core/distributed, finish_param_sync).
+ * On the one data-parallel stream the gathers run back to back in chunk order; the first
+ * forward of chunk c waits for the c-th: where a chunk's gather outlasts the previous chunk's
+ * forwards of the warm-up, the difference is exposed. */
+static bool wl_param_gather_chunks(wl_st *st, double experts)
+{
+  wl_par *x = st->x;
+  const cfg_workload *w = x->w;
+  if (x->v < 2 || x->dual || x->vshape || x->ds || !w->parallel.overlap_param_gather ||
+      w->parallel.zero < 1 || w->parallel.zero > 2 || x->dp * x->cp == 1)
+    return false;
+  for (int c = 0; c < x->v; c++) {
+    st->chunk_gather[c] = prog_comm(x->p, st->cls, PROG_STREAM_DP, "allgather chunk params",
+                                    PROG_COLL_ALLGATHER, x->fam_dp,
+                                    st->chunk_dense[c] * x->sb.weights, NULL, 0);
+    st->gated[c] = true;
+  }
+  if (experts > 0 && x->dp * x->cp / x->ep > 1)
+    prog_comm(x->p, st->cls, PROG_STREAM_DP, "allgather updated expert params",
+              PROG_COLL_ALLGATHER, x->fam_edp, experts * x->sb.weights, NULL, 0);
+  return true;
+}
+
 /* After the last backward: tied embedding gradients, the optimizer, ZeRO's parameter gather
  * (unless it overlaps the next step's forward: then wl_build_stage issued it first). */
 static void wl_stage_finish(wl_st *st, double params, double experts)
@@ -1487,6 +1523,7 @@ static void wl_stage_init(wl_st *st, double *experts)
     guint first, count;
     bool emb, out;
     wl_chunk_layers(x, s, c, &first, &count, &emb, &out);
+    double before = params, experts_before = *experts;
     for (guint i = first; i < first + count; i++) {
       const wl_layer *l = g_ptr_array_index(x->m->layers, i);
       params += l->params;
@@ -1497,10 +1534,14 @@ static void wl_stage_init(wl_st *st, double *experts)
       params += ((const wl_layer *)g_ptr_array_index(x->m->layers, 0))->params;
     if (x->m->blocks > 0 && out)
       params += ((const wl_layer *)g_ptr_array_index(x->m->layers, x->m->layers->len - 1))->params;
+    st->chunk_dense[c] = (params - before) - (*experts - experts_before);
   }
   if (x->pp > 1 && s == x->pp - 1 && x->w->model.tied_embeddings && x->m->blocks > 0 && !x->dual &&
-      !x->vshape)
-    params += ((const wl_layer *)g_ptr_array_index(x->m->layers, 0))->params;
+      !x->vshape) { /* the tied copy sits beside the output layer, in the last chunk */
+    double tied = ((const wl_layer *)g_ptr_array_index(x->m->layers, 0))->params;
+    params += tied;
+    st->chunk_dense[x->v - 1] += tied;
+  }
   st->params = params;
 }
 
@@ -1518,7 +1559,7 @@ static void wl_build_stage(wl_par *x, int s)
   prog_mem(p, s, "optimizer states", PROG_MEM_OPTIMIZER, states.optimizer, NULL, 0);
   /* Megatron's --overlap-param-gather: the last step's updated parameters are gathered while
    * this step's forward runs (in the steady state one gather per step, beside the compute) */
-  if (x->w->parallel.overlap_param_gather)
+  if (x->w->parallel.overlap_param_gather && !wl_param_gather_chunks(&st, experts))
     wl_param_gather(&st, params, experts, NULL);
   GArray *order = wl_schedule(x, s);
   /* about five ops a pass (its macro, transfers, memory) and two per layer where gradients are
