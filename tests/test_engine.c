@@ -849,28 +849,52 @@ Test(engine, n_tiny_kernels_take_n_host_dispatch_times)
   cfg_cluster_free(c);
 }
 
-/* A host-bound pass run R times with its all-reduce as flows: each run's 10 kernels take
- * 10 hd to launch, so R runs take R x 10 hd plus the last kernel and all-reduce; the DES op by
- * op and the closed form (first run, then the host's period) agree. */
-Test(engine, both_engines_run_the_launch_queue_alike)
+/* Runs hosted_pass (9 short kernels, 4 runs, an all-reduce whose calls are `host_ops`) on a
+ * host of `hd` per launch in both engines; `ar` is the all-reduce's own time, `elem` a short
+ * kernel's. */
+static void hosted_both(double hd, uint8_t host_ops, double *ar, double *elem, double *a,
+                        double *d)
 {
   cfg_cluster *c = NULL, *c0 = NULL;
-  double hd = 100e-6, gemm, elem;
+  double gemm;
   hw_cluster *hw = hosted_cluster(hd, &c), *gpu = hosted_cluster(0, &c0);
-  hosted_kernels(hw, 1e3, &gemm, &elem);
+  hosted_kernels(hw, 1e3, &gemm, elem);
   prog_program *one = hosted_pass(1e3, 9, 1e3, 1), *p = hosted_pass(1e3, 9, 1e3, 4);
-  double ar = hosted_step(one, gpu, ENG_ANALYTIC, CFG_LAYER_FLOWS_AUTO) - gemm - 9 * elem;
-  double want = 4 * 10 * hd + elem + ar;
-  double a = hosted_step(p, hw, ENG_ANALYTIC, CFG_LAYER_FLOWS_AUTO);
-  double d = hosted_step(p, hw, ENG_DES, CFG_LAYER_FLOWS_ALWAYS);
-  cr_assert(fabs(a - want) < 1e-9, "analytic %.9g s, by hand %.9g s", a, want);
-  cr_assert(fabs(d - a) < 1e-6 * a, "DES %.9g s, analytic %.9g s", d, a);
+  *ar = hosted_step(one, gpu, ENG_ANALYTIC, CFG_LAYER_FLOWS_AUTO) - gemm - 9 * *elem;
+  prog_op *macro = prog_op_at(p, p->class_of[0], 0);
+  prog_op_at(p, macro->tmpl, 2)->host_ops = host_ops;
+  *a = hosted_step(p, hw, ENG_ANALYTIC, CFG_LAYER_FLOWS_AUTO);
+  *d = hosted_step(p, hw, ENG_DES, CFG_LAYER_FLOWS_ALWAYS);
   prog_free(one);
   prog_free(p);
   hw_cluster_free(hw);
   hw_cluster_free(gpu);
   cfg_cluster_free(c);
   cfg_cluster_free(c0);
+}
+
+/* A host-bound pass run R times with its all-reduce as flows: each run's 10 kernels take
+ * 10 hd to launch, so R runs take R x 10 hd plus the last kernel and all-reduce; the DES op by
+ * op and the closed form (first run, then the host's period) agree. */
+Test(engine, both_engines_run_the_launch_queue_alike)
+{
+  double hd = 100e-6, ar, elem, a, d;
+  hosted_both(hd, 0, &ar, &elem, &a, &d);
+  double want = 4 * 10 * hd + elem + ar;
+  cr_assert(fabs(a - want) < 1e-9, "analytic %.9g s, by hand %.9g s", a, want);
+  cr_assert(fabs(d - a) < 1e-6 * a, "DES %.9g s, analytic %.9g s", d, a);
+}
+
+/* A collective's host calls (prog_op.host_ops, 1/14 of a modelled kernel each) join the launch
+ * queue: 7 calls are half a launch per run, and the all-reduce starts after them (later than
+ * the last short kernel ends); both engines. */
+Test(engine, a_collectives_host_calls_join_the_launch_queue)
+{
+  double hd = 100e-6, ar, elem, a, d;
+  hosted_both(hd, 7, &ar, &elem, &a, &d);
+  double want = 4 * 10.5 * hd + ar;
+  cr_assert(fabs(a - want) < 1e-9, "analytic %.9g s, by hand %.9g s", a, want);
+  cr_assert(fabs(d - a) < 1e-6 * a, "DES %.9g s, analytic %.9g s", d, a);
 }
 
 /* A DES step with or without its symmetric ranks folded away; returns the step time and which

@@ -1304,6 +1304,54 @@ static double compute_ops_named(const prog_program *p, const char *name)
   return n;
 }
 
+/* The host calls of every tensor-parallel collective (training.tp_coll_host), summed over
+ * every class and template, each op as many times as it repeats; `ops` counts the collectives. */
+static double tp_host_calls(const prog_program *p, double *ops)
+{
+  double n = 0;
+  *ops = 0;
+  for (guint c = 0; c < p->classes->len; c++) {
+    const prog_class *k = prog_class_at(p, (int)c);
+    for (guint i = 0; i < k->ops->len; i++) {
+      const prog_op *op = &g_array_index(k->ops, prog_op, i);
+      if (op->kind == PROG_COMM && op->dim == PROG_DIM_TP) {
+        n += (double)op->count * op->host_ops;
+        *ops += op->count;
+      }
+    }
+  }
+  return n;
+}
+
+/* training.tp_coll_host: without sequence parallelism each TP collective is an all-reduce of
+ * 2 calls (3 when its handle is waited for later, the input gradient's); with it all-gathers
+ * and reduce-scatters of 4-6; userbuffers' overlapped ones none; off, nothing. */
+Test(parallel, tp_collectives_cost_the_host_their_calls_when_asked)
+{
+  const char *plain[] = {"node.count=1", "parallel.tp=2", "parallel.dp=4", "training.tp_coll_host=true",
+                         NULL};
+  const char *sp[] = {"node.count=1", "parallel.tp=2", "parallel.dp=4", "training.tp_coll_host=true",
+                      "parallel.sequence_parallel=true", NULL};
+  const char *ub[] = {"node.count=1", "parallel.tp=2", "parallel.dp=4", "training.tp_coll_host=true",
+                      "parallel.sequence_parallel=true", "parallel.tp_comm_overlap=true", NULL};
+  const char *off[] = {"node.count=1", "parallel.tp=2", "parallel.dp=4", NULL};
+  prog_program *a = th_program("dgx-h100", "gpt3-1.3b-dp", plain);
+  prog_program *b = th_program("dgx-h100", "gpt3-1.3b-dp", sp);
+  prog_program *c = th_program("dgx-h100", "gpt3-1.3b-dp", ub);
+  prog_program *d = th_program("dgx-h100", "gpt3-1.3b-dp", off);
+  double na, nb, nc, nd;
+  double ha = tp_host_calls(a, &na), hb = tp_host_calls(b, &nb), hc = tp_host_calls(c, &nc);
+  cr_assert_gt(na, 0);
+  cr_expect(ha >= 2 * na && ha <= 3 * na, "%g calls for %g all-reduces", ha, na);
+  cr_expect(hb >= 2 * nb && hb <= 6 * nb && hb > ha, "%g calls for %g collectives", hb, nb);
+  cr_expect_lt(hc, hb, "userbuffers' collectives are issued from C++");
+  cr_expect_eq(tp_host_calls(d, &nd), 0);
+  prog_free(a);
+  prog_free(b);
+  prog_free(c);
+  prog_free(d);
+}
+
 /* Transformer Engine's ring (training.te_cp_ring) issues host work per later ring step that is
  * no attention call: 2 modelled kernels beside each forward merge, 3 beside each dK/dV add (at
  * CP 4, three later steps of each); another ring (te_cp_ring false, or PyTorch's) has none. */

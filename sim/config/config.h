@@ -454,6 +454,7 @@ typedef struct {
   int eager_loss;      /* 0/1: the loss as eager fp32 cross_entropy (eager_ops implies it) */
   int loss_fusion;     /* 0/1: Megatron's vocabulary-parallel loss fused (1) or its separate passes */
   int te_cp_ring;      /* 0/1: context parallelism runs Transformer Engine's ring and its host work */
+  int tp_coll_host;    /* 0/1: each tensor-parallel collective costs the host its torch.distributed calls */
   int te_userbuffers;  /* 0/1: parallel.tp_comm_overlap is Transformer Engine's userbuffers */
   int test_mode;       /* 0/1: Megatron-LM's --test-mode, qk-layernorm's consistency checks per layer */
   int fp8_params;      /* 0/1: fp8 training keeps the model's weights in fp8 (FP8_PARAMS) */

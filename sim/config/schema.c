@@ -854,6 +854,14 @@ static const cfg_field cfg_training_fields[] = {
            "and softmax-statistics corrections) costs the host 2 modelled kernels forward and 3 "
            "backward, counted from its source (validation/megatron_ci/te_cp_ring_ops.csv)",
            DEF(0)),
+    F_BOOL(cfg_training, "tp_coll_host", tp_coll_host,
+           "each tensor-parallel collective that eager Python issues through torch.distributed "
+           "(Transformer Engine's allreduce, gather_along_first_dim, reduce_scatter_along_first_dim) "
+           "costs the host its calls in the unit of the te_cp_ring ops (14 a modelled kernel): "
+           "an all-reduce 2, an all-gather 4, a reduce-scatter 5, one more when its handle is "
+           "waited for later; userbuffers' overlapped all-gathers and reduce-scatters "
+           "(parallel.tp_comm_overlap) are issued from C++ and cost none",
+           DEF(0)),
     F_BOOL(cfg_training, "te_userbuffers", te_userbuffers,
            "with parallel.tp_comm_overlap, the overlap is Transformer Engine's userbuffers (as "
            "Megatron-LM and NeMo run it): QKV and FC1 forward and the projection's and FC2's "

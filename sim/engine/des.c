@@ -974,7 +974,7 @@ static void des_macro_stream(des_macro *m, int stream, void **sink)
       uint32_t idx = g_array_index(list, uint32_t, i);
       const prog_op *op = prog_op_at(m->ctx->p, m->op->tmpl, idx);
       des_macro_wait(m, stream, run, op, idx);
-      des_macro_issued(m, run, idx, eng_launches(op) - 1);
+      des_macro_issued(m, run, idx, eng_issue_lead(op));
       des_macro_op(m, run, idx, op, sink);
       des_macro_done(m, run, idx);
     }

@@ -66,6 +66,9 @@ double eng_queue_end(double ready, double first, double last, double n, double t
 /* How many launches an op costs the host: its kernels (none for a collective, a measured
  * duration or a memory event). */
 double eng_launches(const prog_op *op);
+/* How many launches (in host_dispatch units) before its issue the op's first launch is: n - 1
+ * for compute, 0 for a collective (it starts once its calls are issued), -1 without launches. */
+double eng_issue_lead(const prog_op *op);
 /* A compute op's kernels alone, as the GPU runs them; under CUDA_LAUNCH_BLOCKING=1
  * (node.cpu.launch_blocking) each also waits for its launch, hd before it. */
 double eng_kernel_time(const hw_cluster *hw, const prog_op *op);

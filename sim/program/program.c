@@ -456,6 +456,7 @@ static bool prog_op_same(const prog_op *x, const prog_op *y)
          x->flops == y->flops && x->bytes == y->bytes && x->inner == y->inner &&
          x->rows == y->rows && x->cols == y->cols && x->split_rows == y->split_rows &&
          x->split_cols == y->split_cols && x->sms_held == y->sms_held &&
+         x->host_ops == y->host_ops &&
          x->attn.keys == y->attn.keys && x->attn.head_dim == y->attn.head_dim &&
          x->attn.impl == y->attn.impl && x->attn.backward == y->attn.backward &&
          x->attn.causal == y->attn.causal && x->fixed_time == y->fixed_time &&

@@ -91,7 +91,14 @@ typedef struct {
   uint8_t tag;        /* prog_mem_tag (memory) */
   uint8_t split_rows, split_cols; /* a GEMM run in pieces (hw_kernel's; 0: whole) */
   uint8_t sms_held;   /* SMs a communication kernel beside a GEMM holds (hw_kernel's) */
+  uint8_t host_ops;   /* comm: the host's calls that issue it from eager Python, each
+                       * 1 / PROG_HOST_OPS_PER_KERNEL of a modelled kernel's host time; 0: none */
 } prog_op;
+
+/* The unit of host_ops: Transformer Engine's FlashAttention call without context parallelism
+ * is 14 calls from Python into PyTorch, c10d or flash-attn (validation/megatron_ci/
+ * te_cp_ring_ops.csv, its `anchor` rows) and one modelled kernel of training.host_dispatch. */
+#define PROG_HOST_OPS_PER_KERNEL 14.0
 
 typedef struct {
   char *name;

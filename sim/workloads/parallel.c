@@ -369,6 +369,34 @@ static void wl_tb_tp_sync(wl_tb *b, uint32_t *dep, bool *has_dep)
   b->has_last = *has_dep = true;
 }
 
+/* training.tp_coll_host: the calls from Python that issue a tensor-parallel collective, counted
+ * from Transformer Engine v2.12's transformer_engine/pytorch/distributed.py: allreduce is
+ * get_distributed_world_size and torch.distributed.all_reduce; gather_along_first_dim adds
+ * torch.empty and inp.contiguous() to the all_gather_into_tensor, reduce_scatter_along_first_dim
+ * also torch.cuda.current_device(); one asynchronous (the input gradient's, the re-gathered input
+ * of a weight gradient) is waited for later, one call more. Userbuffers' overlapped collectives
+ * are issued from C++ inside the GEMM's call. */
+static uint8_t wl_tp_host_ops(const wl_par *x, prog_coll coll, wl_wait wait)
+{
+  const cfg_workload *w = x->w;
+  if (!w->training.tp_coll_host)
+    return 0;
+  bool ub = w->parallel.tp_comm_overlap && w->parallel.sequence_parallel;
+  if (ub && coll != PROG_COLL_ALLREDUCE)
+    return 0;
+  uint8_t later_wait = wait == WL_BESIDE_NEXT || wait == WL_BEFORE_WGRAD || wait == WL_ASYNC;
+  switch (coll) {
+  case PROG_COLL_ALLREDUCE:
+    return 2 + later_wait;
+  case PROG_COLL_ALLGATHER:
+    return 4 + later_wait;
+  case PROG_COLL_REDUCESCATTER:
+    return 5 + later_wait;
+  default:
+    return 0;
+  }
+}
+
 static void wl_tb_comm(wl_tb *b, prog_stream stream, int family, prog_coll coll, double bytes,
                        const char *name, wl_wait wait)
 {
@@ -381,6 +409,8 @@ static void wl_tb_comm(wl_tb *b, prog_stream stream, int family, prog_coll coll,
   if (stream == PROG_STREAM_TP && wait == WL_BLOCKING)
     wl_tb_tp_sync(b, deps, &has_dep);
   uint32_t op = prog_comm(b->x->p, b->t, stream, name, coll, family, bytes, deps, has_dep ? 1 : 0);
+  if (stream == PROG_STREAM_TP)
+    prog_op_at(b->x->p, b->t, op)->host_ops = wl_tp_host_ops(b->x, coll, wait);
   if (wait == WL_BESIDE_NEXT) {
     b->beside = op;
     b->has_beside = true;
