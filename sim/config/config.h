@@ -67,6 +67,9 @@ typedef enum { CFG_TOPO_FAT_TREE, CFG_TOPO_RAIL_OPTIMIZED } cfg_topology;
 typedef enum { CFG_RAILS_SPINE, CFG_RAILS_ONLY } cfg_rails;
 /* how context parallelism's attention gets the other ranks' K and V */
 typedef enum { CFG_CP_RING, CFG_CP_ALLGATHER } cfg_cp_exchange;
+/* The copies a ZeRO-3 framework makes of a layer's gathered parameters and unsharded gradients
+ * on the GPU: none, PyTorch FSDP1's flat parameter, FSDP2's per-parameter tensors. */
+typedef enum { CFG_ZERO3_COPIES_NONE, CFG_ZERO3_COPIES_FSDP1, CFG_ZERO3_COPIES_FSDP2 } cfg_zero3_copies;
 typedef enum { CFG_MODEL_TRANSFORMER, CFG_MODEL_MOE_TRANSFORMER, CFG_MODEL_CNN, CFG_MODEL_GENERIC } cfg_model_kind;
 typedef enum { CFG_ACT_GELU, CFG_ACT_SWIGLU } cfg_activation;
 /* rotary position embedding of queries and keys: none (learned or absolute positions), one
@@ -480,6 +483,7 @@ typedef struct {
   double tp_sync;        /* seconds a blocking TP collective waits per rank beyond the first */
   int zero3_backward_post; /* 0/1: ZeRO-3's backward all-gather issued after the previous
                             * layer's gradients (FSDP's BACKWARD_POST), not prefetched */
+  cfg_zero3_copies zero3_copies;
   int overlap_param_gather; /* 0/1: ZeRO-1/2's parameter all-gather under the next forward */
   cfg_schedule schedule;
   cfg_pipe_engine pipeline_engine;

@@ -26,6 +26,7 @@ static const char *const cfg_intra_names[] = {"nvswitch", "nvlink-ring", "pcie",
 static const char *const cfg_topology_names[] = {"fat-tree", "rail-optimized", NULL};
 static const char *const cfg_rails_names[] = {"spine", "only", NULL};
 static const char *const cfg_cp_exchange_names[] = {"ring", "allgather", NULL};
+static const char *const cfg_zero3_copies_names[] = {"none", "fsdp1", "fsdp2", NULL};
 static const char *const cfg_model_kind_names[] = {"transformer", "moe-transformer", "cnn", "generic", NULL};
 static const char *const cfg_activation_names[] = {"gelu", "swiglu", NULL};
 static const char *const cfg_rotary_names[] = {"none", "fused", "unfused", NULL};
@@ -940,6 +941,18 @@ static const cfg_field cfg_parallel_fields[] = {
            "false: it is prefetched under that layer's backward (BACKWARD_PRE, PyTorch's "
            "default, and FSDP2's explicit prefetch)",
            DEF(0)),
+    F_ENUM(cfg_parallel, "zero3_copies", zero3_copies, cfg_zero3_copies_names,
+           "the copies a ZeRO-3 framework makes on the GPU around its collectives, each a "
+           "memory-bound kernel on the compute stream of so many bytes per parameter of the "
+           "layer: fsdp1 (PyTorch FSDP's flat parameter) assembles the flat gradient from the "
+           "parameters' views (2 x the parameter bytes), casts it to the reduction dtype if it "
+           "differs (parameter + reduction bytes) and pre-divides it (2 x the reduction bytes) "
+           "before each reduce-scatter; fsdp2 (fully_shard) copies each all-gather's output out "
+           "into the parameters (2 x the parameter bytes) and the gradients into the "
+           "reduce-scatter's input, cast to the reduction dtype (parameter + reduction bytes); "
+           "none: no copies (torch/distributed/fsdp/_runtime_utils.py, "
+           "_fully_shard/_fsdp_collectives.py)",
+           DEF(CFG_ZERO3_COPIES_NONE)),
     F_BOOL(cfg_parallel, "overlap_param_gather", overlap_param_gather,
            "ZeRO-1/2 (Megatron's distributed optimizer): the updated parameters are gathered "
            "while the next step's forward runs, not after the optimizer "

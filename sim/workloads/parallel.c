@@ -698,6 +698,41 @@ static void wl_tb_states(wl_tb *b, const wl_layer *l, prog_coll coll, double byt
   }
 }
 
+/* Bytes per parameter that a ZeRO-3 framework's copies stream through HBM after each
+ * parameter all-gather (`gather`) or before each gradient reduce-scatter: PyTorch FSDP1 builds
+ * the flat gradient from the views' gradients (autograd's cat), casts it to the reduction dtype
+ * and divides it by its pre-divide factor (above 1 on 2 or more ranks) in place; FSDP2 splits
+ * the gathered buffer into the parameters and copies the gradients into the reduce-scatter's
+ * input, casting there, and lets NCCL average. */
+static double wl_zero3_copy_bytes(const wl_par *x, bool gather)
+{
+  double p = x->sb.weights, g = x->sb.grads;
+  switch (x->w->parallel.zero3_copies) {
+  case CFG_ZERO3_COPIES_FSDP1:
+    return gather ? 0 : 2 * p + (g != p ? p + g : 0) + 2 * g;
+  case CFG_ZERO3_COPIES_FSDP2:
+    return gather ? 2 * p : p + g;
+  default:
+    return 0;
+  }
+}
+
+/* ZeRO-3's copies of a layer's parameters or gradients: one memory-bound kernel on the compute
+ * stream (the first op after a gather waits for it; a reduce-scatter waits for the copy). */
+static void wl_tb_zero3_copy(wl_tb *b, const wl_layer *l, bool gather)
+{
+  double per_param = wl_zero3_copy_bytes(b->x, gather);
+  if (!(per_param > 0) || !(l->params > 0))
+    return;
+  wl_kernel k = {.name = gather ? "zero3 param copy-out" : "zero3 grad copies",
+                 .role = WL_ROLE_OTHER,
+                 .phase = b->pass == WL_PASS_F ? WL_PHASE_FORWARD : WL_PHASE_BACKWARD,
+                 .kclass = CFG_KCLASS_ELEMENTWISE,
+                 .dtype = b->x->m->dtype,
+                 .bytes = l->params * per_param};
+  wl_tb_compute(b, &k);
+}
+
 /* Whether kernel `k` of a layer runs in pass `pass`. */
 static bool wl_in_pass(const wl_kernel *k, wl_pass_kind pass)
 {
@@ -722,8 +757,10 @@ static int wl_template(wl_par *x, const wl_layer *l, wl_pass_kind pass, bool pai
   act *= wl_activation_bytes(x->m);
   bool backward = pass != WL_PASS_F;
   bool zero3 = x->w->parallel.zero >= 3 && x->dp * x->cp > 1;
-  if (zero3 && pass != WL_PASS_W) /* gather this layer's parameters (prefetched) */
+  if (zero3 && pass != WL_PASS_W) { /* gather this layer's parameters (prefetched) */
     wl_tb_states(&b, l, PROG_COLL_ALLGATHER, x->sb.weights, "zero3 allgather params", true);
+    wl_tb_zero3_copy(&b, l, true);
+  }
   const GArray *ks = backward ? l->bwd : l->fwd;
   for (guint i = 0; i < ks->len; i++) {
     const wl_kernel *k = &g_array_index(ks, wl_kernel, i);
@@ -742,8 +779,10 @@ static int wl_template(wl_par *x, const wl_layer *l, wl_pass_kind pass, bool pai
     wl_tp_after(&b, k, act);
     wl_ep_after(&b, k);
   }
-  if (zero3 && (pass == WL_PASS_BW || pass == WL_PASS_W))
+  if (zero3 && (pass == WL_PASS_BW || pass == WL_PASS_W)) {
+    wl_tb_zero3_copy(&b, l, false);
     wl_tb_states(&b, l, PROG_COLL_REDUCESCATTER, x->sb.grads, "zero3 reducescatter grads", false);
+  }
   return b.t;
 }
 
