@@ -341,6 +341,62 @@ static void par_assert_same_groups(const prog_program *a, const prog_program *b,
   }
 }
 
+/* Two analytic results the same bit for bit: every time, part and memory peak. */
+static void par_assert_same_result(const eng_result *a, const eng_result *b, const char *what)
+{
+  cr_assert(memcmp(&a->step_time, &b->step_time, sizeof a->step_time) == 0,
+            "%s: step %.17g / %.17g", what, a->step_time, b->step_time);
+  cr_assert(a->critical_rank == b->critical_rank && a->compute == b->compute &&
+                a->exposed_comm == b->exposed_comm && a->bubble == b->bubble &&
+                a->other == b->other && a->peak_memory == b->peak_memory,
+            "%s: parts", what);
+  cr_assert(memcmp(a->comm, b->comm, sizeof a->comm) == 0 &&
+                memcmp(a->exposed, b->exposed, sizeof a->exposed) == 0,
+            "%s: dimensions", what);
+  cr_assert(a->nclasses == b->nclasses &&
+                memcmp(a->class_peak, b->class_peak, sizeof(double) * (size_t)a->nclasses) == 0,
+            "%s: class peaks", what);
+}
+
+/* The first's analytic walk, forked where the second program first differs (eng_run_forking):
+ * its own result is the unforked walk's, bit for bit. */
+static void par_assert_fork_resumes(prog_program *p1, wl_later *later, const hw_cluster *hw,
+                                    eng_fork **fork, size_t k)
+{
+  eng_options o = {.kind = ENG_ANALYTIC, .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
+  g_autofree guint *at = NULL, *ins = NULL;
+  g_autofree unsigned *streams = NULL;
+  int n = wl_later_splice(later, p1, &at, &ins, &streams);
+  eng_splice sp = {.nclasses = (guint)n, .at = at, .ins = ins, .streams = streams};
+  eng_result first, whole;
+  GError *err = NULL;
+  cr_assert(eng_run_forking(p1, hw, &o, &sp, &first, fork, &err), "case %zu: %s", k,
+            err ? err->message : "");
+  cr_assert(*fork, "case %zu: no fork", k);
+  cr_assert(eng_run(p1, hw, &o, &whole, &err), "case %zu", k);
+  par_assert_same_result(&first, &whole, "the forking walk");
+  eng_result_clear(&first);
+  eng_result_clear(&whole);
+}
+
+/* The second's walk resumed from the fork: its whole walk's result (`alone`: the second built
+ * alone), bit for bit. */
+static void par_assert_resumed(const eng_fork *fork, const prog_program *p2, const hw_cluster *hw,
+                               const prog_program *alone, size_t k)
+{
+  eng_options o = {.kind = ENG_ANALYTIC, .algo = COLL_ALGO_AUTO, .proto = COLL_PROTO_AUTO};
+  eng_result resumed, whole;
+  bool fits = false;
+  GError *err = NULL;
+  cr_assert(eng_run_from_fork(fork, p2, hw, &o, &resumed, &fits, &err) && fits, "case %zu: %s",
+            k, err ? err->message : "");
+  cr_assert(eng_run(alone, hw, &o, &whole, &err), "case %zu", k);
+  g_autofree char *what = g_strdup_printf("case %zu, the second resumed from the fork", k);
+  par_assert_same_result(&resumed, &whole, what);
+  eng_result_clear(&resumed);
+  eng_result_clear(&whole);
+}
+
 /* The fold's second program made in place of the first once that is done with
  * (wl_build_two_later) where it is the first's ops with copies of its own passes inserted: the
  * one built alone, op for op; elsewhere built beside the first as wl_build_two_cached does. */
@@ -354,9 +410,13 @@ static void par_assert_second_later(const cfg_workload *const two[2], const hw_c
             err ? err->message : "");
   cr_assert_eq(later != NULL, in_place, "case %zu: made in place %d", k, later != NULL);
   cr_assert_eq(p[1] == NULL, in_place, "case %zu", k);
+  eng_fork *fork = NULL;
   if (later) {
     /* what the fold does in between: the first runs (and is annotated) */
+    par_assert_fork_resumes(p[0], later, hw, &fork, k);
     p[1] = wl_later_make(later, g_steal_pointer(&p[0]));
+    par_assert_resumed(fork, p[1], hw, alone, k);
+    eng_fork_free(fork);
   }
   g_autofree char *what = g_strdup_printf("case %zu, the second made later", k);
   par_assert_same_ops(p[1], alone, what);

@@ -29,6 +29,9 @@ typedef struct {
   guint pos[PROG_NSTREAMS];    /* next op of each stream (index into stream lists) */
   double free_at[PROG_NSTREAMS];
   bool blocked[PROG_NSTREAMS]; /* waiting in a collective for the other members */
+  /* per stream, the position whose op a forking walk's second program moves or inserts before
+   * (G_MAXUINT: none) */
+  guint fence[PROG_NSTREAMS];
   unsigned live;               /* bit s: stream s has ops left (a class uses a few streams) */
   double *end;                 /* per op, NAN until done */
   uint32_t *seq;               /* per comm op: how many earlier ops of the unit share its group */
@@ -95,6 +98,13 @@ typedef struct {
   an_instance **spare;
   guint nspare, spare_room;
   eng_result *out;
+  /* where the walk is, for a fork to resume it: the sweep's unit and stream, the progress
+   * the sweep made before that call, and inside a compute op's an_advance_beside the streams
+   * it has yet to advance (the current one first; 0 outside it) */
+  int sweep_unit, sweep_stream;
+  bool sweep_progress;
+  unsigned beside;
+  eng_fork *fork;
 } an_state;
 
 /* True when every group a representative uses contains the representatives of all the classes
@@ -210,6 +220,8 @@ static void an_units_make(an_state *st, bool reps, bool *used)
     if (!reps)
       x->cls = p->class_of[u];
     x->rank = reps ? prog_class_at(p, x->cls)->rep : u;
+    for (int s = 0; s < PROG_NSTREAMS; s++)
+      x->fence[s] = G_MAXUINT;
     an_unit_lists(st, x);
     guint nops = prog_class_at(p, x->cls)->ops->len, mems, computes;
     an_unit_ops(p, x, &mems, &computes, used + (gsize)u * MAX(p->families->len, 1u));
@@ -407,6 +419,7 @@ static bool an_arrive(an_state *st, an_unit *u, uint32_t idx, double ready)
 }
 
 static bool an_advance(an_state *st, an_unit *u, int stream);
+static void an_fork_take(an_state *st, bool call_progress);
 
 /* A compute op or macro of the unit from `ready` for `dur`, slowed by the unit's collectives
  * that ran beside it (as the DES charges it): returns its duration with that. */
@@ -421,6 +434,18 @@ static double an_interfered(an_state *st, an_unit *u, const prog_op *op, double 
   return dur + extra;
 }
 
+/* Advances the streams of mask `m` in turn, lowest first (st->beside: those yet to go). */
+static void an_advance_streams(an_state *st, an_unit *u, unsigned m)
+{
+  for (; m; m &= m - 1) {
+    int s = __builtin_ctz(m);
+    st->beside = m;
+    if (!u->blocked[s])
+      an_advance(st, u, s);
+  }
+  st->beside = 0;
+}
+
 /* The collectives a compute op lets start must be known before the next compute op is timed:
  * they run beside it (the gradient reductions under the backward). */
 static void an_advance_beside(an_state *st, an_unit *u)
@@ -428,11 +453,7 @@ static void an_advance_beside(an_state *st, an_unit *u)
   /* only streams with ops left that no collective holds: the call per stream and compute op
    * (a class uses a few of the nine) was a tenth of a run, and testing the nine per compute op
    * 2 %; advancing stream s clears no other stream's bit, so the mask is read once */
-  for (unsigned m = u->live & ~(1u << PROG_STREAM_COMPUTE); m; m &= m - 1) {
-    int s = __builtin_ctz(m);
-    if (!u->blocked[s])
-      an_advance(st, u, s);
-  }
+  an_advance_streams(st, u, u->live & ~(1u << PROG_STREAM_COMPUTE));
 }
 
 /* Advances one stream of a unit as far as its dependencies allow. */
@@ -441,6 +462,8 @@ static bool an_advance(an_state *st, an_unit *u, int stream)
   const uint32_t *list = u->stream[stream];
   guint len = u->nstream[stream];
   bool progress = false;
+  if (u->pos[stream] >= u->fence[stream])
+    an_fork_take(st, false);
   if (u->pos[stream] >= len)
     u->live &= ~(1u << stream);
   while (u->pos[stream] < len && !u->blocked[stream]) {
@@ -469,6 +492,9 @@ static bool an_advance(an_state *st, an_unit *u, int stream)
       return progress;
     }
     progress = true;
+    /* the next op is one the second program moves past its inserts or inserts before */
+    if (u->pos[stream] >= u->fence[stream])
+      an_fork_take(st, true);
   }
   return progress;
 }
@@ -551,49 +577,352 @@ static void an_state_free(an_state *st)
     coll_planner_free(st->planner);
 }
 
-bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
-                      eng_result *out, GError **err)
+/* Everything a walk needs before its first step, for `p`. */
+static void an_state_init(an_state *st, const prog_program *p, const hw_cluster *hw,
+                          const eng_options *opt, eng_result *out)
 {
-  an_state st = {.p = p, .hw = hw, .opt = opt, .out = out};
-  st.planner = opt->planner ? opt->planner : eng_planner_new(hw, opt);
-  st.costs = opt->costs && opt->planner ? opt->costs : eng_costs_new(p, hw, st.planner, opt);
-  eng_costs_bind(st.costs, p);
-  st.stream_ops = eng_stream_lists(p);
-  st.instances = g_hash_table_new(g_int64_hash, g_int64_equal);
-  st.groups = g_new0(an_group, MAX(p->groups->len, 1u));
-  st.met = g_array_new(FALSE, FALSE, sizeof(int));
+  *st = (an_state){.p = p, .hw = hw, .opt = opt, .out = out};
+  st->planner = opt->planner ? opt->planner : eng_planner_new(hw, opt);
+  st->costs = opt->costs && opt->planner ? opt->costs : eng_costs_new(p, hw, st->planner, opt);
+  eng_costs_bind(st->costs, p);
+  st->stream_ops = eng_stream_lists(p);
+  st->instances = g_hash_table_new(g_int64_hash, g_int64_equal);
+  st->groups = g_new0(an_group, MAX(p->groups->len, 1u));
+  st->met = g_array_new(FALSE, FALSE, sizeof(int));
   if (opt->trace) {
     out->events = g_array_new(FALSE, FALSE, sizeof(eng_event));
     out->mem_samples = g_array_new(FALSE, FALSE, sizeof(eng_mem_sample));
   }
-  an_units_init(&st);
+  an_units_init(st);
   /* streams without ops are never live: the walk's loops skip them from the start */
-  for (int u = 0; u < st.nunits; u++)
+  for (int u = 0; u < st->nunits; u++)
     for (int s = 0; s < PROG_NSTREAMS; s++)
-      if (st.stream_ops[st.units[u].cls * PROG_NSTREAMS + s]->len)
-        st.units[u].live |= 1u << s;
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    /* a stream waiting in a collective moves only when the collective completes (calling it
-     * only to return was 1 % of a configuration) */
-    for (int u = 0; u < st.nunits; u++)
-      for (int s = 0; s < PROG_NSTREAMS; s++)
-        if ((st.units[u].live >> s & 1) && !st.units[u].blocked[s])
-          progress |= an_advance(&st, &st.units[u], s);
-  }
-  bool ok = an_all_done(&st);
+      if (st->stream_ops[st->units[u].cls * PROG_NSTREAMS + s]->len)
+        st->units[u].live |= 1u << s;
+}
+
+/* One sweep over the units' streams from unit u0's stream s0 on, `progress` made before it:
+ * whether any stream moved. */
+static bool an_sweep(an_state *st, int u0, int s0, bool progress)
+{
+  for (int u = u0; u < st->nunits; u++)
+    for (int s = u == u0 ? s0 : 0; s < PROG_NSTREAMS; s++) {
+      /* a stream waiting in a collective moves only when the collective completes (calling it
+       * only to return was 1 % of a configuration) */
+      if (!(st->units[u].live >> s & 1) || st->units[u].blocked[s])
+        continue;
+      st->sweep_unit = u;
+      st->sweep_stream = s;
+      st->sweep_progress = progress;
+      progress |= an_advance(st, &st->units[u], s);
+    }
+  return progress;
+}
+
+/* Sweeps until no stream moves. */
+static void an_walk(an_state *st)
+{
+  while (an_sweep(st, 0, 0, false))
+    ;
+}
+
+/* The run's result from a finished walk (or the deadlock's error), and the state freed. */
+static bool an_state_finish(an_state *st, GError **err)
+{
+  bool ok = an_all_done(st);
   if (ok)
-    an_collect(&st);
-  else if (st.error)
-    g_propagate_error(err, g_steal_pointer(&st.error));
+    an_collect(st);
+  else if (st->error)
+    g_propagate_error(err, g_steal_pointer(&st->error));
   else {
-    g_autofree char *heads = an_stuck_heads(&st);
+    g_autofree char *heads = an_stuck_heads(st);
     g_set_error(err, CFG_ERROR, CFG_ERROR_RUNTIME,
                 "analytic engine: the program deadlocks (collectives issued in different orders "
                 "on the ranks of a group): %s", heads);
   }
-  g_clear_error(&st.error);
-  an_state_free(&st);
+  g_clear_error(&st->error);
+  an_state_free(st);
+  return ok;
+}
+
+bool eng_run_analytic(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
+                      eng_result *out, GError **err)
+{
+  an_state st;
+  an_state_init(&st, p, hw, opt, out);
+  an_walk(&st);
+  return an_state_finish(&st, err);
+}
+
+/* ---- a walk forked where a second program first differs ----------------------------------- */
+
+/* A unit's state as the fork took it (its ops numbered as in the first program). */
+typedef struct {
+  int cls, rank;
+  guint nops;
+  guint pos[PROG_NSTREAMS];
+  double free_at[PROG_NSTREAMS];
+  bool blocked[PROG_NSTREAMS];
+  unsigned live;
+  double finish, hidden[PROG_NDIMS];
+  double *end;
+  an_last_coll *last;
+  eng_span *spans;
+  guint nspans;
+  eng_interval *comms;
+  guint ncomms;
+  eng_mem_event *mem;
+  guint nmem;
+} an_kept_unit;
+
+/* A collective instance some units wait in: its waiters by unit index. */
+typedef struct {
+  int group, arrived, needed;
+  double arrived_max;
+  int *unit;
+  uint32_t *idx;
+} an_kept_instance;
+
+struct eng_fork {
+  int nunits;
+  guint nfamilies;
+  an_kept_unit *units;
+  GArray *instances; /* an_kept_instance */
+  guint nclasses;
+  guint *at, *ins;
+  /* where the walk was (an_state's sweep fields and `beside`), and the progress the sweep's
+   * current call had made when the fork was taken outside an_advance_beside */
+  int unit, stream;
+  bool progress, call_progress;
+  unsigned beside;
+};
+
+void eng_fork_free(eng_fork *f)
+{
+  if (!f)
+    return;
+  for (int u = 0; u < f->nunits; u++) {
+    an_kept_unit *k = &f->units[u];
+    g_free(k->end);
+    g_free(k->last);
+    g_free(k->spans);
+    g_free(k->comms);
+    g_free(k->mem);
+  }
+  g_free(f->units);
+  for (guint i = 0; f->instances && i < f->instances->len; i++) {
+    an_kept_instance *k = &g_array_index(f->instances, an_kept_instance, i);
+    g_free(k->unit);
+    g_free(k->idx);
+  }
+  if (f->instances)
+    g_array_free(f->instances, TRUE);
+  g_free(f->at);
+  g_free(f->ins);
+  g_free(f);
+}
+
+static void an_keep_unit(const an_state *st, const an_unit *x, an_kept_unit *k)
+{
+  guint nops = prog_class_at(st->p, x->cls)->ops->len, nf = MAX(st->p->families->len, 1u);
+  *k = (an_kept_unit){.cls = x->cls, .rank = x->rank, .nops = nops, .live = x->live,
+                      .finish = x->finish, .nspans = x->nspans, .ncomms = x->ncomms,
+                      .nmem = x->nmem};
+  memcpy(k->pos, x->pos, sizeof k->pos);
+  memcpy(k->free_at, x->free_at, sizeof k->free_at);
+  memcpy(k->blocked, x->blocked, sizeof k->blocked);
+  memcpy(k->hidden, x->hidden, sizeof k->hidden);
+  k->end = g_memdup2(x->end, sizeof(double) * MAX(nops, 1u));
+  k->last = g_memdup2(x->last, sizeof(an_last_coll) * nf);
+  k->spans = g_memdup2(x->spans, sizeof(eng_span) * MAX(x->nspans, 1u));
+  k->comms = g_memdup2(x->comms, sizeof(eng_interval) * MAX(x->ncomms, 1u));
+  k->mem = g_memdup2(x->mem->data, sizeof(eng_mem_event) * MAX(x->nmem, 1u));
+}
+
+static void an_keep_instance(const an_state *st, const an_instance *in, GArray *out)
+{
+  an_kept_instance k = {.group = (int)(in->key >> 32), .arrived = in->arrived,
+                        .needed = in->needed, .arrived_max = in->arrived_max,
+                        .unit = g_new(int, MAX(in->arrived, 1)),
+                        .idx = g_new(uint32_t, MAX(in->arrived, 1))};
+  for (int i = 0; i < in->arrived; i++) {
+    k.unit[i] = (int)(in->waiting[i].unit - st->units);
+    k.idx[i] = in->waiting[i].idx;
+  }
+  g_array_append_val(out, k);
+}
+
+/* The walk as it stands, kept once (the first op the second program changes is next): later
+ * fences are lifted. */
+static void an_fork_take(an_state *st, bool call_progress)
+{
+  for (int u = 0; u < st->nunits; u++)
+    for (int s = 0; s < PROG_NSTREAMS; s++)
+      st->units[u].fence[s] = G_MAXUINT;
+  eng_fork *f = st->fork;
+  if (st->error || !f)
+    return; /* a planning failure ends the run anyway */
+  f->nunits = st->nunits;
+  f->nfamilies = st->p->families->len;
+  f->units = g_new(an_kept_unit, MAX(st->nunits, 1));
+  for (int u = 0; u < st->nunits; u++)
+    an_keep_unit(st, &st->units[u], &f->units[u]);
+  f->instances = g_array_new(FALSE, FALSE, sizeof(an_kept_instance));
+  for (guint i = 0; i < st->met->len; i++) {
+    const an_instance *in = st->groups[g_array_index(st->met, int, i)].open;
+    if (in)
+      an_keep_instance(st, in, f->instances);
+  }
+  GHashTableIter it;
+  gpointer in;
+  g_hash_table_iter_init(&it, st->instances);
+  while (g_hash_table_iter_next(&it, NULL, &in))
+    an_keep_instance(st, in, f->instances);
+  f->unit = st->sweep_unit;
+  f->stream = st->sweep_stream;
+  f->progress = st->sweep_progress;
+  f->beside = st->beside;
+  f->call_progress = call_progress;
+}
+
+/* Each unit's fences: per stream the splice inserts on, the position of its first op from the
+ * splice's on (its list's end when it has none). */
+static void an_fences_set(an_state *st, const eng_splice *sp)
+{
+  for (int u = 0; u < st->nunits; u++) {
+    an_unit *x = &st->units[u];
+    if ((guint)x->cls >= sp->nclasses)
+      continue;
+    for (int s = 0; s < PROG_NSTREAMS; s++) {
+      if (!(sp->streams[x->cls] >> s & 1))
+        continue;
+      guint n = 0;
+      while (n < x->nstream[s] && x->stream[s][n] < sp->at[x->cls])
+        n++;
+      x->fence[s] = n;
+    }
+  }
+}
+
+bool eng_run_forking(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
+                     const eng_splice *sp, eng_result *out, eng_fork **fork, GError **err)
+{
+  *fork = NULL;
+  if (opt->kind != ENG_ANALYTIC || opt->trace)
+    return eng_run(p, hw, opt, out, err);
+  memset(out, 0, sizeof *out);
+  gint64 t0 = g_get_monotonic_time();
+  an_state st;
+  an_state_init(&st, p, hw, opt, out);
+  eng_fork *f = st.fork = g_new0(eng_fork, 1);
+  f->nclasses = sp->nclasses;
+  f->at = g_memdup2(sp->at, sizeof(guint) * MAX(sp->nclasses, 1u));
+  f->ins = g_memdup2(sp->ins, sizeof(guint) * MAX(sp->nclasses, 1u));
+  an_fences_set(&st, sp);
+  an_walk(&st);
+  bool ok = an_state_finish(&st, err);
+  if (ok && f->units)
+    *fork = f;
+  else
+    eng_fork_free(f);
+  out->wall_time = (double)(g_get_monotonic_time() - t0) / 1e6;
+  return ok;
+}
+
+/* Where the first program's op i of class `cls` is in the second. */
+static uint32_t an_moved(const eng_fork *f, int cls, uint32_t i)
+{
+  return (guint)cls < f->nclasses && i >= f->at[cls] ? i + f->ins[cls] : i;
+}
+
+static bool an_fork_fits(const an_state *st, const eng_fork *f)
+{
+  if (f->nunits != st->nunits || f->nfamilies != st->p->families->len)
+    return false;
+  for (int u = 0; u < st->nunits; u++)
+    if (f->units[u].cls != st->units[u].cls || f->units[u].rank != st->units[u].rank)
+      return false;
+  return true;
+}
+
+static void an_restore_unit(const eng_fork *f, const an_kept_unit *k, an_unit *x)
+{
+  memcpy(x->pos, k->pos, sizeof k->pos);
+  memcpy(x->free_at, k->free_at, sizeof k->free_at);
+  memcpy(x->blocked, k->blocked, sizeof k->blocked);
+  memcpy(x->hidden, k->hidden, sizeof k->hidden);
+  x->live = k->live;
+  x->finish = k->finish;
+  memcpy(x->last, k->last, sizeof(an_last_coll) * MAX(f->nfamilies, 1u));
+  for (guint i = 0; i < k->nops; i++)
+    x->end[an_moved(f, x->cls, i)] = k->end[i];
+  memcpy(an_spans_room(x, k->nspans), k->spans, sizeof(eng_span) * k->nspans);
+  x->nspans = k->nspans;
+  for (guint i = 0; i < k->ncomms; i++)
+    an_comms_add(x, k->comms[i].start, k->comms[i].end);
+  if (x->mem->len < k->nmem)
+    g_array_set_size(x->mem, k->nmem);
+  for (guint i = 0; i < k->nmem; i++) {
+    eng_mem_event e = k->mem[i];
+    e.seq = an_moved(f, x->cls, e.seq);
+    g_array_index(x->mem, eng_mem_event, i) = e;
+  }
+  x->nmem = k->nmem;
+}
+
+/* A kept instance in the second program: its waiters' ops moved, its key their collective's
+ * order there. */
+static void an_restore_instance(an_state *st, const eng_fork *f, const an_kept_instance *k)
+{
+  an_units_of_group(st, k->group); /* met, as the first walk had */
+  an_unit *first = &st->units[k->unit[0]];
+  uint32_t idx0 = an_moved(f, first->cls, k->idx[0]);
+  an_instance *in = an_instance_new(st, (gint64)k->group << 32 | first->seq[idx0], k->needed);
+  in->arrived = k->arrived;
+  in->arrived_max = k->arrived_max;
+  for (int i = 0; i < k->arrived; i++) {
+    an_unit *x = &st->units[k->unit[i]];
+    in->waiting[i] = (an_waiter){.unit = x, .idx = an_moved(f, x->cls, k->idx[i])};
+  }
+}
+
+/* Goes on from where the fork was taken, as the first walk went on from there. */
+static void an_resume(an_state *st, const eng_fork *f)
+{
+  an_unit *u = &st->units[f->unit];
+  bool called;
+  if (f->beside) {
+    /* inside the compute op's an_advance_beside: its streams left, then the compute stream's
+     * call goes on (it has moved) */
+    an_advance_streams(st, u, f->beside);
+    an_advance(st, u, PROG_STREAM_COMPUTE);
+    called = true;
+  } else {
+    called = an_advance(st, u, f->stream);
+    called = called || f->call_progress;
+  }
+  if (an_sweep(st, f->unit, f->stream + 1, f->progress || called))
+    an_walk(st);
+}
+
+bool eng_run_from_fork(const eng_fork *f, const prog_program *p, const hw_cluster *hw,
+                       const eng_options *opt, eng_result *out, bool *resumed, GError **err)
+{
+  memset(out, 0, sizeof *out);
+  gint64 t0 = g_get_monotonic_time();
+  an_state st;
+  an_state_init(&st, p, hw, opt, out);
+  *resumed = an_fork_fits(&st, f);
+  if (!*resumed) {
+    an_state_free(&st);
+    return false;
+  }
+  for (int u = 0; u < st.nunits; u++)
+    an_restore_unit(f, &f->units[u], &st.units[u]);
+  for (guint i = 0; i < f->instances->len; i++)
+    an_restore_instance(&st, f, &g_array_index(f->instances, an_kept_instance, i));
+  an_resume(&st, f);
+  bool ok = an_state_finish(&st, err);
+  out->wall_time = (double)(g_get_monotonic_time() - t0) / 1e6;
   return ok;
 }

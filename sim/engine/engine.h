@@ -132,6 +132,28 @@ typedef struct {
 bool eng_run(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
              eng_result *out, GError **err);
 void eng_result_clear(eng_result *r);
+
+/* How a second program is the first with ops inserted (the fold's, made in place): in class
+ * c < nclasses, ops from at[c] on move by ins[c], and the streams of bit s in streams[c] get
+ * some of the inserted ops. */
+typedef struct {
+  guint nclasses;
+  const guint *at, *ins;
+  const unsigned *streams;
+} eng_splice;
+/* An analytic walk as it stood just before it first met an op that `sp` moves or inserts on a
+ * stream it inserts on: the second program's walk is the same up to there. */
+typedef struct eng_fork eng_fork;
+/* eng_run on the analytic engine that also keeps that walk in *fork (NULL when it could not:
+ * the caller then runs the second program whole). The fork holds no pointer into `p`. */
+bool eng_run_forking(const prog_program *p, const hw_cluster *hw, const eng_options *opt,
+                     const eng_splice *sp, eng_result *out, eng_fork **fork, GError **err);
+/* The second program's run (`p`: the first with the fork's splice applied) from the walk the
+ * fork kept, to the same result as eng_run's, bit for bit. False with *resumed false when the
+ * fork does not fit `p` (then run it whole). */
+bool eng_run_from_fork(const eng_fork *fork, const prog_program *p, const hw_cluster *hw,
+                       const eng_options *opt, eng_result *out, bool *resumed, GError **err);
+void eng_fork_free(eng_fork *f);
 /* The collective planner a run with these options makes (eng_options.planner shares one). */
 coll_planner *eng_planner_new(const hw_cluster *hw, const eng_options *o);
 typedef struct eng_costs eng_costs;

@@ -219,6 +219,31 @@ static void sim_second_program(sim_result *out, prog_program **p1, prog_program 
   mem_annotate_program(out->program, &out->memory);
 }
 
+/* The first of the fold's runs when the second is made in place of its program (`later`):
+ * the walk is kept where the two first differ, for the second to go on from (*fork). */
+static bool sim_run_first(sim_result *out, prog_program *p1, const wl_later *later,
+                          eng_result *r1, eng_fork **fork, GError **err)
+{
+  g_autofree guint *at = NULL, *ins = NULL;
+  g_autofree unsigned *streams = NULL;
+  int n = wl_later_splice(later, p1, &at, &ins, &streams);
+  eng_splice sp = {.nclasses = (guint)n, .at = at, .ins = ins, .streams = streams};
+  return eng_run_forking(p1, out->hw, &out->options, &sp, r1, fork, err);
+}
+
+/* The second of the fold's runs: from the first's fork where there is one. */
+static bool sim_run_second(sim_result *out, const eng_fork *fork, GError **err)
+{
+  bool resumed = false;
+  if (fork) {
+    bool ok = eng_run_from_fork(fork, out->program, out->hw, &out->options, &out->eng, &resumed,
+                                err);
+    if (resumed)
+      return ok;
+  }
+  return eng_run(out->program, out->hw, &out->options, &out->eng, err);
+}
+
 /* The fold's two runs, built together (one model, one set of groups); the second shares the
  * first's collective planner and template times (the plans are the same: they depend on the
  * group and the bytes, not on how many micro-batches run). Where the second program is the
@@ -243,14 +268,17 @@ static bool sim_run_pair(sim_result *out, int m1, int m2, prog_program **p1, eng
   if (shared && (later || prog_templates_same(p[0], p[1])))
     out->options.costs = sim_costs_for(out, p[0], &own);
   sim_progress_range(out, 0, first);
-  bool ok = eng_run(*p1, out->hw, &out->options, r1, err);
+  eng_fork *fork = NULL;
+  bool ok = later ? sim_run_first(out, *p1, later, r1, &fork, err)
+                  : eng_run(*p1, out->hw, &out->options, r1, err);
   if (ok)
     sim_second_program(out, p1, p[1], g_steal_pointer(&later));
   else
     prog_free(p[1]);
   wl_later_free(later);
   sim_progress_range(out, first, 1);
-  ok = ok && eng_run(out->program, out->hw, &out->options, &out->eng, err);
+  ok = ok && sim_run_second(out, fork, err);
+  eng_fork_free(fork);
   sim_costs_done(out, own);
   sim_planner_done(out, shared);
   return ok;

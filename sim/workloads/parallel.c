@@ -1979,6 +1979,27 @@ wl_inserts *wl_inserts_of(const cfg_workload *w, const hw_cluster *hw, const wl_
   return ins;
 }
 
+int wl_inserts_stages(const wl_inserts *ins)
+{
+  return ins->pp;
+}
+
+void wl_inserts_splice(const wl_inserts *ins, const prog_program *p, guint *at, guint *n,
+                       unsigned *streams)
+{
+  for (int s = 0; s < ins->pp; s++) {
+    const wl_stage_inserts *si = &ins->stages[s];
+    at[s] = si->at;
+    n[s] = 0;
+    streams[s] = 0;
+    for (guint k = 0; k < si->n; k++)
+      for (guint o = si->first[k]; o < si->first[k] + si->len[k]; o++) {
+        streams[s] |= 1u << prog_op_at(p, s, (int)o)->stream;
+        n[s]++;
+      }
+  }
+}
+
 /* Where op `i` of the first program's class is once `ins` ops were inserted at `at`. */
 static guint wl_moved(guint i, guint at, guint ins)
 {

@@ -351,6 +351,17 @@ prog_program *wl_later_make(wl_later *later, prog_program *first)
   return first;
 }
 
+int wl_later_splice(const wl_later *later, const prog_program *first, guint **at, guint **n,
+                    unsigned **streams)
+{
+  int pp = wl_inserts_stages(later->inserts);
+  *at = g_new(guint, pp);
+  *n = g_new(guint, pp);
+  *streams = g_new(unsigned, pp);
+  wl_inserts_splice(later->inserts, first, *at, *n, *streams);
+  return pp;
+}
+
 void wl_later_free(wl_later *later)
 {
   if (!later)

@@ -261,6 +261,10 @@ bool wl_build_two_later(const cfg_workload *const w[2], const hw_cluster *hw, wl
  * op, and frees `later`; returns `first`. */
 prog_program *wl_later_make(wl_later *later, prog_program *first);
 void wl_later_free(wl_later *later);
+/* How wl_later_make will change `first`: per stage class s < the count returned, the op its
+ * inserts go before, how many ops it inserts and a bit per stream they use (arrays to g_free). */
+int wl_later_splice(const wl_later *later, const prog_program *first, guint **at, guint **n,
+                    unsigned **streams);
 /* Checks that a layout can run: divisibility of heads, layers, sequence, micro-batches. */
 bool wl_check_layout(const cfg_workload *w, GError **err);
 /* What the layout asks for that changes nothing, for the reports to say (sentences appended

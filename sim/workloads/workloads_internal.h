@@ -89,6 +89,11 @@ wl_inserts *wl_inserts_of(const cfg_workload *w, const hw_cluster *hw, const wl_
  * sizes (not the rest of its meta). */
 void wl_inserts_apply(const wl_inserts *ins, prog_program *p);
 void wl_inserts_free(wl_inserts *ins);
+/* The stage classes `ins` changes, and per stage s: the op the inserts go before, how many ops
+ * they are and a bit per stream they use (p: the first program). */
+int wl_inserts_stages(const wl_inserts *ins);
+void wl_inserts_splice(const wl_inserts *ins, const prog_program *p, guint *at, guint *n,
+                       unsigned *streams);
 
 /* Everything wl_groups reads, which alone decides a program's ranks, classes, families and
  * process groups: programs of two workloads with equal keys may share one group store. */
