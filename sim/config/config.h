@@ -69,7 +69,12 @@ typedef enum { CFG_RAILS_SPINE, CFG_RAILS_ONLY } cfg_rails;
 typedef enum { CFG_CP_RING, CFG_CP_ALLGATHER } cfg_cp_exchange;
 /* The copies a ZeRO-3 framework makes of a layer's gathered parameters and unsharded gradients
  * on the GPU: none, PyTorch FSDP1's flat parameter, FSDP2's per-parameter tensors. */
-typedef enum { CFG_ZERO3_COPIES_NONE, CFG_ZERO3_COPIES_FSDP1, CFG_ZERO3_COPIES_FSDP2 } cfg_zero3_copies;
+typedef enum {
+  CFG_ZERO3_COPIES_NONE,
+  CFG_ZERO3_COPIES_FSDP1,
+  CFG_ZERO3_COPIES_FSDP2,
+  CFG_ZERO3_COPIES_DEEPSPEED
+} cfg_zero3_copies;
 typedef enum { CFG_MODEL_TRANSFORMER, CFG_MODEL_MOE_TRANSFORMER, CFG_MODEL_CNN, CFG_MODEL_GENERIC } cfg_model_kind;
 typedef enum { CFG_ACT_GELU, CFG_ACT_SWIGLU } cfg_activation;
 /* rotary position embedding of queries and keys: none (learned or absolute positions), one

@@ -26,7 +26,8 @@ static const char *const cfg_intra_names[] = {"nvswitch", "nvlink-ring", "pcie",
 static const char *const cfg_topology_names[] = {"fat-tree", "rail-optimized", NULL};
 static const char *const cfg_rails_names[] = {"spine", "only", NULL};
 static const char *const cfg_cp_exchange_names[] = {"ring", "allgather", NULL};
-static const char *const cfg_zero3_copies_names[] = {"none", "fsdp1", "fsdp2", NULL};
+static const char *const cfg_zero3_copies_names[] = {"none", "fsdp1", "fsdp2", "deepspeed",
+                                                       NULL};
 static const char *const cfg_model_kind_names[] = {"transformer", "moe-transformer", "cnn", "generic", NULL};
 static const char *const cfg_activation_names[] = {"gelu", "swiglu", NULL};
 static const char *const cfg_rotary_names[] = {"none", "fused", "unfused", NULL};
@@ -950,8 +951,14 @@ static const cfg_field cfg_parallel_fields[] = {
            "before each reduce-scatter; fsdp2 (fully_shard) copies each all-gather's output out "
            "into the parameters (2 x the parameter bytes) and the gradients into the "
            "reduce-scatter's input, cast to the reduction dtype (parameter + reduction bytes); "
+           "deepspeed (ZeRO stage 3) concatenates each gathered parameter out of the flat "
+           "all-gather buffer (2 x the parameter bytes), copies each gradient into its reduce "
+           "bucket (2 x the parameter bytes), casts the bucket if the reduction dtype differs, "
+           "interleaves it into the reduce-scatter's input and pre-divides it (4 x the reduction "
+           "bytes), plus the shard's copies (1/N); "
            "none: no copies (torch/distributed/fsdp/_runtime_utils.py, "
-           "_fully_shard/_fsdp_collectives.py)",
+           "_fully_shard/_fsdp_collectives.py; deepspeed/runtime/zero/stage3.py, "
+           "partition_parameters.py, runtime/comm/coalesced_collectives.py)",
            DEF(CFG_ZERO3_COPIES_NONE)),
     F_BOOL(cfg_parallel, "overlap_param_gather", overlap_param_gather,
            "ZeRO-1/2 (Megatron's distributed optimizer): the updated parameters are gathered "

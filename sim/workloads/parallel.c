@@ -698,12 +698,29 @@ static void wl_tb_states(wl_tb *b, const wl_layer *l, prog_coll coll, double byt
   }
 }
 
+/* DeepSpeed's ZeRO stage 3 (deepspeed/runtime/zero/ @ v0.14.0), bytes per parameter. After a
+ * coalesced all-gather, AllGatherCoalescedHandle.wait cats each parameter out of the flat
+ * buffer (2p; the rank's shard was catted in before it, 2p/N). Each gradient is copied into the
+ * IPG bucket (contiguous_gradients: 2p); reduce_scatter_coalesced casts the bucket if the
+ * reduction dtype differs (p + g), interleaves the ranks' chunks with a cat (2g) and divides it in
+ * place by the world size (2g); the reduced shard is added into the gradient partition (3g/N).
+ * Upper bound: a gather of a single tensor (one of stage3_prefetch_bucket_size elements or more
+ * that opens a prefetch) is a view with no cat, and so is a bucket of one tensor that splits
+ * evenly. */
+static double wl_zero3_deepspeed_bytes(const wl_par *x, bool gather)
+{
+  double p = x->sb.weights, g = x->sb.grads, n = x->dp * x->cp;
+  if (gather)
+    return 2 * p + 2 * p / n;
+  return 2 * p + (g != p ? p + g : 0) + 4 * g + 3 * g / n;
+}
+
 /* Bytes per parameter that a ZeRO-3 framework's copies stream through HBM after each
  * parameter all-gather (`gather`) or before each gradient reduce-scatter: PyTorch FSDP1 builds
  * the flat gradient from the views' gradients (autograd's cat), casts it to the reduction dtype
  * and divides it by its pre-divide factor (above 1 on 2 or more ranks) in place; FSDP2 splits
  * the gathered buffer into the parameters and copies the gradients into the reduce-scatter's
- * input, casting there, and lets NCCL average. */
+ * input, casting there, and lets NCCL average. DeepSpeed: wl_zero3_deepspeed_bytes. */
 static double wl_zero3_copy_bytes(const wl_par *x, bool gather)
 {
   double p = x->sb.weights, g = x->sb.grads;
@@ -712,6 +729,8 @@ static double wl_zero3_copy_bytes(const wl_par *x, bool gather)
     return gather ? 0 : 2 * p + (g != p ? p + g : 0) + 2 * g;
   case CFG_ZERO3_COPIES_FSDP2:
     return gather ? 2 * p : p + g;
+  case CFG_ZERO3_COPIES_DEEPSPEED:
+    return wl_zero3_deepspeed_bytes(x, gather);
   default:
     return 0;
   }
