@@ -1578,8 +1578,8 @@ static bool wl_param_gather_buckets(wl_st *st, double experts)
 {
   wl_par *x = st->x;
   const cfg_workload *w = x->w;
-  if (x->v > 1 || x->ds || !w->parallel.overlap_param_gather || w->parallel.zero < 1 ||
-      w->parallel.zero > 2 || x->dp * x->cp == 1)
+  if (x->v > 1 || x->dual || x->vshape || x->ds || !w->parallel.overlap_param_gather ||
+      w->parallel.zero < 1 || w->parallel.zero > 2 || x->dp * x->cp == 1)
     return false;
   guint first, count, nlayers = x->m->layers->len;
   bool emb, out;
