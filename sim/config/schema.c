@@ -965,8 +965,9 @@ static const cfg_field cfg_parallel_fields[] = {
            "while the next step's forward runs, not after the optimizer "
            "(Megatron's --overlap-param-gather); with the interleaved schedule one gather per "
            "model chunk, which that chunk's first forward waits for (Megatron's per-chunk "
-           "param_sync_func); otherwise hidden under the whole step, a lower bound: Megatron "
-           "waits for each bucket before its layers' first forward",
+           "param_sync_func); otherwise one gather per parallel.gradient_bucket, in forward "
+           "order, each awaited by the first forward of its bucket's layers (Megatron's "
+           "forward pre-hooks); DualPipe and ZB-V: hidden under the whole step, a lower bound",
            DEF(0)),
     F_ENUM(cfg_parallel, "schedule", schedule, cfg_schedule_names,
            "pipeline schedule; zb-h1 and zb-v (zero bubble at 1F1B's memory, Qi et al. 2024; zb-v: "

@@ -1104,7 +1104,13 @@ typedef struct {
   double chunk_dense[64];    /* per chunk: its parameters but the routed experts' */
   uint32_t chunk_gather[64]; /* per chunk: the all-gather its first forward waits for */
   bool gated[64];            /* chunk_gather[c] holds one its first forward has not met yet */
+  /* without virtual stages, per layer (by model index): the all-gather of the bucket whose
+   * layers the first forward reaches at this one (WL_NO_GATHER elsewhere); NULL without */
+  uint32_t *bucket_gather;
+  bool buckets_gated; /* the first forward has not met bucket_gather yet */
 } wl_st;
+
+#define WL_NO_GATHER UINT32_MAX
 
 /* Which of the pipeline's chunks chunk c of stage s is, and how many there are: interleaving
  * gives stage s chunks s, s + p, ...; DualPipe stage s of the forward direction and stage
@@ -1282,17 +1288,28 @@ static uint32_t wl_pass_ops(wl_st *st, int c, const wl_step *step, bool last_mb,
   bool reduce = last_mb && weights && x->dp * x->cp > 1 && x->w->parallel.zero <= 2 && !x->ds;
   uint32_t last = dep;
   bool has = has_dep;
+  const uint32_t *gates = step->pass == WL_PASS_F && st->buckets_gated ? st->bucket_gather : NULL;
+  if (gates)
+    st->buckets_gated = false;
   guint n = seq.count + seq.emb + seq.out;
   for (guint k = 0; k < n;) {
     guint i = wl_chunk_seq_at(&seq, k);
     bool block = x->m->blocks > 0 && i >= 1 && i <= (guint)x->m->blocks;
-    /* identical blocks run as one macro, unless gradients must be bucketed as they come */
+    /* identical blocks run as one macro, unless gradients must be bucketed as they come or a
+     * bucket's parameters are awaited within the run */
     guint run = 1;
     while (block && !reduce && k + run < n) {
       guint j = wl_chunk_seq_at(&seq, k + run);
-      if (x->passes[j].t[WL_PASS_F] != x->passes[i].t[WL_PASS_F])
+      if (x->passes[j].t[WL_PASS_F] != x->passes[i].t[WL_PASS_F] ||
+          (gates && gates[j] != WL_NO_GATHER))
         break;
       run++;
+    }
+    if (gates && gates[i] != WL_NO_GATHER) { /* Megatron's forward pre-hook: finish_param_sync */
+      uint32_t both[2] = {gates[i], last};
+      last = prog_mem(x->p, st->cls, "bucket params gathered", PROG_MEM_PARAMS, 0, both,
+                      has ? 2 : 1);
+      has = true;
     }
     last = wl_run_layer(st, i, step->pass, step->paired, run, &last, has);
     has = true;
@@ -1566,6 +1583,66 @@ static bool wl_param_gather_chunks(wl_st *st, double experts)
   return true;
 }
 
+/* Megatron's DistributedDataParallel with --overlap-param-gather and no virtual stages
+ * (NVIDIA/Megatron-LM@d98e8a64, megatron/core/distributed/distributed_data_parallel.py
+ * _make_forward_pre_hook, param_and_grad_buffer.py finish_param_sync): the parameters sit in
+ * buckets of gradient_bucket, filled from the last layer back; a module's forward pre-hook
+ * waits for its bucket's all-gather, dispatching it first if nobody has, then dispatches the
+ * next bucket's (the one holding the layers before it in backward order, next in forward).
+ * The host runs ahead of the GPU, so on the data-parallel stream the gathers run back to back
+ * in forward order, the first exposed whole; the first micro-batch's forward of each bucket's
+ * first layer waits for its gather. The routed experts' buckets gate nothing here: one
+ * gather beside the step, a lower bound. */
+static bool wl_param_gather_buckets(wl_st *st, double experts)
+{
+  wl_par *x = st->x;
+  const cfg_workload *w = x->w;
+  if (x->v > 1 || x->dual || x->vshape || x->ds || !w->parallel.overlap_param_gather ||
+      w->parallel.zero < 1 || w->parallel.zero > 2 || x->dp * x->cp == 1)
+    return false;
+  guint first, count, nlayers = x->m->layers->len;
+  bool emb, out;
+  wl_chunk_layers(x, st->stage, 0, &first, &count, &emb, &out);
+  wl_chunk_seq seq = {.first = first, .count = count, .emb = x->m->blocks > 0 && emb,
+                      .out = x->m->blocks > 0 && out, .nlayers = nlayers, .backward = true};
+  guint n = seq.count + seq.emb + seq.out;
+  /* in backward order: where each bucket ends (its first layer forward) and its parameters */
+  g_autofree guint *opens = g_new(guint, n);
+  g_autofree double *bytes = g_new(double, n);
+  guint nb = 0;
+  double cap = w->parallel.gradient_bucket / x->sb.reduced;
+  g_autofree double *dense = g_new(double, n); /* per layer, in backward order */
+  double listed = 0;
+  for (guint k = 0; k < n; k++) {
+    const wl_layer *l = g_ptr_array_index(x->m->layers, wl_chunk_seq_at(&seq, k));
+    dense[k] = l->params - l->expert_params;
+    listed += dense[k];
+  }
+  /* what the layers do not hold: the last stage's tied embedding copy, beside the output */
+  double fill = st->chunk_dense[0] - listed;
+  for (guint k = 0; k < n; k++) {
+    guint i = wl_chunk_seq_at(&seq, k);
+    fill += dense[k];
+    if (fill >= cap || k == n - 1) {
+      opens[nb] = i;
+      bytes[nb++] = fill * x->sb.weights;
+      fill = 0;
+    }
+  }
+  st->bucket_gather = g_new(uint32_t, nlayers);
+  for (guint i = 0; i < nlayers; i++)
+    st->bucket_gather[i] = WL_NO_GATHER;
+  for (guint b = nb; b-- > 0;)
+    st->bucket_gather[opens[b]] = prog_comm(x->p, st->cls, PROG_STREAM_DP,
+                                            "allgather bucket params", PROG_COLL_ALLGATHER,
+                                            x->fam_dp, bytes[b], NULL, 0);
+  st->buckets_gated = true;
+  if (experts > 0 && x->dp * x->cp / x->ep > 1)
+    prog_comm(x->p, st->cls, PROG_STREAM_DP, "allgather updated expert params",
+              PROG_COLL_ALLGATHER, x->fam_edp, experts * x->sb.weights, NULL, 0);
+  return true;
+}
+
 /* After the last backward: tied embedding gradients, the optimizer, ZeRO's parameter gather
  * (unless it overlaps the next step's forward: then wl_build_stage issued it first). */
 static void wl_stage_finish(wl_st *st, double params, double experts)
@@ -1647,7 +1724,8 @@ static void wl_build_stage(wl_par *x, int s)
   prog_mem(p, s, "optimizer states", PROG_MEM_OPTIMIZER, states.optimizer, NULL, 0);
   /* Megatron's --overlap-param-gather: the last step's updated parameters are gathered while
    * this step's forward runs (in the steady state one gather per step, beside the compute) */
-  if (x->w->parallel.overlap_param_gather && !wl_param_gather_chunks(&st, experts))
+  if (x->w->parallel.overlap_param_gather && !wl_param_gather_chunks(&st, experts) &&
+      !wl_param_gather_buckets(&st, experts))
     wl_param_gather(&st, params, experts, NULL);
   GArray *order = wl_schedule(x, s);
   /* about five ops a pass (its macro, transfers, memory) and two per layer where gradients are
@@ -1671,6 +1749,7 @@ static void wl_build_stage(wl_par *x, int s)
   }
   wl_ds_send_owed(&st, true); /* the last backward's gradient, in the slot after it */
   wl_stage_finish(&st, params, experts);
+  g_free(st.bucket_gather);
 }
 
 /* The all-to-all byte counts of a MoE layer (see wl_moe_a2a in moe.c). */
