@@ -190,7 +190,7 @@ Test(install, bash_completion, .timeout = 60)
       {"run -c dgx-h100-s", "dgx-h100-superpod"},
       {"run --workload llama3-", llama3},
       {"plan -m gpt3-1", "gpt3-1.3b gpt3-175b"},
-      {"run --set parallel.ze", "parallel.zero3_backward_post= parallel.zero="},
+      {"run --set parallel.ze", "parallel.zero3_backward_post= parallel.zero3_copies= parallel.zero="},
       {"whatif --sweep node.cou", "node.count="},
       {"run --cluster = v100", "v100-edr"},
       {"trace s", "summary"},
