@@ -1537,6 +1537,18 @@ static void wl_stage_step(wl_st *st, const wl_step *step, const wl_step *next, i
               &last, 1);
 }
 
+/* The routed experts' share of ZeRO-1/2's parameter all-gather (after `dep`, or none), over
+ * the expert-data-parallel group: the op it issued, or `last` when there is none. */
+static uint32_t wl_expert_param_gather(wl_st *st, double experts, const uint32_t *dep,
+                                       uint32_t last)
+{
+  wl_par *x = st->x;
+  if (!(experts > 0) || x->dp * x->cp / x->ep <= 1)
+    return last;
+  return prog_comm(x->p, st->cls, PROG_STREAM_DP, "allgather updated expert params",
+                   PROG_COLL_ALLGATHER, x->fam_edp, experts * x->sb.weights, dep, dep ? 1 : 0);
+}
+
 /* ZeRO-1/2's all-gather of the updated parameters (after `dep`, or none): the last op it
  * issued, or `dep` itself (*dep; UINT32_MAX without one) when there is no gather. */
 static uint32_t wl_param_gather(wl_st *st, double params, double experts, const uint32_t *dep)
@@ -1550,10 +1562,17 @@ static uint32_t wl_param_gather(wl_st *st, double params, double experts, const 
   double dense = params - experts;
   last = prog_comm(p, st->cls, PROG_STREAM_DP, "allgather updated params", PROG_COLL_ALLGATHER,
                    x->fam_dp, dense * x->sb.weights, dep, dep ? 1 : 0);
-  if (experts > 0 && x->dp * x->cp / x->ep > 1)
-    last = prog_comm(p, st->cls, PROG_STREAM_DP, "allgather updated expert params",
-                     PROG_COLL_ALLGATHER, x->fam_edp, experts * x->sb.weights, dep, dep ? 1 : 0);
-  return last;
+  return wl_expert_param_gather(st, experts, dep, last);
+}
+
+/* Whether the overlapped gather of the dense parameters gates the forwards that use them
+ * (Megatron's schedules; DualPipe, ZB-V and DeepSpeed's engine keep one gather beside the
+ * step, a lower bound): then it is issued per chunk or per bucket. */
+static bool wl_param_gather_gates(const wl_par *x)
+{
+  const cfg_workload *w = x->w;
+  return !x->dual && !x->vshape && !x->ds && w->parallel.overlap_param_gather &&
+         w->parallel.zero >= 1 && w->parallel.zero <= 2 && x->dp * x->cp > 1;
 }
 
 /* Megatron's interleaved schedule with --overlap-param-gather: each model chunk's parameters
@@ -1564,23 +1583,15 @@ static uint32_t wl_param_gather(wl_st *st, double params, double experts, const 
  * On the one data-parallel stream the gathers run back to back in chunk order; the first
  * forward of chunk c waits for the c-th: where a chunk's gather outlasts the previous chunk's
  * forwards of the warm-up, the difference is exposed. */
-static bool wl_param_gather_chunks(wl_st *st, double experts)
+static void wl_param_gather_chunks(wl_st *st)
 {
   wl_par *x = st->x;
-  const cfg_workload *w = x->w;
-  if (x->v < 2 || x->dual || x->vshape || x->ds || !w->parallel.overlap_param_gather ||
-      w->parallel.zero < 1 || w->parallel.zero > 2 || x->dp * x->cp == 1)
-    return false;
   for (int c = 0; c < x->v; c++) {
     st->chunk_gather[c] = prog_comm(x->p, st->cls, PROG_STREAM_DP, "allgather chunk params",
                                     PROG_COLL_ALLGATHER, x->fam_dp,
                                     st->chunk_dense[c] * x->sb.weights, NULL, 0);
     st->gated[c] = true;
   }
-  if (experts > 0 && x->dp * x->cp / x->ep > 1)
-    prog_comm(x->p, st->cls, PROG_STREAM_DP, "allgather updated expert params",
-              PROG_COLL_ALLGATHER, x->fam_edp, experts * x->sb.weights, NULL, 0);
-  return true;
 }
 
 /* Megatron's DistributedDataParallel with --overlap-param-gather and no virtual stages
@@ -1593,13 +1604,10 @@ static bool wl_param_gather_chunks(wl_st *st, double experts)
  * in forward order, the first exposed whole; the first micro-batch's forward of each bucket's
  * first layer waits for its gather. The routed experts' buckets gate nothing here: one
  * gather beside the step, a lower bound. */
-static bool wl_param_gather_buckets(wl_st *st, double experts)
+static void wl_param_gather_buckets(wl_st *st)
 {
   wl_par *x = st->x;
   const cfg_workload *w = x->w;
-  if (x->v > 1 || x->dual || x->vshape || x->ds || !w->parallel.overlap_param_gather ||
-      w->parallel.zero < 1 || w->parallel.zero > 2 || x->dp * x->cp == 1)
-    return false;
   guint first, count, nlayers = x->m->layers->len;
   bool emb, out;
   wl_chunk_layers(x, st->stage, 0, &first, &count, &emb, &out);
@@ -1637,10 +1645,6 @@ static bool wl_param_gather_buckets(wl_st *st, double experts)
                                             "allgather bucket params", PROG_COLL_ALLGATHER,
                                             x->fam_dp, bytes[b], NULL, 0);
   st->buckets_gated = true;
-  if (experts > 0 && x->dp * x->cp / x->ep > 1)
-    prog_comm(x->p, st->cls, PROG_STREAM_DP, "allgather updated expert params",
-              PROG_COLL_ALLGATHER, x->fam_edp, experts * x->sb.weights, NULL, 0);
-  return true;
 }
 
 /* After the last backward: tied embedding gradients, the optimizer, ZeRO's parameter gather
@@ -1724,9 +1728,15 @@ static void wl_build_stage(wl_par *x, int s)
   prog_mem(p, s, "optimizer states", PROG_MEM_OPTIMIZER, states.optimizer, NULL, 0);
   /* Megatron's --overlap-param-gather: the last step's updated parameters are gathered while
    * this step's forward runs (in the steady state one gather per step, beside the compute) */
-  if (x->w->parallel.overlap_param_gather && !wl_param_gather_chunks(&st, experts) &&
-      !wl_param_gather_buckets(&st, experts))
+  if (wl_param_gather_gates(x)) {
+    if (x->v > 1)
+      wl_param_gather_chunks(&st);
+    else
+      wl_param_gather_buckets(&st);
+    wl_expert_param_gather(&st, experts, NULL, UINT32_MAX);
+  } else if (x->w->parallel.overlap_param_gather) {
     wl_param_gather(&st, params, experts, NULL);
+  }
   GArray *order = wl_schedule(x, s);
   /* about five ops a pass (its macro, transfers, memory) and two per layer where gradients are
    * bucketed: the stage's op list grows no more */
