@@ -255,10 +255,9 @@ static double mem_root_params(const wl_model *m, const wl_stage *st)
  * training.fp8_params says, as torchao's Float8 converts only nn.Linear and torchtitan leaves
  * out the output projection (torchtitan/float8.py @ 9dec370, module_filter_fn: fqn != "output"),
  * so the FSDP float8 all-gather gathers the embedding and the output in bf16. */
-static double mem_root_weight_bytes(const cfg_workload *w)
+static double mem_root_weight_bytes(const wl_state_bytes *b)
 {
-  wl_state_bytes b = wl_state_bytes_per_param(&w->training);
-  return MAX(b.weights, 2.0);
+  return MAX(b->weights, 2.0);
 }
 
 /* The stage's whole weights (as all-gathered: 16 bits, or fp8 with fp8 all-gather, but for the
@@ -268,7 +267,7 @@ static void mem_pp_unsharded_states(const cfg_workload *w, double params, double
                                     mem_stage *s)
 {
   wl_state_bytes b = wl_state_bytes_per_param(&w->training);
-  double weights = params * b.weights + root * (mem_root_weight_bytes(w) - b.weights);
+  double weights = params * b.weights + root * (mem_root_weight_bytes(&b) - b.weights);
   double grads = params * b.grads;
   s->params += weights;
   s->grads += grads;
@@ -358,7 +357,7 @@ static void mem_root_gathered(const cfg_workload *w, const wl_model *m, const wl
                               mem_stage *s)
 {
   wl_state_bytes b = wl_state_bytes_per_param(&w->training);
-  double root = mem_root_params(m, st) * mem_root_weight_bytes(w);
+  double root = mem_root_params(m, st) * mem_root_weight_bytes(&b);
   double blocks = 2 * mem_largest_block(m, st) * b.weights;
   double block_bwd = m->recompute_peak + m->ring_peak;
   double loss = mem_loss_working_set(w, m, st->output);
